@@ -1,0 +1,339 @@
+#include "apps/config/config_schema.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+
+#include "apps/config/rate.h"
+
+namespace gradmesh::app::detail {
+namespace {
+
+// ---- reading TOML values ----
+
+std::optional<std::int64_t> integer_of(const toml::node& n) {
+  if (const auto* v = n.as_integer()) return v->get();
+  return std::nullopt;
+}
+
+/// An integer or a float, finite.
+std::optional<double> number_of(const toml::node& n) {
+  if (const auto* v = n.as_integer()) return static_cast<double>(v->get());
+  if (const auto* v = n.as_floating_point()) {
+    if (std::isfinite(v->get())) return v->get();
+  }
+  return std::nullopt;
+}
+
+const std::string* string_of(const toml::node& n) {
+  if (const auto* v = n.as_string()) return &v->get();
+  return nullptr;
+}
+
+bool set_size(std::size_t& out, const toml::node& n, std::int64_t min) {
+  const auto v = integer_of(n);
+  if (!v || *v < min) return false;
+  out = static_cast<std::size_t>(*v);
+  return true;
+}
+
+/// `word` (e.g. "auto", "none") or an integer >= min.
+bool set_optional_size(std::optional<std::size_t>& out, const toml::node& n, std::int64_t min,
+                       std::string_view word) {
+  if (const auto* s = string_of(n)) {
+    if (*s != word) return false;
+    out.reset();
+    return true;
+  }
+  std::size_t v = 0;
+  if (!set_size(v, n, min)) return false;
+  out = v;
+  return true;
+}
+
+/// `word` (e.g. "unlimited"), a rate string (parse_rate) or a number of bytes/s, > 0.
+bool set_optional_rate(std::optional<double>& out, const toml::node& n, std::string_view word) {
+  if (const auto* s = string_of(n)) {
+    if (*s == word) {
+      out.reset();
+      return true;
+    }
+    try {
+      out = parse_rate(*s);
+      return true;
+    } catch (const std::invalid_argument&) {
+      return false;
+    }
+  }
+  const auto v = number_of(n);
+  if (!v || *v <= 0.0) return false;
+  out = *v;
+  return true;
+}
+
+template <std::size_t N>
+bool set_choice(std::string& out, const toml::node& n,
+                const std::array<std::string_view, N>& choices) {
+  const auto* s = string_of(n);
+  if (s == nullptr || std::find(choices.begin(), choices.end(), *s) == choices.end()) return false;
+  out = *s;
+  return true;
+}
+
+bool set_non_empty_string(std::string& out, const toml::node& n) {
+  const auto* s = string_of(n);
+  if (s == nullptr || s->empty()) return false;
+  out = *s;
+  return true;
+}
+
+// ---- printing canonical values ----
+
+std::string print_size(std::size_t v) { return std::to_string(v); }
+
+std::string print_optional_size(const std::optional<std::size_t>& v, std::string_view word) {
+  return v ? std::to_string(*v) : toml_quote(word);
+}
+
+std::string print_optional_rate(const std::optional<double>& v, std::string_view word) {
+  return v ? toml_float(*v) : toml_quote(word);
+}
+
+constexpr std::array<std::string_view, 5> kStrategies{"none", "ps", "poseidon", "ako", "allreduce"};
+constexpr std::array<std::string_view, 3> kSfbModes{"auto", "always", "never"};
+constexpr std::array<std::string_view, 1> kDatasets{"fashion-mnist"};
+
+constexpr std::string_view kSendRateExpected =
+    "\"unlimited\" or a rate > 0: a number of bytes/s, or a string such as \"100mbit\", "
+    "\"12.5MB/s\" or \"1GiB\" (units: bit, kbit, mbit, gbit, kb, mb, gb, kib, mib, gib, with an "
+    "optional \"/s\")";
+constexpr std::string_view kBandwidthExpected =
+    "\"auto\" or a rate > 0: a number of bytes/s, or a string such as \"100mbit\", "
+    "\"12.5MB/s\" or \"1GiB\" (units: bit, kbit, mbit, gbit, kb, mb, gb, kib, mib, gib, with an "
+    "optional \"/s\")";
+
+// Sorted by key: key_specs() promises it and find_key() relies on it.
+constexpr std::array<KeySpec, 22> kKeys{{
+    {"compute.threads", "an integer >= 0 (worker threads; 0 = one per core)", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) { return set_size(c.compute.threads, n, 0); },
+     [](const JobConfig& c) { return print_size(c.compute.threads); }},
+    {"data.dataset", "\"fashion-mnist\" (the only dataset supported for now)",
+     OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) { return set_choice(c.data.dataset, n, kDatasets); },
+     [](const JobConfig& c) { return toml_quote(c.data.dataset); }},
+    {"data.path", "a non-empty string (the folder holding the dataset's files)",
+     OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) { return set_non_empty_string(c.data.path, n); },
+     [](const JobConfig& c) { return toml_quote(c.data.path); }},
+    {"data.train_limit", "\"none\" or an integer >= 1 (training images to use)",
+     OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       return set_optional_size(c.data.train_limit, n, 1, "none");
+     },
+     [](const JobConfig& c) { return print_optional_size(c.data.train_limit, "none"); }},
+    {"job.epochs", "an integer >= 1", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) { return set_size(c.job.epochs, n, 1); },
+     [](const JobConfig& c) { return print_size(c.job.epochs); }},
+    {"job.max_iterations", "\"none\" or an integer >= 1 (iterations per node)",
+     OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       return set_optional_size(c.job.max_iterations, n, 1, "none");
+     },
+     [](const JobConfig& c) { return print_optional_size(c.job.max_iterations, "none"); }},
+    {"job.name", "a non-empty string", OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) { return set_non_empty_string(c.job.name, n); },
+     [](const JobConfig& c) { return toml_quote(c.job.name); }},
+    {"job.seed", "an integer >= 0", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       const auto v = integer_of(n);
+       if (!v || *v < 0) return false;
+       c.job.seed = static_cast<std::uint64_t>(*v);
+       return true;
+     },
+     [](const JobConfig& c) { return std::to_string(c.job.seed); }},
+    {"model.layers",
+     "a non-empty array of non-empty layer specs, e.g. [\"dense:256\", \"relu\", \"dense:10\", "
+     "\"softmax_cross_entropy\"]",
+     OverrideKind::kLayerList,
+     [](JobConfig& c, const toml::node& n) {
+       const auto* array = n.as_array();
+       if (array == nullptr || array->empty()) return false;
+       std::vector<std::string> layers;
+       for (const toml::node& element : *array) {
+         const auto* s = string_of(element);
+         if (s == nullptr || s->empty()) return false;
+         layers.push_back(*s);
+       }
+       c.model.layers = std::move(layers);
+       return true;
+     },
+     [](const JobConfig& c) {
+       std::string out = "[";
+       for (std::size_t i = 0; i < c.model.layers.size(); ++i) {
+         if (i > 0) out += ", ";
+         out += toml_quote(c.model.layers[i]);
+       }
+       return out + "]";
+     }},
+    {"net.connect_timeout", "a number of seconds > 0", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       const auto v = number_of(n);
+       if (!v || *v <= 0.0) return false;
+       c.net.connect_timeout = *v;
+       return true;
+     },
+     [](const JobConfig& c) { return toml_float(c.net.connect_timeout); }},
+    {"net.max_frame_bytes", "an integer >= 1 (bytes)", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) { return set_size(c.net.max_frame_bytes, n, 1); },
+     [](const JobConfig& c) { return print_size(c.net.max_frame_bytes); }},
+    {"net.max_send_rate", kSendRateExpected, OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       return set_optional_rate(c.net.max_send_rate, n, "unlimited");
+     },
+     [](const JobConfig& c) { return print_optional_rate(c.net.max_send_rate, "unlimited"); }},
+    {"optimizer.batch_size", "an integer >= 1 (samples per iteration per node)",
+     OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) { return set_size(c.optimizer.batch_size, n, 1); },
+     [](const JobConfig& c) { return print_size(c.optimizer.batch_size); }},
+    {"optimizer.lr", "a number > 0", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       const auto v = number_of(n);
+       if (!v || *v <= 0.0) return false;
+       c.optimizer.lr = *v;
+       return true;
+     },
+     [](const JobConfig& c) { return toml_float(c.optimizer.lr); }},
+    {"optimizer.momentum", "a number >= 0 and < 1", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       const auto v = number_of(n);
+       if (!v || *v < 0.0 || *v >= 1.0) return false;
+       c.optimizer.momentum = *v;
+       return true;
+     },
+     [](const JobConfig& c) { return toml_float(c.optimizer.momentum); }},
+    {"optimizer.weight_decay", "a number >= 0", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       const auto v = number_of(n);
+       if (!v || *v < 0.0) return false;
+       c.optimizer.weight_decay = *v;
+       return true;
+     },
+     [](const JobConfig& c) { return toml_float(c.optimizer.weight_decay); }},
+    {"sync.ako.bandwidth", kBandwidthExpected, OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       return set_optional_rate(c.sync.ako.bandwidth, n, "auto");
+     },
+     [](const JobConfig& c) { return print_optional_rate(c.sync.ako.bandwidth, "auto"); }},
+    {"sync.ako.partitions", "\"auto\" or an integer >= 1", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       return set_optional_size(c.sync.ako.partitions, n, 1, "auto");
+     },
+     [](const JobConfig& c) { return print_optional_size(c.sync.ako.partitions, "auto"); }},
+    {"sync.ako.staleness", "an integer >= 0 (iterations)", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) { return set_size(c.sync.ako.staleness, n, 0); },
+     [](const JobConfig& c) { return print_size(c.sync.ako.staleness); }},
+    {"sync.poseidon.sfb", "one of auto, always, never", OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) {
+       return set_choice(c.sync.poseidon.sfb, n, kSfbModes);
+     },
+     [](const JobConfig& c) { return toml_quote(c.sync.poseidon.sfb); }},
+    {"sync.ps.chunk_bytes", "\"auto\" or an integer > 0 that is a multiple of 4 (bytes)",
+     OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       std::optional<std::size_t> v;
+       if (!set_optional_size(v, n, 1, "auto") || (v && *v % 4 != 0)) return false;
+       c.sync.ps.chunk_bytes = v;
+       return true;
+     },
+     [](const JobConfig& c) { return print_optional_size(c.sync.ps.chunk_bytes, "auto"); }},
+    {"sync.strategy", "one of none, ps, poseidon, ako, allreduce", OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) { return set_choice(c.sync.strategy, n, kStrategies); },
+     [](const JobConfig& c) { return toml_quote(c.sync.strategy); }},
+}};
+
+static_assert(std::is_sorted(kKeys.begin(), kKeys.end(),
+                             [](const KeySpec& a, const KeySpec& b) { return a.key < b.key; }),
+              "kKeys must stay sorted by key");
+
+}  // namespace
+
+std::span<const KeySpec> key_specs() noexcept { return kKeys; }
+
+const KeySpec* find_key(std::string_view key) noexcept {
+  const auto it = std::lower_bound(kKeys.begin(), kKeys.end(), key,
+                                   [](const KeySpec& s, std::string_view k) { return s.key < k; });
+  return it != kKeys.end() && it->key == key ? &*it : nullptr;
+}
+
+bool is_table(std::string_view name) noexcept {
+  return !name.empty() && std::any_of(kKeys.begin(), kKeys.end(), [name](const KeySpec& s) {
+    return s.key.size() > name.size() && s.key.starts_with(name) && s.key[name.size()] == '.';
+  });
+}
+
+std::string toml_quote(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\f': out += "\\f"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          std::array<char, 8> buf{};
+          std::snprintf(buf.data(), buf.size(), "\\u%04x", static_cast<unsigned>(c));
+          out += buf.data();
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string toml_float(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  std::array<char, 64> buf{};
+  const auto result = std::to_chars(buf.data(), buf.data() + buf.size(), value);
+  std::string out(buf.data(), result.ptr);
+  if (out.find_first_of(".e") == std::string::npos) out += ".0";
+  return out;
+}
+
+std::string toml_value_text(const toml::node& value) {
+  if (const auto* s = value.as_string()) return toml_quote(s->get());
+  if (const auto* f = value.as_floating_point()) return toml_float(f->get());
+  if (const auto* a = value.as_array()) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      if (i > 0) out += ", ";
+      out += toml_value_text((*a)[i]);
+    }
+    return out + "]";
+  }
+  if (const auto* t = value.as_table()) {
+    std::string out = "{";
+    bool first = true;
+    for (const auto& [k, v] : *t) {
+      out += first ? " " : ", ";
+      first = false;
+      out += std::string(k.str()) + " = " + toml_value_text(v);
+    }
+    return out + (first ? "}" : " }");
+  }
+  std::ostringstream out;
+  value.visit([&out](const auto& v) { out << v; });
+  return out.str();
+}
+
+}  // namespace gradmesh::app::detail

@@ -1,0 +1,144 @@
+#pragma once
+// The job config: one TOML file, the same on every node, plus `--set KEY=VALUE` overrides.
+//
+// Every key is documented in configs/README.md (DESIGN.md, "Contracts": keys that scripts and
+// benchmarks rely on are never renamed). Unknown keys, wrong types and bad values are
+// gradmesh::ConfigError naming the key, the value and what was expected.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gradmesh::app {
+
+/// The effective job config of one run: defaults, then the file, then the overrides.
+/// A plain value type; fields are checked by parse_job_config(), not on assignment.
+struct JobConfig {
+  /// [job]: the run as a whole.
+  struct Job {
+    std::string name = "gradmesh-job";  ///< job.name: a label for logs and metrics.
+    std::uint64_t seed = 42;            ///< job.seed: seeds initial weights and data shuffling.
+    std::size_t epochs = 1;             ///< job.epochs: passes over the training set, >= 1.
+    /// job.max_iterations: stop after this many iterations per node (>= 1); unset ("none"): no
+    /// limit.
+    std::optional<std::size_t> max_iterations;
+    friend bool operator==(const Job&, const Job&) = default;
+  } job;
+
+  /// [data]: the training and test set.
+  struct Data {
+    std::string dataset = "fashion-mnist";                ///< data.dataset: only "fashion-mnist".
+    /// data.path: the folder of the dataset's files.
+    std::string path = "/usr/share/datasets/fashion-mnist";
+    /// data.train_limit: use only the first N training images (>= 1; for tests); unset
+    /// ("none"): all.
+    std::optional<std::size_t> train_limit;
+    friend bool operator==(const Data&, const Data&) = default;
+  } data;
+
+  /// [model]: the network, a stack of layer specs such as
+  /// ["dense:256", "relu", "dense:10", "softmax_cross_entropy"]. Required, non-empty; each spec
+  /// is a non-empty string (the layer factory in tasks/ checks the specs themselves).
+  struct Model {
+    std::vector<std::string> layers;  ///< model.layers
+    friend bool operator==(const Model&, const Model&) = default;
+  } model;
+
+  /// [optimizer]: SGD with momentum, run where the parameters are updated.
+  struct Optimizer {
+    double lr = 0.05;            ///< optimizer.lr: learning rate, > 0.
+    double momentum = 0.9;       ///< optimizer.momentum: in [0, 1).
+    double weight_decay = 0.0;   ///< optimizer.weight_decay: L2 coefficient, >= 0.
+    /// optimizer.batch_size: samples per iteration per node, >= 1.
+    std::size_t batch_size = 64;
+    friend bool operator==(const Optimizer&, const Optimizer&) = default;
+  } optimizer;
+
+  /// [sync]: the sync stage and its per-strategy options.
+  struct Sync {
+    std::string strategy = "ps";  ///< sync.strategy: none | ps | poseidon | ako | allreduce.
+    /// [sync.ps]: the parameter-server path (also used by poseidon for non-SFB layers).
+    struct Ps {
+      /// sync.ps.chunk_bytes: KV chunk size in bytes (> 0, multiple of 4); unset ("auto"): the
+      /// planner chooses.
+      std::optional<std::size_t> chunk_bytes;
+      friend bool operator==(const Ps&, const Ps&) = default;
+    } ps;
+    /// [sync.poseidon]: hybrid communication.
+    struct Poseidon {
+      /// sync.poseidon.sfb: "auto" (BestScheme per layer), "always" (SFB for every dense
+      /// layer), "never" (PS only).
+      std::string sfb = "auto";
+      friend bool operator==(const Poseidon&, const Poseidon&) = default;
+    } poseidon;
+    /// [sync.ako]: partial gradient exchange.
+    struct Ako {
+      /// sync.ako.partitions: partition count p (>= 1); unset ("auto"): Ako eq. 3.
+      std::optional<std::size_t> partitions;
+      std::size_t staleness = 0;  ///< sync.ako.staleness: staleness bound tau, in iterations.
+      /// sync.ako.bandwidth: bytes/s assumed by eq. 3 (> 0; a rate string or number); unset
+      /// ("auto"): measured.
+      std::optional<double> bandwidth;
+      friend bool operator==(const Ako&, const Ako&) = default;
+    } ako;
+    friend bool operator==(const Sync&, const Sync&) = default;
+  } sync;
+
+  /// [net]: the transport.
+  struct Net {
+    /// net.max_send_rate: per-node send cap in bytes/s (> 0; a rate string or number); unset
+    /// ("unlimited"): no cap.
+    std::optional<double> max_send_rate;
+    double connect_timeout = 30.0;             ///< net.connect_timeout: seconds, > 0.
+    std::size_t max_frame_bytes = 1ull << 30;  ///< net.max_frame_bytes: largest frame, >= 1.
+    friend bool operator==(const Net&, const Net&) = default;
+  } net;
+
+  /// [compute]: the local executor.
+  struct Compute {
+    std::size_t threads = 0;  ///< compute.threads: BLAS threads; 0 = cores / nodes on this host.
+    friend bool operator==(const Compute&, const Compute&) = default;
+  } compute;
+
+  /// A 64-bit fingerprint of the effective config: two zlib crc32s, of canonical_text() and of
+  /// its reverse. Equal on every node iff their configs agree (up to crc collisions); compared
+  /// at the handshake. Never throws beyond std::bad_alloc.
+  [[nodiscard]] std::uint64_t hash() const;
+
+  /// The effective config as TOML: every key (unset optional ones with their "none"/"auto"/
+  /// "unlimited" spelling), tables and keys sorted by name, floats in their shortest round-trip
+  /// form. Parsing it back gives an equal config. Printed by the node at start with --verbose;
+  /// hash() is computed over it.
+  [[nodiscard]] std::string canonical_text() const;
+
+  /// Field-wise equality.
+  friend bool operator==(const JobConfig&, const JobConfig&) = default;
+};
+
+/// Reads the TOML file at `path`, applies `overrides` and checks every key.
+/// @param overrides "KEY=VALUE" strings from repeated --set options, applied in order (the
+///        last one of a key wins); see parse_job_config().
+/// @throws gradmesh::ConfigError if the file cannot be read (naming the path), or as
+///         parse_job_config() does.
+[[nodiscard]] JobConfig load_job_config(const std::filesystem::path& path,
+                                        const std::vector<std::string>& overrides);
+
+/// Parses a job config from TOML text, applies `overrides` and checks every key.
+///
+/// Each override is "KEY=VALUE" with KEY a dotted key of the schema ("optimizer.lr"). VALUE is
+/// parsed as a TOML value (`0.05`, `["dense:10"]`, `"auto"`); if that fails, or the key takes a
+/// string and VALUE is another TOML type, VALUE is taken as a bare string (so
+/// `sync.strategy=ako` works). model.layers also takes a bare comma-separated list.
+///
+/// @param source_name names the text in error messages (usually the file's path).
+/// @throws gradmesh::ConfigError on a TOML syntax error (naming source, line and column), an
+///         unknown key, a value of the wrong type or out of range (naming the key, the value and
+///         what was expected), a missing model.layers, or an override without '='.
+[[nodiscard]] JobConfig parse_job_config(std::string_view toml_text, std::string_view source_name,
+                                         const std::vector<std::string>& overrides);
+
+}  // namespace gradmesh::app

@@ -1,0 +1,498 @@
+#include "apps/launch/launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string_view>
+#include <system_error>
+
+#include "apps/config/job_config.h"
+#include "engine/error.h"
+
+namespace gradmesh::app {
+namespace {
+
+/// A partial line longer than this is relayed as a line of its own (bounds memory per node).
+constexpr std::size_t kMaxLineBytes = 64 * 1024;
+/// After the last node exits, how long to wait for its pipes' EOF (a grandchild may hold them).
+constexpr std::uint64_t kDrainMs = 1000;
+
+std::uint64_t to_ms(double seconds) {
+  return seconds <= 0.0 ? 0 : static_cast<std::uint64_t>(seconds * 1000.0 + 0.5);
+}
+
+/// Writes all of `data` to `fd`, retrying on EINTR and short writes; drops it if the reader
+/// went away (EPIPE) or another error occurs: the launcher must keep managing its nodes.
+void write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+void say(std::string_view message) {
+  write_all(STDERR_FILENO, "gradmesh-launch: " + std::string(message) + "\n");
+}
+
+std::string signal_name(int signum) {
+  const char* abbrev = ::sigabbrev_np(signum);
+  return abbrev != nullptr ? "SIG" + std::string(abbrev) : "signal " + std::to_string(signum);
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view separator) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += separator;
+    out += items[i];
+  }
+  return out;
+}
+
+class Launcher;
+struct Node;
+
+/// One of a node's output pipes (stdout or stderr) and its not yet relayed partial line.
+struct Stream {
+  Node* node = nullptr;
+  int fd = STDOUT_FILENO;  ///< where its lines go
+  uv_pipe_t pipe{};
+  std::string pending;
+  bool open = false;  ///< initialised and not yet closing
+};
+
+/// One gradmesh-node process.
+struct Node {
+  Launcher* launcher = nullptr;
+  std::size_t rank = 0;
+  std::string prefix;  ///< "[rank] "
+  uv_process_t process{};
+  Stream out;
+  Stream err;
+  bool running = false;  ///< spawned and not yet exited
+  bool exited = false;
+  std::string spawn_error;  ///< set if it could not be started
+  std::int64_t exit_status = 0;
+  int term_signal = 0;
+  int signal_sent = 0;  ///< the last signal the launcher sent it (0: none)
+
+  [[nodiscard]] bool failed() const {
+    return !spawn_error.empty() || (exited && (exit_status != 0 || term_signal != 0));
+  }
+};
+
+class Launcher final {
+ public:
+  Launcher(const LaunchOptions& options, std::vector<std::uint16_t> ports)
+      : options_(options), ports_(std::move(ports)) {}
+  Launcher(const Launcher&) = delete;
+  Launcher& operator=(const Launcher&) = delete;
+
+  int run() {
+    uv_loop_init(&loop_);
+    for (uv_timer_t* t : {&grace_timer_, &kill_timer_, &drain_timer_}) {
+      uv_timer_init(&loop_, t);
+      t->data = this;
+    }
+    for (uv_signal_t* s : {&sigint_, &sigterm_}) {
+      uv_signal_init(&loop_, s);
+      s->data = this;
+    }
+    uv_signal_start(&sigint_, &Launcher::on_signal, SIGINT);
+    uv_signal_start(&sigterm_, &Launcher::on_signal, SIGTERM);
+
+    nodes_.reserve(options_.nodes);
+    for (std::size_t rank = 0; rank < options_.nodes; ++rank) {
+      nodes_.push_back(std::make_unique<Node>());
+      spawn(*nodes_.back(), rank);
+      if (!nodes_.back()->spawn_error.empty()) break;  // do not start the rest
+    }
+    check_done();
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    uv_loop_close(&loop_);
+    return summarize();
+  }
+
+ private:
+  // ---- starting ----
+
+  void spawn(Node& node, std::size_t rank) {
+    node.launcher = this;
+    node.rank = rank;
+    // (appends rather than "[" + std::to_string(...): GCC 12 gives a false -Wrestrict there)
+    node.prefix.assign("[").append(std::to_string(rank)).append("] ");
+    node.process.data = &node;
+    for (Stream* s : {&node.out, &node.err}) {
+      s->node = &node;
+      uv_pipe_init(&loop_, &s->pipe, 0);
+      s->pipe.data = s;
+      s->open = true;
+    }
+    node.err.fd = STDERR_FILENO;
+
+    std::vector<std::string> args = node_command(options_, ports_, rank);
+    if (options_.verbose) say("rank " + std::to_string(rank) + ": " + join(args, " "));
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const std::string file = options_.node_binary.string();
+
+    std::array<uv_stdio_container_t, 3> stdio{};
+    stdio[0].flags = UV_IGNORE;
+    stdio[1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
+    stdio[1].data.stream = reinterpret_cast<uv_stream_t*>(&node.out.pipe);
+    stdio[2].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
+    stdio[2].data.stream = reinterpret_cast<uv_stream_t*>(&node.err.pipe);
+
+    uv_process_options_t spawn_options{};
+    spawn_options.file = file.c_str();
+    spawn_options.args = argv.data();
+    spawn_options.env = nullptr;  // inherit
+    spawn_options.stdio_count = static_cast<int>(stdio.size());
+    spawn_options.stdio = stdio.data();
+    spawn_options.exit_cb = &Launcher::on_exit;
+
+    const int rc = uv_spawn(&loop_, &node.process, &spawn_options);
+    if (rc != 0) {
+      node.spawn_error = std::string(uv_strerror(rc));
+      say("rank " + std::to_string(rank) + ": cannot start " + file + ": " + node.spawn_error);
+      uv_close(reinterpret_cast<uv_handle_t*>(&node.process), nullptr);
+      for (Stream* s : {&node.out, &node.err}) close_stream(*s);
+      if (first_failure_ == nullptr) first_failure_ = &node;
+      terminate_all(SIGTERM);  // the others cannot form the cluster: stop them now
+      return;
+    }
+    node.running = true;
+    for (Stream* s : {&node.out, &node.err}) {
+      uv_read_start(reinterpret_cast<uv_stream_t*>(&s->pipe), &Launcher::on_alloc,
+                    &Launcher::on_read);
+    }
+  }
+
+  // ---- relaying output ----
+
+  static void on_alloc(uv_handle_t* handle, std::size_t /*suggested*/, uv_buf_t* buf) {
+    Launcher& self = *static_cast<Stream*>(handle->data)->node->launcher;
+    *buf = uv_buf_init(self.read_buffer_.data(), static_cast<unsigned>(self.read_buffer_.size()));
+  }
+
+  static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+    Stream& s = *static_cast<Stream*>(stream->data);
+    Launcher& self = *s.node->launcher;
+    if (nread > 0) {
+      s.pending.append(buf->base, static_cast<std::size_t>(nread));
+      self.relay_lines(s);
+    } else if (nread < 0) {  // UV_EOF or a read error: either way this pipe is done
+      self.close_stream(s);
+      self.check_done();
+    }
+  }
+
+  /// Relays every complete line of `s.pending` with one write, so lines never interleave.
+  void relay_lines(Stream& s) {
+    std::string out;
+    std::size_t start = 0;
+    for (std::size_t nl; (nl = s.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+      out += s.node->prefix;
+      out.append(s.pending, start, nl + 1 - start);
+    }
+    s.pending.erase(0, start);
+    if (s.pending.size() > kMaxLineBytes) {
+      out += s.node->prefix + s.pending + "\n";
+      s.pending.clear();
+    }
+    if (!out.empty()) write_all(s.fd, out);
+  }
+
+  /// Stops reading `s`, relays its last partial line and closes its pipe.
+  void close_stream(Stream& s) {
+    if (!s.open) return;
+    s.open = false;
+    if (!s.pending.empty()) {
+      write_all(s.fd, s.node->prefix + s.pending + "\n");
+      s.pending.clear();
+    }
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(&s.pipe));
+    uv_close(reinterpret_cast<uv_handle_t*>(&s.pipe), nullptr);
+  }
+
+  // ---- exits, failures and signals ----
+
+  static void on_exit(uv_process_t* process, std::int64_t exit_status, int term_signal) {
+    Node& node = *static_cast<Node*>(process->data);
+    Launcher& self = *node.launcher;
+    node.running = false;
+    node.exited = true;
+    node.exit_status = exit_status;
+    node.term_signal = term_signal;
+    uv_close(reinterpret_cast<uv_handle_t*>(process), nullptr);
+    if (node.failed() && self.first_failure_ == nullptr && self.phase_ == Phase::kRunning) {
+      self.first_failure_ = &node;
+      say("rank " + std::to_string(node.rank) + " " + describe_exit(node) + "; " +
+          (self.live_count() > 0 ? "the other nodes have " + seconds(self.options_.grace_seconds) +
+                                       " to finish"
+                                 : std::string("no other node is running")));
+      self.start_grace();
+    }
+    self.check_done();
+  }
+
+  static void on_signal(uv_signal_t* handle, int signum) {
+    Launcher& self = *static_cast<Launcher*>(handle->data);
+    self.interrupted_ = signum;
+    say("got " + signal_name(signum) + ": forwarding it to the nodes");
+    self.send_to_live(signum);
+    self.start_grace();
+  }
+
+  /// Arms the grace timer, once: when it fires, SIGTERM then SIGKILL.
+  void start_grace() {
+    if (phase_ != Phase::kRunning) return;
+    phase_ = Phase::kGrace;
+    uv_timer_start(&grace_timer_, &Launcher::on_grace_timeout, to_ms(options_.grace_seconds), 0);
+  }
+
+  static void on_grace_timeout(uv_timer_t* timer) {
+    static_cast<Launcher*>(timer->data)->terminate_all(SIGTERM);
+  }
+
+  static void on_kill_timeout(uv_timer_t* timer) {
+    Launcher& self = *static_cast<Launcher*>(timer->data);
+    if (self.live_count() == 0) return;
+    say("sending SIGKILL to " + self.live_ranks());
+    self.send_to_live(SIGKILL);
+  }
+
+  /// Sends SIGTERM (now) and SIGKILL (after kill_after_seconds) to the nodes still running.
+  void terminate_all(int signum) {
+    if (phase_ == Phase::kTerminating) return;
+    phase_ = Phase::kTerminating;
+    uv_timer_stop(&grace_timer_);
+    if (live_count() == 0) return;
+    say("sending " + signal_name(signum) + " to " + live_ranks());
+    send_to_live(signum);
+    uv_timer_start(&kill_timer_, &Launcher::on_kill_timeout, to_ms(options_.kill_after_seconds),
+                   0);
+  }
+
+  void send_to_live(int signum) {
+    for (auto& node : nodes_) {
+      if (!node->running) continue;
+      uv_process_kill(&node->process, signum);
+      node->signal_sent = signum;
+    }
+  }
+
+  [[nodiscard]] std::size_t live_count() const {
+    return static_cast<std::size_t>(
+        std::count_if(nodes_.begin(), nodes_.end(), [](const auto& n) { return n->running; }));
+  }
+
+  [[nodiscard]] std::string live_ranks() const {
+    std::vector<std::string> ranks;
+    for (const auto& node : nodes_) {
+      if (node->running) ranks.push_back(std::to_string(node->rank));
+    }
+    return (ranks.size() == 1 ? "rank " : "ranks ") + join(ranks, ", ");
+  }
+
+  // ---- finishing ----
+
+  /// Once every node has exited: waits briefly for their pipes, then closes the loop's handles.
+  void check_done() {
+    if (finishing_ || live_count() > 0) return;
+    const bool pipes_open = std::any_of(nodes_.begin(), nodes_.end(), [](const auto& n) {
+      return n->out.open || n->err.open;
+    });
+    if (pipes_open) {
+      if (!uv_is_active(reinterpret_cast<uv_handle_t*>(&drain_timer_))) {
+        uv_timer_start(&drain_timer_, &Launcher::on_drain_timeout, kDrainMs, 0);
+      }
+      return;
+    }
+    finishing_ = true;
+    for (uv_timer_t* t : {&grace_timer_, &kill_timer_, &drain_timer_}) {
+      uv_close(reinterpret_cast<uv_handle_t*>(t), nullptr);
+    }
+    for (uv_signal_t* s : {&sigint_, &sigterm_}) {
+      uv_close(reinterpret_cast<uv_handle_t*>(s), nullptr);
+    }
+  }
+
+  static void on_drain_timeout(uv_timer_t* timer) {
+    Launcher& self = *static_cast<Launcher*>(timer->data);
+    for (auto& node : self.nodes_) {
+      for (Stream* s : {&node->out, &node->err}) self.close_stream(*s);
+    }
+    self.check_done();
+  }
+
+  static std::string seconds(double s) {
+    std::array<char, 32> buf{};
+    std::snprintf(buf.data(), buf.size(), "%g s", s);
+    return buf.data();
+  }
+
+  static std::string describe_exit(const Node& node) {
+    if (!node.spawn_error.empty()) return "could not be started: " + node.spawn_error;
+    if (node.term_signal != 0) {
+      std::string text = "was killed by " + signal_name(node.term_signal);
+      if (node.term_signal == node.signal_sent) text += " (sent by the launcher)";
+      return text;
+    }
+    return "exited with code " + std::to_string(node.exit_status);
+  }
+
+  int summarize() const {
+    std::vector<std::string> failures;
+    for (const auto& node : nodes_) {
+      if (!node->failed()) continue;
+      std::string line = "rank " + std::to_string(node->rank) + " " + describe_exit(*node);
+      if (node.get() == first_failure_) line += " (first to fail)";
+      failures.push_back(std::move(line));
+    }
+    const std::size_t not_started = options_.nodes - nodes_.size();
+    if (!failures.empty()) {
+      std::string text = std::to_string(failures.size()) + " of " +
+                         std::to_string(options_.nodes) + " nodes failed: " + join(failures, "; ");
+      if (not_started > 0) text += "; " + std::to_string(not_started) + " not started";
+      say(text);
+    }
+    if (interrupted_ != 0) return 128 + interrupted_;
+    return failures.empty() && not_started == 0 ? 0 : 1;
+  }
+
+  enum class Phase { kRunning, kGrace, kTerminating };
+
+  const LaunchOptions& options_;
+  const std::vector<std::uint16_t> ports_;
+  uv_loop_t loop_{};
+  uv_timer_t grace_timer_{};
+  uv_timer_t kill_timer_{};
+  uv_timer_t drain_timer_{};
+  uv_signal_t sigint_{};
+  uv_signal_t sigterm_{};
+  std::vector<std::unique_ptr<Node>> nodes_;  // unique_ptr: libuv holds pointers into each Node
+  std::array<char, 64 * 1024> read_buffer_{};
+  Phase phase_ = Phase::kRunning;
+  const Node* first_failure_ = nullptr;
+  int interrupted_ = 0;  // the last signal the launcher got, 0 if none
+  bool finishing_ = false;
+};
+
+void check_node_binary(const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) {
+    throw ConfigError("node binary '" + path.string() +
+                      "' does not exist: expected gradmesh-node built next to gradmesh-launch, or "
+                      "--node PATH");
+  }
+  if (!std::filesystem::is_regular_file(status) || ::access(path.c_str(), X_OK) != 0) {
+    throw ConfigError("node binary '" + path.string() + "' is not an executable file");
+  }
+}
+
+}  // namespace
+
+std::filesystem::path default_node_binary() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "gradmesh-node";
+  return self.parent_path() / "gradmesh-node";
+}
+
+std::vector<std::uint16_t> pick_ports(std::size_t n, std::uint16_t base_port,
+                                      const std::string& host) {
+  std::vector<std::uint16_t> ports;
+  if (base_port != 0) {
+    if (base_port + n - 1 > 65535) {
+      throw ConfigError("--base-port " + std::to_string(base_port) + " with " + std::to_string(n) +
+                        " nodes: expected base_port + N - 1 <= 65535");
+    }
+    for (std::size_t i = 0; i < n; ++i) ports.push_back(static_cast<std::uint16_t>(base_port + i));
+    return ports;
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = 0;
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    throw ConfigError("host '" + host + "': expected an IPv4 address such as 127.0.0.1");
+  }
+  std::vector<int> fds;
+  auto close_all = [&fds] {
+    for (const int fd : fds) ::close(fd);
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in bound{};
+    socklen_t len = sizeof(bound);
+    if (fd < 0 || ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+      const std::string why = std::strerror(errno);
+      if (fd >= 0) ::close(fd);
+      close_all();
+      throw ConfigError("cannot find a free port on " + host + ": " + why);
+    }
+    fds.push_back(fd);
+    ports.push_back(ntohs(bound.sin_port));
+  }
+  close_all();
+  return ports;
+}
+
+std::vector<std::string> node_command(const LaunchOptions& options,
+                                      const std::vector<std::uint16_t>& ports, std::size_t rank) {
+  std::vector<std::string> peers;
+  for (const std::uint16_t port : ports) peers.push_back(options.host + ":" + std::to_string(port));
+  std::vector<std::string> args{options.node_binary.string(), "--config", options.config.string(),
+                                "--peers", join(peers, ","), "--rank", std::to_string(rank)};
+  if (options.metrics_out) {
+    args.push_back("--metrics-out");
+    args.push_back(options.metrics_out->string());
+  }
+  for (const std::string& o : options.overrides) {
+    args.push_back("--set");
+    args.push_back(o);
+  }
+  args.insert(args.end(), options.node_args.begin(), options.node_args.end());
+  return args;
+}
+
+int run_launcher(const LaunchOptions& options) {
+  if (options.nodes < 1) {
+    throw ConfigError("-n " + std::to_string(options.nodes) + ": expected a node count >= 1");
+  }
+  if (!(options.grace_seconds >= 0.0) || !(options.kill_after_seconds >= 0.0)) {
+    throw ConfigError("grace and kill-after periods: expected seconds >= 0");
+  }
+  // Check the config here once, rather than have N nodes print the same error.
+  (void)load_job_config(options.config, options.overrides);
+  check_node_binary(options.node_binary);
+  if (options.metrics_out) {
+    std::error_code ec;
+    std::filesystem::create_directories(*options.metrics_out, ec);
+    if (ec) {
+      throw ConfigError("--metrics-out '" + options.metrics_out->string() +
+                        "': cannot create the directory: " + ec.message());
+    }
+  }
+  std::vector<std::uint16_t> ports = pick_ports(options.nodes, options.base_port, options.host);
+  Launcher launcher(options, std::move(ports));
+  return launcher.run();
+}
+
+}  // namespace gradmesh::app

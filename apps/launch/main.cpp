@@ -1,0 +1,82 @@
+// gradmesh-launch: command-line front end of run_launcher() (apps/launch/launcher.h).
+//
+//   gradmesh-launch -n N --config JOB.toml [--metrics-out DIR] [--set K=V ...] [--node PATH]
+//                   [--base-port P] [-v] [-- extra node args]
+
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "apps/launch/launcher.h"
+#include "engine/error.h"
+
+int main(int argc, char** argv) {
+  // Everything after the first "--" goes to the nodes verbatim.
+  std::vector<const char*> own_args;
+  gradmesh::app::LaunchOptions options;
+  bool after_separator = false;
+  for (int i = 0; i < argc; ++i) {
+    if (after_separator) {
+      options.node_args.emplace_back(argv[i]);
+    } else if (i > 0 && std::string_view(argv[i]) == "--") {
+      after_separator = true;
+    } else {
+      own_args.push_back(argv[i]);
+    }
+  }
+
+  CLI::App app{
+      "Starts N gradmesh-node processes on 127.0.0.1 with free ports, prefixes each node's "
+      "output with its rank ([r] ...), and exits non-zero if any node does.\n"
+      "Arguments after \"--\" are passed to every node."};
+  std::string config;
+  std::string metrics_out;
+  std::string node;
+  app.add_option("-n,--nodes", options.nodes, "number of nodes to start (>= 1)")->required();
+  app.add_option("--config", config, "job config (TOML), passed to every node")->required();
+  app.add_option("--metrics-out", metrics_out,
+                 "directory where each node writes node-<rank>.json (created if missing)");
+  app.add_option("--set", options.overrides,
+                 "override a config key, KEY=VALUE (repeatable), passed to every node")
+      ->allow_extra_args(false);
+  app.add_option("--node", node,
+                 "the gradmesh-node executable (default: gradmesh-node next to this program)");
+  app.add_option("--base-port", options.base_port,
+                 "use ports P..P+N-1 instead of free ports picked by the OS")
+      ->check(CLI::Range(1, 65535));
+  app.add_flag("-v,--verbose", options.verbose, "print each node's command line first");
+  // For tests: shorter failure handling. Hidden (empty group).
+  app.add_option("--grace-seconds", options.grace_seconds,
+                 "after a node fails, seconds before the others get SIGTERM")
+      ->group("");
+  app.add_option("--kill-after-seconds", options.kill_after_seconds,
+                 "seconds between SIGTERM and SIGKILL")
+      ->group("");
+
+  try {
+    app.parse(static_cast<int>(own_args.size()), own_args.data());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  options.config = config;
+  if (!metrics_out.empty()) options.metrics_out = metrics_out;
+  options.node_binary = node.empty() ? gradmesh::app::default_node_binary()
+                                     : std::filesystem::path(node);
+
+  // Our stdout may be a pipe whose reader quits; keep managing the nodes rather than die.
+  std::signal(SIGPIPE, SIG_IGN);
+  try {
+    return gradmesh::app::run_launcher(options);
+  } catch (const gradmesh::Error& e) {
+    std::fprintf(stderr, "gradmesh-launch: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gradmesh-launch: error: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,88 @@
+#include "apps/node/metrics.h"
+
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/error.h"
+
+namespace gradmesh::app {
+
+namespace {
+
+nlohmann::json plan_json(const std::vector<sync::LayerPlan>& plan) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const sync::LayerPlan& row : plan) {
+    rows.push_back({{"layer", row.layer},
+                    {"name", row.name},
+                    {"shape", row.shape},
+                    {"parameters", row.parameters},
+                    {"scheme", row.scheme},
+                    {"chunks", row.chunks},
+                    {"predicted_bytes_sent", row.predicted_bytes_sent}});
+  }
+  return rows;
+}
+
+}  // namespace
+
+void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const auto path = dir / ("node-" + std::to_string(m.rank) + ".json");
+  const nlohmann::json doc = {
+      {"rank", m.rank},
+      {"nodes", m.nodes},
+      {"strategy", m.strategy},
+      {"job", m.job},
+      {"epochs", m.epochs},
+      {"iterations", m.iterations},
+      {"samples", m.samples},
+      {"wall_seconds", m.wall_seconds},
+      {"samples_per_second", m.samples_per_second},
+      {"train_loss", m.train_loss},
+      {"test_accuracy", m.test_accuracy},
+      {"test_loss", m.test_loss},
+      {"bytes_sent", m.bytes_sent},
+      {"bytes_received", m.bytes_received},
+      {"bytes_sent_per_iteration", m.bytes_sent_per_iteration},
+      {"bytes_sent_by_stage", m.bytes_sent_by_stage},
+      {"bytes_received_by_stage", m.bytes_received_by_stage},
+      {"malformed_frames", m.malformed_frames},
+      {"rejected_messages", m.rejected_messages},
+      {"parameters", m.parameters},
+      {"batch_size", m.batch_size},
+      {"epoch_test_accuracy", m.epoch_test_accuracy},
+      {"epoch_train_loss", m.epoch_train_loss},
+      {"plan", plan_json(m.plan)},
+  };
+  std::ofstream out(path);
+  if (!out) throw Error("cannot write metrics file " + path.string());
+  out << doc.dump(2) << '\n';
+  if (!out) throw Error("failed writing metrics file " + path.string());
+}
+
+std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
+  std::ostringstream out;
+  out << std::left << std::setw(7) << "layer" << std::setw(10) << "name" << std::setw(12)
+      << "shape" << std::right << std::setw(12) << "parameters" << "  " << std::left
+      << std::setw(7) << "scheme" << std::right << std::setw(7) << "chunks" << std::setw(18)
+      << "bytes sent/iter" << '\n';
+  double total = 0;
+  std::size_t params = 0;
+  for (const sync::LayerPlan& row : plan) {
+    out << std::left << std::setw(7) << row.layer << std::setw(10) << row.name << std::setw(12)
+        << row.shape << std::right << std::setw(12) << row.parameters << "  " << std::left
+        << std::setw(7) << row.scheme << std::right << std::setw(7) << row.chunks << std::setw(18)
+        << std::fixed << std::setprecision(0) << row.predicted_bytes_sent << '\n';
+    total += row.predicted_bytes_sent;
+    params += row.parameters;
+  }
+  out << std::left << std::setw(29) << "total" << std::right << std::setw(12) << params
+      << std::setw(32) << std::fixed << std::setprecision(0) << total << '\n';
+  return out.str();
+}
+
+}  // namespace gradmesh::app

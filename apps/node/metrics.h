@@ -1,0 +1,52 @@
+#pragma once
+// The metrics file each node writes at the end of a job (DESIGN.md, "Contracts: Metrics").
+// Field names are a contract with scripts and benchmarks: add fields freely, never rename.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sync/sync_stage.h"
+
+namespace gradmesh::app {
+
+/// Everything written to DIR/node-<rank>.json. Bytes are payload + header bytes written to / read
+/// from sockets, as counted by net::Transport.
+struct NodeMetrics {
+  std::size_t rank = 0;
+  std::size_t nodes = 1;
+  std::string strategy;
+  std::string job;
+  std::size_t epochs = 0;             ///< epochs begun (the last may be cut by job.max_iterations)
+  std::uint64_t iterations = 0;
+  std::uint64_t samples = 0;          ///< training samples this node processed
+  double wall_seconds = 0;            ///< training time (start of the first iteration to the end of the last evaluation)
+  double samples_per_second = 0;      ///< this node's samples / wall_seconds
+  double train_loss = 0;              ///< mean training loss (nats) over the last epoch's iterations
+  double test_accuracy = 0;           ///< fraction of the 10,000 test images right, after the last epoch
+  double test_loss = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  double bytes_sent_per_iteration = 0;
+  std::map<std::string, std::uint64_t> bytes_sent_by_stage;
+  std::map<std::string, std::uint64_t> bytes_received_by_stage;
+  std::uint64_t malformed_frames = 0;
+  std::uint64_t rejected_messages = 0;
+  std::size_t parameters = 0;         ///< m, floats
+  std::size_t batch_size = 0;
+  std::vector<sync::LayerPlan> plan;
+  std::vector<double> epoch_test_accuracy;
+  std::vector<double> epoch_train_loss;
+};
+
+/// Writes `metrics` as JSON to `dir`/node-<rank>.json, creating `dir`. Throws gradmesh::Error
+/// naming the path when it cannot be written.
+void write_metrics(const std::filesystem::path& dir, const NodeMetrics& metrics);
+
+/// The per-layer plan as a table for the terminal (`gradmesh-node plan`).
+[[nodiscard]] std::string format_plan(const std::vector<sync::LayerPlan>& plan);
+
+}  // namespace gradmesh::app

@@ -1,0 +1,278 @@
+#include "apps/node/node.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "apps/config/job_config.h"
+#include "apps/config/rate.h"
+#include "apps/node/metrics.h"
+#include "apps/node/trainer.h"
+#include "engine/error.h"
+#include "engine/executor.h"
+#include "engine/trace_recorder.h"
+#include "net/transport.h"
+#include "sync/stages.h"
+#include "sync/sync_stage.h"
+#include "tasks/cpu/blas.h"
+#include "tasks/data/fashion_mnist.h"
+#include "tasks/layers/layer_spec.h"
+#include "tasks/model.h"
+#include "topo/peer_list.h"
+
+namespace gradmesh::app {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<tasks::LayerSpec> layer_specs(const JobConfig& config) {
+  try {
+    return tasks::parse_layer_specs(config.model.layers);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(std::string("model.layers: ") + e.what());
+  }
+}
+
+tasks::SgdOptions sgd_options(const JobConfig& config) {
+  return tasks::SgdOptions{static_cast<float>(config.optimizer.lr),
+                           static_cast<float>(config.optimizer.momentum),
+                           static_cast<float>(config.optimizer.weight_decay)};
+}
+
+sync::SyncOptions sync_options(const JobConfig& config) {
+  sync::SyncOptions options;
+  options.ps.chunk_bytes = config.sync.ps.chunk_bytes;
+  return options;
+}
+
+topo::PeerList peer_list(const NodeOptions& options) {
+  if (!options.peers.empty() && !options.peers_file.empty()) {
+    throw ConfigError("give either --peers or --peers-file, not both");
+  }
+  if (!options.peers.empty()) return topo::PeerList::parse(options.peers);
+  if (!options.peers_file.empty()) return topo::PeerList::from_file(options.peers_file);
+  return topo::PeerList({topo::Peer{"127.0.0.1", 1}});  // a single local node: no socket is opened
+}
+
+/// BLAS threads for this node: compute.threads, else this machine's cores shared by its nodes.
+int blas_threads(const JobConfig& config, const topo::PeerList& peers, std::size_t rank) {
+  if (config.compute.threads > 0) return static_cast<int>(config.compute.threads);
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t local = std::max<std::size_t>(1, peers.count_on_host(peers[rank].host));
+  return static_cast<int>(std::max<std::size_t>(1, cores / local));
+}
+
+void save_parameters(const std::filesystem::path& dir, std::size_t rank,
+                     std::span<const float> parameters) {
+  std::filesystem::create_directories(dir);
+  const auto path = dir / ("parameters-" + std::to_string(rank) + ".f32");
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(parameters.data()),
+            static_cast<std::streamsize>(parameters.size_bytes()));
+  if (!out) throw Error("cannot write " + path.string());
+}
+
+int train(const NodeOptions& options) {
+  const JobConfig config = load_job_config(options.config, options.overrides);
+  const topo::PeerList peers = peer_list(options);
+  const std::size_t nodes = peers.size();
+  const topo::RankChoice rank_choice =
+      nodes == 1 && !options.rank ? topo::RankChoice{0, "single node"}
+                                  : topo::resolve_rank(options.rank, topo::process_environment(), nodes);
+  const std::size_t rank = rank_choice.rank;
+  spdlog::set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(rank) + "] [%^%l%$] %v");
+  if (options.verbose) spdlog::set_level(spdlog::level::debug);
+
+  const auto specs = layer_specs(config);
+  spdlog::info("job '{}': strategy {}, {} node(s), rank {} (from {}), config hash {:016x}",
+               config.job.name, config.sync.strategy, nodes, rank, rank_choice.source,
+               config.hash());
+  if (options.verbose) spdlog::debug("effective config:\n{}", config.canonical_text());
+
+  tasks::TrainTest data = tasks::load_fashion_mnist(config.data.path);
+  if (config.data.train_limit && *config.data.train_limit < data.train.count) {
+    const std::size_t keep = *config.data.train_limit;
+    data.train.count = keep;
+    data.train.x.resize(keep * data.train.features);
+    data.train.y.resize(keep);
+  }
+  const std::size_t batch = config.optimizer.batch_size;
+  tasks::Model model(specs, data.train.features, batch, config.job.seed);
+  tasks::cpu::set_blas_threads(blas_threads(config, peers, rank));
+
+  engine::Executor executor({1, 1});
+  std::shared_ptr<engine::TraceRecorder> trace;
+  if (options.trace) {
+    if (!options.metrics_out) throw ConfigError("--trace needs --metrics-out DIR");
+    trace = std::make_shared<engine::TraceRecorder>();
+    executor.add_observer(trace);
+  }
+  std::unique_ptr<net::Transport> transport;
+  if (nodes > 1) {
+    net::TransportOptions t;
+    t.rank = rank;
+    for (const topo::Peer& p : peers.peers()) t.peers.push_back(net::Endpoint{p.host, p.port});
+    t.job_name = config.job.name;
+    t.config_hash = config.hash();
+    t.connect_timeout_s = config.net.connect_timeout;
+    t.max_frame_bytes = config.net.max_frame_bytes;
+    t.stages = sync::stage_names();
+    t.max_send_rate = config.net.max_send_rate.value_or(0.0);
+    transport = std::make_unique<net::Transport>(std::move(t));
+  }
+  auto stage = sync::make_sync_stage(
+      config.sync.strategy,
+      sync::SyncContext{model, executor, transport.get(), rank, nodes, batch,
+                        sgd_options(config), sync_options(config)});
+  // On every exit path, before the stage is destroyed: stop the transport's loop thread (no more
+  // handler calls into the stage), then let queued network jobs (which refer to it) drain.
+  struct Quiesce {
+    std::unique_ptr<net::Transport>& transport;
+    engine::Executor& executor;
+    ~Quiesce() {
+      transport.reset();
+      executor.wait_idle();
+    }
+  } quiesce{transport, executor};
+  Trainer trainer(model, data.train, executor, *stage,
+                  TrainerOptions{rank, nodes, batch, config.job.seed});
+
+  if (transport) {
+    spdlog::info("listening on {}, connecting to {} peer(s) (timeout {:.0f} s)",
+                 peers[rank].address(), nodes - 1, config.net.connect_timeout);
+    transport->start();
+    spdlog::info("connected to every peer{}",
+                 config.net.max_send_rate
+                     ? ", send rate capped at " + format_rate(*config.net.max_send_rate)
+                     : std::string());
+  }
+
+  const std::size_t per_epoch = trainer.iterations_per_epoch();
+  const std::uint64_t limit =
+      std::min<std::uint64_t>(per_epoch * config.job.epochs,
+                              config.job.max_iterations.value_or(per_epoch * config.job.epochs));
+  spdlog::info("{} parameters, batch {} per node, {} iterations per epoch, {} iterations in all",
+               model.parameter_count(), batch, per_epoch, limit);
+
+  NodeMetrics metrics;
+  const auto start = Clock::now();
+  std::uint64_t done = 0;
+  for (std::size_t epoch = 0; done < limit; ++epoch) {
+    double loss_sum = 0;
+    std::uint64_t in_epoch = 0;
+    for (; in_epoch < per_epoch && done < limit; ++in_epoch, ++done) {
+      loss_sum += trainer.step();
+    }
+    const auto evaluation = model.evaluate(data.test);
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const double sent = transport ? static_cast<double>(transport->counters().bytes_sent) : 0.0;
+    metrics.epochs = epoch + 1;
+    metrics.train_loss = loss_sum / static_cast<double>(std::max<std::uint64_t>(1, in_epoch));
+    metrics.test_accuracy = evaluation.accuracy;
+    metrics.test_loss = evaluation.loss;
+    metrics.epoch_train_loss.push_back(metrics.train_loss);
+    metrics.epoch_test_accuracy.push_back(evaluation.accuracy);
+    std::printf("[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f  test accuracy %.2f%%  %.0f samples/s  %.1f MB sent\n",
+                rank, epoch + 1, config.job.epochs, static_cast<unsigned long long>(done),
+                metrics.train_loss, 100.0 * evaluation.accuracy,
+                static_cast<double>(done * batch) / std::max(seconds, 1e-9), sent / 1e6);
+    std::fflush(stdout);
+  }
+  metrics.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  stage->finish();
+
+  if (transport) {
+    transport->shutdown(10.0);
+    const net::Counters counters = transport->counters();
+    metrics.bytes_sent = counters.bytes_sent;
+    metrics.bytes_received = counters.bytes_received;
+    metrics.bytes_sent_by_stage = counters.bytes_sent_by_stage;
+    metrics.bytes_received_by_stage = counters.bytes_received_by_stage;
+    metrics.malformed_frames = counters.malformed_frames;
+  }
+  metrics.rank = rank;
+  metrics.nodes = nodes;
+  metrics.strategy = std::string(stage->name());
+  metrics.job = config.job.name;
+  metrics.iterations = done;
+  metrics.samples = done * batch;
+  metrics.samples_per_second = static_cast<double>(metrics.samples) / metrics.wall_seconds;
+  metrics.bytes_sent_per_iteration =
+      done > 0 ? static_cast<double>(metrics.bytes_sent) / static_cast<double>(done) : 0.0;
+  metrics.rejected_messages = stage->rejected_messages();
+  metrics.parameters = model.parameter_count();
+  metrics.batch_size = batch;
+  metrics.plan = stage->plan();
+
+  spdlog::info("done: {} iterations in {:.1f} s, {:.0f} samples/s, test accuracy {:.2f}%, {:.0f} bytes sent per iteration",
+               done, metrics.wall_seconds, metrics.samples_per_second,
+               100.0 * metrics.test_accuracy, metrics.bytes_sent_per_iteration);
+  if (options.metrics_out) {
+    write_metrics(*options.metrics_out, metrics);
+    if (options.save_parameters) save_parameters(*options.metrics_out, rank, model.parameters());
+    if (trace) {
+      trace->write_chrome_trace(*options.metrics_out / ("trace-" + std::to_string(rank) + ".json"));
+    }
+  } else if (options.save_parameters) {
+    throw ConfigError("--save-parameters needs --metrics-out DIR");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_node(const NodeOptions& options) {
+  try {
+    return train(options);
+  } catch (const ConfigError& e) {
+    spdlog::error("configuration error: {}", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}
+
+int run_plan(const PlanOptions& options) {
+  try {
+    const JobConfig config = load_job_config(options.config, options.overrides);
+    if (options.nodes == 0) throw ConfigError("--nodes must be >= 1");
+    const auto specs = layer_specs(config);
+    constexpr std::size_t kFashionMnistFeatures = 28 * 28;
+    tasks::Model model(specs, kFashionMnistFeatures, config.optimizer.batch_size, config.job.seed);
+    engine::Executor executor({1, 1});
+    const std::string strategy =
+        config.sync.strategy == "none" && options.nodes > 1 ? "ps" : config.sync.strategy;
+    auto stage = sync::make_sync_stage(
+        strategy, sync::SyncContext{model, executor, nullptr, 0, options.nodes,
+                                    config.optimizer.batch_size, sgd_options(config),
+                                    sync_options(config)});
+    const auto plan = stage->plan();
+    std::printf("plan for job '%s': strategy %s, %zu node(s), batch %zu per node, %zu parameters (rank 0)\n",
+                config.job.name.c_str(), strategy.c_str(), options.nodes,
+                config.optimizer.batch_size, model.parameter_count());
+    std::printf("%s", format_plan(plan).c_str());
+    if (options.bandwidth) {
+      const double rate = parse_rate(*options.bandwidth);
+      double bytes = 0;
+      for (const auto& row : plan) bytes += row.predicted_bytes_sent;
+      std::printf("at %s: %.4f s of sending per iteration\n", format_rate(rate).c_str(),
+                  bytes / rate);
+    }
+    return 0;
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "gradmesh-node plan: configuration error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gradmesh-node plan: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace gradmesh::app

@@ -1,0 +1,57 @@
+#include "net/counters.h"
+
+#include <utility>
+
+namespace gradmesh::net {
+
+CounterBook::CounterBook(std::size_t peers, std::vector<std::string> stage_names)
+    : stage_names_(std::move(stage_names)),
+      sent_by_stage_(stage_names_.size()),
+      received_by_stage_(stage_names_.size()) {
+  totals_.bytes_sent_by_peer.assign(peers, 0);
+  totals_.bytes_received_by_peer.assign(peers, 0);
+}
+
+void CounterBook::add_sent(std::size_t peer, std::size_t stage, std::uint64_t bytes,
+                           std::uint64_t frames) {
+  const std::lock_guard lock(mutex_);
+  totals_.bytes_sent += bytes;
+  totals_.frames_sent += frames;
+  if (peer < totals_.bytes_sent_by_peer.size()) totals_.bytes_sent_by_peer[peer] += bytes;
+  if (stage < sent_by_stage_.size()) sent_by_stage_[stage] += bytes;
+}
+
+void CounterBook::add_received(std::size_t peer, std::size_t stage, std::uint64_t bytes,
+                               std::uint64_t frames) {
+  const std::lock_guard lock(mutex_);
+  totals_.frames_received += frames;
+  if (peer < totals_.bytes_received_by_peer.size()) totals_.bytes_received_by_peer[peer] += bytes;
+  if (stage < received_by_stage_.size()) received_by_stage_[stage] += bytes;
+}
+
+void CounterBook::add_read_bytes(std::uint64_t bytes) {
+  const std::lock_guard lock(mutex_);
+  totals_.bytes_received += bytes;
+}
+
+void CounterBook::add_malformed_frame() {
+  const std::lock_guard lock(mutex_);
+  ++totals_.malformed_frames;
+}
+
+void CounterBook::add_rejected_connection() {
+  const std::lock_guard lock(mutex_);
+  ++totals_.rejected_connections;
+}
+
+Counters CounterBook::snapshot() const {
+  const std::lock_guard lock(mutex_);
+  Counters result = totals_;
+  for (std::size_t s = 0; s < stage_names_.size(); ++s) {
+    result.bytes_sent_by_stage[stage_names_[s]] += sent_by_stage_[s];
+    result.bytes_received_by_stage[stage_names_[s]] += received_by_stage_[s];
+  }
+  return result;
+}
+
+}  // namespace gradmesh::net

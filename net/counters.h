@@ -1,0 +1,61 @@
+#pragma once
+// Byte and frame counters of a Transport.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gradmesh::net {
+
+/// A snapshot of a Transport's counters (Transport::counters()). All byte counts are wire bytes
+/// (8-byte prefix + FlatBuffers header + payload) actually written to / read from sockets.
+/// Plain value type.
+struct Counters {
+  std::uint64_t bytes_sent = 0;            ///< bytes written to all sockets
+  std::uint64_t bytes_received = 0;        ///< bytes read from all sockets, including rejected ones
+  std::uint64_t frames_sent = 0;           ///< frames whose last byte was written
+  std::uint64_t frames_received = 0;       ///< well-formed frames read completely
+  std::uint64_t malformed_frames = 0;      ///< frames rejected from handshaked peers, and handler exceptions
+  std::uint64_t rejected_connections = 0;  ///< inbound connections closed during the handshake
+  std::vector<std::uint64_t> bytes_sent_by_peer;      ///< index = rank; size = number of peers
+  std::vector<std::uint64_t> bytes_received_by_peer;  ///< index = rank; bytes of identified peers
+  std::map<std::string, std::uint64_t> bytes_sent_by_stage;      ///< every stage name, incl. "control"
+  std::map<std::string, std::uint64_t> bytes_received_by_stage;  ///< well-formed frames only
+};
+
+/// The live counters behind Counters (internal to the transport, public for tests).
+/// Thread safety: every member may be called from any thread (one mutex).
+class CounterBook final {
+ public:
+  /// Sentinel peer for bytes of a connection whose rank is not known (yet); counted in totals only.
+  static constexpr std::size_t kUnknownPeer = static_cast<std::size_t>(-1);
+  /// Sentinel stage for bytes that belong to no stage (malformed frames).
+  static constexpr std::size_t kNoStage = static_cast<std::size_t>(-1);
+
+  /// `peers` ranks, stage names indexed by stage id.
+  CounterBook(std::size_t peers, std::vector<std::string> stage_names);
+
+  /// `bytes` written to `peer` for `stage`; `frames` frames completed by this write.
+  void add_sent(std::size_t peer, std::size_t stage, std::uint64_t bytes, std::uint64_t frames);
+  /// `bytes` read from any socket (bytes_received; counted as they arrive, before framing).
+  void add_read_bytes(std::uint64_t bytes);
+  /// A frame's `bytes` read from `peer` for `stage` (per-peer and per-stage counts; the total is
+  /// add_read_bytes'); `frames` well-formed frames completed.
+  void add_received(std::size_t peer, std::size_t stage, std::uint64_t bytes, std::uint64_t frames);
+  void add_malformed_frame();
+  void add_rejected_connection();
+
+  [[nodiscard]] Counters snapshot() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> stage_names_;
+  Counters totals_;  // by_stage maps unused here: see the vectors below
+  std::vector<std::uint64_t> sent_by_stage_;
+  std::vector<std::uint64_t> received_by_stage_;
+};
+
+}  // namespace gradmesh::net

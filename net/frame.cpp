@@ -1,0 +1,166 @@
+#include "net/frame.h"
+
+#include <cstring>
+#include <limits>
+
+#include "engine/error.h"
+
+namespace gradmesh::net {
+
+namespace {
+
+constexpr std::uint64_t kMaxU32 = std::numeric_limits<std::uint32_t>::max();
+
+// One builder per thread, cleared per frame: after warm-up building a header allocates nothing.
+flatbuffers::FlatBufferBuilder& thread_builder() {
+  thread_local flatbuffers::FlatBufferBuilder builder(256);
+  builder.Clear();
+  return builder;
+}
+
+std::span<const std::uint8_t> finish(flatbuffers::FlatBufferBuilder& builder,
+                                     schema::Body type, flatbuffers::Offset<void> body) {
+  const auto header = schema::CreateHeader(builder, type, body);
+  schema::FinishHeaderBuffer(builder, header);
+  return {builder.GetBufferPointer(), builder.GetSize()};
+}
+
+}  // namespace
+
+void encode_prefix(const FramePrefix& prefix, std::span<std::byte, kPrefixBytes> out) noexcept {
+  for (std::size_t i = 0; i < 4; ++i) {
+    out[i] = static_cast<std::byte>((prefix.header_bytes >> (8 * i)) & 0xffu);
+    out[4 + i] = static_cast<std::byte>((prefix.payload_bytes >> (8 * i)) & 0xffu);
+  }
+}
+
+FramePrefix decode_prefix(std::span<const std::byte, kPrefixBytes> in) noexcept {
+  FramePrefix prefix;
+  for (std::size_t i = 0; i < 4; ++i) {
+    prefix.header_bytes |= std::to_integer<std::uint32_t>(in[i]) << (8 * i);
+    prefix.payload_bytes |= std::to_integer<std::uint32_t>(in[4 + i]) << (8 * i);
+  }
+  return prefix;
+}
+
+OutgoingFrame::OutgoingFrame(std::size_t head_size, std::size_t stage, FrameRole role)
+    : head_size_(head_size), stage_(stage), role_(role) {
+  if (head_size_ > kInlineHeadBytes) large_head_.reset(new std::byte[head_size_]);
+}
+
+OutgoingFrame::OutgoingFrame(std::span<const std::uint8_t> header, Payload payload,
+                             std::size_t stage, FrameRole role)
+    : OutgoingFrame(kPrefixBytes + header.size(), stage, role) {
+  if (header.size() > kMaxU32 || payload.size() > kMaxU32)
+    throw ProtocolError("frame too large: header " + std::to_string(header.size()) +
+                        " bytes, payload " + std::to_string(payload.size()) +
+                        " bytes; each must be < 4 GiB");
+  payload_ = std::move(payload);
+  std::byte* out = head_data();
+  encode_prefix({static_cast<std::uint32_t>(header.size()),
+                 static_cast<std::uint32_t>(payload_.size())},
+                std::span<std::byte, kPrefixBytes>(out, kPrefixBytes));
+  std::memcpy(out + kPrefixBytes, header.data(), header.size());
+}
+
+std::unique_ptr<OutgoingFrame> OutgoingFrame::raw(std::span<const std::byte> raw,
+                                                  std::size_t stage) {
+  std::unique_ptr<OutgoingFrame> frame(new OutgoingFrame(raw.size(), stage, FrameRole::kControl));
+  if (!raw.empty()) std::memcpy(frame->head_data(), raw.data(), raw.size());
+  return frame;
+}
+
+std::unique_ptr<OutgoingFrame> encode_data(const Message& message) {
+  auto& builder = thread_builder();
+  const auto data =
+      schema::CreateData(builder, message.stage, message.kind, message.key, message.round);
+  return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Data, data.Union()),
+                                         message.payload, message.stage, FrameRole::kData);
+}
+
+std::unique_ptr<OutgoingFrame> encode_hello(const HelloFields& hello, std::size_t control_stage) {
+  auto& builder = thread_builder();
+  std::vector<flatbuffers::Offset<flatbuffers::String>> peers;
+  peers.reserve(hello.peers.size());
+  for (const auto& peer : hello.peers) peers.push_back(builder.CreateString(peer));
+  const auto peers_vector = builder.CreateVector(peers);
+  const auto job_name = builder.CreateString(hello.job_name);
+  const auto hello_table =
+      schema::CreateHello(builder, hello.protocol_version, static_cast<std::uint32_t>(hello.rank),
+                          job_name, hello.config_hash, peers_vector);
+  return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Hello, hello_table.Union()),
+                                         Payload(), control_stage, FrameRole::kControl);
+}
+
+std::unique_ptr<OutgoingFrame> encode_hello_ack(std::size_t rank, std::size_t control_stage) {
+  auto& builder = thread_builder();
+  const auto ack = schema::CreateHelloAck(builder, static_cast<std::uint32_t>(rank));
+  return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::HelloAck, ack.Union()),
+                                         Payload(), control_stage, FrameRole::kControl);
+}
+
+std::unique_ptr<OutgoingFrame> encode_refuse(const std::string& reason, std::size_t control_stage) {
+  auto& builder = thread_builder();
+  const auto refuse = schema::CreateRefuseDirect(builder, reason.c_str());
+  return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Refuse, refuse.Union()),
+                                         Payload(), control_stage, FrameRole::kRefuse);
+}
+
+std::unique_ptr<OutgoingFrame> encode_goodbye(std::size_t control_stage) {
+  auto& builder = thread_builder();
+  const auto goodbye = schema::CreateGoodbye(builder);
+  return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Goodbye, goodbye.Union()),
+                                         Payload(), control_stage, FrameRole::kGoodbye);
+}
+
+HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_stage_count) noexcept {
+  HeaderCheck check;
+  try {
+    const auto* data = reinterpret_cast<const std::uint8_t*>(bytes.data());
+    flatbuffers::Verifier verifier(data, bytes.size(), /*max_depth=*/16, /*max_tables=*/4096);
+    if (bytes.size() < 8 || !schema::VerifyHeaderBuffer(verifier)) {
+      check.error = "header of " + std::to_string(bytes.size()) +
+                    " bytes fails FlatBuffers verification";
+      return check;
+    }
+    const schema::Header* header = schema::GetHeader(data);
+    switch (header->body_type()) {
+      case schema::Body::Hello:
+      case schema::Body::HelloAck:
+      case schema::Body::Refuse:
+      case schema::Body::Goodbye:
+        break;
+      case schema::Body::Data:
+        if (header->body_as_Data()->stage() >= data_stage_count) {
+          check.error = "data stage " + std::to_string(header->body_as_Data()->stage()) +
+                        " out of range: " + std::to_string(data_stage_count) + " stages";
+          return check;
+        }
+        break;
+      default:
+        check.error = "unknown body type " +
+                      std::to_string(static_cast<unsigned>(header->body_type()));
+        return check;
+    }
+    check.header = header;
+  } catch (...) {  // only std::bad_alloc from the strings above
+    check.header = nullptr;
+    check.error = "header verification failed";
+  }
+  return check;
+}
+
+HelloFields decode_hello(const schema::Hello& hello) {
+  HelloFields fields;
+  fields.protocol_version = hello.protocol_version();
+  fields.rank = hello.rank();
+  fields.job_name = hello.job_name() ? hello.job_name()->str() : std::string();
+  fields.config_hash = hello.config_hash();
+  if (hello.peers()) {
+    fields.peers.reserve(hello.peers()->size());
+    for (const auto* peer : *hello.peers()) fields.peers.push_back(peer ? peer->str() : "");
+  }
+  return fields;
+}
+
+}  // namespace gradmesh::net

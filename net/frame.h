@@ -1,0 +1,137 @@
+#pragma once
+// Framing: the 8-byte prefix, the FlatBuffers header (net/schema/message.fbs), and the outgoing
+// frame object that carries both plus a shared payload to the socket.
+//
+// On the wire a frame is
+//   u32 header_bytes | u32 payload_bytes   (little-endian, kPrefixBytes in all)
+//   header_bytes of a verified schema::Header
+//   payload_bytes of raw payload
+// The payload is never copied into the FlatBuffers builder: the transport writes the prefix+header
+// buffer and the payload as two uv_buf_t (scatter/gather).
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "net/message.h"
+#include "net/payload.h"
+#include "net/schema/message_generated.h"
+
+namespace gradmesh::net {
+
+/// Version of this wire protocol; a Hello with another version is refused.
+inline constexpr std::uint32_t kProtocolVersion = 1;
+/// Bytes of the frame prefix (u32 header_bytes, u32 payload_bytes).
+inline constexpr std::size_t kPrefixBytes = 8;
+
+/// The decoded 8-byte frame prefix. Plain value type.
+struct FramePrefix {
+  std::uint32_t header_bytes = 0;
+  std::uint32_t payload_bytes = 0;
+
+  /// kPrefixBytes + header_bytes + payload_bytes, without overflow.
+  [[nodiscard]] std::uint64_t frame_bytes() const noexcept {
+    return kPrefixBytes + std::uint64_t{header_bytes} + payload_bytes;
+  }
+};
+
+/// Writes `prefix` as 8 little-endian bytes to `out`.
+void encode_prefix(const FramePrefix& prefix, std::span<std::byte, kPrefixBytes> out) noexcept;
+/// Reads 8 little-endian bytes.
+[[nodiscard]] FramePrefix decode_prefix(std::span<const std::byte, kPrefixBytes> in) noexcept;
+
+/// What the transport does once a frame's last byte was written.
+enum class FrameRole : std::uint8_t {
+  kData,     ///< a caller's message
+  kControl,  ///< Hello, HelloAck, raw test bytes
+  kGoodbye,  ///< the last frame of a clean shutdown
+  kRefuse,   ///< handshake refusal: close the connection after it
+};
+
+/// One frame queued for a socket: prefix + header bytes (owned, usually inline) and the payload
+/// (shared, not copied). Created on the sender's thread, then owned by the loop thread until its
+/// last byte is written; one heap allocation a frame.
+///
+/// The write-progress fields are the loop thread's; nothing else touches them.
+class OutgoingFrame final {
+ public:
+  /// Prefix + `header` (a finished FlatBuffers buffer) + `payload`, counted under `stage`.
+  /// Throws gradmesh::ProtocolError when header or payload exceed 4 GiB - 1.
+  OutgoingFrame(std::span<const std::uint8_t> header, Payload payload, std::size_t stage,
+                FrameRole role);
+
+  /// A frame of arbitrary `raw` bytes, written as is (tests inject malformed frames with it).
+  [[nodiscard]] static std::unique_ptr<OutgoingFrame> raw(std::span<const std::byte> raw,
+                                                          std::size_t stage);
+
+  OutgoingFrame(const OutgoingFrame&) = delete;
+  OutgoingFrame& operator=(const OutgoingFrame&) = delete;
+
+  /// Prefix + header bytes.
+  [[nodiscard]] std::span<const std::byte> head() const noexcept {
+    return {large_head_ ? large_head_.get() : inline_head_.data(), head_size_};
+  }
+  [[nodiscard]] const Payload& payload() const noexcept { return payload_; }
+  /// head().size() + payload().size(): the bytes this frame puts on the socket.
+  [[nodiscard]] std::size_t wire_bytes() const noexcept { return head_size_ + payload_.size(); }
+  [[nodiscard]] std::size_t stage() const noexcept { return stage_; }
+  [[nodiscard]] FrameRole role() const noexcept { return role_; }
+
+  // ---- loop-thread write progress ----
+  std::unique_ptr<OutgoingFrame> next;  ///< intrusive FIFO link
+  std::size_t issued = 0;               ///< bytes handed to uv_write so far
+  std::size_t writes_in_flight = 0;     ///< uv_write requests not yet completed
+  bool detached = false;                ///< dropped from a closed queue while partly written
+
+ private:
+  static constexpr std::size_t kInlineHeadBytes = 160;
+  OutgoingFrame(std::size_t head_size, std::size_t stage, FrameRole role);
+  std::byte* head_data() noexcept { return large_head_ ? large_head_.get() : inline_head_.data(); }
+
+  std::size_t head_size_;
+  std::size_t stage_;
+  FrameRole role_;
+  Payload payload_;
+  std::unique_ptr<std::byte[]> large_head_;  // only when the head exceeds kInlineHeadBytes
+  std::array<std::byte, kInlineHeadBytes> inline_head_;
+};
+
+/// The fields of a Hello (see net/handshake.h for how they are checked). Plain value type.
+struct HelloFields {
+  std::uint32_t protocol_version = kProtocolVersion;
+  std::size_t rank = 0;
+  std::string job_name;
+  std::uint64_t config_hash = 0;
+  std::vector<std::string> peers;  ///< "host:port", index = rank
+};
+
+/// Frame builders. `control_stage` is the counter stage id of "control". Thread safe (each thread
+/// reuses its own FlatBuffers builder, so a data frame costs one allocation: the OutgoingFrame).
+[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_data(const Message& message);
+[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_hello(const HelloFields& hello,
+                                                          std::size_t control_stage);
+[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_hello_ack(std::size_t rank,
+                                                              std::size_t control_stage);
+[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_refuse(const std::string& reason,
+                                                           std::size_t control_stage);
+[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_goodbye(std::size_t control_stage);
+
+/// The result of verify_header(): `header` on success, else `error` says what is wrong.
+struct HeaderCheck {
+  const schema::Header* header = nullptr;  ///< points into the verified bytes
+  std::string error;
+};
+
+/// Verifies `bytes` as a schema::Header with flatbuffers::Verifier (file identifier "GMSH"),
+/// requires a known body type, and for Data a stage < `data_stage_count`. Never throws.
+[[nodiscard]] HeaderCheck verify_header(std::span<const std::byte> bytes,
+                                        std::size_t data_stage_count) noexcept;
+
+/// HelloFields of a verified Hello.
+[[nodiscard]] HelloFields decode_hello(const schema::Hello& hello);
+
+}  // namespace gradmesh::net

@@ -1,0 +1,30 @@
+#pragma once
+// Configuration of a Transport.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "net/endpoint.h"
+
+namespace gradmesh::net {
+
+/// Everything a Transport needs; plain struct, validated by the Transport constructor
+/// (throws gradmesh::ConfigError naming the field, the value and what was expected).
+struct TransportOptions {
+  std::size_t rank = 0;                      ///< this node's index into `peers`
+  std::vector<Endpoint> peers;               ///< index = rank; includes this node; >= 1 entry
+  std::string job_name;                      ///< must match on every peer (handshake)
+  std::uint64_t config_hash = 0;             ///< must match on every peer (handshake)
+  double connect_timeout_s = 30.0;           ///< seconds start() dials/waits before failing; > 0
+  std::size_t max_frame_bytes = 1ull << 30;  ///< prefix + header + payload; larger frames are protocol errors
+  std::vector<std::string> stages;           ///< byte-counter stage names, stage id = index (< 255);
+                                             ///< "control" (handshake, goodbye) is appended by the transport
+  double max_send_rate = 0.0;                ///< bytes/s over all peers; 0 = unlimited (token bucket)
+};
+
+/// Name of the counter stage of handshake and goodbye frames.
+inline constexpr const char* kControlStage = "control";
+
+}  // namespace gradmesh::net

@@ -1,0 +1,38 @@
+#include "sync/none_stage.h"
+
+namespace gradmesh::sync {
+
+NoneStage::NoneStage(SyncContext context)
+    : ctx_(std::move(context)), sgd_(ctx_.sgd), velocity_(ctx_.model.parameter_count(), 0.0f) {}
+
+void NoneStage::build(engine::Graph& graph, const IterationTasks& tasks) {
+  for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
+    if (ctx_.model.layer(l).parameter_count() == 0) continue;
+    auto step = graph.emplace("step_" + std::to_string(l), engine::Arena::kCompute,
+                              [this, l](engine::TaskContext&) {
+                                const std::size_t offset = ctx_.model.parameter_offset(l);
+                                const auto params = ctx_.model.layer_parameters(l);
+                                sgd_.step(params, ctx_.model.layer_gradients(l),
+                                          std::span<float>(velocity_).subspan(offset, params.size()));
+                              });
+    tasks.backward[l].precede(step);
+    step.precede(tasks.done);
+  }
+}
+
+std::vector<LayerPlan> NoneStage::plan() const {
+  std::vector<LayerPlan> rows;
+  for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
+    auto& layer = ctx_.model.layer(l);
+    LayerPlan row;
+    row.layer = l;
+    row.name = std::string(layer.kind()) + std::to_string(l);
+    row.shape = std::to_string(layer.output_size()) + "x" + std::to_string(layer.input_size());
+    row.parameters = layer.parameter_count();
+    row.scheme = row.parameters == 0 ? "-" : "local";
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace gradmesh::sync

@@ -1,0 +1,93 @@
+#include "sync/ps/kv_shard.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "engine/error.h"
+
+namespace gradmesh::sync {
+
+namespace {
+constexpr std::size_t kNotOwned = std::numeric_limits<std::size_t>::max();
+}
+
+KvShard::KvShard(const topo::KvPlacement& placement, std::size_t rank,
+                 std::span<const float> initial, tasks::Sgd sgd)
+    : placement_(placement),
+      rank_(rank),
+      nodes_(placement.nodes()),
+      sgd_(sgd),
+      local_index_(placement.chunks().size(), kNotOwned) {
+  const auto owned = placement.chunks_owned_by(rank);
+  states_ = std::make_unique<ChunkState[]>(owned.size());
+  master_.resize(placement.load(rank));
+  velocity_.assign(master_.size(), 0.0f);
+  scratch_.assign(master_.size(), 0.0f);
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < owned.size(); ++i) {
+    const topo::KvChunk& chunk = placement.chunks()[owned[i]];
+    GRADMESH_CHECK_LE(chunk.offset + chunk.size, initial.size(), "KV chunk outside the model");
+    local_index_[chunk.id] = i;
+    ChunkState& state = states_[i];
+    state.offset = offset;
+    state.size = chunk.size;
+    state.pushes.resize(nodes_);
+    state.views.resize(nodes_);
+    std::copy_n(initial.begin() + static_cast<std::ptrdiff_t>(chunk.offset), chunk.size,
+                master_.begin() + static_cast<std::ptrdiff_t>(offset));
+    offset += chunk.size;
+  }
+}
+
+KvShard::PushResult KvShard::push(std::size_t from, std::size_t chunk, std::uint64_t round,
+                                  net::Payload gradient, std::string* reason) {
+  const auto reject = [&](std::string why) {
+    if (reason != nullptr) *reason = std::move(why);
+    return PushResult::kRejected;
+  };
+  if (chunk >= local_index_.size() || local_index_[chunk] == kNotOwned) {
+    return reject("chunk " + std::to_string(chunk) + " is not owned by rank " +
+                  std::to_string(rank_));
+  }
+  if (from >= nodes_) return reject("sender rank " + std::to_string(from) + " out of range");
+  ChunkState& state = states_[local_index_[chunk]];
+  if (gradient.size() != state.size * sizeof(float)) {
+    return reject("chunk " + std::to_string(chunk) + " gradient has " +
+                  std::to_string(gradient.size()) + " bytes, expected " +
+                  std::to_string(state.size * sizeof(float)));
+  }
+  std::lock_guard lock(state.mutex);
+  if (round != state.round) {
+    return reject("chunk " + std::to_string(chunk) + " push for round " + std::to_string(round) +
+                  " while collecting round " + std::to_string(state.round));
+  }
+  if (!state.views[from].empty()) {  // chunks are never empty, so an empty view means "not yet"
+    return reject("duplicate push of chunk " + std::to_string(chunk) + " from rank " +
+                  std::to_string(from) + " in round " + std::to_string(round));
+  }
+  state.views[from] = gradient.as<float>();
+  state.pushes[from] = std::move(gradient);
+  return ++state.received == nodes_ ? PushResult::kReady : PushResult::kAccepted;
+}
+
+std::span<const float> KvShard::reduce(std::size_t chunk) {
+  GRADMESH_CHECK(chunk < local_index_.size() && local_index_[chunk] != kNotOwned,
+                 "reduce of a chunk this shard does not own");
+  ChunkState& state = states_[local_index_[chunk]];
+  std::lock_guard lock(state.mutex);
+  GRADMESH_CHECK_EQ(state.received, nodes_, "reduce before every push arrived");
+  const auto at = static_cast<std::ptrdiff_t>(state.offset);
+  const std::span<float> master(master_.data() + at, state.size);
+  sgd_.step_sum(master, state.views, 1.0f / static_cast<float>(nodes_),
+                std::span<float>(velocity_.data() + at, state.size),
+                std::span<float>(scratch_.data() + at, state.size));
+  for (std::size_t r = 0; r < nodes_; ++r) {
+    state.pushes[r] = net::Payload{};
+    state.views[r] = {};
+  }
+  state.received = 0;
+  ++state.round;
+  return master;
+}
+
+}  // namespace gradmesh::sync

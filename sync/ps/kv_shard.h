@@ -1,0 +1,75 @@
+#pragma once
+// The KV shard colocated on every node: the master copy of the KV chunks this node owns, summing
+// the n workers' pushes of each chunk and applying the optimizer step (Poseidon ATC'17 sec. 4.1,
+// "KV Store" and "Managing Consistency": a KV pair is broadcast once its count equals the number
+// of workers).
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "net/payload.h"
+#include "tasks/optim/sgd.h"
+#include "topo/kv_placement.h"
+
+namespace gradmesh::sync {
+
+/// Thread safety: push() may be called concurrently from any thread (the loop thread for remote
+/// pushes, a network task for the local one); reduce() of a chunk runs once per round, after the
+/// push() that returned kReady for it and before the next round's first push of that chunk (BSP
+/// guarantees this: no worker pushes round t+1 before it received round t's parameters).
+class KvShard {
+ public:
+  enum class PushResult : std::uint8_t {
+    kAccepted,  ///< stored; more pushes of this round are due
+    kReady,     ///< the n-th push of the round: call reduce(chunk)
+    kRejected,  ///< not a chunk of this shard, wrong size, wrong round or a duplicate: dropped
+  };
+
+  /// `placement`: the job's chunk placement (must outlive the shard); `rank`: this node;
+  /// `initial`: the model's flat parameter vector (floats), from which the owned chunks' master
+  /// copies are taken; `sgd`: the optimizer applied to the mean gradient.
+  KvShard(const topo::KvPlacement& placement, std::size_t rank, std::span<const float> initial,
+          tasks::Sgd sgd);
+
+  /// Stores worker `from`'s gradient of chunk `chunk` (a global chunk id) for `round`; the payload
+  /// is kept, not copied, until reduce(). `reason` receives why a push was rejected.
+  [[nodiscard]] PushResult push(std::size_t from, std::size_t chunk, std::uint64_t round,
+                                net::Payload gradient, std::string* reason = nullptr);
+
+  /// Sums the n stored gradients in rank order, scales by 1/n (the mean over all nodes' batches,
+  /// so the update equals single-process SGD on the union of the batches), applies the optimizer
+  /// to the master copy, releases the payloads and opens the next round. Returns the chunk's new
+  /// parameters (floats), valid and unchanged until the next reduce() of this chunk.
+  std::span<const float> reduce(std::size_t chunk);
+
+  /// Floats of master copy held here.
+  [[nodiscard]] std::size_t owned_floats() const noexcept { return master_.size(); }
+
+ private:
+  struct ChunkState {
+    std::mutex mutex;
+    std::uint64_t round = 0;         // the round being collected
+    std::size_t received = 0;
+    std::size_t offset = 0;          // into master_ / velocity_ / scratch_
+    std::size_t size = 0;            // floats
+    std::vector<net::Payload> pushes;            // by rank
+    std::vector<std::span<const float>> views;   // by rank, for Sgd::step_sum
+  };
+
+  const topo::KvPlacement& placement_;
+  std::size_t rank_;
+  std::size_t nodes_;
+  tasks::Sgd sgd_;
+  std::vector<std::size_t> local_index_;  // global chunk id -> index into states_, or npos
+  std::unique_ptr<ChunkState[]> states_;
+  std::vector<float> master_;
+  std::vector<float> velocity_;
+  std::vector<float> scratch_;
+};
+
+}  // namespace gradmesh::sync

@@ -1,0 +1,26 @@
+#pragma once
+// The transport's byte-counter stages and the message kinds of every strategy. One list for the
+// whole sync layer, so a Transport can be made before the strategy and metrics name stages alike.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gradmesh::sync {
+
+/// Stage ids: indices into stage_names(); Message::stage.
+enum class Stage : std::uint8_t {
+  kKvPush = 0,       ///< worker -> KV shard: gradient chunks (PS)
+  kKvBroadcast = 1,  ///< KV shard -> all: updated parameter chunks (PS)
+};
+
+/// Names of the stages, indexed by Stage: what metrics call "bytes_sent_by_stage".
+[[nodiscard]] inline std::vector<std::string> stage_names() { return {"kv_push", "kv_broadcast"}; }
+
+/// Message::kind values.
+enum class MessageKind : std::uint16_t {
+  kGradientChunk = 1,  ///< key = KV chunk id, round = iteration, payload = chunk's gradient (floats)
+  kParameterChunk = 2, ///< key = KV chunk id, round = iteration, payload = chunk's new parameters
+};
+
+}  // namespace gradmesh::sync

@@ -1,0 +1,101 @@
+#pragma once
+// The sync stage: one interface for every strategy that keeps the model replicas in step
+// (DESIGN.md; STYLE.md practice 2). A strategy adds its tasks to each node's iteration graph, right
+// after the backward task of each layer, so it can start communicating the moment that layer's
+// gradient exists (wait-free backpropagation, Poseidon ATC'17 sec. 3.1).
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/executor.h"
+#include "engine/graph.h"
+#include "tasks/model.h"
+#include "tasks/optim/sgd.h"
+
+namespace gradmesh::net {
+class Transport;
+}
+
+namespace gradmesh::sync {
+
+/// Options of strategy `ps` (Poseidon's parameter server over colocated KV shards).
+struct PsOptions {
+  /// KV chunk size in bytes (Poseidon's KV pair, sec. 4.1); nullopt = auto
+  /// (topo::KvPlacement::auto_chunk_floats).
+  std::optional<std::size_t> chunk_bytes;
+};
+
+/// Per-strategy options, one plain struct each; a strategy reads only its own.
+struct SyncOptions {
+  PsOptions ps;
+};
+
+/// The tasks of one training iteration that a sync stage hooks into. Indexed by layer; entries of
+/// layers without parameters are valid handles too (a stage simply ignores those layers).
+struct IterationTasks {
+  std::vector<engine::TaskHandle> forward;   ///< forward_l: computes layer l's output
+  std::vector<engine::TaskHandle> backward;  ///< backward_l: when it ends, layer l's gradient is final
+  engine::TaskHandle done;                   ///< the iteration's last task: every stage task must precede it
+};
+
+/// Everything a strategy needs from the node. References must outlive the stage.
+struct SyncContext {
+  tasks::Model& model;
+  engine::Executor& executor;
+  net::Transport* transport = nullptr;  ///< nullptr for a single node ("none")
+  std::size_t rank = 0;
+  std::size_t nodes = 1;
+  std::size_t batch_size = 0;           ///< K, samples per node per iteration
+  tasks::SgdOptions sgd;
+  SyncOptions options;
+};
+
+/// One row of the per-layer plan (DESIGN.md metrics "plan"; `gradmesh-node plan`).
+struct LayerPlan {
+  std::size_t layer = 0;
+  std::string name;         ///< e.g. "dense0"
+  std::string shape;        ///< e.g. "256x784" (M outputs x N inputs) + bias
+  std::size_t parameters = 0;
+  std::string scheme;       ///< "PS", "SFB", "local", ...
+  std::size_t chunks = 0;   ///< KV chunks of the layer (PS)
+  double predicted_bytes_sent = 0;  ///< per node per iteration, payload + header bytes
+};
+
+/// A sync strategy. Lifetime: made by make_sync_stage() before the transport starts (it installs
+/// the transport's handlers), used for the whole job, then finish() before the transport shuts down.
+///
+/// Thread safety: build() on the caller's thread before the first run; the tasks it adds run on
+/// the executor's arenas; message and failure handlers run on the transport's loop thread.
+class SyncStage {
+ public:
+  virtual ~SyncStage() = default;
+  /// The strategy's name as in the job config (`sync.strategy`).
+  [[nodiscard]] virtual std::string_view name() const noexcept = 0;
+  /// Adds the stage's tasks for one iteration to `graph`, wired after `tasks.backward[l]` and before
+  /// `tasks.done`. When a run of the graph ends, every replica holds the same updated parameters
+  /// (BSP) — or, for asynchronous strategies, the locally applied ones.
+  virtual void build(engine::Graph& graph, const IterationTasks& tasks) = 0;
+  /// The per-layer plan (schemes, chunks, predicted traffic).
+  [[nodiscard]] virtual std::vector<LayerPlan> plan() const = 0;
+  /// Called once after the last iteration, before the transport shuts down.
+  virtual void finish() {}
+  /// Messages received that broke the strategy's protocol (wrong size, unknown key, stale round);
+  /// each was dropped and logged.
+  [[nodiscard]] virtual std::uint64_t rejected_messages() const noexcept { return 0; }
+};
+
+/// Names of every strategy the registry knows, in the order `sync.strategy` documents them.
+[[nodiscard]] std::vector<std::string> strategy_names();
+
+/// Makes the strategy called `name` (the registry of STYLE.md practice 2). Throws ConfigError
+/// naming `sync.strategy`, the value and the known names when `name` is unknown or not built yet.
+/// A multi-node strategy made without a transport can plan() but not run.
+[[nodiscard]] std::unique_ptr<SyncStage> make_sync_stage(std::string_view name, SyncContext context);
+
+}  // namespace gradmesh::sync

@@ -1,0 +1,39 @@
+#include "tasks/data/dataset.h"
+
+#include <algorithm>
+#include <string>
+
+#include "engine/error.h"
+
+namespace gradmesh::tasks {
+
+void validate(const Dataset& d) {
+  if (d.x.size() != d.count * d.features) {
+    throw DataError("data set: expected " + std::to_string(d.count) + " x " +
+                    std::to_string(d.features) + " = " + std::to_string(d.count * d.features) +
+                    " features, found " + std::to_string(d.x.size()));
+  }
+  if (d.y.size() != d.count) {
+    throw DataError("data set: expected " + std::to_string(d.count) + " labels, found " +
+                    std::to_string(d.y.size()));
+  }
+  for (std::size_t i = 0; i < d.count; ++i) {
+    if (d.y[i] < 0 || static_cast<std::size_t>(d.y[i]) >= d.classes) {
+      throw DataError("data set: example " + std::to_string(i) + ": expected a label in [0, " +
+                      std::to_string(d.classes) + "), found " + std::to_string(d.y[i]));
+    }
+  }
+}
+
+Dataset take_first(const Dataset& d, std::size_t n) {
+  Dataset out;
+  out.count = std::min(n, d.count);
+  out.features = d.features;
+  out.classes = d.classes;
+  const auto nx = static_cast<std::ptrdiff_t>(out.count * d.features);
+  out.x.assign(d.x.begin(), d.x.begin() + nx);
+  out.y.assign(d.y.begin(), d.y.begin() + static_cast<std::ptrdiff_t>(out.count));
+  return out;
+}
+
+}  // namespace gradmesh::tasks

@@ -1,0 +1,65 @@
+#include "tasks/layers/dense.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "engine/error.h"
+#include "tasks/cpu/blas.h"
+#include "tasks/random.h"
+
+namespace gradmesh::tasks {
+
+Dense::Dense(std::size_t inputs, std::size_t outputs) : inputs_(inputs), outputs_(outputs) {
+  if (inputs == 0 || outputs == 0) {
+    throw ConfigError("dense layer: expected inputs and outputs >= 1, got " +
+                      std::to_string(inputs) + " -> " + std::to_string(outputs));
+  }
+}
+
+void Dense::bind(std::span<float> parameters, std::span<float> gradients) {
+  GRADMESH_CHECK_EQ(parameters.size(), parameter_count(), "dense bind: parameters");
+  GRADMESH_CHECK_EQ(gradients.size(), parameter_count(), "dense bind: gradients");
+  const std::size_t nw = outputs_ * inputs_;
+  w_ = parameters.first(nw);
+  b_ = parameters.subspan(nw);
+  dw_ = gradients.first(nw);
+  db_ = gradients.subspan(nw);
+}
+
+void Dense::initialize(std::uint64_t seed) {
+  GRADMESH_CHECK(!w_.empty(), "dense initialize before bind");
+  const float a = std::sqrt(6.0f / static_cast<float>(inputs_ + outputs_));
+  SplitMix64 rng(seed);
+  for (float& w : w_) w = (2.0f * rng.next_float() - 1.0f) * a;
+  std::fill(b_.begin(), b_.end(), 0.0f);
+}
+
+void Dense::forward(const float* x, float* y, std::size_t batch) {
+  // y (K x M) = b broadcast over rows, then += x (K x N) * W^T (N x M).
+  for (std::size_t k = 0; k < batch; ++k) {
+    std::copy(b_.begin(), b_.end(), y + k * outputs_);
+  }
+  cpu::sgemm(false, true, batch, outputs_, inputs_, 1.0f, x, inputs_, w_.data(), inputs_, 1.0f, y,
+             outputs_);
+}
+
+void Dense::backward(const float* x, const float* /*y*/, const float* dy, float* dx,
+                     std::size_t batch) {
+  // dW (M x N) = dY^T (M x K) * X (K x N): the sufficient factors U = dY, V = X.
+  cpu::sgemm(true, false, outputs_, inputs_, batch, 1.0f, dy, outputs_, x, inputs_, 0.0f,
+             dw_.data(), inputs_);
+  // db = column sums of dY.
+  std::fill(db_.begin(), db_.end(), 0.0f);
+  for (std::size_t k = 0; k < batch; ++k) {
+    const float* row = dy + k * outputs_;
+    for (std::size_t m = 0; m < outputs_; ++m) db_[m] += row[m];
+  }
+  // dx (K x N) = dY (K x M) * W (M x N).
+  if (dx != nullptr) {
+    cpu::sgemm(false, false, batch, inputs_, outputs_, 1.0f, dy, outputs_, w_.data(), inputs_, 0.0f,
+               dx, inputs_);
+  }
+}
+
+}  // namespace gradmesh::tasks

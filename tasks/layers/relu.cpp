@@ -1,0 +1,23 @@
+#include "tasks/layers/relu.h"
+
+#include "engine/error.h"
+
+namespace gradmesh::tasks {
+
+Relu::Relu(std::size_t features) : features_(features) {
+  if (features == 0) throw ConfigError("relu layer: expected features >= 1, got 0");
+}
+
+void Relu::forward(const float* x, float* y, std::size_t batch) {
+  const std::size_t n = batch * features_;
+  for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void Relu::backward(const float* /*x*/, const float* y, const float* dy, float* dx,
+                    std::size_t batch) {
+  if (dx == nullptr) return;
+  const std::size_t n = batch * features_;
+  for (std::size_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+}  // namespace gradmesh::tasks

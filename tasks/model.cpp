@@ -1,0 +1,154 @@
+#include "tasks/model.h"
+
+#include <algorithm>
+#include <string>
+
+#include "engine/error.h"
+#include "tasks/layers/dense.h"
+#include "tasks/layers/relu.h"
+#include "tasks/layers/softmax_cross_entropy.h"
+#include "tasks/random.h"
+
+namespace gradmesh::tasks {
+
+Model::Model(const std::vector<LayerSpec>& specs, std::size_t input_size, std::size_t max_batch,
+             std::uint64_t seed)
+    : input_size_(input_size), max_batch_(max_batch) {
+  if (input_size == 0) throw ConfigError("model: expected input_size >= 1, got 0");
+  if (max_batch == 0) throw ConfigError("model: expected max_batch >= 1, got 0");
+  std::size_t features = input_size;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const LayerSpec& s = specs[i];
+    const std::string where = "model[" + std::to_string(i) + "]: ";
+    if (s.kind == "dense") {
+      layers_.push_back(std::make_unique<Dense>(features, s.units));
+    } else if (s.kind == "relu") {
+      layers_.push_back(std::make_unique<Relu>(features));
+    } else if (s.kind == "softmax_cross_entropy") {
+      if (i + 1 != specs.size()) {
+        throw ConfigError(where + "expected 'softmax_cross_entropy' only as the last entry");
+      }
+    } else {
+      throw ConfigError(where + "expected 'dense', 'relu' or 'softmax_cross_entropy', got '" +
+                        s.kind + "'");
+    }
+    if (!layers_.empty()) features = layers_.back()->output_size();
+  }
+  if (layers_.empty()) throw ConfigError("model: expected at least one layer before the loss");
+
+  offsets_.resize(layers_.size() + 1, 0);
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    offsets_[l + 1] = offsets_[l] + layers_[l]->parameter_count();
+  }
+  parameters_.assign(offsets_.back(), 0.0f);
+  gradients_.assign(offsets_.back(), 0.0f);
+
+  activations_.resize(layers_.size() + 1);
+  deltas_.resize(layers_.size() + 1);
+  activations_[0].assign(max_batch * input_size, 0.0f);
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const std::size_t out = max_batch * layers_[l]->output_size();
+    activations_[l + 1].assign(out, 0.0f);
+    deltas_[l + 1].assign(out, 0.0f);
+    layers_[l]->bind(layer_parameters(l), layer_gradients(l));
+    layers_[l]->initialize(derive_seed(seed, l));
+  }
+}
+
+Layer& Model::layer(std::size_t l) {
+  GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer index");
+  return *layers_[l];
+}
+
+std::size_t Model::parameter_offset(std::size_t l) const {
+  GRADMESH_CHECK_LE(l, layers_.size(), "Model::parameter_offset index");
+  return offsets_[l];
+}
+
+std::span<float> Model::layer_parameters(std::size_t l) {
+  GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_parameters index");
+  return std::span<float>(parameters_).subspan(offsets_[l], offsets_[l + 1] - offsets_[l]);
+}
+
+std::span<float> Model::layer_gradients(std::size_t l) {
+  GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_gradients index");
+  return std::span<float>(gradients_).subspan(offsets_[l], offsets_[l + 1] - offsets_[l]);
+}
+
+void Model::check_batch(std::size_t batch) const {
+  GRADMESH_CHECK(
+      batch >= 1 && batch <= max_batch_,
+      "batch " + std::to_string(batch) + " outside [1, " + std::to_string(max_batch_) + "]");
+}
+
+std::span<float> Model::input(std::size_t batch) {
+  check_batch(batch);
+  return std::span<float>(activations_[0]).first(batch * input_size_);
+}
+
+void Model::forward_layer(std::size_t l, std::size_t batch) {
+  GRADMESH_CHECK_LT(l, layers_.size(), "Model::forward_layer index");
+  check_batch(batch);
+  layers_[l]->forward(activations_[l].data(), activations_[l + 1].data(), batch);
+  if (l + 1 == layers_.size()) forward_batch_ = batch;
+}
+
+float Model::loss_backward(std::span<const std::int32_t> labels) {
+  GRADMESH_CHECK_EQ(labels.size(), forward_batch_, "loss_backward: labels vs last forward batch");
+  return SoftmaxCrossEntropy::forward_backward(activations_.back().data(), labels.data(),
+                                               labels.size(), output_size(), deltas_.back().data());
+}
+
+void Model::backward_layer(std::size_t l, std::size_t batch) {
+  GRADMESH_CHECK_LT(l, layers_.size(), "Model::backward_layer index");
+  check_batch(batch);
+  float* dx = l > 0 ? deltas_[l].data() : nullptr;
+  layers_[l]->backward(activations_[l].data(), activations_[l + 1].data(), deltas_[l + 1].data(),
+                       dx, batch);
+}
+
+std::span<const float> Model::output(std::size_t batch) const {
+  check_batch(batch);
+  return std::span<const float>(activations_.back()).first(batch * output_size());
+}
+
+float Model::forward_backward(std::span<const float> x, std::span<const std::int32_t> y) {
+  const std::size_t batch = y.size();
+  GRADMESH_CHECK_EQ(x.size(), batch * input_size_, "forward_backward: x size");
+  const std::span<float> in = input(batch);
+  std::copy(x.begin(), x.end(), in.begin());
+  for (std::size_t l = 0; l < layers_.size(); ++l) forward_layer(l, batch);
+  const float mean_loss = loss_backward(y);
+  for (std::size_t l = layers_.size(); l-- > 0;) backward_layer(l, batch);
+  return mean_loss;
+}
+
+Model::Evaluation Model::evaluate(const Dataset& d) {
+  if (d.features != input_size_) {
+    throw ConfigError("evaluate: model expects " + std::to_string(input_size_) +
+                      " features, data set has " + std::to_string(d.features));
+  }
+  if (d.classes != output_size()) {
+    throw ConfigError("evaluate: model outputs " + std::to_string(output_size()) +
+                      " classes, data set has " + std::to_string(d.classes));
+  }
+  if (d.count == 0) return {0.0, 0.0};
+  double loss_sum = 0.0;
+  std::size_t correct = 0;
+  for (std::size_t first = 0; first < d.count; first += max_batch_) {
+    const std::size_t batch = std::min(max_batch_, d.count - first);
+    const auto x = d.x.begin() + static_cast<std::ptrdiff_t>(first * input_size_);
+    std::copy(x, x + static_cast<std::ptrdiff_t>(batch * input_size_), input(batch).begin());
+    for (std::size_t l = 0; l < layers_.size(); ++l) forward_layer(l, batch);
+    const float* logits = activations_.back().data();
+    const std::int32_t* labels = d.y.data() + first;
+    loss_sum +=
+        static_cast<double>(SoftmaxCrossEntropy::loss(logits, labels, batch, output_size())) *
+        static_cast<double>(batch);
+    correct += SoftmaxCrossEntropy::count_correct(logits, labels, batch, output_size());
+  }
+  const auto n = static_cast<double>(d.count);
+  return {loss_sum / n, static_cast<double>(correct) / n};
+}
+
+}  // namespace gradmesh::tasks

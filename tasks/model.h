@@ -1,0 +1,115 @@
+#pragma once
+// The feed-forward model one node trains: its layers, one flat parameter buffer and one flat
+// gradient buffer (so the sync stage sees each layer's slice as one contiguous tensor), and the
+// activation buffers of one mini-batch.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "tasks/data/dataset.h"
+#include "tasks/layers/layer.h"
+#include "tasks/layers/layer_spec.h"
+
+namespace gradmesh::tasks {
+
+/// A stack of Layers ending in a SoftmaxCrossEntropy loss, with every buffer allocated once in the
+/// constructor: forward_layer / loss_backward / backward_layer never allocate.
+///
+/// Memory layout: parameters() is layer 0's parameters, then layer 1's, ... contiguous
+/// (parameter_offset(l) says where layer l's start; for a Dense layer they are [W (M x N) | b
+/// (M)]). gradients() has the same layout. Activations: input(batch) is batch x input_size(); layer
+/// l's output is batch x layer(l).output_size().
+///
+/// Per-step protocol (what forward_backward() does, and what compute tasks do one layer at a
+/// time for WFBP): write input(batch); forward_layer(0..L-1, batch); loss_backward(labels);
+/// backward_layer(L-1..0, batch) — after backward_layer(l) returns, layer_gradients(l) is final
+/// for this step and may be sent.
+///
+/// Thread safety: none; one Model is driven by one thread at a time, though distinct layers'
+/// parameter/gradient slices may be read by other threads once their backward step is done.
+/// Moving a Model keeps all spans valid; copying is not allowed.
+class Model {
+ public:
+  /// Builds layers from `specs` (as parse_layer_specs returns them; a trailing
+  /// "softmax_cross_entropy" is the loss), for inputs of `input_size` features and batches of at
+  /// most `max_batch`, and initialises layer l from derive_seed(seed, l), so every node with the
+  /// same seed holds identical weights. Throws gradmesh::ConfigError if input_size or max_batch is
+  /// 0, a kind is unknown, the loss is not last, or there is no layer before the loss.
+  Model(const std::vector<LayerSpec>& specs, std::size_t input_size, std::size_t max_batch,
+        std::uint64_t seed);
+  Model(Model&&) noexcept = default;
+  Model& operator=(Model&&) noexcept = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+  ~Model() = default;
+
+  /// Number of Layers (the loss is not one).
+  [[nodiscard]] std::size_t num_layers() const noexcept { return layers_.size(); }
+  /// Layer l (l < num_layers(), else gradmesh::ContractError).
+  [[nodiscard]] Layer& layer(std::size_t l);
+  /// Features of one input row.
+  [[nodiscard]] std::size_t input_size() const noexcept { return input_size_; }
+  /// Features of one output row (the classes of the loss).
+  [[nodiscard]] std::size_t output_size() const noexcept { return layers_.back()->output_size(); }
+  /// Largest batch the buffers hold.
+  [[nodiscard]] std::size_t max_batch() const noexcept { return max_batch_; }
+
+  /// m: floats of parameters over all layers.
+  [[nodiscard]] std::size_t parameter_count() const noexcept { return parameters_.size(); }
+  /// All parameters, flat (see the class comment for the layout).
+  [[nodiscard]] std::span<float> parameters() noexcept { return parameters_; }
+  /// All gradients of the last backward pass, same layout as parameters().
+  [[nodiscard]] std::span<float> gradients() noexcept { return gradients_; }
+  /// Offset, in floats, of layer l's parameters in parameters(); l == num_layers() gives
+  /// parameter_count(). Throws gradmesh::ContractError if l > num_layers().
+  [[nodiscard]] std::size_t parameter_offset(std::size_t l) const;
+  /// Layer l's slice of parameters() (empty for parameter-free layers).
+  [[nodiscard]] std::span<float> layer_parameters(std::size_t l);
+  /// Layer l's slice of gradients().
+  [[nodiscard]] std::span<float> layer_gradients(std::size_t l);
+
+  /// The input buffer for a batch of `batch` rows (batch x input_size()): write the batch here.
+  /// Throws gradmesh::ContractError unless 1 <= batch <= max_batch().
+  [[nodiscard]] std::span<float> input(std::size_t batch);
+  /// Runs layer l forward on the first `batch` rows of its input activations.
+  void forward_layer(std::size_t l, std::size_t batch);
+  /// Loss of the last full forward against `labels` (labels.size() == that batch), and writes the
+  /// gradient of the mean loss wrt the logits. Returns the mean loss (nats).
+  float loss_backward(std::span<const std::int32_t> labels);
+  /// Back-propagates through layer l: overwrites layer_gradients(l) and, for l > 0, the gradient
+  /// wrt layer l's input. Needs loss_backward (l == num_layers() - 1) or backward_layer(l + 1).
+  void backward_layer(std::size_t l, std::size_t batch);
+  /// Logits of the last forward: batch x output_size().
+  [[nodiscard]] std::span<const float> output(std::size_t batch) const;
+
+  /// Convenience for tests and the single-node baseline: copies x (batch x input_size()) in, runs
+  /// the full forward, the loss, and the full backward; returns the mean loss. batch = y.size().
+  float forward_backward(std::span<const float> x, std::span<const std::int32_t> y);
+
+  struct Evaluation {
+    double loss;      ///< mean cross-entropy (nats) over the data set
+    double accuracy;  ///< fraction of examples whose argmax logit is the label, in [0, 1]
+  };
+  /// Forward over all of `d` in batches of max_batch(); touches no gradients (but overwrites the
+  /// activations). Throws gradmesh::ConfigError if d.features != input_size() or d.classes !=
+  /// output_size(). An empty data set gives {0, 0}.
+  Evaluation evaluate(const Dataset& d);
+
+ private:
+  void check_batch(std::size_t batch) const;
+
+  std::size_t input_size_;
+  std::size_t max_batch_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::size_t> offsets_;  // num_layers() + 1 entries
+  std::vector<float> parameters_;
+  std::vector<float> gradients_;
+  std::vector<std::vector<float>> activations_;  // [0] input, [l + 1] output of layer l
+  std::vector<std::vector<float>> deltas_;       // [l] d loss / d activations_[l]; [0] unused
+  std::size_t forward_batch_ = 0;                // batch of the last forward_layer(L - 1)
+};
+
+}  // namespace gradmesh::tasks

@@ -1,0 +1,54 @@
+#include "tasks/optim/sgd.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "engine/error.h"
+
+namespace gradmesh::tasks {
+
+Sgd::Sgd(SgdOptions o) : options_(o) {
+  if (!std::isfinite(o.lr) || o.lr < 0.0f) {
+    throw ConfigError("sgd.lr: expected a finite value >= 0, got " + std::to_string(o.lr));
+  }
+  if (!std::isfinite(o.momentum) || o.momentum < 0.0f || o.momentum >= 1.0f) {
+    throw ConfigError("sgd.momentum: expected a value in [0, 1), got " +
+                      std::to_string(o.momentum));
+  }
+  if (!std::isfinite(o.weight_decay) || o.weight_decay < 0.0f) {
+    throw ConfigError("sgd.weight_decay: expected a finite value >= 0, got " +
+                      std::to_string(o.weight_decay));
+  }
+}
+
+void Sgd::step(std::span<float> w, std::span<const float> g, std::span<float> velocity) const {
+  GRADMESH_CHECK_EQ(g.size(), w.size(), "Sgd::step: gradient size");
+  GRADMESH_CHECK_EQ(velocity.size(), w.size(), "Sgd::step: velocity size");
+  const float lr = options_.lr;
+  const float mu = options_.momentum;
+  const float wd = options_.weight_decay;
+  const std::size_t n = w.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const float gi = g[i] + wd * w[i];
+    const float vi = mu * velocity[i] + gi;
+    velocity[i] = vi;
+    w[i] -= lr * vi;
+  }
+}
+
+void Sgd::step_sum(std::span<float> w, std::span<const std::span<const float>> grads, float scale,
+                   std::span<float> velocity, std::span<float> scratch) const {
+  GRADMESH_CHECK(!grads.empty(), "Sgd::step_sum: no gradients");
+  GRADMESH_CHECK_EQ(scratch.size(), w.size(), "Sgd::step_sum: scratch size");
+  for (const auto& g : grads) GRADMESH_CHECK_EQ(g.size(), w.size(), "Sgd::step_sum: gradient size");
+  std::copy(grads[0].begin(), grads[0].end(), scratch.begin());
+  for (std::size_t k = 1; k < grads.size(); ++k) {
+    const float* g = grads[k].data();
+    for (std::size_t i = 0; i < scratch.size(); ++i) scratch[i] += g[i];
+  }
+  for (float& s : scratch) s *= scale;
+  step(w, scratch, velocity);
+}
+
+}  // namespace gradmesh::tasks

@@ -1,0 +1,45 @@
+#pragma once
+// Stochastic gradient descent with momentum and weight decay, as PyTorch's torch.optim.SGD
+// (dampening 0, no Nesterov).
+
+#include <span>
+
+namespace gradmesh::tasks {
+
+/// Options of Sgd, as in the job config. lr: learning rate (>= 0); momentum: mu in [0, 1);
+/// weight_decay: L2 coefficient (>= 0).
+struct SgdOptions {
+  float lr = 0.1f;
+  float momentum = 0.9f;
+  float weight_decay = 0.0f;
+};
+
+/// PyTorch-style SGD: g' = g + wd * w; v = mu * v + g'; w -= lr * v (v starts at 0, which gives
+/// PyTorch's first step v = g'). Stateless apart from its options: the caller owns the velocity
+/// buffer, so one Sgd may step many disjoint slices (one per layer or KV chunk) concurrently.
+/// Thread safety: const methods; concurrent calls on disjoint buffers are safe. No allocation.
+class Sgd {
+ public:
+  /// Throws gradmesh::ConfigError naming the option if lr < 0, momentum outside [0, 1), or
+  /// weight_decay < 0 (or any is not finite).
+  explicit Sgd(SgdOptions o);
+
+  /// One step on w with gradient g and momentum buffer velocity (all the same number of floats,
+  /// else gradmesh::ContractError).
+  void step(std::span<float> w, std::span<const float> g, std::span<float> velocity) const;
+
+  /// Sums `grads` (n spans of w.size() floats, summed in the given order so every node gets the
+  /// same bits), multiplies by `scale` (e.g. 1/n for the mean over n nodes), then steps as step().
+  /// The sum is written into `scratch` (w.size() floats), which is left holding the scaled sum.
+  /// Throws gradmesh::ContractError if grads is empty or a size differs.
+  void step_sum(std::span<float> w, std::span<const std::span<const float>> grads, float scale,
+                std::span<float> velocity, std::span<float> scratch) const;
+
+  /// The options this optimizer was built with.
+  [[nodiscard]] const SgdOptions& options() const noexcept { return options_; }
+
+ private:
+  SgdOptions options_;
+};
+
+}  // namespace gradmesh::tasks

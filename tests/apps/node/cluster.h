@@ -1,0 +1,50 @@
+#pragma once
+// Runs a small gradmesh job as real gradmesh-node processes on 127.0.0.1 (end-to-end tests).
+
+#include <chrono>
+#include <functional>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/process.h"
+
+namespace gradmesh::testing {
+
+/// A job of `nodes` processes sharing one config file, each logging to dir/log-<rank>.txt and
+/// writing metrics (and, with --save-parameters, parameters) to dir.
+class Cluster {
+ public:
+  Cluster(std::string name, std::size_t nodes, const std::string& config_toml);
+
+  /// Starts every node with `extra` arguments after the standard ones; `per_rank(rank)` may add
+  /// rank-specific arguments.
+  void start(const std::vector<std::string>& extra = {},
+             const std::function<std::vector<std::string>(std::size_t)>& per_rank = nullptr);
+  /// Waits (bounded) for every node; returns exit statuses (-1 for a node that timed out and was
+  /// killed).
+  std::vector<int> wait(std::chrono::seconds limit);
+
+  [[nodiscard]] std::filesystem::path log(std::size_t rank) const;
+  [[nodiscard]] std::string log_text(std::size_t rank) const { return read_file(log(rank)); }
+  [[nodiscard]] nlohmann::json metrics(std::size_t rank) const;
+  [[nodiscard]] std::vector<float> parameters(std::size_t rank) const;
+  [[nodiscard]] const std::filesystem::path& dir() const noexcept { return dir_; }
+  [[nodiscard]] std::string address(std::size_t rank) const;
+  [[nodiscard]] Process& process(std::size_t rank) { return processes_.at(rank); }
+  [[nodiscard]] std::string all_logs() const;
+
+ private:
+  std::filesystem::path dir_;
+  std::size_t nodes_;
+  std::vector<int> ports_;
+  std::vector<Process> processes_;
+};
+
+/// The demo model's layer list, for configs.
+inline constexpr const char* kDemoLayers =
+    R"(["dense:256", "relu", "dense:256", "relu", "dense:10", "softmax_cross_entropy"])";
+
+}  // namespace gradmesh::testing

@@ -1,0 +1,228 @@
+// End-to-end tests of strategy `ps`: real gradmesh-node processes on 127.0.0.1.
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "tasks/data/fashion_mnist.h"
+#include "tasks/data/shard_sampler.h"
+#include "tasks/layers/layer_spec.h"
+#include "tasks/model.h"
+#include "tasks/optim/sgd.h"
+#include "tests/apps/node/cluster.h"
+
+using gradmesh::testing::Cluster;
+using gradmesh::testing::kDemoLayers;
+
+namespace {
+
+constexpr const char* kData = "/usr/share/datasets/fashion-mnist";
+
+const gradmesh::tasks::TrainTest& fashion_mnist() {
+  static const auto data = gradmesh::tasks::load_fashion_mnist(kData);
+  return data;
+}
+
+struct Job {
+  std::size_t batch = 16;
+  double lr = 0.05, momentum = 0.9, weight_decay = 1e-4;
+  std::uint64_t seed = 7;
+  std::size_t iterations = 20;
+  std::string layers = kDemoLayers;
+};
+
+std::string config_text(const Job& job, const std::string& strategy) {
+  std::ostringstream out;
+  out << "[job]\nname = \"equivalence\"\nseed = " << job.seed << "\nepochs = 1\nmax_iterations = "
+      << job.iterations << "\n[data]\npath = \"" << kData << "\"\n[model]\nlayers = " << job.layers
+      << "\n[optimizer]\nlr = " << job.lr << "\nmomentum = " << job.momentum
+      << "\nweight_decay = " << job.weight_decay << "\nbatch_size = " << job.batch
+      << "\n[sync]\nstrategy = \"" << strategy << "\"\n[net]\nconnect_timeout = 20.0\n";
+  return out.str();
+}
+
+/// Single-process SGD on the union of the n nodes' batches: one model, batch n*K, the batches of
+/// rank 0..n-1 stacked in rank order.
+std::vector<float> reference_parameters(const Job& job, std::size_t nodes) {
+  const auto& train = fashion_mnist().train;
+  const auto specs = gradmesh::tasks::parse_layer_specs(
+      {"dense:256", "relu", "dense:256", "relu", "dense:10", "softmax_cross_entropy"});
+  gradmesh::tasks::Model model(specs, train.features, nodes * job.batch, job.seed);
+  const gradmesh::tasks::Sgd sgd({static_cast<float>(job.lr), static_cast<float>(job.momentum),
+                                  static_cast<float>(job.weight_decay)});
+  std::vector<float> velocity(model.parameter_count(), 0.0f);
+  std::vector<gradmesh::tasks::ShardSampler> samplers;
+  for (std::size_t r = 0; r < nodes; ++r) samplers.emplace_back(train.count, nodes, r, job.batch, job.seed);
+  const std::size_t per_epoch = samplers[0].iterations_per_epoch();
+  std::vector<std::size_t> indices(job.batch);
+  std::vector<float> x(nodes * job.batch * train.features);
+  std::vector<std::int32_t> y(nodes * job.batch);
+  for (std::size_t it = 0; it < job.iterations; ++it) {
+    for (std::size_t r = 0; r < nodes; ++r) {
+      samplers[r].batch_indices(it / per_epoch, it % per_epoch, indices);
+      gradmesh::tasks::gather_batch(
+          train, indices, std::span(x).subspan(r * job.batch * train.features, job.batch * train.features),
+          std::span(y).subspan(r * job.batch, job.batch));
+    }
+    model.forward_backward(x, y);
+    sgd.step(model.parameters(), model.gradients(), velocity);
+  }
+  return {model.parameters().begin(), model.parameters().end()};
+}
+
+float max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  float most = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) most = std::max(most, std::abs(a[i] - b[i]));
+  return most;
+}
+
+}  // namespace
+
+TEST_CASE("ps on 2 and 3 node processes equals single-process SGD on the union batches",
+          "[e2e][ps][equivalence]") {
+  const Job job;
+  for (std::size_t nodes : {2u, 3u}) {
+    SECTION(std::to_string(nodes) + " nodes") {
+      Cluster cluster("ps-equivalence-" + std::to_string(nodes), nodes, config_text(job, "ps"));
+      cluster.start({"--save-parameters"});
+      const auto codes = cluster.wait(std::chrono::seconds(120));
+      INFO(cluster.all_logs());
+      REQUIRE(codes == std::vector<int>(nodes, 0));
+
+      const auto expected = reference_parameters(job, nodes);
+      const auto replica0 = cluster.parameters(0);
+      REQUIRE(replica0.size() == expected.size());
+      CHECK(max_abs_difference(replica0, expected) <= 1e-5f);
+      for (std::size_t r = 1; r < nodes; ++r) CHECK(cluster.parameters(r) == replica0);
+      for (std::size_t r = 0; r < nodes; ++r) {
+        const auto m = cluster.metrics(r);
+        CHECK(m["iterations"] == job.iterations);
+        CHECK(m["strategy"] == "ps");
+        CHECK(m["bytes_sent"].get<double>() > 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("none on one process equals the same single-process SGD", "[e2e][none]") {
+  const Job job;
+  Cluster cluster("none-equivalence", 1, config_text(job, "none"));
+  cluster.start({"--save-parameters"});
+  const auto codes = cluster.wait(std::chrono::seconds(60));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>{0});
+  CHECK(max_abs_difference(cluster.parameters(0), reference_parameters(job, 1)) <= 1e-5f);
+}
+
+TEST_CASE("7 node processes finish an epoch of a small model together on uneven shards",
+          "[e2e][ps][uneven]") {
+  // 7,003 images over 7 nodes: shards of 1,000 and 1,001 images. 100 per batch gives 10
+  // iterations per epoch on every node, by rule.
+  const std::string config = std::string(R"([job]
+name = "uneven"
+seed = 3
+epochs = 1
+[data]
+path = "/usr/share/datasets/fashion-mnist"
+train_limit = 7003
+[model]
+layers = ["dense:32", "relu", "dense:10", "softmax_cross_entropy"]
+[optimizer]
+lr = 0.1
+batch_size = 100
+[sync]
+strategy = "ps"
+[net]
+connect_timeout = 30.0
+)");
+  Cluster cluster("uneven", 7, config);
+  cluster.start({"--save-parameters"});
+  const auto codes = cluster.wait(std::chrono::seconds(180));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>(7, 0));
+  const auto replica0 = cluster.parameters(0);
+  for (std::size_t r = 0; r < 7; ++r) {
+    const auto m = cluster.metrics(r);
+    CHECK(m["iterations"] == 10);
+    CHECK(m["nodes"] == 7);
+    CHECK(m["test_accuracy"] == cluster.metrics(0)["test_accuracy"]);
+    CHECK(cluster.parameters(r) == replica0);
+  }
+}
+
+TEST_CASE("WFBP: the push of the top layer starts before backward of the bottom layer ends",
+          "[e2e][ps][wfbp]") {
+  // Wide lower layers make the backward of layers 2..0 take ~10-30 ms, longer than the time the OS
+  // may take to schedule a woken network thread when two nodes share two cores.
+  Job job;
+  job.batch = 128;
+  job.iterations = 10;
+  job.layers = R"(["dense:1024", "relu", "dense:1024", "relu", "dense:10", "softmax_cross_entropy"])";
+  Cluster cluster("wfbp", 2, config_text(job, "ps"));
+  cluster.start({"--trace"});
+  const auto codes = cluster.wait(std::chrono::seconds(120));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>(2, 0));
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    const auto trace = nlohmann::json::parse(
+        gradmesh::testing::read_file(cluster.dir() / ("trace-" + std::to_string(rank) + ".json")));
+    // Layer 4 (dense, the top) is pushed first; layer 0 (dense, the bottom) is backpropagated last.
+    std::map<std::uint64_t, double> push_top_start, backward_bottom_end;
+    for (const auto& e : trace) {
+      const std::uint64_t run = e["args"]["run"];
+      if (e["name"] == "push_4" && e["ph"] == "B") push_top_start[run] = e["ts"];
+      if (e["name"] == "backward_0" && e["ph"] == "E") backward_bottom_end[run] = e["ts"];
+    }
+    REQUIRE(push_top_start.size() == job.iterations);
+    REQUIRE(backward_bottom_end.size() == job.iterations);
+    for (const auto& [run, start] : push_top_start) {
+      INFO("rank " << rank << " run " << run);
+      CHECK(start < backward_bottom_end[run]);
+    }
+  }
+}
+
+TEST_CASE("a peer that disappears mid-job makes the others exit non-zero within 10 s naming it",
+          "[e2e][ps][failure]") {
+  Job job;
+  job.iterations = 1'000'000;  // far longer than the test
+  Cluster cluster("peer-failure", 3, config_text(job, "ps"));
+  cluster.start();
+  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(2), "connected to every peer",
+                                           std::chrono::seconds(60)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  cluster.process(2).kill_now();
+  for (std::size_t r = 0; r < 2; ++r) {
+    const auto code = cluster.process(r).wait_for(std::chrono::seconds(10));
+    INFO(cluster.all_logs());
+    REQUIRE(code.has_value());
+    CHECK(*code != 0);
+    CHECK_THAT(cluster.log_text(r), Catch::Contains("rank 2") && Catch::Contains(cluster.address(2)));
+  }
+}
+
+TEST_CASE("nodes with different configs refuse each other with a clear error", "[e2e][handshake]") {
+  Cluster cluster("config-mismatch", 2, config_text(Job{}, "ps"));
+  cluster.start({}, [](std::size_t rank) {
+    return rank == 1 ? std::vector<std::string>{"--set", "optimizer.lr=0.07"}
+                     : std::vector<std::string>{};
+  });
+  const auto codes = cluster.wait(std::chrono::seconds(60));
+  INFO(cluster.all_logs());
+  CHECK(codes[0] != 0);
+  CHECK(codes[1] != 0);
+  CHECK_THAT(cluster.all_logs(), Catch::Contains("config hash"));
+}
+
+TEST_CASE("a bad config key is an error naming the key", "[e2e][config]") {
+  Cluster cluster("bad-key", 1, config_text(Job{}, "none"));
+  cluster.start({"--set", "optimizer.lrr=0.1"});
+  const auto codes = cluster.wait(std::chrono::seconds(30));
+  CHECK(codes == std::vector<int>{2});
+  CHECK_THAT(cluster.log_text(0), Catch::Contains("optimizer.lrr"));
+}

@@ -1,0 +1,177 @@
+// Tests for net/frame.h, net/handshake.h, net/payload.h and net/endpoint.h.
+
+#include "net/frame.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <vector>
+
+#include "engine/error.h"
+#include "net/endpoint.h"
+#include "net/handshake.h"
+
+using namespace gradmesh::net;
+
+namespace {
+// Splits a frame's head into prefix and header.
+FramePrefix prefix_of(const OutgoingFrame& frame) {
+  return decode_prefix(frame.head().first<kPrefixBytes>());
+}
+std::span<const std::byte> header_of(const OutgoingFrame& frame) {
+  return frame.head().subspan(kPrefixBytes);
+}
+}  // namespace
+
+TEST_CASE("frame prefix round-trips little-endian", "[net][frame]") {
+  std::array<std::byte, kPrefixBytes> bytes{};
+  encode_prefix({0x04030201u, 0xa0b0c0d0u}, bytes);
+  CHECK(bytes[0] == std::byte{0x01});
+  CHECK(bytes[3] == std::byte{0x04});
+  CHECK(bytes[4] == std::byte{0xd0});
+  const FramePrefix prefix = decode_prefix(bytes);
+  CHECK(prefix.header_bytes == 0x04030201u);
+  CHECK(prefix.payload_bytes == 0xa0b0c0d0u);
+  CHECK(prefix.frame_bytes() == 8ull + 0x04030201ull + 0xa0b0c0d0ull);
+}
+
+TEST_CASE("data frame carries tags in a verified header and shares the payload", "[net][frame]") {
+  const std::vector<float> values{1.0f, 2.5f, -3.0f};
+  const auto bytes = std::as_bytes(std::span(values));
+  Message message{2, 7, 0x1122334455667788ull, 42, Payload::view(bytes)};
+  const auto frame = encode_data(message);
+  CHECK(frame->payload().bytes().data() == bytes.data());  // no copy
+  CHECK(frame->stage() == 2);
+  CHECK(frame->role() == FrameRole::kData);
+  const FramePrefix prefix = prefix_of(*frame);
+  CHECK(prefix.payload_bytes == bytes.size());
+  CHECK(prefix.header_bytes == header_of(*frame).size());
+  CHECK(frame->wire_bytes() == kPrefixBytes + prefix.header_bytes + bytes.size());
+  CHECK(frame->head().size() <= 160);  // a data header fits the inline buffer: one allocation
+
+  const HeaderCheck check = verify_header(header_of(*frame), 3);
+  REQUIRE(check.header != nullptr);
+  REQUIRE(check.header->body_type() == schema::Body::Data);
+  const auto* data = check.header->body_as_Data();
+  CHECK(data->stage() == 2);
+  CHECK(data->kind() == 7);
+  CHECK(data->key() == 0x1122334455667788ull);
+  CHECK(data->round() == 42);
+}
+
+TEST_CASE("verify_header rejects garbage, truncation and out-of-range stages", "[net][frame]") {
+  std::vector<std::byte> garbage(32);
+  for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = std::byte(0xA5 ^ i);
+  CHECK(verify_header(garbage, 4).header == nullptr);
+  CHECK_FALSE(verify_header(garbage, 4).error.empty());
+  CHECK(verify_header({}, 4).header == nullptr);
+
+  const auto frame = encode_data(Message{3, 0, 0, 0, {}});
+  const auto header = header_of(*frame);
+  CHECK(verify_header(header, 4).header != nullptr);
+  const HeaderCheck out_of_range = verify_header(header, 3);
+  CHECK(out_of_range.header == nullptr);
+  CHECK_THAT(out_of_range.error, Catch::Contains("stage 3 out of range"));
+  CHECK(verify_header(header.first(header.size() - 4), 4).header == nullptr);
+}
+
+TEST_CASE("control frames verify and decode", "[net][frame]") {
+  HelloFields hello;
+  hello.rank = 3;
+  hello.job_name = "job";
+  hello.config_hash = 0xabcdef;
+  hello.peers = {"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4"};
+  const auto frame = encode_hello(hello, 9);
+  CHECK(frame->stage() == 9);
+  const HeaderCheck check = verify_header(header_of(*frame), 0);
+  REQUIRE(check.header != nullptr);
+  REQUIRE(check.header->body_type() == schema::Body::Hello);
+  const HelloFields decoded = decode_hello(*check.header->body_as_Hello());
+  CHECK(decoded.protocol_version == kProtocolVersion);
+  CHECK(decoded.rank == 3);
+  CHECK(decoded.job_name == "job");
+  CHECK(decoded.config_hash == 0xabcdef);
+  CHECK(decoded.peers == hello.peers);
+
+  const auto refuse = encode_refuse("because", 0);
+  CHECK(refuse->role() == FrameRole::kRefuse);
+  const HeaderCheck refused = verify_header(header_of(*refuse), 0);
+  REQUIRE(refused.header != nullptr);
+  CHECK(refused.header->body_as_Refuse()->reason()->str() == "because");
+  CHECK(verify_header(header_of(*encode_goodbye(0)), 0).header->body_type() ==
+        schema::Body::Goodbye);
+  CHECK(verify_header(header_of(*encode_hello_ack(1, 0)), 0).header->body_type() ==
+        schema::Body::HelloAck);
+
+  HelloFields big = hello;  // a long peer list goes to the heap, not the inline buffer
+  for (int i = 0; i < 100; ++i) big.peers.push_back("10.0.0." + std::to_string(i) + ":4000");
+  const auto large = encode_hello(big, 0);
+  CHECK(decode_hello(*verify_header(header_of(*large), 0).header->body_as_Hello()).peers ==
+        big.peers);
+}
+
+TEST_CASE("check_hello names what differs with both values", "[net][handshake]") {
+  HelloFields ours;
+  ours.rank = 0;
+  ours.job_name = "a";
+  ours.config_hash = 0x1234;
+  ours.peers = {"h:1", "h:2", "h:3"};
+  HelloFields theirs = ours;
+  theirs.rank = 2;
+  CHECK(check_hello(ours, theirs).empty());
+
+  auto differ = [&](auto edit) {
+    HelloFields t = theirs;
+    edit(t);
+    return check_hello(ours, t);
+  };
+  CHECK(differ([](HelloFields& t) { t.config_hash = 0xabcd; }) ==
+        "config hash differs: ours 0x0000000000001234, theirs 0x000000000000abcd");
+  CHECK(differ([](HelloFields& t) { t.job_name = "b"; }) ==
+        "job name differs: ours \"a\", theirs \"b\"");
+  CHECK(differ([](HelloFields& t) { t.protocol_version = 99; }) ==
+        "protocol version differs: ours 1, theirs 99");
+  CHECK(differ([](HelloFields& t) { t.peers[1] = "h:9"; }) ==
+        "peer list differs at rank 1: ours h:2, theirs h:9");
+  CHECK(differ([](HelloFields& t) { t.peers.pop_back(); }) ==
+        "peer list differs: ours has 3 peers, theirs 2");
+  CHECK_THAT(differ([](HelloFields& t) { t.rank = 3; }), Catch::Contains("out of range"));
+  CHECK_THAT(differ([](HelloFields& t) { t.rank = 0; }), Catch::Contains("must not dial"));
+}
+
+TEST_CASE("payload owns, copies, views and reinterprets", "[net][payload]") {
+  CHECK(Payload().size() == 0);
+  CHECK(Payload().bytes().empty());
+  Payload owned = Payload::allocate(8);
+  std::memset(owned.mutable_bytes().data(), 1, 8);
+  const Payload shared = owned;  // shares the bytes
+  CHECK(shared.bytes().data() == owned.bytes().data());
+  CHECK(shared.as<std::uint32_t>().size() == 2);
+  CHECK(shared.as<std::uint32_t>()[0] == 0x01010101u);
+  CHECK_THROWS_AS(Payload::allocate(6).as<float>(), gradmesh::ContractError);
+
+  const std::array<std::byte, 3> raw{std::byte{1}, std::byte{2}, std::byte{3}};
+  const Payload copy = Payload::copy_of(raw);
+  CHECK(copy.bytes().data() != raw.data());
+  CHECK(std::equal(raw.begin(), raw.end(), copy.bytes().begin()));
+  Payload view = Payload::view(raw);
+  CHECK(view.bytes().data() == raw.data());
+  CHECK_FALSE(view.owned());
+  CHECK_THROWS_AS(view.mutable_bytes(), gradmesh::ContractError);
+
+  auto keep = std::make_shared<std::vector<float>>(4, 2.0f);
+  const Payload kept = Payload::view(std::as_bytes(std::span(*keep)), keep);
+  const std::weak_ptr<std::vector<float>> weak = keep;
+  keep.reset();
+  CHECK_FALSE(weak.expired());  // the Payload keeps its owner alive
+  CHECK(kept.as<float>()[3] == 2.0f);
+}
+
+TEST_CASE("endpoint formats and parses host:port", "[net][endpoint]") {
+  CHECK(Endpoint{"127.0.0.1", 4000}.to_string() == "127.0.0.1:4000");
+  CHECK(Endpoint{"::1", 4000}.to_string() == "[::1]:4000");
+  CHECK(parse_endpoint("node7:123") == Endpoint{"node7", 123});
+  CHECK(parse_endpoint("[::1]:80") == Endpoint{"::1", 80});
+  CHECK_THROWS_AS(parse_endpoint("node7"), gradmesh::ConfigError);
+  CHECK_THROWS_AS(parse_endpoint("node7:0"), gradmesh::ConfigError);
+  CHECK_THROWS_AS(parse_endpoint("node7:70000"), gradmesh::ConfigError);
+}

@@ -1,0 +1,487 @@
+// Tests for net/transport.h: many peers in one process as threads on 127.0.0.1.
+
+#include "net/transport.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "engine/error.h"
+#include "net/frame.h"
+
+using namespace gradmesh::net;
+using namespace std::chrono_literals;
+using gradmesh::PeerError;
+
+namespace {
+
+// n distinct free TCP ports on 127.0.0.1 (bound to port 0 together, then released).
+std::vector<std::uint16_t> free_ports(std::size_t n) {
+  std::vector<int> fds;
+  std::vector<std::uint16_t> ports;
+  for (std::size_t i = 0; i < n; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+    socklen_t length = sizeof(address);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    ports.push_back(ntohs(address.sin_port));
+    fds.push_back(fd);
+  }
+  for (const int fd : fds) ::close(fd);
+  return ports;
+}
+
+TransportOptions options_for(std::size_t rank, const std::vector<std::uint16_t>& ports) {
+  TransportOptions options;
+  options.rank = rank;
+  for (const auto port : ports) options.peers.push_back({"127.0.0.1", port});
+  options.job_name = "net-test";
+  options.config_hash = 0x5eed;
+  options.connect_timeout_s = 5.0;
+  options.stages = {"push", "pull"};
+  return options;
+}
+
+// A Transport plus what its handlers saw.
+struct Node {
+  explicit Node(TransportOptions options) : transport(std::move(options)) {
+    transport.set_handlers(
+        [this](std::size_t from, Message&& message) {
+          const std::lock_guard lock(mutex);
+          received.emplace_back(from, std::move(message));
+          arrivals.push_back(std::chrono::steady_clock::now());
+          changed.notify_all();
+        },
+        [this](const PeerError& error) {
+          const std::lock_guard lock(mutex);
+          failures.push_back(error);
+          changed.notify_all();
+        });
+  }
+  // Waits up to `timeout` for `predicate` over this node's state (under its mutex).
+  template <class Predicate>
+  bool wait(Predicate predicate, std::chrono::milliseconds timeout = 10s) {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, timeout, [&] { return predicate(*this); });
+  }
+
+  // Declared before `transport`, so they outlive its loop thread (members die in reverse order).
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::pair<std::size_t, Message>> received;
+  std::vector<std::chrono::steady_clock::time_point> arrivals;
+  std::vector<PeerError> failures;
+  Transport transport;
+};
+
+using Nodes = std::vector<std::unique_ptr<Node>>;
+
+Nodes make_nodes(std::size_t n, const std::function<void(TransportOptions&)>& edit = {},
+                 std::vector<std::uint16_t>* ports_out = nullptr) {
+  const auto ports = free_ports(n);
+  if (ports_out != nullptr) *ports_out = ports;
+  Nodes nodes;
+  for (std::size_t r = 0; r < n; ++r) {
+    auto options = options_for(r, ports);
+    if (edit) edit(options);
+    nodes.push_back(std::make_unique<Node>(std::move(options)));
+  }
+  return nodes;
+}
+
+// start() on every node concurrently; returns each node's exception (or nullptr).
+std::vector<std::exception_ptr> start_all(Nodes& nodes) {
+  std::vector<std::future<void>> started;
+  for (auto& node : nodes)
+    started.push_back(std::async(std::launch::async, [&node] { node->transport.start(); }));
+  std::vector<std::exception_ptr> errors;
+  for (auto& f : started) {
+    try {
+      f.get();
+      errors.push_back(nullptr);
+    } catch (...) {
+      errors.push_back(std::current_exception());
+    }
+  }
+  return errors;
+}
+
+void start_all_ok(Nodes& nodes) {
+  for (const auto& error : start_all(nodes)) REQUIRE(error == nullptr);
+}
+
+std::string message_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
+Payload pattern(std::size_t bytes, unsigned seed) {
+  Payload payload = Payload::allocate(bytes);
+  auto out = payload.mutable_bytes();
+  for (std::size_t i = 0; i < bytes; ++i) out[i] = std::byte((i * 131 + seed) & 0xff);
+  return payload;
+}
+
+bool has_pattern(const Payload& payload, std::size_t bytes, unsigned seed) {
+  if (payload.size() != bytes) return false;
+  const auto in = payload.bytes();
+  for (std::size_t i = 0; i < bytes; ++i)
+    if (in[i] != std::byte((i * 131 + seed) & 0xff)) return false;
+  return true;
+}
+
+std::vector<std::byte> to_bytes(const FramePrefix& prefix, std::span<const std::byte> rest) {
+  std::vector<std::byte> bytes(kPrefixBytes);
+  encode_prefix(prefix, std::span<std::byte, kPrefixBytes>(bytes.data(), kPrefixBytes));
+  bytes.insert(bytes.end(), rest.begin(), rest.end());
+  return bytes;
+}
+
+// A raw client socket to 127.0.0.1:port.
+int dial_raw(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  timeval timeout{2, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  return fd;
+}
+
+}  // namespace
+
+TEST_CASE("two transports exchange 0 B, 1 B and 64 MiB frames intact both ways", "[net][transport]") {
+  auto nodes = make_nodes(2);
+  start_all_ok(nodes);
+  const std::size_t sizes[] = {0, 1, 64u << 20};
+  for (std::size_t from = 0; from < 2; ++from) {
+    for (std::size_t i = 0; i < 3; ++i) {
+      nodes[from]->transport.send(1 - from, Message{static_cast<std::uint8_t>(i % 2),
+                                                    static_cast<std::uint16_t>(10 + i), 1000 + i,
+                                                    from, pattern(sizes[i], unsigned(i + from))});
+    }
+  }
+  for (std::size_t to = 0; to < 2; ++to) {
+    Node& node = *nodes[to];
+    REQUIRE(node.wait([](Node& n) { return n.received.size() == 3; }));
+    const std::lock_guard lock(node.mutex);
+    for (std::size_t i = 0; i < 3; ++i) {
+      const auto& [from, message] = node.received[i];
+      CHECK(from == 1 - to);
+      CHECK(message.stage == i % 2);
+      CHECK(message.kind == 10 + i);
+      CHECK(message.key == 1000 + i);
+      CHECK(message.round == from);
+      CHECK(has_pattern(message.payload, sizes[i], unsigned(i + from)));
+    }
+  }
+  for (auto& node : nodes) {  // drop the 64 MiB buffers before shutting down
+    const std::lock_guard lock(node->mutex);
+    node->received.clear();
+  }
+  auto shutdown0 = std::async(std::launch::async, [&] { nodes[0]->transport.shutdown(5.0); });
+  nodes[1]->transport.shutdown(5.0);
+  shutdown0.get();
+  const Counters a = nodes[0]->transport.counters();
+  const Counters b = nodes[1]->transport.counters();
+  CHECK(nodes[0]->failures.empty());
+  CHECK(nodes[1]->failures.empty());
+  CHECK(a.bytes_sent == b.bytes_received);
+  CHECK(b.bytes_sent == a.bytes_received);
+  CHECK(a.bytes_sent_by_peer[1] == a.bytes_sent);
+  CHECK(b.bytes_received_by_peer[0] == b.bytes_received);
+  CHECK(a.bytes_sent_by_stage.at("push") == b.bytes_received_by_stage.at("push"));
+  CHECK(a.bytes_sent_by_stage.at("pull") == b.bytes_received_by_stage.at("pull"));
+  CHECK(a.bytes_sent_by_stage.at("control") == b.bytes_received_by_stage.at("control"));
+  CHECK(a.bytes_sent_by_stage.at("push") + a.bytes_sent_by_stage.at("pull") +
+            a.bytes_sent_by_stage.at("control") == a.bytes_sent);
+  CHECK(a.bytes_sent > (64u << 20));
+  CHECK(a.frames_sent == 5);  // Hello (rank 1 dials) or HelloAck, 3 data, Goodbye
+  CHECK(b.frames_received == 5);
+  CHECK(a.malformed_frames == 0);
+}
+
+TEST_CASE("three transports form a full mesh", "[net][transport]") {
+  auto nodes = make_nodes(3);
+  start_all_ok(nodes);
+  for (std::size_t from = 0; from < 3; ++from)
+    for (std::size_t to = 0; to < 3; ++to)
+      if (to != from)
+        for (std::uint64_t round = 0; round < 10; ++round)
+          nodes[from]->transport.send(to, Message{0, 1, from * 10 + to, round, pattern(100, 7)});
+  for (std::size_t to = 0; to < 3; ++to) {
+    Node& node = *nodes[to];
+    REQUIRE(node.wait([](Node& n) { return n.received.size() == 20; }));
+    const std::lock_guard lock(node.mutex);
+    std::vector<std::uint64_t> next_round(3, 0);
+    for (const auto& [from, message] : node.received) {
+      CHECK(message.key == from * 10 + to);
+      CHECK(message.round == next_round[from]++);  // per-peer order is send order
+      CHECK(has_pattern(message.payload, 100, 7));
+    }
+  }
+  std::vector<std::future<void>> done;
+  for (auto& node : nodes)
+    done.push_back(std::async(std::launch::async, [&node] { node->transport.shutdown(5.0); }));
+  for (auto& f : done) f.get();
+  std::uint64_t sent = 0, received = 0;
+  for (auto& node : nodes) {
+    CHECK(node->failures.empty());
+    sent += node->transport.counters().bytes_sent;
+    received += node->transport.counters().bytes_received;
+  }
+  CHECK(sent == received);
+}
+
+TEST_CASE("a malformed frame from a peer is skipped and the next one delivered", "[net][transport]") {
+  auto nodes = make_nodes(2);
+  start_all_ok(nodes);
+  // A valid prefix, a header that fails verification, and a payload to skip.
+  std::vector<std::byte> junk(24, std::byte{0x5a});
+  junk.insert(junk.end(), 5, std::byte{1});
+  nodes[1]->transport.send_raw_for_testing(0, to_bytes({24, 5}, junk));
+  // A valid header with a stage out of range is malformed too.
+  const auto bad_stage = encode_data(Message{7, 0, 0, 0, {}});
+  const auto bad_stage_head = bad_stage->head();
+  nodes[1]->transport.send_raw_for_testing(0, bad_stage_head);
+  nodes[1]->transport.send(0, Message{1, 2, 3, 4, pattern(10, 1)});
+  Node& node = *nodes[0];
+  REQUIRE(node.wait([](Node& n) { return n.received.size() == 1; }));
+  {
+    const std::lock_guard lock(node.mutex);
+    CHECK(node.received[0].second.key == 3);
+    CHECK(has_pattern(node.received[0].second.payload, 10, 1));
+    CHECK(node.failures.empty());
+  }
+  CHECK(node.transport.counters().malformed_frames == 2);
+  CHECK(node.transport.counters().rejected_connections == 0);
+  auto shutdown1 = std::async(std::launch::async, [&] { nodes[1]->transport.shutdown(5.0); });
+  nodes[0]->transport.shutdown(5.0);
+  shutdown1.get();
+  CHECK(nodes[1]->failures.empty());
+}
+
+TEST_CASE("garbage from a raw socket on the listening port is rejected, node keeps running",
+          "[net][transport]") {
+  std::vector<std::uint16_t> ports;
+  auto nodes = make_nodes(2, {}, &ports);
+  start_all_ok(nodes);
+
+  // 1. Not our protocol at all: the prefix announces a huge frame.
+  const int http = dial_raw(ports[0]);
+  const char request[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  REQUIRE(::send(http, request, sizeof(request) - 1, 0) > 0);
+  // 2. A plausible prefix with a header that fails verification.
+  const int junk = dial_raw(ports[0]);
+  const auto frame = to_bytes({16, 0}, std::vector<std::byte>(16, std::byte{0x33}));
+  REQUIRE(::send(junk, frame.data(), frame.size(), 0) == static_cast<ssize_t>(frame.size()));
+  // 3. A valid frame that is not a Hello.
+  const int data = dial_raw(ports[0]);
+  const auto goodbye = encode_goodbye(0);
+  REQUIRE(::send(data, goodbye->head().data(), goodbye->head().size(), 0) > 0);
+
+  char byte = 0;
+  for (const int fd : {http, junk, data}) {
+    CHECK(::recv(fd, &byte, 1, 0) <= 0);  // the node closed (or reset, if bytes were left unread) it
+    ::close(fd);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  while (nodes[0]->transport.counters().rejected_connections < 3 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  CHECK(nodes[0]->transport.counters().rejected_connections == 3);
+
+  nodes[1]->transport.send(0, Message{0, 0, 9, 0, pattern(3, 3)});
+  REQUIRE(nodes[0]->wait([](Node& n) { return n.received.size() == 1; }));
+  CHECK(nodes[0]->failures.empty());
+  auto shutdown1 = std::async(std::launch::async, [&] { nodes[1]->transport.shutdown(5.0); });
+  nodes[0]->transport.shutdown(5.0);
+  shutdown1.get();
+}
+
+TEST_CASE("a raw socket with a valid Hello for a taken rank is refused", "[net][transport]") {
+  std::vector<std::uint16_t> ports;
+  auto nodes = make_nodes(2, {}, &ports);
+  start_all_ok(nodes);
+  HelloFields hello;
+  hello.rank = 1;
+  hello.job_name = "net-test";
+  hello.config_hash = 0x5eed;
+  for (const auto port : ports) hello.peers.push_back("127.0.0.1:" + std::to_string(port));
+  const auto frame = encode_hello(hello, 0);
+  const int fd = dial_raw(ports[0]);
+  REQUIRE(::send(fd, frame->head().data(), frame->head().size(), 0) > 0);
+  std::vector<char> reply(4096);
+  std::size_t got = 0;
+  for (ssize_t n; (n = ::recv(fd, reply.data() + got, reply.size() - got, 0)) > 0;)
+    got += static_cast<std::size_t>(n);
+  ::close(fd);
+  REQUIRE(got > kPrefixBytes);
+  const auto bytes = std::as_bytes(std::span(reply.data(), got));
+  const FramePrefix prefix = decode_prefix(bytes.first<kPrefixBytes>());
+  const HeaderCheck check = verify_header(bytes.subspan(kPrefixBytes, prefix.header_bytes), 0);
+  REQUIRE(check.header != nullptr);
+  REQUIRE(check.header->body_type() == schema::Body::Refuse);
+  CHECK_THAT(check.header->body_as_Refuse()->reason()->str(), Catch::Contains("already connected"));
+  CHECK(nodes[0]->transport.counters().rejected_connections == 1);
+  CHECK(nodes[0]->failures.empty());
+  auto shutdown1 = std::async(std::launch::async, [&] { nodes[1]->transport.shutdown(5.0); });
+  nodes[0]->transport.shutdown(5.0);
+  shutdown1.get();
+}
+
+TEST_CASE("an oversize frame prefix fails that peer only", "[net][transport]") {
+  std::vector<std::uint16_t> ports;
+  auto nodes = make_nodes(3, [](TransportOptions& o) { o.max_frame_bytes = 1u << 20; }, &ports);
+  start_all_ok(nodes);
+  nodes[2]->transport.send_raw_for_testing(0, to_bytes({64, 2u << 20}, {}));
+  Node& node = *nodes[0];
+  REQUIRE(node.wait([](Node& n) { return !n.failures.empty(); }, 2s));
+  {
+    const std::lock_guard lock(node.mutex);
+    REQUIRE(node.failures.size() == 1);
+    CHECK(node.failures[0].rank() == 2);
+    CHECK(node.failures[0].address() == "127.0.0.1:" + std::to_string(ports[2]));
+    CHECK_THAT(node.failures[0].what(), Catch::Contains("max_frame_bytes"));
+  }
+  CHECK(node.transport.counters().malformed_frames == 1);
+  CHECK_THROWS_AS(node.transport.send(2, Message{}), PeerError);
+  // Rank 2 sees its connection to 0 drop; 0 and 1 still talk.
+  REQUIRE(nodes[2]->wait([](Node& n) { return !n.failures.empty(); }, 2s));
+  node.transport.send(1, Message{0, 0, 5, 0, pattern(8, 8)});
+  REQUIRE(nodes[1]->wait([](Node& n) { return n.received.size() == 1; }, 2s));
+  nodes[1]->transport.send(0, Message{0, 0, 6, 0, pattern(8, 8)});
+  REQUIRE(node.wait([](Node& n) { return n.received.size() == 1; }, 2s));
+  CHECK(nodes[1]->failures.empty());
+  std::vector<std::future<void>> done;
+  for (auto& n : nodes)
+    done.push_back(std::async(std::launch::async, [&n] { n->transport.shutdown(5.0); }));
+  for (auto& f : done) f.get();
+}
+
+TEST_CASE("handshake mismatch makes start() throw on both sides naming what differs",
+          "[net][transport]") {
+  struct Case {
+    const char* name;
+    std::function<void(TransportOptions&)> edit;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"config hash", [](TransportOptions& o) { o.config_hash = 0xabcd; }, "config hash differs"},
+      {"job name", [](TransportOptions& o) { o.job_name = "other"; }, "job name differs"},
+      {"peer list", [](TransportOptions& o) { o.peers[0].host = "localhost"; }, "peer list differs"},
+  };
+  for (const auto& c : cases) {
+    DYNAMIC_SECTION(c.name) {
+      auto nodes = make_nodes(2, [&](TransportOptions& o) {
+        o.connect_timeout_s = 5.0;
+        if (o.rank == 1) c.edit(o);
+      });
+      const auto start = std::chrono::steady_clock::now();
+      const auto errors = start_all(nodes);
+      CHECK(std::chrono::steady_clock::now() - start < 3s);
+      for (std::size_t r = 0; r < 2; ++r) {
+        REQUIRE(errors[r] != nullptr);
+        const std::string what = message_of(errors[r]);
+        CHECK_THAT(what, Catch::Contains(c.expected));
+        CHECK_THAT(what, Catch::Contains("peer rank " + std::to_string(1 - r)));
+        CHECK_THROWS_AS(std::rethrow_exception(errors[r]), PeerError);
+      }
+    }
+  }
+}
+
+TEST_CASE("a missing peer makes start() throw within connect_timeout naming it", "[net][transport]") {
+  std::vector<std::uint16_t> ports;
+  auto nodes = make_nodes(3, [](TransportOptions& o) { o.connect_timeout_s = 1.0; }, &ports);
+  nodes.pop_back();  // rank 2 never starts
+  const auto start = std::chrono::steady_clock::now();
+  const auto errors = start_all(nodes);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  CHECK(elapsed < 2s);
+  CHECK(elapsed >= 900ms);
+  for (const auto& error : errors) {
+    REQUIRE(error != nullptr);
+    const std::string what = message_of(error);
+    // Under load one node may see the other give up first; it then names that one too.
+    CHECK_THAT(what, Catch::Contains("timed out after 1.0 s waiting for peers: "));
+    CHECK_THAT(what, Catch::Contains("rank 2 (127.0.0.1:" + std::to_string(ports[2]) + ")"));
+    try {
+      std::rethrow_exception(error);
+    } catch (const PeerError& e) {
+      CHECK(e.rank() == 2);
+    }
+  }
+}
+
+TEST_CASE("a peer that disappears is reported within 2 s and send() to it throws",
+          "[net][transport]") {
+  std::vector<std::uint16_t> ports;
+  auto nodes = make_nodes(2, {}, &ports);
+  start_all_ok(nodes);
+  const auto start = std::chrono::steady_clock::now();
+  nodes[1].reset();  // no shutdown(): abrupt close
+  Node& node = *nodes[0];
+  REQUIRE(node.wait([](Node& n) { return !n.failures.empty(); }, 2s));
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  {
+    const std::lock_guard lock(node.mutex);
+    REQUIRE(node.failures.size() == 1);
+    CHECK(node.failures[0].rank() == 1);
+    CHECK(node.failures[0].address() == "127.0.0.1:" + std::to_string(ports[1]));
+    CHECK_THAT(node.failures[0].what(), Catch::Contains("connection closed unexpectedly"));
+  }
+  try {
+    node.transport.send(1, Message{});
+    FAIL("send() to a failed peer did not throw");
+  } catch (const PeerError& e) {
+    CHECK(e.rank() == 1);
+  }
+  node.transport.shutdown(1.0);
+  CHECK(node.failures.size() == 1);
+}
+
+TEST_CASE("send-rate cap holds within 5% over a 2 s loopback transfer", "[net][transport][rate]") {
+  constexpr double kRate = 20.0e6;  // bytes/s
+  auto nodes = make_nodes(2, [&](TransportOptions& o) { o.max_send_rate = kRate; });
+  start_all_ok(nodes);
+  constexpr std::size_t kFrame = 128 * 1024;
+  constexpr std::size_t kFrames = 330;  // ~43 MB: ~2.2 s at the cap
+  const Payload payload = pattern(kFrame, 1);
+  const auto begin = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < kFrames; ++i)
+    nodes[1]->transport.send(0, Message{0, 0, i, 0, payload});
+  REQUIRE(nodes[0]->wait([](Node& n) { return n.received.size() == kFrames; }, 8s));
+  const std::lock_guard lock(nodes[0]->mutex);
+  // Rate between the first and the last arrival: the initial bucket burst (10 ms) is excluded.
+  const double seconds =
+      std::chrono::duration<double>(nodes[0]->arrivals.back() - nodes[0]->arrivals.front()).count();
+  const double wire_per_frame = static_cast<double>(nodes[1]->transport.counters().bytes_sent_by_stage.at("push")) /
+                                static_cast<double>(kFrames);
+  const double rate = wire_per_frame * static_cast<double>(kFrames - 1) / seconds;
+  INFO("measured " << rate / 1e6 << " MB/s over " << seconds << " s (total "
+                   << std::chrono::duration<double>(nodes[0]->arrivals.back() - begin).count() << " s)");
+  CHECK(seconds > 1.9);
+  CHECK(rate == Approx(kRate).epsilon(0.05));
+}

@@ -1,0 +1,41 @@
+#include "sync/ps/kv_shard.h"
+
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+using gradmesh::net::Payload;
+using gradmesh::sync::KvShard;
+using gradmesh::tasks::Sgd;
+using gradmesh::tasks::SgdOptions;
+using gradmesh::topo::KvPlacement;
+using gradmesh::topo::ParameterBlock;
+
+namespace {
+Payload floats(const std::vector<float>& v) { return Payload::copy_of(std::as_bytes(std::span(v))); }
+}  // namespace
+
+TEST_CASE("a KV shard steps on the mean of the n pushes once all arrived", "[sync][ps][shard]") {
+  const std::vector<ParameterBlock> blocks = {{0, 0, 6}};
+  KvPlacement placement(blocks, 2, 3);  // chunk 0 -> rank 0, chunk 1 -> rank 1
+  REQUIRE(placement.chunks()[0].owner == 0);
+  const std::vector<float> initial = {1, 2, 3, 4, 5, 6};
+  KvShard shard(placement, 0, initial, Sgd(SgdOptions{0.5f, 0.0f, 0.0f}));
+  CHECK(shard.owned_floats() == 3);
+
+  CHECK(shard.push(1, 0, 0, floats({2, 2, 2})) == KvShard::PushResult::kAccepted);
+  CHECK(shard.push(1, 0, 0, floats({2, 2, 2})) == KvShard::PushResult::kRejected);  // duplicate
+  CHECK(shard.push(0, 0, 1, floats({0, 0, 0})) == KvShard::PushResult::kRejected);  // wrong round
+  CHECK(shard.push(0, 1, 0, floats({0, 0, 0})) == KvShard::PushResult::kRejected);  // not owned
+  std::string why;
+  CHECK(shard.push(0, 0, 0, floats({0, 0}), &why) == KvShard::PushResult::kRejected);
+  CHECK_THAT(why, Catch::Contains("expected 12"));
+  CHECK(shard.push(0, 0, 0, floats({4, 0, -2})) == KvShard::PushResult::kReady);
+
+  const auto updated = shard.reduce(0);
+  // mean gradient = {3, 1, 0}; w -= 0.5 * g
+  CHECK(std::vector<float>(updated.begin(), updated.end()) == std::vector<float>{-0.5f, 1.5f, 3.0f});
+  // the next round is open, the old one closed
+  CHECK(shard.push(0, 0, 0, floats({1, 1, 1})) == KvShard::PushResult::kRejected);
+  CHECK(shard.push(0, 0, 1, floats({1, 1, 1})) == KvShard::PushResult::kAccepted);
+}

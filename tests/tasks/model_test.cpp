@@ -1,0 +1,115 @@
+#include "tasks/model.h"
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "engine/error.h"
+#include "tasks/layers/dense.h"
+#include "tests/tasks/gradient_check.h"
+
+namespace gradmesh::tasks {
+namespace {
+
+std::vector<LayerSpec> demo_specs() {
+  return parse_layer_specs(
+      {"dense:256", "relu", "dense:256", "relu", "dense:10", "softmax_cross_entropy"});
+}
+
+}  // namespace
+
+TEST_CASE("Model parameter layout of the demo 784-256-256-10 MLP", "[tasks][model]") {
+  Model m(demo_specs(), 784, 8, 1);
+  REQUIRE(m.num_layers() == 5);
+  CHECK(m.parameter_count() == 269322);
+  CHECK(m.parameter_count() == 784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10);
+  CHECK(m.parameter_offset(0) == 0);
+  CHECK(m.parameter_offset(1) == 784 * 256 + 256);
+  CHECK(m.parameter_offset(2) == 784 * 256 + 256);  // relu has no parameters
+  CHECK(m.parameter_offset(3) == 784 * 256 + 256 + 256 * 256 + 256);
+  CHECK(m.parameter_offset(5) == m.parameter_count());
+  CHECK(m.layer_parameters(1).empty());
+  CHECK(m.layer_parameters(2).data() == m.parameters().data() + m.parameter_offset(2));
+  CHECK(m.layer_gradients(4).size() == 256 * 10 + 10);
+  CHECK(m.layer(4).kind() == "dense");
+  CHECK(m.layer(3).kind() == "relu");
+  auto& dense = dynamic_cast<Dense&>(m.layer(0));
+  CHECK(dense.weights().data() == m.parameters().data());
+  CHECK(m.output_size() == 10);
+  CHECK_THROWS_AS(m.layer(5), ContractError);
+}
+
+TEST_CASE("Model init is identical for the same seed", "[tasks][model]") {
+  const auto specs = parse_layer_specs({"dense:16", "relu", "dense:3", "softmax_cross_entropy"});
+  Model a(specs, 8, 4, 42), b(specs, 8, 4, 42), c(specs, 8, 4, 43);
+  CHECK(std::equal(a.parameters().begin(), a.parameters().end(), b.parameters().begin()));
+  CHECK(!std::equal(a.parameters().begin(), a.parameters().end(), c.parameters().begin()));
+  // Layers get different streams: layer 0 and layer 2 do not start with the same numbers.
+  CHECK(a.layer_parameters(0)[0] != a.layer_parameters(2)[0]);
+}
+
+TEST_CASE("Model rejects bad construction", "[tasks][model]") {
+  CHECK_THROWS_AS(Model({}, 4, 2, 0), ConfigError);
+  CHECK_THROWS_AS(Model({{"softmax_cross_entropy", 0}, {"dense", 2}}, 4, 2, 0), ConfigError);
+  CHECK_THROWS_AS(Model({{"conv", 2}}, 4, 2, 0), ConfigError);
+  CHECK_THROWS_AS(Model({{"dense", 2}}, 0, 2, 0), ConfigError);
+  CHECK_THROWS_AS(Model({{"dense", 2}}, 4, 0, 0), ConfigError);
+}
+
+TEST_CASE("Model gradients match finite differences", "[tasks][model]") {
+  constexpr std::size_t kIn = 5, kBatch = 3;
+  const auto specs = parse_layer_specs({"dense:6", "relu", "dense:4", "softmax_cross_entropy"});
+  Model m(specs, kIn, kBatch, 7);
+  // Larger biases than the zero init, so no ReLU input sits near the kink at 0.
+  for (float& b : m.layer_parameters(0).last(6)) b = 0.3f;
+  const auto x = testing::random_floats(kIn * kBatch, 41);
+  const std::vector<std::int32_t> y = {0, 3, 1};
+  m.forward_backward(x, y);
+  const std::vector<float> analytic(m.gradients().begin(), m.gradients().end());
+
+  SplitMix64 pick(5);
+  auto params = m.parameters();
+  for (int trial = 0; trial < 24; ++trial) {
+    const auto i = static_cast<std::size_t>(pick.next_below(params.size()));
+    const double numeric = testing::central_difference(
+        params[i], [&] { return static_cast<double>(m.forward_backward(x, y)); });
+    INFO("parameter " << i << " analytic " << analytic[i] << " numeric " << numeric);
+    CHECK(testing::gradients_agree(analytic[i], numeric));
+  }
+}
+
+TEST_CASE("Model layer-by-layer steps equal forward_backward", "[tasks][model]") {
+  const auto specs = parse_layer_specs({"dense:6", "relu", "dense:4", "softmax_cross_entropy"});
+  Model a(specs, 5, 4, 9), b(specs, 5, 4, 9);
+  const auto x = testing::random_floats(5 * 3, 51);
+  const std::vector<std::int32_t> y = {1, 2, 3};
+  const float la = a.forward_backward(x, y);
+
+  auto in = b.input(3);
+  std::copy(x.begin(), x.end(), in.begin());
+  for (std::size_t l = 0; l < b.num_layers(); ++l) b.forward_layer(l, 3);
+  CHECK(b.output(3).size() == 3 * 4);
+  const float lb = b.loss_backward(y);
+  for (std::size_t l = b.num_layers(); l-- > 0;) b.backward_layer(l, 3);
+  CHECK(la == lb);
+  CHECK(std::equal(a.gradients().begin(), a.gradients().end(), b.gradients().begin()));
+  CHECK_THROWS_AS(b.input(5), ContractError);
+}
+
+TEST_CASE("Model evaluate counts accuracy over partial batches", "[tasks][model]") {
+  const auto specs = parse_layer_specs({"dense:3", "softmax_cross_entropy"});
+  Model m(specs, 2, 4, 1);
+  // Make the model the identity-ish classifier: class c scores feature-based logits.
+  auto p = m.parameters();
+  std::fill(p.begin(), p.end(), 0.0f);
+  p[0 * 2 + 0] = 1.0f;  // class 0 <- x0
+  p[1 * 2 + 1] = 1.0f;  // class 1 <- x1
+  p[6 + 2] = 0.5f;      // class 2 bias
+  Dataset d{5, 2, 3, {2, 0, 0, 2, 0, 0, 2, 0, 0, 2}, {0, 1, 2, 0, 2}};
+  const auto e = m.evaluate(d);
+  CHECK(e.accuracy == Approx(4.0 / 5.0));  // example 4 (x = (0, 2), label 2) predicts 1
+  CHECK(e.loss > 0.0);
+  d.classes = 10;
+  CHECK_THROWS_AS(m.evaluate(d), ConfigError);
+}
+
+}  // namespace gradmesh::tasks
