@@ -12,15 +12,23 @@ namespace gradmesh::sync {
 enum class Stage : std::uint8_t {
   kKvPush = 0,       ///< worker -> KV shard: gradient chunks (PS)
   kKvBroadcast = 1,  ///< KV shard -> all: updated parameter chunks (PS)
+  kSfBroadcast = 2,  ///< worker -> all: sufficient factors (u, v) of dense layers (SFB)
+  kAkoPartition = 3, ///< worker -> peer: one partition of the accumulated gradient (Ako)
+  kAkoControl = 4,   ///< worker -> all: Ako's agreement on p (eq. 3 inputs)
 };
 
 /// Names of the stages, indexed by Stage: what metrics call "bytes_sent_by_stage".
-[[nodiscard]] inline std::vector<std::string> stage_names() { return {"kv_push", "kv_broadcast"}; }
+[[nodiscard]] inline std::vector<std::string> stage_names() {
+  return {"kv_push", "kv_broadcast", "sf_broadcast", "ako_partition", "ako_control"};
+}
 
 /// Message::kind values.
 enum class MessageKind : std::uint16_t {
   kGradientChunk = 1,  ///< key = KV chunk id, round = iteration, payload = chunk's gradient (floats)
   kParameterChunk = 2, ///< key = KV chunk id, round = iteration, payload = chunk's new parameters
+  kSufficientFactors = 3,  ///< key = layer, round = iteration, payload = U (K x M) then V (K x N)
+  kAkoPartition = 4,       ///< key = partition index k, round = sender's round t, payload = range k of g*_t
+  kAkoProfile = 5,         ///< key = 0, round = 0, payload = the sender's eq. 3 inputs (doubles)
 };
 
 }  // namespace gradmesh::sync

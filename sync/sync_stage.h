@@ -31,9 +31,26 @@ struct PsOptions {
   std::optional<std::size_t> chunk_bytes;
 };
 
+/// Options of strategy `poseidon` (Poseidon ATC'17 sec. 3.2 HybComm, Algorithm 1 BestScheme).
+struct PoseidonOptions {
+  /// Sufficient-factor broadcasting for dense layers: "auto" (BestScheme per layer), "always",
+  /// "never" (= strategy ps).
+  std::string sfb = "auto";
+};
+
+/// Options of strategy `ako` (Ako SoCC'16 sec. 3).
+struct AkoOptions {
+  std::optional<std::size_t> partitions;  ///< p; nullopt = auto (Ako eq. 3)
+  std::size_t staleness = 0;              ///< tau, in iterations (Ako sec. 3.3)
+  std::optional<double> bandwidth;        ///< B for eq. 3, bytes/s (sync.ako.bandwidth)
+  std::optional<double> max_send_rate;    ///< net.max_send_rate, bytes/s: B when set
+};
+
 /// Per-strategy options, one plain struct each; a strategy reads only its own.
 struct SyncOptions {
   PsOptions ps;
+  PoseidonOptions poseidon;
+  AkoOptions ako;
 };
 
 /// The tasks of one training iteration that a sync stage hooks into. Indexed by layer; entries of
@@ -85,6 +102,9 @@ class SyncStage {
   [[nodiscard]] virtual std::vector<LayerPlan> plan() const = 0;
   /// Called once after the last iteration, before the transport shuts down.
   virtual void finish() {}
+  /// Strategy-level figures for the start-up log and the metrics file ("sync": {...}), e.g. Ako's
+  /// partition count and the inputs of its eq. 3. Default: none.
+  [[nodiscard]] virtual std::map<std::string, double> summary() const { return {}; }
   /// Messages received that broke the strategy's protocol (wrong size, unknown key, stale round);
   /// each was dropped and logged.
   [[nodiscard]] virtual std::uint64_t rejected_messages() const noexcept { return 0; }

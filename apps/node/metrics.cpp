@@ -57,6 +57,7 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"epoch_test_accuracy", m.epoch_test_accuracy},
       {"epoch_train_loss", m.epoch_train_loss},
       {"plan", plan_json(m.plan)},
+      {"sync", m.sync},
   };
   std::ofstream out(path);
   if (!out) throw Error("cannot write metrics file " + path.string());

@@ -38,6 +38,7 @@ struct NodeMetrics {
   std::size_t parameters = 0;         ///< m, floats
   std::size_t batch_size = 0;
   std::vector<sync::LayerPlan> plan;
+  std::map<std::string, double> sync;  ///< SyncStage::summary(): strategy-level figures
   std::vector<double> epoch_test_accuracy;
   std::vector<double> epoch_train_loss;
 };

@@ -48,6 +48,11 @@ tasks::SgdOptions sgd_options(const JobConfig& config) {
 sync::SyncOptions sync_options(const JobConfig& config) {
   sync::SyncOptions options;
   options.ps.chunk_bytes = config.sync.ps.chunk_bytes;
+  options.poseidon.sfb = config.sync.poseidon.sfb;
+  options.ako.partitions = config.sync.ako.partitions;
+  options.ako.staleness = config.sync.ako.staleness;
+  options.ako.bandwidth = config.sync.ako.bandwidth;
+  options.ako.max_send_rate = config.net.max_send_rate;
   return options;
 }
 
@@ -209,6 +214,7 @@ int train(const NodeOptions& options) {
   metrics.parameters = model.parameter_count();
   metrics.batch_size = batch;
   metrics.plan = stage->plan();
+  metrics.sync = stage->summary();
 
   spdlog::info("done: {} iterations in {:.1f} s, {:.0f} samples/s, test accuracy {:.2f}%, {:.0f} bytes sent per iteration",
                done, metrics.wall_seconds, metrics.samples_per_second,
