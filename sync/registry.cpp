@@ -3,7 +3,7 @@
 
 #include "engine/error.h"
 #include "sync/none_stage.h"
-#include "sync/ps/ps_stage.h"
+#include "sync/poseidon/poseidon_stage.h"
 #include "sync/sync_stage.h"
 
 namespace gradmesh::sync {
@@ -27,9 +27,12 @@ const std::vector<Entry>& registry() {
          return std::make_unique<NoneStage>(std::move(c));
        }},
       {"ps", [](SyncContext c) -> std::unique_ptr<SyncStage> {
-         return std::make_unique<PsStage>(std::move(c));
+         return std::make_unique<PoseidonStage>(std::move(c), "ps", PoseidonStage::SfbMode::kNever);
        }},
-      {"poseidon", nullptr},
+      {"poseidon", [](SyncContext c) -> std::unique_ptr<SyncStage> {
+         const auto mode = PoseidonStage::parse_sfb_mode(c.options.poseidon.sfb);
+         return std::make_unique<PoseidonStage>(std::move(c), "poseidon", mode);
+       }},
       {"ako", nullptr},
       {"allreduce", nullptr},
   };
@@ -58,7 +61,7 @@ std::unique_ptr<SyncStage> make_sync_stage(std::string_view name, SyncContext co
     if (e.name != name) continue;
     if (!e.make) {
       throw ConfigError("sync.strategy = \"" + std::string(name) +
-                        "\": this strategy is not implemented yet in this build; available: none, ps");
+                        "\": this strategy is not implemented yet in this build; available: none, ps, poseidon");
     }
     return e.make(std::move(context));
   }

@@ -81,7 +81,9 @@ struct LayerPlan {
   std::size_t parameters = 0;
   std::string scheme;       ///< "PS", "SFB", "local", ...
   std::size_t chunks = 0;   ///< KV chunks of the layer (PS)
-  double predicted_bytes_sent = 0;  ///< per node per iteration, payload + header bytes
+  double ps_floats = 0;     ///< Poseidon Table 1: floats per node per iteration under PS
+  double sfb_floats = 0;    ///< Poseidon Table 1: floats per node per iteration under SFB (dense only)
+  double predicted_bytes_sent = 0;  ///< this node, per iteration, payload + frame header bytes
 };
 
 /// A sync strategy. Lifetime: made by make_sync_stage() before the transport starts (it installs

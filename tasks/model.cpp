@@ -107,6 +107,18 @@ void Model::backward_layer(std::size_t l, std::size_t batch) {
                        dx, batch);
 }
 
+std::span<const float> Model::layer_input(std::size_t l, std::size_t batch) const {
+  check_batch(batch);
+  GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_input: no such layer");
+  return std::span<const float>(activations_[l]).first(batch * layers_[l]->input_size());
+}
+
+std::span<const float> Model::layer_output_gradient(std::size_t l, std::size_t batch) const {
+  check_batch(batch);
+  GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_output_gradient: no such layer");
+  return std::span<const float>(deltas_[l + 1]).first(batch * layers_[l]->output_size());
+}
+
 std::span<const float> Model::output(std::size_t batch) const {
   check_batch(batch);
   return std::span<const float>(activations_.back()).first(batch * output_size());

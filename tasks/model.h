@@ -82,6 +82,13 @@ class Model {
   /// Back-propagates through layer l: overwrites layer_gradients(l) and, for l > 0, the gradient
   /// wrt layer l's input. Needs loss_backward (l == num_layers() - 1) or backward_layer(l + 1).
   void backward_layer(std::size_t l, std::size_t batch);
+  /// Layer l's input activations of the last forward: batch x layer(l).input_size(), row-major.
+  /// For a Dense layer this is V of its sufficient factors (Poseidon ATC'17 sec. 2.1).
+  [[nodiscard]] std::span<const float> layer_input(std::size_t l, std::size_t batch) const;
+  /// Gradient of the mean loss wrt layer l's output, from the last backward pass (valid once
+  /// backward_layer(l) may run): batch x layer(l).output_size(). For a Dense layer this is U of its
+  /// sufficient factors: dW = U^T V.
+  [[nodiscard]] std::span<const float> layer_output_gradient(std::size_t l, std::size_t batch) const;
   /// Logits of the last forward: batch x output_size().
   [[nodiscard]] std::span<const float> output(std::size_t batch) const;
 

@@ -21,6 +21,8 @@ nlohmann::json plan_json(const std::vector<sync::LayerPlan>& plan) {
                     {"parameters", row.parameters},
                     {"scheme", row.scheme},
                     {"chunks", row.chunks},
+                    {"ps_floats", row.ps_floats},
+                    {"sfb_floats", row.sfb_floats},
                     {"predicted_bytes_sent", row.predicted_bytes_sent}});
   }
   return rows;
@@ -67,22 +69,38 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
 
 std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
   std::ostringstream out;
-  out << std::left << std::setw(7) << "layer" << std::setw(10) << "name" << std::setw(12)
-      << "shape" << std::right << std::setw(12) << "parameters" << "  " << std::left
-      << std::setw(7) << "scheme" << std::right << std::setw(7) << "chunks" << std::setw(18)
-      << "bytes sent/iter" << '\n';
+  const auto floats = [](double f) {
+    std::ostringstream s;
+    s << std::fixed << std::setprecision(f >= 1e6 ? 2 : 1);
+    if (f >= 1e6) {
+      s << f / 1e6 << "M";
+    } else if (f >= 1e3) {
+      s << f / 1e3 << "k";
+    } else {
+      s << std::setprecision(0) << f;
+    }
+    return s.str();
+  };
+  out << std::left << std::setw(7) << "layer" << std::setw(10) << "name" << std::setw(11)
+      << "shape" << std::right << std::setw(11) << "parameters" << "  " << std::left
+      << std::setw(7) << "scheme" << std::right << std::setw(12) << "PS floats" << std::setw(12)
+      << "SFB floats" << std::setw(8) << "chunks" << std::setw(17) << "bytes sent/iter" << '\n';
   double total = 0;
   std::size_t params = 0;
   for (const sync::LayerPlan& row : plan) {
-    out << std::left << std::setw(7) << row.layer << std::setw(10) << row.name << std::setw(12)
-        << row.shape << std::right << std::setw(12) << row.parameters << "  " << std::left
-        << std::setw(7) << row.scheme << std::right << std::setw(7) << row.chunks << std::setw(18)
-        << std::fixed << std::setprecision(0) << row.predicted_bytes_sent << '\n';
+    out << std::left << std::setw(7) << row.layer << std::setw(10) << row.name << std::setw(11)
+        << row.shape << std::right << std::setw(11) << row.parameters << "  " << std::left
+        << std::setw(7) << row.scheme << std::right << std::setw(12)
+        << (row.parameters ? floats(row.ps_floats) : "-") << std::setw(12)
+        << (row.sfb_floats > 0 ? floats(row.sfb_floats) : "-") << std::setw(8) << row.chunks
+        << std::setw(17) << std::fixed << std::setprecision(0) << row.predicted_bytes_sent << '\n';
     total += row.predicted_bytes_sent;
     params += row.parameters;
   }
-  out << std::left << std::setw(29) << "total" << std::right << std::setw(12) << params
-      << std::setw(32) << std::fixed << std::setprecision(0) << total << '\n';
+  out << std::left << std::setw(28) << "total" << std::right << std::setw(11) << params
+      << std::setw(58) << std::fixed << std::setprecision(0) << total << '\n';
+  out << "(PS / SFB floats: per node per iteration by Poseidon ATC'17 Table 1 with P1 = P2 = nodes;\n"
+         " bytes sent/iter: this node's payload + frame headers under the chosen schemes)\n";
   return out.str();
 }
 

@@ -83,30 +83,43 @@ float max_abs_difference(const std::vector<float>& a, const std::vector<float>& 
 
 }  // namespace
 
+namespace {
+void check_equivalence(const std::string& strategy, std::size_t nodes) {
+  const Job job;
+  Cluster cluster(strategy + "-equivalence-" + std::to_string(nodes), nodes,
+                  config_text(job, strategy));
+  cluster.start({"--save-parameters"});
+  const auto codes = cluster.wait(std::chrono::seconds(120));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>(nodes, 0));
+
+  const auto expected = reference_parameters(job, nodes);
+  const auto replica0 = cluster.parameters(0);
+  REQUIRE(replica0.size() == expected.size());
+  CHECK(max_abs_difference(replica0, expected) <= 1e-5f);
+  for (std::size_t r = 1; r < nodes; ++r) CHECK(cluster.parameters(r) == replica0);
+  for (std::size_t r = 0; r < nodes; ++r) {
+    const auto m = cluster.metrics(r);
+    CHECK(m["iterations"] == job.iterations);
+    CHECK(m["strategy"] == strategy);
+    CHECK(m["bytes_sent"].get<double>() > 0);
+    CHECK(m["rejected_messages"] == 0);
+  }
+}
+}  // namespace
+
 TEST_CASE("ps on 2 and 3 node processes equals single-process SGD on the union batches",
           "[e2e][ps][equivalence]") {
-  const Job job;
-  for (std::size_t nodes : {2u, 3u}) {
-    SECTION(std::to_string(nodes) + " nodes") {
-      Cluster cluster("ps-equivalence-" + std::to_string(nodes), nodes, config_text(job, "ps"));
-      cluster.start({"--save-parameters"});
-      const auto codes = cluster.wait(std::chrono::seconds(120));
-      INFO(cluster.all_logs());
-      REQUIRE(codes == std::vector<int>(nodes, 0));
+  SECTION("2 nodes") { check_equivalence("ps", 2); }
+  SECTION("3 nodes") { check_equivalence("ps", 3); }
+}
 
-      const auto expected = reference_parameters(job, nodes);
-      const auto replica0 = cluster.parameters(0);
-      REQUIRE(replica0.size() == expected.size());
-      CHECK(max_abs_difference(replica0, expected) <= 1e-5f);
-      for (std::size_t r = 1; r < nodes; ++r) CHECK(cluster.parameters(r) == replica0);
-      for (std::size_t r = 0; r < nodes; ++r) {
-        const auto m = cluster.metrics(r);
-        CHECK(m["iterations"] == job.iterations);
-        CHECK(m["strategy"] == "ps");
-        CHECK(m["bytes_sent"].get<double>() > 0);
-      }
-    }
-  }
+TEST_CASE("poseidon on 2 and 3 node processes equals single-process SGD on the union batches",
+          "[e2e][poseidon][equivalence]") {
+  // With K = 16, BestScheme picks SFB for both 256-wide dense layers and PS for the classifier,
+  // so both schemes are exercised in one job.
+  SECTION("2 nodes") { check_equivalence("poseidon", 2); }
+  SECTION("3 nodes") { check_equivalence("poseidon", 3); }
 }
 
 TEST_CASE("none on one process equals the same single-process SGD", "[e2e][none]") {

@@ -1,0 +1,58 @@
+#pragma once
+// Ako's accumulation queue: the last p round gradients in a ring of p preallocated buffers and
+// their running sum g* (Ako SoCC'16 sec. 3.1 "Gradient accumulation", Fig. 6; Algorithm 1 line 6;
+// sec. 4.2 step 2).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace gradmesh::sync::ako {
+
+/// Holds, for the round being filled (the *open* round r) and the p - 1 rounds sent before it,
+/// each round's gradient G_r (the sum of the local gradients folded while r was open: exactly one
+/// per round when rounds keep up with compute, as in the paper), and the accumulated gradient
+///
+///     g*_r = G_(r-p+1) + ... + G_r                    (Algorithm 1 line 6, incrementally:
+///     g*_r = g*_(r-1) + G_r - G_(r-p))                 g*_t = g*_(t-1) + g_t - g_(t-p))
+///
+/// Use: add() every local gradient (one or more per round), read accumulated() to copy the
+/// partitions of round r out, then advance() to open round r + 1, which subtracts G_(r+1-p) from g*
+/// and clears its slot. Every added gradient is in exactly p consecutive g*_r: the rounds from the
+/// one it was added in on. With the rotation of RangePartition this sends every gradient's range k
+/// to every peer exactly once (the exactly-once identity tested in tests/sync/ako/).
+///
+/// Memory: (p + 1) x m floats, allocated in the constructor; add() and advance() never allocate.
+/// Cost: add() reads 2m and writes 2m floats; advance() m and m.
+/// Thread safety: none; one owner (Ako's network tasks, serialised by AkoStage).
+class AccumulationQueue {
+ public:
+  /// p >= 1 slots of m >= 1 floats; else gradmesh::ContractError.
+  AccumulationQueue(std::size_t floats, std::size_t partitions);
+
+  /// Folds one gradient (m floats, else gradmesh::ContractError) into the open round: G_r += g,
+  /// g* += g.
+  void add(std::span<const float> gradient);
+  /// g*_r of the open round: m floats, valid until the next add() or advance().
+  [[nodiscard]] std::span<const float> accumulated() const noexcept { return accumulated_; }
+  /// Closes the open round and opens the next: g* -= G_(r+1-p), that slot cleared.
+  void advance();
+
+  /// The open round's index, from 0.
+  [[nodiscard]] std::uint64_t round() const noexcept { return round_; }
+  /// Gradients add()ed while the current round was open.
+  [[nodiscard]] std::size_t pending() const noexcept { return pending_; }
+  [[nodiscard]] std::size_t partitions() const noexcept { return partitions_; }
+  [[nodiscard]] std::size_t floats() const noexcept { return floats_; }
+
+ private:
+  std::size_t floats_;
+  std::size_t partitions_;
+  std::vector<float> slots_;        // p slots of m floats: slot (r mod p) holds G_r
+  std::vector<float> accumulated_;  // g*, m floats
+  std::uint64_t round_ = 0;
+  std::size_t pending_ = 0;
+};
+
+}  // namespace gradmesh::sync::ako

@@ -1,0 +1,112 @@
+#include "sync/ako/staleness_clocks.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "engine/error.h"
+
+namespace gradmesh::sync::ako {
+
+StalenessClocks::StalenessClocks(std::size_t nodes, std::size_t self)
+    : clocks_(nodes, 0), self_(self) {
+  GRADMESH_CHECK(nodes >= 1, "StalenessClocks needs at least one node");
+  GRADMESH_CHECK_LT(self, nodes, "StalenessClocks: own rank outside the peer list");
+}
+
+bool StalenessClocks::holds_locked(std::uint64_t local_clock) const {
+  if (!slack_) return false;
+  std::uint64_t slowest = std::numeric_limits<std::uint64_t>::max();
+  for (std::size_t i = 0; i < clocks_.size(); ++i) {
+    if (i != self_) slowest = std::min(slowest, clocks_[i]);
+  }
+  if (slowest == std::numeric_limits<std::uint64_t>::max()) return true;  // no peers
+  return local_clock <= slowest + *slack_;
+}
+
+engine::Completion StalenessClocks::take_ready_locked() {
+  if (!pending_.valid()) return {};
+  if (!error_ && !holds_locked(pending_clock_)) return {};
+  return std::exchange(pending_, engine::Completion{});
+}
+
+void StalenessClocks::set_slack(std::uint64_t slack) {
+  engine::Completion ready;
+  std::exception_ptr error;
+  {
+    const std::lock_guard lock(mutex_);
+    slack_ = slack;
+    ready = take_ready_locked();
+    error = error_;
+  }
+  // Outside the lock: completing schedules the gate's successors on the executor.
+  if (error) ready.fail(error); else ready.complete();
+}
+
+void StalenessClocks::advance(std::size_t peer, std::uint64_t clock) {
+  GRADMESH_CHECK_LT(peer, clocks_.size(), "StalenessClocks::advance: rank outside the peer list");
+  GRADMESH_CHECK(peer != self_, "StalenessClocks::advance on this node's own rank");
+  engine::Completion ready;
+  std::exception_ptr error;
+  {
+    const std::lock_guard lock(mutex_);
+    clocks_[peer] = std::max(clocks_[peer], clock);
+    ready = take_ready_locked();
+    error = error_;
+  }
+  if (error) ready.fail(error); else ready.complete();
+}
+
+void StalenessClocks::await(std::uint64_t local_clock, engine::Completion gate) {
+  std::exception_ptr error;
+  {
+    const std::lock_guard lock(mutex_);
+    GRADMESH_CHECK(!pending_.valid(), "StalenessClocks::await while another await is pending");
+    error = error_;
+    if (!error && !holds_locked(local_clock)) {
+      pending_ = std::move(gate);
+      pending_clock_ = local_clock;
+      ++waits_;
+      return;
+    }
+  }
+  if (error) gate.fail(error); else gate.complete();
+}
+
+void StalenessClocks::fail_all(std::exception_ptr error) {
+  engine::Completion pending;
+  {
+    const std::lock_guard lock(mutex_);
+    if (!error_) error_ = std::move(error);
+    error = error_;
+    pending = std::exchange(pending_, engine::Completion{});
+  }
+  pending.fail(error);
+}
+
+std::uint64_t StalenessClocks::clock(std::size_t peer) const {
+  const std::lock_guard lock(mutex_);
+  GRADMESH_CHECK_LT(peer, clocks_.size(), "StalenessClocks::clock: rank outside the peer list");
+  return clocks_[peer];
+}
+
+std::optional<std::uint64_t> StalenessClocks::slowest() const {
+  const std::lock_guard lock(mutex_);
+  std::optional<std::uint64_t> result;
+  for (std::size_t i = 0; i < clocks_.size(); ++i) {
+    if (i != self_) result = std::min(result.value_or(clocks_[i]), clocks_[i]);
+  }
+  return result;
+}
+
+bool StalenessClocks::blocked() const {
+  const std::lock_guard lock(mutex_);
+  return pending_.valid();
+}
+
+std::uint64_t StalenessClocks::waits() const {
+  const std::lock_guard lock(mutex_);
+  return waits_;
+}
+
+}  // namespace gradmesh::sync::ako

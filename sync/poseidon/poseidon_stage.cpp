@@ -1,0 +1,312 @@
+#include "sync/poseidon/poseidon_stage.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "net/frame.h"
+#include "net/transport.h"
+#include "sync/stages.h"
+
+namespace gradmesh::sync {
+
+namespace {
+
+bool is_dense(tasks::Layer& layer) { return layer.kind() == "dense" && layer.parameter_count() > 0; }
+
+std::vector<topo::Scheme> choose_schemes(tasks::Model& model, std::size_t nodes, std::size_t batch,
+                                         PoseidonStage::SfbMode mode) {
+  std::vector<topo::Scheme> schemes;
+  for (std::size_t l = 0; l < model.num_layers(); ++l) {
+    tasks::Layer& layer = model.layer(l);
+    topo::Scheme s = topo::Scheme::kPs;
+    if (is_dense(layer) && mode == PoseidonStage::SfbMode::kAlways) s = topo::Scheme::kSfb;
+    if (mode == PoseidonStage::SfbMode::kAuto) {
+      // Algorithm 1 with every node both worker and colocated server: P1 = P2 = n.
+      s = topo::best_scheme(is_dense(layer), layer.output_size(), layer.input_size(), batch, nodes,
+                            nodes);
+    }
+    schemes.push_back(s);
+  }
+  return schemes;
+}
+
+std::vector<topo::ParameterBlock> ps_blocks(tasks::Model& model,
+                                            const std::vector<topo::Scheme>& schemes) {
+  std::vector<topo::ParameterBlock> blocks;
+  for (std::size_t l = 0; l < model.num_layers(); ++l) {
+    const std::size_t size = model.layer(l).parameter_count();
+    if (size > 0 && schemes[l] == topo::Scheme::kPs) {
+      blocks.push_back({l, model.parameter_offset(l), size});
+    }
+  }
+  return blocks;
+}
+
+std::size_t chunk_floats_for(const SyncContext& ctx, const std::vector<topo::ParameterBlock>& blocks) {
+  if (ctx.options.ps.chunk_bytes) {
+    return std::max<std::size_t>(1, *ctx.options.ps.chunk_bytes / sizeof(float));
+  }
+  std::size_t total = 0;
+  for (const auto& b : blocks) total += b.size;
+  return topo::KvPlacement::auto_chunk_floats(total, ctx.nodes);
+}
+
+net::Payload float_view(std::span<const float> values) {
+  return net::Payload::view(std::as_bytes(values));
+}
+
+/// Prefix + header bytes of one data frame (the payload comes on top).
+double frame_overhead_bytes() {
+  net::Message probe{1, 1, 1, 1, net::Payload{}};
+  return static_cast<double>(net::encode_data(probe)->wire_bytes());
+}
+
+}  // namespace
+
+PoseidonStage::SfbMode PoseidonStage::parse_sfb_mode(std::string_view text) {
+  if (text == "auto") return SfbMode::kAuto;
+  if (text == "always") return SfbMode::kAlways;
+  if (text == "never") return SfbMode::kNever;
+  throw ConfigError("sync.poseidon.sfb = \"" + std::string(text) +
+                    "\": expected one of auto, always, never");
+}
+
+PoseidonStage::PoseidonStage(SyncContext context, std::string name, SfbMode mode)
+    : ctx_(std::move(context)),
+      name_(std::move(name)),
+      schemes_(choose_schemes(ctx_.model, ctx_.nodes, ctx_.batch_size, mode)),
+      placement_(ps_blocks(ctx_.model, schemes_), ctx_.nodes,
+                 chunk_floats_for(ctx_, ps_blocks(ctx_.model, schemes_))),
+      shard_(placement_, ctx_.rank, ctx_.model.parameters(), tasks::Sgd(ctx_.sgd)),
+      arrivals_(ctx_.model.num_layers()),
+      sfb_(ctx_.model.num_layers()),
+      sgd_(ctx_.sgd) {
+  bool any_sfb = false;
+  for (std::size_t l = 0; l < schemes_.size(); ++l) {
+    if (schemes_[l] != topo::Scheme::kSfb) continue;
+    tasks::Layer& layer = ctx_.model.layer(l);
+    sfb_[l] = std::make_unique<SfbLayer>(layer.output_size(), layer.input_size(), ctx_.batch_size,
+                                         ctx_.nodes, ctx_.rank);
+    any_sfb = true;
+  }
+  if (any_sfb) sfb_velocity_.assign(ctx_.model.parameter_count(), 0.0f);
+  // Without a transport (one node, or `gradmesh-node plan`) nothing is sent.
+  if (ctx_.transport != nullptr) {
+    ctx_.transport->set_handlers(
+        [this](std::size_t from, net::Message&& message) { on_message(from, std::move(message)); },
+        [this](const PeerError& error) { on_failure(error); });
+  }
+}
+
+void PoseidonStage::build(engine::Graph& graph, const IterationTasks& tasks) {
+  for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
+    const std::string suffix = "_" + std::to_string(l);
+    if (sfb_[l]) {
+      auto send = graph.emplace("sfb_send" + suffix, engine::Arena::kNetwork,
+                                [this, l](engine::TaskContext& ctx) { send_factors(l, ctx.run()); });
+      auto wait = graph.emplace("sfb_wait" + suffix, engine::Arena::kNetwork,
+                                [this, l](engine::TaskContext& ctx) {
+                                  sfb_[l]->await(ctx.run(), ctx.defer());
+                                });
+      auto apply = graph.emplace("sfb_apply" + suffix, engine::Arena::kNetwork,
+                                 [this, l](engine::TaskContext& ctx) { apply_factors(l, ctx.run()); });
+      tasks.backward[l].precede(send);
+      send.precede(wait);
+      wait.precede(apply);
+      apply.precede(tasks.done);
+      continue;
+    }
+    if (placement_.chunks_of_layer(l).empty()) continue;
+    auto push = graph.emplace("push" + suffix, engine::Arena::kNetwork,
+                              [this, l](engine::TaskContext& ctx) { push_layer(l, ctx.run()); });
+    auto pull = graph.emplace("pull" + suffix, engine::Arena::kNetwork,
+                              [this, l](engine::TaskContext& ctx) {
+                                arrivals_.await(l, ctx.run(), ctx.defer());
+                              });
+    tasks.backward[l].precede(push);
+    push.precede(pull);
+    pull.precede(tasks.done);
+  }
+}
+
+// ---- SFB ----
+
+void PoseidonStage::send_factors(std::size_t layer, std::uint64_t round) {
+  const net::Payload factors =
+      sfb_[layer]->pack(round, ctx_.model.layer_output_gradient(layer, ctx_.batch_size),
+                        ctx_.model.layer_input(layer, ctx_.batch_size));
+  for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
+    if (peer == ctx_.rank) continue;
+    ctx_.transport->send(peer, net::Message{static_cast<std::uint8_t>(Stage::kSfBroadcast),
+                                            static_cast<std::uint16_t>(MessageKind::kSufficientFactors),
+                                            layer, round, factors});
+  }
+}
+
+void PoseidonStage::apply_factors(std::size_t layer, std::uint64_t round) {
+  tasks::Layer& info = ctx_.model.layer(layer);
+  const std::size_t weights = info.output_size() * info.input_size();
+  const std::span<float> gradients = ctx_.model.layer_gradients(layer);
+  sfb_[layer]->rebuild(round, gradients.first(weights), gradients.subspan(weights));
+  const std::span<float> params = ctx_.model.layer_parameters(layer);
+  sgd_.step(params, gradients,
+            std::span<float>(sfb_velocity_).subspan(ctx_.model.parameter_offset(layer), params.size()));
+}
+
+// ---- PS ----
+
+void PoseidonStage::push_layer(std::size_t layer, std::uint64_t round) {
+  const auto chunks = placement_.chunks_of_layer(layer);
+  arrivals_.expect(layer, round, chunks.size());
+  const std::span<const float> gradients = ctx_.model.gradients();
+  for (std::size_t id : chunks) {
+    const topo::KvChunk& chunk = placement_.chunks()[id];
+    const auto values = gradients.subspan(chunk.offset, chunk.size);
+    if (chunk.owner == ctx_.rank) {
+      accept_push(ctx_.rank, id, round, float_view(values));
+    } else {
+      ctx_.transport->send(chunk.owner,
+                           net::Message{static_cast<std::uint8_t>(Stage::kKvPush),
+                                        static_cast<std::uint16_t>(MessageKind::kGradientChunk),
+                                        id, round, float_view(values)});
+    }
+  }
+}
+
+void PoseidonStage::accept_push(std::size_t from, std::size_t chunk, std::uint64_t round,
+                                net::Payload payload) {
+  std::string why;
+  switch (shard_.push(from, chunk, round, std::move(payload), &why)) {
+    case KvShard::PushResult::kAccepted:
+      break;
+    case KvShard::PushResult::kReady:
+      if (from == ctx_.rank) {
+        reduce_and_broadcast(chunk, round);  // already on a network task
+      } else {
+        ctx_.executor.post(engine::Arena::kNetwork,
+                           [this, chunk, round] { reduce_and_broadcast(chunk, round); });
+      }
+      break;
+    case KvShard::PushResult::kRejected:
+      reject(from, why);
+      break;
+  }
+}
+
+void PoseidonStage::reduce_and_broadcast(std::size_t chunk, std::uint64_t round) {
+  const std::span<const float> values = shard_.reduce(chunk);
+  for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
+    if (peer == ctx_.rank) continue;
+    ctx_.transport->send(peer, net::Message{static_cast<std::uint8_t>(Stage::kKvBroadcast),
+                                            static_cast<std::uint16_t>(MessageKind::kParameterChunk),
+                                            chunk, round, float_view(values)});
+  }
+  apply_parameters(chunk, round, values, ctx_.rank);
+}
+
+void PoseidonStage::apply_parameters(std::size_t chunk, std::uint64_t round,
+                                     std::span<const float> values, std::size_t from) {
+  const topo::KvChunk& info = placement_.chunks()[chunk];
+  std::memcpy(ctx_.model.parameters().data() + info.offset, values.data(),
+              info.size * sizeof(float));
+  if (!arrivals_.arrive(info.layer, round)) {
+    reject(from, "parameters of chunk " + std::to_string(chunk) + " for round " +
+                     std::to_string(round) + " were not expected");
+  }
+}
+
+// ---- messages and failures (loop thread) ----
+
+void PoseidonStage::on_message(std::size_t from, net::Message&& message) {
+  switch (static_cast<MessageKind>(message.kind)) {
+    case MessageKind::kGradientChunk:
+      if (message.key >= placement_.chunks().size()) break;
+      accept_push(from, message.key, message.round, std::move(message.payload));
+      return;
+    case MessageKind::kParameterChunk: {
+      if (message.key >= placement_.chunks().size()) break;
+      const topo::KvChunk& info = placement_.chunks()[message.key];
+      if (info.owner != from || message.payload.size() != info.size * sizeof(float)) {
+        reject(from, "parameters of chunk " + std::to_string(message.key) +
+                         " from a non-owner or of " + std::to_string(message.payload.size()) +
+                         " bytes (expected " + std::to_string(info.size * sizeof(float)) +
+                         " from rank " + std::to_string(info.owner) + ")");
+        return;
+      }
+      apply_parameters(message.key, message.round, message.payload.as<float>(), from);
+      return;
+    }
+    case MessageKind::kSufficientFactors: {
+      if (message.key >= sfb_.size() || !sfb_[message.key]) break;
+      std::string why;
+      if (!sfb_[message.key]->store(from, message.round, std::move(message.payload), &why)) {
+        reject(from, "layer " + std::to_string(message.key) + ": " + why);
+      }
+      return;
+    }
+    default:
+      reject(from, "unexpected message kind " + std::to_string(message.kind));
+      return;
+  }
+  reject(from, "message kind " + std::to_string(message.kind) + " names unknown key " +
+                   std::to_string(message.key));
+}
+
+void PoseidonStage::on_failure(const PeerError& error) {
+  const auto e = std::make_exception_ptr(error);
+  arrivals_.fail_all(e);
+  for (auto& layer : sfb_) {
+    if (layer) layer->fail_all(e);
+  }
+}
+
+void PoseidonStage::reject(std::size_t from, const std::string& why) {
+  rejected_.fetch_add(1, std::memory_order_relaxed);
+  spdlog::warn("{}: rejected a message from rank {}: {}", name_, from, why);
+}
+
+// ---- plan ----
+
+std::vector<LayerPlan> PoseidonStage::plan() const {
+  const double overhead = frame_overhead_bytes();
+  const double peers = static_cast<double>(ctx_.nodes - 1);
+  std::vector<LayerPlan> rows;
+  for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
+    auto& layer = ctx_.model.layer(l);
+    LayerPlan row;
+    row.layer = l;
+    row.name = std::string(layer.kind()) + std::to_string(l);
+    row.shape = std::to_string(layer.output_size()) + "x" + std::to_string(layer.input_size());
+    row.parameters = layer.parameter_count();
+    if (row.parameters == 0) {
+      row.scheme = "-";
+      rows.push_back(std::move(row));
+      continue;
+    }
+    const std::size_t m = layer.output_size(), n = layer.input_size();
+    row.ps_floats = topo::ps_floats(m, n, ctx_.nodes, ctx_.nodes);
+    row.sfb_floats = is_dense(layer) ? topo::sfb_floats(ctx_.batch_size, m, n, ctx_.nodes) : 0.0;
+    row.scheme = std::string(topo::to_string(schemes_[l]));
+    double bytes = 0;
+    if (sfb_[l]) {
+      bytes = peers * (static_cast<double>(sfb_[l]->factor_bytes()) + overhead);
+    } else {
+      // Pushes to remote owners, plus (n - 1) copies of each chunk this node owns. Over all nodes
+      // this averages Poseidon's 2MN(P1 + P2 - 2)/P2 floats per node (ATC'17 Table 1, P1 = P2 = n).
+      const auto chunks = placement_.chunks_of_layer(l);
+      row.chunks = chunks.size();
+      for (std::size_t id : chunks) {
+        const topo::KvChunk& chunk = placement_.chunks()[id];
+        const double frame = static_cast<double>(chunk.size * sizeof(float)) + overhead;
+        bytes += chunk.owner == ctx_.rank ? frame * peers : frame;
+      }
+    }
+    row.predicted_bytes_sent = ctx_.nodes > 1 ? bytes : 0.0;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace gradmesh::sync

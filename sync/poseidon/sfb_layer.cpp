@@ -1,0 +1,117 @@
+#include "sync/poseidon/sfb_layer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/error.h"
+#include "sync/poseidon/sf_rebuild.h"
+
+namespace gradmesh::sync {
+
+SfbLayer::SfbLayer(std::size_t m, std::size_t n, std::size_t k, std::size_t nodes, std::size_t rank)
+    : m_(m), n_(n), k_(k), nodes_(nodes), rank_(rank) {
+  for (Round& r : rounds_) r.factors.resize(nodes);
+  for (auto& buffer : send_) buffer.resize(k * (m + n));
+  u_all_.resize(nodes * k * m);
+  v_all_.resize(nodes * k * n);
+}
+
+net::Payload SfbLayer::pack(std::uint64_t round, std::span<const float> u, std::span<const float> v) {
+  GRADMESH_CHECK_EQ(u.size(), k_ * m_, "U must be K x M");
+  GRADMESH_CHECK_EQ(v.size(), k_ * n_, "V must be K x N");
+  std::vector<float>& buffer = send_[round % 2];
+  std::copy(u.begin(), u.end(), buffer.begin());
+  std::copy(v.begin(), v.end(), buffer.begin() + static_cast<std::ptrdiff_t>(u.size()));
+  net::Payload payload = net::Payload::view(std::as_bytes(std::span<const float>(buffer)));
+  std::string why;
+  GRADMESH_CHECK(store(rank_, round, payload, &why), why);
+  return payload;
+}
+
+bool SfbLayer::store(std::size_t from, std::uint64_t round, net::Payload factors,
+                     std::string* why) {
+  if (factors.size() != factor_bytes()) {
+    *why = "factors of " + std::to_string(factors.size()) + " bytes, expected " +
+           std::to_string(factor_bytes());
+    return false;
+  }
+  if (from >= nodes_) {
+    *why = "sender rank " + std::to_string(from) + " out of range";
+    return false;
+  }
+  engine::Completion done;
+  {
+    std::lock_guard lock(mutex_);
+    if (round != current_ && round != current_ + 1) {
+      *why = "factors for round " + std::to_string(round) + " while in round " +
+             std::to_string(current_);
+      return false;
+    }
+    Round& r = rounds_[round % 2];
+    if (!r.factors[from].empty()) {
+      *why = "duplicate factors from rank " + std::to_string(from) + " in round " +
+             std::to_string(round);
+      return false;
+    }
+    r.factors[from] = std::move(factors);
+    if (++r.received == nodes_) done = std::exchange(r.waiting, engine::Completion{});
+  }
+  done.complete();
+  return true;
+}
+
+void SfbLayer::await(std::uint64_t round, engine::Completion done) {
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(mutex_);
+    error = error_;
+    if (!error) {
+      GRADMESH_CHECK_EQ(round, current_, "await of an SFB round that is not the current one");
+      Round& r = rounds_[round % 2];
+      if (r.received != nodes_) {
+        r.waiting = std::move(done);
+        return;
+      }
+    }
+  }
+  if (error) {
+    done.fail(error);
+  } else {
+    done.complete();
+  }
+}
+
+void SfbLayer::fail_all(std::exception_ptr error) {
+  std::array<engine::Completion, 2> waiting;
+  {
+    std::lock_guard lock(mutex_);
+    if (!error_) error_ = error;
+    for (std::size_t i = 0; i < 2; ++i) waiting[i] = std::exchange(rounds_[i].waiting, {});
+  }
+  for (auto& done : waiting) done.fail(error);
+}
+
+void SfbLayer::rebuild(std::uint64_t round, std::span<float> dw, std::span<float> db) {
+  Round* r = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    GRADMESH_CHECK_EQ(round, current_, "rebuild of an SFB round that is not the current one");
+    r = &rounds_[round % 2];
+    GRADMESH_CHECK_EQ(r->received, nodes_, "rebuild before every node's factors arrived");
+  }
+  // The round's slots are complete and only this task touches them until received is reset.
+  for (std::size_t p = 0; p < nodes_; ++p) {
+    const auto values = r->factors[p].as<float>();
+    std::copy_n(values.begin(), k_ * m_, u_all_.begin() + static_cast<std::ptrdiff_t>(p * k_ * m_));
+    std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(k_ * m_), k_ * n_,
+                v_all_.begin() + static_cast<std::ptrdiff_t>(p * k_ * n_));
+  }
+  rebuild_dense_gradient(u_all_, v_all_, nodes_ * k_, m_, n_, 1.0f / static_cast<float>(nodes_),
+                         dw, db);
+  std::lock_guard lock(mutex_);
+  for (net::Payload& p : r->factors) p = net::Payload{};
+  r->received = 0;
+  ++current_;
+}
+
+}  // namespace gradmesh::sync

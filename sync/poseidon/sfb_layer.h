@@ -1,0 +1,77 @@
+#pragma once
+// Sufficient-factor broadcasting for one dense layer (Poseidon ATC'17 sec. 2.1 and 3.2):
+// instead of its M x N gradient, a node broadcasts the sufficient factors U (K x M, the output
+// gradients of its batch) and V (K x N, the layer's inputs); every node stacks the n pairs in rank
+// order and rebuilds the mean gradient with one GEMM, then steps the optimizer itself, so all
+// replicas stay identical.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/task.h"
+#include "net/payload.h"
+
+namespace gradmesh::sync {
+
+/// The per-layer SFB state: this node's send buffers, the factors received, the stacking buffers.
+///
+/// Rounds: a peer may finish round t and send round t+1's factors before this node has all of
+/// round t's (it had a faster path to the third node), never round t+2's (that needs this node's
+/// round t+1 factors, sent only after this node finished round t). So factors are kept per round
+/// parity, and this node's own send buffer is double-buffered: its round t bytes are rewritten in
+/// round t+2, when every peer has provably received them.
+///
+/// Thread safety: store(), await() and fail_all() from any thread; pack() and rebuild() from one
+/// task at a time (the layer's send and apply tasks, ordered by the iteration graph).
+class SfbLayer {
+ public:
+  /// A dense layer with M outputs and N inputs, K samples per node, `nodes` nodes, this is `rank`.
+  SfbLayer(std::size_t m, std::size_t n, std::size_t k, std::size_t nodes, std::size_t rank);
+
+  /// Bytes of one node's factors: K (M + N) floats.
+  [[nodiscard]] std::size_t factor_bytes() const noexcept { return k_ * (m_ + n_) * sizeof(float); }
+
+  /// Copies this node's U (K x M) and V (K x N) into round `round`'s send buffer, stores them as
+  /// this node's factors of the round, and returns the buffer as a payload to broadcast (a view:
+  /// valid until round + 2).
+  net::Payload pack(std::uint64_t round, std::span<const float> u, std::span<const float> v);
+
+  /// Stores `from`'s factors of `round` (kept, not copied). Returns false and says why in `why`
+  /// for a wrong size, a round outside {current, current + 1} or a duplicate.
+  [[nodiscard]] bool store(std::size_t from, std::uint64_t round, net::Payload factors,
+                           std::string* why);
+
+  /// Completes `done` once all n factors of `round` are stored; fails it with the error of
+  /// fail_all() if that came first.
+  void await(std::uint64_t round, engine::Completion done);
+
+  /// Fails the waiting completion, and every later await(), with `error`.
+  void fail_all(std::exception_ptr error);
+
+  /// Stacks round `round`'s n factors in rank order and writes the mean gradient over the n nodes:
+  /// dW (M x N) and db (M). Releases the round's payloads and opens round + 2's slots.
+  void rebuild(std::uint64_t round, std::span<float> dw, std::span<float> db);
+
+ private:
+  struct Round {
+    std::vector<net::Payload> factors;  // by rank
+    std::size_t received = 0;
+    engine::Completion waiting;
+  };
+
+  std::size_t m_, n_, k_, nodes_, rank_;
+  std::mutex mutex_;
+  std::uint64_t current_ = 0;         // the oldest round not yet rebuilt
+  std::array<Round, 2> rounds_;       // by round parity
+  std::exception_ptr error_;
+  std::array<std::vector<float>, 2> send_;  // this node's [U | V], by round parity
+  std::vector<float> u_all_, v_all_;        // nK x M and nK x N, rank order
+};
+
+}  // namespace gradmesh::sync
