@@ -2,6 +2,7 @@
 #include <map>
 
 #include "engine/error.h"
+#include "sync/ako/ako_stage.h"
 #include "sync/none_stage.h"
 #include "sync/poseidon/poseidon_stage.h"
 #include "sync/sync_stage.h"
@@ -33,7 +34,9 @@ const std::vector<Entry>& registry() {
          const auto mode = PoseidonStage::parse_sfb_mode(c.options.poseidon.sfb);
          return std::make_unique<PoseidonStage>(std::move(c), "poseidon", mode);
        }},
-      {"ako", nullptr},
+      {"ako", [](SyncContext c) -> std::unique_ptr<SyncStage> {
+         return std::make_unique<AkoStage>(std::move(c));
+       }},
       {"allreduce", nullptr},
   };
   return entries;

@@ -118,7 +118,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 22> kKeys{{
+constexpr std::array<KeySpec, 23> kKeys{{
     {"compute.threads", "an integer >= 0 (worker threads; 0 = one per core)", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) { return set_size(c.compute.threads, n, 0); },
      [](const JobConfig& c) { return print_size(c.compute.threads); }},
@@ -130,6 +130,12 @@ constexpr std::array<KeySpec, 22> kKeys{{
      OverrideKind::kString,
      [](JobConfig& c, const toml::node& n) { return set_non_empty_string(c.data.path, n); },
      [](const JobConfig& c) { return toml_quote(c.data.path); }},
+    {"data.test_limit", "\"none\" or an integer >= 1 (test images to evaluate on)",
+     OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       return set_optional_size(c.data.test_limit, n, 1, "none");
+     },
+     [](const JobConfig& c) { return print_optional_size(c.data.test_limit, "none"); }},
     {"data.train_limit", "\"none\" or an integer >= 1 (training images to use)",
      OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {

@@ -37,6 +37,9 @@ struct JobConfig {
     /// data.train_limit: use only the first N training images (>= 1; for tests); unset
     /// ("none"): all.
     std::optional<std::size_t> train_limit;
+    /// data.test_limit: evaluate on only the first N test images (>= 1; for quick benchmarks);
+    /// unset ("none"): all 10,000.
+    std::optional<std::size_t> test_limit;
     friend bool operator==(const Data&, const Data&) = default;
   } data;
 

@@ -43,6 +43,7 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"iterations", m.iterations},
       {"samples", m.samples},
       {"wall_seconds", m.wall_seconds},
+      {"train_seconds", m.train_seconds},
       {"samples_per_second", m.samples_per_second},
       {"train_loss", m.train_loss},
       {"test_accuracy", m.test_accuracy},

@@ -23,8 +23,9 @@ struct NodeMetrics {
   std::size_t epochs = 0;             ///< epochs begun (the last may be cut by job.max_iterations)
   std::uint64_t iterations = 0;
   std::uint64_t samples = 0;          ///< training samples this node processed
-  double wall_seconds = 0;            ///< training time (start of the first iteration to the end of the last evaluation)
-  double samples_per_second = 0;      ///< this node's samples / wall_seconds
+  double wall_seconds = 0;            ///< start of the first iteration to the end of the last evaluation
+  double train_seconds = 0;           ///< time spent in iterations (wall_seconds less evaluations)
+  double samples_per_second = 0;      ///< this node's samples / train_seconds (evaluation excluded)
   double train_loss = 0;              ///< mean training loss (nats) over the last epoch's iterations
   double test_accuracy = 0;           ///< fraction of the 10,000 test images right, after the last epoch
   double test_loss = 0;

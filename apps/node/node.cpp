@@ -107,6 +107,9 @@ int train(const NodeOptions& options) {
     data.train.x.resize(keep * data.train.features);
     data.train.y.resize(keep);
   }
+  if (config.data.test_limit && *config.data.test_limit < data.test.count) {
+    data.test = tasks::take_first(data.test, *config.data.test_limit);
+  }
   const std::size_t batch = config.optimizer.batch_size;
   tasks::Model model(specs, data.train.features, batch, config.job.seed);
   tasks::cpu::set_blas_threads(blas_threads(config, peers, rank));
@@ -168,14 +171,17 @@ int train(const NodeOptions& options) {
   NodeMetrics metrics;
   const auto start = Clock::now();
   std::uint64_t done = 0;
+  double train_seconds = 0;  // iterations only: samples/s never counts evaluation
   for (std::size_t epoch = 0; done < limit; ++epoch) {
     double loss_sum = 0;
     std::uint64_t in_epoch = 0;
+    const auto epoch_start = Clock::now();
     for (; in_epoch < per_epoch && done < limit; ++in_epoch, ++done) {
       loss_sum += trainer.step();
     }
+    train_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
     const auto evaluation = model.evaluate(data.test);
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const double seconds = train_seconds;
     const double sent = transport ? static_cast<double>(transport->counters().bytes_sent) : 0.0;
     metrics.epochs = epoch + 1;
     metrics.train_loss = loss_sum / static_cast<double>(std::max<std::uint64_t>(1, in_epoch));
@@ -190,6 +196,7 @@ int train(const NodeOptions& options) {
     std::fflush(stdout);
   }
   metrics.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  metrics.train_seconds = train_seconds;
   stage->finish();
 
   if (transport) {
@@ -207,7 +214,7 @@ int train(const NodeOptions& options) {
   metrics.job = config.job.name;
   metrics.iterations = done;
   metrics.samples = done * batch;
-  metrics.samples_per_second = static_cast<double>(metrics.samples) / metrics.wall_seconds;
+  metrics.samples_per_second = static_cast<double>(metrics.samples) / std::max(train_seconds, 1e-9);
   metrics.bytes_sent_per_iteration =
       done > 0 ? static_cast<double>(metrics.bytes_sent) / static_cast<double>(done) : 0.0;
   metrics.rejected_messages = stage->rejected_messages();

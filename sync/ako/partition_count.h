@@ -15,7 +15,7 @@ inline constexpr std::size_t kMaxAutoPartitions = 128;
 /// The inputs and result of eq. 3, as logged at start and returned by AkoStage::summary().
 struct PartitionChoice {
   std::size_t partitions = 1;      ///< p
-  double gamma = 0;                ///< gradients per second (max over nodes)
+  double gamma = 0;                ///< gradients per second (AkoStage: mean over nodes)
   double model_bytes = 0;          ///< m, bytes of one full gradient (floats x 4)
   double bandwidth = 0;            ///< B, bytes/s (0: unknown, explicit p)
   std::size_t nodes = 1;           ///< n

@@ -89,6 +89,8 @@ PoseidonStage::PoseidonStage(SyncContext context, std::string name, SfbMode mode
     tasks::Layer& layer = ctx_.model.layer(l);
     sfb_[l] = std::make_unique<SfbLayer>(layer.output_size(), layer.input_size(), ctx_.batch_size,
                                          ctx_.nodes, ctx_.rank);
+    // The mean dW is rebuilt from every node's factors: the local one would be thrown away.
+    layer.set_parameter_gradients_enabled(false);
     any_sfb = true;
   }
   if (any_sfb) sfb_velocity_.assign(ctx_.model.parameter_count(), 0.0f);

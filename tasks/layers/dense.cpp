@@ -46,14 +46,16 @@ void Dense::forward(const float* x, float* y, std::size_t batch) {
 
 void Dense::backward(const float* x, const float* /*y*/, const float* dy, float* dx,
                      std::size_t batch) {
-  // dW (M x N) = dY^T (M x K) * X (K x N): the sufficient factors U = dY, V = X.
-  cpu::sgemm(true, false, outputs_, inputs_, batch, 1.0f, dy, outputs_, x, inputs_, 0.0f,
-             dw_.data(), inputs_);
-  // db = column sums of dY.
-  std::fill(db_.begin(), db_.end(), 0.0f);
-  for (std::size_t k = 0; k < batch; ++k) {
-    const float* row = dy + k * outputs_;
-    for (std::size_t m = 0; m < outputs_; ++m) db_[m] += row[m];
+  if (parameter_gradients_) {
+    // dW (M x N) = dY^T (M x K) * X (K x N): the sufficient factors U = dY, V = X.
+    cpu::sgemm(true, false, outputs_, inputs_, batch, 1.0f, dy, outputs_, x, inputs_, 0.0f,
+               dw_.data(), inputs_);
+    // db = column sums of dY.
+    std::fill(db_.begin(), db_.end(), 0.0f);
+    for (std::size_t k = 0; k < batch; ++k) {
+      const float* row = dy + k * outputs_;
+      for (std::size_t m = 0; m < outputs_; ++m) db_[m] += row[m];
+    }
   }
   // dx (K x N) = dY (K x M) * W (M x N).
   if (dx != nullptr) {

@@ -35,6 +35,7 @@ class Dense final : public Layer {
   void initialize(std::uint64_t seed) override;
 
   void forward(const float* x, float* y, std::size_t batch) override;
+  void set_parameter_gradients_enabled(bool enabled) override { parameter_gradients_ = enabled; }
   void backward(const float* x, const float* y, const float* dy, float* dx,
                 std::size_t batch) override;
 
@@ -51,6 +52,7 @@ class Dense final : public Layer {
   std::size_t inputs_;
   std::size_t outputs_;
   std::span<float> w_, b_, dw_, db_;
+  bool parameter_gradients_ = true;
 };
 
 }  // namespace gradmesh::tasks

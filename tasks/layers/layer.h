@@ -45,6 +45,11 @@ class Layer {
   /// Back-propagates dy (batch x output_size), given the x and y of the forward step. Overwrites
   /// (never accumulates) the bound parameter gradients and, if dx != nullptr, writes dx
   /// (batch x input_size). dx must not alias dy.
+  /// Whether backward() computes the parameter gradients (default true). A sync stage that
+  /// rebuilds them from other data (Poseidon's SFB rebuilds dW from sufficient factors) turns it
+  /// off to save the GEMM; the gradient buffer is then left untouched by backward().
+  virtual void set_parameter_gradients_enabled(bool /*enabled*/) {}
+
   virtual void backward(const float* x, const float* y, const float* dy, float* dx,
                         std::size_t batch) = 0;
 };

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Ako's constant-bandwidth property (Ako SoCC'16 sec. 3.2, eq. 3; Fig. 12b): with p = auto, each
+# node's send rate should stay at the eq. 3 prediction gamma m (n - 1) / p (<= B) as n grows.
+#
+# Runs strategy ako with sync.ako.partitions = auto at net.max_send_rate = 100mbit on 2, 4 and 8
+# local nodes and prints, per n: p, the per-node send rate measured (bytes_sent / wall_seconds from
+# the metrics JSON, mean over nodes), the predicted rate, their ratio and the test accuracy.
+#
+# Usage: bench/ako.sh [ITERATIONS] [NODES...]      (from the repository root, after a build)
+#   ITERATIONS  job.max_iterations per node (default 300)
+#   NODES       node counts (default 2 4 8)
+# Env: BUILD (default build), OUT (default /tmp/gradmesh-bench-ako), RATE (default 100mbit).
+set -euo pipefail
+
+iterations="${1:-300}"
+shift || true
+nodes=("$@")
+[[ ${#nodes[@]} -gt 0 ]] || nodes=(2 4 8)
+build="${BUILD:-build}"
+out="${OUT:-/tmp/gradmesh-bench-ako}"
+rate="${RATE:-100mbit}"
+config="configs/fashion-mnist-mlp-ako.toml"
+
+for n in "${nodes[@]}"; do
+  dir="$out/n$n"
+  rm -rf "$dir"
+  mkdir -p "$out"
+  echo "== ako, $n nodes, p = auto, net.max_send_rate = $rate, $iterations iterations per node" >&2
+  "$build/bin/gradmesh-launch" -n "$n" --config "$config" --metrics-out "$dir" \
+    --set sync.ako.partitions=auto --set "net.max_send_rate=$rate" \
+    --set "job.max_iterations=$iterations" > "$dir.log" 2>&1 ||
+    { echo "run with $n nodes failed; see $dir.log" >&2; tail -20 "$dir.log" >&2; exit 1; }
+done
+
+python3 - "$out" "${nodes[@]}" <<'PY'
+import json, sys
+from pathlib import Path
+
+out, counts = Path(sys.argv[1]), [int(n) for n in sys.argv[2:]]
+print(f"{'n':>3} {'p':>4} {'gamma/s':>8} {'measured MB/s':>14} {'predicted MB/s':>15} "
+      f"{'ratio':>6} {'B MB/s':>7} {'test acc':>9}")
+for n in counts:
+    nodes = [json.loads((out / f"n{n}" / f"node-{r}.json").read_text()) for r in range(n)]
+    s = nodes[0]["sync"]
+    measured = sum(m["bytes_sent"] / m["wall_seconds"] for m in nodes) / n
+    predicted = s["predicted_send_rate"]
+    accuracy = sum(m["test_accuracy"] for m in nodes) / n
+    print(f"{n:>3} {int(s['partitions']):>4} {s['gamma']:>8.1f} {measured / 1e6:>14.3f} "
+          f"{predicted / 1e6:>15.3f} {measured / predicted:>6.3f} {s['bandwidth'] / 1e6:>7.2f} "
+          f"{100 * accuracy:>8.2f}%")
+PY

@@ -1,0 +1,8 @@
+# Strategy `ako`: partial gradient exchange (Ako SoCC'16).
+target_sources(gradmesh_sync PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/accumulation_queue.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/ako_stage.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/partition_count.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/payload_pool.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/range_partition.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/staleness_clocks.cpp)

@@ -1,0 +1,136 @@
+// End-to-end tests of strategy `ako` (Ako SoCC'16): real gradmesh-node processes on 127.0.0.1.
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "tests/apps/node/cluster.h"
+
+using gradmesh::testing::Cluster;
+
+namespace {
+
+/// The repository's Ako demo config (lr, p, tau chosen for the convergence test below).
+std::string demo_config() {
+  return gradmesh::testing::read_file(std::string(GRADMESH_SOURCE_DIR) +
+                                      "/configs/fashion-mnist-mlp-ako.toml");
+}
+
+/// A short ako job on the demo model.
+std::string short_config(const std::string& partitions, std::size_t iterations,
+                         const std::string& extra = "") {
+  return std::string(R"([job]
+name = "ako-short"
+seed = 5
+epochs = 1
+max_iterations = )") + std::to_string(iterations) + R"(
+[data]
+path = "/usr/share/datasets/fashion-mnist"
+[model]
+layers = ["dense:256", "relu", "dense:256", "relu", "dense:10", "softmax_cross_entropy"]
+[optimizer]
+lr = 0.1
+momentum = 0.0
+batch_size = 32
+[sync]
+strategy = "ako"
+[sync.ako]
+partitions = )" + partitions + R"(
+staleness = 1
+[net]
+connect_timeout = 30.0
+)" + extra;
+}
+
+}  // namespace
+
+TEST_CASE("ako on 4 node processes reaches 84% test accuracy after 3 epochs of each shard",
+          "[e2e][ako][convergence]") {
+  Cluster cluster("ako-convergence", 4, demo_config());
+  cluster.start();
+  const auto codes = cluster.wait(std::chrono::seconds(240));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>(4, 0));
+  for (std::size_t r = 0; r < 4; ++r) {
+    const auto m = cluster.metrics(r);
+    INFO("rank " << r << ": " << m.dump());
+    CHECK(m["strategy"] == "ako");
+    CHECK(m["epochs"] == 3);
+    CHECK(m["test_accuracy"].get<double>() >= 0.84);
+    CHECK(m["bytes_sent_by_stage"]["ako_partition"].get<double>() > 0);
+    CHECK(m["rejected_messages"] == 0);
+    CHECK(m["sync"]["partitions"] == 4);
+    // Every gradient was sent: the last round carries the node's final clock.
+    CHECK(m["sync"]["gradients"] == m["iterations"]);
+    // Each peer received one partition per round of each of the 3 others, less what was folded.
+    CHECK(m["sync"]["partitions_received"].get<double>() > 0);
+  }
+}
+
+TEST_CASE("p = auto: every node measures gamma and all agree on the same p by eq. 3",
+          "[e2e][ako][eq3]") {
+  Cluster cluster("ako-auto", 3,
+                  short_config("\"auto\"", 60, "max_send_rate = \"100mbit\"\n"));
+  cluster.start();
+  const auto codes = cluster.wait(std::chrono::seconds(120));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>(3, 0));
+  const auto first = cluster.metrics(0)["sync"];
+  CHECK(first["partitions"].get<double>() >= 1);
+  CHECK(first["gamma"].get<double>() > 0);
+  CHECK(first["bandwidth"] == 12.5e6);
+  CHECK(first["nodes"] == 3);
+  CHECK(first["predicted_send_rate"].get<double>() <= 12.5e6 * 1.0000001);
+  for (std::size_t r = 0; r < 3; ++r) {
+    const auto s = cluster.metrics(r)["sync"];
+    CHECK(s["partitions"] == first["partitions"]);
+    CHECK(s["gamma"] == first["gamma"]);
+    CHECK(s["gradients"] == 60);
+    CHECK_THAT(cluster.log_text(r), Catch::Contains("ako: p = ") && Catch::Contains("eq. 3"));
+  }
+}
+
+TEST_CASE("a job that ends inside the profiling phase still agrees on p and sends everything",
+          "[e2e][ako][eq3]") {
+  Cluster cluster("ako-short-profile", 2, short_config("\"auto\"", 5, "max_send_rate = \"1gbit\"\n"));
+  cluster.start();
+  const auto codes = cluster.wait(std::chrono::seconds(60));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>(2, 0));
+  for (std::size_t r = 0; r < 2; ++r) {
+    const auto m = cluster.metrics(r);
+    CHECK(m["sync"]["gradients"] == 5);
+    CHECK(m["sync"]["rounds_sent"].get<double>() >= 1);
+    CHECK(m["bytes_sent_by_stage"]["ako_partition"].get<double>() > 0);
+  }
+}
+
+TEST_CASE("p = auto without a bandwidth is a config error naming the keys", "[e2e][ako][config]") {
+  Cluster cluster("ako-no-bandwidth", 2, short_config("\"auto\"", 5));
+  cluster.start();
+  const auto codes = cluster.wait(std::chrono::seconds(60));
+  CHECK(codes == std::vector<int>(2, 2));
+  CHECK_THAT(cluster.log_text(0), Catch::Contains("sync.ako.partitions") &&
+                                      Catch::Contains("net.max_send_rate") &&
+                                      Catch::Contains("sync.ako.bandwidth"));
+}
+
+TEST_CASE("ako: a peer that disappears mid-job makes the others exit non-zero naming it",
+          "[e2e][ako][failure]") {
+  Cluster cluster("ako-peer-failure", 3, short_config("2", 1'000'000));
+  cluster.start({"--set", "job.epochs=100"});  // far longer than the test
+  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(2), "connected to every peer",
+                                           std::chrono::seconds(60)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  cluster.process(2).kill_now();
+  for (std::size_t r = 0; r < 2; ++r) {
+    const auto code = cluster.process(r).wait_for(std::chrono::seconds(10));
+    INFO(cluster.all_logs());
+    REQUIRE(code.has_value());
+    CHECK(*code != 0);
+    CHECK_THAT(cluster.log_text(r), Catch::Contains("rank 2") && Catch::Contains(cluster.address(2)));
+  }
+}
