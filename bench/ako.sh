@@ -38,14 +38,19 @@ from pathlib import Path
 
 out, counts = Path(sys.argv[1]), [int(n) for n in sys.argv[2:]]
 print(f"{'n':>3} {'p':>4} {'gamma/s':>8} {'measured MB/s':>14} {'predicted MB/s':>15} "
-      f"{'ratio':>6} {'B MB/s':>7} {'test acc':>9}")
+      f"{'ratio':>6} {'B MB/s':>7} {'test acc':>9} {'grad/s run':>11} {'MB/s train':>11}")
 for n in counts:
     nodes = [json.loads((out / f"n{n}" / f"node-{r}.json").read_text()) for r in range(n)]
     s = nodes[0]["sync"]
     measured = sum(m["bytes_sent"] / m["wall_seconds"] for m in nodes) / n
     predicted = s["predicted_send_rate"]
     accuracy = sum(m["test_accuracy"] for m in nodes) / n
+    # Diagnostics: the gradient rate actually reached (iterations / train_seconds, evaluation
+    # excluded) against the profiled gamma, and the send rate over train_seconds.
+    train = [m.get("train_seconds", m["wall_seconds"]) for m in nodes]
+    rate = sum(m["iterations"] / t for m, t in zip(nodes, train)) / n
+    sent_train = sum(m["bytes_sent"] / t for m, t in zip(nodes, train)) / n
     print(f"{n:>3} {int(s['partitions']):>4} {s['gamma']:>8.1f} {measured / 1e6:>14.3f} "
           f"{predicted / 1e6:>15.3f} {measured / predicted:>6.3f} {s['bandwidth'] / 1e6:>7.2f} "
-          f"{100 * accuracy:>8.2f}%")
+          f"{100 * accuracy:>8.2f}% {rate:>11.1f} {sent_train / 1e6:>11.3f}")
 PY

@@ -1,5 +1,7 @@
 #include "engine/executor.h"
 
+#include "engine/arena_dispatch.h"
+
 #include <algorithm>
 #include <string>
 
@@ -11,9 +13,13 @@ namespace detail {
 struct RunState {
   Executor* executor = nullptr;
   const Graph* graph = nullptr;
-  std::uint64_t run = 0;
+  std::atomic<std::uint64_t> run{0};
   std::vector<std::atomic<std::size_t>> pending;  // unfinished predecessors per task
   std::vector<std::atomic<bool>> finished;        // per task: finish() took effect
+  // Per deferred task: what must still happen before it ends — its function returning and its
+  // Completion firing (2 after defer()); whoever brings it to 0 finishes the task.
+  std::vector<std::atomic<int>> holds;
+  std::vector<std::atomic<bool>> completed;       // per task: its Completion fired once
   std::atomic<std::size_t> remaining{0};          // tasks not yet finished
   std::atomic<bool> failed{false};
 
@@ -38,18 +44,28 @@ std::string_view to_string(Arena arena) noexcept {
 Completion TaskContext::defer() {
   GRADMESH_CHECK(!deferred_, "task '" + std::string(name_) + "' called defer() twice");
   deferred_ = true;
-  return Completion(state_, task_);
+  state_->holds[task_].store(2, std::memory_order_relaxed);
+  return Completion(state_, task_, run_);
 }
 
+namespace {
+/// Releases one of a deferred task's two holds; the last one finishes it.
+void release_hold(const std::shared_ptr<detail::RunState>& state, std::size_t task, bool failed) {
+  if (state->holds[task].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    state->executor->finish(state, task, failed || state->failed.load(std::memory_order_acquire));
+  }
+}
+}  // namespace
+
 void Completion::complete() const {
-  if (!state_) return;
-  state_->executor->finish(state_, task_, false);
+  if (!state_ || state_->run != run_ || state_->completed[task_].exchange(true)) return;
+  release_hold(state_, task_, false);
 }
 
 void Completion::fail(std::exception_ptr error) const {
-  if (!state_) return;
+  if (!state_ || state_->run != run_ || state_->completed[task_].exchange(true)) return;
   state_->record_error(std::move(error));
-  state_->executor->finish(state_, task_, true);
+  release_hold(state_, task_, true);
 }
 
 Executor::Executor(ExecutorOptions options)
@@ -77,16 +93,27 @@ void Executor::add_observer(std::shared_ptr<Observer> observer) {
   observers_.push_back(std::move(observer));
 }
 
-void Executor::enqueue(Arena which, std::function<void()> job) {
+/// A queued job: what the arena's worker runs, and whom to tell when it is done.
+struct Executor::Job {
+  Executor* executor;
+  std::function<void()> fn;
+};
+
+void Executor::run_job(Job* job) {
+  detail::received(job);
+  job->fn();
+  Executor* executor = job->executor;
+  delete job;
+  std::lock_guard lock(executor->mutex_);
+  if (--executor->outstanding_ == 0) executor->idle_.notify_all();
+}
+
+void Executor::enqueue(Arena which, std::function<void()> fn) {
   {
     std::lock_guard lock(mutex_);
     ++outstanding_;
   }
-  arena(which).enqueue([this, job = std::move(job)] {
-    job();
-    std::lock_guard lock(mutex_);
-    if (--outstanding_ == 0) idle_.notify_all();
-  });
+  detail::dispatch(arena(which), new Job{this, std::move(fn)});
 }
 
 void Executor::post(Arena which, std::function<void()> job) {
@@ -121,18 +148,22 @@ void Executor::run(Graph& graph) {
     state->graph = &graph;
     state->pending = std::vector<std::atomic<std::size_t>>(n);
     state->finished = std::vector<std::atomic<bool>>(n);
+    state->holds = std::vector<std::atomic<int>>(n);
+    state->completed = std::vector<std::atomic<bool>>(n);
     cached_state_ = state;
   }
   const std::vector<std::size_t> degrees = graph.in_degrees();
   for (std::size_t i = 0; i < n; ++i) {
     state->pending[i].store(degrees[i], std::memory_order_relaxed);
     state->finished[i].store(false, std::memory_order_relaxed);
+    state->holds[i].store(0, std::memory_order_relaxed);
+    state->completed[i].store(false, std::memory_order_relaxed);
   }
   state->remaining.store(n, std::memory_order_relaxed);
   state->failed.store(false, std::memory_order_relaxed);
   state->done = false;
   state->error = nullptr;
-  state->run = graph.runs_++;
+  state->run.store(graph.runs_++, std::memory_order_release);
 
   for (std::size_t i = 0; i < n; ++i) {
     if (degrees[i] == 0) schedule(state, i);
@@ -156,19 +187,24 @@ void Executor::execute(const std::shared_ptr<detail::RunState>& state, std::size
     finish(state, task, true);  // skipped: an earlier task of this run failed
     return;
   }
-  TaskEvent event{TaskEvent::Kind::kStart, graph.name(task), task, graph.arena(task), state->run,
+  TaskEvent event{TaskEvent::Kind::kStart, graph.name(task), task, graph.arena(task), state->run.load(),
                   std::chrono::steady_clock::now(), false};
   for (const auto& observer : observers_) observer->on_task_start(event);
 
-  TaskContext ctx(state, task, state->run, graph.name(task));
+  TaskContext ctx(state, task, state->run.load(), graph.name(task));
   try {
     graph.invoke(task, ctx);
   } catch (...) {
+    // A deferred task that throws ends now; its Completion, if it still fires, is ignored.
     state->record_error(std::current_exception());
     finish(state, task, true);
     return;
   }
-  if (!ctx.deferred()) finish(state, task, false);
+  if (ctx.deferred()) {
+    release_hold(state, task, false);
+  } else {
+    finish(state, task, false);
+  }
 }
 
 void Executor::finish(const std::shared_ptr<detail::RunState>& state, std::size_t task,
@@ -176,7 +212,7 @@ void Executor::finish(const std::shared_ptr<detail::RunState>& state, std::size_
   if (task >= state->finished.size() || state->finished[task].exchange(true)) return;
   const Graph& graph = *state->graph;
   if (!observers_.empty()) {
-    TaskEvent event{TaskEvent::Kind::kEnd, graph.name(task), task, graph.arena(task), state->run,
+    TaskEvent event{TaskEvent::Kind::kEnd, graph.name(task), task, graph.arena(task), state->run.load(),
                     std::chrono::steady_clock::now(), failed};
     for (const auto& observer : observers_) observer->on_task_end(event);
   }

@@ -61,6 +61,10 @@ class Executor {
   /// Marks `task` of the current run finished (used by Completion).
   void finish(const std::shared_ptr<detail::RunState>& state, std::size_t task, bool failed);
 
+  struct Job;
+  /// Runs a queued job on the arena thread that picked it up (internal).
+  static void run_job(Job* job);
+
  private:
   void schedule(const std::shared_ptr<detail::RunState>& state, std::size_t task);
   void execute(const std::shared_ptr<detail::RunState>& state, std::size_t task);

@@ -25,8 +25,10 @@ struct RunState;
 }
 
 /// Finishes a deferred task (see TaskContext::defer). Copyable handle; exactly one of complete()
-/// or fail() takes effect, later calls are ignored. Thread safety: may be called from any thread,
-/// including the network event loop (it only schedules the task's successors, never runs them).
+/// or fail() takes effect, later calls (and calls for a run that has ended) are ignored. The task
+/// ends when both its function has returned and its Completion has been completed, whichever comes
+/// last, so a run never ends while a task body still runs. Thread safety: may be called from any
+/// thread, including the network event loop (it only schedules the task's successors).
 class Completion {
  public:
   Completion() = default;
@@ -39,10 +41,11 @@ class Completion {
 
  private:
   friend class TaskContext;
-  Completion(std::shared_ptr<detail::RunState> state, std::size_t task) noexcept
-      : state_(std::move(state)), task_(task) {}
+  Completion(std::shared_ptr<detail::RunState> state, std::size_t task, std::uint64_t run) noexcept
+      : state_(std::move(state)), task_(task), run_(run) {}
   std::shared_ptr<detail::RunState> state_;
   std::size_t task_ = 0;
+  std::uint64_t run_ = 0;
 };
 
 /// What a task sees while it runs. Valid only during the task's function call.

@@ -74,6 +74,7 @@ class Transport::Impl final : public detail::ConnectionListener {
   void start();
   void enqueue_from_caller(std::size_t to_rank, std::unique_ptr<OutgoingFrame> frame);
   void shutdown(double timeout_s) noexcept;
+  void stop_and_join() noexcept;
   void check_rank(std::size_t to_rank) const;
 
   TransportOptions options_;
@@ -135,7 +136,6 @@ class Transport::Impl final : public detail::ConnectionListener {
   HelloFields our_hello() const;
 
   // ---- caller side ----
-  void stop_and_join() noexcept;
   [[nodiscard]] std::size_t count_connected_locked() const noexcept;
   [[nodiscard]] std::size_t count_done_locked() const noexcept;
 
@@ -884,6 +884,8 @@ void Transport::send_raw_for_testing(std::size_t to_rank, std::span<const std::b
 }
 
 void Transport::shutdown(double timeout_s) noexcept { impl_->shutdown(timeout_s); }
+
+void Transport::close() noexcept { impl_->stop_and_join(); }
 
 Counters Transport::counters() const { return impl_->counters_.snapshot(); }
 

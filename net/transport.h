@@ -68,6 +68,11 @@ class Transport final {
   /// Idempotent; never throws.
   void shutdown(double timeout_s = 10.0) noexcept;
 
+  /// Abrupt close: stops the loop thread and closes every socket without Goodbye (peers see this
+  /// node fail), so no handler runs after it returns; later send() calls throw gradmesh::Error.
+  /// Idempotent; never throws. Use it on an error path, before destroying what handlers use.
+  void close() noexcept;
+
   /// Snapshot of the byte and frame counters. Thread safe.
   [[nodiscard]] Counters counters() const;
 

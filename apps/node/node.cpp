@@ -139,15 +139,16 @@ int train(const NodeOptions& options) {
       sync::SyncContext{model, executor, transport.get(), rank, nodes, batch,
                         sgd_options(config), sync_options(config)});
   // On every exit path, before the stage is destroyed: stop the transport's loop thread (no more
-  // handler calls into the stage), then let queued network jobs (which refer to it) drain.
+  // handler calls into the stage; later sends throw instead of touching freed memory), then let
+  // queued network jobs (which refer to the stage and the transport) drain.
   struct Quiesce {
-    std::unique_ptr<net::Transport>& transport;
+    net::Transport* transport;
     engine::Executor& executor;
     ~Quiesce() {
-      transport.reset();
+      if (transport != nullptr) transport->close();
       executor.wait_idle();
     }
-  } quiesce{transport, executor};
+  } quiesce{transport.get(), executor};
   Trainer trainer(model, data.train, executor, *stage,
                   TrainerOptions{rank, nodes, batch, config.job.seed});
 
