@@ -1,5 +1,7 @@
 #include "sync/none_stage.h"
 
+#include "sync/layer_plan.h"
+
 namespace gradmesh::sync {
 
 NoneStage::NoneStage(SyncContext context)
@@ -23,14 +25,7 @@ void NoneStage::build(engine::Graph& graph, const IterationTasks& tasks) {
 std::vector<LayerPlan> NoneStage::plan() const {
   std::vector<LayerPlan> rows;
   for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
-    auto& layer = ctx_.model.layer(l);
-    LayerPlan row;
-    row.layer = l;
-    row.name = std::string(layer.kind()) + std::to_string(l);
-    row.shape = std::to_string(layer.output_size()) + "x" + std::to_string(layer.input_size());
-    row.parameters = layer.parameter_count();
-    row.scheme = row.parameters == 0 ? "-" : "local";
-    rows.push_back(std::move(row));
+    rows.push_back(describe_layer(ctx_.model, l, "local"));
   }
   return rows;
 }

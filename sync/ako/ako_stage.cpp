@@ -1,5 +1,7 @@
 #include "sync/ako/ako_stage.h"
 
+#include "sync/layer_plan.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,7 +9,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "net/frame.h"
 #include "net/transport.h"
 #include "sync/stages.h"
 
@@ -474,19 +475,10 @@ std::map<std::string, double> AkoStage::summary() const {
 std::vector<LayerPlan> AkoStage::plan() const {
   std::size_t p = std::max<std::size_t>(1, ctx_.nodes - 1);  // auto, before agreement: a guess
   if (auto q = partitions()) p = *q;
-  const net::Message probe{static_cast<std::uint8_t>(Stage::kAkoPartition),
-                           static_cast<std::uint16_t>(MessageKind::kAkoPartition), 1, 1,
-                           net::Payload{}};
-  const double overhead = static_cast<double>(net::encode_data(probe)->wire_bytes());
+  const double overhead = frame_overhead_bytes(Stage::kAkoPartition, MessageKind::kAkoPartition);
   std::vector<LayerPlan> rows;
   for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
-    auto& layer = ctx_.model.layer(l);
-    LayerPlan row;
-    row.layer = l;
-    row.name = std::string(layer.kind()) + std::to_string(l);
-    row.shape = std::to_string(layer.output_size()) + "x" + std::to_string(layer.input_size());
-    row.parameters = layer.parameter_count();
-    row.scheme = row.parameters == 0 ? "-" : "ako";
+    LayerPlan row = describe_layer(ctx_.model, l, "ako");
     // Sec. 3.2: per gradient (one round), one partition of m / p floats in one frame to each of
     // the n - 1 peers; this layer's share of those bytes (frame headers shared pro rata).
     const double share = static_cast<double>(row.parameters) / static_cast<double>(floats_);

@@ -5,8 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "net/frame.h"
 #include "net/transport.h"
+#include "sync/layer_plan.h"
 #include "sync/stages.h"
 
 namespace gradmesh::sync {
@@ -55,12 +55,6 @@ std::size_t chunk_floats_for(const SyncContext& ctx, const std::vector<topo::Par
 
 net::Payload float_view(std::span<const float> values) {
   return net::Payload::view(std::as_bytes(values));
-}
-
-/// Prefix + header bytes of one data frame (the payload comes on top).
-double frame_overhead_bytes() {
-  net::Message probe{1, 1, 1, 1, net::Payload{}};
-  return static_cast<double>(net::encode_data(probe)->wire_bytes());
 }
 
 }  // namespace
@@ -272,25 +266,20 @@ void PoseidonStage::reject(std::size_t from, const std::string& why) {
 // ---- plan ----
 
 std::vector<LayerPlan> PoseidonStage::plan() const {
-  const double overhead = frame_overhead_bytes();
+  // Every PS and SFB frame carries the same header fields, so one figure serves both.
+  const double overhead = frame_overhead_bytes(Stage::kKvPush, MessageKind::kGradientChunk);
   const double peers = static_cast<double>(ctx_.nodes - 1);
   std::vector<LayerPlan> rows;
   for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
     auto& layer = ctx_.model.layer(l);
-    LayerPlan row;
-    row.layer = l;
-    row.name = std::string(layer.kind()) + std::to_string(l);
-    row.shape = std::to_string(layer.output_size()) + "x" + std::to_string(layer.input_size());
-    row.parameters = layer.parameter_count();
+    LayerPlan row = describe_layer(ctx_.model, l, topo::to_string(schemes_[l]));
     if (row.parameters == 0) {
-      row.scheme = "-";
       rows.push_back(std::move(row));
       continue;
     }
     const std::size_t m = layer.output_size(), n = layer.input_size();
     row.ps_floats = topo::ps_floats(m, n, ctx_.nodes, ctx_.nodes);
     row.sfb_floats = is_dense(layer) ? topo::sfb_floats(ctx_.batch_size, m, n, ctx_.nodes) : 0.0;
-    row.scheme = std::string(topo::to_string(schemes_[l]));
     double bytes = 0;
     if (sfb_[l]) {
       bytes = peers * (static_cast<double>(sfb_[l]->factor_bytes()) + overhead);
