@@ -1,7 +1,5 @@
 #include "sync/ako/ako_stage.h"
 
-#include "sync/layer_plan.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "net/transport.h"
+#include "sync/layer_plan.h"
 #include "sync/stages.h"
 
 namespace gradmesh::sync {
