@@ -268,7 +268,9 @@ void Connection::on_write(uv_write_t* request, int status) noexcept {
   --self->requests_in_flight_;
   --frame->writes_in_flight;
   self->free_requests_.emplace_back(req);
-  if (status == 0 && !self->closing_) self->listener_.on_written(*self, *frame, bytes, done);
+  // Bytes that reached the socket count even when the connection is closing meanwhile (the peer's
+  // EOF can be read before this callback runs); the listener skips state changes then.
+  if (status == 0) self->listener_.on_written(*self, *frame, bytes, done);
   if ((done || frame->detached) && frame->writes_in_flight == 0) delete frame;
   if (status != 0 && status != UV_ECANCELED && !self->closing_)
     self->broken(status, std::string(uv_err_name(status)) + ": " + uv_strerror(status));

@@ -113,6 +113,13 @@ std::unique_ptr<OutgoingFrame> encode_goodbye(std::size_t control_stage) {
                                          Payload(), control_stage, FrameRole::kGoodbye);
 }
 
+std::unique_ptr<OutgoingFrame> encode_abort(const std::string& reason, std::size_t control_stage) {
+  auto& builder = thread_builder();
+  const auto abort = schema::CreateAbortDirect(builder, reason.c_str());
+  return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Abort, abort.Union()),
+                                         Payload(), control_stage, FrameRole::kAbort);
+}
+
 HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_stage_count) noexcept {
   HeaderCheck check;
   try {
@@ -129,6 +136,7 @@ HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_sta
       case schema::Body::HelloAck:
       case schema::Body::Refuse:
       case schema::Body::Goodbye:
+      case schema::Body::Abort:
         break;
       case schema::Body::Data:
         if (header->body_as_Data()->stage() >= data_stage_count) {

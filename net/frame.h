@@ -24,7 +24,7 @@
 namespace gradmesh::net {
 
 /// Version of this wire protocol; a Hello with another version is refused.
-inline constexpr std::uint32_t kProtocolVersion = 1;
+inline constexpr std::uint32_t kProtocolVersion = 2;
 /// Bytes of the frame prefix (u32 header_bytes, u32 payload_bytes).
 inline constexpr std::size_t kPrefixBytes = 8;
 
@@ -50,6 +50,7 @@ enum class FrameRole : std::uint8_t {
   kControl,  ///< Hello, HelloAck, raw test bytes
   kGoodbye,  ///< the last frame of a clean shutdown
   kRefuse,   ///< handshake refusal: close the connection after it
+  kAbort,    ///< this node stops on an error: the reason, sent before an abrupt close
 };
 
 /// One frame queued for a socket: prefix + header bytes (owned, usually inline) and the payload
@@ -119,6 +120,8 @@ struct HelloFields {
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_refuse(const std::string& reason,
                                                            std::size_t control_stage);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_goodbye(std::size_t control_stage);
+[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_abort(const std::string& reason,
+                                                          std::size_t control_stage);
 
 /// The result of verify_header(): `header` on success, else `error` says what is wrong.
 struct HeaderCheck {

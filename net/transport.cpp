@@ -75,6 +75,7 @@ class Transport::Impl final : public detail::ConnectionListener {
   void enqueue_from_caller(std::size_t to_rank, std::unique_ptr<OutgoingFrame> frame);
   void shutdown(double timeout_s) noexcept;
   void stop_and_join() noexcept;
+  void abort(const std::string& reason) noexcept;
   void check_rank(std::size_t to_rank) const;
 
   TransportOptions options_;
@@ -166,6 +167,7 @@ class Transport::Impl final : public detail::ConnectionListener {
   bool shutdown_requested_ = false;
   bool stop_requested_ = false;
   bool closed_ = false;          // thread joined, loop closed
+  std::size_t aborts_pending_ = 0;  // Abort frames queued by abort() and not yet written
   std::exception_ptr start_error_;
 };
 
@@ -633,6 +635,12 @@ void Transport::Impl::on_frame(Connection& connection, const schema::Header& hea
       connection.goodbye_received = true;
       maybe_finish_peer(connection);
       return;
+    case schema::Body::Abort: {
+      counters_.add_received(rank, control_stage_, wire_bytes, 1);
+      const flatbuffers::String* reason = header.body_as_Abort()->reason();
+      fail_peer(rank, "aborted the job: " + (reason != nullptr ? reason->str() : std::string("?")));
+      return;
+    }
     default:
       on_malformed(connection,
                    std::string("unexpected ") + body_name(header.body_type()) +
@@ -697,6 +705,15 @@ void Transport::Impl::on_written(Connection& connection, const OutgoingFrame& fr
                                  std::size_t bytes, bool frame_done) noexcept {
   counters_.add_sent(connection.peer_rank(), frame.stage(), bytes, frame_done ? 1 : 0);
   if (!frame_done) return;
+  if (frame.role() == FrameRole::kAbort) {
+    {
+      const std::lock_guard lock(mutex_);
+      if (aborts_pending_ > 0) --aborts_pending_;
+    }
+    changed_.notify_all();
+    return;
+  }
+  if (connection.closing()) return;  // counted above; no state change on a closing connection
   if (frame.role() == FrameRole::kGoodbye) {
     connection.goodbye_sent = true;
     maybe_finish_peer(connection);
@@ -886,6 +903,29 @@ void Transport::send_raw_for_testing(std::size_t to_rank, std::span<const std::b
 void Transport::shutdown(double timeout_s) noexcept { impl_->shutdown(timeout_s); }
 
 void Transport::close() noexcept { impl_->stop_and_join(); }
+
+void Transport::abort(const std::string& reason) noexcept { impl_->abort(reason); }
+
+void Transport::Impl::abort(const std::string& reason) noexcept {
+  {
+    std::unique_lock lock(mutex_);
+    if (!closed_ && loop_initialised_ && started_ && loop_accepts_ && !stop_requested_) {
+      sends_allowed_ = false;
+      for (std::size_t r = 0; r < peers_.size(); ++r) {
+        if (r == options_.rank || peers_[r].failure || peers_[r].done) continue;
+        try {
+          incoming_.emplace_back(r, encode_abort(reason, control_stage_));
+          ++aborts_pending_;
+        } catch (...) {
+          // Out of memory: that peer learns of the failure from the closed connection.
+        }
+      }
+      uv_async_send(&async_);
+      changed_.wait_for(lock, std::chrono::seconds(1), [&] { return aborts_pending_ == 0; });
+    }
+  }
+  stop_and_join();
+}
 
 Counters Transport::counters() const { return impl_->counters_.snapshot(); }
 

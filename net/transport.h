@@ -73,6 +73,12 @@ class Transport final {
   /// Idempotent; never throws. Use it on an error path, before destroying what handlers use.
   void close() noexcept;
 
+  /// Abrupt close on an error, telling the peers why first: queues an Abort frame carrying `reason`
+  /// to every live peer, waits (at most 1 s) for them to be written, then close(). A peer that
+  /// receives it reports this node as failed with "aborted the job: <reason>", so the root cause
+  /// (say, the peer that died first) is named everywhere. Idempotent; never throws.
+  void abort(const std::string& reason) noexcept;
+
   /// Snapshot of the byte and frame counters. Thread safe.
   [[nodiscard]] Counters counters() const;
 

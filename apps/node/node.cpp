@@ -173,32 +173,38 @@ int train(const NodeOptions& options) {
   const auto start = Clock::now();
   std::uint64_t done = 0;
   double train_seconds = 0;  // iterations only: samples/s never counts evaluation
-  for (std::size_t epoch = 0; done < limit; ++epoch) {
-    double loss_sum = 0;
-    std::uint64_t in_epoch = 0;
-    const auto epoch_start = Clock::now();
-    for (; in_epoch < per_epoch && done < limit; ++in_epoch, ++done) {
-      loss_sum += trainer.step();
+  try {
+    for (std::size_t epoch = 0; done < limit; ++epoch) {
+      double loss_sum = 0;
+      std::uint64_t in_epoch = 0;
+      const auto epoch_start = Clock::now();
+      for (; in_epoch < per_epoch && done < limit; ++in_epoch, ++done) {
+        loss_sum += trainer.step();
+      }
+      train_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
+      const auto evaluation = model.evaluate(data.test);
+      const double seconds = train_seconds;
+      const double sent = transport ? static_cast<double>(transport->counters().bytes_sent) : 0.0;
+      metrics.epochs = epoch + 1;
+      metrics.train_loss = loss_sum / static_cast<double>(std::max<std::uint64_t>(1, in_epoch));
+      metrics.test_accuracy = evaluation.accuracy;
+      metrics.test_loss = evaluation.loss;
+      metrics.epoch_train_loss.push_back(metrics.train_loss);
+      metrics.epoch_test_accuracy.push_back(evaluation.accuracy);
+      std::printf("[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f  test accuracy %.2f%%  %.0f samples/s  %.1f MB sent\n",
+                  rank, epoch + 1, config.job.epochs, static_cast<unsigned long long>(done),
+                  metrics.train_loss, 100.0 * evaluation.accuracy,
+                  static_cast<double>(done * batch) / std::max(seconds, 1e-9), sent / 1e6);
+      std::fflush(stdout);
     }
-    train_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
-    const auto evaluation = model.evaluate(data.test);
-    const double seconds = train_seconds;
-    const double sent = transport ? static_cast<double>(transport->counters().bytes_sent) : 0.0;
-    metrics.epochs = epoch + 1;
-    metrics.train_loss = loss_sum / static_cast<double>(std::max<std::uint64_t>(1, in_epoch));
-    metrics.test_accuracy = evaluation.accuracy;
-    metrics.test_loss = evaluation.loss;
-    metrics.epoch_train_loss.push_back(metrics.train_loss);
-    metrics.epoch_test_accuracy.push_back(evaluation.accuracy);
-    std::printf("[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f  test accuracy %.2f%%  %.0f samples/s  %.1f MB sent\n",
-                rank, epoch + 1, config.job.epochs, static_cast<unsigned long long>(done),
-                metrics.train_loss, 100.0 * evaluation.accuracy,
-                static_cast<double>(done * batch) / std::max(seconds, 1e-9), sent / 1e6);
-    std::fflush(stdout);
+    stage->finish();
+  } catch (const std::exception& e) {
+    // Tell the peers why this node stops, so each names the root cause, not this node's hang-up.
+    if (transport) transport->abort(e.what());
+    throw;
   }
   metrics.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   metrics.train_seconds = train_seconds;
-  stage->finish();
 
   if (transport) {
     transport->shutdown(10.0);

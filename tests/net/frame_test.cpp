@@ -129,7 +129,7 @@ TEST_CASE("check_hello names what differs with both values", "[net][handshake]")
   CHECK(differ([](HelloFields& t) { t.job_name = "b"; }) ==
         "job name differs: ours \"a\", theirs \"b\"");
   CHECK(differ([](HelloFields& t) { t.protocol_version = 99; }) ==
-        "protocol version differs: ours 1, theirs 99");
+        "protocol version differs: ours " + std::to_string(kProtocolVersion) + ", theirs 99");
   CHECK(differ([](HelloFields& t) { t.peers[1] = "h:9"; }) ==
         "peer list differs at rank 1: ours h:2, theirs h:9");
   CHECK(differ([](HelloFields& t) { t.peers.pop_back(); }) ==

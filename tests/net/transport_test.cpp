@@ -462,6 +462,29 @@ TEST_CASE("a peer that disappears is reported within 2 s and send() to it throws
   CHECK(node.failures.size() == 1);
 }
 
+TEST_CASE("a node that aborts tells its peers why, and they report it as that peer's failure",
+          "[net][transport]") {
+  std::vector<std::uint16_t> ports;
+  auto nodes = make_nodes(3, {}, &ports);
+  start_all_ok(nodes);
+  nodes[2]->transport.abort("peer rank 7 (10.0.0.7:7000): connection reset by peer");
+  for (std::size_t r = 0; r < 2; ++r) {
+    Node& node = *nodes[r];
+    REQUIRE(node.wait([](Node& n) { return !n.failures.empty(); }, 2s));
+    const std::lock_guard lock(node.mutex);
+    CHECK(node.failures[0].rank() == 2);
+    CHECK(node.failures[0].address() == "127.0.0.1:" + std::to_string(ports[2]));
+    CHECK_THAT(node.failures[0].what(),
+               Catch::Contains("aborted the job: peer rank 7 (10.0.0.7:7000)"));
+  }
+  // The two others still talk to each other.
+  nodes[0]->transport.send(1, Message{0, 1, 2, 3, Payload{}});
+  REQUIRE(nodes[1]->wait([](Node& n) { return n.received.size() == 1; }));
+  nodes[2]->transport.abort("twice");  // idempotent
+  for (std::size_t r = 0; r < 2; ++r) nodes[r]->transport.shutdown(2.0);
+  CHECK(nodes[0]->failures.size() == 1);
+}
+
 TEST_CASE("send-rate cap holds within 5% over a 2 s loopback transfer", "[net][transport][rate]") {
   constexpr double kRate = 20.0e6;  // bytes/s
   auto nodes = make_nodes(2, [&](TransportOptions& o) { o.max_send_rate = kRate; });
