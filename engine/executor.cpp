@@ -14,6 +14,7 @@ struct RunState {
   Executor* executor = nullptr;
   const Graph* graph = nullptr;
   std::atomic<std::uint64_t> run{0};
+  std::vector<std::size_t> degrees;               // predecessors per task (the graph's in-degrees)
   std::vector<std::atomic<std::size_t>> pending;  // unfinished predecessors per task
   std::vector<std::atomic<bool>> finished;        // per task: finish() took effect
   // Per deferred task: what must still happen before it ends — its function returning and its
@@ -134,25 +135,27 @@ void Executor::run(Graph& graph) {
   }
   const std::size_t n = graph.size();
   if (n == 0) return;
-  if (checked_graph_ != &graph || checked_size_ != n) {
+  const bool changed = checked_graph_ != &graph || checked_version_ != graph.version();
+  if (changed) {
     graph.check_acyclic();
     checked_graph_ = &graph;
-    checked_size_ = n;
+    checked_version_ = graph.version();
   }
 
   std::shared_ptr<detail::RunState> state = cached_state_;
   // A Completion of an earlier run may still hold the state: then it cannot be reused.
-  if (!state || state.use_count() > 2 || state->graph != &graph || state->pending.size() != n) {
+  if (changed || !state || state.use_count() > 2 || state->graph != &graph) {
     state = std::make_shared<detail::RunState>();
     state->executor = this;
     state->graph = &graph;
+    state->degrees = graph.in_degrees();
     state->pending = std::vector<std::atomic<std::size_t>>(n);
     state->finished = std::vector<std::atomic<bool>>(n);
     state->holds = std::vector<std::atomic<int>>(n);
     state->completed = std::vector<std::atomic<bool>>(n);
     cached_state_ = state;
   }
-  const std::vector<std::size_t> degrees = graph.in_degrees();
+  const std::vector<std::size_t>& degrees = state->degrees;
   for (std::size_t i = 0; i < n; ++i) {
     state->pending[i].store(degrees[i], std::memory_order_relaxed);
     state->finished[i].store(false, std::memory_order_relaxed);

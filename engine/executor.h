@@ -81,7 +81,7 @@ class Executor {
 
   std::shared_ptr<detail::RunState> cached_state_;  // reused run to run: no allocation per run
   const Graph* checked_graph_ = nullptr;            // the graph last checked for cycles
-  std::size_t checked_size_ = 0;
+  std::uint64_t checked_version_ = 0;               // ... at this Graph::version()
 
   std::mutex mutex_;                  // guards outstanding_ waits and background_error_
   std::condition_variable idle_;

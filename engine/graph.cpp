@@ -24,6 +24,7 @@ std::string_view TaskHandle::name() const {
 TaskHandle Graph::emplace(std::string name, Arena arena, TaskFunction fn) {
   GRADMESH_CHECK(static_cast<bool>(fn), "task '" + name + "' has no function");
   nodes_.push_back(Node{std::move(name), arena, std::move(fn), nullptr, {}});
+  ++version_;
   return TaskHandle(this, nodes_.size() - 1);
 }
 
@@ -40,6 +41,7 @@ void Graph::precede(TaskHandle before, TaskHandle after) {
   auto& succ = nodes_[before.index()].successors;
   if (std::find(succ.begin(), succ.end(), after.index()) == succ.end()) {
     succ.push_back(after.index());
+    ++version_;
   }
 }
 

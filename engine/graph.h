@@ -95,6 +95,8 @@ class Graph {
   void invoke(std::size_t task, TaskContext& ctx) const { nodes_[task].fn(ctx); }
   /// How many runs of this graph have started (TaskContext::run() of the next run).
   [[nodiscard]] std::uint64_t runs() const noexcept { return runs_; }
+  /// Changes whenever a task or an edge is added (the Executor re-checks the graph then).
+  [[nodiscard]] std::uint64_t version() const noexcept { return version_; }
 
  private:
   struct StateBase {
@@ -117,6 +119,7 @@ class Graph {
   friend class Executor;
   std::vector<Node> nodes_;
   std::uint64_t runs_ = 0;
+  std::uint64_t version_ = 0;
 };
 
 }  // namespace gradmesh::engine

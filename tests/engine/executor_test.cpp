@@ -149,3 +149,22 @@ TEST_CASE("posted jobs run on their arena and their errors reach the next run",
   CHECK_THROWS_WITH(ex.run(g), "shard failed");
   CHECK_NOTHROW(ex.run(g));
 }
+
+TEST_CASE("edges added between runs take effect, cycles included", "[engine][executor]") {
+  Executor ex({2, 1});
+  Graph g;
+  std::atomic<bool> a_done{false};
+  bool b_saw_a = false;
+  auto a = g.emplace("a", Arena::kCompute, [&](TaskContext&) {
+    std::this_thread::sleep_for(5ms);
+    a_done = true;
+  });
+  auto b = g.emplace("b", Arena::kNetwork, [&](TaskContext&) { b_saw_a = a_done.load(); });
+  ex.run(g);  // no edge yet
+  a_done = false;
+  a.precede(b);  // same number of tasks, one more edge
+  ex.run(g);
+  CHECK(b_saw_a);
+  b.precede(a);
+  CHECK_THROWS_WITH(ex.run(g), Catch::Contains("cycle"));
+}
