@@ -29,6 +29,7 @@ enum class MessageKind : std::uint16_t {
   kSufficientFactors = 3,  ///< key = layer, round = iteration, payload = U (K x M) then V (K x N)
   kAkoPartition = 4,       ///< key = partition index k, round = sender's round t, payload = range k of g*_t
   kAkoProfile = 5,         ///< key = 0, round = 0, payload = the sender's eq. 3 inputs (doubles)
+  kAkoDone = 6,            ///< no payload: the sender has sent its last Ako round
 };
 
 }  // namespace gradmesh::sync

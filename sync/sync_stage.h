@@ -102,7 +102,9 @@ class SyncStage {
   virtual void build(engine::Graph& graph, const IterationTasks& tasks) = 0;
   /// The per-layer plan (schemes, chunks, predicted traffic).
   [[nodiscard]] virtual std::vector<LayerPlan> plan() const = 0;
-  /// Called once after the last iteration, before the transport shuts down.
+  /// Called once after the last iteration, before the final evaluation and before the transport
+  /// shuts down: an asynchronous strategy completes its exchange here, so the replica evaluated
+  /// and saved is the final one. May block (bounded).
   virtual void finish() {}
   /// Strategy-level figures for the start-up log and the metrics file ("sync": {...}), e.g. Ako's
   /// partition count and the inputs of its eq. 3. Default: none.

@@ -182,6 +182,9 @@ int train(const NodeOptions& options) {
         loss_sum += trainer.step();
       }
       train_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
+      // Before the last evaluation the stage completes its exchange (Ako sends its last rounds and
+      // folds in every peer's), so the reported accuracy is the final replica's.
+      if (done == limit) stage->finish();
       const auto evaluation = model.evaluate(data.test);
       const double seconds = train_seconds;
       const double sent = transport ? static_cast<double>(transport->counters().bytes_sent) : 0.0;
@@ -197,7 +200,6 @@ int train(const NodeOptions& options) {
                   static_cast<double>(done * batch) / std::max(seconds, 1e-9), sent / 1e6);
       std::fflush(stdout);
     }
-    stage->finish();
   } catch (const std::exception& e) {
     // Tell the peers why this node stops, so each names the root cause, not this node's hang-up.
     if (transport) transport->abort(e.what());

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -229,7 +230,9 @@ void AkoStage::pump() {
     if (queue_->pending() > 0) {
       if (pool_->available() >= ctx_.nodes - 1) {
         waiting_for_buffers_.store(false, std::memory_order_release);
-        send_round();
+        // c_j of this round: one more than the last, with no backlog
+        send_round(folded_);
+        sent_clock_.store(folded_, std::memory_order_release);
       } else {
         // Sec. 4.2: the network is behind; keep accumulating into the open round. A returning
         // buffer posts the pump again.
@@ -242,8 +245,7 @@ void AkoStage::pump() {
   flushed_.notify_all();
 }
 
-void AkoStage::send_round() {
-  const std::uint64_t t = folded_;  // c_j of this round: one more than the last, with no backlog
+void AkoStage::send_round(std::uint64_t t) {
   const std::uint64_t rotation = rounds_sent_.load(std::memory_order_relaxed) + 1;
   const std::span<const float> accumulated = queue_->accumulated();
   for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
@@ -262,7 +264,6 @@ void AkoStage::send_round() {
   }
   queue_->advance();
   rounds_sent_.fetch_add(1, std::memory_order_relaxed);
-  sent_clock_.store(t, std::memory_order_release);
 }
 
 void AkoStage::broadcast_profile(double gamma) {
@@ -295,6 +296,15 @@ void AkoStage::on_message(std::size_t from, net::Message&& message) {
       }
       record_profile(from, message.payload.as<double>());
       return;
+    case MessageKind::kAkoDone: {
+      // Sent after a peer's last round (per-connection order: all its partitions came first).
+      {
+        const std::lock_guard lock(flush_mutex_);
+        ++peers_done_;
+      }
+      flushed_.notify_all();
+      return;
+    }
     case MessageKind::kAkoPartition: {
       const std::lock_guard lock(receive_mutex_);
       if (!agreed_.load(std::memory_order_acquire)) {
@@ -406,6 +416,10 @@ void AkoStage::record_local_gamma(double gamma) {
 void AkoStage::on_failure(const PeerError& error) {
   stopped_.store(true, std::memory_order_release);
   clocks_.fail_all(std::make_exception_ptr(error));
+  {
+    const std::lock_guard lock(flush_mutex_);  // wakes finish() if it waits on the peers
+  }
+  flushed_.notify_all();
 }
 
 void AkoStage::reject(std::size_t from, const std::string& why) {
@@ -445,9 +459,57 @@ void AkoStage::finish() {
     spdlog::warn("ako: {} of {} gradients were not sent before the end of the job",
                  produced - sent_clock_.load(), produced);
   }
+  if (flushed) drain(deadline);
   stopped_.store(true, std::memory_order_release);
-  const std::lock_guard lock(pump_mutex_);
-  if (pool_) pool_->set_on_release({});
+  {
+    const std::lock_guard lock(pump_mutex_);
+    if (pool_) pool_->set_on_release({});
+  }
+  // Every peer's partitions have been staged (or a peer failed, or the deadline passed): fold
+  // them in, so the final replica holds every node's gradients (all replicas then agree up to
+  // float rounding: plain SGD sums the same updates in another order).
+  apply_staging();
+}
+
+void AkoStage::drain(Clock::time_point deadline) {
+  // A gradient's ranges reach every peer over p consecutive rounds (sec. 3.1): after the last
+  // gradient, p - 1 more rounds without a new one (g* += 0 - g_(t-p)) complete its delivery.
+  // Their round ids continue past c_j, so peers accept them as newer.
+  if (agreed_.load(std::memory_order_acquire) && queue_) {
+    const std::size_t p = partition_->partitions();
+    std::unique_lock pump(pump_mutex_);
+    std::fill(drained_.begin(), drained_.end(), 0.0f);
+    for (std::size_t k = 1; k < p && Clock::now() < deadline; ++k) {
+      while (pool_->available() < ctx_.nodes - 1 && Clock::now() < deadline &&
+             !stopped_.load(std::memory_order_acquire)) {
+        pump.unlock();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a write completes
+        pump.lock();
+      }
+      if (pool_->available() < ctx_.nodes - 1) break;
+      queue_->add(drained_);
+      send_round(folded_ + k);
+    }
+  }
+  // Tell every peer this node has sent all it will, then wait (bounded) for theirs.
+  for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
+    if (peer == ctx_.rank) continue;
+    try {
+      ctx_.transport->send(peer, net::Message{static_cast<std::uint8_t>(Stage::kAkoControl),
+                                              static_cast<std::uint16_t>(MessageKind::kAkoDone),
+                                              0, 0, net::Payload{}});
+    } catch (const PeerError& e) {
+      on_failure(e);
+    }
+  }
+  std::unique_lock lock(flush_mutex_);
+  const bool all = flushed_.wait_until(lock, deadline, [&] {
+    return peers_done_ == ctx_.nodes - 1 || stopped_.load(std::memory_order_acquire);
+  });
+  if (!all) {
+    spdlog::warn("ako: {} of {} peers did not finish sending before the deadline",
+                 ctx_.nodes - 1 - peers_done_, ctx_.nodes - 1);
+  }
 }
 
 std::map<std::string, double> AkoStage::summary() const {

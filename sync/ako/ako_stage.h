@@ -113,7 +113,8 @@ class AkoStage final : public SyncStage {
   // network side
   void post_pump();
   void pump();
-  void send_round();
+  void send_round(std::uint64_t round);
+  void drain(Clock::time_point deadline);
   void broadcast_profile(double gamma);
 
   // loop thread (and the network side for this node's own profile)
@@ -183,6 +184,7 @@ class AkoStage final : public SyncStage {
   ako::PartitionChoice choice_;
 
   std::atomic<std::uint64_t> received_{0};
+  std::size_t peers_done_ = 0;  // peers whose kAkoDone arrived; guarded by flush_mutex_
   std::atomic<std::uint64_t> rejected_{0};
 };
 
