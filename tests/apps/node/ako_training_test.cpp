@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/apps/node/cluster.h"
+#include "tests/apps/node/peer_failure.h"
 
 using gradmesh::testing::Cluster;
 
@@ -137,21 +138,5 @@ TEST_CASE("p = auto without a bandwidth is a config error naming the keys", "[e2
 TEST_CASE("ako: a peer that disappears mid-job makes the others exit non-zero naming it",
           "[e2e][ako][failure]") {
   Cluster cluster("ako-peer-failure", 3, short_config("2", 1'000'000));
-  cluster.start({"--set", "job.epochs=100"});  // far longer than the test
-  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(2), "connected to every peer",
-                                           std::chrono::seconds(60)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  cluster.process(2).kill_now();
-  // Each survivor fails with the first PeerError it sees. It may see the other survivor stop
-  // before its own connection to rank 2 reports the kill, but a stopping node sends its reason
-  // (an Abort frame), so every survivor's last error still names rank 2 and its address.
-  for (std::size_t r = 0; r < 2; ++r) {
-    const auto code = cluster.process(r).wait_for(std::chrono::seconds(10));
-    INFO(cluster.all_logs());
-    REQUIRE(code.has_value());
-    CHECK(*code != 0);
-    const std::string log = cluster.log_text(r);
-    const std::string last_error = log.substr(log.rfind("[error]"));
-    CHECK_THAT(last_error, Catch::Contains("peer rank 2 (" + cluster.address(2) + ")"));
-  }
+  gradmesh::testing::check_a_killed_peer_is_named(cluster, 3, {"--set", "job.epochs=100"});
 }

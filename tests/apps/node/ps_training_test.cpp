@@ -15,6 +15,7 @@
 #include "tasks/model.h"
 #include "tasks/optim/sgd.h"
 #include "tests/apps/node/cluster.h"
+#include "tests/apps/node/peer_failure.h"
 
 using gradmesh::testing::Cluster;
 using gradmesh::testing::kDemoLayers;
@@ -205,21 +206,7 @@ TEST_CASE("a peer that disappears mid-job makes the others exit non-zero within 
   Job job;
   job.iterations = 1'000'000;  // far longer than the test
   Cluster cluster("peer-failure", 3, config_text(job, "ps"));
-  cluster.start();
-  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(2), "connected to every peer",
-                                           std::chrono::seconds(60)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  cluster.process(2).kill_now();
-  for (std::size_t r = 0; r < 2; ++r) {
-    const auto code = cluster.process(r).wait_for(std::chrono::seconds(10));
-    INFO(cluster.all_logs());
-    REQUIRE(code.has_value());
-    CHECK(*code != 0);
-    // The last error names the dead peer even when another survivor stopped first (Abort frames).
-    const std::string log = cluster.log_text(r);
-    CHECK_THAT(log.substr(log.rfind("[error]")),
-               Catch::Contains("peer rank 2 (" + cluster.address(2) + ")"));
-  }
+  gradmesh::testing::check_a_killed_peer_is_named(cluster, 3);
 }
 
 TEST_CASE("nodes with different configs refuse each other with a clear error", "[e2e][handshake]") {
