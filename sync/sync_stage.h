@@ -102,10 +102,10 @@ class SyncStage {
   virtual void build(engine::Graph& graph, const IterationTasks& tasks) = 0;
   /// The per-layer plan (schemes, chunks, predicted traffic).
   [[nodiscard]] virtual std::vector<LayerPlan> plan() const = 0;
-  /// Called once after the last iteration, before the final evaluation and before the transport
-  /// shuts down: an asynchronous strategy completes its exchange here, so the replica evaluated
-  /// and saved is the final one. May block (bounded).
-  virtual void finish() {}
+  /// Called once after the last iteration and its evaluation, before the transport shuts down:
+  /// an asynchronous strategy completes its exchange here. Returns whether that changed this
+  /// node's parameters (then the node evaluates the final replica too). May block (bounded).
+  virtual bool finish() { return false; }
   /// Strategy-level figures for the start-up log and the metrics file ("sync": {...}), e.g. Ako's
   /// partition count and the inputs of its eq. 3. Default: none.
   [[nodiscard]] virtual std::map<std::string, double> summary() const { return {}; }

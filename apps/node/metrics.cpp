@@ -48,6 +48,8 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"train_loss", m.train_loss},
       {"test_accuracy", m.test_accuracy},
       {"test_loss", m.test_loss},
+      {"final_test_accuracy", m.final_test_accuracy},
+      {"final_test_loss", m.final_test_loss},
       {"bytes_sent", m.bytes_sent},
       {"bytes_received", m.bytes_received},
       {"bytes_sent_per_iteration", m.bytes_sent_per_iteration},

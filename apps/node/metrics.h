@@ -27,8 +27,12 @@ struct NodeMetrics {
   double train_seconds = 0;           ///< time spent in iterations (wall_seconds less evaluations)
   double samples_per_second = 0;      ///< this node's samples / train_seconds (evaluation excluded)
   double train_loss = 0;              ///< mean training loss (nats) over the last epoch's iterations
-  double test_accuracy = 0;           ///< fraction of the 10,000 test images right, after the last epoch
+  double test_accuracy = 0;           ///< fraction of the test images right, this node's replica after its last iteration
   double test_loss = 0;
+  /// After SyncStage::finish(): equal to test_accuracy for BSP strategies; for Ako, the replica
+  /// once every peer's last partitions are folded in (all replicas then equal).
+  double final_test_accuracy = 0;
+  double final_test_loss = 0;
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
   double bytes_sent_per_iteration = 0;

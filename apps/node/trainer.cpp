@@ -36,9 +36,9 @@ Trainer::Trainer(tasks::Model& model, const tasks::Dataset& train, engine::Execu
     tasks.forward.push_back(forward);
     previous = forward;
   }
+  const std::vector<std::int32_t>& labels = graph_.state<LoadState>(load_).labels;
   loss_ = graph_.emplace_stateful("loss", engine::Arena::kCompute, LossState{},
-                                  [this](LossState& s, engine::TaskContext&) {
-                                    const auto& labels = graph_.state<LoadState>(load_).labels;
+                                  [this, &labels](LossState& s, engine::TaskContext&) {
                                     s.loss = model_.loss_backward(labels);
                                   });
   previous.precede(loss_);

@@ -429,8 +429,8 @@ void AkoStage::reject(std::size_t from, const std::string& why) {
 
 // ====================================================================== end of job
 
-void AkoStage::finish() {
-  if (ctx_.nodes == 1 || ctx_.transport == nullptr) return;
+bool AkoStage::finish() {
+  if (ctx_.nodes == 1 || ctx_.transport == nullptr) return false;
   if (!profile_sent_) {  // the job ended inside the profiling phase
     profile_sent_ = true;
     profiled_.store(local_clock_.load(), std::memory_order_relaxed);
@@ -469,6 +469,7 @@ void AkoStage::finish() {
   // them in, so the final replica holds every node's gradients (all replicas then agree up to
   // float rounding: plain SGD sums the same updates in another order).
   apply_staging();
+  return true;
 }
 
 void AkoStage::drain(Clock::time_point deadline) {

@@ -87,7 +87,7 @@ class AkoStage final : public SyncStage {
   [[nodiscard]] std::vector<LayerPlan> plan() const override;
   /// Sends every gradient handed off but not yet sent (waiting at most 60 s for the transport),
   /// agreeing on p first if the job ended within the profiling phase; then stops sending.
-  void finish() override;
+  bool finish() override;
   /// "partitions", "gamma" (gradients/s: mean over nodes for auto p, this node's own for an
   /// explicit p, measured over the first "profile_iterations" iterations), "model_bytes", "bandwidth" (B, bytes/s;
   /// 0 for an explicit p without one), "nodes", "predicted_send_rate" (gamma m (n - 1) / p,

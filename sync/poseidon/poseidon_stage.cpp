@@ -32,25 +32,22 @@ std::vector<topo::Scheme> choose_schemes(tasks::Model& model, std::size_t nodes,
   return schemes;
 }
 
-std::vector<topo::ParameterBlock> ps_blocks(tasks::Model& model,
-                                            const std::vector<topo::Scheme>& schemes) {
+/// The KV placement of the PS layers' parameters (SFB layers own no chunks).
+topo::KvPlacement ps_placement(const SyncContext& ctx, const std::vector<topo::Scheme>& schemes) {
   std::vector<topo::ParameterBlock> blocks;
-  for (std::size_t l = 0; l < model.num_layers(); ++l) {
-    const std::size_t size = model.layer(l).parameter_count();
+  std::size_t total = 0;
+  for (std::size_t l = 0; l < ctx.model.num_layers(); ++l) {
+    const std::size_t size = ctx.model.layer(l).parameter_count();
     if (size > 0 && schemes[l] == topo::Scheme::kPs) {
-      blocks.push_back({l, model.parameter_offset(l), size});
+      blocks.push_back({l, ctx.model.parameter_offset(l), size});
+      total += size;
     }
   }
-  return blocks;
-}
-
-std::size_t chunk_floats_for(const SyncContext& ctx, const std::vector<topo::ParameterBlock>& blocks) {
-  if (ctx.options.ps.chunk_bytes) {
-    return std::max<std::size_t>(1, *ctx.options.ps.chunk_bytes / sizeof(float));
-  }
-  std::size_t total = 0;
-  for (const auto& b : blocks) total += b.size;
-  return topo::KvPlacement::auto_chunk_floats(total, ctx.nodes);
+  const std::size_t chunk_floats =
+      ctx.options.ps.chunk_bytes
+          ? std::max<std::size_t>(1, *ctx.options.ps.chunk_bytes / sizeof(float))
+          : topo::KvPlacement::auto_chunk_floats(total, ctx.nodes);
+  return topo::KvPlacement(blocks, ctx.nodes, chunk_floats);
 }
 
 net::Payload float_view(std::span<const float> values) {
@@ -71,8 +68,7 @@ PoseidonStage::PoseidonStage(SyncContext context, std::string name, SfbMode mode
     : ctx_(std::move(context)),
       name_(std::move(name)),
       schemes_(choose_schemes(ctx_.model, ctx_.nodes, ctx_.batch_size, mode)),
-      placement_(ps_blocks(ctx_.model, schemes_), ctx_.nodes,
-                 chunk_floats_for(ctx_, ps_blocks(ctx_.model, schemes_))),
+      placement_(ps_placement(ctx_, schemes_)),
       shard_(placement_, ctx_.rank, ctx_.model.parameters(), tasks::Sgd(ctx_.sgd)),
       arrivals_(ctx_.model.num_layers()),
       sfb_(ctx_.model.num_layers()),
