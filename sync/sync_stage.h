@@ -106,6 +106,11 @@ class SyncStage {
   /// an asynchronous strategy completes its exchange here. Returns whether that changed this
   /// node's parameters (then the node evaluates the final replica too). May block (bounded).
   virtual bool finish() { return false; }
+  /// Called on the node's thread between runs: paused = true before the node stops producing
+  /// gradients for a while (the evaluation at the end of an epoch), false when it starts again.
+  /// Lets a strategy keep such gaps out of what it measures (Ako's gamma and send rate). Default:
+  /// nothing.
+  virtual void pause(bool paused) { (void)paused; }
   /// Strategy-level figures for the start-up log and the metrics file ("sync": {...}), e.g. Ako's
   /// partition count and the inputs of its eq. 3. Default: none.
   [[nodiscard]] virtual std::map<std::string, double> summary() const { return {}; }

@@ -83,8 +83,8 @@ struct JobConfig {
       /// sync.ako.partitions: partition count p (>= 1); unset ("auto"): Ako eq. 3.
       std::optional<std::size_t> partitions;
       std::size_t staleness = 0;  ///< sync.ako.staleness: staleness bound tau, in iterations.
-      /// sync.ako.bandwidth: bytes/s assumed by eq. 3 (> 0; a rate string or number); unset
-      /// ("auto"): measured.
+      /// sync.ako.bandwidth: bytes/s assumed by eq. 3 (> 0; a rate string or number) when
+      /// net.max_send_rate is unset; unset ("auto"): not given (nothing is measured).
       std::optional<double> bandwidth;
       friend bool operator==(const Ako&, const Ako&) = default;
     } ako;

@@ -175,7 +175,9 @@ int train(const NodeOptions& options) {
         loss_sum += trainer.step();
       }
       train_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
+      stage->pause(true);
       const auto evaluation = model.evaluate(data.test);
+      stage->pause(false);
       const double seconds = train_seconds;
       const double sent = transport ? static_cast<double>(transport->counters().bytes_sent) : 0.0;
       metrics.epochs = epoch + 1;

@@ -44,4 +44,32 @@ void AccumulationQueue::advance() {
   std::fill_n(slot, floats_, 0.0f);
 }
 
+std::span<const float> AccumulationQueue::round_gradient(std::uint64_t r) const {
+  GRADMESH_CHECK(r <= round_ && r + partitions_ > round_, "round no longer (or not yet) in the ring");
+  return {slots_.data() + static_cast<std::size_t>(r % partitions_) * floats_, floats_};
+}
+
+void undelivered(const AccumulationQueue& queue, const RangePartition& partition, std::size_t peer,
+                 std::span<float> out) {
+  const std::size_t p = queue.partitions();
+  GRADMESH_CHECK_EQ(partition.partitions(), p, "partition count");
+  GRADMESH_CHECK_EQ(partition.floats(), queue.floats(), "partition floats");
+  GRADMESH_CHECK_EQ(out.size(), queue.floats(), "output floats");
+  const std::uint64_t open = queue.round();
+  for (std::size_t k = 0; k < p; ++k) {
+    // The last closed round r < open with (peer + r) mod p == k, if any: r = open - d, where
+    // d in [1, p] is the distance from the open round back to it.
+    const std::uint64_t d = ((static_cast<std::uint64_t>(peer) + open) % p + p - k) % p;
+    const std::uint64_t back = d == 0 ? p : d;
+    const std::uint64_t first = open >= back ? open - back + 1 : 0;  // first round not yet sent
+    const Range range = partition.range(k);
+    float* dst = out.data() + range.offset;
+    std::fill_n(dst, range.size, 0.0f);
+    for (std::uint64_t s = first; s <= open; ++s) {
+      const float* g = queue.round_gradient(s).data() + range.offset;
+      for (std::size_t i = 0; i < range.size; ++i) dst[i] += g[i];
+    }
+  }
+}
+
 }  // namespace gradmesh::sync::ako

@@ -8,6 +8,8 @@
 #include <span>
 #include <vector>
 
+#include "sync/ako/range_partition.h"
+
 namespace gradmesh::sync::ako {
 
 /// Holds, for the round being filled (the *open* round r) and the p - 1 rounds sent before it,
@@ -39,6 +41,11 @@ class AccumulationQueue {
   /// Closes the open round and opens the next: g* -= G_(r+1-p), that slot cleared.
   void advance();
 
+  /// G_r, the gradients added in round r (m floats), for the p rounds still in the ring:
+  /// round() - p < r <= round() (r = round() is the open one). ContractError otherwise. Valid
+  /// until the next add() or advance().
+  [[nodiscard]] std::span<const float> round_gradient(std::uint64_t r) const;
+
   /// The open round's index, from 0.
   [[nodiscard]] std::uint64_t round() const noexcept { return round_; }
   /// Gradients add()ed while the current round was open.
@@ -54,5 +61,17 @@ class AccumulationQueue {
   std::uint64_t round_ = 0;
   std::size_t pending_ = 0;
 };
+
+/// The part of the gradients in `queue` that peer `peer` has not received yet, given that each
+/// closed round r sent that peer range partition.range_for(peer, r) of g*_r (AkoStage's rotation):
+/// for every range k, the sum of G_s over the rounds s after the last one that sent k to the peer,
+/// the open round included. A node that sends this to the peer (once, whole) has delivered every
+/// gradient it added exactly once (Ako's exactly-once identity, sec. 3.1, completed early): that
+/// is how AkoStage changes p mid-job and ends a job without p - 1 drain rounds.
+///
+/// `out`: m floats, overwritten. ContractError when `partition` does not match the queue (its
+/// floats or its p). Cost: about m (p + 1) / 2 floats read; no allocation.
+void undelivered(const AccumulationQueue& queue, const RangePartition& partition, std::size_t peer,
+                 std::span<float> out);
 
 }  // namespace gradmesh::sync::ako

@@ -2,6 +2,7 @@
 // Strategy `ako`: partial gradient exchange (Watcharapichat et al., "Ako: Decentralised Deep
 // Learning with Partial Gradient Exchange", SoCC'16, sec. 3 and 4).
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -18,6 +19,7 @@
 
 #include "net/message.h"
 #include "sync/ako/accumulation_queue.h"
+#include "sync/ako/handoff_ring.h"
 #include "sync/ako/partition_count.h"
 #include "sync/ako/payload_pool.h"
 #include "sync/ako/range_partition.h"
@@ -42,40 +44,87 @@ namespace gradmesh::sync {
 ///    Algorithm 1 lines 5 and 13: optimizer.momentum is ignored (a warning says so), since momentum
 ///    on a replica that also receives other nodes' gradients has no counterpart in the paper.
 ///    Weight decay, if any, is folded into the gradient that is sent.
-///  - ako_handoff (after backward_0 and every step): copies g_t into the handoff buffer (a memcpy,
-///    or an add when the network side has not taken the previous one yet; no allocation), ticks
-///    the local clock c_j (line 11) and posts the network round; the run then ends.
+///  - ako_handoff (after backward_0 and every step): puts g_t into the HandoffRing (a memcpy into a
+///    free slot; no allocation), ticks the local clock c_j (line 11) and posts the network side;
+///    the run then ends.
 ///
-/// Network side (jobs posted on the network arena, serialised): folds the handed-off gradients
-/// into the AccumulationQueue (line 6), then — if the previous rounds' payloads have been released
-/// by the transport (a PayloadPool of 2 rounds of buffers) — sends round t: peer i gets range
-/// (i + t) mod p of g*_t, copied into a pooled buffer, Message{kAkoPartition, key = range,
-/// round = t}. When gradients come faster than rounds can be sent (sec. 4.2: network tasks
-/// accumulate), several gradients are folded into one round and `round` carries c_j, the number
-/// of gradients the round contains, so peers' staleness clocks stay exact; every gradient is still
-/// sent exactly once per range and peer.
+/// Network side (jobs posted on the network arena, serialised): one round per handed-off slot —
+/// fold it into the AccumulationQueue (line 6) and, while the transport has released enough of the
+/// pooled send buffers (kRoundsInFlight rounds), send round t: peer i gets range (i + r) mod p of
+/// g*_t (r: the queue's round index), copied into a pooled buffer, as Message{kAkoPartition,
+/// key = p << 32 | range, round = t}. A network side scheduled late finds several slots and sends
+/// their rounds back to back. When the buffers are all in flight (the network is behind: sec. 4.2
+/// "network tasks accumulate"), every waiting gradient folds into the open round at once, which
+/// goes out when a buffer returns; letting them queue in the ring instead added rounds of latency
+/// and made 8 bandwidth-bound nodes at p = 24 diverge. (A full ring, compute 4 gradients ahead of
+/// a starved network thread, also folds into its newest slot.) `round` carries c_j, the number of
+/// gradients sent so far, so peers' staleness clocks stay exact, and every gradient is still sent
+/// exactly once per range and peer.
 ///
-/// Partition count p (sec. 3.2, eq. 3): `sync.ako.partitions = N`, or auto: every node measures its
-/// gradient rate gamma over its first iterations (at least kProfileIterations and kProfileSeconds,
-/// skipping the first), with no sends: the gradients of that phase are handed off and folded
-/// into a backlog as usual but go out only in round 1 (one round, like any coalesced one). Each
-/// node broadcasts its gamma (kAkoProfile on Stage::kAkoControl) and all take the mean over nodes
-/// — under the staleness bound every node advances at a common pace, and the mean is the least
-/// noisy estimate of it from a short profile (on shared cores one node's short window is often
-/// far off) — then p = ceil(gamma x m x (n - 1) / B), clamped to [1, min(128, m floats)]: the same
-/// p on every node. The first iteration after profiling waits for every node's profile.
+/// Partition count p (sec. 3.2, eq. 3): `sync.ako.partitions = N`, or auto: the nodes agree on
+/// p = ceil(gamma x m x (n - 1) / B), clamped to [1, min(128, m floats)], from gamma, the gradient
+/// rate, "profiled during system start-up" (sec. 3.2): each node measures its own (at least
+/// kProfileIterations and kProfileSeconds, skipping the first), broadcasts it (kAkoProfile on
+/// Stage::kAkoControl) and all take the mean over nodes — under the staleness bound every node
+/// advances at a common pace, and the mean is the least noisy estimate of it from a short profile.
+/// The same p results on every node.
+///
+/// Gamma must be the rate reached while the network runs at the planned load: sending and receiving
+/// cost CPU (on 2 shared cores, 2 nodes compute 530 gradients/s with the network idle and 310/s
+/// while exchanging 7 MB/s each), and eq. 3's prediction gamma m (n - 1) / p only holds for the
+/// gamma reached under it. So auto p is planned twice, both times while training goes on:
+///  1. warm-up: the node runs Ako with p = 1 — each round sends all of g*, the gradients folded
+///     since the previous round, to every peer (MessageKind::kAkoFullRound on Stage::kAkoFullRound)
+///     — back to back, one in flight: a round goes out when the previous one has been written,
+///     so with net.max_send_rate the warm-up loads the network at the cap B, about the load the
+///     planned p will put on it. (With only a declared sync.ako.bandwidth nothing caps the
+///     warm-up: its gamma is then lower than at p, and the probe below corrects it.)
+///     The staleness bound's slack is the loosest auto p can end with, min(128, m) + tau, so the
+///     whole-gradient rounds rarely hold compute back but no node drifts far ahead (unbounded, a
+///     node that started faster ran 900 iterations ahead, then stalled for seconds). Its gamma
+///     gives p1.
+///     With p = 1 each round delivers its gradients whole, so the ring at p1 starts empty and the
+///     gradients not yet sent open its first round.
+///  2. probe: the node runs at p1 and measures gamma again, now with the per-round work of p1 and
+///     the bound at p1 + tau; that gamma gives the final p. Its window opens 2 m (n - 1) / B
+///     seconds after the node agreed on p1: by then its last warm-up round (m (n - 1) bytes at B)
+///     and its peers' have been written, and the tighter bound has pulled the nodes within p1 + tau
+///     of each other; a window over that transition measured gamma at a third of its steady value
+///     (8 nodes). If the final p differs from p1, the node sends each peer, once, whole, what that
+///     peer has not yet received of its gradients (ako::undelivered(), a kAkoFullRound), and starts
+///     a fresh ring at p.
+/// A partition message names its p, so a node may receive p1 and p rounds, in any mix, from peers
+/// that switch before or after it. Every gradient still reaches every peer exactly once.
+///
+/// End of the job (finish()): the node sends each peer what it has not received (one
+/// kAkoFullRound, instead of p - 1 rounds without new gradients), then kAkoDone, waits (bounded) for
+/// every peer's, and folds all staged updates in: every replica then holds every node's gradients.
+///
+/// Measured send rate (summary "measured_send_rate"): wire bytes of the rounds at the final p, from
+/// the second to the last one sent for a training gradient, over the time between the first and the
+/// last less the node's pauses (its evaluations, pause()) — the quantity eq. 3 predicts (Ako's
+/// Fig. 12b), free of start-up, warm-up, probe, evaluation and the final exchange. Pauses are
+/// left out of the gamma profiles' windows too.
 ///
 /// Errors: a peer failure fails the waiting gate (and every later one) with the PeerError, and
 /// stops sending. Messages that break the protocol are dropped, counted and logged.
 /// Thread safety: as SyncStage. Construction throws ConfigError for auto p without a bandwidth.
 class AkoStage final : public SyncStage {
  public:
-  /// Iterations over which gamma is profiled when sync.ako.partitions = auto.
+  /// Iterations over which gamma is profiled (each of the two profiles, auto p).
   static constexpr std::uint64_t kProfileIterations = 20;
-  /// And for at least this long, seconds (smooths the scheduling noise of shared cores).
-  static constexpr double kProfileSeconds = 0.5;
+  /// And for at least this long, seconds (smooths the scheduling noise of shared cores): the
+  /// warm-up profile, then the probe, whose gamma is the one the final p is planned with.
+  static constexpr double kProfileSeconds = 1.0;
+  static constexpr double kProbeSeconds = 2.0;
   /// Rounds whose payloads may be queued in the transport at once.
-  static constexpr std::size_t kRoundsInFlight = 2;
+  static constexpr std::size_t kRoundsInFlight = 4;
+  /// Most gradients the compute side may hand off before the network side takes them (the
+  /// HandoffRing's slots; fewer for large models: the ring is capped at kHandoffBytes).
+  static constexpr std::size_t kHandoffSlots = 4;
+  static constexpr std::size_t kHandoffBytes = std::size_t{64} << 20;
+  /// Staged updates are tracked in blocks of this many floats (any p's ranges map onto them).
+  static constexpr std::size_t kStagingBlock = 16384;
 
   explicit AkoStage(SyncContext context);
   ~AkoStage() override;
@@ -85,45 +134,64 @@ class AkoStage final : public SyncStage {
   [[nodiscard]] std::string_view name() const noexcept override { return "ako"; }
   void build(engine::Graph& graph, const IterationTasks& tasks) override;
   [[nodiscard]] std::vector<LayerPlan> plan() const override;
-  /// Sends every gradient handed off but not yet sent (waiting at most 60 s for the transport),
-  /// agreeing on p first if the job ended within the profiling phase; then stops sending.
+  /// Sends every gradient handed off but not yet sent and, to each peer, whatever it has not
+  /// received (waiting at most 60 s for the transport); then waits for every peer's last messages
+  /// and folds them in. Returns true (the replica changed) when there are peers.
   bool finish() override;
-  /// "partitions", "gamma" (gradients/s: mean over nodes for auto p, this node's own for an
-  /// explicit p, measured over the first "profile_iterations" iterations), "model_bytes", "bandwidth" (B, bytes/s;
-  /// 0 for an explicit p without one), "nodes", "predicted_send_rate" (gamma m (n - 1) / p,
-  /// bytes/s), "eq3" (the unrounded eq. 3 value), "staleness" (tau), "gradients" (c_j),
-  /// "rounds_sent", "partitions_received", "staleness_waits", "profile_iterations".
+  /// Keeps the pause out of an open gamma profile's window and out of measured_send_rate's.
+  void pause(bool paused) override;
+  /// "partitions" (the final p), "gamma" (gradients/s: the mean over nodes of the probe at p1 for
+  /// auto p, this node's own first profile for an explicit p), "model_bytes", "bandwidth" (B,
+  /// bytes/s; 0 for an explicit p without one), "nodes", "predicted_send_rate" (gamma m (n - 1) / p,
+  /// bytes/s), "eq3" (the unrounded eq. 3 value), "warmup_gamma" and "warmup_partitions" (the
+  /// first plan, auto p; else 0), "staleness" (tau), "gradients" (c_j), "rounds_sent" (every round,
+  /// full ones included), "full_rounds" (kAkoFullRound sent: warm-up, switch, end),
+  /// "partitions_received", "full_rounds_received", "staleness_waits", "profile_iterations"
+  /// (gradients before the final p was planned); and, over the rounds at the final p during training
+  /// (class comment; 0 with fewer than 2 such rounds): "measured_send_rate" (wire bytes/s),
+  /// "measured_gamma" (gradients/s those rounds carried), "measured_seconds" (the window).
   [[nodiscard]] std::map<std::string, double> summary() const override;
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
     return rejected_.load(std::memory_order_relaxed);
   }
-  /// The agreed p, or nullopt while profiling.
+  /// The final p once agreed (at once for an explicit p), else nullopt.
   [[nodiscard]] std::optional<std::size_t> partitions() const;
 
  private:
   using Clock = std::chrono::steady_clock;
+  /// What the network side sends: p = 1 warm-up rounds, rounds at the first plan, at the final p.
+  enum class Phase { kWarmup, kProbe, kSteady };
+  static constexpr std::size_t kPlans = 2;  // auto p: warm-up -> p1, probe -> final p
 
   // compute tasks
   void gate(engine::TaskContext& task);
   void apply_staging();
   void step_layer(std::size_t layer);
   void handoff();
-  [[nodiscard]] double measured_gamma() const;
+  void end_profile(std::size_t plan, double gamma);
+  [[nodiscard]] double profile_gamma() const;  // gradients/s in the open profile window, or 0
 
-  // network side
+  // network side (under pump_mutex_)
   void post_pump();
   void pump();
+  void start_phase(Phase phase, std::size_t partitions);
+  void send_warmup_round(std::uint64_t round);
   void send_round(std::uint64_t round);
-  void drain(Clock::time_point deadline);
-  void broadcast_profile(double gamma);
+  void send_undelivered(std::uint64_t round);
+  /// Whether `buffers` send buffers are free; if not, the next release posts the pump.
+  [[nodiscard]] bool have_buffers(std::size_t buffers);
+  void broadcast_profile(std::size_t plan, double gamma);
 
   // loop thread (and the network side for this node's own profile)
   void on_message(std::size_t from, net::Message&& message);
   void on_failure(const PeerError& error);
-  void record_profile(std::size_t from, std::span<const double> values);
-  void configure(std::size_t partitions);
+  void record_profile(std::size_t from, std::size_t plan, std::span<const double> values);
+  void agree(std::size_t plan, std::size_t partitions);
   void record_local_gamma(double gamma);
   void apply_partition(std::size_t from, const net::Message& message);
+  void apply_full_round(std::size_t from, const net::Message& message);
+  /// Adds -lr x `values` to the staging delta at `offset` (line 13); marks its blocks.
+  void stage(std::size_t offset, std::span<const float> values);
   void reject(std::size_t from, const std::string& why);
 
   SyncContext ctx_;
@@ -135,55 +203,69 @@ class AkoStage final : public SyncStage {
 
   ako::StalenessClocks clocks_;
 
-  // Set once by configure(), before agreed_ (release); read after agreed_ (acquire).
-  std::optional<ako::RangePartition> partition_;
-  std::atomic<bool> agreed_{false};
+  // Agreed partition counts: plans_[0] = p1 (auto) or the explicit p, plans_[1] = the final auto
+  // p. Each is set once, before agreed_ is raised past it (release); read after (acquire).
+  std::array<std::size_t, kPlans> plans_{};
+  std::atomic<std::size_t> agreed_{0};  // plans agreed so far
+  [[nodiscard]] std::size_t plans_needed() const noexcept { return auto_partitions_ ? kPlans : 1; }
 
   // Compute side (gate / handoff tasks; finish() after the last run).
   std::atomic<std::uint64_t> local_clock_{0};  // c_j
-  bool profile_sent_ = false;
-  std::atomic<std::uint64_t> profiled_{0};  // iterations of the profiling phase
-  std::optional<Clock::time_point> first_gate_, first_handoff_;
+  std::size_t profiles_sent_ = 0;              // plans this node has sent its gamma for
+  std::atomic<std::uint64_t> profiled_{0};     // gradients before the final profile
+  std::optional<Clock::time_point> first_gate_;
+  Clock::time_point profile_start_{};  // the current profile's window: from this handoff
+  std::uint64_t profile_start_clock_ = 0;
+  bool profile_started_ = false;
+  std::optional<Clock::time_point> agreed_at_;  // first handoff after this node agreed on p1
+  std::optional<Clock::time_point> paused_at_;  // the last pause(true)
+  double settle_seconds_ = 0;  // the probe starts this long after agreeing on p1 (class comment)
   Clock::time_point last_handoff_{};
-
-  // Handoff buffer: compute -> network.
-  std::mutex inbox_mutex_;
-  std::vector<float> inbox_;
-  std::uint64_t inbox_count_ = 0;
+  std::optional<ako::HandoffRing> handoff_;  // with peers only
 
   // Network side, under pump_mutex_.
-  std::mutex pump_mutex_;
-  std::vector<float> drained_;
-  std::vector<float> backlog_;  // profiling: gradients folded before p is known
-  std::uint64_t backlog_count_ = 0;
-  std::unique_ptr<ako::AccumulationQueue> queue_;
+  mutable std::mutex pump_mutex_;
+  Phase phase_ = Phase::kWarmup;
+  bool started_ = false;  // the first pump chose the phase
+  std::optional<ako::RangePartition> partition_;   // the p rounds are sent at (not in warm-up)
+  std::unique_ptr<ako::AccumulationQueue> queue_;  // p = 1 in warm-up
   std::unique_ptr<ako::PayloadPool> pool_;
-  std::uint64_t folded_ = 0;  // gradients folded into the queue
+  std::uint64_t folded_ = 0;  // gradients folded into the queue: the next round's tag
+  // Rounds at the final p during training (measured_send_rate).
+  std::uint64_t steady_rounds_ = 0;
+  Clock::time_point steady_first_{}, steady_last_{};
+  std::uint64_t steady_first_clock_ = 0, steady_last_clock_ = 0;
+  double steady_bytes_ = 0;  // wire bytes of the rounds after the first
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> pauses_;  // (begin, end) per pause
+  double partition_frame_overhead_;  // wire bytes of a frame beyond its payload
   std::atomic<bool> pump_posted_{false};
   std::atomic<bool> waiting_for_buffers_{false};
-  std::atomic<bool> stopped_{false};
+  std::atomic<bool> flushing_{false};  // finish() sends what is left: not counted as training
+  std::atomic<bool> stopped_{false};  // no more sends: finish() is done with them, or failed_
+  std::atomic<bool> failed_{false};   // a peer failed
   std::atomic<std::uint64_t> sent_clock_{0};   // gradients contained in rounds sent
   std::atomic<std::uint64_t> rounds_sent_{0};
+  std::atomic<std::uint64_t> full_rounds_{0};
   std::mutex flush_mutex_;
   std::condition_variable flushed_;
 
-  // Receiving, under receive_mutex_: partitions that came before this node knew p.
+  // Receiving, under receive_mutex_.
   std::mutex receive_mutex_;
-  std::vector<std::pair<std::size_t, net::Message>> early_;
-  std::vector<std::uint64_t> last_round_;  // per peer: the last partition's round tag
+  std::vector<std::uint64_t> last_round_;  // per peer: the last round tag received
 
   // Staging delta: -lr x received partitions, folded into the parameters by ako_apply.
   std::mutex staging_mutex_;
   std::vector<float> staging_;
-  std::vector<char> dirty_;  // per range
+  std::vector<char> dirty_;  // per kStagingBlock floats
 
-  // Eq. 3 agreement.
+  // Eq. 3 agreement, per plan.
   mutable std::mutex profile_mutex_;
-  std::vector<std::optional<double>> gammas_;
-  std::size_t profiles_ = 0;
-  ako::PartitionChoice choice_;
+  std::array<std::vector<std::optional<double>>, kPlans> gammas_;
+  std::array<std::size_t, kPlans> profiles_{};
+  std::array<ako::PartitionChoice, kPlans> choices_{};  // [0]: warm-up / explicit, [1]: final
 
   std::atomic<std::uint64_t> received_{0};
+  std::atomic<std::uint64_t> full_received_{0};
   std::size_t peers_done_ = 0;  // peers whose kAkoDone arrived; guarded by flush_mutex_
   std::atomic<std::uint64_t> rejected_{0};
 };

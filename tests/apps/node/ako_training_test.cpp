@@ -48,6 +48,20 @@ connect_timeout = 30.0
 )" + extra;
 }
 
+/// Largest difference between rank 0's saved parameters and each other rank's.
+float worst_replica_difference(const Cluster& cluster, std::size_t nodes) {
+  const auto replica0 = cluster.parameters(0);
+  float worst = 0;
+  for (std::size_t r = 1; r < nodes; ++r) {
+    const auto replica = cluster.parameters(r);
+    REQUIRE(replica.size() == replica0.size());
+    for (std::size_t i = 0; i < replica.size(); ++i) {
+      worst = std::max(worst, std::abs(replica[i] - replica0[i]));
+    }
+  }
+  return worst;
+}
+
 }  // namespace
 
 TEST_CASE("ako on 4 node processes reaches 84% test accuracy after 3 epochs of each shard",
@@ -71,58 +85,73 @@ TEST_CASE("ako on 4 node processes reaches 84% test accuracy after 3 epochs of e
     // Each peer received one partition per round of each of the 3 others, less what was folded.
     CHECK(m["sync"]["partitions_received"].get<double>() > 0);
   }
-  // After the final exchange (p - 1 drain rounds, then every peer's last partitions folded in)
-  // every replica has applied every node's gradients: they differ only by the order of float
-  // additions (seen: ~3e-6).
-  const auto replica0 = cluster.parameters(0);
-  for (std::size_t r = 1; r < 4; ++r) {
-    const auto replica = cluster.parameters(r);
-    REQUIRE(replica.size() == replica0.size());
-    float worst = 0;
-    for (std::size_t i = 0; i < replica.size(); ++i) {
-      worst = std::max(worst, std::abs(replica[i] - replica0[i]));
-    }
-    INFO("rank " << r);
-    CHECK(worst <= 1e-4f);
-  }
+  // After the final exchange (each peer gets what it lacks, whole; then every peer's last
+  // messages are folded in) every replica has applied every node's gradients: they differ only
+  // by the order of float additions (seen: ~3e-6).
+  CHECK(worst_replica_difference(cluster, 4) <= 1e-4f);
 }
 
-TEST_CASE("p = auto: every node measures gamma and all agree on the same p by eq. 3",
+TEST_CASE("p = auto: warm-up at p = 1, probe at p1, then every node runs the same final p",
           "[e2e][ako][eq3]") {
-  Cluster cluster("ako-auto", 3,
-                  short_config("\"auto\"", 60, "max_send_rate = \"100mbit\"\n"));
-  cluster.start();
-  const auto codes = cluster.wait(std::chrono::seconds(120));
+  // Long enough (about 5 s) for the warm-up profile (1 s), the settle and the probe (2 s), and
+  // some rounds at the final p.
+  Cluster cluster("ako-auto", 3, short_config("\"auto\"", 1200, "max_send_rate = \"100mbit\"\n"));
+  cluster.start({"--save-parameters", "--set", "job.epochs=10"});
+  const auto codes = cluster.wait(std::chrono::seconds(180));
   INFO(cluster.all_logs());
   REQUIRE(codes == std::vector<int>(3, 0));
   const auto first = cluster.metrics(0)["sync"];
+  INFO(first.dump());
   CHECK(first["partitions"].get<double>() >= 1);
+  CHECK(first["warmup_partitions"].get<double>() >= 1);
   CHECK(first["gamma"].get<double>() > 0);
+  CHECK(first["warmup_gamma"].get<double>() > 0);
   CHECK(first["bandwidth"] == 12.5e6);
   CHECK(first["nodes"] == 3);
   CHECK(first["predicted_send_rate"].get<double>() <= 12.5e6 * 1.0000001);
   for (std::size_t r = 0; r < 3; ++r) {
-    const auto s = cluster.metrics(r)["sync"];
+    const auto m = cluster.metrics(r);
+    const auto& s = m["sync"];
+    INFO("rank " << r << ": " << m.dump());
     CHECK(s["partitions"] == first["partitions"]);
     CHECK(s["gamma"] == first["gamma"]);
-    CHECK(s["gradients"] == 60);
-    CHECK_THAT(cluster.log_text(r), Catch::Contains("ako: p = ") && Catch::Contains("eq. 3"));
+    CHECK(s["warmup_partitions"] == first["warmup_partitions"]);
+    CHECK(s["gradients"] == 1200);
+    CHECK(m["rejected_messages"] == 0);
+    // Warm-up rounds and the final exchange are whole-model rounds; the rest are partitions.
+    CHECK(s["full_rounds"].get<double>() >= 2);
+    CHECK(m["bytes_sent_by_stage"]["ako_full_round"].get<double>() > 0);
+    CHECK(m["bytes_sent_by_stage"]["ako_partition"].get<double>() > 0);
+    // Rounds at the final p were measured, and never above the 100 Mbit/s cap (10% for the
+    // rounds queued but not yet written when the window closed).
+    CHECK(s["measured_seconds"].get<double>() > 0);
+    CHECK(s["measured_send_rate"].get<double>() > 0);
+    CHECK(s["measured_send_rate"].get<double>() <= 12.5e6 * 1.1);
+    CHECK_THAT(cluster.log_text(r), Catch::Contains("ako: warm-up plan: p = ") &&
+                                        Catch::Contains("ako: final plan: p = ") &&
+                                        Catch::Contains("eq. 3"));
   }
+  // Every gradient reached every replica exactly once across warm-up rounds, the switch to the
+  // final p and the final exchange: the replicas agree up to the order of float additions.
+  CHECK(worst_replica_difference(cluster, 3) <= 1e-4f);
 }
 
-TEST_CASE("a job that ends inside the profiling phase still agrees on p and sends everything",
+TEST_CASE("a job that ends inside the warm-up still agrees on p and sends everything",
           "[e2e][ako][eq3]") {
   Cluster cluster("ako-short-profile", 2, short_config("\"auto\"", 5, "max_send_rate = \"1gbit\"\n"));
-  cluster.start();
+  cluster.start({"--save-parameters"});
   const auto codes = cluster.wait(std::chrono::seconds(60));
   INFO(cluster.all_logs());
   REQUIRE(codes == std::vector<int>(2, 0));
   for (std::size_t r = 0; r < 2; ++r) {
     const auto m = cluster.metrics(r);
+    INFO("rank " << r << ": " << m.dump());
     CHECK(m["sync"]["gradients"] == 5);
-    CHECK(m["sync"]["rounds_sent"].get<double>() >= 1);
-    CHECK(m["bytes_sent_by_stage"]["ako_partition"].get<double>() > 0);
+    CHECK(m["sync"]["full_rounds"].get<double>() >= 1);
+    CHECK(m["bytes_sent_by_stage"]["ako_full_round"].get<double>() > 0);
+    CHECK(m["rejected_messages"] == 0);
   }
+  CHECK(worst_replica_difference(cluster, 2) <= 1e-4f);
 }
 
 TEST_CASE("p = auto without a bandwidth is a config error naming the keys", "[e2e][ako][config]") {

@@ -1,10 +1,16 @@
 // The exactly-once identity of partial gradient exchange (Ako SoCC'16 sec. 3.1, Fig. 6), with a
 // fake transport: n nodes' accumulation queues and partitions driven directly, every "send"
-// recorded per (receiver, sender, range).
+// recorded per (receiver, sender, range). Then undelivered(): the identity completed early, at the
+// end of a job or when p changes mid-job.
 
 #include "sync/ako/accumulation_queue.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <random>
+#include <span>
+#include <utility>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -14,6 +20,7 @@
 using gradmesh::sync::ako::AccumulationQueue;
 using gradmesh::sync::ako::Range;
 using gradmesh::sync::ako::RangePartition;
+using gradmesh::sync::ako::undelivered;
 
 namespace {
 
@@ -139,4 +146,251 @@ TEST_CASE("exactly once: the copies of range k a peer receives sum to range k of
   for (const auto& [n, p] : cases) {
     for (bool coalesce : {false, true}) run_exchange(n, p, 23, coalesce, seed++);
   }
+}
+
+namespace {
+
+/// One simulated sender for undelivered(): its queue and the sum of every gradient it added.
+struct Sender {
+  Sender(std::size_t m, std::size_t p) : queue(m, p), total(m, 0.0f) {}
+  AccumulationQueue queue;
+  std::vector<float> total;  // g_1 + ... + g_T
+};
+
+/// received[i][j]: what receiver i holds from sender j, every range at its offset (m floats).
+using Inbox = std::vector<std::vector<std::vector<float>>>;
+
+Inbox empty_inbox(std::size_t n, std::size_t m) {
+  return Inbox(n, std::vector<std::vector<float>>(n, std::vector<float>(m, 0.0f)));
+}
+
+/// Random integer-valued gradients (sums are exact), several per round when coalescing (and
+/// sometimes none: a round with nothing new).
+class GradientSource {
+ public:
+  GradientSource(std::size_t m, unsigned seed) : g_(m), rng_(seed) {}
+  std::size_t per_round(bool coalesce) { return coalesce ? burst_(rng_) : 1; }
+  std::size_t upto(std::size_t most) {
+    return std::uniform_int_distribution<std::size_t>(0, most)(rng_);
+  }
+  void add_to(Sender& s) {
+    for (float& x : g_) x = static_cast<float>(value_(rng_));
+    s.queue.add(g_);
+    for (std::size_t i = 0; i < g_.size(); ++i) s.total[i] += g_[i];
+  }
+
+ private:
+  std::vector<float> g_;
+  std::mt19937 rng_;
+  std::uniform_int_distribution<int> value_{-8, 8};
+  std::uniform_int_distribution<std::size_t> burst_{0, 3};
+};
+
+/// Sender j runs `rounds` rounds: round r (= queue.round()) sends peer i range
+/// part.range_for(i, r) of g*_r. Then `pending` gradients are added to the open round, unsent.
+void run_rounds(Sender& s, std::size_t j, const RangePartition& part, std::size_t rounds,
+                std::size_t pending, bool coalesce, GradientSource& source, Inbox& received) {
+  const std::size_t n = received.size();
+  for (std::size_t round = 0; round < rounds; ++round) {
+    const std::size_t produced = source.per_round(coalesce);
+    for (std::size_t b = 0; b < produced; ++b) source.add_to(s);
+    const auto acc = s.queue.accumulated();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (i == j) continue;
+      const Range r = part.range(part.range_for(i, s.queue.round()));
+      for (std::size_t x = 0; x < r.size; ++x) received[i][j][r.offset + x] += acc[r.offset + x];
+    }
+    s.queue.advance();
+  }
+  for (std::size_t b = 0; b < pending; ++b) source.add_to(s);
+  REQUIRE(s.queue.pending() == pending);
+}
+
+/// Sender j sends undelivered() to every peer, once.
+void send_undelivered(const Sender& s, std::size_t j, const RangePartition& part,
+                      Inbox& received) {
+  std::vector<float> out(part.floats());
+  for (std::size_t i = 0; i < received.size(); ++i) {
+    if (i == j) continue;
+    std::fill(out.begin(), out.end(), 12345.0f);  // overwritten, not added to
+    undelivered(s.queue, part, i, out);
+    for (std::size_t x = 0; x < out.size(); ++x) received[i][j][x] += out[x];
+  }
+}
+
+/// Every receiver holds exactly every other sender's g_1 + ... + g_T, every float.
+void check_all_delivered(const std::vector<Sender>& senders, const Inbox& received) {
+  const std::size_t n = senders.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < n; ++j) {
+      if (i == j) continue;
+      const auto& got = received[i][j];
+      const auto& expected = senders[j].total;
+      for (std::size_t x = 0; x < expected.size(); ++x) {
+        if (got[x] != expected[x]) {
+          FAIL("receiver " << i << ", sender " << j << " (round " << senders[j].queue.round()
+                           << "), float " << x << ": holds " << got[x] << ", expected "
+                           << expected[x]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("undelivered is, per range, the rounds sent since the peer last received it",
+          "[ako][accumulation][undelivered]") {
+  // m = 3, p = 3: one float per range. Peer 1 receives range (1 + r) mod 3 in round r.
+  AccumulationQueue q(3, 3);
+  const RangePartition part(3, 3);
+  std::vector<float> out(3);
+  undelivered(q, part, 1, out);
+  CHECK(out == std::vector<float>{0, 0, 0});
+  q.add(std::vector<float>{1, 2, 4});  // round 0 sends peer 1 range 1
+  q.advance();
+  q.add(std::vector<float>{10, 20, 40});  // round 1 sends peer 1 range 2
+  q.advance();
+  q.add(std::vector<float>{100, 200, 400});  // round 2: open, not sent
+  undelivered(q, part, 1, out);
+  // Range 0 never sent: G_0 + G_1 + G_2; range 1 sent in round 0: G_1 + G_2; range 2 sent in
+  // round 1: G_2.
+  CHECK(out == std::vector<float>{111, 220, 400});
+  // Peer 0 received range 0 in round 0 and range 1 in round 1.
+  undelivered(q, part, 0, out);
+  CHECK(out == std::vector<float>{110, 200, 444});
+  // Round 2 sent, round 3 open and empty: peer 1 got range 0 (g*_2 = G_0 + G_1 + G_2) in round 2.
+  q.advance();
+  undelivered(q, part, 1, out);
+  CHECK(out == std::vector<float>{0, 220, 400});
+}
+
+TEST_CASE("undelivered completes delivery: every peer then holds every gradient exactly once",
+          "[ako][accumulation][undelivered][exactly-once]") {
+  // p = 1, p < n - 1, p = n - 1, p = n, p > n; one gradient per round (the paper) and several;
+  // fewer rounds than p (even none), about p, and many; with and without an open round's
+  // pending gradients.
+  const std::vector<std::pair<std::size_t, std::size_t>> cases = {
+      {2, 1}, {4, 1}, {5, 2}, {6, 3}, {3, 2}, {4, 3}, {3, 3}, {2, 5}, {3, 7}};
+  constexpr std::size_t m = 23;
+  unsigned seed = 100;
+  for (const auto& [n, p] : cases) {
+    for (bool coalesce : {false, true}) {
+      GradientSource source(m, seed++);
+      const std::vector<std::size_t> round_counts = {0,     1,     p - 1,         p,
+                                                     p + 1, 2 * p, 3 * p + 5 + source.upto(9)};
+      for (const std::size_t rounds : round_counts) {
+        for (const bool with_pending : {false, true}) {
+          INFO("n = " << n << ", p = " << p << ", rounds = " << rounds
+                      << (coalesce ? ", coalescing" : "") << (with_pending ? ", pending" : ""));
+          const RangePartition part(m, p);
+          std::vector<Sender> senders;
+          for (std::size_t j = 0; j < n; ++j) senders.emplace_back(m, p);
+          Inbox received = empty_inbox(n, m);
+          for (std::size_t j = 0; j < n; ++j) {
+            // Senders need not be in step: some run a round or two more.
+            const std::size_t own_rounds = rounds + (j % 3 == 2 ? source.upto(2) : 0);
+            const std::size_t pending = with_pending ? 1 + source.upto(2) : 0;
+            run_rounds(senders[j], j, part, own_rounds, pending, coalesce, source, received);
+          }
+          for (std::size_t j = 0; j < n; ++j) send_undelivered(senders[j], j, part, received);
+          check_all_delivered(senders, received);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("switching p mid-job: undelivered, then a fresh queue, loses and repeats nothing",
+          "[ako][accumulation][undelivered][exactly-once]") {
+  constexpr std::size_t m = 19;
+  const std::vector<std::pair<std::size_t, std::size_t>> switches = {
+      {3, 5}, {5, 2}, {1, 4}, {4, 1}, {2, 2}, {7, 3}, {3, 7}};
+  unsigned seed = 200;
+  for (const std::size_t n : {2, 4}) {
+    for (const auto& [p1, p2] : switches) {
+      for (bool coalesce : {false, true}) {
+        GradientSource source(m, seed++);
+        const std::size_t rounds1 = source.upto(3 * p1 + 2);
+        const std::size_t rounds2 = source.upto(3 * p2 + 2);
+        INFO("n = " << n << ", p " << p1 << " -> " << p2 << ", rounds " << rounds1 << " then "
+                    << rounds2 << (coalesce ? ", coalescing" : ""));
+        const RangePartition part1(m, p1);
+        const RangePartition part2(m, p2);
+        std::vector<Sender> senders;
+        for (std::size_t j = 0; j < n; ++j) senders.emplace_back(m, p1);
+        Inbox received = empty_inbox(n, m);
+        for (std::size_t j = 0; j < n; ++j) {
+          run_rounds(senders[j], j, part1, rounds1, source.upto(2), coalesce, source, received);
+        }
+        for (std::size_t j = 0; j < n; ++j) send_undelivered(senders[j], j, part1, received);
+        check_all_delivered(senders, received);  // complete at the switch
+        for (std::size_t j = 0; j < n; ++j) {
+          senders[j].queue = AccumulationQueue(m, p2);
+          run_rounds(senders[j], j, part2, rounds2, source.upto(2), coalesce, source, received);
+        }
+        for (std::size_t j = 0; j < n; ++j) send_undelivered(senders[j], j, part2, received);
+        check_all_delivered(senders, received);
+      }
+    }
+  }
+}
+
+TEST_CASE("round_gradient(r) is G_r for the p rounds in the ring, a ContractError outside",
+          "[ako][accumulation]") {
+  AccumulationQueue q(2, 3);
+  auto round = [&q](std::uint64_t r) {
+    const auto g = q.round_gradient(r);
+    return std::vector<float>(g.begin(), g.end());
+  };
+  CHECK(round(0) == std::vector<float>{0, 0});
+  q.add(std::vector<float>{1, 10});
+  CHECK(round(0) == std::vector<float>{1, 10});
+  CHECK_THROWS_AS(q.round_gradient(1), gradmesh::ContractError);  // not yet
+  q.advance();
+  q.add(std::vector<float>{2, 20});
+  q.add(std::vector<float>{4, 40});  // two gradients in round 1
+  CHECK(round(0) == std::vector<float>{1, 10});
+  CHECK(round(1) == std::vector<float>{6, 60});
+  q.advance();
+  q.add(std::vector<float>{8, 80});
+  CHECK(round(0) == std::vector<float>{1, 10});
+  CHECK(round(1) == std::vector<float>{6, 60});
+  CHECK(round(2) == std::vector<float>{8, 80});
+  q.advance();  // round 3 open, empty; round 0 has left the ring
+  CHECK(round(1) == std::vector<float>{6, 60});
+  CHECK(round(2) == std::vector<float>{8, 80});
+  CHECK(round(3) == std::vector<float>{0, 0});
+  CHECK_THROWS_AS(q.round_gradient(0), gradmesh::ContractError);
+  CHECK_THROWS_AS(q.round_gradient(4), gradmesh::ContractError);
+  CHECK_THROWS_AS(q.round_gradient(UINT64_MAX), gradmesh::ContractError);
+  for (int i = 0; i < 5; ++i) q.advance();  // round 8 open
+  CHECK_THROWS_AS(q.round_gradient(5), gradmesh::ContractError);
+  CHECK(round(6) == std::vector<float>{0, 0});
+  CHECK(round(8) == std::vector<float>{0, 0});
+
+  // p = 1: only the open round.
+  AccumulationQueue one(1, 1);
+  one.add(std::vector<float>{3});
+  CHECK(one.round_gradient(0)[0] == 3.0f);
+  one.advance();
+  CHECK(one.round_gradient(1)[0] == 0.0f);
+  CHECK_THROWS_AS(one.round_gradient(0), gradmesh::ContractError);
+  CHECK_THROWS_AS(one.round_gradient(2), gradmesh::ContractError);
+}
+
+TEST_CASE("undelivered rejects a partition of another p or size, and a wrong output size",
+          "[ako][accumulation][undelivered]") {
+  AccumulationQueue q(10, 3);
+  q.add(std::vector<float>(10, 1.0f));
+  std::vector<float> out(10);
+  CHECK_NOTHROW(undelivered(q, RangePartition(10, 3), 0, out));
+  CHECK_THROWS_AS(undelivered(q, RangePartition(10, 2), 0, out), gradmesh::ContractError);
+  CHECK_THROWS_AS(undelivered(q, RangePartition(10, 4), 0, out), gradmesh::ContractError);
+  CHECK_THROWS_AS(undelivered(q, RangePartition(11, 3), 0, out), gradmesh::ContractError);
+  CHECK_THROWS_AS(undelivered(q, RangePartition(9, 3), 0, out), gradmesh::ContractError);
+  std::vector<float> short_out(9);
+  std::vector<float> long_out(11);
+  CHECK_THROWS_AS(undelivered(q, RangePartition(10, 3), 0, short_out), gradmesh::ContractError);
+  CHECK_THROWS_AS(undelivered(q, RangePartition(10, 3), 0, long_out), gradmesh::ContractError);
 }
