@@ -221,8 +221,7 @@ void AkoStage::pump() {
     const auto phase_after = [&](std::size_t plans) {
       return plans == plans_needed() ? Phase::kSteady : Phase::kProbe;
     };
-    if (!started_) {
-      started_ = true;
+    if (!queue_) {  // the first pump: warm-up, or straight to an agreed (explicit) p
       if (agreed == 0) {
         start_phase(Phase::kWarmup, 1);
       } else {

@@ -226,7 +226,6 @@ class AkoStage final : public SyncStage {
   // Network side, under pump_mutex_.
   mutable std::mutex pump_mutex_;
   Phase phase_ = Phase::kWarmup;
-  bool started_ = false;  // the first pump chose the phase
   std::optional<ako::RangePartition> partition_;   // the p rounds are sent at (not in warm-up)
   std::unique_ptr<ako::AccumulationQueue> queue_;  // p = 1 in warm-up
   std::unique_ptr<ako::PayloadPool> pool_;
