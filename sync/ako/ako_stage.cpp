@@ -66,8 +66,7 @@ AkoStage::AkoStage(SyncContext context)
   if (auto_partitions_ && ctx_.nodes > 1) {
     // Warm-up (p = 1) runs under the loosest bound auto p can end with, p_max + tau: unbounded,
     // one node that starts faster ran 900 iterations ahead and then stalled for seconds.
-    clocks_.set_slack(static_cast<std::uint64_t>(std::min(ako::kMaxAutoPartitions, floats_)) +
-                      o.staleness);
+    clocks_.set_slack(static_cast<std::uint64_t>(ako::max_auto_partitions(floats_)) + o.staleness);
   }
   if (!auto_partitions_) {
     const std::size_t p = *o.partitions;
@@ -536,8 +535,15 @@ void AkoStage::record_profile(std::size_t from, std::size_t plan, std::span<cons
                plan == 0 ? "warm-up plan:" : "final plan:", c.partitions, c.gamma, c.nodes,
                plan == 0 ? "profiled at p = 1" : "profiled at the warm-up plan's p", c.model_bytes,
                c.nodes - 1, rate_text(c.bandwidth), c.eq3,
-               std::min(ako::kMaxAutoPartitions, floats_), rate_text(c.predicted_send_rate()),
+               ako::max_auto_partitions(floats_), rate_text(c.predicted_send_rate()),
                ctx_.options.ako.staleness);
+  if (c.predicted_send_rate() > c.bandwidth * 1.0000001) {
+    spdlog::warn("ako: p is capped at {} (the accumulation queue holds p copies of the model, at "
+                 "most {} MB), so the predicted send rate {} exceeds B = {}: the network will be "
+                 "the bottleneck and rounds will carry several gradients",
+                 c.partitions, ako::kMaxRingBytes >> 20, rate_text(c.predicted_send_rate()),
+                 rate_text(c.bandwidth));
+  }
   agree(plan, c.partitions);
 }
 

@@ -62,7 +62,8 @@ namespace gradmesh::sync {
 /// exactly once per range and peer.
 ///
 /// Partition count p (sec. 3.2, eq. 3): `sync.ako.partitions = N`, or auto: the nodes agree on
-/// p = ceil(gamma x m x (n - 1) / B), clamped to [1, min(128, m floats)], from gamma, the gradient
+/// p = ceil(gamma x m x (n - 1) / B), clamped to [1, ako::max_auto_partitions(m)] (128, fewer
+/// for models over 8 MB: the ring holds p copies of the model), from gamma, the gradient
 /// rate, "profiled during system start-up" (sec. 3.2): each node measures its own (at least
 /// kProfileIterations and kProfileSeconds, skipping the first), broadcasts it (kAkoProfile on
 /// Stage::kAkoControl) and all take the mean over nodes — under the staleness bound every node
@@ -79,7 +80,7 @@ namespace gradmesh::sync {
 ///     so with net.max_send_rate the warm-up loads the network at the cap B, about the load the
 ///     planned p will put on it. (With only a declared sync.ako.bandwidth nothing caps the
 ///     warm-up: its gamma is then lower than at p, and the probe below corrects it.)
-///     The staleness bound's slack is the loosest auto p can end with, min(128, m) + tau, so the
+///     The staleness bound's slack is the loosest auto p can end with, max p + tau, so the
 ///     whole-gradient rounds rarely hold compute back but no node drifts far ahead (unbounded, a
 ///     node that started faster ran 900 iterations ahead, then stalled for seconds). Its gamma
 ///     gives p1.

@@ -7,6 +7,11 @@
 
 namespace gradmesh::sync::ako {
 
+std::size_t max_auto_partitions(std::size_t model_floats) noexcept {
+  const std::size_t by_memory = kMaxRingBytes / std::max<std::size_t>(1, model_floats * sizeof(float));
+  return std::max<std::size_t>(1, std::min({kMaxAutoPartitions, model_floats, by_memory}));
+}
+
 double PartitionChoice::predicted_send_rate() const noexcept {
   return gamma * model_bytes * static_cast<double>(nodes - 1) / static_cast<double>(partitions);
 }
@@ -23,7 +28,7 @@ PartitionChoice partitions_for(double gamma, std::size_t model_floats, std::size
   c.bandwidth = bandwidth;
   c.nodes = nodes;
   c.eq3 = gamma * c.model_bytes * static_cast<double>(nodes - 1) / bandwidth;
-  const double most = static_cast<double>(std::min(kMaxAutoPartitions, model_floats));
+  const double most = static_cast<double>(max_auto_partitions(model_floats));
   c.partitions = static_cast<std::size_t>(std::clamp(std::ceil(c.eq3), 1.0, most));
   return c;
 }

@@ -9,6 +9,8 @@
 using gradmesh::sync::AkoOptions;
 using gradmesh::sync::ako::eq3_bandwidth;
 using gradmesh::sync::ako::kMaxAutoPartitions;
+using gradmesh::sync::ako::kMaxRingBytes;
+using gradmesh::sync::ako::max_auto_partitions;
 using gradmesh::sync::ako::partitions_for;
 
 TEST_CASE("eq. 3 on explicit numbers", "[ako][eq3]") {
@@ -57,6 +59,20 @@ TEST_CASE("p is clamped to [1, min(128, m)]", "[ako][eq3]") {
   CHECK(partitions_for(1e6, 1000, 4, 1e3).partitions == kMaxAutoPartitions);
   CHECK(partitions_for(1e6, 5, 4, 1e3).partitions == 5);       // never more than m floats
   CHECK_THROWS_AS(partitions_for(1, 10, 2, 0), gradmesh::ContractError);
+}
+
+TEST_CASE("auto p keeps the accumulation ring (p copies of the model) within 1 GiB",
+          "[ako][eq3]") {
+  CHECK(max_auto_partitions(269'322) == kMaxAutoPartitions);  // the demo MLP: 1 MB a copy
+  // 784-4096-4096-10: 20,037,642 floats, 80 MB a copy -> at most 13 copies in 1 GiB.
+  const std::size_t large = 20'037'642;
+  CHECK(max_auto_partitions(large) == 13);
+  const auto c = partitions_for(10, large, 4, 12.5e6);  // eq. 3 alone: 192.4
+  CHECK(c.eq3 == Approx(192.36).epsilon(1e-3));
+  CHECK(c.partitions == 13);
+  CHECK(c.partitions * large * sizeof(float) <= kMaxRingBytes);
+  CHECK(c.predicted_send_rate() > 12.5e6);  // the network is the bottleneck: AkoStage warns
+  CHECK(max_auto_partitions(std::size_t{1} << 30) == 1);  // 4 GiB a copy: still one partition
 }
 
 TEST_CASE("B is net.max_send_rate, else sync.ako.bandwidth, else a config error",
