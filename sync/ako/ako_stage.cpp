@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include <spdlog/spdlog.h>
 
@@ -120,7 +119,6 @@ void AkoStage::build(engine::Graph& graph, const IterationTasks& tasks) {
 }
 
 void AkoStage::gate(engine::TaskContext& task) {
-  if (!first_gate_) first_gate_ = Clock::now();
   if (ctx_.nodes == 1) return;
   // In warm-up the slack is the loosest auto p can end with (constructor); after this node's
   // warm-up profile, agreement on p1 sets p1 + tau. Explicit p: p + tau from the start.
@@ -315,17 +313,8 @@ void AkoStage::send_warmup_round(std::uint64_t t) {
   ako::PayloadPool::Lease lease = pool_->acquire();
   const std::span<const float> accumulated = queue_->accumulated();
   std::memcpy(lease.data().data(), accumulated.data(), accumulated.size_bytes());
-  const net::Payload payload = lease.payload(floats_);  // shared by every peer's frame
-  for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
-    if (peer == ctx_.rank) continue;
-    try {
-      ctx_.transport->send(peer, net::Message{static_cast<std::uint8_t>(Stage::kAkoFullRound),
-                                              static_cast<std::uint16_t>(MessageKind::kAkoFullRound),
-                                              0, t, payload});
-    } catch (const PeerError& e) {
-      on_failure(e);
-    }
-  }
+  // One payload, shared by every peer's frame.
+  broadcast(Stage::kAkoFullRound, MessageKind::kAkoFullRound, 0, t, lease.payload(floats_));
   queue_->advance();
   rounds_sent_.fetch_add(1, std::memory_order_relaxed);
   full_rounds_.fetch_add(1, std::memory_order_relaxed);
@@ -344,13 +333,7 @@ void AkoStage::send_round(std::uint64_t t) {
     std::memcpy(lease.data().data(), accumulated.data() + r.offset, r.size * sizeof(float));
     wire += static_cast<double>(r.size * sizeof(float)) + partition_frame_overhead_;
     const std::uint64_t key = (static_cast<std::uint64_t>(p) << kPartitionShift) | k;
-    try {
-      ctx_.transport->send(peer, net::Message{static_cast<std::uint8_t>(Stage::kAkoPartition),
-                                              static_cast<std::uint16_t>(MessageKind::kAkoPartition),
-                                              key, t, lease.payload(r.size)});
-    } catch (const PeerError& e) {
-      on_failure(e);
-    }
+    send_to(peer, Stage::kAkoPartition, MessageKind::kAkoPartition, key, t, lease.payload(r.size));
   }
   queue_->advance();
   rounds_sent_.fetch_add(1, std::memory_order_relaxed);
@@ -375,32 +358,35 @@ void AkoStage::send_undelivered(std::uint64_t t) {
     const std::span<std::byte> bytes = payload.mutable_bytes();
     ako::undelivered(*queue_, *partition_, peer,
                      std::span<float>(reinterpret_cast<float*>(bytes.data()), floats_));
-    try {
-      ctx_.transport->send(peer, net::Message{static_cast<std::uint8_t>(Stage::kAkoFullRound),
-                                              static_cast<std::uint16_t>(MessageKind::kAkoFullRound),
-                                              0, t, std::move(payload)});
-    } catch (const PeerError& e) {
-      on_failure(e);
-    }
+    send_to(peer, Stage::kAkoFullRound, MessageKind::kAkoFullRound, 0, t, std::move(payload));
   }
   rounds_sent_.fetch_add(1, std::memory_order_relaxed);
   full_rounds_.fetch_add(1, std::memory_order_relaxed);
 }
 
+void AkoStage::send_to(std::size_t peer, Stage stage, MessageKind kind, std::uint64_t key,
+                       std::uint64_t round, net::Payload payload) {
+  try {
+    ctx_.transport->send(peer, net::Message{static_cast<std::uint8_t>(stage),
+                                            static_cast<std::uint16_t>(kind), key, round,
+                                            std::move(payload)});
+  } catch (const PeerError& e) {
+    on_failure(e);  // stops sending; the gate rethrows it
+  }
+}
+
+void AkoStage::broadcast(Stage stage, MessageKind kind, std::uint64_t key, std::uint64_t round,
+                         const net::Payload& payload) {
+  for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
+    if (peer != ctx_.rank) send_to(peer, stage, kind, key, round, payload);
+  }
+}
+
 void AkoStage::broadcast_profile(std::size_t plan, double gamma) {
   const double values[kProfileDoubles] = {gamma, choices_[plan].model_bytes, bandwidth_};
   const auto bytes = std::as_bytes(std::span<const double>(values));
-  const net::Payload payload = net::Payload::copy_of(bytes);  // twice per job: may allocate
-  for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
-    if (peer == ctx_.rank) continue;
-    try {
-      ctx_.transport->send(peer, net::Message{static_cast<std::uint8_t>(Stage::kAkoControl),
-                                              static_cast<std::uint16_t>(MessageKind::kAkoProfile),
-                                              plan, 0, payload});
-    } catch (const PeerError& e) {
-      on_failure(e);
-    }
-  }
+  // Twice per job: may allocate.
+  broadcast(Stage::kAkoControl, MessageKind::kAkoProfile, plan, 0, net::Payload::copy_of(bytes));
   record_profile(ctx_.rank, plan, values);
 }
 
@@ -615,16 +601,7 @@ bool AkoStage::finish() {
     if (pool_) pool_->set_on_release({});
   }
   // Tell every peer this node has sent all it will, then wait (bounded) for theirs.
-  for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
-    if (peer == ctx_.rank) continue;
-    try {
-      ctx_.transport->send(peer, net::Message{static_cast<std::uint8_t>(Stage::kAkoControl),
-                                              static_cast<std::uint16_t>(MessageKind::kAkoDone),
-                                              0, 0, net::Payload{}});
-    } catch (const PeerError& e) {
-      on_failure(e);
-    }
-  }
+  broadcast(Stage::kAkoControl, MessageKind::kAkoDone, 0, 0, net::Payload{});
   {
     std::unique_lock lock(flush_mutex_);
     const bool all = flushed_.wait_until(lock, deadline, [&] {

@@ -24,6 +24,7 @@
 #include "sync/ako/payload_pool.h"
 #include "sync/ako/range_partition.h"
 #include "sync/ako/staleness_clocks.h"
+#include "sync/stages.h"
 #include "sync/sync_stage.h"
 
 namespace gradmesh::sync {
@@ -181,6 +182,12 @@ class AkoStage final : public SyncStage {
   void send_undelivered(std::uint64_t round);
   /// Whether `buffers` send buffers are free; if not, the next release posts the pump.
   [[nodiscard]] bool have_buffers(std::size_t buffers);
+  /// Sends one message; a PeerError (that peer failed) goes to on_failure(), never out.
+  void send_to(std::size_t peer, Stage stage, MessageKind kind, std::uint64_t key,
+               std::uint64_t round, net::Payload payload);
+  /// send_to() every peer; the payload is shared, not copied.
+  void broadcast(Stage stage, MessageKind kind, std::uint64_t key, std::uint64_t round,
+                 const net::Payload& payload);
   void broadcast_profile(std::size_t plan, double gamma);
 
   // loop thread (and the network side for this node's own profile)
@@ -214,7 +221,6 @@ class AkoStage final : public SyncStage {
   std::atomic<std::uint64_t> local_clock_{0};  // c_j
   std::size_t profiles_sent_ = 0;              // plans this node has sent its gamma for
   std::atomic<std::uint64_t> profiled_{0};     // gradients before the final profile
-  std::optional<Clock::time_point> first_gate_;
   Clock::time_point profile_start_{};  // the current profile's window: from this handoff
   std::uint64_t profile_start_clock_ = 0;
   bool profile_started_ = false;
