@@ -7,8 +7,11 @@
 # per-node send rate measured while training at p (sync.measured_send_rate in the metrics JSON:
 # wire bytes of the rounds at p over their time span, mean over nodes), the predicted rate
 # gamma m (n - 1) / p, their ratio, and the test accuracy (mean over nodes). For context it also
-# prints the gradient rate reached while training at p and the whole job's average send rate
-# (bytes_sent / wall_seconds: start-up, warm-up, evaluation and the final exchange included).
+# prints the gradient rate reached while training at p ("grad/s at p", mean over nodes), the
+# measured rate over eq. 3's rate for that gradient rate, capped at B ("vs run": near 1 when the
+# rounds went out as planned, so that a low ratio comes from gamma changing after the probe), and
+# the whole job's average send rate (bytes_sent / wall_seconds: start-up, warm-up, evaluation and
+# the final exchange included).
 #
 # Every epoch ends with an evaluation on the first 1,000 test images (data.test_limit; the test
 # accuracy printed is on those): under the staleness bound a node that evaluates stalls its peers,
@@ -48,7 +51,8 @@ from pathlib import Path
 
 out, counts = Path(sys.argv[1]), [int(n) for n in sys.argv[2:]]
 print(f"{'n':>3} {'p':>4} {'gamma/s':>8} {'measured MB/s':>14} {'predicted MB/s':>15} "
-      f"{'ratio':>6} {'B MB/s':>7} {'test acc':>9} {'grad/s at p':>12} {'job avg MB/s':>13}")
+      f"{'ratio':>6} {'B MB/s':>7} {'test acc':>9} {'grad/s at p':>12} {'vs run':>7} "
+      f"{'job avg MB/s':>13}")
 for n in counts:
     nodes = [json.loads((out / f"n{n}" / f"node-{r}.json").read_text()) for r in range(n)]
     s = nodes[0]["sync"]
@@ -57,7 +61,11 @@ for n in counts:
     accuracy = sum(m["test_accuracy"] for m in nodes) / n
     gamma_run = sum(m["sync"]["measured_gamma"] for m in nodes) / n
     job_avg = sum(m["bytes_sent"] / m["wall_seconds"] for m in nodes) / n
+    # eq. 3's rate for the gradient rate the run actually reached, at most B: separates a
+    # mispredicted gamma (ratio low, "vs run" near 1) from rounds that did not go out.
+    at_run_gamma = min(s["bandwidth"], gamma_run * s["model_bytes"] * (n - 1) / s["partitions"])
     print(f"{n:>3} {int(s['partitions']):>4} {s['gamma']:>8.1f} {measured / 1e6:>14.3f} "
           f"{predicted / 1e6:>15.3f} {measured / predicted:>6.3f} {s['bandwidth'] / 1e6:>7.2f} "
-          f"{100 * accuracy:>8.2f}% {gamma_run:>12.1f} {job_avg / 1e6:>13.3f}")
+          f"{100 * accuracy:>8.2f}% {gamma_run:>12.1f} {measured / at_run_gamma:>7.3f} "
+          f"{job_avg / 1e6:>13.3f}")
 PY

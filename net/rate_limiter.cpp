@@ -18,12 +18,24 @@ std::size_t RateLimiter::default_capacity(double rate) noexcept {
   return std::max(kMinCapacity, static_cast<std::size_t>(rate * 0.010));
 }
 
-RateLimiter::RateLimiter(double rate, std::size_t capacity, Clock clock)
-    : rate_(rate), capacity_(capacity), clock_(std::move(clock)) {
+std::size_t RateLimiter::default_backlog_capacity(double rate) noexcept {
+  return std::max(default_capacity(rate), static_cast<std::size_t>(rate * 0.100));
+}
+
+RateLimiter::RateLimiter(double rate, std::size_t capacity, Clock clock,
+                         std::size_t backlog_capacity)
+    : rate_(rate),
+      capacity_(capacity),
+      backlog_capacity_(backlog_capacity == 0 ? capacity : backlog_capacity),
+      clock_(std::move(clock)) {
   if (!(rate > 0.0) || !std::isfinite(rate))
     throw ConfigError("rate limiter: rate must be a finite number of bytes/s > 0, got " +
                       std::to_string(rate));
   if (capacity == 0) throw ConfigError("rate limiter: capacity must be > 0 bytes, got 0");
+  if (backlog_capacity_ < capacity_)
+    throw ConfigError("rate limiter: backlog capacity (" + std::to_string(backlog_capacity_) +
+                      " bytes) must be at least the capacity (" + std::to_string(capacity_) +
+                      " bytes)");
   if (!clock_) throw ConfigError("rate limiter: clock must not be empty");
   tokens_ = static_cast<double>(capacity_);
   last_ = clock_();
@@ -32,9 +44,28 @@ RateLimiter::RateLimiter(double rate, std::size_t capacity, Clock clock)
 void RateLimiter::refill() {
   const double now = clock_();
   if (now > last_) {
-    tokens_ = std::min(static_cast<double>(capacity_), tokens_ + (now - last_) * rate_);
+    const double cap = static_cast<double>(backlogged_ ? backlog_capacity_ : capacity_);
+    tokens_ = std::min(cap, tokens_ + (now - last_) * rate_);
     last_ = now;
   }
+}
+
+void RateLimiter::start_backlog(double since) {
+  if (backlogged_) return;
+  const double now = clock_();
+  since = std::clamp(since, std::min(last_, now), now);
+  if (since > last_) {  // idle until `since`: refill up to capacity
+    tokens_ = std::min(static_cast<double>(capacity_), tokens_ + (since - last_) * rate_);
+    last_ = since;
+  }
+  backlogged_ = true;
+  refill();  // backlogged from `since` to now
+}
+
+void RateLimiter::end_backlog() {
+  refill();  // the time until now counts as backlogged
+  backlogged_ = false;
+  tokens_ = std::min(tokens_, static_cast<double>(capacity_));
 }
 
 std::size_t RateLimiter::available() {

@@ -161,6 +161,7 @@ class Transport::Impl final : public detail::ConnectionListener {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::pair<std::size_t, std::unique_ptr<OutgoingFrame>>> incoming_;
+  double incoming_since_ = 0;    // RateLimiter::steady_seconds() when incoming_ last filled
   bool loop_accepts_ = false;    // async_ is live: uv_async_send allowed
   bool sends_allowed_ = false;   // between a successful start() and shutdown()
   bool started_ = false;         // start() succeeded
@@ -238,7 +239,9 @@ void Transport::Impl::start() {
     peers_[r].retry_timer.data = this;
   }
   if (options_.max_send_rate > 0.0)
-    limiter_.emplace(options_.max_send_rate, RateLimiter::default_capacity(options_.max_send_rate));
+    limiter_.emplace(options_.max_send_rate, RateLimiter::default_capacity(options_.max_send_rate),
+                     &RateLimiter::steady_seconds,
+                     RateLimiter::default_backlog_capacity(options_.max_send_rate));
 
   int rc = uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&peers_[self].socket_address), 0);
   if (rc == 0)
@@ -307,6 +310,7 @@ void Transport::Impl::enqueue_from_caller(std::size_t to_rank,
   if (!sends_allowed_ || !loop_accepts_)
     throw Error("Transport::send() to rank " + std::to_string(to_rank) +
                 (started_ ? ": the transport is shut down" : ": start() has not succeeded"));
+  if (incoming_.empty()) incoming_since_ = RateLimiter::steady_seconds();
   incoming_.emplace_back(to_rank, std::move(frame));
   uv_async_send(&async_);
 }
@@ -376,9 +380,11 @@ void Transport::Impl::on_async(uv_async_t* handle) noexcept {
   auto* self = static_cast<Impl*>(handle->data);
   bool shutdown = false;
   bool stop = false;
+  double since = 0;
   {
     const std::lock_guard lock(self->mutex_);
     self->draining_.swap(self->incoming_);
+    since = self->incoming_since_;
     shutdown = self->shutdown_requested_;
     stop = self->stop_requested_;
   }
@@ -391,6 +397,9 @@ void Transport::Impl::on_async(uv_async_t* handle) noexcept {
     if (connection != nullptr && connection->established && !connection->closing())
       self->queue_frame(*connection, std::move(frame));
   }
+  // The link time since the first of these frames was sent counts as backlogged: a real NIC
+  // would have been sending them while this thread waited for a core.
+  if (self->limiter_ && !self->ready_.empty()) self->limiter_->start_backlog(since);
   self->draining_.clear();  // keeps its capacity: no allocation per batch
   if (stop) {
     self->close_all();
@@ -410,6 +419,9 @@ void Transport::Impl::queue_frame(Connection& connection,
 }
 
 void Transport::Impl::pump() noexcept {
+  // The send cap's bucket may bank the link time this thread misses while frames wait (see
+  // RateLimiter): it is backlogged from here until the ready list empties.
+  if (limiter_ && !ready_.empty()) limiter_->start_backlog(RateLimiter::steady_seconds());
   while (!stopping_ && !ready_.empty()) {
     Connection* connection = ready_.front();
     if (connection->closing() || !connection->has_unissued()) {
@@ -443,6 +455,7 @@ void Transport::Impl::pump() noexcept {
       ready_.push_back(connection);
     }
   }
+  if (limiter_) limiter_->end_backlog();  // nothing waits: an idle link banks nothing
 }
 
 void Transport::Impl::on_pace(uv_timer_t* timer) noexcept {
@@ -914,6 +927,7 @@ void Transport::Impl::abort(const std::string& reason) noexcept {
       for (std::size_t r = 0; r < peers_.size(); ++r) {
         if (r == options_.rank || peers_[r].failure || peers_[r].done) continue;
         try {
+          if (incoming_.empty()) incoming_since_ = RateLimiter::steady_seconds();
           incoming_.emplace_back(r, encode_abort(reason, control_stage_));
           ++aborts_pending_;
         } catch (...) {

@@ -71,6 +71,9 @@ struct SyncContext {
   std::size_t batch_size = 0;           ///< K, samples per node per iteration
   tasks::SgdOptions sgd;
   SyncOptions options;
+  /// This node's iterations per epoch (its shard over batch_size; 0: unknown). Ako's gamma probe
+  /// spans one epoch, so that per-epoch work (evaluation) weighs in it as in the run.
+  std::size_t iterations_per_epoch = 0;
 };
 
 /// One row of the per-layer plan (DESIGN.md metrics "plan"; `gradmesh-node plan`).

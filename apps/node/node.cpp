@@ -21,6 +21,7 @@
 #include "sync/sync_stage.h"
 #include "tasks/cpu/blas.h"
 #include "tasks/data/fashion_mnist.h"
+#include "tasks/data/shard_sampler.h"
 #include "tasks/layers/layer_spec.h"
 #include "tasks/model.h"
 #include "topo/peer_list.h"
@@ -129,8 +130,9 @@ int train(const NodeOptions& options) {
   }
   auto stage = sync::make_sync_stage(
       config.sync.strategy,
-      sync::SyncContext{model, executor, transport.get(), rank, nodes, batch,
-                        sgd_options(config), sync_options(config)});
+      sync::SyncContext{model, executor, transport.get(), rank, nodes, batch, sgd_options(config),
+                        sync_options(config),
+                        tasks::ShardSampler::iterations_per_epoch(data.train.count, nodes, batch)});
   // On every exit path, before the stage is destroyed: stop the transport's loop thread (no more
   // handler calls into the stage; later sends throw instead of touching freed memory), then let
   // queued network jobs (which refer to the stage and the transport) drain.

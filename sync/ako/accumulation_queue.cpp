@@ -24,28 +24,54 @@ AccumulationQueue::AccumulationQueue(std::size_t floats, std::size_t partitions)
 
 void AccumulationQueue::add(std::span<const float> gradient) {
   GRADMESH_CHECK_EQ(gradient.size(), floats_, "gradient size");
-  float* slot = slots_.data() + static_cast<std::size_t>(round_ % partitions_) * floats_;
+  float* slot = open_slot();
   float* acc = accumulated_.data();
   const float* g = gradient.data();
-  for (std::size_t i = 0; i < floats_; ++i) {
-    slot[i] += g[i];
-    acc[i] += g[i];
+  if (!open_retired_) {
+    // The open round's first gradient: its slot still holds G_(r-p), which leaves g* in the same
+    // pass that stores G_r = g (one pass over m floats, where retiring first would take two).
+    for (std::size_t i = 0; i < floats_; ++i) {
+      acc[i] += g[i] - slot[i];
+      slot[i] = g[i];
+    }
+    open_retired_ = true;
+  } else {
+    for (std::size_t i = 0; i < floats_; ++i) {
+      slot[i] += g[i];
+      acc[i] += g[i];
+    }
   }
   ++pending_;
 }
 
+std::span<const float> AccumulationQueue::accumulated() const {
+  retire_open();
+  return accumulated_;
+}
+
 void AccumulationQueue::advance() {
+  retire_open();  // a no-op unless the round stayed empty
   ++round_;
   pending_ = 0;
-  // The slot of round r + 1 held G_(r+1-p), the oldest round still in g*.
-  float* slot = slots_.data() + static_cast<std::size_t>(round_ % partitions_) * floats_;
+  open_retired_ = false;
+}
+
+void AccumulationQueue::retire_open() const {
+  if (open_retired_) return;
+  float* slot = open_slot();
   float* acc = accumulated_.data();
   for (std::size_t i = 0; i < floats_; ++i) acc[i] -= slot[i];
   std::fill_n(slot, floats_, 0.0f);
+  open_retired_ = true;
+}
+
+float* AccumulationQueue::open_slot() const noexcept {
+  return slots_.data() + static_cast<std::size_t>(round_ % partitions_) * floats_;
 }
 
 std::span<const float> AccumulationQueue::round_gradient(std::uint64_t r) const {
   GRADMESH_CHECK(r <= round_ && r + partitions_ > round_, "round no longer (or not yet) in the ring");
+  if (r == round_) retire_open();
   return {slots_.data() + static_cast<std::size_t>(r % partitions_) * floats_, floats_};
 }
 

@@ -20,13 +20,17 @@ namespace gradmesh::sync::ako {
 ///     g*_r = g*_(r-1) + G_r - G_(r-p))                 g*_t = g*_(t-1) + g_t - g_(t-p))
 ///
 /// Use: add() every local gradient (one or more per round), read accumulated() to copy the
-/// partitions of round r out, then advance() to open round r + 1, which subtracts G_(r+1-p) from g*
-/// and clears its slot. Every added gradient is in exactly p consecutive g*_r: the rounds from the
-/// one it was added in on. With the rotation of RangePartition this sends every gradient's range k
-/// to every peer exactly once (the exactly-once identity tested in tests/sync/ako/).
+/// partitions of round r out, then advance() to open round r + 1. G_(r+1-p) leaves g* lazily: at
+/// round r + 1's first add(), in the same pass that stores G_(r+1) in its slot (or, if round r + 1
+/// has no gradient yet, when it is read or closed). Every added gradient is in exactly p
+/// consecutive g*_r: the rounds from the one it was added in on. With the rotation of
+/// RangePartition this sends every gradient's range k to every peer exactly once (the exactly-once
+/// identity tested in tests/sync/ako/).
 ///
 /// Memory: (p + 1) x m floats, allocated in the constructor; add() and advance() never allocate.
-/// Cost: add() reads 2m and writes 2m floats; advance() m and m.
+/// Cost per round of one gradient (the paper's steady state): one pass over m floats that reads
+/// 3m (g, the slot, g*) and writes 2m (the slot, g*); advance() touches nothing then. A round
+/// with no gradient costs a separate pass (reads 2m, writes 2m) when it is read or closed.
 /// Thread safety: none; one owner (Ako's network tasks, serialised by AkoStage).
 class AccumulationQueue {
  public:
@@ -37,8 +41,8 @@ class AccumulationQueue {
   /// g* += g.
   void add(std::span<const float> gradient);
   /// g*_r of the open round: m floats, valid until the next add() or advance().
-  [[nodiscard]] std::span<const float> accumulated() const noexcept { return accumulated_; }
-  /// Closes the open round and opens the next: g* -= G_(r+1-p), that slot cleared.
+  [[nodiscard]] std::span<const float> accumulated() const;
+  /// Closes the open round and opens the next.
   void advance();
 
   /// G_r, the gradients added in round r (m floats), for the p rounds still in the ring:
@@ -54,12 +58,18 @@ class AccumulationQueue {
   [[nodiscard]] std::size_t floats() const noexcept { return floats_; }
 
  private:
+  // G_(r-p) leaves g* lazily (retire_open()): a logically const step, hence mutable.
+  void retire_open() const;
+  [[nodiscard]] float* open_slot() const noexcept;
+
   std::size_t floats_;
   std::size_t partitions_;
-  std::vector<float> slots_;        // p slots of m floats: slot (r mod p) holds G_r
-  std::vector<float> accumulated_;  // g*, m floats
+  mutable std::vector<float> slots_;        // p slots of m floats: slot (r mod p) holds G_r
+  mutable std::vector<float> accumulated_;  // g*, m floats
   std::uint64_t round_ = 0;
   std::size_t pending_ = 0;
+  // Whether G_(r-p) has left g* and the open round's slot holds G_r (else it still holds G_(r-p)).
+  mutable bool open_retired_ = false;
 };
 
 /// The part of the gradients in `queue` that peer `peer` has not received yet, given that each

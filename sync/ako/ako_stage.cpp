@@ -171,10 +171,18 @@ void AkoStage::handoff() {
         profile_start_ = now;
         profile_start_clock_ = c;
       }
-    } else if (c - profile_start_clock_ >= kProfileIterations &&
-               now - profile_start_ >= std::chrono::duration<double>(
-                                           profiles_sent_ == 0 ? kProfileSeconds : kProbeSeconds)) {
-      end_profile(profiles_sent_, profile_gamma());
+    } else {
+      const bool probe = profiles_sent_ > 0;
+      const std::uint64_t iterations = c - profile_start_clock_;
+      const double seconds = std::chrono::duration<double>(now - profile_start_).count();
+      const std::uint64_t enough =
+          probe ? std::max<std::uint64_t>(kProfileIterations, ctx_.iterations_per_epoch)
+                : kProfileIterations;
+      const bool done = iterations >= enough &&
+                        seconds >= (probe ? kProbeSeconds : kProfileSeconds);
+      const bool too_long =
+          probe && iterations >= kProfileIterations && seconds >= kProbeMaxSeconds;
+      if (done || too_long) end_profile(profiles_sent_, profile_gamma());
     }
   }
   post_pump();

@@ -88,7 +88,8 @@ namespace gradmesh::sync {
 ///     With p = 1 each round delivers its gradients whole, so the ring at p1 starts empty and the
 ///     gradients not yet sent open its first round.
 ///  2. probe: the node runs at p1 and measures gamma again, now with the per-round work of p1 and
-///     the bound at p1 + tau; that gamma gives the final p. Its window opens 2 m (n - 1) / B
+///     the bound at p1 + tau, over at least kProbeSeconds and one epoch of iterations (at most
+///     kProbeMaxSeconds); that gamma gives the final p. Its window opens 2 m (n - 1) / B
 ///     seconds after the node agreed on p1: by then its last warm-up round (m (n - 1) bytes at B)
 ///     and its peers' have been written, and the tighter bound has pulled the nodes within p1 + tau
 ///     of each other; a window over that transition measured gamma at a third of its steady value
@@ -119,6 +120,12 @@ class AkoStage final : public SyncStage {
   /// warm-up profile, then the probe, whose gamma is the one the final p is planned with.
   static constexpr double kProfileSeconds = 1.0;
   static constexpr double kProbeSeconds = 2.0;
+  /// The probe also spans one epoch of iterations (SyncContext::iterations_per_epoch), so that
+  /// every peer's per-epoch evaluation, which takes CPU from this node on shared cores, weighs in
+  /// gamma as it does in the run (a 2 s probe at 8 nodes, shorter than their 2.9 s epoch, measured
+  /// gamma 0.77-1.36 times the run's, depending on whether evaluations fell in it) — but it ends
+  /// after this many seconds at most (large datasets, with long epochs, weigh evaluation less).
+  static constexpr double kProbeMaxSeconds = 10.0;
   /// Rounds whose payloads may be queued in the transport at once.
   static constexpr std::size_t kRoundsInFlight = 4;
   /// Most gradients the compute side may hand off before the network side takes them (the
