@@ -24,7 +24,7 @@ AccumulationQueue::AccumulationQueue(std::size_t floats, std::size_t partitions)
 
 void AccumulationQueue::add(std::span<const float> gradient) {
   GRADMESH_CHECK_EQ(gradient.size(), floats_, "gradient size");
-  float* slot = open_slot();
+  float* slot = slot_of(round_);
   float* acc = accumulated_.data();
   const float* g = gradient.data();
   if (!open_retired_) {
@@ -58,21 +58,21 @@ void AccumulationQueue::advance() {
 
 void AccumulationQueue::retire_open() const {
   if (open_retired_) return;
-  float* slot = open_slot();
+  float* slot = slot_of(round_);
   float* acc = accumulated_.data();
   for (std::size_t i = 0; i < floats_; ++i) acc[i] -= slot[i];
   std::fill_n(slot, floats_, 0.0f);
   open_retired_ = true;
 }
 
-float* AccumulationQueue::open_slot() const noexcept {
-  return slots_.data() + static_cast<std::size_t>(round_ % partitions_) * floats_;
+float* AccumulationQueue::slot_of(std::uint64_t r) const noexcept {
+  return slots_.data() + static_cast<std::size_t>(r % partitions_) * floats_;
 }
 
 std::span<const float> AccumulationQueue::round_gradient(std::uint64_t r) const {
   GRADMESH_CHECK(r <= round_ && r + partitions_ > round_, "round no longer (or not yet) in the ring");
   if (r == round_) retire_open();
-  return {slots_.data() + static_cast<std::size_t>(r % partitions_) * floats_, floats_};
+  return {slot_of(r), floats_};
 }
 
 void undelivered(const AccumulationQueue& queue, const RangePartition& partition, std::size_t peer,

@@ -60,7 +60,8 @@ class AccumulationQueue {
  private:
   // G_(r-p) leaves g* lazily (retire_open()): a logically const step, hence mutable.
   void retire_open() const;
-  [[nodiscard]] float* open_slot() const noexcept;
+  // Round r's slot: slot r mod p of the ring, m floats.
+  [[nodiscard]] float* slot_of(std::uint64_t r) const noexcept;
 
   std::size_t floats_;
   std::size_t partitions_;
