@@ -68,9 +68,9 @@ int main(int argc, char** argv) {
       {"dense:256", "relu", "dense:256", "relu", "dense:10", "softmax_cross_entropy"});
   gradmesh::tasks::Model model(specs, data.train.features, batch, 42);
   gradmesh::engine::Executor executor({1, 1});
+  gradmesh::tasks::Optimizer optimizer({0.05f, 0.9f, 0.0f}, model.parameter_count());
   auto stage = gradmesh::sync::make_sync_stage(
-      "none", gradmesh::sync::SyncContext{model, executor, nullptr, 0, 1, batch,
-                                          {0.05f, 0.9f, 0.0f}, {}});
+      "none", gradmesh::sync::SyncContext{model, executor, nullptr, 0, 1, batch, optimizer, {}});
   gradmesh::app::Trainer trainer(model, data.train, executor, *stage, {0, 1, batch, 42});
 
   for (int i = 0; i < 50; ++i) trainer.step();  // warm-up

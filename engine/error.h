@@ -86,6 +86,8 @@ template <typename A, typename B>
 #define GRADMESH_CHECK_EQ(a, b, what) GRADMESH_CHECK_OP(a, ==, b, what)
 #define GRADMESH_CHECK_LE(a, b, what) GRADMESH_CHECK_OP(a, <=, b, what)
 #define GRADMESH_CHECK_LT(a, b, what) GRADMESH_CHECK_OP(a, <, b, what)
+#define GRADMESH_CHECK_NE(a, b, what) GRADMESH_CHECK_OP(a, !=, b, what)
+#define GRADMESH_CHECK_GT(a, b, what) GRADMESH_CHECK_OP(a, >, b, what)
 #define GRADMESH_CHECK(cond, what)                                                       \
   do {                                                                                   \
     if (!(cond))                                                                         \

@@ -1,95 +1,78 @@
 #pragma once
-// The TCP transport: a full mesh of one connection per pair of ranks on one libuv loop thread.
+// The transport interface (gloo's transport/device.h idea): moves tagged byte payloads between the
+// ranks of a job and knows nothing of gradients. Backends: net/tcp/ (libuv TCP, what nodes use)
+// and net/inproc/ (peers as threads of one process, for unit tests of the sync stages).
 
 #include <cstddef>
 #include <functional>
-#include <memory>
-#include <span>
+#include <string>
 
 #include "engine/error.h"
 #include "net/counters.h"
 #include "net/message.h"
-#include "net/transport_options.h"
 
 namespace gradmesh::net {
 
-/// Moves tagged byte payloads (Message) between the ranks of a job; knows nothing of gradients.
+/// One rank's end of a full mesh of reliable, ordered links to every other rank.
 ///
-/// Topology: rank i dials every rank j < i and accepts from every j > i; every connection starts
-/// with a Hello / HelloAck handshake that checks protocol version, job name, config hash and the
-/// peer list. Frames are prefix + verified FlatBuffers header + raw payload (net/frame.h).
+/// Contract every backend keeps:
+///  - Messages from one rank to another arrive in send order, each exactly once, or the sender's
+///    peer fails.
+///  - Handlers run on one delivery thread per Transport (never on a sender's thread), in arrival
+///    order per peer; they must not block. An exception a message handler throws is caught, counted
+///    as a malformed frame and logged.
+///  - A peer's failure is a value: it is reported once to the FailureHandler (a PeerError naming
+///    the rank and address) and rethrown by every later send() to that peer. Nothing is thrown or
+///    aborted on the delivery thread.
+///  - The payload is shared, not copied, until the backend is done with it; a received payload is
+///    an owned buffer.
 ///
-/// Threads: one libuv event-loop thread per Transport owns every socket. send() and counters()
-/// may be called from any thread; start(), shutdown() and the destructor from one owning thread.
-/// Nothing throws on the loop thread: a peer's failure is stored as a PeerError, reported once
-/// to the FailureHandler and rethrown by every later send() to that peer.
-class Transport final {
+/// Threads: send() and counters() from any thread; set_handlers(), start(), shutdown(), close(),
+/// abort() and the destructor from one owning thread.
+class Transport {
  public:
-  /// Called on the loop thread for every Data frame, in arrival order per peer. Must not block;
-  /// an exception it throws is caught, counted as a malformed frame and logged.
+  /// Called on the delivery thread for every data message, in arrival order per peer.
   using MessageHandler = std::function<void(std::size_t from_rank, Message&& message)>;
-  /// Called on the loop thread, once per peer that fails after its handshake (connection closed
-  /// without Goodbye, socket error, unresyncable framing). Must not block.
+  /// Called on the delivery thread, once per peer that fails after it connected. Must not block.
   using FailureHandler = std::function<void(const PeerError& error)>;
 
-  /// Validates `options`; throws gradmesh::ConfigError naming the bad field. Opens no socket.
-  explicit Transport(TransportOptions options);
-  /// Abrupt close (peers see the connection drop) if shutdown() was not called; joins the loop
-  /// thread; never throws.
-  ~Transport();
-
+  Transport() = default;
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
+  virtual ~Transport() = default;
 
   /// Sets the handlers; call before start(). Either may be empty (messages / failures dropped).
-  void set_handlers(MessageHandler on_message, FailureHandler on_failure);
+  virtual void set_handlers(MessageHandler on_message, FailureHandler on_failure) = 0;
 
-  /// Listens on peers[rank] (SO_REUSEADDR, set by libuv), starts the loop thread, dials lower
-  /// ranks (retrying with back-off 50 ms doubling to 1 s) and handshakes. Blocks until every peer
-  /// is connected. Throws PeerError when a peer refuses us or we refuse it (the message carries the
-  /// reason: what differs and both values), when we cannot listen, or after connect_timeout_s
-  /// naming every missing rank and address. After a throw the Transport is closed; destroy it.
-  void start();
+  /// Connects to every peer; blocks until all are connected. Throws PeerError naming the rank and
+  /// address of a peer that could not be reached or refused us.
+  virtual void start() = 0;
 
-  /// Queues `message` for `to_rank` and returns at once (non-blocking; the payload is shared,
-  /// kept alive until written, not copied). Thread safe. Frames to one peer arrive in send order.
+  /// Queues `message` for `to_rank` and returns at once (non-blocking). Thread safe.
   /// Throws: PeerError (the stored one) if that peer failed; ContractError for a bad rank (own
-  /// rank included) or stage; ProtocolError if the frame exceeds max_frame_bytes; Error before
-  /// start() succeeded or after shutdown().
-  void send(std::size_t to_rank, Message message);
+  /// rank included) or stage; ProtocolError if the message is too large; Error before start()
+  /// succeeded or after close().
+  virtual void send(std::size_t to_rank, Message message) = 0;
 
-  /// Test hook: writes `bytes` verbatim on the connection to `to_rank` (counted under "control"),
-  /// to inject malformed frames. Same thread safety and errors as send().
-  void send_raw_for_testing(std::size_t to_rank, std::span<const std::byte> bytes);
+  /// Clean close: delivers what is queued, tells every peer goodbye and waits up to `timeout_s`
+  /// seconds for theirs. Idempotent; never throws.
+  virtual void shutdown(double timeout_s = 10.0) noexcept = 0;
 
-  /// Clean close: sends Goodbye to every live peer after its queued frames, waits up to
-  /// `timeout_s` seconds for every peer's Goodbye (logging the ones that did not come), closes
-  /// every socket and joins the loop thread. Peers that said Goodbye are not failures.
-  /// Idempotent; never throws.
-  void shutdown(double timeout_s = 10.0) noexcept;
+  /// Abrupt close: no handler runs after it returns; peers see this node fail; later send() calls
+  /// throw gradmesh::Error. Idempotent; never throws.
+  virtual void close() noexcept = 0;
 
-  /// Abrupt close: stops the loop thread and closes every socket without Goodbye (peers see this
-  /// node fail), so no handler runs after it returns; later send() calls throw gradmesh::Error.
-  /// Idempotent; never throws. Use it on an error path, before destroying what handlers use.
-  void close() noexcept;
+  /// Abrupt close on an error, telling the peers why first (each reports this node as failed with
+  /// "aborted the job: <reason>"). Idempotent; never throws.
+  virtual void abort(const std::string& reason) noexcept = 0;
 
-  /// Abrupt close on an error, telling the peers why first: queues an Abort frame carrying `reason`
-  /// to every live peer, waits (at most 1 s) for them to be written, then close(). A peer that
-  /// receives it reports this node as failed with "aborted the job: <reason>", so the root cause
-  /// (say, the peer that died first) is named everywhere. Idempotent; never throws.
-  void abort(const std::string& reason) noexcept;
-
-  /// Snapshot of the byte and frame counters. Thread safe.
-  [[nodiscard]] Counters counters() const;
+  /// Snapshot of the byte and frame counters (wire bytes: prefix + header + payload). Thread safe.
+  [[nodiscard]] virtual Counters counters() const = 0;
 
   /// This node's rank.
-  [[nodiscard]] std::size_t rank() const noexcept;
-  /// Number of ranks (peers.size()).
-  [[nodiscard]] std::size_t size() const noexcept;
-
- private:
-  class Impl;
-  std::unique_ptr<Impl> impl_;
+  [[nodiscard]] virtual std::size_t rank() const noexcept = 0;
+  /// Number of ranks, this one included.
+  [[nodiscard]] virtual std::size_t size() const noexcept = 0;
 };
 
 }  // namespace gradmesh::net

@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "net/frame.h"
 
 namespace gradmesh::sync {
 
@@ -15,13 +14,6 @@ LayerPlan describe_layer(tasks::Model& model, std::size_t layer, std::string_vie
   row.parameters = info.parameter_count();
   row.scheme = row.parameters == 0 ? "-" : std::string(scheme);
   return row;
-}
-
-double frame_overhead_bytes(Stage stage, MessageKind kind) {
-  // Non-zero tags: FlatBuffers leaves out fields equal to their default, so 0s would under-count.
-  const net::Message probe{static_cast<std::uint8_t>(stage), static_cast<std::uint16_t>(kind), 1,
-                           1, net::Payload{}};
-  return static_cast<double>(net::encode_data(probe)->wire_bytes());
 }
 
 }  // namespace gradmesh::sync

@@ -4,18 +4,16 @@
 
 namespace gradmesh::sync {
 
-NoneStage::NoneStage(SyncContext context)
-    : ctx_(std::move(context)), sgd_(ctx_.sgd), velocity_(ctx_.model.parameter_count(), 0.0f) {}
+NoneStage::NoneStage(SyncContext context) : ctx_(std::move(context)) {}
 
 void NoneStage::build(engine::Graph& graph, const IterationTasks& tasks) {
   for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
     if (ctx_.model.layer(l).parameter_count() == 0) continue;
     auto step = graph.emplace("step_" + std::to_string(l), engine::Arena::kCompute,
                               [this, l](engine::TaskContext&) {
-                                const std::size_t offset = ctx_.model.parameter_offset(l);
-                                const auto params = ctx_.model.layer_parameters(l);
-                                sgd_.step(params, ctx_.model.layer_gradients(l),
-                                          std::span<float>(velocity_).subspan(offset, params.size()));
+                                ctx_.optimizer.step(ctx_.model.parameter_offset(l),
+                                                    ctx_.model.layer_parameters(l),
+                                                    ctx_.model.layer_gradients(l));
                               });
     tasks.backward[l].precede(step);
     step.precede(tasks.done);

@@ -20,8 +20,6 @@ class NoneStage final : public SyncStage {
 
  private:
   SyncContext ctx_;
-  tasks::Sgd sgd_;
-  std::vector<float> velocity_;  // momentum buffer, same layout as Model::parameters()
 };
 
 }  // namespace gradmesh::sync

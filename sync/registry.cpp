@@ -1,10 +1,17 @@
+// The strategy registry (STYLE.md practice 2): each strategy's name, the stages it sends on and its
+// factory. Adding a strategy touches this file and its own folder, nothing else shared.
+
+#include <algorithm>
 #include <functional>
-#include <map>
 
 #include "engine/error.h"
 #include "sync/ako/ako_stage.h"
+#include "sync/ako/messages.h"
+#include "sync/channel.h"
 #include "sync/none_stage.h"
+#include "sync/poseidon/messages.h"
 #include "sync/poseidon/poseidon_stage.h"
+#include "sync/ps/messages.h"
 #include "sync/sync_stage.h"
 
 namespace gradmesh::sync {
@@ -15,29 +22,32 @@ using Factory = std::function<std::unique_ptr<SyncStage>(SyncContext)>;
 
 struct Entry {
   std::string name;
-  Factory make;  // empty: documented but not built yet
+  std::vector<std::string_view> stages;  // the transport stages it sends on
+  Factory make;                          // empty: documented but not built yet
 };
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
-      {"none", [](SyncContext c) -> std::unique_ptr<SyncStage> {
+      {"none", {}, [](SyncContext c) -> std::unique_ptr<SyncStage> {
          if (c.nodes != 1) {
            throw ConfigError("sync.strategy = \"none\" trains a single node, but the peer list has " +
                              std::to_string(c.nodes) + " nodes: use ps (or run one node)");
          }
          return std::make_unique<NoneStage>(std::move(c));
        }},
-      {"ps", [](SyncContext c) -> std::unique_ptr<SyncStage> {
+      {"ps", {ps::kPushStage, ps::kBroadcastStage}, [](SyncContext c) -> std::unique_ptr<SyncStage> {
          return std::make_unique<PoseidonStage>(std::move(c), "ps", PoseidonStage::SfbMode::kNever);
        }},
-      {"poseidon", [](SyncContext c) -> std::unique_ptr<SyncStage> {
+      {"poseidon", {ps::kPushStage, ps::kBroadcastStage, sfb::kStage},
+       [](SyncContext c) -> std::unique_ptr<SyncStage> {
          const auto mode = PoseidonStage::parse_sfb_mode(c.options.poseidon.sfb);
          return std::make_unique<PoseidonStage>(std::move(c), "poseidon", mode);
        }},
-      {"ako", [](SyncContext c) -> std::unique_ptr<SyncStage> {
+      {"ako", {ako::kPartitionStage, ako::kControlStage, ako::kFullRoundStage},
+       [](SyncContext c) -> std::unique_ptr<SyncStage> {
          return std::make_unique<AkoStage>(std::move(c));
        }},
-      {"allreduce", nullptr},
+      {"allreduce", {}, nullptr},
   };
   return entries;
 }
@@ -53,6 +63,19 @@ std::string known_names() {
 
 }  // namespace
 
+const std::vector<std::string>& stage_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const Entry& e : registry()) {
+      for (const std::string_view stage : e.stages) {
+        if (std::find(out.begin(), out.end(), stage) == out.end()) out.emplace_back(stage);
+      }
+    }
+    return out;
+  }();
+  return names;
+}
+
 std::vector<std::string> strategy_names() {
   std::vector<std::string> names;
   for (const Entry& e : registry()) names.push_back(e.name);
@@ -64,7 +87,7 @@ std::unique_ptr<SyncStage> make_sync_stage(std::string_view name, SyncContext co
     if (e.name != name) continue;
     if (!e.make) {
       throw ConfigError("sync.strategy = \"" + std::string(name) +
-                        "\": this strategy is not implemented yet in this build; available: none, ps, poseidon");
+                        "\": this strategy is not implemented yet in this build; available: none, ps, poseidon, ako");
     }
     return e.make(std::move(context));
   }

@@ -15,8 +15,11 @@
 
 #include "engine/executor.h"
 #include "engine/graph.h"
+#include "sync/ako/options.h"
+#include "sync/poseidon/options.h"
+#include "sync/ps/options.h"
 #include "tasks/model.h"
-#include "tasks/optim/sgd.h"
+#include "tasks/optim/optimizer.h"
 
 namespace gradmesh::net {
 class Transport;
@@ -24,29 +27,8 @@ class Transport;
 
 namespace gradmesh::sync {
 
-/// Options of strategy `ps` (Poseidon's parameter server over colocated KV shards).
-struct PsOptions {
-  /// KV chunk size in bytes (Poseidon's KV pair, sec. 4.1); nullopt = auto
-  /// (topo::KvPlacement::auto_chunk_floats).
-  std::optional<std::size_t> chunk_bytes;
-};
-
-/// Options of strategy `poseidon` (Poseidon ATC'17 sec. 3.2 HybComm, Algorithm 1 BestScheme).
-struct PoseidonOptions {
-  /// Sufficient-factor broadcasting for dense layers: "auto" (BestScheme per layer), "always",
-  /// "never" (= strategy ps).
-  std::string sfb = "auto";
-};
-
-/// Options of strategy `ako` (Ako SoCC'16 sec. 3).
-struct AkoOptions {
-  std::optional<std::size_t> partitions;  ///< p; nullopt = auto (Ako eq. 3)
-  std::size_t staleness = 0;              ///< tau, in iterations (Ako sec. 3.3)
-  std::optional<double> bandwidth;        ///< B for eq. 3, bytes/s (sync.ako.bandwidth)
-  std::optional<double> max_send_rate;    ///< net.max_send_rate, bytes/s: B when set
-};
-
-/// Per-strategy options, one plain struct each; a strategy reads only its own.
+/// Per-strategy options, one plain struct each, declared in the strategy's folder; a strategy
+/// reads only its own.
 struct SyncOptions {
   PsOptions ps;
   PoseidonOptions poseidon;
@@ -69,7 +51,7 @@ struct SyncContext {
   std::size_t rank = 0;
   std::size_t nodes = 1;
   std::size_t batch_size = 0;           ///< K, samples per node per iteration
-  tasks::SgdOptions sgd;
+  tasks::Optimizer& optimizer;          ///< the node's one optimizer state (every scheme steps it)
   SyncOptions options;
   /// This node's iterations per epoch (its shard over batch_size; 0: unknown). Ako's gamma probe
   /// spans one epoch, so that per-epoch work (evaluation) weighs in it as in the run.

@@ -16,8 +16,8 @@
 #include "engine/error.h"
 #include "engine/executor.h"
 #include "engine/trace_recorder.h"
-#include "net/transport.h"
-#include "sync/stages.h"
+#include "net/tcp/tcp_transport.h"
+#include "sync/channel.h"
 #include "sync/sync_stage.h"
 #include "tasks/cpu/blas.h"
 #include "tasks/data/fashion_mnist.h"
@@ -126,11 +126,12 @@ int train(const NodeOptions& options) {
     t.max_frame_bytes = config.net.max_frame_bytes;
     t.stages = sync::stage_names();
     t.max_send_rate = config.net.max_send_rate.value_or(0.0);
-    transport = std::make_unique<net::Transport>(std::move(t));
+    transport = std::make_unique<net::TcpTransport>(std::move(t));
   }
+  tasks::Optimizer optimizer(sgd_options(config), model.parameter_count());
   auto stage = sync::make_sync_stage(
       config.sync.strategy,
-      sync::SyncContext{model, executor, transport.get(), rank, nodes, batch, sgd_options(config),
+      sync::SyncContext{model, executor, transport.get(), rank, nodes, batch, optimizer,
                         sync_options(config),
                         tasks::ShardSampler::iterations_per_epoch(data.train.count, nodes, batch)});
   // On every exit path, before the stage is destroyed: stop the transport's loop thread (no more
@@ -277,9 +278,10 @@ int run_plan(const PlanOptions& options) {
     engine::Executor executor({1, 1});
     const std::string strategy =
         config.sync.strategy == "none" && options.nodes > 1 ? "ps" : config.sync.strategy;
+    tasks::Optimizer optimizer(sgd_options(config), model.parameter_count());
     auto stage = sync::make_sync_stage(
         strategy, sync::SyncContext{model, executor, nullptr, 0, options.nodes,
-                                    config.optimizer.batch_size, sgd_options(config),
+                                    config.optimizer.batch_size, optimizer,
                                     sync_options(config)});
     const auto plan = stage->plan();
     std::printf("plan for job '%s': strategy %s, %zu node(s), batch %zu per node, %zu parameters (rank 0)\n",

@@ -6,16 +6,14 @@
 
 #include <spdlog/spdlog.h>
 
-#include "net/transport.h"
 #include "sync/layer_plan.h"
-#include "sync/stages.h"
 
 namespace gradmesh::sync {
 
 namespace {
 
 constexpr std::size_t kProfileDoubles = 3;  // gamma (1/s), model bytes, B (bytes/s)
-constexpr unsigned kPartitionShift = 32;    // kAkoPartition key: p << 32 | k
+constexpr unsigned kPartitionShift = 32;    // ako::Kind::kPartition key: p << 32 | k
 
 std::string rate_text(double bytes_per_second) {
   return fmt::format("{:.2f} MB/s", bytes_per_second / 1e6);
@@ -31,12 +29,21 @@ std::size_t handoff_slots(std::size_t floats) {
 AkoStage::AkoStage(SyncContext context)
     : ctx_(std::move(context)),
       floats_(ctx_.model.parameter_count()),
-      lr_(ctx_.sgd.lr),
-      weight_decay_(ctx_.sgd.weight_decay),
+      lr_(ctx_.optimizer.options().lr),
       auto_partitions_(!ctx_.options.ako.partitions.has_value()),
       clocks_(ctx_.nodes, ctx_.rank),
-      partition_frame_overhead_(
-          frame_overhead_bytes(Stage::kAkoPartition, MessageKind::kAkoPartition)),
+      channel_(ctx_.transport, ctx_.rank, ctx_.nodes),
+      partition_stage_(channel_.route(ako::kPartitionStage, [this](std::size_t from, net::Message&& m) {
+        on_message(from, std::move(m));
+      })),
+      control_stage_(channel_.route(ako::kControlStage, [this](std::size_t from, net::Message&& m) {
+        on_message(from, std::move(m));
+      })),
+      full_round_stage_(channel_.route(ako::kFullRoundStage, [this](std::size_t from, net::Message&& m) {
+        on_message(from, std::move(m));
+      })),
+      partition_frame_overhead_(frame_overhead_bytes(
+          partition_stage_, static_cast<std::uint16_t>(ako::Kind::kPartition))),
       last_round_(ctx_.nodes, 0),
       staging_(floats_, 0.0f),
       dirty_((floats_ + kStagingBlock - 1) / kStagingBlock, 0) {
@@ -46,10 +53,10 @@ AkoStage::AkoStage(SyncContext context)
   } else {
     bandwidth_ = o.max_send_rate.value_or(o.bandwidth.value_or(0.0));
   }
-  if (ctx_.sgd.momentum != 0.0f) {
+  if (ctx_.optimizer.options().momentum != 0.0f) {
     spdlog::warn("ako: optimizer.momentum = {} is ignored: Ako applies plain SGD to local and "
                  "received gradients (SoCC'16 Algorithm 1 lines 5 and 13)",
-                 ctx_.sgd.momentum);
+                 ctx_.optimizer.options().momentum);
   }
   if (auto_partitions_ && ctx_.nodes > 1) {
     settle_seconds_ = 2.0 * static_cast<double>(floats_ * sizeof(float)) *
@@ -77,11 +84,7 @@ AkoStage::AkoStage(SyncContext context)
   } else if (ctx_.nodes == 1) {
     for (std::size_t plan = 0; plan < kPlans; ++plan) agree(plan, 1);
   }
-  if (ctx_.transport != nullptr) {
-    ctx_.transport->set_handlers(
-        [this](std::size_t from, net::Message&& message) { on_message(from, std::move(message)); },
-        [this](const PeerError& error) { on_failure(error); });
-  }
+  channel_.on_failure([this](const PeerError& error) { on_failure(error); });
 }
 
 AkoStage::~AkoStage() {
@@ -141,14 +144,8 @@ void AkoStage::apply_staging() {
 }
 
 void AkoStage::step_layer(std::size_t layer) {
-  const std::span<float> w = ctx_.model.layer_parameters(layer);
-  const std::span<float> g = ctx_.model.layer_gradients(layer);
-  const float lr = lr_;
-  const float wd = weight_decay_;
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    if (wd != 0.0f) g[i] += wd * w[i];  // the gradient that is sent includes the decay
-    w[i] -= lr * g[i];
-  }
+  // The gradient that is sent includes the weight decay (Optimizer::step_plain).
+  ctx_.optimizer.step_plain(ctx_.model.layer_parameters(layer), ctx_.model.layer_gradients(layer));
 }
 
 void AkoStage::handoff() {
@@ -322,7 +319,7 @@ void AkoStage::send_warmup_round(std::uint64_t t) {
   const std::span<const float> accumulated = queue_->accumulated();
   std::memcpy(lease.data().data(), accumulated.data(), accumulated.size_bytes());
   // One payload, shared by every peer's frame.
-  broadcast(Stage::kAkoFullRound, MessageKind::kAkoFullRound, 0, t, lease.payload(floats_));
+  broadcast(full_round_stage_, ako::Kind::kFullRound, 0, t, lease.payload(floats_));
   queue_->advance();
   rounds_sent_.fetch_add(1, std::memory_order_relaxed);
   full_rounds_.fetch_add(1, std::memory_order_relaxed);
@@ -341,7 +338,7 @@ void AkoStage::send_round(std::uint64_t t) {
     std::memcpy(lease.data().data(), accumulated.data() + r.offset, r.size * sizeof(float));
     wire += static_cast<double>(r.size * sizeof(float)) + partition_frame_overhead_;
     const std::uint64_t key = (static_cast<std::uint64_t>(p) << kPartitionShift) | k;
-    send_to(peer, Stage::kAkoPartition, MessageKind::kAkoPartition, key, t, lease.payload(r.size));
+    send_to(peer, partition_stage_, ako::Kind::kPartition, key, t, lease.payload(r.size));
   }
   queue_->advance();
   rounds_sent_.fetch_add(1, std::memory_order_relaxed);
@@ -366,24 +363,21 @@ void AkoStage::send_undelivered(std::uint64_t t) {
     const std::span<std::byte> bytes = payload.mutable_bytes();
     ako::undelivered(*queue_, *partition_, peer,
                      std::span<float>(reinterpret_cast<float*>(bytes.data()), floats_));
-    send_to(peer, Stage::kAkoFullRound, MessageKind::kAkoFullRound, 0, t, std::move(payload));
+    send_to(peer, full_round_stage_, ako::Kind::kFullRound, 0, t, std::move(payload));
   }
   rounds_sent_.fetch_add(1, std::memory_order_relaxed);
   full_rounds_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void AkoStage::send_to(std::size_t peer, Stage stage, MessageKind kind, std::uint64_t key,
+void AkoStage::send_to(std::size_t peer, StageId stage, ako::Kind kind, std::uint64_t key,
                        std::uint64_t round, net::Payload payload) {
-  try {
-    ctx_.transport->send(peer, net::Message{static_cast<std::uint8_t>(stage),
-                                            static_cast<std::uint16_t>(kind), key, round,
-                                            std::move(payload)});
-  } catch (const PeerError& e) {
-    on_failure(e);  // stops sending; the gate rethrows it
+  if (auto error = channel_.send(peer, net::Message{stage, static_cast<std::uint16_t>(kind), key,
+                                                    round, std::move(payload)})) {
+    on_failure(*error);  // stops sending; the gate rethrows it
   }
 }
 
-void AkoStage::broadcast(Stage stage, MessageKind kind, std::uint64_t key, std::uint64_t round,
+void AkoStage::broadcast(StageId stage, ako::Kind kind, std::uint64_t key, std::uint64_t round,
                          const net::Payload& payload) {
   for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
     if (peer != ctx_.rank) send_to(peer, stage, kind, key, round, payload);
@@ -394,15 +388,15 @@ void AkoStage::broadcast_profile(std::size_t plan, double gamma) {
   const double values[kProfileDoubles] = {gamma, choices_[plan].model_bytes, bandwidth_};
   const auto bytes = std::as_bytes(std::span<const double>(values));
   // Twice per job: may allocate.
-  broadcast(Stage::kAkoControl, MessageKind::kAkoProfile, plan, 0, net::Payload::copy_of(bytes));
+  broadcast(control_stage_, ako::Kind::kProfile, plan, 0, net::Payload::copy_of(bytes));
   record_profile(ctx_.rank, plan, values);
 }
 
 // ====================================================================== receiving
 
 void AkoStage::on_message(std::size_t from, net::Message&& message) {
-  switch (static_cast<MessageKind>(message.kind)) {
-    case MessageKind::kAkoProfile:
+  switch (static_cast<ako::Kind>(message.kind)) {
+    case ako::Kind::kProfile:
       if (message.payload.size() != kProfileDoubles * sizeof(double)) {
         reject(from, "a profile of " + std::to_string(message.payload.size()) +
                          " bytes (expected " + std::to_string(kProfileDoubles * sizeof(double)) +
@@ -416,7 +410,7 @@ void AkoStage::on_message(std::size_t from, net::Message&& message) {
       }
       record_profile(from, static_cast<std::size_t>(message.key), message.payload.as<double>());
       return;
-    case MessageKind::kAkoDone: {
+    case ako::Kind::kDone: {
       // Sent after a peer's last round (per-connection order: all its partitions came first).
       {
         const std::lock_guard lock(flush_mutex_);
@@ -425,12 +419,12 @@ void AkoStage::on_message(std::size_t from, net::Message&& message) {
       flushed_.notify_all();
       return;
     }
-    case MessageKind::kAkoPartition: {
+    case ako::Kind::kPartition: {
       const std::lock_guard lock(receive_mutex_);
       apply_partition(from, message);
       return;
     }
-    case MessageKind::kAkoFullRound: {
+    case ako::Kind::kFullRound: {
       const std::lock_guard lock(receive_mutex_);
       apply_full_round(from, message);
       return;
@@ -545,7 +539,7 @@ void AkoStage::agree(std::size_t plan, std::size_t partitions) {
   plans_[plan] = partitions;
   agreed_.store(plan + 1, std::memory_order_release);
   clocks_.set_slack(static_cast<std::uint64_t>(partitions) + ctx_.options.ako.staleness);
-  if (ctx_.nodes > 1 && ctx_.transport != nullptr) post_pump();
+  if (ctx_.nodes > 1 && channel_.connected()) post_pump();
 }
 
 void AkoStage::record_local_gamma(double gamma) {
@@ -567,14 +561,13 @@ void AkoStage::on_failure(const PeerError& error) {
 }
 
 void AkoStage::reject(std::size_t from, const std::string& why) {
-  rejected_.fetch_add(1, std::memory_order_relaxed);
-  spdlog::warn("ako: rejected a message from rank {}: {}", from, why);
+  channel_.reject(from, partition_stage_, why);
 }
 
 // ====================================================================== end of job
 
 bool AkoStage::finish() {
-  if (ctx_.nodes == 1 || ctx_.transport == nullptr) return false;
+  if (ctx_.nodes == 1 || !channel_.connected()) return false;
   // Profiles the job ended too early to complete: every node's gamma is needed for every plan.
   while (profiles_sent_ < plans_needed()) end_profile(profiles_sent_, profile_gamma());
   const std::uint64_t produced = local_clock_.load(std::memory_order_relaxed);
@@ -609,7 +602,7 @@ bool AkoStage::finish() {
     if (pool_) pool_->set_on_release({});
   }
   // Tell every peer this node has sent all it will, then wait (bounded) for theirs.
-  broadcast(Stage::kAkoControl, MessageKind::kAkoDone, 0, 0, net::Payload{});
+  broadcast(control_stage_, ako::Kind::kDone, 0, 0, net::Payload{});
   {
     std::unique_lock lock(flush_mutex_);
     const bool all = flushed_.wait_until(lock, deadline, [&] {

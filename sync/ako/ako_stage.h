@@ -19,12 +19,13 @@
 
 #include "net/message.h"
 #include "sync/ako/accumulation_queue.h"
+#include "sync/ako/messages.h"
 #include "sync/ako/handoff_ring.h"
 #include "sync/ako/partition_count.h"
 #include "sync/ako/payload_pool.h"
 #include "sync/ako/range_partition.h"
 #include "sync/ako/staleness_clocks.h"
-#include "sync/stages.h"
+#include "sync/channel.h"
 #include "sync/sync_stage.h"
 
 namespace gradmesh::sync {
@@ -52,7 +53,7 @@ namespace gradmesh::sync {
 /// Network side (jobs posted on the network arena, serialised): one round per handed-off slot —
 /// fold it into the AccumulationQueue (line 6) and, while the transport has released enough of the
 /// pooled send buffers (kRoundsInFlight rounds), send round t: peer i gets range (i + r) mod p of
-/// g*_t (r: the queue's round index), copied into a pooled buffer, as Message{kAkoPartition,
+/// g*_t (r: the queue's round index), copied into a pooled buffer, as Message{ako::Kind::kPartition,
 /// key = p << 32 | range, round = t}. A network side scheduled late finds several slots and sends
 /// their rounds back to back. When the buffers are all in flight (the network is behind: sec. 4.2
 /// "network tasks accumulate"), every waiting gradient folds into the open round at once, which
@@ -66,8 +67,8 @@ namespace gradmesh::sync {
 /// p = ceil(gamma x m x (n - 1) / B), clamped to [1, ako::max_auto_partitions(m)] (128, fewer
 /// for models over 8 MB: the ring holds p copies of the model), from gamma, the gradient
 /// rate, "profiled during system start-up" (sec. 3.2): each node measures its own (at least
-/// kProfileIterations and kProfileSeconds, skipping the first), broadcasts it (kAkoProfile on
-/// Stage::kAkoControl) and all take the mean over nodes — under the staleness bound every node
+/// kProfileIterations and kProfileSeconds, skipping the first), broadcasts it (ako::Kind::kProfile on
+/// ako::kControlStage) and all take the mean over nodes — under the staleness bound every node
 /// advances at a common pace, and the mean is the least noisy estimate of it from a short profile.
 /// The same p results on every node.
 ///
@@ -76,7 +77,7 @@ namespace gradmesh::sync {
 /// while exchanging 7 MB/s each), and eq. 3's prediction gamma m (n - 1) / p only holds for the
 /// gamma reached under it. So auto p is planned twice, both times while training goes on:
 ///  1. warm-up: the node runs Ako with p = 1 — each round sends all of g*, the gradients folded
-///     since the previous round, to every peer (MessageKind::kAkoFullRound on Stage::kAkoFullRound)
+///     since the previous round, to every peer (ako::Kind::kFullRound on ako::kFullRoundStage)
 ///     — back to back, one in flight: a round goes out when the previous one has been written,
 ///     so with net.max_send_rate the warm-up loads the network at the cap B, about the load the
 ///     planned p will put on it. (With only a declared sync.ako.bandwidth nothing caps the
@@ -94,13 +95,13 @@ namespace gradmesh::sync {
 ///     and its peers' have been written, and the tighter bound has pulled the nodes within p1 + tau
 ///     of each other; a window over that transition measured gamma at a third of its steady value
 ///     (8 nodes). If the final p differs from p1, the node sends each peer, once, whole, what that
-///     peer has not yet received of its gradients (ako::undelivered(), a kAkoFullRound), and starts
+///     peer has not yet received of its gradients (ako::undelivered(), an ako::Kind::kFullRound), and starts
 ///     a fresh ring at p.
 /// A partition message names its p, so a node may receive p1 and p rounds, in any mix, from peers
 /// that switch before or after it. Every gradient still reaches every peer exactly once.
 ///
 /// End of the job (finish()): the node sends each peer what it has not received (one
-/// kAkoFullRound, instead of p - 1 rounds without new gradients), then kAkoDone, waits (bounded) for
+/// ako::Kind::kFullRound, instead of p - 1 rounds without new gradients), then ako::Kind::kDone, waits (bounded) for
 /// every peer's, and folds all staged updates in: every replica then holds every node's gradients.
 ///
 /// Measured send rate (summary "measured_send_rate"): wire bytes of the rounds at the final p, from
@@ -154,14 +155,14 @@ class AkoStage final : public SyncStage {
   /// bytes/s; 0 for an explicit p without one), "nodes", "predicted_send_rate" (gamma m (n - 1) / p,
   /// bytes/s), "eq3" (the unrounded eq. 3 value), "warmup_gamma" and "warmup_partitions" (the
   /// first plan, auto p; else 0), "staleness" (tau), "gradients" (c_j), "rounds_sent" (every round,
-  /// full ones included), "full_rounds" (kAkoFullRound sent: warm-up, switch, end),
+  /// full ones included), "full_rounds" (ako::Kind::kFullRound sent: warm-up, switch, end),
   /// "partitions_received", "full_rounds_received", "staleness_waits", "profile_iterations"
   /// (gradients before the final p was planned); and, over the rounds at the final p during training
   /// (class comment; 0 with fewer than 2 such rounds): "measured_send_rate" (wire bytes/s),
   /// "measured_gamma" (gradients/s those rounds carried), "measured_seconds" (the window).
   [[nodiscard]] std::map<std::string, double> summary() const override;
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
-    return rejected_.load(std::memory_order_relaxed);
+    return channel_.rejected();
   }
   /// The final p once agreed (at once for an explicit p), else nullopt.
   [[nodiscard]] std::optional<std::size_t> partitions() const;
@@ -190,10 +191,10 @@ class AkoStage final : public SyncStage {
   /// Whether `buffers` send buffers are free; if not, the next release posts the pump.
   [[nodiscard]] bool have_buffers(std::size_t buffers);
   /// Sends one message; a PeerError (that peer failed) goes to on_failure(), never out.
-  void send_to(std::size_t peer, Stage stage, MessageKind kind, std::uint64_t key,
+  void send_to(std::size_t peer, StageId stage, ako::Kind kind, std::uint64_t key,
                std::uint64_t round, net::Payload payload);
   /// send_to() every peer; the payload is shared, not copied.
-  void broadcast(Stage stage, MessageKind kind, std::uint64_t key, std::uint64_t round,
+  void broadcast(StageId stage, ako::Kind kind, std::uint64_t key, std::uint64_t round,
                  const net::Payload& payload);
   void broadcast_profile(std::size_t plan, double gamma);
 
@@ -212,11 +213,12 @@ class AkoStage final : public SyncStage {
   SyncContext ctx_;
   std::size_t floats_;   // m, floats
   float lr_;
-  float weight_decay_;
   bool auto_partitions_;
   double bandwidth_ = 0;  // B for eq. 3, bytes/s; 0 when unknown
 
   ako::StalenessClocks clocks_;
+  Channel channel_;
+  StageId partition_stage_, control_stage_, full_round_stage_;
 
   // Agreed partition counts: plans_[0] = p1 (auto) or the explicit p, plans_[1] = the final auto
   // p. Each is set once, before agreed_ is raised past it (release); read after (acquire).
@@ -279,8 +281,7 @@ class AkoStage final : public SyncStage {
 
   std::atomic<std::uint64_t> received_{0};
   std::atomic<std::uint64_t> full_received_{0};
-  std::size_t peers_done_ = 0;  // peers whose kAkoDone arrived; guarded by flush_mutex_
-  std::atomic<std::uint64_t> rejected_{0};
+  std::size_t peers_done_ = 0;  // peers whose ako::Kind::kDone arrived; guarded by flush_mutex_
 };
 
 }  // namespace gradmesh::sync

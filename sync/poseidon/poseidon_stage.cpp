@@ -5,15 +5,17 @@
 
 #include <spdlog/spdlog.h>
 
-#include "net/transport.h"
 #include "sync/layer_plan.h"
-#include "sync/stages.h"
+#include "sync/poseidon/messages.h"
+#include "sync/ps/messages.h"
 
 namespace gradmesh::sync {
 
 namespace {
 
-bool is_dense(tasks::Layer& layer) { return layer.kind() == "dense" && layer.parameter_count() > 0; }
+bool has_factors(tasks::Layer& layer) {
+  return layer.has_sufficient_factors() && layer.parameter_count() > 0;
+}
 
 std::vector<topo::Scheme> choose_schemes(tasks::Model& model, std::size_t nodes, std::size_t batch,
                                          PoseidonStage::SfbMode mode) {
@@ -21,10 +23,10 @@ std::vector<topo::Scheme> choose_schemes(tasks::Model& model, std::size_t nodes,
   for (std::size_t l = 0; l < model.num_layers(); ++l) {
     tasks::Layer& layer = model.layer(l);
     topo::Scheme s = topo::Scheme::kPs;
-    if (is_dense(layer) && mode == PoseidonStage::SfbMode::kAlways) s = topo::Scheme::kSfb;
+    if (has_factors(layer) && mode == PoseidonStage::SfbMode::kAlways) s = topo::Scheme::kSfb;
     if (mode == PoseidonStage::SfbMode::kAuto) {
       // Algorithm 1 with every node both worker and colocated server: P1 = P2 = n.
-      s = topo::best_scheme(is_dense(layer), layer.output_size(), layer.input_size(), batch, nodes,
+      s = topo::best_scheme(has_factors(layer), layer.output_size(), layer.input_size(), batch, nodes,
                             nodes);
     }
     schemes.push_back(s);
@@ -69,10 +71,10 @@ PoseidonStage::PoseidonStage(SyncContext context, std::string name, SfbMode mode
       name_(std::move(name)),
       schemes_(choose_schemes(ctx_.model, ctx_.nodes, ctx_.batch_size, mode)),
       placement_(ps_placement(ctx_, schemes_)),
-      shard_(placement_, ctx_.rank, ctx_.model.parameters(), tasks::Sgd(ctx_.sgd)),
+      channel_(ctx_.transport, ctx_.rank, ctx_.nodes),
+      shard_(placement_, ctx_.rank, ctx_.model.parameters(), ctx_.optimizer),
       arrivals_(ctx_.model.num_layers()),
-      sfb_(ctx_.model.num_layers()),
-      sgd_(ctx_.sgd) {
+      sfb_(ctx_.model.num_layers()) {
   bool any_sfb = false;
   for (std::size_t l = 0; l < schemes_.size(); ++l) {
     if (schemes_[l] != topo::Scheme::kSfb) continue;
@@ -83,13 +85,16 @@ PoseidonStage::PoseidonStage(SyncContext context, std::string name, SfbMode mode
     layer.set_parameter_gradients_enabled(false);
     any_sfb = true;
   }
-  if (any_sfb) sfb_velocity_.assign(ctx_.model.parameter_count(), 0.0f);
-  // Without a transport (one node, or `gradmesh-node plan`) nothing is sent.
-  if (ctx_.transport != nullptr) {
-    ctx_.transport->set_handlers(
-        [this](std::size_t from, net::Message&& message) { on_message(from, std::move(message)); },
-        [this](const PeerError& error) { on_failure(error); });
+  push_stage_ = channel_.route(
+      ps::kPushStage, [this](std::size_t from, net::Message&& m) { on_push(from, std::move(m)); });
+  broadcast_stage_ = channel_.route(ps::kBroadcastStage, [this](std::size_t from, net::Message&& m) {
+    on_parameters(from, std::move(m));
+  });
+  if (any_sfb) {
+    sfb_stage_ = channel_.route(
+        sfb::kStage, [this](std::size_t from, net::Message&& m) { on_factors(from, std::move(m)); });
   }
+  channel_.on_failure([this](const PeerError& error) { on_failure(error); });
 }
 
 void PoseidonStage::build(engine::Graph& graph, const IterationTasks& tasks) {
@@ -129,12 +134,8 @@ void PoseidonStage::send_factors(std::size_t layer, std::uint64_t round) {
   const net::Payload factors =
       sfb_[layer]->pack(round, ctx_.model.layer_output_gradient(layer, ctx_.batch_size),
                         ctx_.model.layer_input(layer, ctx_.batch_size));
-  for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
-    if (peer == ctx_.rank) continue;
-    ctx_.transport->send(peer, net::Message{static_cast<std::uint8_t>(Stage::kSfBroadcast),
-                                            static_cast<std::uint16_t>(MessageKind::kSufficientFactors),
-                                            layer, round, factors});
-  }
+  throw_first(channel_.broadcast(net::Message{
+      sfb_stage_, static_cast<std::uint16_t>(sfb::Kind::kSufficientFactors), layer, round, factors}));
 }
 
 void PoseidonStage::apply_factors(std::size_t layer, std::uint64_t round) {
@@ -142,9 +143,8 @@ void PoseidonStage::apply_factors(std::size_t layer, std::uint64_t round) {
   const std::size_t weights = info.output_size() * info.input_size();
   const std::span<float> gradients = ctx_.model.layer_gradients(layer);
   sfb_[layer]->rebuild(round, gradients.first(weights), gradients.subspan(weights));
-  const std::span<float> params = ctx_.model.layer_parameters(layer);
-  sgd_.step(params, gradients,
-            std::span<float>(sfb_velocity_).subspan(ctx_.model.parameter_offset(layer), params.size()));
+  ctx_.optimizer.step(ctx_.model.parameter_offset(layer), ctx_.model.layer_parameters(layer),
+                      gradients);
 }
 
 // ---- PS ----
@@ -159,10 +159,11 @@ void PoseidonStage::push_layer(std::size_t layer, std::uint64_t round) {
     if (chunk.owner == ctx_.rank) {
       accept_push(ctx_.rank, id, round, float_view(values));
     } else {
-      ctx_.transport->send(chunk.owner,
-                           net::Message{static_cast<std::uint8_t>(Stage::kKvPush),
-                                        static_cast<std::uint16_t>(MessageKind::kGradientChunk),
-                                        id, round, float_view(values)});
+      if (auto error = channel_.send(
+              chunk.owner, net::Message{push_stage_, static_cast<std::uint16_t>(ps::Kind::kGradientChunk),
+                                        id, round, float_view(values)})) {
+        throw *error;
+      }
     }
   }
 }
@@ -182,19 +183,16 @@ void PoseidonStage::accept_push(std::size_t from, std::size_t chunk, std::uint64
       }
       break;
     case KvShard::PushResult::kRejected:
-      reject(from, why);
+      channel_.reject(from, push_stage_, why);
       break;
   }
 }
 
 void PoseidonStage::reduce_and_broadcast(std::size_t chunk, std::uint64_t round) {
   const std::span<const float> values = shard_.reduce(chunk);
-  for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
-    if (peer == ctx_.rank) continue;
-    ctx_.transport->send(peer, net::Message{static_cast<std::uint8_t>(Stage::kKvBroadcast),
-                                            static_cast<std::uint16_t>(MessageKind::kParameterChunk),
-                                            chunk, round, float_view(values)});
-  }
+  throw_first(channel_.broadcast(net::Message{broadcast_stage_,
+                                              static_cast<std::uint16_t>(ps::Kind::kParameterChunk),
+                                              chunk, round, float_view(values)}));
   apply_parameters(chunk, round, values, ctx_.rank);
 }
 
@@ -204,46 +202,56 @@ void PoseidonStage::apply_parameters(std::size_t chunk, std::uint64_t round,
   std::memcpy(ctx_.model.parameters().data() + info.offset, values.data(),
               info.size * sizeof(float));
   if (!arrivals_.arrive(info.layer, round)) {
-    reject(from, "parameters of chunk " + std::to_string(chunk) + " for round " +
-                     std::to_string(round) + " were not expected");
+    channel_.reject(from, broadcast_stage_,
+                    "parameters of chunk " + std::to_string(chunk) + " for round " +
+                        std::to_string(round) + " were not expected");
   }
 }
 
 // ---- messages and failures (loop thread) ----
 
-void PoseidonStage::on_message(std::size_t from, net::Message&& message) {
-  switch (static_cast<MessageKind>(message.kind)) {
-    case MessageKind::kGradientChunk:
-      if (message.key >= placement_.chunks().size()) break;
-      accept_push(from, message.key, message.round, std::move(message.payload));
-      return;
-    case MessageKind::kParameterChunk: {
-      if (message.key >= placement_.chunks().size()) break;
-      const topo::KvChunk& info = placement_.chunks()[message.key];
-      if (info.owner != from || message.payload.size() != info.size * sizeof(float)) {
-        reject(from, "parameters of chunk " + std::to_string(message.key) +
-                         " from a non-owner or of " + std::to_string(message.payload.size()) +
-                         " bytes (expected " + std::to_string(info.size * sizeof(float)) +
-                         " from rank " + std::to_string(info.owner) + ")");
-        return;
-      }
-      apply_parameters(message.key, message.round, message.payload.as<float>(), from);
-      return;
-    }
-    case MessageKind::kSufficientFactors: {
-      if (message.key >= sfb_.size() || !sfb_[message.key]) break;
-      std::string why;
-      if (!sfb_[message.key]->store(from, message.round, std::move(message.payload), &why)) {
-        reject(from, "layer " + std::to_string(message.key) + ": " + why);
-      }
-      return;
-    }
-    default:
-      reject(from, "unexpected message kind " + std::to_string(message.kind));
-      return;
+void PoseidonStage::on_push(std::size_t from, net::Message&& message) {
+  if (message.kind != static_cast<std::uint16_t>(ps::Kind::kGradientChunk) ||
+      message.key >= placement_.chunks().size()) {
+    channel_.reject(from, push_stage_, "kind " + std::to_string(message.kind) + ", chunk " +
+                                           std::to_string(message.key) + ": not a gradient chunk");
+    return;
   }
-  reject(from, "message kind " + std::to_string(message.kind) + " names unknown key " +
-                   std::to_string(message.key));
+  accept_push(from, message.key, message.round, std::move(message.payload));
+}
+
+void PoseidonStage::on_parameters(std::size_t from, net::Message&& message) {
+  if (message.kind != static_cast<std::uint16_t>(ps::Kind::kParameterChunk) ||
+      message.key >= placement_.chunks().size()) {
+    channel_.reject(from, broadcast_stage_, "kind " + std::to_string(message.kind) + ", chunk " +
+                                                std::to_string(message.key) +
+                                                ": not a parameter chunk");
+    return;
+  }
+  const topo::KvChunk& info = placement_.chunks()[message.key];
+  if (info.owner != from || message.payload.size() != info.size * sizeof(float)) {
+    channel_.reject(from, broadcast_stage_,
+                    "parameters of chunk " + std::to_string(message.key) +
+                        " from a non-owner or of " + std::to_string(message.payload.size()) +
+                        " bytes (expected " + std::to_string(info.size * sizeof(float)) +
+                        " from rank " + std::to_string(info.owner) + ")");
+    return;
+  }
+  apply_parameters(message.key, message.round, message.payload.as<float>(), from);
+}
+
+void PoseidonStage::on_factors(std::size_t from, net::Message&& message) {
+  if (message.kind != static_cast<std::uint16_t>(sfb::Kind::kSufficientFactors) ||
+      message.key >= sfb_.size() || !sfb_[message.key]) {
+    channel_.reject(from, sfb_stage_, "kind " + std::to_string(message.kind) + ", layer " +
+                                          std::to_string(message.key) +
+                                          ": not the factors of an SFB layer");
+    return;
+  }
+  std::string why;
+  if (!sfb_[message.key]->store(from, message.round, std::move(message.payload), &why)) {
+    channel_.reject(from, sfb_stage_, "layer " + std::to_string(message.key) + ": " + why);
+  }
 }
 
 void PoseidonStage::on_failure(const PeerError& error) {
@@ -254,16 +262,12 @@ void PoseidonStage::on_failure(const PeerError& error) {
   }
 }
 
-void PoseidonStage::reject(std::size_t from, const std::string& why) {
-  rejected_.fetch_add(1, std::memory_order_relaxed);
-  spdlog::warn("{}: rejected a message from rank {}: {}", name_, from, why);
-}
-
 // ---- plan ----
 
 std::vector<LayerPlan> PoseidonStage::plan() const {
   // Every PS and SFB frame carries the same header fields, so one figure serves both.
-  const double overhead = frame_overhead_bytes(Stage::kKvPush, MessageKind::kGradientChunk);
+  const double overhead =
+      frame_overhead_bytes(stage_id(ps::kPushStage), static_cast<std::uint16_t>(ps::Kind::kGradientChunk));
   const double peers = static_cast<double>(ctx_.nodes - 1);
   std::vector<LayerPlan> rows;
   for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
@@ -275,7 +279,7 @@ std::vector<LayerPlan> PoseidonStage::plan() const {
     }
     const std::size_t m = layer.output_size(), n = layer.input_size();
     row.ps_floats = topo::ps_floats(m, n, ctx_.nodes, ctx_.nodes);
-    row.sfb_floats = is_dense(layer) ? topo::sfb_floats(ctx_.batch_size, m, n, ctx_.nodes) : 0.0;
+    row.sfb_floats = has_factors(layer) ? topo::sfb_floats(ctx_.batch_size, m, n, ctx_.nodes) : 0.0;
     double bytes = 0;
     if (sfb_[l]) {
       bytes = peers * (static_cast<double>(sfb_[l]->factor_bytes()) + overhead);

@@ -3,7 +3,6 @@
 // (Poseidon ATC'17 sec. 3.1 WFBP, sec. 3.2 HybComm, sec. 4.1 KV store and Algorithm 1
 // BestScheme). `ps` is the same stage with SFB off.
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "net/message.h"
+#include "sync/channel.h"
 #include "sync/layer_arrivals.h"
 #include "sync/poseidon/sfb_layer.h"
 #include "sync/ps/kv_shard.h"
@@ -53,7 +53,7 @@ class PoseidonStage final : public SyncStage {
   void build(engine::Graph& graph, const IterationTasks& tasks) override;
   [[nodiscard]] std::vector<LayerPlan> plan() const override;
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
-    return rejected_.load(std::memory_order_relaxed);
+    return channel_.rejected();
   }
   [[nodiscard]] const topo::KvPlacement& placement() const noexcept { return placement_; }
   [[nodiscard]] topo::Scheme scheme(std::size_t layer) const { return schemes_.at(layer); }
@@ -65,24 +65,24 @@ class PoseidonStage final : public SyncStage {
   void push_layer(std::size_t layer, std::uint64_t round);
   void send_factors(std::size_t layer, std::uint64_t round);
   void apply_factors(std::size_t layer, std::uint64_t round);
-  void on_message(std::size_t from, net::Message&& message);
+  void on_push(std::size_t from, net::Message&& message);
+  void on_parameters(std::size_t from, net::Message&& message);
+  void on_factors(std::size_t from, net::Message&& message);
   void on_failure(const PeerError& error);
   void accept_push(std::size_t from, std::size_t chunk, std::uint64_t round, net::Payload payload);
   void reduce_and_broadcast(std::size_t chunk, std::uint64_t round);
   void apply_parameters(std::size_t chunk, std::uint64_t round, std::span<const float> values,
                         std::size_t from);
-  void reject(std::size_t from, const std::string& why);
 
   SyncContext ctx_;
   std::string name_;
   std::vector<topo::Scheme> schemes_;          // by layer (PS for layers without parameters)
   topo::KvPlacement placement_;                // PS layers only
+  Channel channel_;
+  StageId push_stage_ = 0, broadcast_stage_ = 0, sfb_stage_ = 0;
   KvShard shard_;
   LayerArrivals arrivals_;                     // PS layers: chunks back per round
   std::vector<std::unique_ptr<SfbLayer>> sfb_; // by layer; null unless SFB
-  tasks::Sgd sgd_;
-  std::vector<float> sfb_velocity_;            // momentum of SFB layers, Model::parameters() layout
-  std::atomic<std::uint64_t> rejected_{0};
 };
 
 }  // namespace gradmesh::sync

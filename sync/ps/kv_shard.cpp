@@ -12,16 +12,15 @@ constexpr std::size_t kNotOwned = std::numeric_limits<std::size_t>::max();
 }
 
 KvShard::KvShard(const topo::KvPlacement& placement, std::size_t rank,
-                 std::span<const float> initial, tasks::Sgd sgd)
+                 std::span<const float> initial, tasks::Optimizer& optimizer)
     : placement_(placement),
       rank_(rank),
       nodes_(placement.nodes()),
-      sgd_(sgd),
+      optimizer_(optimizer),
       local_index_(placement.chunks().size(), kNotOwned) {
   const auto owned = placement.chunks_owned_by(rank);
   states_ = std::make_unique<ChunkState[]>(owned.size());
   master_.resize(placement.load(rank));
-  velocity_.assign(master_.size(), 0.0f);
   scratch_.assign(master_.size(), 0.0f);
   std::size_t offset = 0;
   for (std::size_t i = 0; i < owned.size(); ++i) {
@@ -30,6 +29,7 @@ KvShard::KvShard(const topo::KvPlacement& placement, std::size_t rank,
     local_index_[chunk.id] = i;
     ChunkState& state = states_[i];
     state.offset = offset;
+    state.model_offset = chunk.offset;
     state.size = chunk.size;
     state.pushes.resize(nodes_);
     state.views.resize(nodes_);
@@ -78,9 +78,8 @@ std::span<const float> KvShard::reduce(std::size_t chunk) {
   GRADMESH_CHECK_EQ(state.received, nodes_, "reduce before every push arrived");
   const auto at = static_cast<std::ptrdiff_t>(state.offset);
   const std::span<float> master(master_.data() + at, state.size);
-  sgd_.step_sum(master, state.views, 1.0f / static_cast<float>(nodes_),
-                std::span<float>(velocity_.data() + at, state.size),
-                std::span<float>(scratch_.data() + at, state.size));
+  optimizer_.step_sum(state.model_offset, master, state.views, 1.0f / static_cast<float>(nodes_),
+                      std::span<float>(scratch_.data() + at, state.size));
   for (std::size_t r = 0; r < nodes_; ++r) {
     state.pushes[r] = net::Payload{};
     state.views[r] = {};

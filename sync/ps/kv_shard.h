@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "net/payload.h"
-#include "tasks/optim/sgd.h"
+#include "tasks/optim/optimizer.h"
 #include "topo/kv_placement.h"
 
 namespace gradmesh::sync {
@@ -32,9 +32,11 @@ class KvShard {
 
   /// `placement`: the job's chunk placement (must outlive the shard); `rank`: this node;
   /// `initial`: the model's flat parameter vector (floats), from which the owned chunks' master
-  /// copies are taken; `sgd`: the optimizer applied to the mean gradient.
+  /// copies are taken; `optimizer`: the node's optimizer (must outlive the shard), applied to the
+  /// mean gradient with the velocity at each chunk's model offset (the replica's own velocity of
+  /// those floats is unused under PS: the replica takes the master copy's parameters).
   KvShard(const topo::KvPlacement& placement, std::size_t rank, std::span<const float> initial,
-          tasks::Sgd sgd);
+          tasks::Optimizer& optimizer);
 
   /// Stores worker `from`'s gradient of chunk `chunk` (a global chunk id) for `round`; the payload
   /// is kept, not copied, until reduce(). `reason` receives why a push was rejected.
@@ -55,7 +57,8 @@ class KvShard {
     std::mutex mutex;
     std::uint64_t round = 0;         // the round being collected
     std::size_t received = 0;
-    std::size_t offset = 0;          // into master_ / velocity_ / scratch_
+    std::size_t offset = 0;          // into master_ / scratch_
+    std::size_t model_offset = 0;    // into the model's parameters (the optimizer's velocity)
     std::size_t size = 0;            // floats
     std::vector<net::Payload> pushes;            // by rank
     std::vector<std::span<const float>> views;   // by rank, for Sgd::step_sum
@@ -64,11 +67,10 @@ class KvShard {
   const topo::KvPlacement& placement_;
   std::size_t rank_;
   std::size_t nodes_;
-  tasks::Sgd sgd_;
+  tasks::Optimizer& optimizer_;
   std::vector<std::size_t> local_index_;  // global chunk id -> index into states_, or npos
   std::unique_ptr<ChunkState[]> states_;
   std::vector<float> master_;
-  std::vector<float> velocity_;
   std::vector<float> scratch_;
 };
 

@@ -23,6 +23,7 @@ class Dense final : public Layer {
   Dense(std::size_t inputs, std::size_t outputs);
 
   [[nodiscard]] std::string_view kind() const noexcept override { return "dense"; }
+  [[nodiscard]] bool has_sufficient_factors() const noexcept override { return true; }
   [[nodiscard]] std::size_t input_size() const noexcept override { return inputs_; }
   [[nodiscard]] std::size_t output_size() const noexcept override { return outputs_; }
   [[nodiscard]] std::size_t parameter_count() const noexcept override {

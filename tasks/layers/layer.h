@@ -28,6 +28,12 @@ class Layer {
   [[nodiscard]] virtual std::size_t input_size() const noexcept = 0;
   /// Features of one output row.
   [[nodiscard]] virtual std::size_t output_size() const noexcept = 0;
+  /// Whether this layer's parameter gradient is a sum of outer products of per-sample vectors,
+  /// dW = U^T V with U = layer_output_gradient (batch x output_size) and V = layer_input
+  /// (batch x input_size), so that sufficient-factor broadcasting can ship (U, V) instead of dW
+  /// (Poseidon ATC'17 sec. 2.1; fully-connected layers: yes; convolutions: no, sec. 3.2). A layer
+  /// that says yes lays out its parameters as [W (output_size x input_size) | b (output_size)].
+  [[nodiscard]] virtual bool has_sufficient_factors() const noexcept { return false; }
   /// Number of trainable parameters, in floats (0 for parameter-free layers).
   [[nodiscard]] virtual std::size_t parameter_count() const noexcept { return 0; }
 

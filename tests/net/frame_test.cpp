@@ -8,7 +8,7 @@
 
 #include "engine/error.h"
 #include "net/endpoint.h"
-#include "net/handshake.h"
+#include "net/tcp/handshake.h"
 
 using namespace gradmesh::net;
 

@@ -6,7 +6,7 @@
 
 using gradmesh::net::Payload;
 using gradmesh::sync::KvShard;
-using gradmesh::tasks::Sgd;
+using gradmesh::tasks::Optimizer;
 using gradmesh::tasks::SgdOptions;
 using gradmesh::topo::KvPlacement;
 using gradmesh::topo::ParameterBlock;
@@ -20,7 +20,8 @@ TEST_CASE("a KV shard steps on the mean of the n pushes once all arrived", "[syn
   KvPlacement placement(blocks, 2, 3);  // chunk 0 -> rank 0, chunk 1 -> rank 1
   REQUIRE(placement.chunks()[0].owner == 0);
   const std::vector<float> initial = {1, 2, 3, 4, 5, 6};
-  KvShard shard(placement, 0, initial, Sgd(SgdOptions{0.5f, 0.0f, 0.0f}));
+  Optimizer optimizer(SgdOptions{0.5f, 0.0f, 0.0f}, initial.size());
+  KvShard shard(placement, 0, initial, optimizer);
   CHECK(shard.owned_floats() == 3);
 
   CHECK(shard.push(1, 0, 0, floats({2, 2, 2})) == KvShard::PushResult::kAccepted);

@@ -1,4 +1,4 @@
-#include "net/handshake.h"
+#include "net/tcp/handshake.h"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "net/connection.h"
+#include "net/tcp/connection.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "net/transport.h"
+#include "net/tcp/tcp_transport.h"
 
 #include <netdb.h>
 #include <spdlog/spdlog.h>
@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "net/connection.h"
+#include "net/tcp/connection.h"
 #include "net/frame.h"
-#include "net/handshake.h"
+#include "net/tcp/handshake.h"
 #include "net/rate_limiter.h"
 
 namespace gradmesh::net {
@@ -66,7 +66,7 @@ const char* body_name(schema::Body type) {
 
 }  // namespace
 
-class Transport::Impl final : public detail::ConnectionListener {
+class TcpTransport::Impl final : public detail::ConnectionListener {
  public:
   explicit Impl(TransportOptions options);
   ~Impl();
@@ -174,7 +174,7 @@ class Transport::Impl final : public detail::ConnectionListener {
 
 // ====================================================================== construction
 
-Transport::Impl::Impl(TransportOptions options)
+TcpTransport::Impl::Impl(TransportOptions options)
     : options_(std::move(options)),
       stage_names_(options_.stages),
       control_stage_(options_.stages.size()),
@@ -189,13 +189,13 @@ Transport::Impl::Impl(TransportOptions options)
   for (std::size_t r = 0; r < peers_.size(); ++r) peers_[r].address = options_.peers[r].to_string();
 }
 
-Transport::Impl::~Impl() { stop_and_join(); }
+TcpTransport::Impl::~Impl() { stop_and_join(); }
 
-detail::ReadLimits Transport::Impl::limits(bool handshake) const noexcept {
+detail::ReadLimits TcpTransport::Impl::limits(bool handshake) const noexcept {
   return {options_.max_frame_bytes, options_.stages.size(), handshake};
 }
 
-HelloFields Transport::Impl::our_hello() const {
+HelloFields TcpTransport::Impl::our_hello() const {
   HelloFields hello;
   hello.rank = options_.rank;
   hello.job_name = options_.job_name;
@@ -204,19 +204,19 @@ HelloFields Transport::Impl::our_hello() const {
   return hello;
 }
 
-std::size_t Transport::Impl::count_connected_locked() const noexcept {
+std::size_t TcpTransport::Impl::count_connected_locked() const noexcept {
   return static_cast<std::size_t>(
       std::count_if(peers_.begin(), peers_.end(), [](const Peer& p) { return p.connected; }));
 }
 
-std::size_t Transport::Impl::count_done_locked() const noexcept {
+std::size_t TcpTransport::Impl::count_done_locked() const noexcept {
   return static_cast<std::size_t>(
       std::count_if(peers_.begin(), peers_.end(), [](const Peer& p) { return p.done; }));
 }
 
 // ====================================================================== start
 
-void Transport::Impl::start() {
+void TcpTransport::Impl::start() {
   {
     const std::lock_guard lock(mutex_);
     if (loop_initialised_ || closed_) throw Error("Transport::start() called twice");
@@ -294,12 +294,12 @@ void Transport::Impl::start() {
 
 // ====================================================================== caller-side control
 
-void Transport::Impl::check_rank(std::size_t to_rank) const {
+void TcpTransport::Impl::check_rank(std::size_t to_rank) const {
   GRADMESH_CHECK_LT(to_rank, peers_.size(), "send() to a rank outside the peer list");
   GRADMESH_CHECK(to_rank != options_.rank, "send() to this node's own rank");
 }
 
-void Transport::Impl::enqueue_from_caller(std::size_t to_rank,
+void TcpTransport::Impl::enqueue_from_caller(std::size_t to_rank,
                                           std::unique_ptr<OutgoingFrame> frame) {
   if (frame->wire_bytes() > options_.max_frame_bytes)
     throw ProtocolError("frame of " + std::to_string(frame->wire_bytes()) +
@@ -315,7 +315,7 @@ void Transport::Impl::enqueue_from_caller(std::size_t to_rank,
   uv_async_send(&async_);
 }
 
-void Transport::Impl::shutdown(double timeout_s) noexcept {
+void TcpTransport::Impl::shutdown(double timeout_s) noexcept {
   {
     std::unique_lock lock(mutex_);
     if (closed_ || !loop_initialised_) return;
@@ -341,7 +341,7 @@ void Transport::Impl::shutdown(double timeout_s) noexcept {
   stop_and_join();
 }
 
-void Transport::Impl::stop_and_join() noexcept {
+void TcpTransport::Impl::stop_and_join() noexcept {
   {
     const std::lock_guard lock(mutex_);
     if (closed_ || !loop_initialised_) return;
@@ -362,7 +362,7 @@ void Transport::Impl::stop_and_join() noexcept {
 
 // ====================================================================== loop thread
 
-void Transport::Impl::run_loop() noexcept {
+void TcpTransport::Impl::run_loop() noexcept {
   uv_run(&loop_, UV_RUN_DEFAULT);
   // close_all() closed every handle and uv_run returned; anything left is a bug, close it anyway.
   while (uv_loop_close(&loop_) == UV_EBUSY) {
@@ -376,7 +376,7 @@ void Transport::Impl::run_loop() noexcept {
   }
 }
 
-void Transport::Impl::on_async(uv_async_t* handle) noexcept {
+void TcpTransport::Impl::on_async(uv_async_t* handle) noexcept {
   auto* self = static_cast<Impl*>(handle->data);
   bool shutdown = false;
   bool stop = false;
@@ -409,7 +409,7 @@ void Transport::Impl::on_async(uv_async_t* handle) noexcept {
   self->pump();
 }
 
-void Transport::Impl::queue_frame(Connection& connection,
+void TcpTransport::Impl::queue_frame(Connection& connection,
                                   std::unique_ptr<OutgoingFrame> frame) noexcept {
   connection.enqueue(std::move(frame));
   if (!connection.in_ready_list) {
@@ -418,7 +418,7 @@ void Transport::Impl::queue_frame(Connection& connection,
   }
 }
 
-void Transport::Impl::pump() noexcept {
+void TcpTransport::Impl::pump() noexcept {
   // The send cap's bucket may bank the link time this thread misses while frames wait (see
   // RateLimiter): it is backlogged from here until the ready list empties.
   if (limiter_ && !ready_.empty()) limiter_->start_backlog(RateLimiter::steady_seconds());
@@ -458,13 +458,13 @@ void Transport::Impl::pump() noexcept {
   if (limiter_) limiter_->end_backlog();  // nothing waits: an idle link banks nothing
 }
 
-void Transport::Impl::on_pace(uv_timer_t* timer) noexcept {
+void TcpTransport::Impl::on_pace(uv_timer_t* timer) noexcept {
   static_cast<Impl*>(timer->data)->pump();
 }
 
 // ---------------------------------------------------------------- dialing
 
-void Transport::Impl::dial(std::size_t rank) noexcept {
+void TcpTransport::Impl::dial(std::size_t rank) noexcept {
   if (stopping_) return;
   Connection* connection =
       Connection::make(&loop_, *this, Connection::Role::kDialer, rank, limits(true));
@@ -477,20 +477,20 @@ void Transport::Impl::dial(std::size_t rank) noexcept {
   }
 }
 
-void Transport::Impl::schedule_retry(std::size_t rank) noexcept {
+void TcpTransport::Impl::schedule_retry(std::size_t rank) noexcept {
   if (stopping_) return;
   Peer& peer = peers_[rank];
   uv_timer_start(&peer.retry_timer, &Impl::on_retry, peer.backoff_ms, 0);
   peer.backoff_ms = std::min(peer.backoff_ms * 2, kMaxBackoffMs);
 }
 
-void Transport::Impl::on_retry(uv_timer_t* timer) noexcept {
+void TcpTransport::Impl::on_retry(uv_timer_t* timer) noexcept {
   auto* self = static_cast<Impl*>(timer->data);
   for (std::size_t r = 0; r < self->options_.rank; ++r)
     if (&self->peers_[r].retry_timer == timer) self->dial(r);
 }
 
-void Transport::Impl::on_connected(Connection& connection, int status) noexcept {
+void TcpTransport::Impl::on_connected(Connection& connection, int status) noexcept {
   const std::size_t rank = connection.peer_rank();
   if (status != 0 || connection.start_reading() != 0) {
     close_connection(connection);
@@ -508,7 +508,7 @@ void Transport::Impl::on_connected(Connection& connection, int status) noexcept 
 
 // ---------------------------------------------------------------- accepting
 
-void Transport::Impl::on_new_connection(uv_stream_t* server, int status) noexcept {
+void TcpTransport::Impl::on_new_connection(uv_stream_t* server, int status) noexcept {
   auto* self = static_cast<Impl*>(server->data);
   if (self->stopping_) return;
   if (status != 0) {
@@ -524,14 +524,14 @@ void Transport::Impl::on_new_connection(uv_stream_t* server, int status) noexcep
   self->pending_inbound_.push_back(connection);
 }
 
-void Transport::Impl::reject_inbound(Connection& connection, const std::string& why) noexcept {
+void TcpTransport::Impl::reject_inbound(Connection& connection, const std::string& why) noexcept {
   counters_.add_rejected_connection();
   spdlog::warn("net rank {}: rejected inbound connection from {}: {}", options_.rank,
                connection.remote_address(), why);
   close_connection(connection);
 }
 
-void Transport::Impl::handle_hello(Connection& connection, const schema::Hello& hello,
+void TcpTransport::Impl::handle_hello(Connection& connection, const schema::Hello& hello,
                                    std::size_t wire) noexcept {
   const HelloFields theirs = decode_hello(hello);
   std::string reason = check_hello(our_hello(), theirs);
@@ -573,7 +573,7 @@ void Transport::Impl::handle_hello(Connection& connection, const schema::Hello& 
   pump();
 }
 
-void Transport::Impl::handle_dialer_reply(Connection& connection, const schema::Header& header,
+void TcpTransport::Impl::handle_dialer_reply(Connection& connection, const schema::Header& header,
                                           std::size_t wire) noexcept {
   const std::size_t rank = connection.peer_rank();
   counters_.add_received(rank, control_stage_, wire, 1);
@@ -592,7 +592,7 @@ void Transport::Impl::handle_dialer_reply(Connection& connection, const schema::
   fail_start(PeerError(rank, peers_[rank].address, why));
 }
 
-void Transport::Impl::mark_connected(Connection& connection) noexcept {
+void TcpTransport::Impl::mark_connected(Connection& connection) noexcept {
   connection.established = true;
   connection.set_limits(limits(false));
   {
@@ -606,11 +606,11 @@ void Transport::Impl::mark_connected(Connection& connection) noexcept {
 
 // ---------------------------------------------------------------- frames
 
-void Transport::Impl::on_bytes_read(Connection& /*connection*/, std::size_t bytes) noexcept {
+void TcpTransport::Impl::on_bytes_read(Connection& /*connection*/, std::size_t bytes) noexcept {
   counters_.add_read_bytes(bytes);
 }
 
-void Transport::Impl::on_frame(Connection& connection, const schema::Header& header,
+void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& header,
                                Payload&& payload, std::size_t wire_bytes) noexcept {
   if (!connection.established) {
     if (connection.role() == Connection::Role::kDialer) {
@@ -663,7 +663,7 @@ void Transport::Impl::on_frame(Connection& connection, const schema::Header& hea
   }
 }
 
-void Transport::Impl::on_malformed(Connection& connection, const std::string& why,
+void TcpTransport::Impl::on_malformed(Connection& connection, const std::string& why,
                                    std::size_t wire_bytes) noexcept {
   if (!connection.established) {
     if (connection.role() == Connection::Role::kAcceptor) {
@@ -682,7 +682,7 @@ void Transport::Impl::on_malformed(Connection& connection, const std::string& wh
                 options_.rank, wire_bytes, rank, peers_[rank].address, why);
 }
 
-void Transport::Impl::on_broken(Connection& connection, int status,
+void TcpTransport::Impl::on_broken(Connection& connection, int status,
                                 const std::string& why) noexcept {
   const std::size_t rank = connection.peer_rank();
   if (!connection.established) {
@@ -714,7 +714,7 @@ void Transport::Impl::on_broken(Connection& connection, int status,
   fail_peer(rank, why);
 }
 
-void Transport::Impl::on_written(Connection& connection, const OutgoingFrame& frame,
+void TcpTransport::Impl::on_written(Connection& connection, const OutgoingFrame& frame,
                                  std::size_t bytes, bool frame_done) noexcept {
   counters_.add_sent(connection.peer_rank(), frame.stage(), bytes, frame_done ? 1 : 0);
   if (!frame_done) return;
@@ -735,7 +735,7 @@ void Transport::Impl::on_written(Connection& connection, const OutgoingFrame& fr
   }
 }
 
-void Transport::Impl::finish_refusal(Connection& connection) noexcept {
+void TcpTransport::Impl::finish_refusal(Connection& connection) noexcept {
   std::string refusal = std::move(connection.refusal);
   connection.refusal.clear();
   const std::size_t rank = connection.peer_rank();
@@ -745,7 +745,7 @@ void Transport::Impl::finish_refusal(Connection& connection) noexcept {
 
 // ---------------------------------------------------------------- failure and shutdown
 
-void Transport::Impl::fail_start(PeerError error) noexcept {
+void TcpTransport::Impl::fail_start(PeerError error) noexcept {
   {
     const std::lock_guard lock(mutex_);
     if (started_ || start_error_ != nullptr) {
@@ -757,7 +757,7 @@ void Transport::Impl::fail_start(PeerError error) noexcept {
   changed_.notify_all();
 }
 
-void Transport::Impl::fail_peer(std::size_t rank, const std::string& why) noexcept {
+void TcpTransport::Impl::fail_peer(std::size_t rank, const std::string& why) noexcept {
   if (Connection* connection = peers_[rank].connection) close_connection(*connection);
   if (stopping_) return;
   PeerError error(rank, peers_[rank].address, why);
@@ -786,7 +786,7 @@ void Transport::Impl::fail_peer(std::size_t rank, const std::string& why) noexce
   }
 }
 
-void Transport::Impl::begin_shutdown() noexcept {
+void TcpTransport::Impl::begin_shutdown() noexcept {
   shutting_down_ = true;
   for (std::size_t r = 0; r < peers_.size(); ++r) {
     if (r == options_.rank) continue;
@@ -804,14 +804,14 @@ void Transport::Impl::begin_shutdown() noexcept {
   }
 }
 
-void Transport::Impl::maybe_finish_peer(Connection& connection) noexcept {
+void TcpTransport::Impl::maybe_finish_peer(Connection& connection) noexcept {
   if (!connection.goodbye_sent || !connection.goodbye_received) return;
   const std::size_t rank = connection.peer_rank();
   close_connection(connection);
   mark_done(rank);
 }
 
-void Transport::Impl::mark_done(std::size_t rank) noexcept {
+void TcpTransport::Impl::mark_done(std::size_t rank) noexcept {
   {
     const std::lock_guard lock(mutex_);
     peers_[rank].done = true;
@@ -819,7 +819,7 @@ void Transport::Impl::mark_done(std::size_t rank) noexcept {
   changed_.notify_all();
 }
 
-void Transport::Impl::close_connection(Connection& connection) noexcept {
+void TcpTransport::Impl::close_connection(Connection& connection) noexcept {
   if (connection.in_ready_list) {
     std::erase(ready_, &connection);
     connection.in_ready_list = false;
@@ -831,7 +831,7 @@ void Transport::Impl::close_connection(Connection& connection) noexcept {
   connection.close();
 }
 
-void Transport::Impl::close_all() noexcept {
+void TcpTransport::Impl::close_all() noexcept {
   stopping_ = true;
   {
     const std::lock_guard lock(mutex_);
@@ -889,37 +889,37 @@ TransportOptions validated(TransportOptions options) {
 
 }  // namespace
 
-Transport::Transport(TransportOptions options)
+TcpTransport::TcpTransport(TransportOptions options)
     : impl_(std::make_unique<Impl>(validated(std::move(options)))) {}
 
-Transport::~Transport() = default;
+TcpTransport::~TcpTransport() = default;
 
-void Transport::set_handlers(MessageHandler on_message, FailureHandler on_failure) {
+void TcpTransport::set_handlers(MessageHandler on_message, FailureHandler on_failure) {
   impl_->on_message_ = std::move(on_message);
   impl_->on_failure_ = std::move(on_failure);
 }
 
-void Transport::start() { impl_->start(); }
+void TcpTransport::start() { impl_->start(); }
 
-void Transport::send(std::size_t to_rank, Message message) {
+void TcpTransport::send(std::size_t to_rank, Message message) {
   impl_->check_rank(to_rank);
   GRADMESH_CHECK_LT(std::size_t{message.stage}, impl_->options_.stages.size(),
                     "Message::stage must index TransportOptions::stages");
   impl_->enqueue_from_caller(to_rank, encode_data(message));
 }
 
-void Transport::send_raw_for_testing(std::size_t to_rank, std::span<const std::byte> bytes) {
+void TcpTransport::send_raw_for_testing(std::size_t to_rank, std::span<const std::byte> bytes) {
   impl_->check_rank(to_rank);
   impl_->enqueue_from_caller(to_rank, OutgoingFrame::raw(bytes, impl_->control_stage_));
 }
 
-void Transport::shutdown(double timeout_s) noexcept { impl_->shutdown(timeout_s); }
+void TcpTransport::shutdown(double timeout_s) noexcept { impl_->shutdown(timeout_s); }
 
-void Transport::close() noexcept { impl_->stop_and_join(); }
+void TcpTransport::close() noexcept { impl_->stop_and_join(); }
 
-void Transport::abort(const std::string& reason) noexcept { impl_->abort(reason); }
+void TcpTransport::abort(const std::string& reason) noexcept { impl_->abort(reason); }
 
-void Transport::Impl::abort(const std::string& reason) noexcept {
+void TcpTransport::Impl::abort(const std::string& reason) noexcept {
   {
     std::unique_lock lock(mutex_);
     if (!closed_ && loop_initialised_ && started_ && loop_accepts_ && !stop_requested_) {
@@ -941,10 +941,10 @@ void Transport::Impl::abort(const std::string& reason) noexcept {
   stop_and_join();
 }
 
-Counters Transport::counters() const { return impl_->counters_.snapshot(); }
+Counters TcpTransport::counters() const { return impl_->counters_.snapshot(); }
 
-std::size_t Transport::rank() const noexcept { return impl_->options_.rank; }
+std::size_t TcpTransport::rank() const noexcept { return impl_->options_.rank; }
 
-std::size_t Transport::size() const noexcept { return impl_->options_.peers.size(); }
+std::size_t TcpTransport::size() const noexcept { return impl_->options_.peers.size(); }
 
 }  // namespace gradmesh::net

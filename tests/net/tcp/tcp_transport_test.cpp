@@ -1,6 +1,6 @@
-// Tests for net/transport.h: many peers in one process as threads on 127.0.0.1.
+// Tests for net/tcp/tcp_transport.h: many peers in one process as threads on 127.0.0.1.
 
-#include "net/transport.h"
+#include "net/tcp/tcp_transport.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -57,7 +57,7 @@ TransportOptions options_for(std::size_t rank, const std::vector<std::uint16_t>&
   return options;
 }
 
-// A Transport plus what its handlers saw.
+// A TcpTransport plus what its handlers saw.
 struct Node {
   explicit Node(TransportOptions options) : transport(std::move(options)) {
     transport.set_handlers(
@@ -86,7 +86,7 @@ struct Node {
   std::vector<std::pair<std::size_t, Message>> received;
   std::vector<std::chrono::steady_clock::time_point> arrivals;
   std::vector<PeerError> failures;
-  Transport transport;
+  TcpTransport transport;
 };
 
 using Nodes = std::vector<std::unique_ptr<Node>>;

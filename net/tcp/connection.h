@@ -2,7 +2,7 @@
 // One TCP connection to a peer on the loop thread: the frame reader (prefix -> header -> payload
 // read in place) and the write queue (scatter/gather slices of queued frames).
 //
-// Internal to gradmesh::net (includes <uv.h>); only transport.cpp and tests use it.
+// Internal to gradmesh::net (includes <uv.h>); only tcp_transport.cpp and tests use it.
 
 #include <uv.h>
 

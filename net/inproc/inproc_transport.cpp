@@ -1,0 +1,214 @@
+#include "net/inproc/inproc_transport.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "net/frame.h"
+#include "net/transport_options.h"
+
+namespace gradmesh::net {
+
+namespace detail {
+
+/// What one rank receives: a message, or the news that a peer failed.
+struct Envelope {
+  std::size_t from = 0;
+  Message message;
+  std::optional<PeerError> failure;
+};
+
+/// One rank's state. Everything under InProcMesh::mutex.
+struct Mailbox {
+  enum class State { kIdle, kRunning, kLeaving, kGone };
+  State state = State::kIdle;
+  bool failed = false;               // closed or aborted (peers hold a PeerError for it)
+  std::string failure_reason;
+  std::deque<Envelope> queue;
+  Transport::MessageHandler on_message;
+  Transport::FailureHandler on_failure;
+  std::thread thread;
+  std::unique_ptr<CounterBook> counters;
+};
+
+struct InProcMesh {
+  explicit InProcMesh(std::size_t ranks, std::vector<std::string> stage_names)
+      : stages(std::move(stage_names)), boxes(ranks) {
+    std::vector<std::string> counted = stages;
+    counted.emplace_back(kControlStage);
+    for (Mailbox& box : boxes) box.counters = std::make_unique<CounterBook>(ranks, counted);
+  }
+  std::vector<std::string> stages;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<Mailbox> boxes;
+
+  static std::string address(std::size_t rank) { return "inproc:" + std::to_string(rank); }
+  PeerError failure_of(std::size_t rank) const {
+    return PeerError(rank, address(rank), boxes[rank].failure_reason);
+  }
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::Envelope;
+using detail::InProcMesh;
+using detail::Mailbox;
+
+// The delivery thread of `rank`: hands envelopes to the handlers, without the mesh lock held.
+void deliver(InProcMesh& mesh, std::size_t rank) {
+  Mailbox& box = mesh.boxes[rank];
+  std::unique_lock lock(mesh.mutex);
+  for (;;) {
+    mesh.changed.wait(lock, [&] { return !box.queue.empty() || box.state == Mailbox::State::kGone; });
+    if (box.queue.empty()) return;  // gone, and drained
+    Envelope envelope = std::move(box.queue.front());
+    box.queue.pop_front();
+    lock.unlock();
+    if (envelope.failure) {
+      if (box.on_failure) box.on_failure(*envelope.failure);
+    } else {
+      const std::size_t wire = encode_data(envelope.message)->wire_bytes();
+      // As a socket read: an owned copy of the bytes; the sender's reference goes now.
+      envelope.message.payload = Payload::copy_of(envelope.message.payload.bytes());
+      box.counters->add_read_bytes(wire);
+      box.counters->add_received(envelope.from, envelope.message.stage, wire, 1);
+      if (box.on_message) {
+        try {
+          box.on_message(envelope.from, std::move(envelope.message));
+        } catch (const std::exception& e) {
+          box.counters->add_malformed_frame();
+          spdlog::warn("inproc rank {}: the message handler threw on a message from rank {}: {}",
+                       rank, envelope.from, e.what());
+        }
+      }
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace
+
+InProcTransport::InProcTransport(std::shared_ptr<detail::InProcMesh> mesh, std::size_t rank)
+    : mesh_(std::move(mesh)), rank_(rank) {
+  GRADMESH_CHECK(mesh_ != nullptr, "InProcTransport needs a mesh");
+  GRADMESH_CHECK_LT(rank_, mesh_->boxes.size(), "InProcTransport rank out of range");
+}
+
+InProcTransport::~InProcTransport() { close(); }
+
+std::size_t InProcTransport::size() const noexcept { return mesh_->boxes.size(); }
+
+void InProcTransport::set_handlers(MessageHandler on_message, FailureHandler on_failure) {
+  const std::lock_guard lock(mesh_->mutex);
+  Mailbox& box = mesh_->boxes[rank_];
+  box.on_message = std::move(on_message);
+  box.on_failure = std::move(on_failure);
+}
+
+void InProcTransport::start() {
+  const std::lock_guard lock(mesh_->mutex);
+  Mailbox& box = mesh_->boxes[rank_];
+  if (box.state != Mailbox::State::kIdle) throw Error("InProcTransport::start() called twice");
+  box.state = Mailbox::State::kRunning;
+  box.thread = std::thread([mesh = mesh_.get(), rank = rank_] { deliver(*mesh, rank); });
+}
+
+void InProcTransport::send(std::size_t to_rank, Message message) {
+  InProcMesh& mesh = *mesh_;
+  GRADMESH_CHECK_LT(to_rank, mesh.boxes.size(), "send() to a rank outside the mesh");
+  GRADMESH_CHECK_NE(to_rank, rank_, "send() to this node's own rank");
+  GRADMESH_CHECK_LT(std::size_t{message.stage}, mesh.stages.size(), "send() with an unknown stage");
+  const std::size_t wire = encode_data(message)->wire_bytes();
+  const std::size_t stage = message.stage;
+  {
+    const std::lock_guard lock(mesh.mutex);
+    const Mailbox& self = mesh.boxes[rank_];
+    if (self.state == Mailbox::State::kIdle || self.state == Mailbox::State::kGone) {
+      throw Error("InProcTransport::send() to rank " + std::to_string(to_rank) +
+                  (self.state == Mailbox::State::kIdle ? " before start()" : " after close()"));
+    }
+    Mailbox& peer = mesh.boxes[to_rank];
+    if (peer.failed) throw mesh.failure_of(to_rank);
+    if (peer.state == Mailbox::State::kGone) {
+      throw PeerError(to_rank, InProcMesh::address(to_rank), "has shut down");
+    }
+    peer.queue.push_back(Envelope{rank_, std::move(message), std::nullopt});
+  }
+  mesh.boxes[rank_].counters->add_sent(to_rank, stage, wire, 1);
+  mesh.changed.notify_all();
+}
+
+void InProcTransport::shutdown(double timeout_s) noexcept {
+  InProcMesh& mesh = *mesh_;
+  {
+    std::unique_lock lock(mesh.mutex);
+    Mailbox& box = mesh.boxes[rank_];
+    if (box.state == Mailbox::State::kRunning) {
+      box.state = Mailbox::State::kLeaving;
+      mesh.changed.notify_all();
+      // As TCP waits for every peer's Goodbye: until each peer is leaving, gone or failed.
+      mesh.changed.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] {
+        for (std::size_t r = 0; r < mesh.boxes.size(); ++r) {
+          if (r != rank_ && mesh.boxes[r].state == Mailbox::State::kRunning) return false;
+        }
+        return true;
+      });
+    }
+  }
+  leave(true, {});
+}
+
+void InProcTransport::close() noexcept { leave(false, "connection closed without goodbye"); }
+
+void InProcTransport::abort(const std::string& reason) noexcept {
+  leave(false, "aborted the job: " + reason);
+}
+
+void InProcTransport::leave(bool clean, const std::string& reason) noexcept {
+  InProcMesh& mesh = *mesh_;
+  std::thread thread;
+  {
+    const std::lock_guard lock(mesh.mutex);
+    Mailbox& box = mesh.boxes[rank_];
+    if (box.state == Mailbox::State::kGone) return;
+    const bool was_live = box.state != Mailbox::State::kIdle;
+    box.state = Mailbox::State::kGone;
+    if (!clean) box.queue.clear();  // an abrupt close delivers nothing more
+    if (!clean && was_live) {
+      box.failed = true;
+      box.failure_reason = reason;
+      for (std::size_t r = 0; r < mesh.boxes.size(); ++r) {
+        Mailbox& peer = mesh.boxes[r];
+        if (r == rank_ || peer.state == Mailbox::State::kGone) continue;
+        peer.queue.push_back(Envelope{rank_, Message{}, mesh.failure_of(rank_)});
+      }
+    }
+    thread = std::move(box.thread);
+  }
+  mesh.changed.notify_all();
+  if (thread.joinable()) thread.join();
+}
+
+Counters InProcTransport::counters() const { return mesh_->boxes[rank_].counters->snapshot(); }
+
+std::vector<std::unique_ptr<InProcTransport>> make_inproc_mesh(std::size_t ranks,
+                                                               std::vector<std::string> stages) {
+  GRADMESH_CHECK_GT(ranks, std::size_t{0}, "an in-process mesh needs at least one rank");
+  GRADMESH_CHECK_LT(stages.size(), std::size_t{255}, "too many stages");
+  auto mesh = std::make_shared<InProcMesh>(ranks, std::move(stages));
+  std::vector<std::unique_ptr<InProcTransport>> transports;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    transports.push_back(std::make_unique<InProcTransport>(mesh, r));
+  }
+  return transports;
+}
+
+}  // namespace gradmesh::net

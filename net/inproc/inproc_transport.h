@@ -1,0 +1,64 @@
+#pragma once
+// The in-process transport: every rank of a job is a Transport in one process, linked by mailboxes
+// instead of sockets, so a sync stage can be unit-tested with its peers as threads (gloo's idea of
+// one interface, several backends; STYLE.md practice 7).
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/transport.h"
+
+namespace gradmesh::net {
+
+namespace detail {
+struct InProcMesh;
+}
+
+/// One rank of an in-process mesh (make_inproc_mesh()). Keeps net::Transport's contract:
+///  - per-peer FIFO, exactly once; handlers run on this rank's own delivery thread (started by
+///    start()), never on a sender's thread;
+///  - the payload is shared until delivery, where it is copied into an owned buffer and the sender's
+///    reference dropped — as a socket write releases it, so pooled send buffers come back;
+///  - byte counters count wire bytes as TCP would frame the message (net::encode_data), so traffic
+///    predictions can be checked without sockets;
+///  - close() or abort() make every other rank's FailureHandler see a PeerError naming this rank
+///    (address "inproc:<rank>"), and their later sends to it throw it; shutdown() is a clean
+///    goodbye: it waits (bounded) until every peer has shut down or closed too, delivering what
+///    arrives meanwhile, and fails no one.
+/// No rate limit, no framing errors (messages are objects).
+/// Thread safety: as net::Transport.
+class InProcTransport final : public Transport {
+ public:
+  /// Use make_inproc_mesh().
+  InProcTransport(std::shared_ptr<detail::InProcMesh> mesh, std::size_t rank);
+  /// close() unless shutdown() ran; joins the delivery thread; never throws.
+  ~InProcTransport() override;
+
+  void set_handlers(MessageHandler on_message, FailureHandler on_failure) override;
+  /// Starts the delivery thread. Messages sent to this rank before are queued, not lost.
+  /// Throws gradmesh::Error when called twice.
+  void start() override;
+  void send(std::size_t to_rank, Message message) override;
+  void shutdown(double timeout_s = 10.0) noexcept override;
+  void close() noexcept override;
+  void abort(const std::string& reason) noexcept override;
+  [[nodiscard]] Counters counters() const override;
+  [[nodiscard]] std::size_t rank() const noexcept override { return rank_; }
+  [[nodiscard]] std::size_t size() const noexcept override;
+
+ private:
+  void leave(bool clean, const std::string& reason) noexcept;
+
+  std::shared_ptr<detail::InProcMesh> mesh_;
+  std::size_t rank_;
+};
+
+/// `ranks` connected InProcTransports (index = rank), counting bytes under `stages` (stage id =
+/// index, < 255; "control" is appended as on TCP). Throws gradmesh::ContractError for 0 ranks or
+/// too many stages.
+[[nodiscard]] std::vector<std::unique_ptr<InProcTransport>> make_inproc_mesh(
+    std::size_t ranks, std::vector<std::string> stages);
+
+}  // namespace gradmesh::net

@@ -1,0 +1,69 @@
+#pragma once
+// The TCP transport: a full mesh of one connection per pair of ranks on one libuv loop thread.
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "net/transport.h"
+#include "net/transport_options.h"
+
+namespace gradmesh::net {
+
+/// net::Transport over TCP with libuv.
+///
+/// Topology: rank i dials every rank j < i and accepts from every j > i; every connection starts
+/// with a Hello / HelloAck handshake that checks protocol version, job name, config hash and the
+/// peer list. Frames are prefix + verified FlatBuffers header + raw payload (net/frame.h).
+///
+/// Threads: one libuv event-loop thread per TcpTransport owns every socket and is the delivery
+/// thread of net::Transport's contract.
+class TcpTransport final : public Transport {
+ public:
+  /// Validates `options`; throws gradmesh::ConfigError naming the bad field. Opens no socket.
+  explicit TcpTransport(TransportOptions options);
+  /// Abrupt close (peers see the connection drop) if shutdown() was not called; joins the loop
+  /// thread; never throws.
+  ~TcpTransport() override;
+
+  void set_handlers(MessageHandler on_message, FailureHandler on_failure) override;
+
+  /// Listens on peers[rank] (SO_REUSEADDR, set by libuv), starts the loop thread, dials lower
+  /// ranks (retrying with back-off 50 ms doubling to 1 s) and handshakes. Blocks until every peer
+  /// is connected. Throws PeerError when a peer refuses us or we refuse it (the message carries the
+  /// reason: what differs and both values), when we cannot listen, or after connect_timeout_s
+  /// naming every missing rank and address. After a throw the TcpTransport is closed; destroy it.
+  void start() override;
+
+  /// Queues `message` for `to_rank` and returns at once (the payload is kept alive until written,
+  /// not copied). Frames to one peer arrive in send order. Throws as Transport::send(); the
+  /// ProtocolError when the frame exceeds max_frame_bytes.
+  void send(std::size_t to_rank, Message message) override;
+
+  /// Test hook: writes `bytes` verbatim on the connection to `to_rank` (counted under "control"),
+  /// to inject malformed frames. Same thread safety and errors as send().
+  void send_raw_for_testing(std::size_t to_rank, std::span<const std::byte> bytes);
+
+  /// Clean close: sends Goodbye to every live peer after its queued frames, waits up to
+  /// `timeout_s` seconds for every peer's Goodbye (logging the ones that did not come), closes
+  /// every socket and joins the loop thread. Peers that said Goodbye are not failures.
+  void shutdown(double timeout_s = 10.0) noexcept override;
+
+  /// Stops the loop thread and closes every socket without Goodbye.
+  void close() noexcept override;
+
+  /// Queues an Abort frame carrying `reason` to every live peer, waits (at most 1 s) for them to
+  /// be written, then close().
+  void abort(const std::string& reason) noexcept override;
+
+  [[nodiscard]] Counters counters() const override;
+  [[nodiscard]] std::size_t rank() const noexcept override;
+  [[nodiscard]] std::size_t size() const noexcept override;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gradmesh::net

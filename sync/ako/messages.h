@@ -1,0 +1,25 @@
+#pragma once
+// Ako's stages and message kinds (SoCC'16 sec. 3.1, 3.2, 4.2).
+
+#include <cstdint>
+#include <string_view>
+
+namespace gradmesh::sync::ako {
+
+/// worker -> peer: one partition of the accumulated gradient.
+inline constexpr std::string_view kPartitionStage = "ako_partition";
+/// worker -> all: the agreement on p (eq. 3 inputs) and the end-of-job marker.
+inline constexpr std::string_view kControlStage = "ako_control";
+/// worker -> peer: whole-model rounds (p = 1 warm-up, a switch of p, the end of the job).
+inline constexpr std::string_view kFullRoundStage = "ako_full_round";
+
+/// Message::kind values of Ako's stages.
+enum class Kind : std::uint16_t {
+  kPartition = 4,  ///< key = p << 32 | range k, round = sender's round t, payload = range k of g*_t
+  kProfile = 5,    ///< key = plan (0, 1), round = 0, payload = the sender's eq. 3 inputs (doubles)
+  kDone = 6,       ///< no payload: the sender has sent its last Ako round
+  kFullRound = 7,  ///< key = 0, round = sender's round t, payload = all m floats the receiver
+                   ///< lacks of the sender's gradients up to t
+};
+
+}  // namespace gradmesh::sync::ako

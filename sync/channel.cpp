@@ -1,0 +1,87 @@
+#include "sync/channel.h"
+
+#include <spdlog/spdlog.h>
+
+#include "net/frame.h"
+#include "net/transport.h"
+
+namespace gradmesh::sync {
+
+StageId stage_id(std::string_view name) {
+  const auto& names = stage_names();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) return static_cast<StageId>(i);
+  }
+  throw ContractError("no strategy declares the sync stage \"" + std::string(name) + "\"");
+}
+
+double frame_overhead_bytes(StageId stage, std::uint16_t kind) {
+  // Non-zero tags: FlatBuffers leaves out fields equal to their default, so 0s would under-count.
+  const net::Message probe{stage, kind, 1, 1, net::Payload{}};
+  return static_cast<double>(net::encode_data(probe)->wire_bytes());
+}
+
+Channel::Channel(net::Transport* transport, std::size_t rank, std::size_t nodes)
+    : transport_(transport), rank_(rank), nodes_(nodes), handlers_(stage_names().size()) {
+  if (transport_ == nullptr) return;
+  transport_->set_handlers(
+      [this](std::size_t from, net::Message&& message) { dispatch(from, std::move(message)); },
+      [this](const PeerError& error) { fail(error); });
+}
+
+StageId Channel::route(std::string_view name, Handler handler) {
+  const StageId id = stage_id(name);
+  GRADMESH_CHECK(!handlers_[id], "sync stage \"" + std::string(name) + "\" is routed twice");
+  handlers_[id] = std::move(handler);
+  return id;
+}
+
+void Channel::on_failure(FailureHandler handler) { failure_handlers_.push_back(std::move(handler)); }
+
+std::optional<PeerError> Channel::send(std::size_t peer, net::Message message) {
+  GRADMESH_CHECK(transport_ != nullptr, "Channel::send() without a transport");
+  try {
+    transport_->send(peer, std::move(message));
+  } catch (const PeerError& error) {
+    return error;
+  }
+  return std::nullopt;
+}
+
+std::vector<PeerError> Channel::broadcast(const net::Message& message) {
+  std::vector<PeerError> failed;
+  for (std::size_t peer = 0; peer < nodes_; ++peer) {
+    if (peer == rank_) continue;
+    if (auto error = send(peer, message)) failed.push_back(std::move(*error));
+  }
+  return failed;
+}
+
+void Channel::reject(std::size_t from, StageId stage, const std::string& why) {
+  rejected_.fetch_add(1, std::memory_order_relaxed);
+  const auto& names = stage_names();
+  spdlog::warn("{}: rejected a message from rank {}: {}",
+               stage < names.size() ? names[stage] : std::string("stage ") + std::to_string(stage),
+               from, why);
+}
+
+std::uint64_t Channel::rejected() const noexcept { return rejected_.load(std::memory_order_relaxed); }
+
+void Channel::dispatch(std::size_t from, net::Message&& message) {
+  if (message.stage >= handlers_.size() || !handlers_[message.stage]) {
+    reject(from, message.stage, "no scheme of this node's strategy owns this stage (kind " +
+                                    std::to_string(message.kind) + ")");
+    return;
+  }
+  handlers_[message.stage](from, std::move(message));
+}
+
+void Channel::fail(const PeerError& error) {
+  for (const auto& handler : failure_handlers_) handler(error);
+}
+
+void throw_first(const std::vector<PeerError>& errors) {
+  if (!errors.empty()) throw errors.front();
+}
+
+}  // namespace gradmesh::sync

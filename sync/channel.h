@@ -1,0 +1,99 @@
+#pragma once
+// The sync layer's view of the transport: frames routed by stage to the scheme that owns them, so
+// several schemes (PS, SFB, all-reduce, Ako) share one transport in one job — per layer if the
+// plan says so (DESIGN.md "Strategies share one transport").
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/error.h"
+#include "net/message.h"
+
+namespace gradmesh::net {
+class Transport;
+}
+
+namespace gradmesh::sync {
+
+/// A stage id: the index of a stage name in stage_names(); net::Message::stage.
+using StageId = std::uint8_t;
+
+/// Every stage any strategy uses, in registry order without repeats ("kv_push", "kv_broadcast",
+/// "sf_broadcast", "allreduce", "ako_partition", ...): the transport's byte-counter stages, the
+/// same list (so the same ids) on every node. Defined by the registry (sync/registry.cpp).
+[[nodiscard]] const std::vector<std::string>& stage_names();
+
+/// The id of stage `name`. Throws gradmesh::ContractError for a name no strategy declares.
+[[nodiscard]] StageId stage_id(std::string_view name);
+
+/// Bytes one data frame of `stage` and `kind` puts on the socket besides its payload (prefix +
+/// FlatBuffers header), for predicting traffic. Thread-safe.
+[[nodiscard]] double frame_overhead_bytes(StageId stage, std::uint16_t kind);
+
+/// Routes a transport's messages to per-stage handlers and sends with peer errors as values.
+///
+/// Made by a sync stage before the transport starts (it installs the transport's handlers);
+/// schemes route() their stages in their constructors. A message for a stage no one routed is
+/// rejected. With no transport (one node, `gradmesh-node plan`) routing works and sending is a
+/// contract error.
+///
+/// Thread safety: route() and on_failure() before the transport starts, from one thread. send(),
+/// broadcast(), reject() and rejected() from any thread. Handlers run on the transport's delivery
+/// thread (must not block); a handler's exception is the transport's to count as malformed.
+class Channel {
+ public:
+  using Handler = std::function<void(std::size_t from, net::Message&& message)>;
+  using FailureHandler = std::function<void(const PeerError& error)>;
+
+  /// `transport` may be nullptr; else it must outlive the Channel, and the Channel must outlive
+  /// every handler call (close the transport before destroying the stage that owns the Channel).
+  Channel(net::Transport* transport, std::size_t rank, std::size_t nodes);
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  /// Routes stage `name`'s messages to `handler` and returns its id. Throws
+  /// gradmesh::ContractError for an unknown name or a stage already routed.
+  StageId route(std::string_view name, Handler handler);
+
+  /// Adds a handler told of every peer failure (each scheme fails its waiting tasks with it).
+  void on_failure(FailureHandler handler);
+
+  /// Sends `message` to `peer` (not this rank). A failed peer is returned as a value (the failure
+  /// handlers hear of it from the transport too); other errors throw as net::Transport::send().
+  [[nodiscard]] std::optional<PeerError> send(std::size_t peer, net::Message message);
+
+  /// send() to every other rank, sharing the payload (no copy). Returns the peers that failed.
+  [[nodiscard]] std::vector<PeerError> broadcast(const net::Message& message);
+
+  /// Counts and logs a message from `from` that broke `stage`'s protocol (dropped by the caller).
+  void reject(std::size_t from, StageId stage, const std::string& why);
+
+  /// Messages rejected so far (reject(), and messages of unrouted stages).
+  [[nodiscard]] std::uint64_t rejected() const noexcept;
+
+  [[nodiscard]] bool connected() const noexcept { return transport_ != nullptr; }
+  [[nodiscard]] std::size_t rank() const noexcept { return rank_; }
+  [[nodiscard]] std::size_t nodes() const noexcept { return nodes_; }
+
+ private:
+  void dispatch(std::size_t from, net::Message&& message);
+  void fail(const PeerError& error);
+
+  net::Transport* transport_;
+  std::size_t rank_;
+  std::size_t nodes_;
+  std::vector<Handler> handlers_;  // by stage id
+  std::vector<FailureHandler> failure_handlers_;
+  std::atomic<std::uint64_t> rejected_{0};
+};
+
+/// Throws the first of `errors`, if any (BSP schemes: a failed peer fails the iteration).
+void throw_first(const std::vector<PeerError>& errors);
+
+}  // namespace gradmesh::sync

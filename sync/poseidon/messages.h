@@ -1,0 +1,17 @@
+#pragma once
+// Sufficient-factor broadcasting's stage and message kind (Poseidon ATC'17 sec. 2.1, 3.2).
+
+#include <cstdint>
+#include <string_view>
+
+namespace gradmesh::sync::sfb {
+
+/// worker -> all: sufficient factors (u, v) of dense layers.
+inline constexpr std::string_view kStage = "sf_broadcast";
+
+/// Message::kind values of the SFB stage.
+enum class Kind : std::uint16_t {
+  kSufficientFactors = 3,  ///< key = layer, round = iteration, payload = U (K x M) then V (K x N)
+};
+
+}  // namespace gradmesh::sync::sfb

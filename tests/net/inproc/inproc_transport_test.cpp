@@ -1,0 +1,162 @@
+// Tests for net/inproc/inproc_transport.h: the in-process backend keeps net::Transport's contract.
+
+#include "net/inproc/inproc_transport.h"
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/error.h"
+#include "net/frame.h"
+
+using namespace gradmesh::net;
+using namespace std::chrono_literals;
+using gradmesh::PeerError;
+
+namespace {
+
+// What one rank's handlers saw.
+struct Seen {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::pair<std::size_t, Message>> messages;
+  std::vector<PeerError> failures;
+  std::vector<std::thread::id> threads;
+
+  void attach(Transport& transport) {
+    transport.set_handlers(
+        [this](std::size_t from, Message&& message) {
+          const std::lock_guard lock(mutex);
+          messages.emplace_back(from, std::move(message));
+          threads.push_back(std::this_thread::get_id());
+          changed.notify_all();
+        },
+        [this](const PeerError& error) {
+          const std::lock_guard lock(mutex);
+          failures.push_back(error);
+          changed.notify_all();
+        });
+  }
+  template <class Predicate>
+  bool wait(Predicate predicate) {
+    std::unique_lock lock(mutex);
+    return changed.wait_for(lock, 10s, [&] { return predicate(*this); });
+  }
+};
+
+Payload floats(std::vector<float> values) {
+  return Payload::copy_of(std::as_bytes(std::span<const float>(values)));
+}
+
+}  // namespace
+
+TEST_CASE("inproc: every message arrives once, in send order per peer, on the delivery thread") {
+  constexpr std::size_t kRanks = 3;
+  constexpr std::uint64_t kPerSender = 500;
+  auto mesh = make_inproc_mesh(kRanks, {"a", "b"});
+  std::vector<Seen> seen(kRanks);
+  for (std::size_t r = 0; r < kRanks; ++r) seen[r].attach(*mesh[r]);
+  for (auto& t : mesh) t->start();
+
+  std::vector<std::thread> senders;
+  for (std::size_t from = 1; from < kRanks; ++from) {
+    senders.emplace_back([&, from] {
+      for (std::uint64_t i = 0; i < kPerSender; ++i) {
+        mesh[from]->send(0, Message{static_cast<std::uint8_t>(i % 2), 7, from, i,
+                                    floats({static_cast<float>(i)})});
+      }
+    });
+  }
+  for (auto& s : senders) s.join();
+  REQUIRE(seen[0].wait([&](Seen& s) { return s.messages.size() == (kRanks - 1) * kPerSender; }));
+
+  std::vector<std::uint64_t> next(kRanks, 0);
+  for (const auto& [from, message] : seen[0].messages) {
+    REQUIRE(message.key == from);
+    REQUIRE(message.round == next[from]);  // FIFO per peer, none lost or repeated
+    REQUIRE(message.payload.owned());
+    REQUIRE(message.payload.as<float>()[0] == static_cast<float>(next[from]));
+    ++next[from];
+  }
+  for (const auto id : seen[0].threads) {
+    CHECK(id == seen[0].threads.front());  // one delivery thread
+    CHECK(id != std::this_thread::get_id());
+  }
+  for (auto& t : mesh) t->shutdown(1.0);
+}
+
+TEST_CASE("inproc: counters count the wire bytes TCP would, by peer and stage") {
+  auto mesh = make_inproc_mesh(2, {"push", "pull"});
+  Seen seen;
+  seen.attach(*mesh[1]);
+  for (auto& t : mesh) t->start();
+  const Message message{1, 3, 42, 9, floats({1, 2, 3, 4})};
+  const std::size_t wire = encode_data(message)->wire_bytes();
+  REQUIRE(wire > 16);
+  mesh[0]->send(1, message);
+  REQUIRE(seen.wait([](Seen& s) { return s.messages.size() == 1; }));
+  const Counters sent = mesh[0]->counters();
+  CHECK(sent.bytes_sent == wire);
+  CHECK(sent.bytes_sent_by_peer[1] == wire);
+  CHECK(sent.bytes_sent_by_stage.at("pull") == wire);
+  CHECK(sent.bytes_sent_by_stage.at("push") == 0);
+  CHECK(sent.bytes_sent_by_stage.count("control") == 1);
+  const Counters received = mesh[1]->counters();
+  CHECK(received.bytes_received == wire);
+  CHECK(received.bytes_received_by_stage.at("pull") == wire);
+  for (auto& t : mesh) t->shutdown(1.0);
+}
+
+TEST_CASE("inproc: delivery releases the sender's payload, as a socket write does") {
+  auto mesh = make_inproc_mesh(2, {"s"});
+  Seen seen;
+  seen.attach(*mesh[1]);
+  for (auto& t : mesh) t->start();
+  auto owner = std::make_shared<std::vector<float>>(std::vector<float>{5, 6});
+  std::weak_ptr<std::vector<float>> weak = owner;
+  mesh[0]->send(1, Message{0, 1, 0, 0,
+                           Payload::view(std::as_bytes(std::span<const float>(*owner)), owner)});
+  owner.reset();
+  REQUIRE(seen.wait([](Seen& s) { return s.messages.size() == 1; }));
+  CHECK(weak.expired());
+  CHECK(seen.messages[0].second.payload.as<float>()[1] == 6.0f);
+  for (auto& t : mesh) t->shutdown(1.0);
+}
+
+TEST_CASE("inproc: a closed rank is a PeerError everywhere; a clean shutdown fails no one") {
+  auto mesh = make_inproc_mesh(3, {"s"});
+  std::vector<Seen> seen(3);
+  for (std::size_t r = 0; r < 3; ++r) seen[r].attach(*mesh[r]);
+  for (auto& t : mesh) t->start();
+
+  mesh[2]->abort("disk full");
+  for (std::size_t r = 0; r < 2; ++r) {
+    REQUIRE(seen[r].wait([](Seen& s) { return s.failures.size() == 1; }));
+    CHECK(seen[r].failures[0].rank() == 2);
+    CHECK_THAT(seen[r].failures[0].what(), Catch::Contains("aborted the job: disk full"));
+  }
+  CHECK_THROWS_AS(mesh[0]->send(2, Message{}), PeerError);
+  CHECK_THROWS_AS(mesh[2]->send(0, Message{}), gradmesh::Error);
+
+  std::thread other([&] { mesh[1]->shutdown(5.0); });
+  mesh[0]->shutdown(5.0);
+  other.join();
+  CHECK(seen[0].failures.size() == 1);  // the shutdowns added none
+  CHECK(seen[1].failures.size() == 1);
+}
+
+TEST_CASE("inproc: bad sends are contract errors") {
+  auto mesh = make_inproc_mesh(2, {"s"});
+  CHECK_THROWS_AS(mesh[0]->send(1, Message{}), gradmesh::Error);  // before start()
+  mesh[0]->start();
+  CHECK_THROWS_AS(mesh[0]->send(0, Message{}), gradmesh::ContractError);
+  CHECK_THROWS_AS(mesh[0]->send(5, Message{}), gradmesh::ContractError);
+  CHECK_THROWS_AS(mesh[0]->send(1, Message{3, 0, 0, 0, {}}), gradmesh::ContractError);
+  CHECK_THROWS_AS(mesh[0]->start(), gradmesh::Error);
+  CHECK(mesh[0]->size() == 2);
+  CHECK(mesh[1]->rank() == 1);
+}

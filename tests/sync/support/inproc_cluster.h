@@ -1,0 +1,85 @@
+#pragma once
+// Test support: n training nodes in one process, peers as threads on the in-process transport, so
+// every sync stage can be unit-tested without processes or sockets (STYLE.md practice 7).
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/executor.h"
+#include "engine/graph.h"
+#include "net/inproc/inproc_transport.h"
+#include "sync/sync_stage.h"
+#include "tasks/model.h"
+#include "tasks/optim/optimizer.h"
+
+namespace gradmesh::testing {
+
+/// A small synthetic job: `features` inputs, `classes` outputs, the layers, K per node.
+struct SyntheticJob {
+  std::vector<std::string> layers = {"dense:24", "relu", "dense:16", "relu", "dense:4",
+                                     "softmax_cross_entropy"};
+  std::size_t features = 12;
+  std::size_t batch = 8;  ///< K, per node
+  std::uint64_t seed = 7;
+  tasks::SgdOptions sgd{0.05f, 0.9f, 0.0f};
+  sync::SyncOptions options;
+};
+
+/// Node `rank`'s batch of iteration `iteration`: K rows of `features` floats and K labels in
+/// [0, classes), a fixed function of (seed, rank, iteration), so that the union over ranks is known.
+void synthetic_batch(const SyntheticJob& job, std::size_t classes, std::size_t rank,
+                     std::uint64_t iteration, std::size_t batch, std::span<float> x,
+                     std::span<std::int32_t> y);
+
+/// One node: model, optimizer, executor, stage, and the graph of one iteration (forward, loss,
+/// backward per layer, the stage's tasks), reading synthetic_batch(rank, run).
+class InProcNode {
+ public:
+  /// `data_ranks`: the ranks whose batches this node trains on, concatenated (a single-process
+  /// reference takes all of them with strategy none and batch n K).
+  InProcNode(const SyntheticJob& job, std::string strategy, std::size_t rank, std::size_t nodes,
+             net::Transport* transport, std::vector<std::size_t> data_ranks);
+  ~InProcNode();
+  /// Runs one iteration; returns the mean loss. Throws what a task threw (a PeerError, say).
+  float step();
+  tasks::Model& model() noexcept { return model_; }
+  sync::SyncStage& stage() noexcept { return *stage_; }
+
+ private:
+  SyntheticJob job_;
+  std::vector<std::size_t> data_ranks_;
+  std::size_t batch_;
+  tasks::Model model_;
+  tasks::Optimizer optimizer_;
+  engine::Executor executor_;
+  std::unique_ptr<sync::SyncStage> stage_;
+  engine::Graph graph_;
+  std::vector<std::int32_t> labels_;
+  float loss_ = 0;
+};
+
+/// n InProcNodes of one strategy on one in-process mesh (started), plus helpers.
+class InProcCluster {
+ public:
+  InProcCluster(const SyntheticJob& job, const std::string& strategy, std::size_t nodes);
+  ~InProcCluster();
+  /// Runs `iterations` on every node, each node on its own thread; rethrows the first error.
+  void train(std::uint64_t iterations);
+  /// finish() on every node at once (an asynchronous strategy completes its exchange).
+  void finish();
+  InProcNode& node(std::size_t rank) { return *nodes_.at(rank); }
+  net::InProcTransport& transport(std::size_t rank) { return *transports_.at(rank); }
+  [[nodiscard]] std::size_t size() const noexcept { return nodes_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<net::InProcTransport>> transports_;
+  std::vector<std::unique_ptr<InProcNode>> nodes_;
+};
+
+/// Largest |a_i - b_i|.
+[[nodiscard]] double max_abs_difference(std::span<const float> a, std::span<const float> b);
+
+}  // namespace gradmesh::testing
