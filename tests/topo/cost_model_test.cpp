@@ -1,0 +1,112 @@
+// The alpha-beta scheme costs: ring all-reduce (MG-WFBP eq. 9, Table II), PS over colocated KV
+// shards (Poseidon sec. 4.1) and SFB (Poseidon sec. 2.1, 3.2), and the slowest link.
+
+#include "topo/cost_model.h"
+
+#include <cmath>
+#include <limits>
+
+#include <catch2/catch.hpp>
+
+#include "engine/error.h"
+
+using namespace gradmesh::topo;
+
+TEST_CASE("ring all-reduce: a = 2(n - 1) alpha, b = 2(n - 1)/(n B) (Table II)", "[topo][cost]") {
+  const LinkCost link{1e-4, 1e9};
+  const AllReduceCost cost = ring_allreduce_cost(link, 4);
+  CHECK(cost.a == Approx(6e-4));
+  CHECK(cost.b == Approx(1.5e-9));
+  CHECK(cost.seconds(4e6) == Approx(6e-4 + 6e-3));  // 4 MB: 6 alpha + 1.5 x 4 MB / 1 GB/s
+  // 2(n - 1)/n M bytes in 2(n - 1) messages: 6 MB + 6 frame headers of 100 bytes.
+  CHECK(ring_allreduce_bytes(4e6, 4) == Approx(6e6));
+  CHECK(ring_allreduce_bytes(4e6, 4, 100) == Approx(6e6 + 600));
+  // A frame header costs its bytes at B on each of the 2(n - 1) steps: part of the start-up a.
+  const AllReduceCost framed = ring_allreduce_cost(link, 4, 100);
+  CHECK(framed.a == Approx(6 * (1e-4 + 100 / 1e9)));
+  CHECK(framed.b == cost.b);
+  const SchemeCost layer = allreduce_cost(ClusterCost{4, link, 100, 0}, 1'000'000);
+  CHECK(layer.bytes_sent == Approx(6e6 + 600));
+  CHECK(layer.messages == 6);
+  CHECK(layer.comm_seconds == Approx(framed.seconds(4e6)));
+  CHECK(layer.compute_seconds == 0);
+  // T_ar(M1) + T_ar(M2) > T_ar(M1 + M2) (eq. 10): merging pays a once.
+  CHECK(cost.seconds(1e3) + cost.seconds(2e3) > cost.seconds(3e3));
+}
+
+TEST_CASE("one node sends nothing and costs nothing", "[topo][cost]") {
+  const LinkCost none{0, std::numeric_limits<double>::infinity()};
+  CHECK(ring_allreduce_cost(none, 1).a == 0);
+  CHECK(ring_allreduce_cost(none, 1).b == 0);
+  CHECK(ring_allreduce_bytes(4e6, 1, 100) == 0);
+  const ClusterCost one{1, none, 100, 0};
+  CHECK(ps_cost(one, 1000, 256).bytes_sent == 0);
+  CHECK(sfb_cost(one, 32, 10, 10).seconds() == 0);
+  CHECK(allreduce_cost(one, 1000).seconds() == 0);
+}
+
+TEST_CASE("PS: 2(n - 1)/n of the layer and its chunk headers, two phases", "[topo][cost]") {
+  const ClusterCost cluster{4, LinkCost{1e-3, 1e6}, 10, 0};
+  // 1000 floats in chunks of 256: 4 chunks. Push 3/4 of them, broadcast the owned 1/4 to 3 peers.
+  CHECK(chunks_of(1000, 256) == 4);
+  CHECK(chunks_of(1024, 256) == 4);
+  CHECK(chunks_of(0, 256) == 0);
+  const SchemeCost cost = ps_cost(cluster, 1000, 256);
+  CHECK(cost.bytes_sent == Approx(1.5 * (4000 + 4 * 10)));
+  CHECK(cost.messages == Approx(6));
+  CHECK(cost.comm_seconds == Approx(2e-3 + 6060 / 1e6));
+  CHECK(cost.compute_seconds == 0);
+  // Without headers it is 2 alpha + 2 (n - 1)/n M / B, the ring's bandwidth term with 2 alphas.
+  const SchemeCost bare = ps_cost(ClusterCost{4, LinkCost{1e-3, 1e6}, 0, 0}, 1000, 256);
+  CHECK(bare.comm_seconds == Approx(2e-3 + 1.5 * 4000 / 1e6));
+  CHECK(bare.bytes_sent == Approx(ring_allreduce_bytes(4000, 4)));
+  CHECK_THROWS_AS(ps_cost(cluster, 1000, 0), gradmesh::ContractError);
+}
+
+TEST_CASE("SFB: K (M + N) floats to n - 1 peers, then a 2 n K M N flop rebuild", "[topo][cost]") {
+  const ClusterCost cluster{4, LinkCost{1e-4, 12.5e6}, 50, 1e12};
+  const SchemeCost cost = sfb_cost(cluster, 32, 4096, 4096);
+  const double bytes = 3 * (4.0 * 32 * 8192 + 50);
+  CHECK(cost.bytes_sent == Approx(bytes));
+  CHECK(cost.messages == 3);
+  CHECK(cost.comm_seconds == Approx(1e-4 + bytes / 12.5e6));
+  CHECK(cost.compute_seconds == Approx(2.0 * 4 * 32 * 4096 * 4096 / 1e12));
+  CHECK(cost.seconds() == Approx(cost.comm_seconds + cost.compute_seconds));
+  CHECK_THROWS_AS(sfb_cost(ClusterCost{4, LinkCost{1e-4, 12.5e6}, 50, 0}, 32, 10, 10),
+                  gradmesh::ContractError);
+}
+
+TEST_CASE("the formulas use the slowest link: max alpha, min B; the diagonal is unused",
+          "[topo][cost]") {
+  LinkMatrix links = LinkMatrix::uniform(3, 1e-4, 1e9);
+  links.alpha[0 * 3 + 2] = 5e-4;     // 0 -> 2 is slow to start
+  links.bandwidth[2 * 3 + 1] = 2e8;  // 2 -> 1 is narrow
+  links.alpha[1 * 3 + 1] = -1;       // diagonal: ignored
+  links.bandwidth[0] = 0;
+  const LinkCost slowest = slowest_link(links);
+  CHECK(slowest.alpha == 5e-4);
+  CHECK(slowest.bandwidth == 2e8);
+  const LinkCost alone = slowest_link(LinkMatrix::uniform(1, 0, 0));
+  CHECK(alone.alpha == 0);
+  CHECK(std::isinf(alone.bandwidth));
+}
+
+TEST_CASE("bad links and node counts throw ContractError naming the value", "[topo][cost]") {
+  LinkMatrix links = LinkMatrix::uniform(2, 1e-4, 1e9);
+  links.bandwidth[1] = -5;
+  CHECK_THROWS_AS(slowest_link(links), gradmesh::ContractError);
+  CHECK_THROWS_WITH(slowest_link(links),
+                    Catch::Contains("bandwidth B[0][1]") && Catch::Contains("= -5"));
+  links.bandwidth[1] = 0;
+  CHECK_THROWS_WITH(slowest_link(links), Catch::Contains("= 0"));
+  links = LinkMatrix::uniform(2, -1e-3, 1e9);
+  CHECK_THROWS_WITH(slowest_link(links),
+                    Catch::Contains("alpha[0][1]") && Catch::Contains("-0.001"));
+  links = LinkMatrix::uniform(0, 1e-4, 1e9);
+  CHECK_THROWS_WITH(slowest_link(links), Catch::Contains("nodes n = 0"));
+  links = LinkMatrix::uniform(3, 1e-4, 1e9);
+  links.alpha.pop_back();
+  CHECK_THROWS_WITH(slowest_link(links), Catch::Contains("= 8"));
+  CHECK_THROWS_WITH(ring_allreduce_cost(LinkCost{1e-4, 0}, 4), Catch::Contains("= 0"));
+  CHECK_THROWS_WITH(ring_allreduce_bytes(1, 0), Catch::Contains("nodes n = 0"));
+}

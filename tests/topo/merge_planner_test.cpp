@@ -1,0 +1,209 @@
+// WFBP's timeline (MG-WFBP eqs. 6-8), Algorithm 1 as printed, and the exact merge planner,
+// checked against brute force over every merge set.
+
+#include "topo/merge_planner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "engine/error.h"
+
+using namespace gradmesh::topo;
+
+namespace {
+
+/// Every valid merge set of `layers` (layers whose merge partner is an all-reduce layer).
+std::vector<std::vector<std::size_t>> all_merge_sets(const std::vector<WfbpLayer>& layers) {
+  std::vector<std::size_t> candidates;
+  for (std::size_t l = 1; l < layers.size(); ++l) {
+    if (layers[l].allreduce_bytes <= 0) continue;
+    std::size_t j = l;
+    while (j-- > 0) {
+      const WfbpLayer& below = layers[j];
+      if (below.allreduce_bytes > 0 || below.comm_seconds > 0 || below.after_comm_seconds > 0)
+        break;
+    }
+    if (j < l && layers[j].allreduce_bytes > 0) candidates.push_back(l);
+  }
+  std::vector<std::vector<std::size_t>> sets;
+  for (std::size_t mask = 0; mask < (std::size_t{1} << candidates.size()); ++mask) {
+    std::vector<std::size_t> set;
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      if (mask & (std::size_t{1} << i)) set.push_back(candidates[i]);
+    }
+    sets.push_back(set);
+  }
+  return sets;
+}
+
+double brute_force_minimum(double forward, const std::vector<WfbpLayer>& layers,
+                           AllReduceCost cost) {
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& set : all_merge_sets(layers)) {
+    best = std::min(best, wfbp_iteration_seconds(forward, layers, cost, set));
+  }
+  return best;
+}
+
+/// A value spread over several orders of magnitude, so every WFBP case (hidden, partly hidden,
+/// communication-bound) shows up.
+double spread(std::mt19937& rng) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::uniform_int_distribution<int> decade(-2, 1);
+  return unit(rng) * std::pow(10.0, decade(rng));
+}
+
+}  // namespace
+
+TEST_CASE("the WFBP timeline follows eqs. 6-8", "[topo][mgwfbp]") {
+  // Two layers, t_f = 1, t_b = (2, 3), T_ar = 0.5 + 0.01 M.
+  const AllReduceCost cost{0.5, 0.01};
+  const std::vector<WfbpLayer> layers{{2, 100, 0, 0}, {3, 300, 0, 0}};
+  const WfbpTimeline t = wfbp_timeline(1, layers, cost, {});
+  CHECK(t.backward_start[1] == 1);            // tau_b^(L) = t_f
+  CHECK(t.backward_start[0] == 4);            // + t_b^(L)
+  CHECK(t.comm_start[1] == 4);                // tau_c^(L) = tau_b^(L) + t_b^(L)
+  CHECK(t.comm_seconds[1] == Approx(3.5));    // T_ar(300)
+  CHECK(t.comm_start[0] == Approx(7.5));      // max(4 + 3.5, 4 + 2)
+  CHECK(t.iteration_seconds == Approx(9.0));  // eq. 8: tau_c^(1) + T_ar(100)
+  // Merged (eqs. 14-16): one message of 400 bytes when layer 0 is ready at 6.
+  const std::vector<std::size_t> merged{1};
+  const WfbpTimeline m = wfbp_timeline(1, layers, cost, merged);
+  CHECK(m.comm_seconds[1] == 0);
+  CHECK(m.comm_start[0] == 6);
+  CHECK(m.comm_seconds[0] == Approx(4.5));
+  CHECK(m.iteration_seconds == Approx(10.5));
+  // No layers: the forward pass alone.
+  CHECK(wfbp_iteration_seconds(2, {}, cost, {}) == 2);
+}
+
+TEST_CASE("the exact merge planner finds the brute-force minimum over all 2^(L-1) merge sets",
+          "[topo][mgwfbp]") {
+  std::mt19937 rng(20240611);
+  std::uniform_int_distribution<std::size_t> depth(1, 10);
+  for (int trial = 0; trial < 400; ++trial) {
+    const std::size_t count = depth(rng);
+    std::vector<WfbpLayer> layers(count);
+    for (WfbpLayer& layer : layers) {
+      layer.backward_seconds = spread(rng);
+      layer.allreduce_bytes = 1e-3 + spread(rng);
+    }
+    const AllReduceCost cost{spread(rng), spread(rng)};
+    const double forward = spread(rng);
+    const double best = brute_force_minimum(forward, layers, cost);
+    const auto merged = optimal_merge_set(forward, layers, cost);
+    INFO("trial " << trial << ", L = " << count);
+    CHECK(wfbp_iteration_seconds(forward, layers, cost, merged) ==
+          Approx(best).epsilon(1e-12).margin(0));
+    // Algorithm 1's set is a valid merge set, never better than the optimum.
+    const auto greedy = mg_wfbp_merge_set(forward, layers, cost);
+    CHECK(wfbp_iteration_seconds(forward, layers, cost, greedy) >= best * (1 - 1e-12));
+  }
+}
+
+TEST_CASE("the exact merge planner is optimal with PS, SFB and local layers in the pipeline",
+          "[topo][mgwfbp]") {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<std::size_t> depth(1, 10);
+  std::uniform_int_distribution<int> kind(0, 5);
+  for (int trial = 0; trial < 300; ++trial) {
+    const std::size_t count = depth(rng);
+    std::vector<WfbpLayer> layers(count);
+    for (WfbpLayer& layer : layers) {
+      layer.backward_seconds = spread(rng);
+      switch (kind(rng)) {
+        case 0:  // local (a ReLU)
+          break;
+        case 1:  // PS
+          layer.comm_seconds = spread(rng);
+          break;
+        case 2:  // SFB: communication, then the rebuild GEMM
+          layer.comm_seconds = spread(rng);
+          layer.after_comm_seconds = spread(rng);
+          break;
+        default:
+          layer.allreduce_bytes = 1e-3 + spread(rng);
+      }
+    }
+    const AllReduceCost cost{spread(rng), spread(rng)};
+    const double forward = spread(rng);
+    const double best = brute_force_minimum(forward, layers, cost);
+    INFO("trial " << trial << ", L = " << count);
+    CHECK(wfbp_iteration_seconds(forward, layers, cost, optimal_merge_set(forward, layers, cost)) ==
+          Approx(best).epsilon(1e-12).margin(0));
+  }
+}
+
+TEST_CASE("Algorithm 1 as printed can miss the optimum", "[topo][mgwfbp]") {
+  // a = 1 s, b = 0.1 s/byte; layer 2 is large and ready at once, layers 1 and 0 are tiny and
+  // follow 0.9 s apart (< a). Algorithm 1 merges 2 into 1 (ready 0.9 s after 2 could start) and
+  // then 1 into 0, so all 102 bytes wait for layer 0: 1.8 + 1 + 10.2 = 13.0 s. Sending layer 2 at
+  // once (0 .. 11 s) and merging 1 into 0 (11 .. 12.2 s) is better.
+  const AllReduceCost cost{1.0, 0.1};
+  const std::vector<WfbpLayer> layers{{0.9, 1, 0, 0}, {0.9, 1, 0, 0}, {0, 100, 0, 0}};
+  const auto greedy = mg_wfbp_merge_set(0, layers, cost);
+  CHECK(greedy == std::vector<std::size_t>{2, 1});
+  CHECK(wfbp_iteration_seconds(0, layers, cost, greedy) == Approx(13.0));
+  const auto best = optimal_merge_set(0, layers, cost);
+  CHECK(best == std::vector<std::size_t>{1});
+  CHECK(wfbp_iteration_seconds(0, layers, cost, best) == Approx(12.2));
+  CHECK(brute_force_minimum(0, layers, cost) == Approx(12.2));
+}
+
+TEST_CASE(
+    "Algorithm 1 merges nothing when communication hides (case 1) and small layers when "
+    "start-up dominates (case 3)",
+    "[topo][mgwfbp]") {
+  // Case 1: every T_ar is shorter than the backward of the layer below.
+  const std::vector<WfbpLayer> hidden{{1, 10, 0, 0}, {1, 10, 0, 0}, {1, 10, 0, 0}};
+  const AllReduceCost fast{0.01, 0.001};
+  CHECK(mg_wfbp_merge_set(0, hidden, fast).empty());
+  CHECK(optimal_merge_set(0, hidden, fast).empty());
+  CHECK(wfbp_iteration_seconds(0, hidden, fast, {}) == Approx(3 + fast.seconds(10)));  // eq. 11
+  // Case 3 (Fig. 4): four small layers, start-up a larger than their backward steps.
+  const std::vector<WfbpLayer> small{
+      {0.1, 1, 0, 0}, {0.1, 1, 0, 0}, {0.1, 1, 0, 0}, {0.1, 1, 0, 0}};
+  const AllReduceCost slow{1.0, 0.001};
+  const auto greedy = mg_wfbp_merge_set(0, small, slow);
+  CHECK(greedy == std::vector<std::size_t>{3, 2, 1});
+  CHECK(optimal_merge_set(0, small, slow) == greedy);
+  CHECK(wfbp_iteration_seconds(0, small, slow, greedy) == Approx(0.4 + slow.seconds(4)));
+  CHECK(wfbp_iteration_seconds(0, small, slow, greedy) ==
+        Approx(brute_force_minimum(0, small, slow)));
+}
+
+TEST_CASE("buckets never span a PS or SFB layer; local layers are skipped", "[topo][mgwfbp]") {
+  const AllReduceCost slow{1.0, 0.001};
+  // 3: all-reduce, 2: ReLU (local), 1: all-reduce, 0: PS.
+  const std::vector<WfbpLayer> layers{
+      {0.1, 0, 0.5, 0}, {0.1, 1, 0, 0}, {0.1, 0, 0, 0}, {0.1, 1, 0, 0}};
+  const auto best = optimal_merge_set(0, layers, slow);
+  CHECK(best == std::vector<std::size_t>{3});  // 3 into 1 across the ReLU
+  CHECK(mg_wfbp_merge_set(0, layers, slow) == best);
+  const std::vector<std::size_t> into_ps{1};
+  CHECK_THROWS_AS(wfbp_timeline(0, layers, slow, into_ps), gradmesh::ContractError);
+  const std::vector<std::size_t> lowest{0};
+  CHECK_THROWS_AS(wfbp_timeline(0, layers, slow, lowest), gradmesh::ContractError);
+  const std::vector<std::size_t> outside{9};
+  CHECK_THROWS_WITH(wfbp_timeline(0, layers, slow, outside), Catch::Contains("= 9"));
+}
+
+TEST_CASE("bad pipeline inputs throw ContractError naming the value", "[topo][mgwfbp]") {
+  const AllReduceCost cost{0.5, 0.01};
+  std::vector<WfbpLayer> layers{{2, 100, 0, 0}, {-0.25, 300, 0, 0}};
+  CHECK_THROWS_AS(optimal_merge_set(0, layers, cost), gradmesh::ContractError);
+  CHECK_THROWS_WITH(mg_wfbp_merge_set(0, layers, cost),
+                    Catch::Contains("layer 1 t_b") && Catch::Contains("-0.25"));
+  layers[1].backward_seconds = 1;
+  CHECK_THROWS_WITH(wfbp_timeline(-1, layers, cost, {}),
+                    Catch::Contains("t_f") && Catch::Contains("-1"));
+  layers[1].comm_seconds = 1;  // both all-reduce and PS
+  CHECK_THROWS_AS(wfbp_timeline(0, layers, cost, {}), gradmesh::ContractError);
+  layers[1].comm_seconds = 0;
+  CHECK_THROWS_WITH(wfbp_timeline(0, layers, AllReduceCost{-2, 0}, {}), Catch::Contains("-2"));
+}

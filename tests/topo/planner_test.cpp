@@ -1,0 +1,266 @@
+// The planner: schemes by time (and Poseidon's BestScheme by bytes), merge groups, chunk size,
+// Ako's p, stage budgets and predicted bytes and time.
+
+#include "topo/planner.h"
+
+#include <numeric>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "engine/error.h"
+#include "topo/kv_placement.h"
+#include "topo/merge_planner.h"
+#include "topo/poseidon_cost.h"
+
+using namespace gradmesh::topo;
+
+namespace {
+
+LayerProfile dense(std::string name, std::size_t outputs, std::size_t inputs, double t_f = 1e-3,
+                   double t_b = 2e-3) {
+  return LayerProfile{std::move(name), outputs * inputs + outputs, true, outputs, inputs, t_f, t_b};
+}
+
+LayerProfile relu(std::string name) {
+  return LayerProfile{std::move(name), 0, false, 0, 0, 1e-4, 1e-4};
+}
+
+/// The demo MLP 784-256-256-10: dense, ReLU, dense, ReLU, dense.
+std::vector<LayerProfile> mlp() {
+  return {dense("dense0", 256, 784), relu("relu0"), dense("dense1", 256, 256), relu("relu1"),
+          dense("dense2", 10, 256)};
+}
+
+PlannerInput input_for(std::vector<LayerProfile> layers, std::size_t batch, std::size_t nodes,
+                       double alpha, double bandwidth, double gemm_flops,
+                       std::string_view strategy) {
+  PlannerInput in;
+  in.layers = std::move(layers);
+  in.batch = batch;
+  in.nodes = nodes;
+  in.links = LinkMatrix::uniform(nodes, alpha, bandwidth);
+  in.gemm_flops = gemm_flops;
+  in.frame_overhead_bytes = 64;
+  in.schemes = SchemeSet::for_strategy(strategy);
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("the scheme is chosen by predicted time: SFB on a slow link, PS on a fast one",
+          "[topo][planner]") {
+  // One 4096 x 4096 dense layer, K = 64, n = 4.
+  const std::vector<LayerProfile> layer{dense("fc", 4096, 4096)};
+  SECTION("100 Mbit/s and a fast GEMM: SFB's 6 MB beat PS's 100 MB") {
+    const Plan plan = make_plan(input_for(layer, 64, 4, 1e-4, 12.5e6, 1e12, "auto"));
+    REQUIRE(plan.layers.size() == 1);
+    CHECK(plan.layers[0].scheme == LayerScheme::kSfb);
+    CHECK(plan.layers[0].sfb->seconds() < plan.layers[0].ps->seconds());
+    CHECK(plan.layers[0].compute_seconds == Approx(2.0 * 4 * 64 * 4096 * 4096 / 1e12));
+    CHECK(plan.stage_bytes.at("sf_broadcast") == Approx(plan.bytes_sent));
+  }
+  SECTION("5 GB/s and a slow GEMM: rebuilding dW costs more than sending it") {
+    for (std::string_view strategy : {"poseidon", "auto"}) {
+      const Plan plan = make_plan(input_for(layer, 64, 4, 1e-4, 5e9, 2e10, strategy));
+      INFO(strategy);
+      CHECK(plan.layers[0].scheme != LayerScheme::kSfb);
+      CHECK(plan.layers[0].sfb->compute_seconds > 0.4);  // 8.6 GFLOP at 20 GFLOP/s
+      CHECK(plan.stage_bytes.at("sf_broadcast") == 0);
+    }
+    CHECK(make_plan(input_for(layer, 64, 4, 1e-4, 5e9, 2e10, "poseidon")).layers[0].scheme ==
+          LayerScheme::kPs);
+  }
+  SECTION("choose = bytes keeps Poseidon's BestScheme, which ignores the GEMM") {
+    PlannerInput in = input_for(layer, 64, 4, 1e-4, 5e9, 2e10, "poseidon");
+    in.choose = ChooseBy::kBytes;
+    CHECK(make_plan(in).layers[0].scheme == LayerScheme::kSfb);
+  }
+}
+
+TEST_CASE("choose = bytes reproduces topo::best_scheme", "[topo][planner]") {
+  for (std::size_t nodes : {2u, 4u, 8u, 16u}) {
+    for (std::size_t batch : {1u, 32u, 128u, 1024u}) {
+      for (auto [m, n] :
+           {std::pair<std::size_t, std::size_t>{4096, 4096}, {1000, 1024}, {10, 256}, {256, 784}}) {
+        PlannerInput in = input_for({dense("fc", m, n)}, batch, nodes, 1e-4, 1e9, 1e11, "poseidon");
+        in.choose = ChooseBy::kBytes;
+        const LayerScheme expected = best_scheme(true, m, n, batch, nodes, nodes) == Scheme::kSfb
+                                         ? LayerScheme::kSfb
+                                         : LayerScheme::kPs;
+        INFO("n = " << nodes << ", K = " << batch << ", " << m << " x " << n);
+        CHECK(make_plan(in).layers[0].scheme == expected);
+      }
+    }
+  }
+  CHECK(parse_choose_by("bytes") == ChooseBy::kBytes);
+  CHECK(parse_choose_by("time") == ChooseBy::kTime);
+  CHECK_THROWS_AS(parse_choose_by("floats"), gradmesh::ConfigError);
+}
+
+TEST_CASE("the MLP under ps: predicted bytes are the sum of the layers' PS bytes",
+          "[topo][planner]") {
+  const Plan plan = make_plan(input_for(mlp(), 32, 4, 1e-4, 1e8, 1e10, "ps"));
+  const std::size_t total = 784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10;
+  CHECK(plan.kv_chunk_floats == KvPlacement::auto_chunk_floats(total, 4));
+  const ClusterCost cluster{4, plan.link, 64, 1e10};
+  double sum = 0;
+  for (std::size_t l : {0u, 2u, 4u}) {
+    const PlannedLayer& row = plan.layers[l];
+    CHECK(row.scheme == LayerScheme::kPs);
+    CHECK(row.chunks == chunks_of(row.parameters, plan.kv_chunk_floats));
+    CHECK(row.bytes_sent ==
+          Approx(ps_cost(cluster, row.parameters, plan.kv_chunk_floats).bytes_sent));
+    CHECK_FALSE(row.sfb.has_value());
+    CHECK_FALSE(row.allreduce.has_value());
+    sum += row.bytes_sent;
+  }
+  CHECK(plan.layers[1].scheme == LayerScheme::kLocal);
+  CHECK(plan.layers[3].scheme == LayerScheme::kLocal);
+  CHECK(plan.layers[1].bytes_sent == 0);
+  CHECK(plan.bytes_sent == Approx(sum));
+  // 2 (n - 1)/n of the model plus the headers, half pushed, half broadcast.
+  CHECK(plan.bytes_sent > 1.5 * 4 * total);
+  CHECK(plan.stage_bytes.at("kv_push") == Approx(sum / 2));
+  CHECK(plan.stage_bytes.at("kv_broadcast") == Approx(sum / 2));
+  CHECK(plan.stage_bytes.at("sf_broadcast") == 0);
+  CHECK(plan.stage_bytes.at("allreduce") == 0);
+  CHECK(plan.groups.empty());
+  CHECK(plan.iteration_seconds > plan.forward_seconds + plan.backward_seconds);
+  // An explicit chunk size: 4 KiB = 1024 floats.
+  PlannerInput in = input_for(mlp(), 32, 4, 1e-4, 1e8, 1e10, "ps");
+  in.kv_chunk_bytes = 4096;
+  const Plan chunked = make_plan(in);
+  CHECK(chunked.kv_chunk_floats == 1024);
+  CHECK(chunked.layers[4].chunks == 3);  // 2570 floats
+}
+
+TEST_CASE("one node: every layer is local, nothing is sent", "[topo][planner]") {
+  PlannerInput in = input_for(mlp(), 32, 1, 0, 1, 0, "auto");
+  in.gamma = 50;
+  const Plan plan = make_plan(in);
+  for (const PlannedLayer& row : plan.layers) {
+    CHECK(row.scheme == LayerScheme::kLocal);
+    CHECK(row.bytes_sent == 0);
+  }
+  CHECK(plan.bytes_sent == 0);
+  for (const auto& [stage, bytes] : plan.stage_bytes) CHECK(bytes == 0);
+  CHECK(plan.stage_bytes.size() == 4);
+  CHECK(plan.groups.empty());
+  CHECK(plan.iteration_seconds == Approx(plan.forward_seconds + plan.backward_seconds));
+  REQUIRE(plan.ako.has_value());
+  CHECK(plan.ako->partitions == 1);
+}
+
+TEST_CASE("allreduce: buckets cover every layer with parameters, merged when start-up dominates",
+          "[topo][planner]") {
+  SECTION("high latency, quick backward: one bucket") {
+    const Plan plan = make_plan(input_for(mlp(), 32, 4, 5e-3, 1e9, 0, "allreduce"));
+    REQUIRE(plan.groups.size() == 1);
+    CHECK(plan.groups[0].first == 0);
+    CHECK(plan.groups[0].last == 4);
+    CHECK(plan.groups[0].floats == 784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10);
+    CHECK(plan.groups[0].bytes_sent ==
+          Approx(ring_allreduce_bytes(4.0 * plan.groups[0].floats, 4, 64)));
+    CHECK(plan.stage_bytes.at("allreduce") == Approx(plan.bytes_sent));
+    for (std::size_t l : {0u, 2u, 4u}) CHECK(plan.layers[l].group == std::size_t{0});
+    CHECK(plan.iteration_seconds == Approx(plan.forward_seconds + plan.backward_seconds +
+                                           plan.allreduce.seconds(4.0 * plan.groups[0].floats)));
+  }
+  SECTION("no latency, slow backward: one bucket per layer, all hidden but the first") {
+    std::vector<LayerProfile> layers = mlp();
+    for (LayerProfile& layer : layers) layer.backward_seconds = 1.0;
+    const Plan plan = make_plan(input_for(layers, 32, 4, 0, 1e9, 0, "allreduce"));
+    CHECK(plan.groups.size() == 3);
+    double bytes = 0;
+    for (const MergeGroup& group : plan.groups) bytes += group.bytes_sent;
+    CHECK(plan.bytes_sent == Approx(bytes));
+    CHECK(plan.groups.back().first == 0);  // sent last
+  }
+}
+
+TEST_CASE("auto buckets many small layers when PS or SFB would pay a start-up per layer",
+          "[topo][planner]") {
+  std::vector<LayerProfile> layers;
+  for (int l = 0; l < 8; ++l) layers.push_back(dense("fc" + std::to_string(l), 16, 16, 1e-5, 1e-5));
+  const Plan plan = make_plan(input_for(layers, 8, 4, 1e-2, 1e9, 1e10, "auto"));
+  for (const PlannedLayer& row : plan.layers) CHECK(row.scheme == LayerScheme::kAllReduce);
+  CHECK(plan.groups.size() == 1);
+  const Plan ps = make_plan(input_for(layers, 8, 4, 1e-2, 1e9, 1e10, "ps"));
+  CHECK(plan.iteration_seconds < ps.iteration_seconds);
+}
+
+TEST_CASE("the plan uses the slowest link and gives Ako's p from eq. 3", "[topo][planner]") {
+  PlannerInput in = input_for(mlp(), 32, 3, 1e-4, 1e9, 1e10, "auto");
+  in.links.bandwidth[2 * 3 + 0] = 12.5e6;
+  in.links.alpha[1 * 3 + 2] = 2e-3;
+  in.gamma = 40;
+  const Plan plan = make_plan(in);
+  CHECK(plan.link.bandwidth == 12.5e6);
+  CHECK(plan.link.alpha == 2e-3);
+  const std::size_t total = 784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10;
+  REQUIRE(plan.ako.has_value());
+  CHECK(plan.ako->partitions == partitions_for(40, total, 3, 12.5e6).partitions);
+  CHECK(plan.ako->partitions > 1);
+  // The predicted time is the WFBP pipeline of the plan's own layers.
+  double stages = 0;
+  for (const auto& [stage, bytes] : plan.stage_bytes) stages += bytes;
+  CHECK(stages == Approx(plan.bytes_sent));
+  CHECK(plan.iteration_seconds >= plan.forward_seconds + plan.backward_seconds);
+}
+
+TEST_CASE("strategies map to scheme sets", "[topo][planner]") {
+  const SchemeSet ps = SchemeSet::for_strategy("ps");
+  CHECK((ps.ps && !ps.sfb && !ps.allreduce));
+  const SchemeSet poseidon = SchemeSet::for_strategy("poseidon");
+  CHECK((poseidon.ps && poseidon.sfb && !poseidon.allreduce));
+  const SchemeSet ar = SchemeSet::for_strategy("allreduce");
+  CHECK((!ar.ps && !ar.sfb && ar.allreduce));
+  const SchemeSet all = SchemeSet::for_strategy("auto");
+  CHECK((all.ps && all.sfb && all.allreduce));
+  CHECK_THROWS_AS(SchemeSet::for_strategy("ako"), gradmesh::ConfigError);
+  CHECK_THROWS_WITH(SchemeSet::for_strategy("ako"),
+                    Catch::Contains("sync.strategy") && Catch::Contains("ako"));
+}
+
+TEST_CASE("bad planner inputs throw ContractError naming the value", "[topo][planner]") {
+  PlannerInput in = input_for(mlp(), 32, 4, 1e-4, 1e9, 1e10, "auto");
+  in.nodes = 0;
+  in.links = LinkMatrix::uniform(0, 1e-4, 1e9);
+  CHECK_THROWS_AS(make_plan(in), gradmesh::ContractError);
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("nodes n = 0"));
+
+  in = input_for(mlp(), 32, 4, 1e-4, 0, 1e10, "auto");
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("bandwidth") && Catch::Contains("= 0"));
+  in = input_for(mlp(), 32, 4, 1e-4, -1e6, 1e10, "auto");
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("-1e+06"));
+
+  in = input_for(mlp(), 32, 4, 1e-4, 1e9, 1e10, "auto");
+  in.layers[2].backward_seconds = -0.5;
+  CHECK_THROWS_AS(make_plan(in), gradmesh::ContractError);
+  CHECK_THROWS_WITH(make_plan(in),
+                    Catch::Contains("dense1") && Catch::Contains("t_b") && Catch::Contains("-0.5"));
+  in.layers[2].backward_seconds = 1e-3;
+  in.layers[0].forward_seconds = -2;
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("t_f") && Catch::Contains("-2"));
+  in.layers[0].forward_seconds = 1e-3;
+
+  in.layers[0].parameters = 784 * 256;  // no bias
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("200704"));
+  in.layers[0].parameters = 784 * 256 + 256;
+  in.links = LinkMatrix::uniform(3, 1e-4, 1e9);
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("= 3"));
+  in.links = LinkMatrix::uniform(4, 1e-4, 1e9);
+  in.gemm_flops = 0;
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("GEMM"));
+  in.gemm_flops = 1e10;
+  in.batch = 0;
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("batch K = 0"));
+  in.batch = 32;
+  in.schemes = SchemeSet{false, true, false};  // SFB alone cannot carry a layer without factors
+  in.layers[1].parameters = 10;
+  CHECK_THROWS_AS(make_plan(in), gradmesh::ContractError);
+  in.gamma = -1;
+  in.schemes = SchemeSet{};
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("gamma"));
+}

@@ -1,0 +1,129 @@
+#include "topo/cost_model.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "topo/input_check.h"
+
+namespace gradmesh::topo {
+
+namespace {
+
+constexpr double kFloatBytes = sizeof(float);
+
+void check_nodes(std::size_t nodes) { detail::require(nodes >= 1, "nodes n", nodes, ">= 1"); }
+
+/// The link of a multi-node cost formula: alpha finite >= 0, B finite > 0.
+void check_link(LinkCost link) {
+  detail::require(detail::finite_non_negative(link.alpha), "link alpha (seconds)", link.alpha,
+                  "a finite number >= 0");
+  detail::require(detail::finite_positive(link.bandwidth), "link bandwidth B (bytes/s)",
+                  link.bandwidth, "a finite number > 0");
+}
+
+void check_cluster(const ClusterCost& cluster) {
+  check_nodes(cluster.nodes);
+  if (cluster.nodes == 1) return;
+  check_link(cluster.link);
+  detail::require(detail::finite_non_negative(cluster.frame_overhead_bytes),
+                  "frame overhead (bytes)", cluster.frame_overhead_bytes, "a finite number >= 0");
+}
+
+}  // namespace
+
+LinkMatrix LinkMatrix::uniform(std::size_t nodes, double alpha, double bandwidth) {
+  return LinkMatrix{nodes, std::vector<double>(nodes * nodes, alpha),
+                    std::vector<double>(nodes * nodes, bandwidth)};
+}
+
+LinkCost slowest_link(const LinkMatrix& links) {
+  const std::size_t n = links.nodes;
+  check_nodes(n);
+  detail::require(links.alpha.size() == n * n, "size of the alpha matrix", links.alpha.size(),
+                  "n x n = " + std::to_string(n * n));
+  detail::require(links.bandwidth.size() == n * n, "size of the bandwidth matrix",
+                  links.bandwidth.size(), "n x n = " + std::to_string(n * n));
+  if (n == 1) return LinkCost{0.0, std::numeric_limits<double>::infinity()};
+  LinkCost slowest{0.0, std::numeric_limits<double>::infinity()};
+  for (std::size_t from = 0; from < n; ++from) {
+    for (std::size_t to = 0; to < n; ++to) {
+      if (from == to) continue;
+      const std::string pair = "[" + std::to_string(from) + "][" + std::to_string(to) + "]";
+      const double alpha = links.alpha[from * n + to];
+      const double bandwidth = links.bandwidth[from * n + to];
+      detail::require(detail::finite_non_negative(alpha), "alpha" + pair + " (seconds)", alpha,
+                      "a finite number >= 0");
+      detail::require(detail::finite_positive(bandwidth), "bandwidth B" + pair + " (bytes/s)",
+                      bandwidth, "a finite number > 0");
+      slowest.alpha = std::max(slowest.alpha, alpha);
+      slowest.bandwidth = std::min(slowest.bandwidth, bandwidth);
+    }
+  }
+  return slowest;
+}
+
+AllReduceCost ring_allreduce_cost(LinkCost link, std::size_t nodes, double frame_overhead_bytes) {
+  check_cluster(ClusterCost{nodes, link, frame_overhead_bytes, 0.0});
+  if (nodes == 1) return {};
+  const double steps = 2.0 * static_cast<double>(nodes - 1);
+  return AllReduceCost{steps * (link.alpha + frame_overhead_bytes / link.bandwidth),
+                       steps / (static_cast<double>(nodes) * link.bandwidth)};
+}
+
+double ring_allreduce_bytes(double bytes, std::size_t nodes, double frame_overhead_bytes) {
+  check_nodes(nodes);
+  const double steps = 2.0 * static_cast<double>(nodes - 1);
+  return steps * bytes / static_cast<double>(nodes) + steps * frame_overhead_bytes;
+}
+
+std::size_t chunks_of(std::size_t floats, std::size_t chunk_floats) {
+  detail::require(chunk_floats >= 1, "KV chunk size (floats)", chunk_floats, ">= 1");
+  return (floats + chunk_floats - 1) / chunk_floats;
+}
+
+SchemeCost ps_cost(const ClusterCost& cluster, std::size_t floats, std::size_t chunk_floats) {
+  check_cluster(cluster);
+  const auto chunks = static_cast<double>(chunks_of(floats, chunk_floats));
+  if (cluster.nodes == 1 || floats == 0) return {};
+  const double n = static_cast<double>(cluster.nodes);
+  const double share = 2.0 * (n - 1.0) / n;  // both phases, mean over nodes
+  SchemeCost cost;
+  cost.bytes_sent =
+      share * (kFloatBytes * static_cast<double>(floats) + chunks * cluster.frame_overhead_bytes);
+  cost.messages = share * chunks;
+  cost.comm_seconds = 2.0 * cluster.link.alpha + cost.bytes_sent / cluster.link.bandwidth;
+  return cost;
+}
+
+SchemeCost sfb_cost(const ClusterCost& cluster, std::size_t batch, std::size_t rows,
+                    std::size_t cols) {
+  check_cluster(cluster);
+  if (cluster.nodes == 1) return {};
+  detail::require(detail::finite_positive(cluster.gemm_flops), "GEMM rate (FLOP/s)",
+                  cluster.gemm_flops, "a finite number > 0");
+  const double n = static_cast<double>(cluster.nodes);
+  const double k = static_cast<double>(batch);
+  const double m = static_cast<double>(rows);
+  const double c = static_cast<double>(cols);
+  SchemeCost cost;
+  cost.bytes_sent = (n - 1.0) * (kFloatBytes * k * (m + c) + cluster.frame_overhead_bytes);
+  cost.messages = n - 1.0;
+  cost.comm_seconds = cluster.link.alpha + cost.bytes_sent / cluster.link.bandwidth;
+  cost.compute_seconds = 2.0 * n * k * m * c / cluster.gemm_flops;
+  return cost;
+}
+
+SchemeCost allreduce_cost(const ClusterCost& cluster, std::size_t floats) {
+  check_cluster(cluster);
+  if (cluster.nodes == 1 || floats == 0) return {};
+  const double bytes = kFloatBytes * static_cast<double>(floats);
+  SchemeCost cost;
+  cost.bytes_sent = ring_allreduce_bytes(bytes, cluster.nodes, cluster.frame_overhead_bytes);
+  cost.messages = 2.0 * static_cast<double>(cluster.nodes - 1);
+  cost.comm_seconds =
+      ring_allreduce_cost(cluster.link, cluster.nodes, cluster.frame_overhead_bytes).seconds(bytes);
+  return cost;
+}
+
+}  // namespace gradmesh::topo

@@ -1,0 +1,123 @@
+#pragma once
+// The alpha-beta cost of each way to synchronise one layer, per node per iteration: ring
+// all-reduce (MG-WFBP eq. 9 and Table II), a parameter server over KV shards colocated on every
+// node (Poseidon ATC'17 sec. 4.1) and sufficient-factor broadcasting (Poseidon sec. 2.1 and 3.2),
+// and the single link those formulas use.
+//
+// Units: alpha in seconds per message, B in bytes/s, sizes in floats (4 bytes) or bytes as named.
+// B is what one node can send per second in all (its uplink, as net.max_send_rate paces it): a
+// node that sends to several peers at once shares it. Every link is full duplex, so a node
+// receives while it sends; the formulas count what a node sends. A message costs alpha once per
+// phase (the messages of a phase are written back to back), plus its frame overhead (prefix +
+// FlatBuffers header) in bytes.
+//
+// Thread safety: every function is pure.
+
+#include <cstddef>
+#include <vector>
+
+namespace gradmesh::topo {
+
+/// The link the cost formulas use.
+struct LinkCost {
+  double alpha = 0;      ///< seconds of start-up per message (latency)
+  double bandwidth = 0;  ///< B, bytes/s one node sends
+};
+
+/// Measured alpha and B for every ordered pair of peers (from, to), row-major n x n; the diagonal
+/// is unused.
+struct LinkMatrix {
+  std::size_t nodes = 1;          ///< n
+  std::vector<double> alpha;      ///< seconds, alpha[from * nodes + to]
+  std::vector<double> bandwidth;  ///< bytes/s, bandwidth[from * nodes + to]
+
+  /// Every pair with the same alpha (seconds) and B (bytes/s).
+  [[nodiscard]] static LinkMatrix uniform(std::size_t nodes, double alpha, double bandwidth);
+};
+
+/// The single alpha and B of the cost formulas: the slowest link, max alpha and min B over the
+/// ordered pairs (from != to). Why the slowest and not the mean: in BSP every iteration waits for
+/// the last peer. Each of the ring all-reduce's 2(n - 1) steps ends when its slowest hop ends, a
+/// KV shard reduces a chunk only when all n pushes are in, and a node rebuilds an SFB layer only
+/// when all n - 1 peers' factors are in. With one node there is no link: {0, +infinity}.
+/// Throws ContractError (printing the bad value) if nodes == 0, the vectors are not n x n, an
+/// alpha is negative or not finite, or a B is <= 0 or not finite.
+[[nodiscard]] LinkCost slowest_link(const LinkMatrix& links);
+
+/// An all-reduce's cost T_ar(M) = a + b M for a message of M bytes (MG-WFBP eq. 9).
+struct AllReduceCost {
+  double a = 0;  ///< start-up, seconds
+  double b = 0;  ///< seconds per byte
+  /// T_ar(bytes) in seconds.
+  [[nodiscard]] double seconds(double bytes) const noexcept { return a + b * bytes; }
+};
+
+/// Ring all-reduce on n nodes (MG-WFBP Table II, ring row, with the summation term gamma dropped:
+/// adding two floats is far cheaper than sending them): 2(n - 1) steps, each sends M/n bytes to
+/// the next node, so a = 2(n - 1)(alpha + h/B) and b = 2(n - 1)/(n B), h = frame overhead bytes
+/// (with h = 0 exactly Table II's a = 2(n - 1) alpha, b = 2(n - 1) beta / n, beta = 1/B).
+/// One node: {0, 0}. Throws ContractError on nodes == 0 or, for n > 1, a bad link.
+[[nodiscard]] AllReduceCost ring_allreduce_cost(LinkCost link, std::size_t nodes,
+                                                double frame_overhead_bytes = 0);
+
+/// Bytes one node sends in a ring all-reduce of `bytes` bytes: 2(n - 1)/n M payload plus
+/// 2(n - 1) frame overheads. One node: 0. Throws ContractError on nodes == 0.
+[[nodiscard]] double ring_allreduce_bytes(double bytes, std::size_t nodes,
+                                          double frame_overhead_bytes = 0);
+
+/// What synchronising one layer costs one node per iteration under one scheme.
+struct SchemeCost {
+  double bytes_sent = 0;       ///< payload + frame overhead bytes this node sends
+  double messages = 0;         ///< messages this node sends (a mean over nodes for PS)
+  double comm_seconds = 0;     ///< time the layer's communication holds the link
+  double compute_seconds = 0;  ///< work after the communication that does not hold the link
+  /// comm_seconds + compute_seconds: the layer's cost alone.
+  [[nodiscard]] double seconds() const noexcept { return comm_seconds + compute_seconds; }
+};
+
+/// Where the cost formulas run: n, the link and the per-message and compute constants.
+struct ClusterCost {
+  std::size_t nodes = 1;            ///< n
+  LinkCost link;                    ///< slowest_link() of the measured matrix
+  double frame_overhead_bytes = 0;  ///< bytes each message adds besides its payload
+  double gemm_flops = 0;            ///< measured GEMM rate, FLOP/s (SFB's rebuild)
+};
+
+/// KV chunks of a layer of `floats` floats: ceil(floats / chunk_floats) (topo::KvPlacement never
+/// splits a chunk across layers). Throws ContractError if chunk_floats == 0.
+[[nodiscard]] std::size_t chunks_of(std::size_t floats, std::size_t chunk_floats);
+
+/// PS over KV shards colocated on every node (Poseidon sec. 4.1, BSP), for a layer of `floats`
+/// floats (M = 4 floats bytes) in c = chunks_of(floats, chunk_floats) chunks owned evenly by the n
+/// nodes. Push phase: a node sends the (n - 1)/n of the layer's chunks that others own, to their
+/// owners; broadcast phase (after the owners have all n pushes, reduced them and stepped the
+/// optimizer): a node sends the 1/n it owns to the n - 1 others. Over all nodes each phase sends
+/// (n - 1) M bytes in (n - 1) c messages, so the mean node sends
+///   bytes_sent = 2 (n - 1)/n (M + c h),   messages = 2 (n - 1) c / n,
+/// half in each phase (a node's own figure differs by its share of the KV load, at most a chunk).
+/// Each phase is one wave of back-to-back messages from every node at once, alpha once, and the
+/// broadcast cannot start before the push ends (the owner waits for all n pushes), so
+///   comm_seconds = 2 alpha + bytes_sent / B
+/// (= 2 alpha + 2 (n - 1)/n M / B without overhead); the owner's reduce and optimizer step
+/// (n adds per float) are left out. One node: all 0. Throws ContractError if chunk_floats == 0.
+[[nodiscard]] SchemeCost ps_cost(const ClusterCost& cluster, std::size_t floats,
+                                 std::size_t chunk_floats);
+
+/// SFB (Poseidon sec. 2.1 and 3.2) for an M x N dense layer (rows M, cols N) with batch K per
+/// node: a node broadcasts its factors U (K x M) and V (K x N), K (M + N) floats, to the n - 1
+/// others, one message each, and receives theirs meanwhile (full duplex):
+///   bytes_sent = (n - 1)(4 K (M + N) + h),   comm_seconds = alpha + bytes_sent / B;
+/// then every node rebuilds dW = sum_p U_p^T V_p over all n nodes, 2 n K M N flops:
+///   compute_seconds = 2 n K M N / gemm_flops   (the bias gradient, sum_k U_p, is negligible).
+/// Poseidon picks the scheme by floats (topo::best_scheme); the planner by this time ("beyond
+/// Poseidon": on a fast link the rebuild GEMM can cost more than PS's extra bytes). One node:
+/// all 0. Throws ContractError if n > 1 and gemm_flops is not finite and > 0.
+[[nodiscard]] SchemeCost sfb_cost(const ClusterCost& cluster, std::size_t batch, std::size_t rows,
+                                  std::size_t cols);
+
+/// Ring all-reduce of one layer of `floats` floats on its own (no merging):
+/// bytes_sent = ring_allreduce_bytes(4 floats), messages = 2(n - 1),
+/// comm_seconds = ring_allreduce_cost().seconds(4 floats). One node: all 0.
+[[nodiscard]] SchemeCost allreduce_cost(const ClusterCost& cluster, std::size_t floats);
+
+}  // namespace gradmesh::topo

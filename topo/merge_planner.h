@@ -1,0 +1,89 @@
+#pragma once
+// Wait-free backpropagation's timeline and the merged-gradient layers of MG-WFBP (Shi and Chu,
+// "MG-WFBP": sec. II-C eqs. 6-8, sec. III Definition 1 and Conditions 14-16, sec. IV Theorem 1
+// and Algorithm 1), generalised to a plan that mixes schemes on one link.
+//
+// Layers are indexed 0..L-1 with 0 the layer nearest the input (the paper's layer l is index
+// l - 1). Backward runs from L-1 down to 0; a layer's communication starts when its backward has
+// ended and the link is free (one link, so communications run one at a time in backward order).
+//
+// A layer is one of:
+//  - all-reduce: allreduce_bytes > 0; t_c = T_ar(bytes) (eq. 17), unless it is a merged-gradient
+//    layer: then t_c = 0 and its bytes go with the next all-reduce layer below (eqs. 14-16);
+//  - fixed: a PS or SFB layer: comm_seconds on the link, then after_comm_seconds of work that does
+//    not hold the link (SFB's rebuild GEMM);
+//  - local: nothing to send (no parameters). It only adds its backward time.
+// A layer's merge partner is the next non-local layer below it; layer l may be merged only if l
+// and its partner are all-reduce layers (a bucket never spans a PS or SFB layer).
+//
+// Thread safety: every function is pure. Errors: ContractError (printing the bad value) on a
+// negative or non-finite time or size, a layer both all-reduce and fixed, or a merged-gradient
+// layer that cannot merge.
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "topo/cost_model.h"
+
+namespace gradmesh::topo {
+
+/// One layer of the pipeline.
+struct WfbpLayer {
+  double backward_seconds = 0;    ///< t_b^(l), seconds
+  double allreduce_bytes = 0;     ///< p^(l) in bytes for an all-reduce layer, else 0
+  double comm_seconds = 0;        ///< a fixed (PS, SFB) layer's time on the link, seconds
+  double after_comm_seconds = 0;  ///< a fixed layer's work after its communication, seconds
+};
+
+/// Timestamps of one iteration, seconds from the start of the forward pass.
+struct WfbpTimeline {
+  std::vector<double> backward_start;  ///< tau_b^(l) (eq. 6)
+  std::vector<double> comm_start;      ///< tau_c^(l) (eq. 7; eq. 15 for merged-gradient layers)
+  std::vector<double> comm_seconds;    ///< t_c^(l): T_ar of the pending bucket, 0 when merged
+  /// t_iter: when the last communication (and SFB rebuild) has ended, at least when the backward
+  /// pass has ended. For all-reduce layers only this is eq. 8, tau_c^(1) + t_c^(1).
+  double iteration_seconds = 0;
+};
+
+/// Eqs. 6-8 for `layers` with forward time t_f (`forward_seconds`) and the merged-gradient layers
+/// `merged` (indices, any order), bucket costs by `cost`:
+///   tau_b[L-1] = t_f,            tau_b[l] = tau_b[l+1] + t_b[l+1];
+///   tau_c[L-1] = tau_b[L-1] + t_b[L-1],
+///   tau_c[l]   = max(tau_c[l+1] + t_c[l+1], tau_b[l] + t_b[l]);
+///   t_iter     = max(tau_b[0] + t_b[0], max_l tau_c[l] + t_c[l] + after[l]).
+[[nodiscard]] WfbpTimeline wfbp_timeline(double forward_seconds, std::span<const WfbpLayer> layers,
+                                         AllReduceCost cost, std::span<const std::size_t> merged);
+
+/// wfbp_timeline(...).iteration_seconds.
+[[nodiscard]] double wfbp_iteration_seconds(double forward_seconds,
+                                            std::span<const WfbpLayer> layers, AllReduceCost cost,
+                                            std::span<const std::size_t> merged);
+
+/// MG-WFBP Algorithm 1 as printed (Theorem 1, with the `< a` of the statement): for l from L-1
+/// down to 1, if l can merge into its partner j and (tau_b[j] + t_b[j]) - tau_c[l] < a (the
+/// paper's tau_b^(l-2) - tau_c^(l) < a: the partner's gradient is ready less than one start-up
+/// after l could start sending), merge l into j and recompute tau_c. O(L^2). Returns the
+/// merged-gradient layers in the order found (descending).
+///
+/// Not always optimal: Theorem 1's proof shows that merging makes the partner's communication
+/// start earlier, but the merged bytes are then sent later, with the partner's. E.g. a = 1 s,
+/// b = 0.1 s/byte, p = (1, 1, 100) bytes, t_b = (0.9, 0.9, 0) s, t_f = 0: Algorithm 1 merges
+/// layers 2 and 1 (13.0 s); sending layer 2 at once and merging 1 into 0 takes 12.2 s. The
+/// planner uses optimal_merge_set(); this one is kept to compare with the paper.
+[[nodiscard]] std::vector<std::size_t> mg_wfbp_merge_set(double forward_seconds,
+                                                         std::span<const WfbpLayer> layers,
+                                                         AllReduceCost cost);
+
+/// The merged-gradient layers that minimise wfbp_iteration_seconds() (MG-WFBP's problem,
+/// eq. 23, solved exactly): a dynamic program over buckets in backward order. E[k], the earliest
+/// time the link is free after the bucket that ends at non-local layer k is sent, is
+/// min over the bucket's top layer i of max(E[above i], ready[k]) + T_ar(bytes of i..k); a fixed
+/// layer has one choice. Every later time is non-decreasing in E, so keeping the least E at each
+/// layer is optimal (ties: the smaller bucket). O(L^2). Returns the merged-gradient layers in
+/// descending order.
+[[nodiscard]] std::vector<std::size_t> optimal_merge_set(double forward_seconds,
+                                                         std::span<const WfbpLayer> layers,
+                                                         AllReduceCost cost);
+
+}  // namespace gradmesh::topo

@@ -1,0 +1,156 @@
+#pragma once
+// The bandwidth-aware planner (DESIGN.md, "The planner is pure"): from the model's layer shapes
+// and measured times, the batch size K, the number of nodes n and the measured links, the plan
+// the strategies execute — each layer's scheme (PS, SFB, all-reduce bucket or local), the
+// all-reduce merge groups (MG-WFBP), the KV chunk size, Ako's partition count p (Ako eq. 3), each
+// stage's byte budget, and the predicted bytes and time of one iteration.
+//
+// The time model: WFBP (Poseidon ATC'17 sec. 3.1; MG-WFBP eqs. 6-8) on one link. The forward
+// pass takes t_f = sum of the layers' t_f; backward runs from the last layer to the first; a
+// layer's communication starts when its backward has ended and the previous communication has
+// ended (topo/merge_planner.h); an SFB layer's rebuild GEMM runs after its communication without
+// holding the link; the iteration ends when the last communication (or GEMM) ends. Each scheme's
+// time and bytes come from topo/cost_model.h, on the slowest link (slowest_link()).
+//
+// Thread safety: every function is pure.
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "topo/cost_model.h"
+#include "topo/partition_count.h"
+
+namespace gradmesh::topo {
+
+/// One layer as the planner sees it; index 0 is the layer nearest the input.
+struct LayerProfile {
+  std::string name;                 ///< e.g. "dense0"
+  std::size_t parameters = 0;       ///< floats (a dense layer: rows x cols + rows of bias)
+  bool sufficient_factors = false;  ///< a dense layer whose gradient is U^T V (SFB may apply)
+  std::size_t rows = 0;             ///< M, outputs (when sufficient_factors)
+  std::size_t cols = 0;             ///< N, inputs (when sufficient_factors)
+  double forward_seconds = 0;       ///< t_f^(l), measured, seconds
+  double backward_seconds = 0;      ///< t_b^(l), measured, seconds
+};
+
+/// The schemes a strategy lets the planner use.
+struct SchemeSet {
+  bool ps = true;
+  bool sfb = true;
+  bool allreduce = true;
+  /// `sync.strategy`'s set: "ps" = {PS}, "poseidon" = {PS, SFB}, "allreduce" = {all-reduce},
+  /// "auto" = all three. Throws ConfigError naming sync.strategy and the value for any other.
+  [[nodiscard]] static SchemeSet for_strategy(std::string_view strategy);
+};
+
+/// How a layer's scheme is chosen among the allowed ones.
+enum class ChooseBy : unsigned char {
+  /// Least predicted time of the layer alone (communication + SFB rebuild; ties go to PS, then
+  /// all-reduce, then SFB); then the all-reduce-only plan if its iteration is shorter.
+  kTime,
+  /// Poseidon's BestScheme (topo::best_scheme, floats per node) between SFB and PS (all-reduce
+  /// in PS's place when PS is not allowed: the same floats). `sync.poseidon.choose = bytes`.
+  kBytes,
+};
+
+/// "time" or "bytes" (`sync.poseidon.choose`). Throws ConfigError naming the key and the value.
+[[nodiscard]] ChooseBy parse_choose_by(std::string_view text);
+
+/// Everything the planner needs; measurements are taken by net/ and sync/ and passed in.
+struct PlannerInput {
+  std::vector<LayerProfile> layers;
+  std::size_t batch = 1;            ///< K, samples per node per iteration
+  std::size_t nodes = 1;            ///< n
+  LinkMatrix links;                 ///< n x n measured alpha (seconds) and B (bytes/s)
+  double gemm_flops = 0;            ///< measured GEMM rate, FLOP/s (needed when SFB may apply)
+  double frame_overhead_bytes = 0;  ///< bytes each message adds besides its payload
+  std::optional<std::size_t> kv_chunk_bytes;  ///< KV chunk size; nullopt: auto
+  std::optional<double> gamma;                ///< Ako's gradient rate, gradients/s; nullopt: no p
+  SchemeSet schemes;
+  ChooseBy choose = ChooseBy::kTime;
+};
+
+/// How one layer is synchronised.
+enum class LayerScheme : unsigned char {
+  kLocal,      ///< nothing to send: one node, or a layer without parameters
+  kPs,         ///< KV chunks pushed to their owners, parameters broadcast back (Poseidon 4.1)
+  kSfb,        ///< sufficient factors broadcast, dW rebuilt on every node (Poseidon 2.1)
+  kAllReduce,  ///< part of a ring all-reduce bucket (MG-WFBP)
+};
+
+/// Stage names of Plan::stage_bytes (as the transport's byte counters name them).
+inline constexpr std::string_view kStageKvPush = "kv_push";
+inline constexpr std::string_view kStageKvBroadcast = "kv_broadcast";
+inline constexpr std::string_view kStageSfBroadcast = "sf_broadcast";
+inline constexpr std::string_view kStageAllReduce = "allreduce";
+
+/// One layer of the plan.
+struct PlannedLayer {
+  std::size_t layer = 0;
+  std::string name;
+  LayerScheme scheme = LayerScheme::kLocal;
+  std::size_t parameters = 0;        ///< floats
+  std::size_t chunks = 0;            ///< KV chunks (PS), else 0
+  std::optional<std::size_t> group;  ///< index in Plan::groups (all-reduce)
+  /// Bytes this node sends for the layer per iteration (payload + frame overhead; PS: the mean
+  /// over nodes). All-reduce: the layer's share of its bucket's payload; the bucket's frame
+  /// overheads are charged to its first (sending) layer.
+  double bytes_sent = 0;
+  double comm_seconds = 0;     ///< t_c: time on the link (a bucket's on its sending layer)
+  double compute_seconds = 0;  ///< SFB's rebuild GEMM
+  double backward_start = 0;   ///< tau_b, seconds from the start of the forward pass
+  double comm_start = 0;       ///< tau_c, seconds from the start of the forward pass
+  /// Each allowed scheme's cost for this layer alone (for the plan table): nullopt when not
+  /// allowed or not applicable (SFB needs sufficient factors), and for local layers.
+  std::optional<SchemeCost> ps, sfb, allreduce;
+};
+
+/// A bucket of consecutive all-reduce layers sent as one ring all-reduce (MG-WFBP): layers
+/// first..last (layers without parameters in between carry nothing).
+struct MergeGroup {
+  std::size_t first = 0;    ///< lowest layer index: its backward end releases the bucket
+  std::size_t last = 0;     ///< highest layer index
+  std::size_t floats = 0;   ///< the bucket's parameters
+  double bytes_sent = 0;    ///< ring_allreduce_bytes of the bucket
+  double comm_start = 0;    ///< seconds from the start of the forward pass
+  double comm_seconds = 0;  ///< T_ar(4 floats)
+};
+
+/// The planner's output: what each strategy executes and what it should cost.
+struct Plan {
+  std::vector<PlannedLayer> layers;
+  std::vector<MergeGroup> groups;      ///< all-reduce buckets in the order they are sent
+  std::size_t kv_chunk_floats = 0;     ///< KV chunk size of the PS layers, floats
+  std::optional<PartitionChoice> ako;  ///< eq. 3, when gamma was given and the model has parameters
+  /// Bytes this node sends per iteration by stage (kStage*; every stage present, 0 if unused).
+  std::map<std::string, double, std::less<>> stage_bytes;
+  LinkCost link;                 ///< the slowest link the formulas used
+  AllReduceCost allreduce;       ///< T_ar(M) = a + b M on that link
+  double bytes_sent = 0;         ///< this node per iteration, sum over layers (and stages)
+  double forward_seconds = 0;    ///< t_f
+  double backward_seconds = 0;   ///< t_b
+  double iteration_seconds = 0;  ///< predicted t_iter (the time model above)
+};
+
+/// Plans one job. Schemes: with one node, or for a layer without parameters, local; else the
+/// allowed scheme chosen by input.choose (SFB only for layers with sufficient factors). With
+/// ChooseBy::kTime and all-reduce allowed, the plan that puts every layer with parameters on
+/// all-reduce is also tried, and kept if its predicted iteration is shorter (many small layers:
+/// one bucket pays the ring's start-up once, which a choice layer by layer cannot see; PS pays
+/// 2 alpha and SFB alpha per layer). Merge groups: optimal_merge_set()
+/// over the whole pipeline. KV chunk: kv_chunk_bytes / 4 (at least 1), else
+/// KvPlacement::auto_chunk_floats(floats of the PS layers, n), as the PS stage places them (the
+/// time-based choice itself assumes the auto size of all the model's floats). Ako: partitions_for
+/// (gamma, all floats, n, B of the slowest link).
+/// Throws ContractError (printing the bad value) on n == 0, a link matrix that is not n x n or
+/// has a bad alpha or B, K == 0, a negative or non-finite time, a sufficient-factor layer whose
+/// parameters are not rows x cols + rows, gemm_flops <= 0 when SFB may apply, or a layer with
+/// parameters that no allowed scheme fits.
+[[nodiscard]] Plan make_plan(const PlannerInput& input);
+
+}  // namespace gradmesh::topo
