@@ -7,8 +7,11 @@
 #include "engine/error.h"
 #include "sync/ako/ako_stage.h"
 #include "sync/ako/messages.h"
+#include "sync/allreduce/allreduce_stage.h"
+#include "sync/allreduce/messages.h"
 #include "sync/channel.h"
 #include "sync/none_stage.h"
+#include "sync/plan_input.h"
 #include "sync/poseidon/messages.h"
 #include "sync/poseidon/poseidon_stage.h"
 #include "sync/ps/messages.h"
@@ -47,7 +50,11 @@ const std::vector<Entry>& registry() {
        [](SyncContext c) -> std::unique_ptr<SyncStage> {
          return std::make_unique<AkoStage>(std::move(c));
        }},
-      {"allreduce", {}, nullptr},
+      {"allreduce", {allreduce::kStage}, [](SyncContext c) -> std::unique_ptr<SyncStage> {
+         auto plan = topo::make_plan(
+             estimated_planner_input(c, topo::SchemeSet::for_strategy("allreduce")));
+         return std::make_unique<AllReduceStage>(std::move(c), std::move(plan));
+       }},
   };
   return entries;
 }
@@ -87,7 +94,7 @@ std::unique_ptr<SyncStage> make_sync_stage(std::string_view name, SyncContext co
     if (e.name != name) continue;
     if (!e.make) {
       throw ConfigError("sync.strategy = \"" + std::string(name) +
-                        "\": this strategy is not implemented yet in this build; available: none, ps, poseidon, ako");
+                        "\": this strategy is not implemented yet in this build; available: none, ps, poseidon, ako, allreduce");
     }
     return e.make(std::move(context));
   }

@@ -1,4 +1,5 @@
-// End-to-end tests of strategy `ps`: real gradmesh-node processes on 127.0.0.1.
+// End-to-end tests of the BSP strategies (ps, poseidon, allreduce): real gradmesh-node processes
+// on 127.0.0.1.
 
 #include <algorithm>
 #include <cmath>
@@ -121,6 +122,12 @@ TEST_CASE("poseidon on 2 and 3 node processes equals single-process SGD on the u
   // so both schemes are exercised in one job.
   SECTION("2 nodes") { check_equivalence("poseidon", 2); }
   SECTION("3 nodes") { check_equivalence("poseidon", 3); }
+}
+
+TEST_CASE("allreduce on 2 and 3 node processes equals single-process SGD on the union batches",
+          "[e2e][allreduce][equivalence]") {
+  SECTION("2 nodes") { check_equivalence("allreduce", 2); }
+  SECTION("3 nodes") { check_equivalence("allreduce", 3); }
 }
 
 TEST_CASE("none on one process equals the same single-process SGD", "[e2e][none]") {

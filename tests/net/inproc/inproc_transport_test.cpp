@@ -48,6 +48,13 @@ struct Seen {
   }
 };
 
+// Clean goodbyes, all at once: each shutdown() waits for the other ranks' (as on TCP).
+void shutdown_all(std::vector<std::unique_ptr<InProcTransport>>& mesh) {
+  std::vector<std::thread> leaving;
+  for (auto& t : mesh) leaving.emplace_back([&t] { t->shutdown(5.0); });
+  for (auto& t : leaving) t.join();
+}
+
 Payload floats(std::vector<float> values) {
   return Payload::copy_of(std::as_bytes(std::span<const float>(values)));
 }
@@ -86,7 +93,7 @@ TEST_CASE("inproc: every message arrives once, in send order per peer, on the de
     CHECK(id == seen[0].threads.front());  // one delivery thread
     CHECK(id != std::this_thread::get_id());
   }
-  for (auto& t : mesh) t->shutdown(1.0);
+  shutdown_all(mesh);
 }
 
 TEST_CASE("inproc: counters count the wire bytes TCP would, by peer and stage") {
@@ -108,7 +115,7 @@ TEST_CASE("inproc: counters count the wire bytes TCP would, by peer and stage") 
   const Counters received = mesh[1]->counters();
   CHECK(received.bytes_received == wire);
   CHECK(received.bytes_received_by_stage.at("pull") == wire);
-  for (auto& t : mesh) t->shutdown(1.0);
+  shutdown_all(mesh);
 }
 
 TEST_CASE("inproc: delivery releases the sender's payload, as a socket write does") {
@@ -124,7 +131,7 @@ TEST_CASE("inproc: delivery releases the sender's payload, as a socket write doe
   REQUIRE(seen.wait([](Seen& s) { return s.messages.size() == 1; }));
   CHECK(weak.expired());
   CHECK(seen.messages[0].second.payload.as<float>()[1] == 6.0f);
-  for (auto& t : mesh) t->shutdown(1.0);
+  shutdown_all(mesh);
 }
 
 TEST_CASE("inproc: a closed rank is a PeerError everywhere; a clean shutdown fails no one") {

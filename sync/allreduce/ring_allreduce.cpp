@@ -1,0 +1,222 @@
+#include "sync/allreduce/ring_allreduce.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/error.h"
+
+namespace gradmesh::sync {
+
+namespace {
+constexpr unsigned kBucketShift = 32;  // key = bucket << 32 | step
+}
+
+RingAllReduce::RingAllReduce(Channel& channel, StageId stage, std::uint32_t bucket,
+                             std::size_t floats)
+    : channel_(channel),
+      stage_(stage),
+      bucket_(bucket),
+      floats_(floats),
+      nodes_(channel.nodes()),
+      rank_(channel.rank()),
+      left_((rank_ + nodes_ - 1) % nodes_),
+      right_((rank_ + 1) % nodes_) {
+  GRADMESH_CHECK_GT(nodes_, std::size_t{1}, "RingAllReduce needs at least 2 ranks");
+  for (std::uint64_t parity = 0; parity < 2; ++parity) {
+    reset(rounds_[parity], parity);
+    results_[parity].assign(floats_, 0.0f);
+  }
+}
+
+void RingAllReduce::reset(Round& r, std::uint64_t round) const {
+  r = Round{};
+  r.round = round;
+  r.early.resize(nodes_);
+  r.arrived_early.assign(nodes_, 0);
+  r.have_step.assign(nodes_, 0);
+  r.have_gather.assign(nodes_, 0);
+}
+
+std::size_t RingAllReduce::segment_begin(std::size_t j) const noexcept {
+  const std::size_t base = floats_ / nodes_, extra = floats_ % nodes_;
+  return j * base + std::min(j, extra);
+}
+
+std::size_t RingAllReduce::segment_size(std::size_t j) const noexcept {
+  return floats_ / nodes_ + (j < floats_ % nodes_ ? 1 : 0);
+}
+
+std::size_t RingAllReduce::mod(std::int64_t value) const noexcept {
+  const auto n = static_cast<std::int64_t>(nodes_);
+  return static_cast<std::size_t>(((value % n) + n) % n);
+}
+
+RingAllReduce::Round* RingAllReduce::round_for(std::uint64_t round) {
+  if (round != current_ && round != current_ + 1) return nullptr;
+  Round& r = rounds_[round % 2];
+  return r.round == round ? &r : nullptr;
+}
+
+void RingAllReduce::send(std::uint64_t round, allreduce::Kind kind, std::size_t step,
+                         std::span<const float> values) {
+  const net::Message message{stage_, static_cast<std::uint16_t>(kind),
+                             (std::uint64_t{bucket_} << kBucketShift) | step, round,
+                             net::Payload::view(std::as_bytes(values))};
+  if (auto error = channel_.send(right_, message)) throw *error;
+}
+
+void RingAllReduce::start(std::uint64_t round, std::span<float> input) {
+  GRADMESH_CHECK_EQ(input.size(), floats_, "RingAllReduce::start: input size");
+  engine::Completion done;
+  {
+    const std::lock_guard lock(mutex_);
+    if (error_) std::rethrow_exception(error_);
+    Round* r = round_for(round);
+    GRADMESH_CHECK(r != nullptr && round == current_ && !r->started,
+                   "RingAllReduce::start of round " + std::to_string(round) + " while at round " +
+                       std::to_string(current_));
+    r->started = true;
+    r->input = input;
+    send(round, allreduce::Kind::kReduceScatter, 0,
+         input.subspan(segment_begin(rank_), segment_size(rank_)));
+    // Steps that arrived before this rank started, in order (one neighbour: FIFO).
+    for (std::size_t step = 0; step + 1 < nodes_ && r->arrived_early[step]; ++step) {
+      const net::Payload payload = std::move(r->early[step]);
+      done = reduce_step(*r, step, payload.as<float>());
+    }
+  }
+  if (done.valid()) done.complete();
+}
+
+engine::Completion RingAllReduce::reduce_step(Round& r, std::size_t step,
+                                              std::span<const float> values) {
+  r.have_step[step] = 1;
+  const std::size_t j = mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step) - 1);
+  const std::span<float> segment = r.input.subspan(segment_begin(j), segment_size(j));
+  for (std::size_t i = 0; i < segment.size(); ++i) segment[i] += values[i];
+  if (step + 2 < nodes_) {
+    send(r.round, allreduce::Kind::kReduceScatter, step + 1, segment);
+    return {};
+  }
+  // The last reduce-scatter step: segment j = rank + 1 holds the full sum. Publish and pass on.
+  std::vector<float>& result = result_buffer(r.round);
+  std::copy(segment.begin(), segment.end(),
+            result.begin() + static_cast<std::ptrdiff_t>(segment_begin(j)));
+  send(r.round, allreduce::Kind::kAllGather, 0,
+       std::span<const float>(result).subspan(segment_begin(j), segment.size()));
+  return finish_segment(r);
+}
+
+engine::Completion RingAllReduce::gather_step(Round& r, std::size_t step,
+                                              std::span<const float> values) {
+  r.have_gather[step] = 1;
+  const std::size_t j = mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step));
+  std::vector<float>& result = result_buffer(r.round);
+  std::copy(values.begin(), values.end(), result.begin() + static_cast<std::ptrdiff_t>(segment_begin(j)));
+  if (step + 2 < nodes_) {
+    send(r.round, allreduce::Kind::kAllGather, step + 1,
+         std::span<const float>(result).subspan(segment_begin(j), values.size()));
+  }
+  return finish_segment(r);
+}
+
+engine::Completion RingAllReduce::finish_segment(Round& r) {
+  if (++r.segments_done < nodes_) return {};
+  // Round complete: the slot opens for round + 2, the result stays until then.
+  engine::Completion waiting = std::move(r.waiting);
+  current_ = r.round + 1;
+  reset(r, r.round + 2);
+  return waiting;
+}
+
+void RingAllReduce::await(std::uint64_t round, engine::Completion done) {
+  {
+    const std::lock_guard lock(mutex_);
+    if (error_) {
+      done.fail(error_);
+      return;
+    }
+    if (round >= current_) {
+      Round* r = round_for(round);
+      GRADMESH_CHECK(r != nullptr, "RingAllReduce::await of round " + std::to_string(round) +
+                                       " while at round " + std::to_string(current_));
+      r->waiting = std::move(done);
+      return;
+    }
+  }
+  done.complete();  // already complete
+}
+
+std::span<const float> RingAllReduce::result(std::uint64_t round) const {
+  return results_[round % 2];
+}
+
+void RingAllReduce::on_message(std::size_t from, net::Message&& message) {
+  const std::size_t step = message.key & ((std::uint64_t{1} << kBucketShift) - 1);
+  const auto kind = static_cast<allreduce::Kind>(message.kind);
+  engine::Completion done;
+  try {
+    const std::lock_guard lock(mutex_);
+    if (from != left_) {
+      return reject(from, "bucket " + std::to_string(bucket_) + " from rank " +
+                              std::to_string(from) + ", not the left neighbour " +
+                              std::to_string(left_));
+    }
+    if (step + 1 >= nodes_) return reject(from, "step " + std::to_string(step) + " out of range");
+    Round* r = round_for(message.round);
+    if (r == nullptr) {
+      return reject(from, "bucket " + std::to_string(bucket_) + " round " +
+                              std::to_string(message.round) + " while at round " +
+                              std::to_string(current_));
+    }
+    const std::size_t j =
+        kind == allreduce::Kind::kReduceScatter
+            ? mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step) - 1)
+            : mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step));
+    if (message.payload.size() != segment_size(j) * sizeof(float)) {
+      return reject(from, "segment of " + std::to_string(message.payload.size()) +
+                              " bytes, expected " + std::to_string(segment_size(j) * sizeof(float)));
+    }
+    if (kind == allreduce::Kind::kReduceScatter) {
+      if (r->have_step[step] || r->arrived_early[step]) {
+        return reject(from, "duplicate reduce-scatter step " + std::to_string(step));
+      }
+      if (!r->started) {
+        // A peer already in this round: keep the bytes (received, so owned) until start().
+        r->early[step] = std::move(message.payload);
+        r->arrived_early[step] = 1;
+        return;
+      }
+      done = reduce_step(*r, step, message.payload.as<float>());
+    } else if (kind == allreduce::Kind::kAllGather) {
+      if (!r->started || r->have_gather[step]) {
+        return reject(from, "all-gather step " + std::to_string(step) +
+                                " duplicate or before this rank started");
+      }
+      done = gather_step(*r, step, message.payload.as<float>());
+    } else {
+      return reject(from, "unknown kind " + std::to_string(message.kind));
+    }
+  } catch (const PeerError&) {
+    return;  // the right neighbour failed: the failure handler fails the round
+  }
+  if (done.valid()) done.complete();
+}
+
+void RingAllReduce::fail_all(std::exception_ptr error) {
+  engine::Completion waiting[2];
+  {
+    const std::lock_guard lock(mutex_);
+    if (!error_) error_ = error;
+    for (int i = 0; i < 2; ++i) waiting[i] = std::move(rounds_[i].waiting);
+  }
+  for (auto& w : waiting) {
+    if (w.valid()) w.fail(error);
+  }
+}
+
+void RingAllReduce::reject(std::size_t from, const std::string& why) {
+  channel_.reject(from, stage_, why);
+}
+
+}  // namespace gradmesh::sync

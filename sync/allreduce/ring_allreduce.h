@@ -1,0 +1,110 @@
+#pragma once
+// One bucket's ring all-reduce (MG-WFBP sec. II-D, Table II "ring": 2 (n - 1) steps, each sending
+// 1/n of the bucket to the next rank): reduce-scatter, then all-gather, driven by arrivals.
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/task.h"
+#include "net/payload.h"
+#include "sync/allreduce/messages.h"
+#include "sync/channel.h"
+
+namespace gradmesh::sync {
+
+/// Sums a bucket of floats over the n ranks of a ring (rank r sends to r + 1 and receives from
+/// r - 1), leaving every rank the same bits.
+///
+/// The bucket is split into n segments (sizes differ by at most one float; empty ones are sent
+/// too). Reduce-scatter step s: rank r sends segment (r - s) mod n and adds the arriving segment
+/// (r - s - 1) mod n into its input, in place; after n - 1 steps segment (r + 1) mod n holds the
+/// full sum. All-gather step s: rank r sends segment (r + 1 - s) mod n of its result and stores
+/// the arriving segment (r - s) mod n. Every send after the first is triggered by an arrival, on
+/// the transport's delivery thread: no thread waits inside the ring. Sum order: segment j is
+/// summed starting at rank j and going round the ring, the same order on every rank, so every
+/// replica gets the same bits.
+///
+/// Buffers, without copies on the way: start() sends views of `input` (the model's gradients,
+/// reduced in place); the results go to one of two result buffers by round parity, and
+/// all-gather sends views of them. A segment of `input` is never written after it was sent, and
+/// a round's result buffer is reused two rounds later, when every peer has provably consumed it
+/// (it took part in the round between). The caller must not rewrite `input` before the round
+/// completes (the next backward starts after it, BSP).
+///
+/// Rounds: a peer may start round t + 1 while this rank finishes round t; its messages are kept
+/// (not copied) until this rank's start(t + 1). Messages of any other round, a wrong size, a
+/// duplicate or a step out of range are rejected through the channel.
+///
+/// Thread safety: start() and result() from the bucket's tasks (ordered by the graph); on_message()
+/// and fail_all() from the delivery thread; await() from a task. Internally locked.
+class RingAllReduce {
+ public:
+  /// Bucket `bucket` of `floats` floats on `channel` (n = channel.nodes() >= 2 ranks, else
+  /// ContractError), sending on stage `stage`.
+  RingAllReduce(Channel& channel, StageId stage, std::uint32_t bucket, std::size_t floats);
+
+  /// Begins round `round` with this rank's `input` (floats() floats; reduced in place, so it must
+  /// stay untouched until the round completes). Sends reduce-scatter step 0 and processes
+  /// arrivals that came early. Throws the PeerError of a failed neighbour.
+  void start(std::uint64_t round, std::span<float> input);
+
+  /// Completes `done` when round `round`'s sum is complete, or fails it with fail_all()'s error.
+  void await(std::uint64_t round, engine::Completion done);
+
+  /// The sum over all ranks of round `round` (floats() floats), valid once await() completed and
+  /// until round + 2 starts.
+  [[nodiscard]] std::span<const float> result(std::uint64_t round) const;
+
+  /// A message of this bucket from `from` (the delivery thread).
+  void on_message(std::size_t from, net::Message&& message);
+
+  /// Fails the waiting completion and every later await() with `error`.
+  void fail_all(std::exception_ptr error);
+
+  [[nodiscard]] std::size_t floats() const noexcept { return floats_; }
+  /// Floats of segment `j` and where it starts.
+  [[nodiscard]] std::size_t segment_begin(std::size_t j) const noexcept;
+  [[nodiscard]] std::size_t segment_size(std::size_t j) const noexcept;
+
+ private:
+  struct Round {
+    std::uint64_t round = 0;
+    bool started = false;
+    std::span<float> input;
+    std::vector<net::Payload> early;   // reduce-scatter arrivals before start(), by step
+    std::vector<char> arrived_early;   // by step
+    std::vector<char> have_step;       // reduce-scatter steps applied, by step
+    std::vector<char> have_gather;     // all-gather steps stored, by step
+    std::size_t segments_done = 0;     // segments of the result complete
+    engine::Completion waiting;
+  };
+
+  // Under mutex_; sends happen with it held (the channel never calls back synchronously).
+  [[nodiscard]] engine::Completion reduce_step(Round& r, std::size_t step, std::span<const float> values);
+  [[nodiscard]] engine::Completion gather_step(Round& r, std::size_t step, std::span<const float> values);
+  /// One more segment of the result is final; returns the completion to fire when it was the last.
+  [[nodiscard]] engine::Completion finish_segment(Round& r);
+  void send(std::uint64_t round, allreduce::Kind kind, std::size_t step, std::span<const float> values);
+  Round* round_for(std::uint64_t round);
+  void reset(Round& r, std::uint64_t round) const;
+  [[nodiscard]] std::size_t mod(std::int64_t value) const noexcept;
+  std::vector<float>& result_buffer(std::uint64_t round) { return results_[round % 2]; }
+  void reject(std::size_t from, const std::string& why);
+
+  Channel& channel_;
+  StageId stage_;
+  std::uint32_t bucket_;
+  std::size_t floats_, nodes_, rank_, left_, right_;
+  std::mutex mutex_;
+  std::uint64_t current_ = 0;            // the oldest round not yet complete
+  Round rounds_[2];                      // by round parity
+  std::vector<float> results_[2];        // by round parity
+  std::exception_ptr error_;
+};
+
+}  // namespace gradmesh::sync

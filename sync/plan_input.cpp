@@ -1,0 +1,42 @@
+#include "sync/plan_input.h"
+
+#include <string>
+
+#include "sync/allreduce/messages.h"
+#include "sync/channel.h"
+
+namespace gradmesh::sync {
+
+topo::PlannerInput estimated_planner_input(const SyncContext& ctx, topo::SchemeSet schemes,
+                                           const AssumedRates& rates) {
+  topo::PlannerInput input;
+  const double k = static_cast<double>(ctx.batch_size);
+  for (std::size_t l = 0; l < ctx.model.num_layers(); ++l) {
+    tasks::Layer& layer = ctx.model.layer(l);
+    topo::LayerProfile p;
+    p.name = std::string(layer.kind()) + std::to_string(l);
+    p.parameters = layer.parameter_count();
+    p.sufficient_factors = layer.has_sufficient_factors() && p.parameters > 0;
+    if (p.sufficient_factors) {
+      p.rows = layer.output_size();
+      p.cols = layer.input_size();
+    }
+    const double work = p.parameters > 0 ? k * static_cast<double>(p.parameters)
+                                         : k * static_cast<double>(layer.input_size());
+    p.forward_seconds = 2.0 * work / rates.gemm_flops;
+    p.backward_seconds = (p.parameters > 0 ? 4.0 : 2.0) * work / rates.gemm_flops;
+    input.layers.push_back(std::move(p));
+  }
+  input.batch = ctx.batch_size;
+  input.nodes = ctx.nodes;
+  input.links = topo::LinkMatrix::uniform(
+      ctx.nodes, rates.alpha, ctx.options.ako.max_send_rate.value_or(rates.bandwidth));
+  input.gemm_flops = rates.gemm_flops;
+  input.frame_overhead_bytes = frame_overhead_bytes(
+      stage_id(allreduce::kStage), static_cast<std::uint16_t>(allreduce::Kind::kReduceScatter));
+  input.kv_chunk_bytes = ctx.options.ps.chunk_bytes;
+  input.schemes = schemes;
+  return input;
+}
+
+}  // namespace gradmesh::sync

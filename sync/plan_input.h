@@ -1,0 +1,27 @@
+#pragma once
+// What the planner (topo/planner.h) is given about this job, from the model and the options.
+
+#include "sync/sync_stage.h"
+#include "topo/planner.h"
+
+namespace gradmesh::sync {
+
+/// Figures the planner takes when nothing was measured (yet): the rates below. Measured values
+/// (start-up probes of alpha and B, per-layer timings, the GEMM rate) replace them.
+struct AssumedRates {
+  double gemm_flops = 2e10;  ///< FLOP/s of one node's GEMM (about one core of this machine)
+  double alpha = 100e-6;     ///< seconds of start-up per message
+  double bandwidth = 1.25e9; ///< bytes/s a node sends (10 Gbit/s) when net.max_send_rate is unset
+};
+
+/// The planner's input for `ctx`'s model: per layer its parameters, whether sufficient factors
+/// apply (Layer::has_sufficient_factors) and its shape, and t_f / t_b estimated from its GEMM work
+/// (forward 2 K M N flops, backward 4 K M N, at rates.gemm_flops; layers without parameters take
+/// K x inputs flops); the batch K, n, a uniform link (rates.alpha, and net.max_send_rate or
+/// rates.bandwidth as B), the frame overhead of a message, the KV chunk option and `schemes`.
+/// Thread-safe (reads the model's shapes only).
+[[nodiscard]] topo::PlannerInput estimated_planner_input(const SyncContext& ctx,
+                                                         topo::SchemeSet schemes,
+                                                         const AssumedRates& rates = {});
+
+}  // namespace gradmesh::sync

@@ -1,0 +1,142 @@
+// Tests for sync/allreduce/ring_allreduce.h: ranks as threads on the in-process transport.
+
+#include "sync/allreduce/ring_allreduce.h"
+
+#include <catch2/catch.hpp>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "engine/executor.h"
+#include "engine/graph.h"
+#include "net/inproc/inproc_transport.h"
+
+using namespace gradmesh;
+
+namespace {
+
+// One rank: its channel, ring and a graph of one round (fill, start, wait, check).
+struct Rank {
+  Rank(net::Transport* transport, std::size_t rank, std::size_t nodes, std::size_t floats)
+      : channel(transport, rank, nodes),
+        stage(channel.route("allreduce", [this](std::size_t from, net::Message&& m) {
+          ring->on_message(from, std::move(m));
+        })),
+        ring(std::make_unique<sync::RingAllReduce>(channel, stage, 0, floats)),
+        input(floats),
+        sums(0) {}
+  sync::Channel channel;
+  sync::StageId stage;
+  std::unique_ptr<sync::RingAllReduce> ring;
+  std::vector<float> input;
+  std::vector<std::vector<float>> sums;  // by round
+};
+
+// Rank r's input in round t: integers, so every sum is exact in floats.
+float value(std::size_t rank, std::uint64_t round, std::size_t i) {
+  return static_cast<float>((rank + 1) * 1000 + i % 997 + round * 7);
+}
+
+void run_ring(std::size_t nodes, std::size_t floats, std::uint64_t rounds) {
+  auto mesh = net::make_inproc_mesh(nodes, sync::stage_names());
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (std::size_t r = 0; r < nodes; ++r) {
+    ranks.push_back(std::make_unique<Rank>(mesh[r].get(), r, nodes, floats));
+  }
+  for (auto& t : mesh) t->start();
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(nodes);
+  for (std::size_t r = 0; r < nodes; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        Rank& me = *ranks[r];
+        engine::Executor executor({1, 1});
+        engine::Graph graph;
+        auto start = graph.emplace("start", engine::Arena::kNetwork, [&](engine::TaskContext& t) {
+          for (std::size_t i = 0; i < floats; ++i) me.input[i] = value(r, t.run(), i);
+          me.ring->start(t.run(), me.input);
+        });
+        auto wait = graph.emplace("wait", engine::Arena::kNetwork, [&](engine::TaskContext& t) {
+          me.ring->await(t.run(), t.defer());
+        });
+        auto keep = graph.emplace("keep", engine::Arena::kCompute, [&](engine::TaskContext& t) {
+          const auto sum = me.ring->result(t.run());
+          me.sums.emplace_back(sum.begin(), sum.end());
+        });
+        start.precede(wait);
+        wait.precede(keep);
+        for (std::uint64_t t = 0; t < rounds; ++t) executor.run(graph);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  for (std::size_t r = 0; r < nodes; ++r) {
+    REQUIRE(ranks[r]->sums.size() == rounds);
+    CHECK(ranks[r]->channel.rejected() == 0);
+    for (std::uint64_t t = 0; t < rounds; ++t) {
+      for (std::size_t i = 0; i < floats; ++i) {
+        float expected = 0;
+        for (std::size_t q = 0; q < nodes; ++q) expected += value(q, t, i);
+        if (ranks[r]->sums[t][i] != expected) {
+          FAIL("n " << nodes << ", " << floats << " floats, rank " << r << ", round " << t
+                    << ", float " << i << ": " << ranks[r]->sums[t][i] << " != " << expected);
+        }
+      }
+    }
+  }
+  std::vector<std::thread> leaving;  // clean goodbyes, all at once (each waits for the others)
+  for (auto& t : mesh) leaving.emplace_back([&t] { t->shutdown(5.0); });
+  for (auto& t : leaving) t.join();
+}
+
+}  // namespace
+
+TEST_CASE("ring all-reduce sums exactly for n = 2..5 and odd sizes", "[sync][allreduce][inproc]") {
+  for (std::size_t nodes = 2; nodes <= 5; ++nodes) {
+    for (const std::size_t floats : {1, 3, 7, 1001, 40961}) {
+      INFO("n " << nodes << ", " << floats << " floats");
+      run_ring(nodes, floats, 4);  // back-to-back rounds: peers run a round ahead
+    }
+  }
+}
+
+TEST_CASE("ring segments cover the bucket, sizes within one float", "[sync][allreduce]") {
+  auto mesh = net::make_inproc_mesh(3, sync::stage_names());
+  sync::Channel channel(mesh[0].get(), 0, 3);
+  const sync::RingAllReduce ring(channel, sync::stage_id("allreduce"), 0, 10);
+  CHECK(ring.segment_begin(0) == 0);
+  CHECK(ring.segment_size(0) == 4);
+  CHECK(ring.segment_begin(1) == 4);
+  CHECK(ring.segment_size(1) == 3);
+  CHECK(ring.segment_begin(2) == 7);
+  CHECK(ring.segment_size(2) == 3);
+  sync::Channel alone(nullptr, 0, 1);
+  CHECK_THROWS_AS(sync::RingAllReduce(alone, 0, 0, 10), ContractError);
+}
+
+TEST_CASE("ring all-reduce rejects a wrong size, a wrong sender and a stale round",
+          "[sync][allreduce][inproc]") {
+  auto mesh = net::make_inproc_mesh(3, sync::stage_names());
+  sync::Channel channel(mesh[1].get(), 1, 3);
+  sync::RingAllReduce ring(channel, sync::stage_id("allreduce"), 0, 9);
+  const auto segment = [](std::size_t floats) {
+    return net::Payload::copy_of(std::as_bytes(std::span<const float>(std::vector<float>(floats))));
+  };
+  using K = sync::allreduce::Kind;
+  const auto stage = sync::stage_id("allreduce");
+  ring.on_message(0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(2)});
+  ring.on_message(2, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
+  ring.on_message(0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 5, segment(3)});
+  ring.on_message(0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 7, 0, segment(3)});
+  CHECK(channel.rejected() == 4);
+  // A well-formed early step is kept, and a repeat of it is a duplicate.
+  ring.on_message(0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
+  CHECK(channel.rejected() == 4);
+  ring.on_message(0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
+  CHECK(channel.rejected() == 5);
+}
