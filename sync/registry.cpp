@@ -7,13 +7,11 @@
 #include "engine/error.h"
 #include "sync/ako/ako_stage.h"
 #include "sync/ako/messages.h"
-#include "sync/allreduce/allreduce_stage.h"
 #include "sync/allreduce/messages.h"
 #include "sync/channel.h"
 #include "sync/none_stage.h"
-#include "sync/plan_input.h"
+#include "sync/plan_stage.h"
 #include "sync/poseidon/messages.h"
-#include "sync/poseidon/poseidon_stage.h"
 #include "sync/ps/messages.h"
 #include "sync/sync_stage.h"
 
@@ -38,23 +36,18 @@ const std::vector<Entry>& registry() {
          }
          return std::make_unique<NoneStage>(std::move(c));
        }},
-      {"ps", {ps::kPushStage, ps::kBroadcastStage}, [](SyncContext c) -> std::unique_ptr<SyncStage> {
-         return std::make_unique<PoseidonStage>(std::move(c), "ps", PoseidonStage::SfbMode::kNever);
-       }},
+      {"ps", {ps::kPushStage, ps::kBroadcastStage},
+       [](SyncContext c) { return make_plan_stage(std::move(c), "ps"); }},
       {"poseidon", {ps::kPushStage, ps::kBroadcastStage, sfb::kStage},
-       [](SyncContext c) -> std::unique_ptr<SyncStage> {
-         const auto mode = PoseidonStage::parse_sfb_mode(c.options.poseidon.sfb);
-         return std::make_unique<PoseidonStage>(std::move(c), "poseidon", mode);
-       }},
+       [](SyncContext c) { return make_plan_stage(std::move(c), "poseidon"); }},
       {"ako", {ako::kPartitionStage, ako::kControlStage, ako::kFullRoundStage},
        [](SyncContext c) -> std::unique_ptr<SyncStage> {
          return std::make_unique<AkoStage>(std::move(c));
        }},
-      {"allreduce", {allreduce::kStage}, [](SyncContext c) -> std::unique_ptr<SyncStage> {
-         auto plan = topo::make_plan(
-             estimated_planner_input(c, topo::SchemeSet::for_strategy("allreduce")));
-         return std::make_unique<AllReduceStage>(std::move(c), std::move(plan));
-       }},
+      {"allreduce", {allreduce::kStage},
+       [](SyncContext c) { return make_plan_stage(std::move(c), "allreduce"); }},
+      {"auto", {ps::kPushStage, ps::kBroadcastStage, sfb::kStage, allreduce::kStage},
+       [](SyncContext c) { return make_plan_stage(std::move(c), "auto"); }},
   };
   return entries;
 }
@@ -94,7 +87,7 @@ std::unique_ptr<SyncStage> make_sync_stage(std::string_view name, SyncContext co
     if (e.name != name) continue;
     if (!e.make) {
       throw ConfigError("sync.strategy = \"" + std::string(name) +
-                        "\": this strategy is not implemented yet in this build; available: none, ps, poseidon, ako, allreduce");
+                        "\": this strategy is not implemented yet in this build; available: none, ps, poseidon, ako, allreduce, auto");
     }
     return e.make(std::move(context));
   }

@@ -69,6 +69,7 @@ struct LayerPlan {
   double ps_floats = 0;     ///< Poseidon Table 1: floats per node per iteration under PS
   double sfb_floats = 0;    ///< Poseidon Table 1: floats per node per iteration under SFB (dense only)
   double predicted_bytes_sent = 0;  ///< this node, per iteration, payload + frame header bytes
+  double predicted_seconds = 0;     ///< the planner's time of the layer's communication (+ SFB GEMM)
 };
 
 /// A sync strategy. Lifetime: made by make_sync_stage() before the transport starts (it installs

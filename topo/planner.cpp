@@ -20,6 +20,9 @@ std::string layer_label(const PlannerInput& input, std::size_t l) {
 }
 
 void check_input(const PlannerInput& input) {
+  detail::require(input.fixed_schemes.empty() || input.fixed_schemes.size() == input.layers.size(),
+                  "fixed schemes", input.fixed_schemes.size(),
+                  "none or one per layer (" + std::to_string(input.layers.size()) + ")");
   detail::require(input.nodes >= 1, "nodes n", input.nodes, ">= 1");
   detail::require(input.links.nodes == input.nodes, "nodes of the link matrix", input.links.nodes,
                   "n = " + std::to_string(input.nodes));
@@ -118,9 +121,15 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
     plan.backward_seconds += layer.backward_seconds;
     pipeline[l].backward_seconds = layer.backward_seconds;
     if (row.scheme == LayerScheme::kLocal) continue;
-    if (input.schemes.ps) row.ps = ps_cost(cluster, layer.parameters, plan.kv_chunk_floats);
-    if (input.schemes.allreduce) row.allreduce = allreduce_cost(cluster, layer.parameters);
-    if (sfb_applies(input, layer)) row.sfb = sfb_cost(cluster, input.batch, layer.rows, layer.cols);
+    if (input.schemes.ps || row.scheme == LayerScheme::kPs) {
+      row.ps = ps_cost(cluster, layer.parameters, plan.kv_chunk_floats);
+    }
+    if (input.schemes.allreduce || row.scheme == LayerScheme::kAllReduce) {
+      row.allreduce = allreduce_cost(cluster, layer.parameters);
+    }
+    if (layer.sufficient_factors && (input.schemes.sfb || row.scheme == LayerScheme::kSfb)) {
+      row.sfb = sfb_cost(cluster, input.batch, layer.rows, layer.cols);
+    }
     switch (row.scheme) {
       case LayerScheme::kPs:
         row.chunks = chunks_of(layer.parameters, plan.kv_chunk_floats);
@@ -210,15 +219,18 @@ Plan make_plan(const PlannerInput& input) {
   if (input.nodes > 1) {
     const std::size_t chunk_floats = chunk_floats_for(input, total_floats);
     for (std::size_t l = 0; l < input.layers.size(); ++l) {
-      if (input.layers[l].parameters > 0)
-        schemes[l] = choose_scheme(input, cluster, l, chunk_floats);
+      if (input.layers[l].parameters == 0) continue;
+      const bool fixed = l < input.fixed_schemes.size() && input.fixed_schemes[l].has_value();
+      schemes[l] = fixed ? *input.fixed_schemes[l] : choose_scheme(input, cluster, l, chunk_floats);
     }
   }
   Plan plan = evaluate(input, cluster, schemes);
   const auto not_bucketed = [](LayerScheme s) {
     return s == LayerScheme::kPs || s == LayerScheme::kSfb;
   };
-  if (input.choose == ChooseBy::kTime && input.schemes.allreduce &&
+  const bool any_fixed = std::any_of(input.fixed_schemes.begin(), input.fixed_schemes.end(),
+                                     [](const auto& s) { return s.has_value(); });
+  if (input.choose == ChooseBy::kTime && input.schemes.allreduce && !any_fixed &&
       std::any_of(schemes.begin(), schemes.end(), not_bucketed)) {
     std::vector<LayerScheme> bucketed = schemes;
     std::replace_if(bucketed.begin(), bucketed.end(), not_bucketed, LayerScheme::kAllReduce);

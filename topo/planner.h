@@ -61,6 +61,14 @@ enum class ChooseBy : unsigned char {
 /// "time" or "bytes" (`sync.poseidon.choose`). Throws ConfigError naming the key and the value.
 [[nodiscard]] ChooseBy parse_choose_by(std::string_view text);
 
+/// How one layer is synchronised.
+enum class LayerScheme : unsigned char {
+  kLocal,      ///< nothing to send: one node, or a layer without parameters
+  kPs,         ///< KV chunks pushed to their owners, parameters broadcast back (Poseidon 4.1)
+  kSfb,        ///< sufficient factors broadcast, dW rebuilt on every node (Poseidon 2.1)
+  kAllReduce,  ///< part of a ring all-reduce bucket (MG-WFBP)
+};
+
 /// Everything the planner needs; measurements are taken by net/ and sync/ and passed in.
 struct PlannerInput {
   std::vector<LayerProfile> layers;
@@ -73,14 +81,10 @@ struct PlannerInput {
   std::optional<double> gamma;                ///< Ako's gradient rate, gradients/s; nullopt: no p
   SchemeSet schemes;
   ChooseBy choose = ChooseBy::kTime;
-};
-
-/// How one layer is synchronised.
-enum class LayerScheme : unsigned char {
-  kLocal,      ///< nothing to send: one node, or a layer without parameters
-  kPs,         ///< KV chunks pushed to their owners, parameters broadcast back (Poseidon 4.1)
-  kSfb,        ///< sufficient factors broadcast, dW rebuilt on every node (Poseidon 2.1)
-  kAllReduce,  ///< part of a ring all-reduce bucket (MG-WFBP)
+  /// Per layer (empty, or one entry a layer): a scheme the caller fixes instead of choosing
+  /// (`sync.poseidon.sfb = always` fixes SFB on every layer with sufficient factors). Ignored for
+  /// one node and for layers without parameters; a fixed layer is never re-bucketed.
+  std::vector<std::optional<LayerScheme>> fixed_schemes;
 };
 
 /// Stage names of Plan::stage_bytes (as the transport's byte counters name them).

@@ -104,8 +104,10 @@ std::string print_optional_rate(const std::optional<double>& v, std::string_view
   return v ? toml_float(*v) : toml_quote(word);
 }
 
-constexpr std::array<std::string_view, 5> kStrategies{"none", "ps", "poseidon", "ako", "allreduce"};
+constexpr std::array<std::string_view, 6> kStrategies{"none", "ps", "poseidon", "ako", "allreduce",
+                                                      "auto"};
 constexpr std::array<std::string_view, 3> kSfbModes{"auto", "always", "never"};
+constexpr std::array<std::string_view, 2> kChooseBy{"time", "bytes"};
 constexpr std::array<std::string_view, 1> kDatasets{"fashion-mnist"};
 
 constexpr std::string_view kSendRateExpected =
@@ -118,7 +120,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 23> kKeys{{
+constexpr std::array<KeySpec, 24> kKeys{{
     {"compute.threads", "an integer >= 0 (worker threads; 0 = one per core)", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) { return set_size(c.compute.threads, n, 0); },
      [](const JobConfig& c) { return print_size(c.compute.threads); }},
@@ -243,6 +245,11 @@ constexpr std::array<KeySpec, 23> kKeys{{
     {"sync.ako.staleness", "an integer >= 0 (iterations)", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) { return set_size(c.sync.ako.staleness, n, 0); },
      [](const JobConfig& c) { return print_size(c.sync.ako.staleness); }},
+    {"sync.poseidon.choose", "one of time, bytes", OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) {
+       return set_choice(c.sync.poseidon.choose, n, kChooseBy);
+     },
+     [](const JobConfig& c) { return toml_quote(c.sync.poseidon.choose); }},
     {"sync.poseidon.sfb", "one of auto, always, never", OverrideKind::kString,
      [](JobConfig& c, const toml::node& n) {
        return set_choice(c.sync.poseidon.sfb, n, kSfbModes);
@@ -257,7 +264,7 @@ constexpr std::array<KeySpec, 23> kKeys{{
        return true;
      },
      [](const JobConfig& c) { return print_optional_size(c.sync.ps.chunk_bytes, "auto"); }},
-    {"sync.strategy", "one of none, ps, poseidon, ako, allreduce", OverrideKind::kString,
+    {"sync.strategy", "one of none, ps, poseidon, ako, allreduce, auto", OverrideKind::kString,
      [](JobConfig& c, const toml::node& n) { return set_choice(c.sync.strategy, n, kStrategies); },
      [](const JobConfig& c) { return toml_quote(c.sync.strategy); }},
 }};

@@ -63,7 +63,7 @@ struct JobConfig {
 
   /// [sync]: the sync stage and its per-strategy options.
   struct Sync {
-    std::string strategy = "ps";  ///< sync.strategy: none | ps | poseidon | ako | allreduce.
+    std::string strategy = "ps";  ///< sync.strategy: none | ps | poseidon | ako | allreduce | auto.
     /// [sync.ps]: the parameter-server path (also used by poseidon for non-SFB layers).
     struct Ps {
       /// sync.ps.chunk_bytes: KV chunk size in bytes (> 0, multiple of 4); unset ("auto"): the
@@ -73,9 +73,11 @@ struct JobConfig {
     } ps;
     /// [sync.poseidon]: hybrid communication.
     struct Poseidon {
-      /// sync.poseidon.sfb: "auto" (BestScheme per layer), "always" (SFB for every dense
-      /// layer), "never" (PS only).
+      /// sync.poseidon.sfb: "auto" (chosen per layer by `choose`), "always" (SFB for every
+      /// dense layer), "never" (PS only).
       std::string sfb = "auto";
+      /// sync.poseidon.choose: "time" (the planner's predicted time) or "bytes" (BestScheme).
+      std::string choose = "time";
       friend bool operator==(const Poseidon&, const Poseidon&) = default;
     } poseidon;
     /// [sync.ako]: partial gradient exchange.

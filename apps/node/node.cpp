@@ -50,6 +50,7 @@ sync::SyncOptions sync_options(const JobConfig& config) {
   sync::SyncOptions options;
   options.ps.chunk_bytes = config.sync.ps.chunk_bytes;
   options.poseidon.sfb = config.sync.poseidon.sfb;
+  options.poseidon.choose = config.sync.poseidon.choose;
   options.ako.partitions = config.sync.ako.partitions;
   options.ako.staleness = config.sync.ako.staleness;
   options.ako.bandwidth = config.sync.ako.bandwidth;

@@ -5,10 +5,14 @@
 
 namespace gradmesh::sync {
 
-/// sync.poseidon.*: sufficient-factor broadcasting for dense layers: "auto" (BestScheme per
-/// layer), "always", "never" (= strategy ps).
+/// sync.poseidon.*.
 struct PoseidonOptions {
+  /// Sufficient-factor broadcasting for layers with sufficient factors: "auto" (chosen per layer
+  /// by `choose`), "always", "never" (= strategy ps).
   std::string sfb = "auto";
+  /// How "auto" chooses between PS and SFB: "time" (the planner's predicted time: SFB's rebuild
+  /// GEMM against the bytes it saves) or "bytes" (Poseidon's BestScheme, ATC'17 Algorithm 1).
+  std::string choose = "time";
 };
 
 }  // namespace gradmesh::sync

@@ -1,4 +1,4 @@
 target_sources(gradmesh_sync PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/poseidon_stage.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sfb_scheme.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sf_rebuild.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sfb_layer.cpp)

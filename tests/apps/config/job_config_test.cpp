@@ -296,7 +296,7 @@ TEST_CASE("bad --set options are errors naming the key and value", "[config][set
   CHECK_THROWS_WITH(parse(kMinimal, {"optimizer=1"}), Catch::Contains("'optimizer' is a table"));
   CHECK_THROWS_WITH(parse(kMinimal, {"sync.strategy=foo"}),
                     Catch::Equals("--set: sync.strategy = \"foo\": expected one of none, ps, "
-                                  "poseidon, ako, allreduce"));
+                                  "poseidon, ako, allreduce, auto"));
   CHECK_THROWS_WITH(parse(kMinimal, {"optimizer.lr=-1"}),
                     Catch::Equals("--set: optimizer.lr = -1: expected a number > 0"));
   CHECK_THROWS_WITH(parse(kMinimal, {"optimizer.lr=fast"}),
@@ -345,7 +345,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 23);
+  CHECK(keys.size() == 24);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -371,6 +371,7 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "optimizer.momentum=0.8",      "optimizer.weight_decay=0.001",
       "sync.ako.bandwidth=1gbit",    "sync.ako.partitions=2",
       "sync.ako.staleness=1",        "sync.poseidon.sfb=never",
+      "sync.poseidon.choose=bytes",
       "sync.ps.chunk_bytes=4096",    "sync.strategy=ako",
   };
   std::set<std::uint64_t> hashes{base.hash()};

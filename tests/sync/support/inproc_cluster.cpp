@@ -37,9 +37,10 @@ InProcNode::InProcNode(const SyntheticJob& job, std::string strategy, std::size_
       optimizer_(job.sgd, model_.parameter_count()),
       executor_({1, 1}),
       labels_(batch_) {
-  stage_ = sync::make_sync_stage(strategy, sync::SyncContext{model_, executor_, transport, rank,
-                                                             nodes, batch_, optimizer_, job.options,
-                                                             0});
+  sync::SyncContext context{model_, executor_, transport, rank, nodes, batch_, optimizer_,
+                            job.options, 0};
+  stage_ = job.factory ? job.factory(std::move(context))
+                       : sync::make_sync_stage(strategy, std::move(context));
   const std::size_t layers = model_.num_layers();
   auto load = graph_.emplace("load", engine::Arena::kCompute, [this](engine::TaskContext& ctx) {
     const std::span<float> x = model_.input(batch_);

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ struct SyntheticJob {
   std::uint64_t seed = 7;
   tasks::SgdOptions sgd{0.05f, 0.9f, 0.0f};
   sync::SyncOptions options;
+  /// When set, makes the stage instead of the registry (the strategy name is then ignored).
+  std::function<std::unique_ptr<sync::SyncStage>(sync::SyncContext)> factory;
 };
 
 /// Node `rank`'s batch of iteration `iteration`: K rows of `features` floats and K labels in

@@ -1,0 +1,71 @@
+#include "sync/allreduce/allreduce_scheme.h"
+
+#include "sync/allreduce/messages.h"
+
+namespace gradmesh::sync {
+
+AllReduceScheme::AllReduceScheme(const SyncContext& ctx, Channel& channel,
+                                 const std::vector<std::pair<std::size_t, std::size_t>>& buckets)
+    : ctx_(ctx),
+      channel_(channel),
+      stage_(channel.route(allreduce::kStage,
+                           [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })) {
+  for (const auto& [first, last] : buckets) {
+    Bucket b;
+    b.first = first;
+    b.last = last;
+    b.offset = ctx_.model.parameter_offset(first);
+    b.floats = ctx_.model.parameter_offset(last + 1) - b.offset;
+    if (b.floats == 0) continue;
+    b.ring = std::make_unique<RingAllReduce>(channel_, stage_,
+                                             static_cast<std::uint32_t>(buckets_.size()), b.floats);
+    buckets_.push_back(std::move(b));
+  }
+}
+
+void AllReduceScheme::build(engine::Graph& graph, const IterationTasks& tasks) {
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    const std::string suffix = "_" + std::to_string(i);
+    auto start = graph.emplace("ar_start" + suffix, engine::Arena::kNetwork,
+                               [this, &b](engine::TaskContext& t) {
+                                 b.ring->start(t.run(), ctx_.model.gradients().subspan(b.offset, b.floats));
+                               });
+    auto wait = graph.emplace("ar_wait" + suffix, engine::Arena::kNetwork,
+                              [&b](engine::TaskContext& t) { b.ring->await(t.run(), t.defer()); });
+    auto apply_task = graph.emplace("ar_apply" + suffix, engine::Arena::kNetwork,
+                                    [this, &b](engine::TaskContext& t) { apply(b, t.run()); });
+    for (std::size_t l = b.first; l <= b.last; ++l) tasks.backward[l].precede(start);
+    start.precede(wait);
+    wait.precede(apply_task);
+    apply_task.precede(tasks.done);
+  }
+}
+
+void AllReduceScheme::fail_all(std::exception_ptr error) {
+  for (Bucket& b : buckets_) b.ring->fail_all(error);
+}
+
+void AllReduceScheme::apply(const Bucket& bucket, std::uint64_t round) {
+  // The mean over the n nodes' batches; the gradient buffer (no longer sent) takes it.
+  const std::span<const float> sum = bucket.ring->result(round);
+  const float scale = 1.0f / static_cast<float>(ctx_.nodes);
+  for (std::size_t l = bucket.first; l <= bucket.last; ++l) {
+    const std::size_t offset = ctx_.model.parameter_offset(l);
+    const std::span<float> params = ctx_.model.layer_parameters(l);
+    if (params.empty()) continue;
+    const std::span<const float> grads[1] = {sum.subspan(offset - bucket.offset, params.size())};
+    ctx_.optimizer.step_sum(offset, params, grads, scale, ctx_.model.layer_gradients(l));
+  }
+}
+
+void AllReduceScheme::on_message(std::size_t from, net::Message&& message) {
+  const std::uint64_t bucket = message.key >> 32;
+  if (bucket >= buckets_.size()) {
+    channel_.reject(from, stage_, "unknown bucket " + std::to_string(bucket));
+    return;
+  }
+  buckets_[bucket].ring->on_message(from, std::move(message));
+}
+
+}  // namespace gradmesh::sync

@@ -1,0 +1,51 @@
+#pragma once
+// Ring all-reduce on merged buckets, overlapped with backpropagation — what Horovod and PyTorch DDP
+// do (MG-WFBP sec. II-D and IV).
+
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "sync/allreduce/ring_allreduce.h"
+#include "sync/channel.h"
+#include "sync/sync_stage.h"
+
+namespace gradmesh::sync {
+
+/// One iteration, for each bucket (consecutive layers first..last, a merge group of the plan):
+/// ar_start_g (network task, after the backward task of every layer in the bucket) starts the
+/// bucket's RingAllReduce on the layers' gradients — one contiguous slice of Model::gradients(), so
+/// merging costs no copy; ar_wait_g (deferred: holds no thread) ends when the sum is back;
+/// ar_apply_g steps each layer of the bucket with the node's optimizer on sum / n. The update
+/// equals single-process SGD on the union of the n batches (mean loss), and every replica holds
+/// the same bits (the ring's sums are the same on every rank). Needs n >= 2.
+///
+/// Errors and thread safety: as PsScheme.
+class AllReduceScheme {
+ public:
+  /// `buckets`: (first, last) layer ranges in any order. Routes the allreduce stage.
+  AllReduceScheme(const SyncContext& ctx, Channel& channel,
+                  const std::vector<std::pair<std::size_t, std::size_t>>& buckets);
+
+  void build(engine::Graph& graph, const IterationTasks& tasks);
+  void fail_all(std::exception_ptr error);
+  [[nodiscard]] std::size_t buckets() const noexcept { return buckets_.size(); }
+
+ private:
+  struct Bucket {
+    std::size_t first = 0, last = 0;  // layers
+    std::size_t offset = 0, floats = 0;
+    std::unique_ptr<RingAllReduce> ring;
+  };
+  void apply(const Bucket& bucket, std::uint64_t round);
+  void on_message(std::size_t from, net::Message&& message);
+
+  const SyncContext& ctx_;
+  Channel& channel_;
+  StageId stage_;
+  std::vector<Bucket> buckets_;
+};
+
+}  // namespace gradmesh::sync

@@ -1,0 +1,65 @@
+#pragma once
+// Strategies `ps`, `poseidon`, `allreduce` and `auto`: one stage that executes the planner's
+// per-layer plan (topo/planner.h), each layer on its scheme — PS, SFB or an all-reduce bucket —
+// all on one transport (DESIGN.md "Strategies share one transport"). The strategies differ only
+// in the schemes the planner may use: ps {PS}, poseidon {PS, SFB}, allreduce {all-reduce}, auto
+// {all three}.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sync/allreduce/allreduce_scheme.h"
+#include "sync/channel.h"
+#include "sync/poseidon/sfb_scheme.h"
+#include "sync/ps/ps_scheme.h"
+#include "sync/sync_stage.h"
+#include "topo/planner.h"
+
+namespace gradmesh::sync {
+
+/// Executes `plan` (BSP): after each iteration every replica holds the same parameters, equal to
+/// single-process SGD on the union of the n batches. With one node each layer steps locally.
+/// Thread safety and errors: as SyncStage and the schemes (PsScheme, SfbScheme, AllReduceScheme).
+class PlanStage final : public SyncStage {
+ public:
+  /// `name`: the strategy ("ps", "poseidon", "allreduce", "auto"); `plan`: made for this model,
+  /// batch and node count (ContractError when its layers do not match the model).
+  PlanStage(SyncContext context, std::string name, topo::Plan plan);
+
+  [[nodiscard]] std::string_view name() const noexcept override { return name_; }
+  void build(engine::Graph& graph, const IterationTasks& tasks) override;
+  /// Per layer: the scheme ("PS", "SFB", "allreduce b<bucket>", "local"), KV chunks, Poseidon's
+  /// Table 1 floats under PS and SFB, and this rank's predicted wire bytes per iteration.
+  [[nodiscard]] std::vector<LayerPlan> plan() const override;
+  /// The plan's figures: "predicted_bytes_sent" (this rank, bytes per iteration),
+  /// "predicted_iteration_seconds", "alpha" (s) and "bandwidth" (bytes/s) of the slowest link,
+  /// "gemm_flops", "kv_chunk_floats", "buckets", and "budget_<stage>" (bytes per iteration).
+  [[nodiscard]] std::map<std::string, double> summary() const override;
+  [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
+    return channel_.rejected();
+  }
+  /// The plan being executed.
+  [[nodiscard]] const topo::Plan& executed_plan() const noexcept { return plan_; }
+
+ private:
+  SyncContext ctx_;
+  std::string name_;
+  topo::Plan plan_;
+  Channel channel_;
+  std::unique_ptr<PsScheme> ps_;
+  std::unique_ptr<SfbScheme> sfb_;
+  std::unique_ptr<AllReduceScheme> allreduce_;
+};
+
+/// The plan stage for `strategy` (ps, poseidon, allreduce, auto) from the job's options: the
+/// planner's input (estimated_planner_input), the schemes of the strategy, and for poseidon
+/// sync.poseidon.sfb (always: SFB fixed on every layer with sufficient factors; never: PS only)
+/// and sync.poseidon.choose. Throws ConfigError naming a bad option.
+[[nodiscard]] std::unique_ptr<SyncStage> make_plan_stage(SyncContext context,
+                                                        std::string_view strategy);
+
+}  // namespace gradmesh::sync

@@ -1,0 +1,89 @@
+#include "sync/poseidon/sfb_scheme.h"
+
+#include "engine/error.h"
+#include "sync/poseidon/messages.h"
+
+namespace gradmesh::sync {
+
+namespace {
+constexpr auto kFactors = static_cast<std::uint16_t>(sfb::Kind::kSufficientFactors);
+}
+
+SfbScheme::SfbScheme(const SyncContext& ctx, Channel& channel,
+                     const std::vector<std::size_t>& layers)
+    : ctx_(ctx),
+      channel_(channel),
+      stage_(channel.route(sfb::kStage,
+                           [this](std::size_t from, net::Message&& m) { on_factors(from, std::move(m)); })),
+      layers_(ctx.model.num_layers()) {
+  for (std::size_t l : layers) {
+    tasks::Layer& layer = ctx_.model.layer(l);
+    GRADMESH_CHECK(layer.has_sufficient_factors(), "SFB on a layer without sufficient factors");
+    layers_[l] = std::make_unique<SfbLayer>(layer.output_size(), layer.input_size(),
+                                            ctx_.batch_size, ctx_.nodes, ctx_.rank);
+    // The mean dW is rebuilt from every node's factors: the local one would be thrown away.
+    layer.set_parameter_gradients_enabled(false);
+  }
+}
+
+void SfbScheme::build(engine::Graph& graph, const IterationTasks& tasks) {
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    if (!layers_[l]) continue;
+    const std::string suffix = "_" + std::to_string(l);
+    auto send = graph.emplace("sfb_send" + suffix, engine::Arena::kNetwork,
+                              [this, l](engine::TaskContext& t) { send_factors(l, t.run()); });
+    auto wait = graph.emplace("sfb_wait" + suffix, engine::Arena::kNetwork,
+                              [this, l](engine::TaskContext& t) {
+                                layers_[l]->await(t.run(), t.defer());
+                              });
+    auto apply = graph.emplace("sfb_apply" + suffix, engine::Arena::kNetwork,
+                               [this, l](engine::TaskContext& t) { apply_factors(l, t.run()); });
+    tasks.backward[l].precede(send);
+    send.precede(wait);
+    wait.precede(apply);
+    apply.precede(tasks.done);
+  }
+}
+
+void SfbScheme::fail_all(std::exception_ptr error) {
+  for (auto& layer : layers_) {
+    if (layer) layer->fail_all(error);
+  }
+}
+
+double SfbScheme::bytes_sent(std::size_t layer) const {
+  if (layer >= layers_.size() || !layers_[layer] || ctx_.nodes < 2) return 0;
+  return static_cast<double>(ctx_.nodes - 1) *
+         (static_cast<double>(layers_[layer]->factor_bytes()) + frame_overhead_bytes(stage_, kFactors));
+}
+
+void SfbScheme::send_factors(std::size_t layer, std::uint64_t round) {
+  const net::Payload factors =
+      layers_[layer]->pack(round, ctx_.model.layer_output_gradient(layer, ctx_.batch_size),
+                           ctx_.model.layer_input(layer, ctx_.batch_size));
+  throw_first(channel_.broadcast(net::Message{stage_, kFactors, layer, round, factors}));
+}
+
+void SfbScheme::apply_factors(std::size_t layer, std::uint64_t round) {
+  tasks::Layer& info = ctx_.model.layer(layer);
+  const std::size_t weights = info.output_size() * info.input_size();
+  const std::span<float> gradients = ctx_.model.layer_gradients(layer);
+  layers_[layer]->rebuild(round, gradients.first(weights), gradients.subspan(weights));
+  ctx_.optimizer.step(ctx_.model.parameter_offset(layer), ctx_.model.layer_parameters(layer),
+                      gradients);
+}
+
+void SfbScheme::on_factors(std::size_t from, net::Message&& message) {
+  if (message.kind != kFactors || message.key >= layers_.size() || !layers_[message.key]) {
+    channel_.reject(from, stage_, "kind " + std::to_string(message.kind) + ", layer " +
+                                      std::to_string(message.key) +
+                                      ": not the factors of an SFB layer");
+    return;
+  }
+  std::string why;
+  if (!layers_[message.key]->store(from, message.round, std::move(message.payload), &why)) {
+    channel_.reject(from, stage_, "layer " + std::to_string(message.key) + ": " + why);
+  }
+}
+
+}  // namespace gradmesh::sync

@@ -1,0 +1,46 @@
+#pragma once
+// Sufficient-factor broadcasting for a set of layers (Poseidon ATC'17 sec. 2.1 and 3.2).
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <vector>
+
+#include "sync/channel.h"
+#include "sync/poseidon/sfb_layer.h"
+#include "sync/sync_stage.h"
+
+namespace gradmesh::sync {
+
+/// One iteration, for each of its layers l (a layer with sufficient factors, M x N weights):
+///   sfb_send_l (network task, right after backward_l) broadcasts (U, V) to every peer;
+///   sfb_wait_l (deferred) ends when all n pairs are in; sfb_apply_l rebuilds the mean dW with one
+///   GEMM over the rank-ordered stack, derives db from U, and steps the node's optimizer locally.
+/// The update equals single-process SGD on the union of the n batches; every replica computes the
+/// same bits (the same stack in the same order). The layers' own dW GEMM is switched off
+/// (Layer::set_parameter_gradients_enabled): the rebuilt gradient replaces it.
+///
+/// Errors and thread safety: as PsScheme (see SfbLayer for the buffers).
+class SfbScheme {
+ public:
+  /// Routes the sf_broadcast stage on `channel`. `layers` must have sufficient factors.
+  SfbScheme(const SyncContext& ctx, Channel& channel, const std::vector<std::size_t>& layers);
+
+  void build(engine::Graph& graph, const IterationTasks& tasks);
+  void fail_all(std::exception_ptr error);
+  /// Wire bytes this rank sends for layer l per iteration: (n - 1) (K (M + N) floats + header).
+  [[nodiscard]] double bytes_sent(std::size_t layer) const;
+
+ private:
+  void send_factors(std::size_t layer, std::uint64_t round);
+  void apply_factors(std::size_t layer, std::uint64_t round);
+  void on_factors(std::size_t from, net::Message&& message);
+
+  const SyncContext& ctx_;
+  Channel& channel_;
+  StageId stage_;
+  std::vector<std::unique_ptr<SfbLayer>> layers_;  // by layer; null unless SFB
+};
+
+}  // namespace gradmesh::sync

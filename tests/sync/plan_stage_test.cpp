@@ -1,0 +1,147 @@
+// Tests for sync/plan_stage.h on the in-process transport: strategies ps, poseidon, allreduce and
+// auto are BSP, so n nodes must equal one node trained on the union of their batches, whatever
+// mix of schemes the plan holds.
+
+#include "sync/plan_stage.h"
+
+#include <catch2/catch.hpp>
+
+#include "engine/error.h"
+#include "sync/plan_input.h"
+#include "tests/sync/support/inproc_cluster.h"
+
+using namespace gradmesh;
+using gradmesh::testing::InProcCluster;
+using gradmesh::testing::InProcNode;
+using gradmesh::testing::SyntheticJob;
+
+namespace {
+
+constexpr std::uint64_t kIterations = 6;
+
+// The reference: one node, strategy none, batch n K = the n nodes' batches concatenated.
+std::vector<float> union_reference(SyntheticJob job, std::size_t nodes) {
+  job.factory = nullptr;
+  std::vector<std::size_t> all(nodes);
+  for (std::size_t r = 0; r < nodes; ++r) all[r] = r;
+  InProcNode single(job, "none", 0, 1, nullptr, all);
+  for (std::uint64_t i = 0; i < kIterations; ++i) single.step();
+  const auto p = single.model().parameters();
+  return {p.begin(), p.end()};
+}
+
+void check_equals_union(const SyntheticJob& job, const std::string& strategy, std::size_t nodes) {
+  const auto reference = union_reference(job, nodes);
+  InProcCluster cluster(job, strategy, nodes);
+  cluster.train(kIterations);
+  for (std::size_t r = 0; r < nodes; ++r) {
+    INFO(strategy << ", " << nodes << " nodes, rank " << r);
+    CHECK(testing::max_abs_difference(cluster.node(r).model().parameters(), reference) <= 1e-5);
+    CHECK(cluster.node(r).stage().rejected_messages() == 0);
+  }
+}
+
+// A plan stage whose layers 0, 2, 4 (the dense layers) are fixed to `schemes`.
+std::function<std::unique_ptr<sync::SyncStage>(sync::SyncContext)> fixed_plan(
+    std::vector<topo::LayerScheme> schemes) {
+  return [schemes](sync::SyncContext c) -> std::unique_ptr<sync::SyncStage> {
+    auto input = sync::estimated_planner_input(c, topo::SchemeSet::for_strategy("auto"));
+    input.fixed_schemes.resize(input.layers.size());
+    for (std::size_t i = 0; i < schemes.size(); ++i) input.fixed_schemes[2 * i] = schemes[i];
+    return std::make_unique<sync::PlanStage>(std::move(c), "auto", topo::make_plan(input));
+  };
+}
+
+}  // namespace
+
+TEST_CASE("ps, poseidon (SFB everywhere), allreduce and auto equal training on the union batches",
+          "[sync][plan][inproc]") {
+  SyntheticJob job;
+  job.options.ps.chunk_bytes = 96;  // several KV chunks per layer, spread over the owners
+  for (const std::size_t nodes : {2, 3}) {
+    check_equals_union(job, "ps", nodes);
+    check_equals_union(job, "allreduce", nodes);
+    check_equals_union(job, "auto", nodes);
+    SyntheticJob sfb = job;
+    sfb.options.poseidon.sfb = "always";
+    check_equals_union(sfb, "poseidon", nodes);
+  }
+}
+
+TEST_CASE("one plan mixes PS, SFB and an all-reduce bucket on one transport",
+          "[sync][plan][inproc]") {
+  using S = topo::LayerScheme;
+  SyntheticJob job;
+  job.factory = fixed_plan({S::kPs, S::kSfb, S::kAllReduce});
+  for (const std::size_t nodes : {2, 3, 4}) check_equals_union(job, "auto", nodes);
+  job.factory = fixed_plan({S::kAllReduce, S::kPs, S::kAllReduce});  // two buckets around PS
+  check_equals_union(job, "auto", 3);
+}
+
+TEST_CASE("predicted bytes per node per iteration are within 5% of the measured, every strategy",
+          "[sync][plan][inproc]") {
+  using S = topo::LayerScheme;
+  SyntheticJob mixed;
+  mixed.factory = fixed_plan({S::kPs, S::kSfb, S::kAllReduce});
+  SyntheticJob sfb;
+  sfb.options.poseidon.sfb = "always";
+  const std::vector<std::pair<std::string, SyntheticJob>> runs = {
+      {"ps", SyntheticJob{}}, {"poseidon", sfb}, {"allreduce", SyntheticJob{}},
+      {"auto", SyntheticJob{}}, {"mixed", mixed}};
+  for (const auto& [strategy, job] : runs) {
+    InProcCluster cluster(job, strategy == "mixed" ? "auto" : strategy, 3);
+    cluster.train(kIterations);
+    for (std::size_t r = 0; r < 3; ++r) {
+      const auto counters = cluster.transport(r).counters();
+      const double measured = static_cast<double>(counters.bytes_sent) / kIterations;
+      const double predicted = cluster.node(r).stage().summary().at("predicted_bytes_sent");
+      INFO(strategy << ", rank " << r << ": measured " << measured << ", predicted " << predicted);
+      CHECK(measured == Approx(predicted).epsilon(0.05));
+    }
+  }
+}
+
+TEST_CASE("poseidon chooses by time or by bytes (sync.poseidon.choose)", "[sync][plan]") {
+  // A 512 x 512 dense layer, K = 64, 4 nodes, the assumed rates (10 Gbit/s, alpha 100 us, GEMM
+  // 2e10 FLOP/s). BestScheme counts floats: 2K(n-1)(M+N) = 393,216 <= 2MN(2n-2)/n = 786,432: SFB.
+  // By time SFB costs its rebuild GEMM, 2 n K M N = 134 MFLOP = 6.7 ms, against PS's 2 alpha +
+  // 1.5 x 1.05 MB / 1.25 GB/s = 1.5 ms: PS.
+  SyntheticJob job;
+  job.layers = {"dense:512", "relu", "dense:4", "softmax_cross_entropy"};
+  job.features = 512;
+  job.batch = 64;
+  job.options.poseidon.choose = "bytes";
+  CHECK(InProcNode(job, "poseidon", 0, 4, nullptr, {0}).stage().plan()[0].scheme == "SFB");
+  job.options.poseidon.choose = "time";
+  CHECK(InProcNode(job, "poseidon", 0, 4, nullptr, {0}).stage().plan()[0].scheme == "PS");
+  job.options.poseidon.choose = "sometimes";
+  CHECK_THROWS_AS(InProcNode(job, "poseidon", 0, 4, nullptr, {0}), ConfigError);
+}
+
+TEST_CASE("a plan stage rejects and counts a message that breaks its protocol",
+          "[sync][plan][inproc]") {
+  SyntheticJob job;
+  InProcCluster cluster(job, "ps", 2);
+  // A gradient chunk with an unknown chunk id, then factors for a stage ps does not route.
+  cluster.transport(1).send(0, net::Message{sync::stage_id("kv_push"), 1, 1u << 20, 0, {}});
+  cluster.transport(1).send(0, net::Message{sync::stage_id("sf_broadcast"), 3, 0, 0, {}});
+  cluster.train(2);  // training still works; the rejects were counted on the way
+  CHECK(cluster.node(0).stage().rejected_messages() == 2);
+  CHECK(cluster.node(1).stage().rejected_messages() == 0);
+}
+
+TEST_CASE("a peer that fails mid-job fails the others' iteration naming it", "[sync][plan][inproc]") {
+  for (const char* strategy : {"ps", "allreduce"}) {
+    SyntheticJob job;
+    InProcCluster cluster(job, strategy, 3);
+    cluster.train(1);
+    cluster.transport(2).close();
+    try {
+      cluster.train(1);
+      FAIL(strategy << ": training went on without rank 2");
+    } catch (const PeerError& e) {
+      // Rank 2 itself, or a survivor that failed first and aborted naming it.
+      CHECK_THAT(e.what(), Catch::Contains("peer rank 2 (inproc:2)"));
+    }
+  }
+}
