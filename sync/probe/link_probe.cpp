@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <string>
 

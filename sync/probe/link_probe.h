@@ -37,7 +37,8 @@ struct LinkProbeOptions {
   /// the rate (the token bucket's initial burst would otherwise read high). nullopt: no cap.
   std::optional<double> max_send_rate;
   /// Seconds the whole measure_links() (and each exchange() and barrier()) may take; past it
-  /// they throw a PeerError naming the rank that did not answer. > 0.
+  /// they throw a PeerError naming the rank that did not answer. > 0. measure_links() needs about
+  /// (n - 1) x bulk bytes / B: on a slow link without max_send_rate set, raise it.
   double timeout_s = 10;
 };
 
