@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 
 #include "engine/error.h"
 #include "sync/ako/ako_stage.h"
@@ -12,6 +13,7 @@
 #include "sync/none_stage.h"
 #include "sync/plan_stage.h"
 #include "sync/poseidon/messages.h"
+#include "sync/probe/messages.h"
 #include "sync/ps/messages.h"
 #include "sync/sync_stage.h"
 
@@ -20,6 +22,10 @@ namespace gradmesh::sync {
 namespace {
 
 using Factory = std::function<std::unique_ptr<SyncStage>(SyncContext)>;
+
+/// Stages every job has, whatever its strategy (the start-up link probe): listed first, so the
+/// probe's id is 0 whatever strategies the registry holds.
+constexpr std::string_view kCommonStages[] = {probe::kStage};
 
 struct Entry {
   std::string name;
@@ -65,7 +71,7 @@ std::string known_names() {
 
 const std::vector<std::string>& stage_names() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
+    std::vector<std::string> out(std::begin(kCommonStages), std::end(kCommonStages));
     for (const Entry& e : registry()) {
       for (const std::string_view stage : e.stages) {
         if (std::find(out.begin(), out.end(), stage) == out.end()) out.emplace_back(stage);

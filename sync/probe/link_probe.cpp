@@ -1,0 +1,534 @@
+#include "sync/probe/link_probe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <sstream>
+#include <string>
+
+namespace gradmesh::sync {
+
+namespace {
+
+using probe::Kind;
+
+constexpr std::size_t kMaxChunkBytes = std::size_t{256} << 10;   // one bulk message
+constexpr std::size_t kMinRatedBulkBytes = std::size_t{64} << 10;
+constexpr double kRatedBulkSeconds = 0.1;                         // bulk = rate x this, when rated
+constexpr std::uint64_t kMaxBulkBytes = std::uint64_t{1} << 30;   // a sane transfer, for checks
+constexpr std::uint64_t kMaxProfileLayers = std::uint64_t{1} << 20;
+constexpr std::size_t kProfileHeaderBytes = 2 * sizeof(std::uint64_t);
+
+double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// Median of `values` (the mean of the middle two for an even count); reorders them.
+double median(std::vector<double>& values) {
+  const std::size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
+  const double upper = values[mid];
+  if (values.size() % 2 == 1) return upper;
+  const double lower =
+      *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
+  return (lower + upper) / 2;
+}
+
+// Why `profile` is not a well-formed profile of a job of `nodes` nodes; empty if it is.
+std::string profile_problem(const NodeProfile& profile, std::size_t nodes) {
+  std::ostringstream why;
+  if (profile.alpha.size() != nodes || profile.bandwidth.size() != nodes) {
+    why << "alpha and bandwidth need " << nodes << " entries, got " << profile.alpha.size()
+        << " and " << profile.bandwidth.size();
+  } else if (profile.forward_seconds.size() != profile.backward_seconds.size()) {
+    why << "forward and backward times differ in size: " << profile.forward_seconds.size()
+        << " vs " << profile.backward_seconds.size();
+  } else {
+    const auto bad = [](double x) { return !std::isfinite(x) || x < 0; };
+    for (const auto* values : {&profile.alpha, &profile.bandwidth, &profile.forward_seconds,
+                               &profile.backward_seconds}) {
+      if (std::any_of(values->begin(), values->end(), bad)) {
+        why << "a value is negative or not finite";
+        break;
+      }
+    }
+    if (why.tellp() == 0 && bad(profile.gemm_flops)) why << "gemm_flops = " << profile.gemm_flops;
+  }
+  return why.str();
+}
+
+// Wire layout of a profile: u64 nodes, u64 layers, then doubles: gemm_flops, alpha[nodes],
+// bandwidth[nodes], forward_seconds[layers], backward_seconds[layers]; host byte order (the
+// job's nodes share one build, as the handshake's config hash assumes).
+net::Payload encode_profile(const NodeProfile& profile) {
+  const std::uint64_t header[2] = {profile.alpha.size(), profile.forward_seconds.size()};
+  std::vector<double> values;
+  values.push_back(profile.gemm_flops);
+  for (const auto* part : {&profile.alpha, &profile.bandwidth, &profile.forward_seconds,
+                           &profile.backward_seconds}) {
+    values.insert(values.end(), part->begin(), part->end());
+  }
+  net::Payload payload = net::Payload::allocate(sizeof(header) + values.size() * sizeof(double));
+  std::byte* out = payload.mutable_bytes().data();
+  std::memcpy(out, header, sizeof(header));
+  std::memcpy(out + sizeof(header), values.data(), values.size() * sizeof(double));
+  return payload;
+}
+
+// The profile in `bytes`, or why it is malformed.
+std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes, std::size_t nodes,
+                                          std::string& why) {
+  if (bytes.size() < kProfileHeaderBytes) {
+    why = "profile of " + std::to_string(bytes.size()) + " bytes, shorter than its header";
+    return std::nullopt;
+  }
+  std::uint64_t header[2];
+  std::memcpy(header, bytes.data(), sizeof(header));
+  if (header[0] != nodes || header[1] > kMaxProfileLayers) {
+    why = "profile of " + std::to_string(header[0]) + " nodes and " + std::to_string(header[1]) +
+          " layers, expected " + std::to_string(nodes) + " nodes";
+    return std::nullopt;
+  }
+  const std::uint64_t doubles = 1 + 2 * header[0] + 2 * header[1];
+  if (bytes.size() != kProfileHeaderBytes + doubles * sizeof(double)) {
+    why = "profile of " + std::to_string(bytes.size()) + " bytes, expected " +
+          std::to_string(kProfileHeaderBytes + doubles * sizeof(double));
+    return std::nullopt;
+  }
+  std::vector<double> values(doubles);
+  std::memcpy(values.data(), bytes.data() + kProfileHeaderBytes, doubles * sizeof(double));
+  NodeProfile profile;
+  auto at = values.begin();
+  profile.gemm_flops = *at++;
+  const auto take = [&at](std::vector<double>& part, std::uint64_t count) {
+    part.assign(at, at + static_cast<std::ptrdiff_t>(count));
+    at += static_cast<std::ptrdiff_t>(count);
+  };
+  take(profile.alpha, header[0]);
+  take(profile.bandwidth, header[0]);
+  take(profile.forward_seconds, header[1]);
+  take(profile.backward_seconds, header[1]);
+  why = profile_problem(profile, nodes);
+  if (!why.empty()) return std::nullopt;
+  return profile;
+}
+
+}  // namespace
+
+std::size_t effective_bulk_bytes(const LinkProbeOptions& options) noexcept {
+  if (!options.max_send_rate) return options.bulk_bytes;
+  const double cut =
+      std::max(static_cast<double>(kMinRatedBulkBytes), *options.max_send_rate * kRatedBulkSeconds);
+  // Compared as doubles: a huge rate must not overflow the conversion.
+  if (cut >= static_cast<double>(options.bulk_bytes)) return options.bulk_bytes;
+  return static_cast<std::size_t>(cut);
+}
+
+LinkProbe::LinkProbe(Channel& channel, LinkProbeOptions options)
+    : channel_(channel),
+      options_(options),
+      bulk_bytes_(0),
+      stage_(0),
+      incoming_(channel.nodes()),
+      outgoing_(channel.nodes()),
+      profiles_(channel.nodes()) {
+  GRADMESH_CHECK_GT(options_.pings, std::size_t{0}, "LinkProbeOptions::pings");
+  GRADMESH_CHECK_GT(options_.bulk_bytes, std::size_t{0}, "LinkProbeOptions::bulk_bytes");
+  GRADMESH_CHECK(std::isfinite(options_.timeout_s) && options_.timeout_s > 0,
+                 "LinkProbeOptions::timeout_s = " + std::to_string(options_.timeout_s));
+  GRADMESH_CHECK(!options_.max_send_rate ||
+                     (std::isfinite(*options_.max_send_rate) && *options_.max_send_rate > 0),
+                 "LinkProbeOptions::max_send_rate = " +
+                     std::to_string(options_.max_send_rate.value_or(0)));
+  bulk_bytes_ = effective_bulk_bytes(options_);
+  stage_ = channel_.route(probe::kStage, [this](std::size_t from, net::Message&& message) {
+    on_message(from, std::move(message));
+  });
+  channel_.on_failure([this](const PeerError& error) { on_failure(error); });
+}
+
+// ---- handlers (delivery thread; never block beyond the short state lock) ----
+
+void LinkProbe::on_message(std::size_t from, net::Message&& message) {
+  const auto kind = static_cast<Kind>(message.kind);
+  const bool empty = message.payload.empty();
+  switch (kind) {
+    case Kind::kPing:
+      if (!empty) break;
+      (void)channel_.send(from, net::Message{stage_, static_cast<std::uint16_t>(Kind::kPong),
+                                             message.key, 0, net::Payload{}});
+      return;  // a failed peer reaches on_failure() through the transport
+    case Kind::kPong: {
+      const auto now = Clock::now();
+      bool expected = false;
+      {
+        const std::lock_guard lock(mutex_);
+        expected = empty && ping_waiting_ && from == ping_to_ && message.key == ping_key_;
+        if (expected) {
+          ping_waiting_ = false;
+          pong_at_ = now;
+        }
+      }
+      if (!expected) break;
+      changed_.notify_all();
+      return;
+    }
+    case Kind::kBulk:
+      on_bulk(from, message);
+      return;
+    case Kind::kBulkAck:
+      on_ack(from, message);
+      return;
+    case Kind::kPhase:
+    case Kind::kBarrier: {
+      if (!empty) break;
+      {
+        const std::lock_guard lock(mutex_);
+        auto& arrivals = gates_[{message.kind, message.key}];
+        arrivals.resize(channel_.nodes(), 0);
+        ++arrivals[from];
+      }
+      changed_.notify_all();
+      return;
+    }
+    case Kind::kProfile:
+      on_profile(from, message);
+      return;
+  }
+  channel_.reject(from, stage_,
+                  "kind " + std::to_string(message.kind) + " with key " +
+                      std::to_string(message.key) + " and " +
+                      std::to_string(message.payload.size()) +
+                      " payload bytes is no probe message this node expects");
+}
+
+void LinkProbe::on_bulk(std::size_t from, const net::Message& message) {
+  const std::size_t n = channel_.nodes();
+  const std::size_t size = message.payload.size();
+  std::string why;
+  if (message.round == 0 || message.round >= n || (from + message.round) % n != channel_.rank()) {
+    why = "bulk round " + std::to_string(message.round) + " from rank " + std::to_string(from) +
+          " is not addressed to this rank";
+  } else if (size == 0 || size > kMaxChunkBytes) {
+    why = "bulk message of " + std::to_string(size) + " bytes, expected 1 to " +
+          std::to_string(kMaxChunkBytes);
+  } else if (message.key == 0 || message.key > kMaxBulkBytes) {
+    why = "bulk transfer of " + std::to_string(message.key) + " bytes, expected 1 to " +
+          std::to_string(kMaxBulkBytes);
+  }
+  bool complete = false;
+  if (why.empty()) {
+    const std::lock_guard lock(mutex_);
+    Incoming& in = incoming_[from];
+    if (in.expected != 0 && in.expected != message.key) {
+      why = "bulk transfer of " + std::to_string(message.key) + " bytes while one of " +
+            std::to_string(in.expected) + " is under way";
+    } else if ((in.expected == 0 ? message.key : in.expected - in.received) < size) {
+      why = "bulk message of " + std::to_string(size) + " bytes overruns its transfer";
+    } else {
+      in.expected = message.key;
+      in.received += size;
+      if (in.received == in.expected) {
+        complete = true;
+        in.expected = 0;
+        in.received = 0;
+        ++in.completed;
+      }
+    }
+  }
+  if (!why.empty()) {
+    channel_.reject(from, stage_, why);
+    return;
+  }
+  if (complete) {
+    changed_.notify_all();
+    (void)channel_.send(from, net::Message{stage_, static_cast<std::uint16_t>(Kind::kBulkAck),
+                                           message.key, message.round, net::Payload{}});
+  }
+}
+
+void LinkProbe::on_ack(std::size_t from, const net::Message& message) {
+  const auto now = Clock::now();
+  const std::size_t n = channel_.nodes();
+  bool expected = false;
+  {
+    const std::lock_guard lock(mutex_);
+    Outgoing& out = outgoing_[from];
+    expected = message.payload.empty() && out.acked < out.started && message.key == out.bytes &&
+               message.round > 0 && message.round < n &&
+               (channel_.rank() + message.round) % n == from;
+    if (expected) {
+      ++out.acked;
+      out.acked_at = now;
+    }
+  }
+  if (!expected) {
+    channel_.reject(from, stage_,
+                    "bulk ack of " + std::to_string(message.key) + " bytes, round " +
+                        std::to_string(message.round) + ", matches no transfer to that rank");
+    return;
+  }
+  changed_.notify_all();
+}
+
+void LinkProbe::on_profile(std::size_t from, const net::Message& message) {
+  std::string why;
+  auto profile = decode_profile(message.payload.bytes(), channel_.nodes(), why);
+  if (!profile) {
+    channel_.reject(from, stage_, why);
+    return;
+  }
+  {
+    const std::lock_guard lock(mutex_);
+    profiles_[from].push_back(std::move(*profile));
+  }
+  changed_.notify_all();
+}
+
+void LinkProbe::on_failure(const PeerError& error) {
+  {
+    const std::lock_guard lock(mutex_);
+    if (!failure_) failure_ = error;
+  }
+  changed_.notify_all();
+}
+
+// ---- the caller's side ----
+
+template <class Ready, class Missing>
+void LinkProbe::wait(std::unique_lock<std::mutex>& lock, Clock::time_point until, Ready ready,
+                     Missing missing, const char* what) {
+  for (;;) {
+    if (failure_) throw *failure_;
+    if (ready()) return;
+    if (changed_.wait_until(lock, until) == std::cv_status::timeout) {
+      if (failure_) throw *failure_;
+      if (ready()) return;
+      std::ostringstream message;
+      message << "did not answer the link probe (" << what << ") within " << options_.timeout_s
+              << " s";
+      throw PeerError(missing(), "unknown", message.str());
+    }
+  }
+}
+
+LinkProbe::Clock::time_point LinkProbe::deadline() const {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(options_.timeout_s));
+}
+
+void LinkProbe::send(std::size_t peer, Kind kind, std::uint64_t key, std::uint64_t round,
+                     net::Payload payload) {
+  if (auto error = channel_.send(peer, net::Message{stage_, static_cast<std::uint16_t>(kind), key,
+                                                    round, std::move(payload)})) {
+    throw *error;
+  }
+}
+
+NodeProfile LinkProbe::measure_links() {
+  const std::size_t n = channel_.nodes();
+  const std::size_t me = channel_.rank();
+  NodeProfile row;
+  row.alpha.assign(n, 0.0);
+  row.bandwidth.assign(n, 0.0);
+  if (n == 1) return row;
+  GRADMESH_CHECK(channel_.connected(), "LinkProbe::measure_links() without a transport");
+  const auto until = deadline();
+  {
+    const std::lock_guard lock(mutex_);
+    if (failure_) throw *failure_;
+  }
+  ++phases_;
+  // alpha: ping-pong, one peer at a time, starting at the next rank (so the load spreads).
+  for (std::size_t r = 1; r < n; ++r) {
+    const std::size_t peer = (me + r) % n;
+    row.alpha[peer] = ping_peer(peer, until);
+  }
+  // No node starts its bulk transfers before every node has finished its pings.
+  gate(Kind::kPhase, phases_, until, "the end of the pings");
+  // B: n - 1 rounds, one outgoing and one incoming transfer each. One buffer, shared by every
+  // message (the transport keeps it alive until written).
+  auto buffer = std::make_shared<std::vector<std::byte>>(std::min(bulk_bytes_, kMaxChunkBytes));
+  for (std::size_t r = 1; r < n; ++r) {
+    const std::size_t to = (me + r) % n;
+    row.bandwidth[to] = bulk_round(r, row.alpha[to], buffer, until);
+  }
+  return row;
+}
+
+double LinkProbe::ping_peer(std::size_t peer, Clock::time_point until) {
+  std::vector<double> rtts;
+  rtts.reserve(options_.pings);
+  for (std::size_t i = 0; i < options_.pings; ++i) {
+    std::uint64_t key = 0;
+    {
+      const std::lock_guard lock(mutex_);
+      key = next_ping_key_++;
+      ping_to_ = peer;
+      ping_key_ = key;
+      ping_waiting_ = true;
+    }
+    const auto sent = Clock::now();
+    send(peer, Kind::kPing, key, 0);
+    std::unique_lock lock(mutex_);
+    wait(lock, until, [this] { return !ping_waiting_; }, [peer] { return peer; }, "a ping");
+    rtts.push_back(seconds(pong_at_ - sent));
+  }
+  return median(rtts) / 2;
+}
+
+double LinkProbe::bulk_round(std::size_t round, double alpha_to,
+                             const std::shared_ptr<std::vector<std::byte>>& buffer,
+                             Clock::time_point until) {
+  const std::size_t n = channel_.nodes();
+  const std::size_t to = (channel_.rank() + round) % n;
+  const std::size_t from = (channel_.rank() + n - round) % n;
+  const std::uint64_t total = bulk_bytes_;
+  std::uint64_t acks = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    Outgoing& out = outgoing_[to];
+    acks = ++out.started;
+    out.bytes = total;
+  }
+  const std::span<const std::byte> chunk(*buffer);
+  const auto start = Clock::now();
+  for (std::uint64_t sent = 0; sent < total;) {
+    const auto size =
+        static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), total - sent));
+    send(to, Kind::kBulk, total, round, net::Payload::view(chunk.first(size), buffer));
+    sent += size;
+  }
+  std::unique_lock lock(mutex_);
+  wait(
+      lock, until,
+      [&] { return outgoing_[to].acked >= acks && incoming_[from].completed >= phases_; },
+      [&] { return outgoing_[to].acked < acks ? to : from; }, "a bulk transfer");
+  const double elapsed = seconds(outgoing_[to].acked_at - start);
+  // The ack's trip back is alpha; a tiny transfer must not read as infinitely fast.
+  const double transfer = std::max(elapsed - alpha_to, elapsed / 2);
+  double bandwidth = static_cast<double>(total) / std::max(transfer, 1e-9);
+  if (options_.max_send_rate) bandwidth = std::min(bandwidth, *options_.max_send_rate);
+  return bandwidth;
+}
+
+void LinkProbe::gate(Kind kind, std::uint64_t tag, Clock::time_point until, const char* what) {
+  const std::size_t n = channel_.nodes();
+  const std::size_t me = channel_.rank();
+  for (std::size_t peer = 0; peer < n; ++peer) {
+    if (peer != me) send(peer, kind, tag, 0);
+  }
+  const std::pair<std::uint16_t, std::uint64_t> key{static_cast<std::uint16_t>(kind), tag};
+  const auto arrived = [&](std::size_t peer) {
+    const auto it = gates_.find(key);
+    return it != gates_.end() && it->second[peer] > 0;
+  };
+  std::unique_lock lock(mutex_);
+  wait(
+      lock, until,
+      [&] {
+        for (std::size_t peer = 0; peer < n; ++peer) {
+          if (peer != me && !arrived(peer)) return false;
+        }
+        return true;
+      },
+      [&] {
+        for (std::size_t peer = 0; peer < n; ++peer) {
+          if (peer != me && !arrived(peer)) return peer;
+        }
+        return me;
+      },
+      what);
+  auto it = gates_.find(key);
+  bool drained = true;
+  for (std::size_t peer = 0; peer < n; ++peer) {
+    if (peer == me) continue;
+    --it->second[peer];
+    drained = drained && it->second[peer] == 0;
+  }
+  if (drained) gates_.erase(it);
+}
+
+std::vector<NodeProfile> LinkProbe::exchange(const NodeProfile& local) {
+  const std::size_t n = channel_.nodes();
+  const std::size_t me = channel_.rank();
+  const std::string why = profile_problem(local, n);
+  GRADMESH_CHECK(why.empty(), "LinkProbe::exchange(): " + why);
+  if (n == 1) return {local};
+  GRADMESH_CHECK(channel_.connected(), "LinkProbe::exchange() without a transport");
+  const auto until = deadline();
+  {
+    const std::lock_guard lock(mutex_);
+    if (failure_) throw *failure_;
+  }
+  const net::Payload payload = encode_profile(local);
+  for (std::size_t peer = 0; peer < n; ++peer) {
+    if (peer != me) send(peer, Kind::kProfile, 0, 0, payload);
+  }
+  std::unique_lock lock(mutex_);
+  const auto missing = [&]() -> std::size_t {
+    for (std::size_t peer = 0; peer < n; ++peer) {
+      if (peer != me && profiles_[peer].empty()) return peer;
+    }
+    return n;
+  };
+  wait(lock, until, [&] { return missing() == n; }, missing, "its profile");
+  std::vector<NodeProfile> all(n);
+  for (std::size_t peer = 0; peer < n; ++peer) {
+    if (peer == me) {
+      all[peer] = local;
+    } else {
+      all[peer] = std::move(profiles_[peer].front());
+      profiles_[peer].pop_front();
+    }
+  }
+  return all;
+}
+
+void LinkProbe::barrier(std::uint64_t tag) {
+  if (channel_.nodes() == 1) return;
+  GRADMESH_CHECK(channel_.connected(), "LinkProbe::barrier() without a transport");
+  {
+    const std::lock_guard lock(mutex_);
+    if (failure_) throw *failure_;
+  }
+  gate(Kind::kBarrier, tag, deadline(), "a barrier");
+}
+
+JobMeasurements combine(const std::vector<NodeProfile>& profiles) {
+  GRADMESH_CHECK(!profiles.empty(), "combine(): no profiles");
+  const std::size_t n = profiles.size();
+  const std::size_t layers = profiles.front().forward_seconds.size();
+  for (const NodeProfile& p : profiles) {
+    GRADMESH_CHECK_EQ(p.alpha.size(), n, "combine(): alpha entries vs nodes");
+    GRADMESH_CHECK_EQ(p.bandwidth.size(), n, "combine(): bandwidth entries vs nodes");
+    GRADMESH_CHECK_EQ(p.forward_seconds.size(), layers, "combine(): forward times vs layers");
+    GRADMESH_CHECK_EQ(p.backward_seconds.size(), layers, "combine(): backward times vs layers");
+  }
+  JobMeasurements job;
+  job.links.nodes = n;
+  job.links.alpha.assign(n * n, 0.0);
+  job.links.bandwidth.assign(n * n, 0.0);
+  for (std::size_t from = 0; from < n; ++from) {
+    for (std::size_t to = 0; to < n; ++to) {
+      if (from == to) continue;
+      job.links.alpha[from * n + to] = profiles[from].alpha[to];
+      job.links.bandwidth[from * n + to] = profiles[from].bandwidth[to];
+    }
+  }
+  job.forward_seconds.assign(layers, 0.0);
+  job.backward_seconds.assign(layers, 0.0);
+  job.gemm_flops = profiles.front().gemm_flops;
+  for (const NodeProfile& p : profiles) {
+    for (std::size_t l = 0; l < layers; ++l) {
+      job.forward_seconds[l] = std::max(job.forward_seconds[l], p.forward_seconds[l]);
+      job.backward_seconds[l] = std::max(job.backward_seconds[l], p.backward_seconds[l]);
+    }
+    job.gemm_flops = std::min(job.gemm_flops, p.gemm_flops);
+  }
+  return job;
+}
+
+}  // namespace gradmesh::sync

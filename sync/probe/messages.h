@@ -1,0 +1,26 @@
+#pragma once
+// The link probe's stage and message kinds (sync/probe/link_probe.h): the start-up measurement
+// of alpha and B on every link, the exchange of what each node measured, and start-up barriers.
+// A stage every job has, whatever its strategy (sync/registry.cpp kCommonStages).
+
+#include <cstdint>
+#include <string_view>
+
+namespace gradmesh::sync::probe {
+
+/// node <-> node: pings, bulk transfers, profiles and barriers before training starts.
+inline constexpr std::string_view kStage = "probe";
+
+/// Message::kind values of the probe stage.
+enum class Kind : std::uint16_t {
+  kPing = 1,     ///< key = the sender's ping number, no payload: answer kPong at once
+  kPong = 2,     ///< key = the ping number it answers, no payload
+  kBulk = 3,     ///< key = bytes of the whole transfer, round = bulk round r (1 .. n - 1, the
+                 ///< receiver is sender + r mod n), payload = up to 256 KiB of the transfer
+  kBulkAck = 4,  ///< key = bytes received, round = r: the receiver has the whole transfer
+  kPhase = 5,    ///< key = phase number, no payload: the sender has finished its pings
+  kProfile = 6,  ///< payload = the sender's NodeProfile (see link_probe.cpp for the layout)
+  kBarrier = 7,  ///< key = barrier tag, no payload: the sender has reached barrier(tag)
+};
+
+}  // namespace gradmesh::sync::probe

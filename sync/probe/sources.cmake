@@ -1,0 +1,4 @@
+# Start-up measurements common to every strategy: the link probe (alpha, B), profile exchange and
+# barriers, on stage "probe".
+target_sources(gradmesh_sync PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/link_probe.cpp)

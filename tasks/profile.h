@@ -1,0 +1,43 @@
+#pragma once
+// Start-up measurements of this node's compute, for the planner ("Measure, don't guess"): each
+// layer's forward and backward time t_f^(l), t_b^(l) (MG-WFBP sec. III's per-layer times, the
+// inputs of the WFBP timeline) and the GEMM rate that prices SFB's rebuild (Poseidon ATC'17
+// sec. 3.2). The link measurements live in sync/probe/; topo/planner.h takes both as values.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tasks/model.h"
+
+namespace gradmesh::tasks {
+
+/// Measured per-layer compute times, index = layer (as Model::layer(l)).
+struct LayerTimes {
+  std::vector<double> forward_seconds;   ///< t_f^(l), seconds, median over the timed passes
+  std::vector<double> backward_seconds;  ///< t_b^(l), seconds, median over the timed passes
+};
+
+/// Times each layer's forward_layer and backward_layer on `batch` rows of seeded random inputs
+/// (uniform in [-1, 1)) and labels (uniform over the classes), from `seed`: two untimed warm-up
+/// passes, then `iterations` timed passes (forward 0..L-1, loss_backward, backward L-1..0), each
+/// layer's call timed alone with std::chrono::steady_clock. Returns each layer's median. The loss
+/// itself is not timed (it is no layer). A parameter-free layer (relu) may read as ~0 s.
+///
+/// Call it before training: it overwrites the model's input, activations and gradients
+/// (parameters() are left bitwise unchanged; no optimizer step runs). Thread safety: as Model,
+/// one thread drives it; BLAS uses its process-wide thread count. Cost: (iterations + 2) passes.
+/// Throws gradmesh::ContractError if iterations == 0 or batch is outside [1, max_batch()].
+[[nodiscard]] LayerTimes profile_layers(Model& model, std::size_t batch, std::size_t iterations,
+                                        std::uint64_t seed);
+
+/// The single-precision GEMM rate of this node: times cpu::sgemm of an m x k by k x n product
+/// (row-major, no transposes, beta = 0), once untimed, then repeatedly until at least
+/// `min_seconds` have passed (at least once), and returns 2 m n k reps / seconds, FLOP/s.
+/// Allocates the three matrices (m k + k n + m n floats). Thread safety: any thread; BLAS uses its
+/// process-wide thread count. Throws gradmesh::ContractError if m, n or k is 0 or min_seconds is
+/// negative or not finite.
+[[nodiscard]] double measure_gemm_flops(std::size_t m, std::size_t n, std::size_t k,
+                                        double min_seconds);
+
+}  // namespace gradmesh::tasks

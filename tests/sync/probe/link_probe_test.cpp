@@ -1,0 +1,411 @@
+// Tests for sync/probe/link_probe.h: ranks as threads on the in-process transport (and, in the
+// hidden [tcp] cases, on loopback TCP).
+
+#include "sync/probe/link_probe.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "net/inproc/inproc_transport.h"
+#include "net/tcp/tcp_transport.h"
+#include "sync/probe/messages.h"
+
+using namespace gradmesh;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// One rank: its channel and probe (made before the transport starts).
+struct Rank {
+  Rank(net::Transport* transport, std::size_t rank, std::size_t nodes, sync::LinkProbeOptions o)
+      : channel(transport, rank, nodes), probe(channel, o) {}
+  sync::Channel channel;
+  sync::LinkProbe probe;
+};
+
+// A mesh of n ranks with probes; transports started.
+struct Cluster {
+  Cluster(std::size_t n, sync::LinkProbeOptions options = {})
+      : mesh(net::make_inproc_mesh(n, sync::stage_names())) {
+    for (std::size_t r = 0; r < n; ++r) {
+      ranks.push_back(std::make_unique<Rank>(mesh[r].get(), r, n, options));
+    }
+    for (auto& t : mesh) t->start();
+  }
+  ~Cluster() {
+    std::vector<std::thread> leaving;  // clean goodbyes, all at once (each waits for the others)
+    for (auto& t : mesh) leaving.emplace_back([&t] { t->shutdown(5.0); });
+    for (auto& t : leaving) t.join();
+  }
+  // Runs body(rank) on one thread per rank in `ranks_to_run` (all if empty); rethrows nothing,
+  // returns each rank's exception (or nullptr).
+  std::vector<std::exception_ptr> run(const std::function<void(std::size_t)>& body,
+                                      std::vector<std::size_t> ranks_to_run = {}) {
+    if (ranks_to_run.empty()) {
+      for (std::size_t r = 0; r < ranks.size(); ++r) ranks_to_run.push_back(r);
+    }
+    std::vector<std::exception_ptr> errors(ranks.size());
+    std::vector<std::thread> threads;
+    for (const std::size_t r : ranks_to_run) {
+      threads.emplace_back([&, r] {
+        try {
+          body(r);
+        } catch (...) {
+          errors[r] = std::current_exception();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    return errors;
+  }
+  std::vector<std::unique_ptr<net::InProcTransport>> mesh;
+  std::vector<std::unique_ptr<Rank>> ranks;
+};
+
+void rethrow_any(const std::vector<std::exception_ptr>& errors) {
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+// The PeerError `error` holds (FAIL if it holds something else or nothing).
+PeerError peer_error(const std::exception_ptr& error) {
+  REQUIRE(error);
+  try {
+    std::rethrow_exception(error);
+  } catch (const PeerError& e) {
+    return e;
+  } catch (const std::exception& e) {
+    FAIL("expected a PeerError, got: " << e.what());
+  }
+  throw std::logic_error("unreachable");
+}
+
+// What a rank would fill in from tasks/profile.h: rank-dependent, so combine() has work to do.
+void fill_compute(sync::NodeProfile& p, std::size_t rank) {
+  p.forward_seconds = {0.001 * static_cast<double>(rank + 1), 0.002};
+  p.backward_seconds = {0.003, 0.0005 * static_cast<double>(rank + 1)};
+  p.gemm_flops = 1e9 * static_cast<double>(rank + 2);
+}
+
+// measure_links, exchange, combine and barriers on n in-process ranks; returns the slowest
+// measure_links time.
+double measure_exchange_combine(std::size_t n) {
+  Cluster cluster(n);
+  std::vector<sync::NodeProfile> rows(n);
+  std::vector<std::vector<sync::NodeProfile>> all(n);
+  std::vector<double> took(n);
+  rethrow_any(cluster.run([&](std::size_t r) {
+    sync::LinkProbe& probe = cluster.ranks[r]->probe;
+    probe.barrier(1);  // every rank is up before the clock starts
+    const auto start = Clock::now();
+    rows[r] = probe.measure_links();
+    took[r] = since(start);
+    fill_compute(rows[r], r);
+    all[r] = probe.exchange(rows[r]);
+    probe.barrier(2);
+    probe.barrier(2);  // a tag may be reused
+  }));
+  for (std::size_t r = 0; r < n; ++r) {
+    INFO("n " << n << ", rank " << r);
+    REQUIRE(rows[r].alpha.size() == n);
+    REQUIRE(rows[r].bandwidth.size() == n);
+    for (std::size_t peer = 0; peer < n; ++peer) {
+      INFO("peer " << peer << ": alpha " << rows[r].alpha[peer] << " s, B "
+                   << rows[r].bandwidth[peer] << " bytes/s");
+      if (peer == r) {
+        CHECK(rows[r].alpha[peer] == 0);
+        CHECK(rows[r].bandwidth[peer] == 0);
+      } else {
+        CHECK(std::isfinite(rows[r].alpha[peer]));
+        CHECK(rows[r].alpha[peer] > 0);
+        CHECK(std::isfinite(rows[r].bandwidth[peer]));
+        CHECK(rows[r].bandwidth[peer] > 0);
+      }
+    }
+    CHECK(all[r] == all[0]);  // identical on every rank
+    REQUIRE(all[r].size() == n);
+    CHECK(all[r][r] == rows[r]);
+    CHECK(cluster.ranks[r]->channel.rejected() == 0);
+  }
+  const sync::JobMeasurements job = sync::combine(all[0]);
+  CHECK(job.links.nodes == n);
+  CHECK_NOTHROW(topo::slowest_link(job.links));
+  CHECK(job.links.alpha[0 * n + 1] == rows[0].alpha[1]);
+  CHECK(job.links.bandwidth[(n - 1) * n + 0] == rows[n - 1].bandwidth[0]);
+  CHECK(job.forward_seconds == std::vector<double>{0.001 * static_cast<double>(n), 0.002});
+  CHECK(job.backward_seconds == std::vector<double>{0.003, 0.0005 * static_cast<double>(n)});
+  CHECK(job.gemm_flops == 2e9);
+  return *std::max_element(took.begin(), took.end());
+}
+
+}  // namespace
+
+TEST_CASE("the probe's stage is a stage of every job, id 0", "[sync][probe]") {
+  CHECK(sync::stage_names().front() == sync::probe::kStage);
+  CHECK(sync::stage_id(sync::probe::kStage) == 0);
+}
+
+TEST_CASE("link probe: alpha and B to every peer, identical profiles, barriers, on 2-4 ranks",
+          "[sync][probe][inproc]") {
+  for (std::size_t n = 2; n <= 4; ++n) {
+    const double seconds = measure_exchange_combine(n);
+    INFO("n " << n << ": measure_links took " << seconds << " s");
+    CHECK(seconds < 2.0);
+  }
+}
+
+TEST_CASE("link probe on one node: zeros, its own profile, no waiting", "[sync][probe]") {
+  sync::Channel alone(nullptr, 0, 1);
+  sync::LinkProbe probe(alone, {});
+  const sync::NodeProfile row = probe.measure_links();
+  CHECK(row.alpha == std::vector<double>{0});
+  CHECK(row.bandwidth == std::vector<double>{0});
+  sync::NodeProfile local = row;
+  fill_compute(local, 0);
+  CHECK(probe.exchange(local) == std::vector<sync::NodeProfile>{local});
+  probe.barrier(3);
+  const sync::JobMeasurements job = sync::combine({local});
+  CHECK(job.links.nodes == 1);
+  CHECK(job.gemm_flops == local.gemm_flops);
+  CHECK_THROWS_AS(probe.exchange(sync::NodeProfile{}), ContractError);  // alpha not of size 1
+}
+
+TEST_CASE("combine: link matrix from the rows, max times, min GEMM", "[sync][probe]") {
+  sync::NodeProfile a{{0, 1e-4}, {0, 1e8}, {1.0, 2.0}, {3.0, 1.0}, 5e9};
+  sync::NodeProfile b{{2e-4, 0}, {5e7, 0}, {0.5, 4.0}, {3.5, 0.5}, 2e9};
+  const sync::JobMeasurements job = sync::combine({a, b});
+  CHECK(job.links.nodes == 2);
+  CHECK(job.links.alpha == std::vector<double>{0, 1e-4, 2e-4, 0});
+  CHECK(job.links.bandwidth == std::vector<double>{0, 1e8, 5e7, 0});
+  CHECK(job.forward_seconds == std::vector<double>{1.0, 4.0});
+  CHECK(job.backward_seconds == std::vector<double>{3.5, 1.0});
+  CHECK(job.gemm_flops == 2e9);
+  const topo::LinkCost slowest = topo::slowest_link(job.links);
+  CHECK(slowest.alpha == 2e-4);
+  CHECK(slowest.bandwidth == 5e7);
+  CHECK(sync::combine({b, a}).gemm_flops == 2e9);  // deterministic, order-free where it should be
+  CHECK_THROWS_AS(sync::combine({}), ContractError);
+  sync::NodeProfile short_row = b;
+  short_row.alpha.pop_back();
+  CHECK_THROWS_AS(sync::combine({a, short_row}), ContractError);
+  sync::NodeProfile fewer_layers = b;
+  fewer_layers.forward_seconds.pop_back();
+  fewer_layers.backward_seconds.pop_back();
+  CHECK_THROWS_AS(sync::combine({a, fewer_layers}), ContractError);
+}
+
+TEST_CASE("effective bulk size: cut to 0.1 s of the send rate, at least 64 KiB",
+          "[sync][probe]") {
+  sync::LinkProbeOptions o;
+  CHECK(sync::effective_bulk_bytes(o) == (4u << 20));
+  o.max_send_rate = 12.5e6;  // 100 Mbit/s
+  CHECK(sync::effective_bulk_bytes(o) == 1250000);
+  o.max_send_rate = 1e5;
+  CHECK(sync::effective_bulk_bytes(o) == 64u << 10);
+  o.max_send_rate = 1e12;
+  CHECK(sync::effective_bulk_bytes(o) == (4u << 20));
+  o.max_send_rate = 1e300;
+  CHECK(sync::effective_bulk_bytes(o) == (4u << 20));
+  sync::Channel alone(nullptr, 0, 1);
+  sync::LinkProbeOptions bad;
+  bad.max_send_rate = 0;
+  CHECK_THROWS_AS(sync::LinkProbe(alone, bad), ContractError);
+  bad = {};
+  bad.pings = 0;
+  CHECK_THROWS_AS(sync::LinkProbe(alone, bad), ContractError);
+  bad = {};
+  bad.timeout_s = -1;
+  CHECK_THROWS_AS(sync::LinkProbe(alone, bad), ContractError);
+}
+
+TEST_CASE("link probe rejects malformed messages and still measures", "[sync][probe][inproc]") {
+  Cluster cluster(2);
+  sync::Channel& sender = cluster.ranks[1]->channel;
+  const sync::StageId stage = sync::stage_id(sync::probe::kStage);
+  using K = sync::probe::Kind;
+  const auto kind = [](K k) { return static_cast<std::uint16_t>(k); };
+  const auto bytes = [](std::size_t n) { return net::Payload::copy_of(std::vector<std::byte>(n)); };
+  const std::vector<net::Message> bad = {
+      {stage, 99, 0, 0, {}},                                // unknown kind
+      {stage, kind(K::kPing), 1, 0, bytes(8)},              // a ping has no payload
+      {stage, kind(K::kPong), 12345, 0, {}},                // a pong no one waits for
+      {stage, kind(K::kBulkAck), 4096, 1, {}},              // an ack of no transfer
+      {stage, kind(K::kBulk), 4096, 0, bytes(4096)},        // round 0
+      {stage, kind(K::kBulk), 4096, 1, bytes(8192)},        // overruns its transfer
+      {stage, kind(K::kBulk), 4096, 1, bytes(300 << 10)},   // above 256 KiB
+      {stage, kind(K::kProfile), 0, 0, bytes(3)},           // shorter than its header
+      {stage, kind(K::kProfile), 0, 0, bytes(40)},          // 0 nodes
+      {stage, kind(K::kBarrier), 1, 0, bytes(1)},           // a barrier has no payload
+  };
+  for (const auto& m : bad) REQUIRE_FALSE(sender.send(0, m).has_value());
+  const auto start = Clock::now();
+  while (cluster.ranks[0]->channel.rejected() < bad.size() && since(start) < 5) {
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(cluster.ranks[0]->channel.rejected() == bad.size());
+  CHECK(cluster.mesh[0]->counters().malformed_frames == 0);  // rejected, never thrown
+  std::vector<sync::NodeProfile> rows(2);
+  rethrow_any(
+      cluster.run([&](std::size_t r) { rows[r] = cluster.ranks[r]->probe.measure_links(); }));
+  CHECK(rows[0].bandwidth[1] > 0);
+  CHECK(rows[1].bandwidth[0] > 0);
+}
+
+TEST_CASE("a rank that closes its transport during the probe fails the others, naming it",
+          "[sync][probe][inproc]") {
+  sync::LinkProbeOptions options;
+  options.timeout_s = 5;
+  Cluster cluster(4, options);
+  const auto start = Clock::now();
+  auto errors = cluster.run([&](std::size_t r) {
+    if (r == 3) {
+      std::this_thread::sleep_for(20ms);  // the others are measuring by now
+      cluster.mesh[3]->close();
+      return;
+    }
+    (void)cluster.ranks[r]->probe.measure_links();
+  });
+  CHECK(since(start) < options.timeout_s);  // the failure, not the timeout, ended it
+  for (std::size_t r = 0; r < 3; ++r) {
+    INFO("rank " << r);
+    CHECK(peer_error(errors[r]).rank() == 3);
+  }
+  // Later calls fail at once with the same error.
+  CHECK_THROWS_AS(cluster.ranks[0]->probe.barrier(9), PeerError);
+}
+
+TEST_CASE("a silent rank makes measure_links, exchange and barrier time out, naming it",
+          "[sync][probe][inproc]") {
+  sync::LinkProbeOptions options;
+  options.timeout_s = 0.5;
+  Cluster cluster(3, options);
+  const std::vector<std::size_t> talking = {0, 1};  // rank 2 is up (its handlers answer) but silent
+  const auto check_names_2 = [](const std::vector<std::exception_ptr>& errors) {
+    for (std::size_t r = 0; r < 2; ++r) {
+      INFO("rank " << r);
+      const PeerError e = peer_error(errors[r]);
+      CHECK(e.rank() == 2);
+      CHECK(std::string(e.what()).find("did not answer") != std::string::npos);
+    }
+  };
+  auto start = Clock::now();
+  check_names_2(cluster.run([&](std::size_t r) { (void)cluster.ranks[r]->probe.measure_links(); },
+                            talking));
+  CHECK(since(start) < 2.0);
+  sync::NodeProfile local{{0, 0, 0}, {0, 0, 0}, {}, {}, 0};
+  check_names_2(cluster.run(
+      [&](std::size_t r) {
+        sync::NodeProfile mine = local;
+        (void)cluster.ranks[r]->probe.exchange(mine);
+      },
+      talking));
+  check_names_2(cluster.run([&](std::size_t r) { cluster.ranks[r]->probe.barrier(5); }, talking));
+}
+
+// ---- loopback TCP (hidden: real sockets, run by hand and for the timings reported) ----
+
+namespace {
+
+std::vector<std::uint16_t> free_ports(std::size_t n) {
+  std::vector<int> fds;
+  std::vector<std::uint16_t> ports;
+  for (std::size_t i = 0; i < n; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+    socklen_t length = sizeof(address);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    ports.push_back(ntohs(address.sin_port));
+    fds.push_back(fd);
+  }
+  for (const int fd : fds) ::close(fd);
+  return ports;
+}
+
+void tcp_probe(std::size_t n, double max_send_rate) {
+  const auto ports = free_ports(n);
+  std::vector<std::unique_ptr<net::TcpTransport>> transports;
+  std::vector<std::unique_ptr<Rank>> ranks;
+  sync::LinkProbeOptions probe_options;
+  if (max_send_rate > 0) probe_options.max_send_rate = max_send_rate;
+  for (std::size_t r = 0; r < n; ++r) {
+    net::TransportOptions o;
+    o.rank = r;
+    for (const auto port : ports) o.peers.push_back({"127.0.0.1", port});
+    o.job_name = "probe-test";
+    o.config_hash = 0x5eed;
+    o.connect_timeout_s = 10;
+    o.stages = sync::stage_names();
+    o.max_send_rate = max_send_rate;
+    transports.push_back(std::make_unique<net::TcpTransport>(o));
+    ranks.push_back(std::make_unique<Rank>(transports.back().get(), r, n, probe_options));
+  }
+  std::vector<sync::NodeProfile> rows(n);
+  std::vector<double> took(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        transports[r]->start();
+        ranks[r]->probe.barrier(1);
+        const auto start = Clock::now();
+        rows[r] = ranks[r]->probe.measure_links();
+        took[r] = since(start);
+        ranks[r]->probe.barrier(2);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<std::thread> leaving;
+  for (auto& t : transports) leaving.emplace_back([&t] { t->shutdown(5.0); });
+  for (auto& t : leaving) t.join();
+  rethrow_any(errors);
+  for (std::size_t r = 0; r < n; ++r) {
+    std::printf("tcp n=%zu rate=%.3g rank %zu: measure_links %.3f s;", n, max_send_rate, r,
+                took[r]);
+    for (std::size_t p = 0; p < n; ++p) {
+      if (p == r) continue;
+      std::printf("  ->%zu alpha %.1f us B %.3g B/s", p, rows[r].alpha[p] * 1e6,
+                  rows[r].bandwidth[p]);
+      CHECK(rows[r].bandwidth[p] > 0);
+    }
+    std::printf("\n");
+    CHECK(took[r] < 2.0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("link probe on loopback TCP, 2-4 ranks (timings)", "[.][tcp][sync][probe]") {
+  for (std::size_t n = 2; n <= 4; ++n) tcp_probe(n, 0);
+  tcp_probe(4, 12.5e6);  // net.max_send_rate = 100 Mbit/s: B should read about 12.5e6
+}
+
+TEST_CASE("link probe timings on the in-process transport", "[.][timing][sync][probe]") {
+  for (std::size_t n = 2; n <= 4; ++n) {
+    std::printf("inproc n=%zu: measure_links %.4f s\n", n, measure_exchange_combine(n));
+  }
+}

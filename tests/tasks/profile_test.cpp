@@ -1,0 +1,69 @@
+// Tests for tasks/profile.h: per-layer times and the GEMM rate, bounded well under a second each.
+
+#include "tasks/profile.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "engine/error.h"
+#include "tasks/layers/layer_spec.h"
+
+namespace gradmesh::tasks {
+namespace {
+
+Model small_mlp() {
+  return Model(parse_layer_specs({"dense:64", "relu", "dense:32", "relu", "dense:10",
+                                  "softmax_cross_entropy"}),
+               48, 16, 3);
+}
+
+}  // namespace
+
+TEST_CASE("profile_layers times every layer and leaves the parameters alone",
+          "[tasks][profile]") {
+  Model model = small_mlp();
+  const std::vector<float> before(model.parameters().begin(), model.parameters().end());
+  const LayerTimes times = profile_layers(model, 16, 5, 11);
+  REQUIRE(times.forward_seconds.size() == model.num_layers());
+  REQUIRE(times.backward_seconds.size() == model.num_layers());
+  for (std::size_t l = 0; l < model.num_layers(); ++l) {
+    INFO("layer " << l << " (" << model.layer(l).kind() << ")");
+    CHECK(std::isfinite(times.forward_seconds[l]));
+    CHECK(std::isfinite(times.backward_seconds[l]));
+    CHECK(times.forward_seconds[l] >= 0);
+    CHECK(times.backward_seconds[l] >= 0);
+    if (model.layer(l).parameter_count() > 0) {
+      CHECK(times.forward_seconds[l] > 0);
+      CHECK(times.backward_seconds[l] > 0);
+      CHECK(times.forward_seconds[l] < 0.1);
+    }
+  }
+  REQUIRE(model.parameters().size() == before.size());
+  CHECK(std::memcmp(model.parameters().data(), before.data(), before.size() * sizeof(float)) == 0);
+  // It did run the model: the gradients were written.
+  bool any_gradient = false;
+  for (const float g : model.gradients()) any_gradient = any_gradient || g != 0.0f;
+  CHECK(any_gradient);
+}
+
+TEST_CASE("profile_layers checks its arguments", "[tasks][profile]") {
+  Model model = small_mlp();
+  CHECK_THROWS_AS(profile_layers(model, 16, 0, 1), ContractError);
+  CHECK_THROWS_AS(profile_layers(model, 17, 1, 1), ContractError);
+  CHECK_THROWS_AS(profile_layers(model, 0, 1, 1), ContractError);
+}
+
+TEST_CASE("measure_gemm_flops gives a plausible rate", "[tasks][profile]") {
+  const double flops = measure_gemm_flops(128, 128, 128, 0.05);
+  CHECK(std::isfinite(flops));
+  CHECK(flops > 1e8);
+  // A shape too small for the clock still gives a finite rate.
+  CHECK(std::isfinite(measure_gemm_flops(1, 1, 1, 0)));
+  CHECK_THROWS_AS(measure_gemm_flops(0, 4, 4, 0.01), ContractError);
+  CHECK_THROWS_AS(measure_gemm_flops(4, 4, 4, -1), ContractError);
+  CHECK_THROWS_AS(measure_gemm_flops(4, 4, 4, std::nan("")), ContractError);
+}
+
+}  // namespace gradmesh::tasks
