@@ -18,6 +18,7 @@
 
 #include "apps/node/trainer.h"
 #include "engine/executor.h"
+#include "sync/channel.h"
 #include "sync/sync_stage.h"
 #include "tasks/cpu/blas.h"
 #include "tasks/data/fashion_mnist.h"
@@ -69,8 +70,9 @@ int main(int argc, char** argv) {
   gradmesh::tasks::Model model(specs, data.train.features, batch, 42);
   gradmesh::engine::Executor executor({1, 1});
   gradmesh::tasks::Optimizer optimizer({0.05f, 0.9f, 0.0f}, model.parameter_count());
+  gradmesh::sync::Channel channel(nullptr, 0, 1);
   auto stage = gradmesh::sync::make_sync_stage(
-      "none", gradmesh::sync::SyncContext{model, executor, nullptr, 0, 1, batch, optimizer, {}});
+      "none", gradmesh::sync::SyncContext{model, executor, channel, 0, 1, batch, optimizer, {}});
   gradmesh::app::Trainer trainer(model, data.train, executor, *stage, {0, 1, batch, 42});
 
   for (int i = 0; i < 50; ++i) trainer.step();  // warm-up

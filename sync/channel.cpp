@@ -22,7 +22,12 @@ double frame_overhead_bytes(StageId stage, std::uint16_t kind) {
 }
 
 Channel::Channel(net::Transport* transport, std::size_t rank, std::size_t nodes)
-    : transport_(transport), rank_(rank), nodes_(nodes), handlers_(stage_names().size()) {
+    : transport_(transport),
+      rank_(rank),
+      nodes_(nodes),
+      handlers_(new std::atomic<Handler*>[stage_names().size()]),
+      stages_(stage_names().size()) {
+  for (std::size_t i = 0; i < stages_; ++i) handlers_[i].store(nullptr, std::memory_order_relaxed);
   if (transport_ == nullptr) return;
   transport_->set_handlers(
       [this](std::size_t from, net::Message&& message) { dispatch(from, std::move(message)); },
@@ -31,12 +36,18 @@ Channel::Channel(net::Transport* transport, std::size_t rank, std::size_t nodes)
 
 StageId Channel::route(std::string_view name, Handler handler) {
   const StageId id = stage_id(name);
-  GRADMESH_CHECK(!handlers_[id], "sync stage \"" + std::string(name) + "\" is routed twice");
-  handlers_[id] = std::move(handler);
+  const std::lock_guard lock(mutex_);
+  GRADMESH_CHECK(handlers_[id].load(std::memory_order_acquire) == nullptr,
+                 "sync stage \"" + std::string(name) + "\" is routed twice");
+  owned_.push_back(std::make_unique<Handler>(std::move(handler)));
+  handlers_[id].store(owned_.back().get(), std::memory_order_release);
   return id;
 }
 
-void Channel::on_failure(FailureHandler handler) { failure_handlers_.push_back(std::move(handler)); }
+void Channel::on_failure(FailureHandler handler) {
+  const std::lock_guard lock(mutex_);
+  failure_handlers_.push_back(std::make_shared<FailureHandler>(std::move(handler)));
+}
 
 std::optional<PeerError> Channel::send(std::size_t peer, net::Message message) {
   GRADMESH_CHECK(transport_ != nullptr, "Channel::send() without a transport");
@@ -68,16 +79,23 @@ void Channel::reject(std::size_t from, StageId stage, const std::string& why) {
 std::uint64_t Channel::rejected() const noexcept { return rejected_.load(std::memory_order_relaxed); }
 
 void Channel::dispatch(std::size_t from, net::Message&& message) {
-  if (message.stage >= handlers_.size() || !handlers_[message.stage]) {
+  Handler* handler =
+      message.stage < stages_ ? handlers_[message.stage].load(std::memory_order_acquire) : nullptr;
+  if (handler == nullptr) {
     reject(from, message.stage, "no scheme of this node's strategy owns this stage (kind " +
                                     std::to_string(message.kind) + ")");
     return;
   }
-  handlers_[message.stage](from, std::move(message));
+  (*handler)(from, std::move(message));
 }
 
 void Channel::fail(const PeerError& error) {
-  for (const auto& handler : failure_handlers_) handler(error);
+  std::vector<std::shared_ptr<FailureHandler>> handlers;
+  {
+    const std::lock_guard lock(mutex_);
+    handlers = failure_handlers_;
+  }
+  for (const auto& handler : handlers) (*handler)(error);
 }
 
 void throw_first(const std::vector<PeerError>& errors) {

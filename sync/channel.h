@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,14 +40,16 @@ using StageId = std::uint8_t;
 
 /// Routes a transport's messages to per-stage handlers and sends with peer errors as values.
 ///
-/// Made by a sync stage before the transport starts (it installs the transport's handlers);
-/// schemes route() their stages in their constructors. A message for a stage no one routed is
-/// rejected. With no transport (one node, `gradmesh-node plan`) routing works and sending is a
-/// contract error.
+/// Made by the node before the transport starts (it installs the transport's handlers), one per
+/// node; the start-up probe and the sync stage's schemes route() their stages on it. A message for
+/// a stage no one routed (yet) is rejected: a node routes its stage before the start-up barrier
+/// that its peers wait for before they send. With no transport (one node, `gradmesh-node plan`)
+/// routing works and sending is a contract error.
 ///
-/// Thread safety: route() and on_failure() before the transport starts, from one thread. send(),
-/// broadcast(), reject() and rejected() from any thread. Handlers run on the transport's delivery
-/// thread (must not block); a handler's exception is the transport's to count as malformed.
+/// Thread safety: every member may be called from any thread; route() and on_failure() may be
+/// called while the transport delivers (a handler, once routed, stays until the Channel dies).
+/// Handlers run on the transport's delivery thread (must not block); a handler's exception is the
+/// transport's to count as malformed.
 class Channel {
  public:
   using Handler = std::function<void(std::size_t from, net::Message&& message)>;
@@ -88,8 +92,11 @@ class Channel {
   net::Transport* transport_;
   std::size_t rank_;
   std::size_t nodes_;
-  std::vector<Handler> handlers_;  // by stage id
-  std::vector<FailureHandler> failure_handlers_;
+  std::vector<std::unique_ptr<Handler>> owned_;        // under mutex_
+  std::unique_ptr<std::atomic<Handler*>[]> handlers_;  // by stage id; set once (release)
+  std::size_t stages_;
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<FailureHandler>> failure_handlers_;  // under mutex_
   std::atomic<std::uint64_t> rejected_{0};
 };
 

@@ -4,11 +4,12 @@
 
 #include "sync/allreduce/messages.h"
 #include "sync/channel.h"
+#include "sync/probe/link_probe.h"
 
 namespace gradmesh::sync {
 
-topo::PlannerInput estimated_planner_input(const SyncContext& ctx, topo::SchemeSet schemes,
-                                           const AssumedRates& rates) {
+topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes,
+                                 const AssumedRates& rates) {
   topo::PlannerInput input;
   const double k = static_cast<double>(ctx.batch_size);
   for (std::size_t l = 0; l < ctx.model.num_layers(); ++l) {
@@ -32,6 +33,22 @@ topo::PlannerInput estimated_planner_input(const SyncContext& ctx, topo::SchemeS
   input.links = topo::LinkMatrix::uniform(
       ctx.nodes, rates.alpha, ctx.options.ako.max_send_rate.value_or(rates.bandwidth));
   input.gemm_flops = rates.gemm_flops;
+  if (const JobMeasurements* m = ctx.measured) {
+    if (m->links.nodes == ctx.nodes) input.links = m->links;
+    if (m->gemm_flops > 0) input.gemm_flops = m->gemm_flops;
+    if (m->forward_seconds.size() == input.layers.size()) {
+      for (std::size_t l = 0; l < input.layers.size(); ++l) {
+        input.layers[l].forward_seconds = m->forward_seconds[l];
+        input.layers[l].backward_seconds = m->backward_seconds[l];
+      }
+    }
+  }
+  const PlannerOptions& o = ctx.options.planner;
+  for (std::size_t i = 0; i < input.links.alpha.size(); ++i) {
+    if (o.alpha) input.links.alpha[i] = *o.alpha;
+    if (o.bandwidth) input.links.bandwidth[i] = *o.bandwidth;
+  }
+  if (o.gemm_flops) input.gemm_flops = *o.gemm_flops;
   input.frame_overhead_bytes = frame_overhead_bytes(
       stage_id(allreduce::kStage), static_cast<std::uint16_t>(allreduce::Kind::kReduceScatter));
   input.kv_chunk_bytes = ctx.options.ps.chunk_bytes;

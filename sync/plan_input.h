@@ -15,13 +15,14 @@ struct AssumedRates {
 };
 
 /// The planner's input for `ctx`'s model: per layer its parameters, whether sufficient factors
-/// apply (Layer::has_sufficient_factors) and its shape, and t_f / t_b estimated from its GEMM work
-/// (forward 2 K M N flops, backward 4 K M N, at rates.gemm_flops; layers without parameters take
-/// K x inputs flops); the batch K, n, a uniform link (rates.alpha, and net.max_send_rate or
-/// rates.bandwidth as B), the frame overhead of a message, the KV chunk option and `schemes`.
-/// Thread-safe (reads the model's shapes only).
-[[nodiscard]] topo::PlannerInput estimated_planner_input(const SyncContext& ctx,
-                                                         topo::SchemeSet schemes,
-                                                         const AssumedRates& rates = {});
+/// apply (Layer::has_sufficient_factors) and its shape; t_f / t_b per layer, the link matrix and
+/// the GEMM rate as the start-up probe measured them (ctx.measured), else estimated: t_f / t_b
+/// from the layer's GEMM work (forward 2 K M N flops, backward 4 K M N, at rates.gemm_flops;
+/// layers without parameters take K x inputs flops) and a uniform link (rates.alpha, and
+/// net.max_send_rate or rates.bandwidth as B); then planner.alpha, planner.bandwidth and
+/// planner.gemm_flops override what they name. Also the batch K, n, the frame overhead of a
+/// message, the KV chunk option and `schemes`. Thread-safe (reads the model's shapes only).
+[[nodiscard]] topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes,
+                                               const AssumedRates& rates = {});
 
 }  // namespace gradmesh::sync

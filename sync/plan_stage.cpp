@@ -11,7 +11,7 @@ PlanStage::PlanStage(SyncContext context, std::string name, topo::Plan plan)
     : ctx_(std::move(context)),
       name_(std::move(name)),
       plan_(std::move(plan)),
-      channel_(ctx_.transport, ctx_.rank, ctx_.nodes) {
+      channel_(ctx_.channel) {
   GRADMESH_CHECK_EQ(plan_.layers.size(), ctx_.model.num_layers(), "plan: layers");
   std::vector<std::size_t> ps_layers, sfb_layers;
   for (const topo::PlannedLayer& row : plan_.layers) {
@@ -108,7 +108,7 @@ std::map<std::string, double> PlanStage::summary() const {
 
 std::unique_ptr<SyncStage> make_plan_stage(SyncContext context, std::string_view strategy) {
   topo::PlannerInput input =
-      estimated_planner_input(context, topo::SchemeSet::for_strategy(strategy));
+      planner_input(context, topo::SchemeSet::for_strategy(strategy));
   if (strategy == "poseidon") {
     const std::string& sfb = context.options.poseidon.sfb;
     input.choose = topo::parse_choose_by(context.options.poseidon.choose);

@@ -49,14 +49,14 @@ class PlanStage final : public SyncStage {
   SyncContext ctx_;
   std::string name_;
   topo::Plan plan_;
-  Channel channel_;
+  Channel& channel_;
   std::unique_ptr<PsScheme> ps_;
   std::unique_ptr<SfbScheme> sfb_;
   std::unique_ptr<AllReduceScheme> allreduce_;
 };
 
 /// The plan stage for `strategy` (ps, poseidon, allreduce, auto) from the job's options: the
-/// planner's input (estimated_planner_input), the schemes of the strategy, and for poseidon
+/// planner's input (planner_input), the schemes of the strategy, and for poseidon
 /// sync.poseidon.sfb (always: SFB fixed on every layer with sufficient factors; never: PS only)
 /// and sync.poseidon.choose. Throws ConfigError naming a bad option.
 [[nodiscard]] std::unique_ptr<SyncStage> make_plan_stage(SyncContext context,

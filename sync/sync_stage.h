@@ -16,16 +16,16 @@
 #include "engine/executor.h"
 #include "engine/graph.h"
 #include "sync/ako/options.h"
+#include "sync/plan_options.h"
 #include "sync/poseidon/options.h"
 #include "sync/ps/options.h"
 #include "tasks/model.h"
 #include "tasks/optim/optimizer.h"
 
-namespace gradmesh::net {
-class Transport;
-}
-
 namespace gradmesh::sync {
+
+class Channel;
+struct JobMeasurements;
 
 /// Per-strategy options, one plain struct each, declared in the strategy's folder; a strategy
 /// reads only its own.
@@ -33,6 +33,7 @@ struct SyncOptions {
   PsOptions ps;
   PoseidonOptions poseidon;
   AkoOptions ako;
+  PlannerOptions planner;
 };
 
 /// The tasks of one training iteration that a sync stage hooks into. Indexed by layer; entries of
@@ -47,7 +48,7 @@ struct IterationTasks {
 struct SyncContext {
   tasks::Model& model;
   engine::Executor& executor;
-  net::Transport* transport = nullptr;  ///< nullptr for a single node ("none")
+  Channel& channel;                     ///< the node's channel (no transport for a single node)
   std::size_t rank = 0;
   std::size_t nodes = 1;
   std::size_t batch_size = 0;           ///< K, samples per node per iteration
@@ -56,6 +57,9 @@ struct SyncContext {
   /// This node's iterations per epoch (its shard over batch_size; 0: unknown). Ako's gamma probe
   /// spans one epoch, so that per-epoch work (evaluation) weighs in it as in the run.
   std::size_t iterations_per_epoch = 0;
+  /// What the start-up probe measured, identical on every node (nullptr: nothing measured; the
+  /// planner then assumes AssumedRates). Must outlive the stage's construction.
+  const JobMeasurements* measured = nullptr;
 };
 
 /// One row of the per-layer plan (DESIGN.md metrics "plan"; `gradmesh-node plan`).

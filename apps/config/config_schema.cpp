@@ -76,6 +76,19 @@ bool set_optional_rate(std::optional<double>& out, const toml::node& n, std::str
   return true;
 }
 
+/// `word` (e.g. "auto") or a finite number > 0.
+bool set_optional_positive(std::optional<double>& out, const toml::node& n, std::string_view word) {
+  if (const auto* s = string_of(n)) {
+    if (*s != word) return false;
+    out.reset();
+    return true;
+  }
+  const auto v = number_of(n);
+  if (!v || *v <= 0.0) return false;
+  out = *v;
+  return true;
+}
+
 template <std::size_t N>
 bool set_choice(std::string& out, const toml::node& n,
                 const std::array<std::string_view, N>& choices) {
@@ -120,7 +133,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 24> kKeys{{
+constexpr std::array<KeySpec, 28> kKeys{{
     {"compute.threads", "an integer >= 0 (worker threads; 0 = one per core)", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) { return set_size(c.compute.threads, n, 0); },
      [](const JobConfig& c) { return print_size(c.compute.threads); }},
@@ -232,6 +245,27 @@ constexpr std::array<KeySpec, 24> kKeys{{
        return true;
      },
      [](const JobConfig& c) { return toml_float(c.optimizer.weight_decay); }},
+    {"planner.alpha", "\"auto\" (measured) or a number of seconds > 0", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) { return set_optional_positive(c.planner.alpha, n, "auto"); },
+     [](const JobConfig& c) { return print_optional_rate(c.planner.alpha, "auto"); }},
+    {"planner.bandwidth", kBandwidthExpected, OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       return set_optional_rate(c.planner.bandwidth, n, "auto");
+     },
+     [](const JobConfig& c) { return print_optional_rate(c.planner.bandwidth, "auto"); }},
+    {"planner.gemm_flops", "\"auto\" (measured) or a number of FLOP/s > 0", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       return set_optional_positive(c.planner.gemm_flops, n, "auto");
+     },
+     [](const JobConfig& c) { return print_optional_rate(c.planner.gemm_flops, "auto"); }},
+    {"planner.probe", "true or false", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       const auto* v = n.as_boolean();
+       if (v == nullptr) return false;
+       c.planner.probe = v->get();
+       return true;
+     },
+     [](const JobConfig& c) { return std::string(c.planner.probe ? "true" : "false"); }},
     {"sync.ako.bandwidth", kBandwidthExpected, OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
        return set_optional_rate(c.sync.ako.bandwidth, n, "auto");

@@ -93,6 +93,15 @@ struct JobConfig {
     friend bool operator==(const Sync&, const Sync&) = default;
   } sync;
 
+  /// [planner]: the planner's inputs, measured at start-up unless given here.
+  struct Planner {
+    bool probe = true;                 ///< planner.probe: measure alpha, B, t_f, t_b, GEMM rate
+    std::optional<double> alpha;       ///< planner.alpha: seconds; unset ("auto"): measured
+    std::optional<double> bandwidth;   ///< planner.bandwidth: B, bytes/s; unset: measured
+    std::optional<double> gemm_flops;  ///< planner.gemm_flops: FLOP/s; unset: measured
+    friend bool operator==(const Planner&, const Planner&) = default;
+  } planner;
+
   /// [net]: the transport.
   struct Net {
     /// net.max_send_rate: per-node send cap in bytes/s (> 0; a rate string or number); unset

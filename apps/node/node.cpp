@@ -18,6 +18,9 @@
 #include "engine/trace_recorder.h"
 #include "net/tcp/tcp_transport.h"
 #include "sync/channel.h"
+#include "sync/probe/link_probe.h"
+#include "tasks/profile.h"
+#include "topo/cost_model.h"
 #include "sync/sync_stage.h"
 #include "tasks/cpu/blas.h"
 #include "tasks/data/fashion_mnist.h"
@@ -55,6 +58,10 @@ sync::SyncOptions sync_options(const JobConfig& config) {
   options.ako.staleness = config.sync.ako.staleness;
   options.ako.bandwidth = config.sync.ako.bandwidth;
   options.ako.max_send_rate = config.net.max_send_rate;
+  options.planner.probe = config.planner.probe;
+  options.planner.alpha = config.planner.alpha;
+  options.planner.bandwidth = config.planner.bandwidth;
+  options.planner.gemm_flops = config.planner.gemm_flops;
   return options;
 }
 
@@ -73,6 +80,53 @@ int blas_threads(const JobConfig& config, const topo::PeerList& peers, std::size
   const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
   const std::size_t local = std::max<std::size_t>(1, peers.count_on_host(peers[rank].host));
   return static_cast<int>(std::max<std::size_t>(1, cores / local));
+}
+
+/// The planner's start-up measurements (DESIGN.md "Measure, don't guess"): this node's links
+/// (alpha, B to every peer), its per-layer forward / backward times and GEMM rate, exchanged so that
+/// every node plans from the same figures (the slowest link, the slowest node's layer times).
+sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, std::size_t batch,
+                                  std::uint64_t seed, std::size_t nodes) {
+  const auto start = Clock::now();
+  sync::NodeProfile local = probe.measure_links();
+  const auto times = tasks::profile_layers(model, batch, 5, seed);
+  local.forward_seconds = times.forward_seconds;
+  local.backward_seconds = times.backward_seconds;
+  std::size_t rows = 1, cols = 1;  // the widest layer with sufficient factors: SFB's rebuild GEMM
+  for (std::size_t l = 0; l < model.num_layers(); ++l) {
+    tasks::Layer& layer = model.layer(l);
+    if (layer.parameter_count() > rows * cols) {
+      rows = layer.output_size();
+      cols = layer.input_size();
+    }
+  }
+  local.gemm_flops = tasks::measure_gemm_flops(rows, cols, batch * nodes, 0.05);
+  const auto profiles = nodes > 1 ? probe.exchange(local) : std::vector<sync::NodeProfile>{local};
+  sync::JobMeasurements m = sync::combine(profiles);
+  const topo::LinkCost link = topo::slowest_link(m.links);
+  double tf = 0, tb = 0;
+  for (double t : m.forward_seconds) tf += t;
+  for (double t : m.backward_seconds) tb += t;
+  spdlog::info("measured in {:.2f} s: slowest link alpha {:.1f} us, B {}; GEMM {:.1f} GFLOP/s; "
+               "t_f {:.2f} ms, t_b {:.2f} ms (slowest node)",
+               std::chrono::duration<double>(Clock::now() - start).count(), link.alpha * 1e6,
+               nodes > 1 ? format_rate(link.bandwidth) : std::string("-"), m.gemm_flops / 1e9,
+               tf * 1e3, tb * 1e3);
+  return m;
+}
+
+void log_summary(const sync::SyncStage& stage) {
+  const auto summary = stage.summary();
+  const auto find = [&](const char* key) {
+    const auto it = summary.find(key);
+    return it == summary.end() ? -1.0 : it->second;
+  };
+  if (find("predicted_iteration_seconds") >= 0) {
+    spdlog::info("plan: {:.0f} bytes sent per iteration, {:.2f} ms per iteration predicted, {:.0f} "
+                 "all-reduce bucket(s)",
+                 find("predicted_bytes_sent"), find("predicted_iteration_seconds") * 1e3,
+                 find("buckets"));
+  }
 }
 
 void save_parameters(const std::filesystem::path& dir, std::size_t rank,
@@ -129,15 +183,16 @@ int train(const NodeOptions& options) {
     t.max_send_rate = config.net.max_send_rate.value_or(0.0);
     transport = std::make_unique<net::TcpTransport>(std::move(t));
   }
+  // One channel per node routes frames by stage: the start-up probe's, then the strategy's.
+  sync::Channel channel(transport.get(), rank, nodes);
+  sync::LinkProbeOptions probe_options;
+  probe_options.max_send_rate = config.net.max_send_rate;
+  sync::LinkProbe probe(channel, probe_options);
   tasks::Optimizer optimizer(sgd_options(config), model.parameter_count());
-  auto stage = sync::make_sync_stage(
-      config.sync.strategy,
-      sync::SyncContext{model, executor, transport.get(), rank, nodes, batch, optimizer,
-                        sync_options(config),
-                        tasks::ShardSampler::iterations_per_epoch(data.train.count, nodes, batch)});
-  // On every exit path, before the stage is destroyed: stop the transport's loop thread (no more
-  // handler calls into the stage; later sends throw instead of touching freed memory), then let
-  // queued network jobs (which refer to the stage and the transport) drain.
+  std::unique_ptr<sync::SyncStage> stage;
+  // On every exit path, before the stage, the probe or the channel is destroyed: stop the
+  // transport's loop thread (no more handler calls into them; later sends throw instead of
+  // touching freed memory), then let queued network jobs (which refer to them) drain.
   struct Quiesce {
     net::Transport* transport;
     engine::Executor& executor;
@@ -146,8 +201,6 @@ int train(const NodeOptions& options) {
       executor.wait_idle();
     }
   } quiesce{transport.get(), executor};
-  Trainer trainer(model, data.train, executor, *stage,
-                  TrainerOptions{rank, nodes, batch, config.job.seed});
 
   if (transport) {
     spdlog::info("listening on {}, connecting to {} peer(s) (timeout {:.0f} s)",
@@ -158,6 +211,20 @@ int train(const NodeOptions& options) {
                      ? ", send rate capped at " + format_rate(*config.net.max_send_rate)
                      : std::string());
   }
+  std::optional<sync::JobMeasurements> measured;
+  if (config.planner.probe) measured = measure_job(probe, model, batch, config.job.seed, nodes);
+
+  stage = sync::make_sync_stage(
+      config.sync.strategy,
+      sync::SyncContext{model, executor, channel, rank, nodes, batch, optimizer,
+                        sync_options(config),
+                        tasks::ShardSampler::iterations_per_epoch(data.train.count, nodes, batch),
+                        measured ? &*measured : nullptr});
+  Trainer trainer(model, data.train, executor, *stage,
+                  TrainerOptions{rank, nodes, batch, config.job.seed});
+  log_summary(*stage);
+  // Every node has routed its stage's messages before any node sends one.
+  if (transport) probe.barrier(1);
 
   const std::size_t per_epoch = trainer.iterations_per_epoch();
   const std::uint64_t limit =
@@ -280,8 +347,9 @@ int run_plan(const PlanOptions& options) {
     const std::string strategy =
         config.sync.strategy == "none" && options.nodes > 1 ? "ps" : config.sync.strategy;
     tasks::Optimizer optimizer(sgd_options(config), model.parameter_count());
+    sync::Channel channel(nullptr, 0, options.nodes);
     auto stage = sync::make_sync_stage(
-        strategy, sync::SyncContext{model, executor, nullptr, 0, options.nodes,
+        strategy, sync::SyncContext{model, executor, channel, 0, options.nodes,
                                     config.optimizer.batch_size, optimizer,
                                     sync_options(config)});
     const auto plan = stage->plan();

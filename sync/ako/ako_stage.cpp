@@ -7,6 +7,8 @@
 #include <spdlog/spdlog.h>
 
 #include "sync/layer_plan.h"
+#include "sync/probe/link_probe.h"
+#include "topo/cost_model.h"
 
 namespace gradmesh::sync {
 
@@ -32,7 +34,7 @@ AkoStage::AkoStage(SyncContext context)
       lr_(ctx_.optimizer.options().lr),
       auto_partitions_(!ctx_.options.ako.partitions.has_value()),
       clocks_(ctx_.nodes, ctx_.rank),
-      channel_(ctx_.transport, ctx_.rank, ctx_.nodes),
+      channel_(ctx_.channel),
       partition_stage_(channel_.route(ako::kPartitionStage, [this](std::size_t from, net::Message&& m) {
         on_message(from, std::move(m));
       })),
@@ -49,7 +51,11 @@ AkoStage::AkoStage(SyncContext context)
       dirty_((floats_ + kStagingBlock - 1) / kStagingBlock, 0) {
   const AkoOptions& o = ctx_.options.ako;
   if (auto_partitions_) {
-    if (ctx_.nodes > 1) bandwidth_ = ako::eq3_bandwidth(o);  // ConfigError when neither is set
+    std::optional<double> measured = ctx_.options.planner.bandwidth;
+    if (!measured && ctx_.measured != nullptr) {
+      measured = topo::slowest_link(ctx_.measured->links).bandwidth;
+    }
+    if (ctx_.nodes > 1) bandwidth_ = ako::eq3_bandwidth(o, measured);  // ConfigError: none known
   } else {
     bandwidth_ = o.max_send_rate.value_or(o.bandwidth.value_or(0.0));
   }

@@ -217,7 +217,7 @@ class AkoStage final : public SyncStage {
   double bandwidth_ = 0;  // B for eq. 3, bytes/s; 0 when unknown
 
   ako::StalenessClocks clocks_;
-  Channel channel_;
+  Channel& channel_;
   StageId partition_stage_, control_stage_, full_round_stage_;
 
   // Agreed partition counts: plans_[0] = p1 (auto) or the explicit p, plans_[1] = the final auto

@@ -4,6 +4,7 @@
 // picks B.
 
 #include <cstddef>
+#include <optional>
 
 #include "sync/ako/options.h"
 #include "topo/partition_count.h"
@@ -16,9 +17,11 @@ using topo::max_auto_partitions;
 using topo::PartitionChoice;
 using topo::partitions_for;
 
-/// B for eq. 3: AkoOptions::max_send_rate (net.max_send_rate) when set, else
-/// AkoOptions::bandwidth (sync.ako.bandwidth). Throws gradmesh::ConfigError naming
-/// sync.ako.partitions, sync.ako.bandwidth and net.max_send_rate when neither is set.
-[[nodiscard]] double eq3_bandwidth(const AkoOptions& options);
+/// B for eq. 3, bytes/s: AkoOptions::max_send_rate (net.max_send_rate) when set, else
+/// AkoOptions::bandwidth (sync.ako.bandwidth), else `measured` (planner.bandwidth, or the slowest
+/// link the start-up probe measured). Throws gradmesh::ConfigError naming sync.ako.partitions,
+/// sync.ako.bandwidth, net.max_send_rate and planner.probe when none is known.
+[[nodiscard]] double eq3_bandwidth(const AkoOptions& options,
+                                   std::optional<double> measured = std::nullopt);
 
 }  // namespace gradmesh::sync::ako

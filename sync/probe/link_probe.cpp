@@ -341,13 +341,16 @@ NodeProfile LinkProbe::measure_links() {
     if (failure_) throw *failure_;
   }
   ++phases_;
+  // Every node has started its transport before any ping: a pong is sent from the delivery
+  // thread, and a transport may refuse sends until its own start() returned.
+  gate(Kind::kPhase, 2 * phases_, until, "the start of the probe");
   // alpha: ping-pong, one peer at a time, starting at the next rank (so the load spreads).
   for (std::size_t r = 1; r < n; ++r) {
     const std::size_t peer = (me + r) % n;
     row.alpha[peer] = ping_peer(peer, until);
   }
   // No node starts its bulk transfers before every node has finished its pings.
-  gate(Kind::kPhase, phases_, until, "the end of the pings");
+  gate(Kind::kPhase, 2 * phases_ + 1, until, "the end of the pings");
   // B: n - 1 rounds, one outgoing and one incoming transfer each. One buffer, shared by every
   // message (the transport keeps it alive until written).
   auto buffer = std::make_shared<std::vector<std::byte>>(std::min(bulk_bytes_, kMaxChunkBytes));

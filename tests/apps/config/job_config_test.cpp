@@ -345,7 +345,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 24);
+  CHECK(keys.size() == 28);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -371,7 +371,9 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "optimizer.momentum=0.8",      "optimizer.weight_decay=0.001",
       "sync.ako.bandwidth=1gbit",    "sync.ako.partitions=2",
       "sync.ako.staleness=1",        "sync.poseidon.sfb=never",
-      "sync.poseidon.choose=bytes",
+      "sync.poseidon.choose=bytes",  "planner.probe=false",
+      "planner.alpha=0.001",         "planner.bandwidth=1gbit",
+      "planner.gemm_flops=1e10",
       "sync.ps.chunk_bytes=4096",    "sync.strategy=ako",
   };
   std::set<std::uint64_t> hashes{base.hash()};

@@ -158,14 +158,28 @@ TEST_CASE("a job that ends inside the warm-up still agrees on p and sends everyt
   CHECK(worst_replica_difference(cluster, 2) <= 1e-4f);
 }
 
-TEST_CASE("p = auto without a bandwidth is a config error naming the keys", "[e2e][ako][config]") {
-  Cluster cluster("ako-no-bandwidth", 2, short_config("\"auto\"", 5));
+TEST_CASE("p = auto with no bandwidth given takes B from the start-up probe", "[e2e][ako][eq3]") {
+  Cluster cluster("ako-measured-bandwidth", 2, short_config("\"auto\"", 60));
   cluster.start();
+  const auto codes = cluster.wait(std::chrono::seconds(120));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>(2, 0));
+  const auto s = cluster.metrics(0)["sync"];
+  CHECK(s["bandwidth"].get<double>() > 0);  // measured on loopback
+  CHECK(s["bandwidth"] == cluster.metrics(1)["sync"]["bandwidth"]);  // the same B on both nodes
+  CHECK_THAT(cluster.log_text(0), Catch::Contains("measured in"));
+}
+
+TEST_CASE("p = auto with no bandwidth and the probe off is a config error naming the keys",
+          "[e2e][ako][config]") {
+  Cluster cluster("ako-no-bandwidth", 2, short_config("\"auto\"", 5));
+  cluster.start({"--set", "planner.probe=false"});
   const auto codes = cluster.wait(std::chrono::seconds(60));
   CHECK(codes == std::vector<int>(2, 2));
   CHECK_THAT(cluster.log_text(0), Catch::Contains("sync.ako.partitions") &&
                                       Catch::Contains("net.max_send_rate") &&
-                                      Catch::Contains("sync.ako.bandwidth"));
+                                      Catch::Contains("sync.ako.bandwidth") &&
+                                      Catch::Contains("planner.probe"));
 }
 
 TEST_CASE("ako: a peer that disappears mid-job makes the others exit non-zero naming it",

@@ -36,8 +36,9 @@ InProcNode::InProcNode(const SyntheticJob& job, std::string strategy, std::size_
       model_(tasks::parse_layer_specs(job.layers), job.features, batch_, job.seed),
       optimizer_(job.sgd, model_.parameter_count()),
       executor_({1, 1}),
+      channel_(transport, rank, nodes),
       labels_(batch_) {
-  sync::SyncContext context{model_, executor_, transport, rank, nodes, batch_, optimizer_,
+  sync::SyncContext context{model_, executor_, channel_, rank, nodes, batch_, optimizer_,
                             job.options, 0};
   stage_ = job.factory ? job.factory(std::move(context))
                        : sync::make_sync_stage(strategy, std::move(context));

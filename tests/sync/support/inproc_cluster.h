@@ -12,6 +12,7 @@
 #include "engine/executor.h"
 #include "engine/graph.h"
 #include "net/inproc/inproc_transport.h"
+#include "sync/channel.h"
 #include "sync/sync_stage.h"
 #include "tasks/model.h"
 #include "tasks/optim/optimizer.h"
@@ -58,6 +59,7 @@ class InProcNode {
   tasks::Model model_;
   tasks::Optimizer optimizer_;
   engine::Executor executor_;
+  sync::Channel channel_;
   std::unique_ptr<sync::SyncStage> stage_;
   engine::Graph graph_;
   std::vector<std::int32_t> labels_;

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# bench/compare.sh: every BSP strategy on the same config, node count and send cap, one table.
+#
+# Part 1: 4 local nodes on the large MLP (configs/fashion-mnist-mlp-large.toml, 20M parameters),
+# strategies ps, poseidon, allreduce and auto, at net.max_send_rate = unlimited, 1gbit, 100mbit.
+# Part 2: the demo MLP (configs/fashion-mnist-mlp.toml): one `none` node, then each strategy on 4
+# nodes, uncapped; prints the best strategy's samples/s (all nodes) over the single node's.
+#
+# Columns: samples/s (all nodes), bytes sent per node per iteration (measured; the plan's
+# prediction), seconds per iteration (measured: training time / iterations, mean over nodes; the
+# planner's prediction), test accuracy (1,000 test images).
+#
+#   bash bench/compare.sh [LARGE_ITERATIONS] [DEMO_ITERATIONS] [CAPS]
+#   (defaults 8, 400, "unlimited 1gbit 100mbit"; needs a built tree: scripts/build.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+large_iterations=${1:-8}
+demo_iterations=${2:-400}
+caps=${3:-"unlimited 1gbit 100mbit"}
+strategies="ps poseidon allreduce auto"
+out=out/bench-compare
+rm -rf "$out"
+mkdir -p "$out"
+
+run() {  # run DIR NODES CONFIG ITERATIONS ARGS...
+  local dir=$1 nodes=$2 config=$3 iterations=$4
+  shift 4
+  echo "== $dir" >&2
+  ./build/bin/gradmesh-launch -n "$nodes" --config "$config" --metrics-out "$dir" \
+    --set job.max_iterations="$iterations" --set data.test_limit=1000 "$@" > "$dir.log" 2>&1 ||
+    { tail -20 "$dir.log"; exit 1; }
+}
+
+for cap in $caps; do
+  for strategy in $strategies; do
+    run "$out/large-$strategy-$cap" 4 configs/fashion-mnist-mlp-large.toml "$large_iterations" \
+      --set sync.strategy=$strategy --set net.max_send_rate=$cap
+  done
+done
+run "$out/demo-none" 1 configs/fashion-mnist-mlp.toml "$demo_iterations" --set sync.strategy=none
+for strategy in $strategies; do
+  run "$out/demo-$strategy" 4 configs/fashion-mnist-mlp.toml "$demo_iterations" \
+    --set sync.strategy=$strategy
+done
+
+python3 - "$out" "$caps" "$strategies" <<'PY'
+import glob, json, sys
+out, caps, strategies = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+
+def load(name):
+    return [json.load(open(p)) for p in sorted(glob.glob(f"{out}/{name}/node-*.json"))]
+
+def row(label, cap, rows):
+    sps = sum(r["samples_per_second"] for r in rows)
+    measured_bytes = sum(r["bytes_sent"] / r["iterations"] for r in rows) / len(rows)
+    predicted_bytes = sum(r["sync"].get("predicted_bytes_sent", 0) for r in rows) / len(rows)
+    measured_s = sum(r["train_seconds"] / r["iterations"] for r in rows) / len(rows)
+    predicted_s = sum(r["sync"].get("predicted_iteration_seconds", 0) for r in rows) / len(rows)
+    acc = sum(r["test_accuracy"] for r in rows) / len(rows)
+    ratio = measured_s / predicted_s if predicted_s else float("nan")
+    print(f"{label:10} {cap:>9} {sps:10.1f} {measured_bytes:12.0f} {predicted_bytes:12.0f} "
+          f"{measured_s:9.4f} {predicted_s:9.4f} {ratio:6.2f} {acc * 100:6.2f}%")
+    return sps
+
+header = (f"{'strategy':10} {'cap':>9} {'samples/s':>10} {'B/iter':>12} {'B/iter pred':>12} "
+          f"{'s/iter':>9} {'s pred':>9} {'meas/pred':>6} {'acc':>7}")
+print("large MLP (784-4096-4096-10), 4 nodes")
+print(header)
+for cap in caps:
+    for s in strategies:
+        row(s, cap, load(f"large-{s}-{cap}"))
+print("\ndemo MLP (784-256-256-10), uncapped")
+print(header)
+single = row("none x1", "unlimited", load("demo-none"))
+best = max(row(s, "unlimited", load(f"demo-{s}")) for s in strategies)
+print(f"\nbest 4-node samples/s / one none node: {best / single:.2f}")
+PY
