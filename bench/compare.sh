@@ -6,8 +6,8 @@
 # Part 2: the demo MLP (configs/fashion-mnist-mlp.toml): one `none` node, then each strategy on 4
 # nodes, uncapped; prints the best strategy's samples/s (all nodes) over the single node's.
 #
-# Columns: samples/s (all nodes), bytes sent per node per iteration (measured; the plan's
-# prediction), seconds per iteration (measured: training time / iterations, mean over nodes; the
+# Columns: samples/s (all nodes), bytes sent per node per iteration by the sync stages (measured,
+# the start-up probe left out; the plan's prediction), seconds per iteration (measured: training time / iterations, mean over nodes; the
 # planner's prediction), test accuracy (1,000 test images).
 #
 #   bash bench/compare.sh [LARGE_ITERATIONS] [DEMO_ITERATIONS] [CAPS]
@@ -52,7 +52,10 @@ def load(name):
 
 def row(label, cap, rows):
     sps = sum(r["samples_per_second"] for r in rows)
-    measured_bytes = sum(r["bytes_sent"] / r["iterations"] for r in rows) / len(rows)
+    # The sync stages' bytes: the start-up probe's and the handshake's ("control") are not the plan's.
+    measured_bytes = sum(sum(v for k, v in r["bytes_sent_by_stage"].items()
+                             if k not in ("probe", "control")) / r["iterations"]
+                         for r in rows) / len(rows)
     predicted_bytes = sum(r["sync"].get("predicted_bytes_sent", 0) for r in rows) / len(rows)
     measured_s = sum(r["train_seconds"] / r["iterations"] for r in rows) / len(rows)
     predicted_s = sum(r["sync"].get("predicted_iteration_seconds", 0) for r in rows) / len(rows)

@@ -100,6 +100,7 @@ std::map<std::string, double> PlanStage::summary() const {
       {"predicted_iteration_seconds", plan_.iteration_seconds},
       {"alpha", plan_.link.alpha},
       {"bandwidth", plan_.link.bandwidth},
+      {"gemm_flops", plan_.gemm_flops},
       {"kv_chunk_floats", static_cast<double>(plan_.kv_chunk_floats)},
       {"buckets", static_cast<double>(plan_.groups.size())}};
   for (const auto& [stage, budget] : plan_.stage_bytes) out["budget_" + stage] = budget;

@@ -37,7 +37,7 @@ class PlanStage final : public SyncStage {
   [[nodiscard]] std::vector<LayerPlan> plan() const override;
   /// The plan's figures: "predicted_bytes_sent" (this rank, bytes per iteration),
   /// "predicted_iteration_seconds", "alpha" (s) and "bandwidth" (bytes/s) of the slowest link,
-  /// "gemm_flops", "kv_chunk_floats", "buckets", and "budget_<stage>" (bytes per iteration).
+  /// "gemm_flops" (FLOP/s), "kv_chunk_floats", "buckets", and "budget_<stage>" (bytes per iteration).
   [[nodiscard]] std::map<std::string, double> summary() const override;
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
     return channel_.rejected();

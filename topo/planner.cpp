@@ -237,6 +237,7 @@ Plan make_plan(const PlannerInput& input) {
     Plan alternative = evaluate(input, cluster, bucketed);
     if (alternative.iteration_seconds < plan.iteration_seconds) plan = std::move(alternative);
   }
+  plan.gemm_flops = input.gemm_flops;
   for (std::string_view stage :
        {kStageKvPush, kStageKvBroadcast, kStageSfBroadcast, kStageAllReduce}) {
     plan.stage_bytes.try_emplace(std::string(stage), 0.0);

@@ -139,6 +139,7 @@ struct Plan {
   double forward_seconds = 0;    ///< t_f
   double backward_seconds = 0;   ///< t_b
   double iteration_seconds = 0;  ///< predicted t_iter (the time model above)
+  double gemm_flops = 0;         ///< the GEMM rate the plan assumed (FLOP/s)
 };
 
 /// Plans one job. Schemes: with one node, or for a layer without parameters, local; else the

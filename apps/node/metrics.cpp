@@ -44,6 +44,8 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"samples", m.samples},
       {"wall_seconds", m.wall_seconds},
       {"train_seconds", m.train_seconds},
+      {"iteration_seconds",
+       m.iterations > 0 ? m.train_seconds / static_cast<double>(m.iterations) : 0.0},
       {"samples_per_second", m.samples_per_second},
       {"train_loss", m.train_loss},
       {"test_accuracy", m.test_accuracy},
@@ -86,24 +88,60 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
   };
   out << std::left << std::setw(7) << "layer" << std::setw(10) << "name" << std::setw(11)
       << "shape" << std::right << std::setw(11) << "parameters" << "  " << std::left
-      << std::setw(7) << "scheme" << std::right << std::setw(12) << "PS floats" << std::setw(12)
-      << "SFB floats" << std::setw(8) << "chunks" << std::setw(17) << "bytes sent/iter" << '\n';
+      << std::setw(14) << "scheme" << std::right << std::setw(12) << "PS floats" << std::setw(12)
+      << "SFB floats" << std::setw(8) << "chunks" << std::setw(17) << "bytes sent/iter"
+      << std::setw(10) << "comm ms" << '\n';
   double total = 0;
   std::size_t params = 0;
   for (const sync::LayerPlan& row : plan) {
     out << std::left << std::setw(7) << row.layer << std::setw(10) << row.name << std::setw(11)
         << row.shape << std::right << std::setw(11) << row.parameters << "  " << std::left
-        << std::setw(7) << row.scheme << std::right << std::setw(12)
+        << std::setw(14) << row.scheme << std::right << std::setw(12)
         << (row.parameters ? floats(row.ps_floats) : "-") << std::setw(12)
         << (row.sfb_floats > 0 ? floats(row.sfb_floats) : "-") << std::setw(8) << row.chunks
-        << std::setw(17) << std::fixed << std::setprecision(0) << row.predicted_bytes_sent << '\n';
+        << std::setw(17) << std::fixed << std::setprecision(0) << row.predicted_bytes_sent
+        << std::setw(10) << std::setprecision(3) << row.predicted_seconds * 1e3 << '\n';
     total += row.predicted_bytes_sent;
     params += row.parameters;
   }
   out << std::left << std::setw(28) << "total" << std::right << std::setw(11) << params
-      << std::setw(58) << std::fixed << std::setprecision(0) << total << '\n';
+      << std::setw(65) << std::fixed << std::setprecision(0) << total << '\n';
   out << "(PS / SFB floats: per node per iteration by Poseidon ATC'17 Table 1 with P1 = P2 = nodes;\n"
-         " bytes sent/iter: this node's payload + frame headers under the chosen schemes)\n";
+         " bytes sent/iter: this node's payload + frame headers under the chosen schemes;\n"
+         " comm ms: the planner's time of the layer's communication, a bucket's on its first layer)\n";
+  return out.str();
+}
+
+std::string format_summary(const std::map<std::string, double>& summary, bool measured) {
+  std::ostringstream out;
+  const auto has = [&](const char* key) { return summary.count(key) > 0; };
+  out << std::fixed;
+  if (has("bandwidth")) {
+    out << "inputs: alpha " << std::setprecision(1) << summary.at("alpha") * 1e6 << " us, B "
+        << std::setprecision(2) << summary.at("bandwidth") / 1e6 << " MB/s";
+    if (has("gemm_flops")) {
+      out << ", GEMM " << std::setprecision(1) << summary.at("gemm_flops") / 1e9 << " GFLOP/s";
+    }
+    out << (measured ? " (layer times and GEMM measured here; planner.* and --bandwidth override)"
+                     : " (planner.* or assumed)")
+        << '\n';
+  }
+  if (has("predicted_iteration_seconds")) {
+    out << "predicted: " << std::setprecision(0) << summary.at("predicted_bytes_sent")
+        << " bytes sent per iteration, " << std::setprecision(3)
+        << summary.at("predicted_iteration_seconds") * 1e3 << " ms per iteration, "
+        << std::setprecision(0) << summary.at("buckets") << " all-reduce bucket(s), KV chunk "
+        << summary.at("kv_chunk_floats") << " floats\n";
+    out << "budgets (bytes per iteration):";
+    for (const auto& [key, value] : summary) {
+      if (key.rfind("budget_", 0) == 0) out << ' ' << key.substr(7) << ' ' << value;
+    }
+    out << '\n';
+  } else if (!summary.empty()) {
+    out << "strategy figures:";
+    for (const auto& [key, value] : summary) out << ' ' << key << ' ' << std::setprecision(4) << value;
+    out << '\n';
+  }
   return out.str();
 }
 

@@ -52,6 +52,12 @@ struct NodeMetrics {
 /// naming the path when it cannot be written.
 void write_metrics(const std::filesystem::path& dir, const NodeMetrics& metrics);
 
+/// The plan's summary for `gradmesh-node plan`: the planner's inputs (alpha, B, GEMM rate), the
+/// predicted bytes and iteration time, the buckets, the KV chunk and each stage's byte budget; for
+/// other strategies (Ako) their figures. `measured`: whether layer times and GEMM were measured.
+[[nodiscard]] std::string format_summary(const std::map<std::string, double>& summary,
+                                         bool measured);
+
 /// The per-layer plan as a table for the terminal (`gradmesh-node plan`).
 [[nodiscard]] std::string format_plan(const std::vector<sync::LayerPlan>& plan);
 

@@ -348,22 +348,39 @@ int run_plan(const PlanOptions& options) {
         config.sync.strategy == "none" && options.nodes > 1 ? "ps" : config.sync.strategy;
     tasks::Optimizer optimizer(sgd_options(config), model.parameter_count());
     sync::Channel channel(nullptr, 0, options.nodes);
+    sync::SyncOptions sync = sync_options(config);
+    if (options.bandwidth && !sync.planner.bandwidth) {
+      sync.planner.bandwidth = parse_rate(*options.bandwidth);
+    }
+    // This machine's layer times and GEMM rate (no peers to measure links with: those come from
+    // planner.alpha / planner.bandwidth / --bandwidth, else the planner's assumed rates).
+    std::optional<sync::JobMeasurements> measured;
+    if (config.planner.probe) {
+      const auto times = tasks::profile_layers(model, config.optimizer.batch_size, 5, config.job.seed);
+      measured.emplace();
+      measured->forward_seconds = times.forward_seconds;
+      measured->backward_seconds = times.backward_seconds;
+      measured->links.nodes = 0;  // not measured
+      std::size_t rows = 1, cols = 1;
+      for (std::size_t l = 0; l < model.num_layers(); ++l) {
+        if (model.layer(l).parameter_count() > rows * cols) {
+          rows = model.layer(l).output_size();
+          cols = model.layer(l).input_size();
+        }
+      }
+      measured->gemm_flops = tasks::measure_gemm_flops(
+          rows, cols, config.optimizer.batch_size * options.nodes, 0.05);
+    }
     auto stage = sync::make_sync_stage(
         strategy, sync::SyncContext{model, executor, channel, 0, options.nodes,
-                                    config.optimizer.batch_size, optimizer,
-                                    sync_options(config)});
+                                    config.optimizer.batch_size, optimizer, sync, 0,
+                                    measured ? &*measured : nullptr});
     const auto plan = stage->plan();
     std::printf("plan for job '%s': strategy %s, %zu node(s), batch %zu per node, %zu parameters (rank 0)\n",
                 config.job.name.c_str(), strategy.c_str(), options.nodes,
                 config.optimizer.batch_size, model.parameter_count());
     std::printf("%s", format_plan(plan).c_str());
-    if (options.bandwidth) {
-      const double rate = parse_rate(*options.bandwidth);
-      double bytes = 0;
-      for (const auto& row : plan) bytes += row.predicted_bytes_sent;
-      std::printf("at %s: %.4f s of sending per iteration\n", format_rate(rate).c_str(),
-                  bytes / rate);
-    }
+    std::printf("%s", format_summary(stage->summary(), measured.has_value()).c_str());
     return 0;
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "gradmesh-node plan: configuration error: %s\n", e.what());
