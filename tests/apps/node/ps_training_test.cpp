@@ -86,11 +86,15 @@ float max_abs_difference(const std::vector<float>& a, const std::vector<float>& 
 }  // namespace
 
 namespace {
-void check_equivalence(const std::string& strategy, std::size_t nodes) {
+void check_equivalence(const std::string& strategy, std::size_t nodes,
+                       const std::vector<std::string>& extra = {},
+                       const std::string& scheme_expected = "") {
   const Job job;
   Cluster cluster(strategy + "-equivalence-" + std::to_string(nodes), nodes,
                   config_text(job, strategy));
-  cluster.start({"--save-parameters"});
+  std::vector<std::string> args = {"--save-parameters"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  cluster.start(args);
   const auto codes = cluster.wait(std::chrono::seconds(120));
   INFO(cluster.all_logs());
   REQUIRE(codes == std::vector<int>(nodes, 0));
@@ -106,6 +110,11 @@ void check_equivalence(const std::string& strategy, std::size_t nodes) {
     CHECK(m["strategy"] == strategy);
     CHECK(m["bytes_sent"].get<double>() > 0);
     CHECK(m["rejected_messages"] == 0);
+    if (!scheme_expected.empty()) {
+      bool found = false;
+      for (const auto& row : m["plan"]) found = found || row["scheme"] == scheme_expected;
+      CHECK(found);
+    }
   }
 }
 }  // namespace
@@ -118,16 +127,28 @@ TEST_CASE("ps on 2 and 3 node processes equals single-process SGD on the union b
 
 TEST_CASE("poseidon on 2 and 3 node processes equals single-process SGD on the union batches",
           "[e2e][poseidon][equivalence]") {
-  // With K = 16, BestScheme picks SFB for both 256-wide dense layers and PS for the classifier,
-  // so both schemes are exercised in one job.
-  SECTION("2 nodes") { check_equivalence("poseidon", 2); }
-  SECTION("3 nodes") { check_equivalence("poseidon", 3); }
+  // With K = 16, BestScheme (choose = bytes) picks SFB for both 256-wide dense layers and PS for
+  // the classifier, so both schemes are exercised in one job.
+  const std::vector<std::string> bytes = {"--set", "sync.poseidon.choose=bytes"};
+  SECTION("2 nodes") { check_equivalence("poseidon", 2, bytes, "SFB"); }
+  SECTION("3 nodes") { check_equivalence("poseidon", 3, bytes, "SFB"); }
+  // By time, with whatever the start-up probe measured.
+  SECTION("3 nodes, by time") { check_equivalence("poseidon", 3); }
 }
 
 TEST_CASE("allreduce on 2 and 3 node processes equals single-process SGD on the union batches",
           "[e2e][allreduce][equivalence]") {
   SECTION("2 nodes") { check_equivalence("allreduce", 2); }
   SECTION("3 nodes") { check_equivalence("allreduce", 3); }
+}
+
+TEST_CASE("auto on 2 and 3 node processes equals single-process SGD on the union batches",
+          "[e2e][auto][equivalence]") {
+  SECTION("2 nodes") { check_equivalence("auto", 2); }
+  // A slow declared link and a fast GEMM: SFB layers beside a PS or all-reduce classifier.
+  SECTION("3 nodes, 100 Mbit/s") {
+    check_equivalence("auto", 3, {"--set", "planner.bandwidth=100mbit"}, "SFB");
+  }
 }
 
 TEST_CASE("none on one process equals the same single-process SGD", "[e2e][none]") {
