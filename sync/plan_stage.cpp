@@ -108,8 +108,9 @@ std::map<std::string, double> PlanStage::summary() const {
 }
 
 std::unique_ptr<SyncStage> make_plan_stage(SyncContext context, std::string_view strategy) {
-  topo::PlannerInput input =
-      planner_input(context, topo::SchemeSet::for_strategy(strategy));
+  // `none` (one node): the planner makes every layer local whatever the schemes.
+  topo::PlannerInput input = planner_input(
+      context, strategy == "none" ? topo::SchemeSet{} : topo::SchemeSet::for_strategy(strategy));
   if (strategy == "poseidon") {
     const std::string& sfb = context.options.poseidon.sfb;
     input.choose = topo::parse_choose_by(context.options.poseidon.choose);

@@ -1,5 +1,5 @@
 #pragma once
-// Strategies `ps`, `poseidon`, `allreduce` and `auto`: one stage that executes the planner's
+// Strategies `none`, `ps`, `poseidon`, `allreduce` and `auto`: one stage that executes the planner's
 // per-layer plan (topo/planner.h), each layer on its scheme — PS, SFB or an all-reduce bucket —
 // all on one transport (DESIGN.md "Strategies share one transport"). The strategies differ only
 // in the schemes the planner may use: ps {PS}, poseidon {PS, SFB}, allreduce {all-reduce}, auto
@@ -55,7 +55,7 @@ class PlanStage final : public SyncStage {
   std::unique_ptr<AllReduceScheme> allreduce_;
 };
 
-/// The plan stage for `strategy` (ps, poseidon, allreduce, auto) from the job's options: the
+/// The plan stage for `strategy` (none, ps, poseidon, allreduce, auto) from the job's options: the
 /// planner's input (planner_input), the schemes of the strategy, and for poseidon
 /// sync.poseidon.sfb (always: SFB fixed on every layer with sufficient factors; never: PS only)
 /// and sync.poseidon.choose. Throws ConfigError naming a bad option.

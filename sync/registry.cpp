@@ -10,7 +10,6 @@
 #include "sync/ako/messages.h"
 #include "sync/allreduce/messages.h"
 #include "sync/channel.h"
-#include "sync/none_stage.h"
 #include "sync/plan_stage.h"
 #include "sync/poseidon/messages.h"
 #include "sync/probe/messages.h"
@@ -40,7 +39,7 @@ const std::vector<Entry>& registry() {
            throw ConfigError("sync.strategy = \"none\" trains a single node, but the peer list has " +
                              std::to_string(c.nodes) + " nodes: use ps (or run one node)");
          }
-         return std::make_unique<NoneStage>(std::move(c));
+         return make_plan_stage(std::move(c), "none");  // one node: every layer local
        }},
       {"ps", {ps::kPushStage, ps::kBroadcastStage},
        [](SyncContext c) { return make_plan_stage(std::move(c), "ps"); }},
