@@ -1,0 +1,117 @@
+// TcpTransport lifecycle: peer failure, shutdown, closing.
+#include "net/tcp/mesh_impl.h"
+
+namespace gradmesh::net {
+
+using namespace tcp;
+
+// ---------------------------------------------------------------- failure and shutdown
+
+void TcpTransport::Impl::fail_start(PeerError error) noexcept {
+  {
+    const std::lock_guard lock(mutex_);
+    if (started_ || start_error_ != nullptr) {
+      spdlog::error("net rank {}: {}", options_.rank, error.what());
+      return;
+    }
+    start_error_ = std::make_exception_ptr(error);
+  }
+  changed_.notify_all();
+}
+
+void TcpTransport::Impl::fail_peer(std::size_t rank, const std::string& why) noexcept {
+  if (Connection* connection = peers_[rank].connection) close_connection(*connection);
+  if (stopping_) return;
+  PeerError error(rank, peers_[rank].address, why);
+  bool during_start = false;
+  {
+    const std::lock_guard lock(mutex_);
+    if (peers_[rank].failure) return;
+    peers_[rank].failure = error;
+    peers_[rank].done = true;
+    if (!started_) {
+      // start() keeps waiting for the others and names this peer among the missing ones when it
+      // times out (a peer that exits because *another* peer is missing must not mask that one).
+      peers_[rank].connected = false;
+      during_start = true;
+    }
+  }
+  changed_.notify_all();
+  spdlog::error("net rank {}: {}", options_.rank, error.what());
+  if (during_start || !on_failure_) return;
+  try {
+    on_failure_(error);
+  } catch (const std::exception& e) {
+    spdlog::error("net rank {}: failure handler threw: {}", options_.rank, e.what());
+  } catch (...) {
+    spdlog::error("net rank {}: failure handler threw a non-exception", options_.rank);
+  }
+}
+
+void TcpTransport::Impl::begin_shutdown() noexcept {
+  shutting_down_ = true;
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    if (r == options_.rank) continue;
+    Connection* connection = peers_[r].connection;
+    if (connection != nullptr && connection->established && !connection->closing()) {
+      try {
+        queue_frame(*connection, encode_goodbye(control_stage_));
+      } catch (...) {
+        close_connection(*connection);
+        mark_done(r);
+      }
+    } else {
+      mark_done(r);
+    }
+  }
+}
+
+void TcpTransport::Impl::maybe_finish_peer(Connection& connection) noexcept {
+  if (!connection.goodbye_sent || !connection.goodbye_received) return;
+  const std::size_t rank = connection.peer_rank();
+  close_connection(connection);
+  mark_done(rank);
+}
+
+void TcpTransport::Impl::mark_done(std::size_t rank) noexcept {
+  {
+    const std::lock_guard lock(mutex_);
+    peers_[rank].done = true;
+  }
+  changed_.notify_all();
+}
+
+void TcpTransport::Impl::close_connection(Connection& connection) noexcept {
+  if (connection.in_ready_list) {
+    std::erase(ready_, &connection);
+    connection.in_ready_list = false;
+  }
+  std::erase(pending_inbound_, &connection);
+  const std::size_t rank = connection.peer_rank();
+  if (rank < peers_.size() && peers_[rank].connection == &connection)
+    peers_[rank].connection = nullptr;
+  connection.close();
+}
+
+void TcpTransport::Impl::close_all() noexcept {
+  stopping_ = true;
+  {
+    const std::lock_guard lock(mutex_);
+    loop_accepts_ = false;  // no uv_async_send after this point
+  }
+  auto close = [](auto* handle) {
+    auto* h = reinterpret_cast<uv_handle_t*>(handle);
+    if (!uv_is_closing(h)) uv_close(h, nullptr);
+  };
+  close(&async_);
+  close(&listener_);
+  close(&pace_timer_);
+  for (std::size_t r = 0; r < options_.rank; ++r) close(&peers_[r].retry_timer);
+  for (auto& peer : peers_)
+    if (peer.connection != nullptr) close_connection(*peer.connection);
+  while (!pending_inbound_.empty()) close_connection(*pending_inbound_.back());
+  ready_.clear();
+}
+
+
+}  // namespace gradmesh::net

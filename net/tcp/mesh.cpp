@@ -1,0 +1,229 @@
+// TcpTransport start-up: listening, dialing with back-off, accepting, the handshake.
+#include "net/tcp/mesh_impl.h"
+
+namespace gradmesh::net {
+
+using namespace tcp;
+
+// ====================================================================== start
+
+void TcpTransport::Impl::start() {
+  {
+    const std::lock_guard lock(mutex_);
+    if (loop_initialised_ || closed_) throw Error("Transport::start() called twice");
+  }
+  const std::size_t self = options_.rank;
+  for (std::size_t r = 0; r < peers_.size(); ++r)
+    peers_[r].socket_address = resolve(r, options_.peers[r]);
+
+  uv_loop_init(&loop_);
+  loop_initialised_ = true;
+  loop_.data = this;
+  uv_async_init(&loop_, &async_, &Impl::on_async);
+  async_.data = this;
+  uv_timer_init(&loop_, &pace_timer_);
+  pace_timer_.data = this;
+  uv_tcp_init(&loop_, &listener_);
+  listener_.data = this;
+  for (std::size_t r = 0; r < self; ++r) {
+    uv_timer_init(&loop_, &peers_[r].retry_timer);
+    peers_[r].retry_timer.data = this;
+  }
+  if (options_.max_send_rate > 0.0)
+    limiter_.emplace(options_.max_send_rate, RateLimiter::default_capacity(options_.max_send_rate),
+                     &RateLimiter::steady_seconds,
+                     RateLimiter::default_backlog_capacity(options_.max_send_rate));
+
+  int rc = uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&peers_[self].socket_address), 0);
+  if (rc == 0)
+    rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 128, &Impl::on_new_connection);
+  {
+    const std::lock_guard lock(mutex_);
+    loop_accepts_ = true;
+  }
+  if (rc != 0) {
+    stop_and_join();  // runs the loop once to close the handles
+    throw PeerError(self, peers_[self].address, "cannot listen: " + uv_error_text(rc));
+  }
+  for (std::size_t r = 0; r < self; ++r) dial(r);  // before the thread exists: no race
+  thread_ = std::thread([this] { run_loop(); });
+
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(options_.connect_timeout_s));
+  std::unique_lock lock(mutex_);
+  const std::size_t others = peers_.size() - 1;
+  const bool finished = changed_.wait_until(lock, deadline, [&] {
+    return start_error_ != nullptr || count_connected_locked() == others;
+  });
+  if (finished && start_error_ == nullptr) {
+    started_ = true;
+    sends_allowed_ = true;
+    return;
+  }
+  std::exception_ptr error = start_error_;
+  if (error == nullptr) {
+    std::string missing;
+    std::size_t first = kNoRank;
+    for (std::size_t r = 0; r < peers_.size(); ++r) {
+      if (r == self || peers_[r].connected) continue;
+      // Name a never-connected rank first: a peer that failed may only have given up on it.
+      if (first == kNoRank || (peers_[first].failure && !peers_[r].failure)) first = r;
+      missing += (missing.empty() ? "" : ", ") + ("rank " + std::to_string(r)) + " (" +
+                 peers_[r].address + ")";
+      if (peers_[r].failure) missing += " [connected, then failed: " + std::string(peers_[r].failure->what()) + "]";
+    }
+    error = std::make_exception_ptr(
+        PeerError(first, peers_[first].address,
+                  "timed out after " + seconds_text(options_.connect_timeout_s) +
+                      " s waiting for peers: " + missing));
+  }
+  lock.unlock();
+  stop_and_join();
+  std::rethrow_exception(error);
+}
+
+// ---------------------------------------------------------------- dialing
+
+void TcpTransport::Impl::dial(std::size_t rank) noexcept {
+  if (stopping_) return;
+  Connection* connection =
+      Connection::make(&loop_, *this, Connection::Role::kDialer, rank, limits(true));
+  peers_[rank].connection = connection;
+  const int rc =
+      connection->connect(reinterpret_cast<const sockaddr*>(&peers_[rank].socket_address));
+  if (rc != 0) {
+    close_connection(*connection);
+    schedule_retry(rank);
+  }
+}
+
+void TcpTransport::Impl::schedule_retry(std::size_t rank) noexcept {
+  if (stopping_) return;
+  Peer& peer = peers_[rank];
+  uv_timer_start(&peer.retry_timer, &Impl::on_retry, peer.backoff_ms, 0);
+  peer.backoff_ms = std::min(peer.backoff_ms * 2, kMaxBackoffMs);
+}
+
+void TcpTransport::Impl::on_retry(uv_timer_t* timer) noexcept {
+  auto* self = static_cast<Impl*>(timer->data);
+  for (std::size_t r = 0; r < self->options_.rank; ++r)
+    if (&self->peers_[r].retry_timer == timer) self->dial(r);
+}
+
+void TcpTransport::Impl::on_connected(Connection& connection, int status) noexcept {
+  const std::size_t rank = connection.peer_rank();
+  if (status != 0 || connection.start_reading() != 0) {
+    close_connection(connection);
+    schedule_retry(rank);
+    return;
+  }
+  try {
+    queue_frame(connection, encode_hello(our_hello(), control_stage_));
+  } catch (const std::exception& e) {
+    fail_start(PeerError(rank, peers_[rank].address, std::string("cannot encode Hello: ") + e.what()));
+    return;
+  }
+  pump();
+}
+
+// ---------------------------------------------------------------- accepting
+
+void TcpTransport::Impl::on_new_connection(uv_stream_t* server, int status) noexcept {
+  auto* self = static_cast<Impl*>(server->data);
+  if (self->stopping_) return;
+  if (status != 0) {
+    spdlog::warn("net rank {}: accept failed: {}", self->options_.rank, uv_error_text(status));
+    return;
+  }
+  Connection* connection = Connection::make(&self->loop_, *self, Connection::Role::kAcceptor,
+                                            kNoRank, self->limits(true));
+  if (uv_accept(server, connection->stream()) != 0 || connection->start_reading() != 0) {
+    connection->close();
+    return;
+  }
+  self->pending_inbound_.push_back(connection);
+}
+
+void TcpTransport::Impl::reject_inbound(Connection& connection, const std::string& why) noexcept {
+  counters_.add_rejected_connection();
+  spdlog::warn("net rank {}: rejected inbound connection from {}: {}", options_.rank,
+               connection.remote_address(), why);
+  close_connection(connection);
+}
+
+void TcpTransport::Impl::handle_hello(Connection& connection, const schema::Hello& hello,
+                                   std::size_t wire) noexcept {
+  const HelloFields theirs = decode_hello(hello);
+  std::string reason = check_hello(our_hello(), theirs);
+  const bool rank_valid = theirs.rank < peers_.size() && theirs.rank > options_.rank;
+  bool duplicate = false;
+  if (reason.empty() && peers_[theirs.rank].connection != nullptr) {
+    reason = "rank " + std::to_string(theirs.rank) + " is already connected";
+    duplicate = true;
+  }
+  if (!reason.empty()) {
+    counters_.add_rejected_connection();
+    counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire, 1);
+    spdlog::error("net rank {}: refusing handshake from {} claiming rank {}: {}", options_.rank,
+                  connection.remote_address(), theirs.rank, reason);
+    // A real peer with a different config fails our start() too, once the Refuse is written.
+    if (rank_valid && !duplicate) {
+      connection.set_peer_rank(theirs.rank);
+      connection.refusal = "refused its handshake: " + reason;
+    }
+    try {
+      queue_frame(connection, encode_refuse(reason, control_stage_));
+      pump();
+    } catch (...) {
+      close_connection(connection);
+    }
+    return;
+  }
+  connection.set_peer_rank(theirs.rank);
+  counters_.add_received(theirs.rank, control_stage_, wire, 1);
+  std::erase(pending_inbound_, &connection);
+  peers_[theirs.rank].connection = &connection;
+  try {
+    queue_frame(connection, encode_hello_ack(options_.rank, control_stage_));
+  } catch (...) {
+    fail_start(PeerError(theirs.rank, peers_[theirs.rank].address, "cannot encode HelloAck"));
+    return;
+  }
+  mark_connected(connection);
+  pump();
+}
+
+void TcpTransport::Impl::handle_dialer_reply(Connection& connection, const schema::Header& header,
+                                          std::size_t wire) noexcept {
+  const std::size_t rank = connection.peer_rank();
+  counters_.add_received(rank, control_stage_, wire, 1);
+  if (header.body_type() == schema::Body::HelloAck) {
+    mark_connected(connection);
+    return;
+  }
+  std::string why;
+  if (header.body_type() == schema::Body::Refuse) {
+    const auto* reason = header.body_as_Refuse()->reason();
+    why = "refused our handshake: " + (reason ? reason->str() : std::string("no reason given"));
+  } else {
+    why = std::string("expected HelloAck or Refuse, got ") + body_name(header.body_type());
+  }
+  close_connection(connection);
+  fail_start(PeerError(rank, peers_[rank].address, why));
+}
+
+void TcpTransport::Impl::mark_connected(Connection& connection) noexcept {
+  connection.established = true;
+  connection.set_limits(limits(false));
+  {
+    const std::lock_guard lock(mutex_);
+    peers_[connection.peer_rank()].connected = true;
+  }
+  changed_.notify_all();
+  spdlog::debug("net rank {}: connected to rank {} ({})", options_.rank, connection.peer_rank(),
+                peers_[connection.peer_rank()].address);
+}
+
+
+}  // namespace gradmesh::net

@@ -1,0 +1,186 @@
+#pragma once
+// Internal to net/tcp/ (includes <uv.h>): TcpTransport's implementation class, shared by the files
+// that implement it one concept each — tcp_transport.cpp (construction and the public facade),
+// mesh.cpp (start-up: listening, dialing with back-off, accepting, the handshake), send_queue.cpp
+// (callers' sends, the loop thread, the send queue and its pacing), receive.cpp (frames in:
+// dispatch, malformed frames, broken connections, writes completed), lifecycle.cpp (peer failure,
+// shutdown, closing).
+
+#include <netdb.h>
+#include <spdlog/spdlog.h>
+#include <uv.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "net/tcp/connection.h"
+#include "net/frame.h"
+#include "net/tcp/handshake.h"
+#include "net/rate_limiter.h"
+
+#include "net/tcp/tcp_transport.h"
+
+namespace gradmesh::net {
+
+namespace tcp {
+
+using detail::Connection;
+
+
+inline constexpr std::size_t kNoRank = static_cast<std::size_t>(-1);
+inline constexpr std::size_t kSliceBytes = 64 * 1024;  // write window when rate limited
+inline constexpr std::uint64_t kFirstBackoffMs = 50;
+inline constexpr std::uint64_t kMaxBackoffMs = 1000;
+
+inline std::string uv_error_text(int status) {
+  return std::string(uv_err_name(status)) + ": " + uv_strerror(status);
+}
+
+inline std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f", seconds);
+  return text;
+}
+
+// Blocking name resolution (start() only, on the caller's thread).
+inline sockaddr_storage resolve(std::size_t rank, const Endpoint& endpoint) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  const std::string port = std::to_string(endpoint.port);
+  const int rc = getaddrinfo(endpoint.host.c_str(), port.c_str(), &hints, &result);
+  if (rc != 0 || result == nullptr)
+    throw PeerError(rank, endpoint.to_string(),
+                    std::string("cannot resolve host: ") + gai_strerror(rc));
+  sockaddr_storage storage{};
+  std::memcpy(&storage, result->ai_addr, result->ai_addrlen);
+  freeaddrinfo(result);
+  return storage;
+}
+
+inline const char* body_name(schema::Body type) {
+  const char* name = schema::EnumNameBody(type);
+  return (name != nullptr && *name != '\0') ? name : "unknown";
+}
+
+}  // namespace tcp
+
+using tcp::Connection;
+
+class TcpTransport::Impl final : public detail::ConnectionListener {
+ public:
+  explicit Impl(TransportOptions options);
+  ~Impl();
+
+  void start();
+  void enqueue_from_caller(std::size_t to_rank, std::unique_ptr<OutgoingFrame> frame);
+  void shutdown(double timeout_s) noexcept;
+  void stop_and_join() noexcept;
+  void abort(const std::string& reason) noexcept;
+  void check_rank(std::size_t to_rank) const;
+
+  TransportOptions options_;
+  std::vector<std::string> stage_names_;  // options_.stages + "control"
+  std::size_t control_stage_;
+  MessageHandler on_message_;
+  FailureHandler on_failure_;
+  CounterBook counters_;
+
+ private:
+  struct Peer {
+    std::string address;           // Endpoint::to_string()
+    sockaddr_storage socket_address{};
+    // loop thread
+    Connection* connection = nullptr;
+    uv_timer_t retry_timer{};
+    std::uint64_t backoff_ms = tcp::kFirstBackoffMs;
+    // guarded by mutex_
+    bool connected = false;
+    bool done = false;  // shutdown finished for this peer (goodbyes exchanged, failed or absent)
+    std::optional<PeerError> failure;
+  };
+
+  // ---- ConnectionListener (loop thread) ----
+  void on_connected(Connection& connection, int status) noexcept override;
+  void on_frame(Connection& connection, const schema::Header& header, Payload&& payload,
+                std::size_t wire_bytes) noexcept override;
+  void on_malformed(Connection& connection, const std::string& why,
+                    std::size_t wire_bytes) noexcept override;
+  void on_broken(Connection& connection, int status, const std::string& why) noexcept override;
+  void on_written(Connection& connection, const OutgoingFrame& frame, std::size_t bytes,
+                  bool frame_done) noexcept override;
+  void on_bytes_read(Connection& connection, std::size_t bytes) noexcept override;
+
+  // ---- loop thread ----
+  static void on_async(uv_async_t* handle) noexcept;
+  static void on_new_connection(uv_stream_t* server, int status) noexcept;
+  static void on_retry(uv_timer_t* timer) noexcept;
+  static void on_pace(uv_timer_t* timer) noexcept;
+  void run_loop() noexcept;
+  void dial(std::size_t rank) noexcept;
+  void schedule_retry(std::size_t rank) noexcept;
+  void handle_hello(Connection& connection, const schema::Hello& hello, std::size_t wire) noexcept;
+  void handle_dialer_reply(Connection& connection, const schema::Header& header,
+                           std::size_t wire) noexcept;
+  void reject_inbound(Connection& connection, const std::string& why) noexcept;
+  void finish_refusal(Connection& connection) noexcept;
+  void mark_connected(Connection& connection) noexcept;
+  void fail_peer(std::size_t rank, const std::string& why) noexcept;
+  void fail_start(PeerError error) noexcept;
+  void close_connection(Connection& connection) noexcept;
+  void queue_frame(Connection& connection, std::unique_ptr<OutgoingFrame> frame) noexcept;
+  void pump() noexcept;
+  void begin_shutdown() noexcept;
+  void maybe_finish_peer(Connection& connection) noexcept;
+  void mark_done(std::size_t rank) noexcept;
+  void close_all() noexcept;
+  detail::ReadLimits limits(bool handshake) const noexcept;
+  HelloFields our_hello() const;
+
+  // ---- caller side ----
+  [[nodiscard]] std::size_t count_connected_locked() const noexcept;
+  [[nodiscard]] std::size_t count_done_locked() const noexcept;
+
+  std::vector<Peer> peers_;
+
+  uv_loop_t loop_{};
+  uv_async_t async_{};
+  uv_tcp_t listener_{};
+  uv_timer_t pace_timer_{};
+  bool loop_initialised_ = false;
+  std::thread thread_;
+
+  // loop thread only
+  std::optional<RateLimiter> limiter_;
+  std::deque<Connection*> ready_;           // connections with unissued frames, round-robin
+  std::vector<Connection*> pending_inbound_;  // accepted, not yet handshaked
+  std::vector<std::pair<std::size_t, std::unique_ptr<OutgoingFrame>>> draining_;
+  bool stopping_ = false;
+  bool shutting_down_ = false;
+
+  // shared with caller threads
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::pair<std::size_t, std::unique_ptr<OutgoingFrame>>> incoming_;
+  double incoming_since_ = 0;    // RateLimiter::steady_seconds() when incoming_ last filled
+  bool loop_accepts_ = false;    // async_ is live: uv_async_send allowed
+  bool sends_allowed_ = false;   // between a successful start() and shutdown()
+  bool started_ = false;         // start() succeeded
+  bool shutdown_requested_ = false;
+  bool stop_requested_ = false;
+  bool closed_ = false;          // thread joined, loop closed
+  std::size_t aborts_pending_ = 0;  // Abort frames queued by abort() and not yet written
+  std::exception_ptr start_error_;
+};
+
+}  // namespace gradmesh::net

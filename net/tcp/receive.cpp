@@ -1,0 +1,148 @@
+// TcpTransport receiving: frame dispatch, malformed frames, broken connections, writes done.
+#include "net/tcp/mesh_impl.h"
+
+namespace gradmesh::net {
+
+using namespace tcp;
+
+// ---------------------------------------------------------------- frames
+
+void TcpTransport::Impl::on_bytes_read(Connection& /*connection*/, std::size_t bytes) noexcept {
+  counters_.add_read_bytes(bytes);
+}
+
+void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& header,
+                               Payload&& payload, std::size_t wire_bytes) noexcept {
+  if (!connection.established) {
+    if (connection.role() == Connection::Role::kDialer) {
+      handle_dialer_reply(connection, header, wire_bytes);
+    } else if (header.body_type() == schema::Body::Hello) {
+      handle_hello(connection, *header.body_as_Hello(), wire_bytes);
+    } else {
+      reject_inbound(connection,
+                     std::string("expected Hello, got ") + body_name(header.body_type()));
+    }
+    return;
+  }
+  const std::size_t rank = connection.peer_rank();
+  switch (header.body_type()) {
+    case schema::Body::Data: {
+      const schema::Data* data = header.body_as_Data();
+      counters_.add_received(rank, data->stage(), wire_bytes, 1);
+      if (!on_message_) return;
+      try {
+        on_message_(rank, Message{data->stage(), data->kind(), data->key(), data->round(),
+                                  std::move(payload)});
+      } catch (const std::exception& e) {
+        counters_.add_malformed_frame();
+        spdlog::error("net rank {}: message handler threw on a frame from rank {} ({}): {}",
+                      options_.rank, rank, peers_[rank].address, e.what());
+      } catch (...) {
+        counters_.add_malformed_frame();
+        spdlog::error("net rank {}: message handler threw a non-exception on a frame from rank {}",
+                      options_.rank, rank);
+      }
+      return;
+    }
+    case schema::Body::Goodbye:
+      counters_.add_received(rank, control_stage_, wire_bytes, 1);
+      connection.goodbye_received = true;
+      maybe_finish_peer(connection);
+      return;
+    case schema::Body::Abort: {
+      counters_.add_received(rank, control_stage_, wire_bytes, 1);
+      const flatbuffers::String* reason = header.body_as_Abort()->reason();
+      fail_peer(rank, "aborted the job: " + (reason != nullptr ? reason->str() : std::string("?")));
+      return;
+    }
+    default:
+      on_malformed(connection,
+                   std::string("unexpected ") + body_name(header.body_type()) +
+                       " after the handshake",
+                   wire_bytes);
+      return;
+  }
+}
+
+void TcpTransport::Impl::on_malformed(Connection& connection, const std::string& why,
+                                   std::size_t wire_bytes) noexcept {
+  if (!connection.established) {
+    if (connection.role() == Connection::Role::kAcceptor) {
+      reject_inbound(connection, why);
+    } else {
+      const std::size_t rank = connection.peer_rank();
+      close_connection(connection);
+      fail_start(PeerError(rank, peers_[rank].address, "malformed handshake reply: " + why));
+    }
+    return;
+  }
+  const std::size_t rank = connection.peer_rank();
+  counters_.add_malformed_frame();
+  counters_.add_received(rank, CounterBook::kNoStage, wire_bytes, 0);
+  spdlog::error("net rank {}: skipped a malformed frame of {} bytes from rank {} ({}): {}",
+                options_.rank, wire_bytes, rank, peers_[rank].address, why);
+}
+
+void TcpTransport::Impl::on_broken(Connection& connection, int status,
+                                const std::string& why) noexcept {
+  const std::size_t rank = connection.peer_rank();
+  if (!connection.established) {
+    if (connection.role() == Connection::Role::kAcceptor) {
+      if (connection.refusal.empty()) {
+        reject_inbound(connection, why);
+      } else {  // the dialer read our Refuse and hung up before our write callback ran
+        finish_refusal(connection);
+      }
+    } else if (status != 0) {  // the acceptor went away mid-handshake: dial again
+      close_connection(connection);
+      schedule_retry(rank);
+    } else {
+      close_connection(connection);
+      fail_start(PeerError(rank, peers_[rank].address, "handshake failed: " + why));
+    }
+    return;
+  }
+  if (connection.goodbye_received) {  // the peer said Goodbye: its close is no failure
+    close_connection(connection);
+    mark_done(rank);
+    return;
+  }
+  if (status == 0) {
+    counters_.add_malformed_frame();
+    spdlog::error("net rank {}: closing the connection to rank {} ({}): {}", options_.rank, rank,
+                  peers_[rank].address, why);
+  }
+  fail_peer(rank, why);
+}
+
+void TcpTransport::Impl::on_written(Connection& connection, const OutgoingFrame& frame,
+                                 std::size_t bytes, bool frame_done) noexcept {
+  counters_.add_sent(connection.peer_rank(), frame.stage(), bytes, frame_done ? 1 : 0);
+  if (!frame_done) return;
+  if (frame.role() == FrameRole::kAbort) {
+    {
+      const std::lock_guard lock(mutex_);
+      if (aborts_pending_ > 0) --aborts_pending_;
+    }
+    changed_.notify_all();
+    return;
+  }
+  if (connection.closing()) return;  // counted above; no state change on a closing connection
+  if (frame.role() == FrameRole::kGoodbye) {
+    connection.goodbye_sent = true;
+    maybe_finish_peer(connection);
+  } else if (frame.role() == FrameRole::kRefuse) {
+    finish_refusal(connection);
+  }
+}
+
+void TcpTransport::Impl::finish_refusal(Connection& connection) noexcept {
+  std::string refusal = std::move(connection.refusal);
+  connection.refusal.clear();
+  const std::size_t rank = connection.peer_rank();
+  close_connection(connection);
+  if (!refusal.empty()) fail_start(PeerError(rank, peers_[rank].address, refusal));
+}
+
+
+}  // namespace gradmesh::net
