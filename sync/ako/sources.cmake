@@ -1,6 +1,10 @@
 # Strategy `ako`: partial gradient exchange (Ako SoCC'16).
 target_sources(gradmesh_sync PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/accumulation_queue.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/ako_finish.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/ako_profile.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/ako_receiver.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/ako_sender.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ako_stage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/handoff_ring.cpp
   ${CMAKE_CURRENT_LIST_DIR}/partition_count.cpp

@@ -1,0 +1,144 @@
+// AkoStage: the end-of-job exchange, pauses, the measured send rate, summary and plan.
+#include "sync/ako/ako_internal.h"
+
+#include "sync/layer_plan.h"
+
+namespace gradmesh::sync {
+
+using namespace ako_internal;
+
+// ====================================================================== end of job
+
+bool AkoStage::finish() {
+  if (ctx_.nodes == 1 || !channel_.connected()) return false;
+  // Profiles the job ended too early to complete: every node's gamma is needed for every plan.
+  while (profiles_sent_ < plans_needed()) end_profile(profiles_sent_, profile_gamma());
+  const std::uint64_t produced = local_clock_.load(std::memory_order_relaxed);
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  flushing_.store(true, std::memory_order_release);  // rounds from here on: not training's
+  bool flushed = false;
+  {
+    std::unique_lock lock(flush_mutex_);
+    while (!stopped_.load(std::memory_order_acquire)) {
+      flushed = sent_clock_.load(std::memory_order_acquire) >= produced;
+      if (flushed || Clock::now() >= deadline) break;
+      lock.unlock();
+      post_pump();
+      lock.lock();
+      flushed_.wait_for(lock, std::chrono::milliseconds(20));
+    }
+  }
+  if (!flushed && !stopped_.load()) {
+    spdlog::warn("ako: {} of {} gradients were not sent before the end of the job",
+                 produced - sent_clock_.load(), produced);
+  }
+  {
+    // A gradient's ranges reach a peer over p rounds (sec. 3.1): send each peer, once, whole,
+    // what it has not received yet (warm-up rounds need nothing: they delivered whole). Then
+    // stop the network side, so no later pump sends anything.
+    const std::lock_guard pump(pump_mutex_);
+    if (flushed && !stopped_.load(std::memory_order_acquire) && queue_ &&
+        phase_ != Phase::kWarmup) {
+      send_undelivered(folded_);
+    }
+    stopped_.store(true, std::memory_order_release);
+    if (pool_) pool_->set_on_release({});
+  }
+  // Tell every peer this node has sent all it will, then wait (bounded) for theirs.
+  broadcast(control_stage_, ako::Kind::kDone, 0, 0, net::Payload{});
+  {
+    std::unique_lock lock(flush_mutex_);
+    const bool all = flushed_.wait_until(lock, deadline, [&] {
+      return peers_done_ == ctx_.nodes - 1 || failed_.load(std::memory_order_acquire);
+    });
+    if (!all) {
+      spdlog::warn("ako: {} of {} peers did not finish sending before the deadline",
+                   ctx_.nodes - 1 - peers_done_, ctx_.nodes - 1);
+    }
+  }
+  // Every peer's partitions have been staged (or a peer failed, or the deadline passed): fold
+  // them in, so the final replica holds every node's gradients (all replicas then agree up to
+  // float rounding: plain SGD sums the same updates in another order).
+  apply_staging();
+  return true;
+}
+
+void AkoStage::pause(bool paused) {
+  const auto now = Clock::now();
+  // An open profile window leaves the pause out: its start moves later by the pause's length.
+  if (paused) {
+    paused_at_ = now;
+  } else if (profile_started_ && paused_at_) {
+    profile_start_ += now - *paused_at_;
+  }
+  const std::lock_guard lock(pump_mutex_);
+  if (paused) {
+    pauses_.emplace_back(now, Clock::time_point::max());  // once per epoch: may allocate
+  } else if (!pauses_.empty()) {
+    pauses_.back().second = now;
+  }
+}
+
+std::map<std::string, double> AkoStage::summary() const {
+  std::map<std::string, double> out;
+  {
+    const std::lock_guard lock(profile_mutex_);
+    const ako::PartitionChoice& c = choices_[plans_needed() - 1];
+    out["partitions"] = static_cast<double>(c.partitions);
+    out["gamma"] = c.gamma;
+    out["model_bytes"] = c.model_bytes;
+    out["bandwidth"] = c.bandwidth;
+    out["nodes"] = static_cast<double>(c.nodes);
+    out["predicted_send_rate"] = c.predicted_send_rate();
+    out["eq3"] = c.eq3;
+    out["warmup_gamma"] = auto_partitions_ ? choices_[0].gamma : 0.0;
+    out["warmup_partitions"] = auto_partitions_ ? static_cast<double>(choices_[0].partitions) : 0.0;
+  }
+  out["staleness"] = static_cast<double>(ctx_.options.ako.staleness);
+  out["gradients"] = static_cast<double>(local_clock_.load());
+  out["rounds_sent"] = static_cast<double>(rounds_sent_.load());
+  out["full_rounds"] = static_cast<double>(full_rounds_.load());
+  out["partitions_received"] = static_cast<double>(received_.load());
+  out["full_rounds_received"] = static_cast<double>(full_received_.load());
+  out["staleness_waits"] = static_cast<double>(clocks_.waits());
+  out["profile_iterations"] = static_cast<double>(profiled_.load());
+  {
+    const std::lock_guard lock(pump_mutex_);
+    double seconds = 0;
+    if (steady_rounds_ >= 2) {
+      seconds = std::chrono::duration<double>(steady_last_ - steady_first_).count();
+      for (const auto& [begin, end] : pauses_) {  // less the pauses within the window
+        const auto from = std::max(begin, steady_first_);
+        const auto to = std::min(end, steady_last_);
+        if (to > from) seconds -= std::chrono::duration<double>(to - from).count();
+      }
+    }
+    out["measured_seconds"] = seconds;
+    out["measured_send_rate"] = seconds > 0 ? steady_bytes_ / seconds : 0.0;
+    out["measured_gamma"] =
+        seconds > 0 ? static_cast<double>(steady_last_clock_ - steady_first_clock_) / seconds : 0.0;
+  }
+  return out;
+}
+
+std::vector<LayerPlan> AkoStage::plan() const {
+  std::size_t p = std::max<std::size_t>(1, ctx_.nodes - 1);  // auto, before agreement: a guess
+  if (auto q = partitions()) p = *q;
+  const double overhead = partition_frame_overhead_;
+  std::vector<LayerPlan> rows;
+  for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
+    LayerPlan row = describe_layer(ctx_.model, l, "ako");
+    // Sec. 3.2: per gradient (one round), one partition of m / p floats in one frame to each of
+    // the n - 1 peers; this layer's share of those bytes (frame headers shared pro rata).
+    const double share = static_cast<double>(row.parameters) / static_cast<double>(floats_);
+    row.predicted_bytes_sent =
+        static_cast<double>(ctx_.nodes - 1) *
+        (static_cast<double>(row.parameters * sizeof(float)) / static_cast<double>(p) +
+         share * overhead);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+
+}  // namespace gradmesh::sync

@@ -1,0 +1,25 @@
+#pragma once
+// Internal to sync/ako/: what the files implementing AkoStage share. AkoStage is implemented one
+// concept a file: ako_stage.cpp (construction and the compute tasks), ako_profile.cpp (gamma
+// profiles and the agreement on p, eq. 3), ako_sender.cpp (the network side: rounds, warm-up,
+// switching p), ako_receiver.cpp (received partitions, staging, failures), ako_finish.cpp (the
+// end-of-job exchange, pauses, the measured send rate and the summary).
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "sync/ako/ako_stage.h"
+
+namespace gradmesh::sync::ako_internal {
+
+inline constexpr std::size_t kProfileDoubles = 3;  // gamma (1/s), model bytes, B (bytes/s)
+inline constexpr unsigned kPartitionShift = 32;    // ako::Kind::kPartition key: p << 32 | k
+
+inline std::string rate_text(double bytes_per_second) {
+  return fmt::format("{:.2f} MB/s", bytes_per_second / 1e6);
+}
+
+}  // namespace gradmesh::sync::ako_internal

@@ -1,0 +1,98 @@
+// AkoStage: gamma profiles and the agreement on p (Ako SoCC'16 sec. 3.2, eq. 3).
+#include "sync/ako/ako_internal.h"
+
+#include <cmath>
+
+namespace gradmesh::sync {
+
+using namespace ako_internal;
+
+double AkoStage::profile_gamma() const {
+  const std::uint64_t c = local_clock_.load(std::memory_order_relaxed);
+  if (!profile_started_ || c <= profile_start_clock_) return 0.0;
+  const double s = std::chrono::duration<double>(last_handoff_ - profile_start_).count();
+  return s > 0 ? static_cast<double>(c - profile_start_clock_) / s : 0.0;
+}
+
+void AkoStage::end_profile(std::size_t plan, double gamma) {
+  profile_started_ = false;
+  profiles_sent_ = plan + 1;
+  if (profiles_sent_ == plans_needed()) {
+    profiled_.store(local_clock_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  }
+  if (auto_partitions_) {
+    ctx_.executor.post(engine::Arena::kNetwork,
+                       [this, plan, gamma] { broadcast_profile(plan, gamma); });
+  } else {
+    record_local_gamma(gamma);  // explicit p: gamma only for the summary
+  }
+}
+
+void AkoStage::broadcast_profile(std::size_t plan, double gamma) {
+  const double values[kProfileDoubles] = {gamma, choices_[plan].model_bytes, bandwidth_};
+  const auto bytes = std::as_bytes(std::span<const double>(values));
+  // Twice per job: may allocate.
+  broadcast(control_stage_, ako::Kind::kProfile, plan, 0, net::Payload::copy_of(bytes));
+  record_profile(ctx_.rank, plan, values);
+}
+
+void AkoStage::record_profile(std::size_t from, std::size_t plan, std::span<const double> values) {
+  std::optional<ako::PartitionChoice> agreed;
+  {
+    const std::lock_guard lock(profile_mutex_);
+    if (gammas_[plan][from]) {
+      reject(from, "a second gradient-rate profile for plan " + std::to_string(plan));
+      return;
+    }
+    if (values[1] != choices_[plan].model_bytes || values[2] != bandwidth_) {
+      reject(from, fmt::format("a profile for m = {} bytes, B = {} bytes/s (this node: {}, {})",
+                               values[1], values[2], choices_[plan].model_bytes, bandwidth_));
+      return;
+    }
+    if (!std::isfinite(values[0]) || values[0] < 0) {
+      reject(from, fmt::format("a gradient rate of {}", values[0]));
+      return;
+    }
+    gammas_[plan][from] = values[0];
+    if (++profiles_[plan] < ctx_.nodes) return;
+    double gamma = 0;  // the mean: see the class comment
+    for (const auto& g : gammas_[plan]) gamma += *g / static_cast<double>(ctx_.nodes);
+    choices_[plan] = ako::partitions_for(gamma, floats_, ctx_.nodes, bandwidth_);
+    agreed = choices_[plan];
+  }
+  const ako::PartitionChoice& c = *agreed;
+  spdlog::info("ako: {} p = {} by eq. 3: ceil(gamma {:.2f} gradients/s (mean over {} nodes, {}) x "
+               "m {} bytes x (n - 1) {} / B {}) = ceil({:.3f}), clamped to [1, {}]; predicted send "
+               "rate {} per node; tau = {}",
+               plan == 0 ? "warm-up plan:" : "final plan:", c.partitions, c.gamma, c.nodes,
+               plan == 0 ? "profiled at p = 1" : "profiled at the warm-up plan's p", c.model_bytes,
+               c.nodes - 1, rate_text(c.bandwidth), c.eq3,
+               ako::max_auto_partitions(floats_), rate_text(c.predicted_send_rate()),
+               ctx_.options.ako.staleness);
+  if (c.predicted_send_rate() > c.bandwidth * 1.0000001) {
+    spdlog::warn("ako: p is capped at {} (the accumulation queue holds p copies of the model, at "
+                 "most {} MB), so the predicted send rate {} exceeds B = {}: the network will be "
+                 "the bottleneck and rounds will carry several gradients",
+                 c.partitions, ako::kMaxRingBytes >> 20, rate_text(c.predicted_send_rate()),
+                 rate_text(c.bandwidth));
+  }
+  agree(plan, c.partitions);
+}
+
+void AkoStage::agree(std::size_t plan, std::size_t partitions) {
+  plans_[plan] = partitions;
+  agreed_.store(plan + 1, std::memory_order_release);
+  clocks_.set_slack(static_cast<std::uint64_t>(partitions) + ctx_.options.ako.staleness);
+  if (ctx_.nodes > 1 && channel_.connected()) post_pump();
+}
+
+void AkoStage::record_local_gamma(double gamma) {
+  const std::lock_guard lock(profile_mutex_);
+  ako::PartitionChoice& c = choices_[0];
+  c.gamma = gamma;
+  c.eq3 = bandwidth_ > 0 ? gamma * c.model_bytes * static_cast<double>(ctx_.nodes - 1) / bandwidth_
+                         : 0.0;
+}
+
+
+}  // namespace gradmesh::sync

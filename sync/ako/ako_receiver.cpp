@@ -1,0 +1,125 @@
+// AkoStage: received partitions and full rounds, the staging delta, peer failures.
+#include "sync/ako/ako_internal.h"
+
+#include <cstring>
+
+namespace gradmesh::sync {
+
+using namespace ako_internal;
+
+// ====================================================================== receiving
+
+void AkoStage::on_message(std::size_t from, net::Message&& message) {
+  switch (static_cast<ako::Kind>(message.kind)) {
+    case ako::Kind::kProfile:
+      if (message.payload.size() != kProfileDoubles * sizeof(double)) {
+        reject(from, "a profile of " + std::to_string(message.payload.size()) +
+                         " bytes (expected " + std::to_string(kProfileDoubles * sizeof(double)) +
+                         ")");
+        return;
+      }
+      if (!auto_partitions_ || message.key >= kPlans) {
+        reject(from, "an unexpected gradient-rate profile (plan " + std::to_string(message.key) +
+                         ")");
+        return;
+      }
+      record_profile(from, static_cast<std::size_t>(message.key), message.payload.as<double>());
+      return;
+    case ako::Kind::kDone: {
+      // Sent after a peer's last round (per-connection order: all its partitions came first).
+      {
+        const std::lock_guard lock(flush_mutex_);
+        ++peers_done_;
+      }
+      flushed_.notify_all();
+      return;
+    }
+    case ako::Kind::kPartition: {
+      const std::lock_guard lock(receive_mutex_);
+      apply_partition(from, message);
+      return;
+    }
+    case ako::Kind::kFullRound: {
+      const std::lock_guard lock(receive_mutex_);
+      apply_full_round(from, message);
+      return;
+    }
+    default:
+      break;
+  }
+  reject(from, "unknown message kind " + std::to_string(message.kind));
+}
+
+void AkoStage::apply_partition(std::size_t from, const net::Message& message) {
+  // The message names its p: a peer may send at p1 or the final p before or after this node
+  // switches (class comment).
+  const std::uint64_t p = message.key >> kPartitionShift;
+  const std::uint64_t k = message.key & ((std::uint64_t{1} << kPartitionShift) - 1);
+  if (p < 1 || p > floats_ || k >= p) {
+    reject(from, "partition " + std::to_string(k) + " of p = " + std::to_string(p) + " (m = " +
+                     std::to_string(floats_) + " floats)");
+    return;
+  }
+  const ako::Range r =
+      ako::RangePartition(floats_, static_cast<std::size_t>(p)).range(static_cast<std::size_t>(k));
+  if (message.payload.size() != r.size * sizeof(float)) {
+    reject(from, "partition " + std::to_string(k) + " of p = " + std::to_string(p) + " with " +
+                     std::to_string(message.payload.size()) + " bytes (expected " +
+                     std::to_string(r.size * sizeof(float)) + ")");
+    return;
+  }
+  if (message.round <= last_round_[from]) {
+    reject(from, "a partition of round " + std::to_string(message.round) + " after round " +
+                     std::to_string(last_round_[from]));
+    return;
+  }
+  last_round_[from] = message.round;
+  stage(r.offset, message.payload.as<float>());
+  received_.fetch_add(1, std::memory_order_relaxed);
+  clocks_.advance(from, message.round);  // line 14
+}
+
+void AkoStage::apply_full_round(std::size_t from, const net::Message& message) {
+  if (message.payload.size() != floats_ * sizeof(float)) {
+    reject(from, "a full round of " + std::to_string(message.payload.size()) +
+                     " bytes (expected " + std::to_string(floats_ * sizeof(float)) + ")");
+    return;
+  }
+  // A switch or the end may follow the last round without a new gradient: the same tag again.
+  if (message.round < last_round_[from]) {
+    reject(from, "a full round of round " + std::to_string(message.round) + " after round " +
+                     std::to_string(last_round_[from]));
+    return;
+  }
+  last_round_[from] = message.round;
+  stage(0, message.payload.as<float>());
+  full_received_.fetch_add(1, std::memory_order_relaxed);
+  clocks_.advance(from, message.round);  // line 14
+}
+
+void AkoStage::stage(std::size_t offset, std::span<const float> values) {
+  const std::lock_guard lock(staging_mutex_);
+  float* delta = staging_.data() + offset;
+  const float lr = lr_;
+  for (std::size_t i = 0; i < values.size(); ++i) delta[i] -= lr * values[i];  // line 13
+  if (values.empty()) return;
+  const std::size_t last = (offset + values.size() - 1) / kStagingBlock;
+  for (std::size_t b = offset / kStagingBlock; b <= last; ++b) dirty_[b] = 1;
+}
+
+void AkoStage::on_failure(const PeerError& error) {
+  failed_.store(true, std::memory_order_release);
+  stopped_.store(true, std::memory_order_release);
+  clocks_.fail_all(std::make_exception_ptr(error));
+  {
+    const std::lock_guard lock(flush_mutex_);  // wakes finish() if it waits on the peers
+  }
+  flushed_.notify_all();
+}
+
+void AkoStage::reject(std::size_t from, const std::string& why) {
+  channel_.reject(from, partition_stage_, why);
+}
+
+
+}  // namespace gradmesh::sync

@@ -1,0 +1,189 @@
+// AkoStage: the network side — rounds of partitions, warm-up rounds, switching p (sec. 4.2).
+#include "sync/ako/ako_internal.h"
+
+#include <cstring>
+
+namespace gradmesh::sync {
+
+using namespace ako_internal;
+
+// ====================================================================== network side
+
+void AkoStage::post_pump() {
+  if (stopped_.load(std::memory_order_acquire)) return;
+  if (pump_posted_.exchange(true, std::memory_order_acq_rel)) return;
+  ctx_.executor.post(engine::Arena::kNetwork, [this] { pump(); });
+}
+
+void AkoStage::pump() {
+  {
+    const std::lock_guard lock(pump_mutex_);
+    pump_posted_.store(false, std::memory_order_release);  // a later handoff posts again
+    if (stopped_.load(std::memory_order_acquire)) return;
+    const std::size_t agreed = agreed_.load(std::memory_order_acquire);
+    const auto phase_after = [&](std::size_t plans) {
+      return plans == plans_needed() ? Phase::kSteady : Phase::kProbe;
+    };
+    if (!queue_) {  // the first pump: warm-up, or straight to an agreed (explicit) p
+      if (agreed == 0) {
+        start_phase(Phase::kWarmup, 1);
+      } else {
+        start_phase(phase_after(agreed), plans_[agreed - 1]);
+      }
+    }
+    if (phase_ == Phase::kWarmup && agreed >= 1) {
+      // Every warm-up round delivered its gradients whole (p = 1): the ring at p starts empty, and
+      // the gradients folded since the last warm-up round, never sent, open its first round.
+      const std::unique_ptr<ako::AccumulationQueue> warm = std::move(queue_);
+      start_phase(phase_after(agreed), plans_[agreed - 1]);
+      if (warm->pending() > 0) queue_->add(warm->accumulated());  // p = 1: g* = the unsent ones
+    }
+    if (phase_ == Phase::kProbe && agreed == kPlans) {
+      if (plans_[1] != partition_->partitions()) {
+        // Each peer gets, whole, what it lacks of this node's gradients; then a fresh ring at p.
+        send_undelivered(folded_);
+        sent_clock_.store(folded_, std::memory_order_release);
+        start_phase(Phase::kSteady, plans_[1]);
+      } else {
+        phase_ = Phase::kSteady;  // the probe confirmed p1: keep the ring
+      }
+    }
+    // One round per handed-off slot (a slot holds several gradients only if the ring filled up).
+    // In warm-up every slot folds into the open round, which goes out when the previous warm-up
+    // round has been written (one in flight: the transport's send cap paces them).
+    const bool warmup = phase_ == Phase::kWarmup;
+    // When the send buffers are all in flight the network is behind (bandwidth-bound): every
+    // waiting gradient folds into the open round at once (sec. 4.2), so none waits in the ring
+    // and goes out later, staler. (Queueing them instead made 8 nodes at p = 24 diverge.)
+    bool behind = false;
+    while (true) {
+      if (!warmup && !behind && queue_->pending() > 0) {
+        if (have_buffers(ctx_.nodes - 1)) {
+          send_round(folded_);  // round tag = c_j of the round's last gradient
+          sent_clock_.store(folded_, std::memory_order_release);
+        } else {
+          behind = true;  // a returning buffer posts the pump, which sends the open round
+        }
+      }
+      const auto slot = handoff_->claim();
+      if (!slot) break;
+      queue_->add(slot->gradient);
+      folded_ += slot->count;
+      handoff_->release();
+    }
+    if (warmup && queue_->pending() > 0 && have_buffers(1)) {
+      send_warmup_round(folded_);
+      sent_clock_.store(folded_, std::memory_order_release);
+    }
+  }
+  const std::lock_guard lock(flush_mutex_);
+  flushed_.notify_all();
+}
+
+bool AkoStage::have_buffers(std::size_t buffers) {
+  if (pool_->available() >= buffers) {
+    waiting_for_buffers_.store(false, std::memory_order_release);
+    return true;
+  }
+  // Sec. 4.2: the network is behind; handed-off gradients fold into the open round. A returning
+  // buffer posts the pump again, which sends it.
+  waiting_for_buffers_.store(true, std::memory_order_release);
+  if (pool_->available() >= buffers) post_pump();  // one came back meanwhile
+  return false;
+}
+
+void AkoStage::start_phase(Phase phase, std::size_t partitions) {
+  // Once per phase (at most three per job): the ring and the send buffers, allocated up front.
+  if (pool_) pool_->set_on_release({});  // its buffers still in the transport return to it
+  pool_.reset();
+  queue_.reset();
+  phase_ = phase;
+  if (phase == Phase::kWarmup) {
+    partition_.reset();
+    queue_ = std::make_unique<ako::AccumulationQueue>(floats_, 1);
+    // One m-float buffer per round; one round in flight, so the switch to p finds at most one
+    // warm-up round still to be written (see settle_seconds_).
+    pool_ = std::make_unique<ako::PayloadPool>(1, floats_);
+  } else {
+    partition_.emplace(floats_, partitions);
+    queue_ = std::make_unique<ako::AccumulationQueue>(floats_, partitions);
+    pool_ = std::make_unique<ako::PayloadPool>(kRoundsInFlight * (ctx_.nodes - 1),
+                                               partition_->max_range_floats());
+  }
+  pool_->set_on_release([this] {
+    if (waiting_for_buffers_.load(std::memory_order_acquire)) post_pump();
+  });
+}
+
+void AkoStage::send_warmup_round(std::uint64_t t) {
+  ako::PayloadPool::Lease lease = pool_->acquire();
+  const std::span<const float> accumulated = queue_->accumulated();
+  std::memcpy(lease.data().data(), accumulated.data(), accumulated.size_bytes());
+  // One payload, shared by every peer's frame.
+  broadcast(full_round_stage_, ako::Kind::kFullRound, 0, t, lease.payload(floats_));
+  queue_->advance();
+  rounds_sent_.fetch_add(1, std::memory_order_relaxed);
+  full_rounds_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void AkoStage::send_round(std::uint64_t t) {
+  const std::uint64_t rotation = queue_->round();  // ako::undelivered() assumes this rotation
+  const std::size_t p = partition_->partitions();
+  const std::span<const float> accumulated = queue_->accumulated();
+  double wire = 0;
+  for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
+    if (peer == ctx_.rank) continue;
+    const std::size_t k = partition_->range_for(peer, rotation);
+    const ako::Range r = partition_->range(k);
+    ako::PayloadPool::Lease lease = pool_->acquire();
+    std::memcpy(lease.data().data(), accumulated.data() + r.offset, r.size * sizeof(float));
+    wire += static_cast<double>(r.size * sizeof(float)) + partition_frame_overhead_;
+    const std::uint64_t key = (static_cast<std::uint64_t>(p) << kPartitionShift) | k;
+    send_to(peer, partition_stage_, ako::Kind::kPartition, key, t, lease.payload(r.size));
+  }
+  queue_->advance();
+  rounds_sent_.fetch_add(1, std::memory_order_relaxed);
+  if (phase_ == Phase::kSteady && !flushing_.load(std::memory_order_acquire)) {
+    const auto now = Clock::now();
+    if (steady_rounds_++ == 0) {
+      steady_first_ = now;
+      steady_first_clock_ = t;
+    } else {
+      steady_bytes_ += wire;
+    }
+    steady_last_ = now;
+    steady_last_clock_ = t;
+  }
+}
+
+void AkoStage::send_undelivered(std::uint64_t t) {
+  // Once or twice per job (a switch of p, the end): allocates one m-float payload per peer.
+  for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
+    if (peer == ctx_.rank) continue;
+    net::Payload payload = net::Payload::allocate(floats_ * sizeof(float));
+    const std::span<std::byte> bytes = payload.mutable_bytes();
+    ako::undelivered(*queue_, *partition_, peer,
+                     std::span<float>(reinterpret_cast<float*>(bytes.data()), floats_));
+    send_to(peer, full_round_stage_, ako::Kind::kFullRound, 0, t, std::move(payload));
+  }
+  rounds_sent_.fetch_add(1, std::memory_order_relaxed);
+  full_rounds_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void AkoStage::send_to(std::size_t peer, StageId stage, ako::Kind kind, std::uint64_t key,
+                       std::uint64_t round, net::Payload payload) {
+  if (auto error = channel_.send(peer, net::Message{stage, static_cast<std::uint16_t>(kind), key,
+                                                    round, std::move(payload)})) {
+    on_failure(*error);  // stops sending; the gate rethrows it
+  }
+}
+
+void AkoStage::broadcast(StageId stage, ako::Kind kind, std::uint64_t key, std::uint64_t round,
+                         const net::Payload& payload) {
+  for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
+    if (peer != ctx_.rank) send_to(peer, stage, kind, key, round, payload);
+  }
+}
+
+
+}  // namespace gradmesh::sync
