@@ -29,12 +29,17 @@ RingAllReduce::RingAllReduce(Channel& channel, StageId stage, std::uint32_t buck
 }
 
 void RingAllReduce::reset(Round& r, std::uint64_t round) const {
-  r = Round{};
+  // In place: the vectors keep their memory, so a round allocates nothing.
   r.round = round;
+  r.started = false;
+  r.input = {};
   r.early.resize(nodes_);
+  for (net::Payload& p : r.early) p = net::Payload{};
   r.arrived_early.assign(nodes_, 0);
   r.have_step.assign(nodes_, 0);
   r.have_gather.assign(nodes_, 0);
+  r.segments_done = 0;
+  r.waiting = engine::Completion{};
 }
 
 std::size_t RingAllReduce::segment_begin(std::size_t j) const noexcept {
