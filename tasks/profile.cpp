@@ -19,17 +19,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Median of `values` (the mean of the middle two for an even count); reorders them.
-double median(std::vector<double>& values) {
-  const std::size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
-  const double upper = values[mid];
-  if (values.size() % 2 == 1) return upper;
-  const double lower =
-      *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
-  return (lower + upper) / 2;
-}
-
 }  // namespace
 
 LayerTimes profile_layers(Model& model, std::size_t batch, std::size_t iterations,
@@ -91,6 +80,32 @@ double measure_gemm_flops(std::size_t m, std::size_t n, std::size_t k, double mi
                        static_cast<double>(k) * static_cast<double>(reps);
   // A clock that did not tick (a tiny shape, min_seconds = 0) must not give +infinity.
   return flops / std::max(elapsed, 1e-9);
+}
+
+double median(std::span<double> values) {
+  GRADMESH_CHECK(!values.empty(), "median of no values");
+  const std::size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
+  const double upper = values[mid];
+  if (values.size() % 2 == 1) return upper;
+  const double lower =
+      *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
+  return (lower + upper) / 2;
+}
+
+ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t nodes,
+                               std::uint64_t seed) {
+  ComputeProfile profile;
+  profile.times = profile_layers(model, batch, 5, seed);
+  std::size_t rows = 1, cols = 1;  // the largest layer: SFB's costliest rebuild
+  for (std::size_t l = 0; l < model.num_layers(); ++l) {
+    if (model.layer(l).parameter_count() > rows * cols) {
+      rows = model.layer(l).output_size();
+      cols = model.layer(l).input_size();
+    }
+  }
+  profile.gemm_flops = measure_gemm_flops(rows, cols, batch * std::max<std::size_t>(1, nodes), 0.05);
+  return profile;
 }
 
 }  // namespace gradmesh::tasks

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "tasks/model.h"
@@ -39,5 +40,21 @@ struct LayerTimes {
 /// negative or not finite.
 [[nodiscard]] double measure_gemm_flops(std::size_t m, std::size_t n, std::size_t k,
                                         double min_seconds);
+
+/// What start-up measures of this node's compute: each layer's times and the GEMM rate.
+struct ComputeProfile {
+  LayerTimes times;
+  double gemm_flops = 0;  ///< FLOP/s
+};
+
+/// profile_layers() over 5 timed passes, and measure_gemm_flops() for at least 0.05 s of the GEMM
+/// that prices SFB's rebuild on `nodes` nodes: M x N x nK for the model's largest layer (M
+/// outputs, N inputs; Poseidon ATC'17 sec. 3.2). Same errors and side effects as profile_layers().
+[[nodiscard]] ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t nodes,
+                                             std::uint64_t seed);
+
+/// The median of `values` (the mean of the middle two for an even count); reorders them. Throws
+/// gradmesh::ContractError when `values` is empty.
+[[nodiscard]] double median(std::span<double> values);
 
 }  // namespace gradmesh::tasks

@@ -89,18 +89,10 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
                                   std::uint64_t seed, std::size_t nodes) {
   const auto start = Clock::now();
   sync::NodeProfile local = probe.measure_links();
-  const auto times = tasks::profile_layers(model, batch, 5, seed);
-  local.forward_seconds = times.forward_seconds;
-  local.backward_seconds = times.backward_seconds;
-  std::size_t rows = 1, cols = 1;  // the widest layer with sufficient factors: SFB's rebuild GEMM
-  for (std::size_t l = 0; l < model.num_layers(); ++l) {
-    tasks::Layer& layer = model.layer(l);
-    if (layer.parameter_count() > rows * cols) {
-      rows = layer.output_size();
-      cols = layer.input_size();
-    }
-  }
-  local.gemm_flops = tasks::measure_gemm_flops(rows, cols, batch * nodes, 0.05);
+  const tasks::ComputeProfile compute = tasks::profile_compute(model, batch, nodes, seed);
+  local.forward_seconds = compute.times.forward_seconds;
+  local.backward_seconds = compute.times.backward_seconds;
+  local.gemm_flops = compute.gemm_flops;
   const auto profiles = nodes > 1 ? probe.exchange(local) : std::vector<sync::NodeProfile>{local};
   sync::JobMeasurements m = sync::combine(profiles);
   const topo::LinkCost link = topo::slowest_link(m.links);
@@ -356,20 +348,13 @@ int run_plan(const PlanOptions& options) {
     // planner.alpha / planner.bandwidth / --bandwidth, else the planner's assumed rates).
     std::optional<sync::JobMeasurements> measured;
     if (config.planner.probe) {
-      const auto times = tasks::profile_layers(model, config.optimizer.batch_size, 5, config.job.seed);
+      const tasks::ComputeProfile compute = tasks::profile_compute(
+          model, config.optimizer.batch_size, options.nodes, config.job.seed);
       measured.emplace();
-      measured->forward_seconds = times.forward_seconds;
-      measured->backward_seconds = times.backward_seconds;
+      measured->forward_seconds = compute.times.forward_seconds;
+      measured->backward_seconds = compute.times.backward_seconds;
+      measured->gemm_flops = compute.gemm_flops;
       measured->links.nodes = 0;  // not measured
-      std::size_t rows = 1, cols = 1;
-      for (std::size_t l = 0; l < model.num_layers(); ++l) {
-        if (model.layer(l).parameter_count() > rows * cols) {
-          rows = model.layer(l).output_size();
-          cols = model.layer(l).input_size();
-        }
-      }
-      measured->gemm_flops = tasks::measure_gemm_flops(
-          rows, cols, config.optimizer.batch_size * options.nodes, 0.05);
     }
     auto stage = sync::make_sync_stage(
         strategy, sync::SyncContext{model, executor, channel, 0, options.nodes,

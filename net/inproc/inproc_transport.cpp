@@ -21,6 +21,7 @@ struct Envelope {
   std::size_t from = 0;
   Message message;
   std::optional<PeerError> failure;
+  std::size_t wire = 0;  // bytes TCP would put on the socket for `message` (counted once, at send)
 };
 
 /// One rank's state. Everything under InProcMesh::mutex.
@@ -75,7 +76,7 @@ void deliver(InProcMesh& mesh, std::size_t rank) {
     if (envelope.failure) {
       if (box.on_failure) box.on_failure(*envelope.failure);
     } else {
-      const std::size_t wire = encode_data(envelope.message)->wire_bytes();
+      const std::size_t wire = envelope.wire;
       // As a socket read: an owned copy of the bytes; the sender's reference goes now.
       envelope.message.payload = Payload::copy_of(envelope.message.payload.bytes());
       box.counters->add_read_bytes(wire);
@@ -140,7 +141,7 @@ void InProcTransport::send(std::size_t to_rank, Message message) {
     if (peer.state == Mailbox::State::kGone) {
       throw PeerError(to_rank, InProcMesh::address(to_rank), "has shut down");
     }
-    peer.queue.push_back(Envelope{rank_, std::move(message), std::nullopt});
+    peer.queue.push_back(Envelope{rank_, std::move(message), std::nullopt, wire});
   }
   mesh.boxes[rank_].counters->add_sent(to_rank, stage, wire, 1);
   mesh.changed.notify_all();
@@ -188,7 +189,7 @@ void InProcTransport::leave(bool clean, const std::string& reason) noexcept {
       for (std::size_t r = 0; r < mesh.boxes.size(); ++r) {
         Mailbox& peer = mesh.boxes[r];
         if (r == rank_ || peer.state == Mailbox::State::kGone) continue;
-        peer.queue.push_back(Envelope{rank_, Message{}, mesh.failure_of(rank_)});
+        peer.queue.push_back(Envelope{rank_, Message{}, mesh.failure_of(rank_), 0});
       }
     }
     thread = std::move(box.thread);

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include "tasks/profile.h"
+
 namespace gradmesh::sync {
 
 namespace {
@@ -23,17 +25,6 @@ constexpr std::size_t kProfileHeaderBytes = 2 * sizeof(std::uint64_t);
 
 double seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
-}
-
-// Median of `values` (the mean of the middle two for an even count); reorders them.
-double median(std::vector<double>& values) {
-  const std::size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
-  const double upper = values[mid];
-  if (values.size() % 2 == 1) return upper;
-  const double lower =
-      *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
-  return (lower + upper) / 2;
 }
 
 // Why `profile` is not a well-formed profile of a job of `nodes` nodes; empty if it is.
@@ -379,7 +370,7 @@ double LinkProbe::ping_peer(std::size_t peer, Clock::time_point until) {
     wait(lock, until, [this] { return !ping_waiting_; }, [peer] { return peer; }, "a ping");
     rtts.push_back(seconds(pong_at_ - sent));
   }
-  return median(rtts) / 2;
+  return tasks::median(rtts) / 2;
 }
 
 double LinkProbe::bulk_round(std::size_t round, double alpha_to,

@@ -3,11 +3,6 @@
 
 #include "sync/probe/link_probe.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -21,6 +16,7 @@
 #include "net/inproc/inproc_transport.h"
 #include "net/tcp/tcp_transport.h"
 #include "sync/probe/messages.h"
+#include "tests/support/process.h"
 
 using namespace gradmesh;
 using namespace std::chrono_literals;
@@ -324,26 +320,8 @@ TEST_CASE("a silent rank makes measure_links, exchange and barrier time out, nam
 
 namespace {
 
-std::vector<std::uint16_t> free_ports(std::size_t n) {
-  std::vector<int> fds;
-  std::vector<std::uint16_t> ports;
-  for (std::size_t i = 0; i < n; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
-    socklen_t length = sizeof(address);
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-    ports.push_back(ntohs(address.sin_port));
-    fds.push_back(fd);
-  }
-  for (const int fd : fds) ::close(fd);
-  return ports;
-}
-
 void tcp_probe(std::size_t n, double max_send_rate) {
-  const auto ports = free_ports(n);
+  const auto ports = gradmesh::testing::free_ports(n);
   std::vector<std::unique_ptr<net::TcpTransport>> transports;
   std::vector<std::unique_ptr<Rank>> ranks;
   sync::LinkProbeOptions probe_options;
@@ -351,7 +329,7 @@ void tcp_probe(std::size_t n, double max_send_rate) {
   for (std::size_t r = 0; r < n; ++r) {
     net::TransportOptions o;
     o.rank = r;
-    for (const auto port : ports) o.peers.push_back({"127.0.0.1", port});
+    for (const auto port : ports) o.peers.push_back({"127.0.0.1", static_cast<std::uint16_t>(port)});
     o.job_name = "probe-test";
     o.config_hash = 0x5eed;
     o.connect_timeout_s = 10;
