@@ -32,6 +32,7 @@ topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes
   input.nodes = ctx.nodes;
   input.links = topo::LinkMatrix::uniform(
       ctx.nodes, rates.alpha, ctx.options.ako.max_send_rate.value_or(rates.bandwidth));
+  input.links.message_seconds.assign(ctx.nodes, rates.message_seconds);
   input.gemm_flops = rates.gemm_flops;
   if (const JobMeasurements* m = ctx.measured) {
     if (m->links.nodes == ctx.nodes) input.links = m->links;
@@ -48,6 +49,7 @@ topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes
     if (o.alpha) input.links.alpha[i] = *o.alpha;
     if (o.bandwidth) input.links.bandwidth[i] = *o.bandwidth;
   }
+  if (o.message_overhead) input.links.message_seconds.assign(input.links.nodes, *o.message_overhead);
   if (o.gemm_flops) input.gemm_flops = *o.gemm_flops;
   input.frame_overhead_bytes = frame_overhead_bytes(
       stage_id(allreduce::kStage), static_cast<std::uint16_t>(allreduce::Kind::kReduceScatter));

@@ -12,6 +12,9 @@ struct AssumedRates {
   double gemm_flops = 2e10;  ///< FLOP/s of one node's GEMM (about one core of this machine)
   double alpha = 100e-6;     ///< seconds of start-up per message
   double bandwidth = 1.25e9; ///< bytes/s a node sends (10 Gbit/s) when net.max_send_rate is unset
+  /// o, seconds each further message of a phase costs (a kernel TCP send plus receive, wake-ups
+  /// and dispatch on an idle core: ~10 us; topo/cost_model.h)
+  double message_seconds = 10e-6;
 };
 
 /// The planner's input for `ctx`'s model: per layer its parameters, whether sufficient factors
@@ -19,8 +22,8 @@ struct AssumedRates {
 /// the GEMM rate as the start-up probe measured them (ctx.measured), else estimated: t_f / t_b
 /// from the layer's GEMM work (forward 2 K M N flops, backward 4 K M N, at rates.gemm_flops;
 /// layers without parameters take K x inputs flops) and a uniform link (rates.alpha, and
-/// net.max_send_rate or rates.bandwidth as B); then planner.alpha, planner.bandwidth and
-/// planner.gemm_flops override what they name. Also the batch K, n, the frame overhead of a
+/// net.max_send_rate or rates.bandwidth as B, rates.message_seconds as o); then planner.alpha,
+/// planner.bandwidth, planner.message_overhead and planner.gemm_flops override what they name. Also the batch K, n, the frame overhead of a
 /// message, the KV chunk option and `schemes`. Thread-safe (reads the model's shapes only).
 [[nodiscard]] topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes,
                                                const AssumedRates& rates = {});

@@ -12,6 +12,7 @@ struct PlannerOptions {
   std::optional<double> alpha;        ///< planner.alpha, seconds of start-up per message
   std::optional<double> bandwidth;    ///< planner.bandwidth, B in bytes/s
   std::optional<double> gemm_flops;   ///< planner.gemm_flops, FLOP/s
+  std::optional<double> message_overhead;  ///< planner.message_overhead, o in seconds (>= 0)
 };
 
 }  // namespace gradmesh::sync

@@ -99,6 +99,7 @@ std::map<std::string, double> PlanStage::summary() const {
       {"predicted_bytes_sent", bytes},
       {"predicted_iteration_seconds", plan_.iteration_seconds},
       {"alpha", plan_.link.alpha},
+      {"message_overhead", plan_.link.message_seconds},
       {"bandwidth", plan_.link.bandwidth},
       {"gemm_flops", plan_.gemm_flops},
       {"kv_chunk_floats", static_cast<double>(plan_.kv_chunk_floats)},

@@ -20,6 +20,14 @@ void check_link(LinkCost link) {
                   "a finite number >= 0");
   detail::require(detail::finite_positive(link.bandwidth), "link bandwidth B (bytes/s)",
                   link.bandwidth, "a finite number > 0");
+  detail::require(detail::finite_non_negative(link.message_seconds),
+                  "link message overhead o (seconds)", link.message_seconds,
+                  "a finite number >= 0");
+}
+
+/// A phase of `messages` back-to-back messages of `bytes` bytes in all: alpha + (m - 1) o + bytes/B.
+double phase_seconds(LinkCost link, double messages, double bytes) {
+  return link.alpha + std::max(0.0, messages - 1.0) * link.message_seconds + bytes / link.bandwidth;
 }
 
 void check_cluster(const ClusterCost& cluster) {
@@ -44,8 +52,18 @@ LinkCost slowest_link(const LinkMatrix& links) {
                   "n x n = " + std::to_string(n * n));
   detail::require(links.bandwidth.size() == n * n, "size of the bandwidth matrix",
                   links.bandwidth.size(), "n x n = " + std::to_string(n * n));
-  if (n == 1) return LinkCost{0.0, std::numeric_limits<double>::infinity()};
-  LinkCost slowest{0.0, std::numeric_limits<double>::infinity()};
+  detail::require(links.message_seconds.empty() || links.message_seconds.size() == n,
+                  "size of the message overhead vector", links.message_seconds.size(),
+                  "n = " + std::to_string(n) + " or 0");
+  if (n == 1) return LinkCost{0.0, std::numeric_limits<double>::infinity(), 0.0};
+  LinkCost slowest{0.0, std::numeric_limits<double>::infinity(), 0.0};
+  for (std::size_t node = 0; node < links.message_seconds.size(); ++node) {
+    const double o = links.message_seconds[node];
+    detail::require(detail::finite_non_negative(o),
+                    "message overhead o[" + std::to_string(node) + "] (seconds)", o,
+                    "a finite number >= 0");
+    slowest.message_seconds = std::max(slowest.message_seconds, o);
+  }
   for (std::size_t from = 0; from < n; ++from) {
     for (std::size_t to = 0; to < n; ++to) {
       if (from == to) continue;
@@ -92,7 +110,8 @@ SchemeCost ps_cost(const ClusterCost& cluster, std::size_t floats, std::size_t c
   cost.bytes_sent =
       share * (kFloatBytes * static_cast<double>(floats) + chunks * cluster.frame_overhead_bytes);
   cost.messages = share * chunks;
-  cost.comm_seconds = 2.0 * cluster.link.alpha + cost.bytes_sent / cluster.link.bandwidth;
+  // Two phases (push, then broadcast), each half the messages and bytes.
+  cost.comm_seconds = 2.0 * phase_seconds(cluster.link, cost.messages / 2, cost.bytes_sent / 2);
   return cost;
 }
 
@@ -109,7 +128,7 @@ SchemeCost sfb_cost(const ClusterCost& cluster, std::size_t batch, std::size_t r
   SchemeCost cost;
   cost.bytes_sent = (n - 1.0) * (kFloatBytes * k * (m + c) + cluster.frame_overhead_bytes);
   cost.messages = n - 1.0;
-  cost.comm_seconds = cluster.link.alpha + cost.bytes_sent / cluster.link.bandwidth;
+  cost.comm_seconds = phase_seconds(cluster.link, cost.messages, cost.bytes_sent);
   cost.compute_seconds = 2.0 * n * k * m * c / cluster.gemm_flops;
   return cost;
 }

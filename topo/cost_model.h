@@ -7,9 +7,10 @@
 // Units: alpha in seconds per message, B in bytes/s, sizes in floats (4 bytes) or bytes as named.
 // B is what one node can send per second in all (its uplink, as net.max_send_rate paces it): a
 // node that sends to several peers at once shares it. Every link is full duplex, so a node
-// receives while it sends; the formulas count what a node sends. A message costs alpha once per
-// phase (the messages of a phase are written back to back), plus its frame overhead (prefix +
-// FlatBuffers header) in bytes.
+// receives while it sends; the formulas count what a node sends. A phase of m messages written
+// back to back costs alpha (the first message's start-up) + (m - 1) o (each further message's
+// CPU at both ends: LogP's gap, Culler et al. PPoPP'93) + its bytes / B, each message's bytes
+// including its frame overhead (prefix + FlatBuffers header).
 //
 // Thread safety: every function is pure.
 
@@ -20,8 +21,9 @@ namespace gradmesh::topo {
 
 /// The link the cost formulas use.
 struct LinkCost {
-  double alpha = 0;      ///< seconds of start-up per message (latency)
-  double bandwidth = 0;  ///< B, bytes/s one node sends
+  double alpha = 0;            ///< seconds of start-up per message (latency)
+  double bandwidth = 0;        ///< B, bytes/s one node sends
+  double message_seconds = 0;  ///< o, seconds each further message of a phase costs (>= 0)
 };
 
 /// Measured alpha and B for every ordered pair of peers (from, to), row-major n x n; the diagonal
@@ -30,6 +32,8 @@ struct LinkMatrix {
   std::size_t nodes = 1;          ///< n
   std::vector<double> alpha;      ///< seconds, alpha[from * nodes + to]
   std::vector<double> bandwidth;  ///< bytes/s, bandwidth[from * nodes + to]
+  /// o per node (seconds; index = rank), or empty for 0 everywhere.
+  std::vector<double> message_seconds;
 
   /// Every pair with the same alpha (seconds) and B (bytes/s).
   [[nodiscard]] static LinkMatrix uniform(std::size_t nodes, double alpha, double bandwidth);
@@ -39,9 +43,10 @@ struct LinkMatrix {
 /// ordered pairs (from != to). Why the slowest and not the mean: in BSP every iteration waits for
 /// the last peer. Each of the ring all-reduce's 2(n - 1) steps ends when its slowest hop ends, a
 /// KV shard reduces a chunk only when all n pushes are in, and a node rebuilds an SFB layer only
-/// when all n - 1 peers' factors are in. With one node there is no link: {0, +infinity}.
-/// Throws ContractError (printing the bad value) if nodes == 0, the vectors are not n x n, an
-/// alpha is negative or not finite, or a B is <= 0 or not finite.
+/// when all n - 1 peers' factors are in. o: the max over nodes. With one node there is no link:
+/// {0, +infinity, 0}. Throws ContractError (printing the bad value) if nodes == 0, the vectors
+/// are not n x n (message_seconds: not n and not empty), an alpha or o is negative or not finite,
+/// or a B is <= 0 or not finite.
 [[nodiscard]] LinkCost slowest_link(const LinkMatrix& links);
 
 /// An all-reduce's cost T_ar(M) = a + b M for a message of M bytes (MG-WFBP eq. 9).
@@ -53,9 +58,10 @@ struct AllReduceCost {
 };
 
 /// Ring all-reduce on n nodes (MG-WFBP Table II, ring row, with the summation term gamma dropped:
-/// adding two floats is far cheaper than sending them): 2(n - 1) steps, each sends M/n bytes to
-/// the next node, so a = 2(n - 1)(alpha + h/B) and b = 2(n - 1)/(n B), h = frame overhead bytes
-/// (with h = 0 exactly Table II's a = 2(n - 1) alpha, b = 2(n - 1) beta / n, beta = 1/B).
+/// adding two floats is far cheaper than sending them): 2(n - 1) steps, each one message of M/n
+/// bytes to the next node (a phase of one message: no o), so a = 2(n - 1)(alpha + h/B) and
+/// b = 2(n - 1)/(n B), h = frame overhead bytes (with h = 0 exactly Table II's a = 2(n - 1) alpha,
+/// b = 2(n - 1) beta / n, beta = 1/B).
 /// One node: {0, 0}. Throws ContractError on nodes == 0 or, for n > 1, a bad link.
 [[nodiscard]] AllReduceCost ring_allreduce_cost(LinkCost link, std::size_t nodes,
                                                 double frame_overhead_bytes = 0);
@@ -95,18 +101,18 @@ struct ClusterCost {
 /// (n - 1) M bytes in (n - 1) c messages, so the mean node sends
 ///   bytes_sent = 2 (n - 1)/n (M + c h),   messages = 2 (n - 1) c / n,
 /// half in each phase (a node's own figure differs by its share of the KV load, at most a chunk).
-/// Each phase is one wave of back-to-back messages from every node at once, alpha once, and the
-/// broadcast cannot start before the push ends (the owner waits for all n pushes), so
-///   comm_seconds = 2 alpha + bytes_sent / B
-/// (= 2 alpha + 2 (n - 1)/n M / B without overhead); the owner's reduce and optimizer step
-/// (n adds per float) are left out. One node: all 0. Throws ContractError if chunk_floats == 0.
+/// Each phase is one wave of back-to-back messages from every node at once, and the broadcast
+/// cannot start before the push ends (the owner waits for all n pushes), so
+///   comm_seconds = 2 alpha + (messages - 2) o + bytes_sent / B
+/// (= 2 alpha + 2 (n - 1)/n M / B without overhead and o); the owner's reduce and optimizer
+/// step (n adds per float) are left out. One node: all 0. Throws ContractError if chunk_floats == 0.
 [[nodiscard]] SchemeCost ps_cost(const ClusterCost& cluster, std::size_t floats,
                                  std::size_t chunk_floats);
 
 /// SFB (Poseidon sec. 2.1 and 3.2) for an M x N dense layer (rows M, cols N) with batch K per
 /// node: a node broadcasts its factors U (K x M) and V (K x N), K (M + N) floats, to the n - 1
 /// others, one message each, and receives theirs meanwhile (full duplex):
-///   bytes_sent = (n - 1)(4 K (M + N) + h),   comm_seconds = alpha + bytes_sent / B;
+///   bytes_sent = (n - 1)(4 K (M + N) + h),   comm_seconds = alpha + (n - 2) o + bytes_sent / B;
 /// then every node rebuilds dW = sum_p U_p^T V_p over all n nodes, 2 n K M N flops:
 ///   compute_seconds = 2 n K M N / gemm_flops   (the bias gradient, sum_k U_p, is negligible).
 /// Poseidon picks the scheme by floats (topo::best_scheme); the planner by this time ("beyond

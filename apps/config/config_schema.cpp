@@ -133,7 +133,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 28> kKeys{{
+constexpr std::array<KeySpec, 29> kKeys{{
     {"compute.threads", "an integer >= 0 (worker threads; 0 = one per core)", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) { return set_size(c.compute.threads, n, 0); },
      [](const JobConfig& c) { return print_size(c.compute.threads); }},
@@ -258,6 +258,20 @@ constexpr std::array<KeySpec, 28> kKeys{{
        return set_optional_positive(c.planner.gemm_flops, n, "auto");
      },
      [](const JobConfig& c) { return print_optional_rate(c.planner.gemm_flops, "auto"); }},
+    {"planner.message_overhead", "\"auto\" (measured) or a number of seconds >= 0",
+     OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       if (const auto* s = string_of(n)) {
+         if (*s != "auto") return false;
+         c.planner.message_overhead.reset();
+         return true;
+       }
+       const auto v = number_of(n);
+       if (!v || *v < 0.0) return false;
+       c.planner.message_overhead = *v;
+       return true;
+     },
+     [](const JobConfig& c) { return print_optional_rate(c.planner.message_overhead, "auto"); }},
     {"planner.probe", "true or false", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
        const auto* v = n.as_boolean();

@@ -119,6 +119,9 @@ std::string format_summary(const std::map<std::string, double>& summary, bool me
   if (has("bandwidth")) {
     out << "inputs: alpha " << std::setprecision(1) << summary.at("alpha") * 1e6 << " us, B "
         << std::setprecision(2) << summary.at("bandwidth") / 1e6 << " MB/s";
+    if (has("message_overhead")) {
+      out << ", o " << std::setprecision(1) << summary.at("message_overhead") * 1e6 << " us";
+    }
     if (has("gemm_flops")) {
       out << ", GEMM " << std::setprecision(1) << summary.at("gemm_flops") / 1e9 << " GFLOP/s";
     }

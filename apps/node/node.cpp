@@ -62,6 +62,7 @@ sync::SyncOptions sync_options(const JobConfig& config) {
   options.planner.alpha = config.planner.alpha;
   options.planner.bandwidth = config.planner.bandwidth;
   options.planner.gemm_flops = config.planner.gemm_flops;
+  options.planner.message_overhead = config.planner.message_overhead;
   return options;
 }
 
@@ -99,10 +100,11 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   double tf = 0, tb = 0;
   for (double t : m.forward_seconds) tf += t;
   for (double t : m.backward_seconds) tb += t;
-  spdlog::info("measured in {:.2f} s: slowest link alpha {:.1f} us, B {}; GEMM {:.1f} GFLOP/s; "
-               "t_f {:.2f} ms, t_b {:.2f} ms (slowest node)",
+  spdlog::info("measured in {:.2f} s: slowest link alpha {:.1f} us, B {}, o {:.1f} us; "
+               "GEMM {:.1f} GFLOP/s; t_f {:.2f} ms, t_b {:.2f} ms (slowest node)",
                std::chrono::duration<double>(Clock::now() - start).count(), link.alpha * 1e6,
-               nodes > 1 ? format_rate(link.bandwidth) : std::string("-"), m.gemm_flops / 1e9,
+               nodes > 1 ? format_rate(link.bandwidth) : std::string("-"),
+               link.message_seconds * 1e6, m.gemm_flops / 1e9,
                tf * 1e3, tb * 1e3);
   return m;
 }

@@ -22,6 +22,10 @@ constexpr double kRatedBulkSeconds = 0.1;                         // bulk = rate
 constexpr std::uint64_t kMaxBulkBytes = std::uint64_t{1} << 30;   // a sane transfer, for checks
 constexpr std::uint64_t kMaxProfileLayers = std::uint64_t{1} << 20;
 constexpr std::size_t kProfileHeaderBytes = 2 * sizeof(std::uint64_t);
+// The per-message overhead burst: this many messages of kBurstMessageBytes each, to the next rank.
+constexpr std::size_t kBurstMessages = 64;
+constexpr std::size_t kBurstMessageBytes = 64;
+constexpr std::size_t kBursts = 3;
 
 double seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
@@ -46,17 +50,20 @@ std::string profile_problem(const NodeProfile& profile, std::size_t nodes) {
       }
     }
     if (why.tellp() == 0 && bad(profile.gemm_flops)) why << "gemm_flops = " << profile.gemm_flops;
+    if (why.tellp() == 0 && bad(profile.message_seconds))
+      why << "message_seconds = " << profile.message_seconds;
   }
   return why.str();
 }
 
-// Wire layout of a profile: u64 nodes, u64 layers, then doubles: gemm_flops, alpha[nodes],
+// Wire layout of a profile: u64 nodes, u64 layers, then doubles: gemm_flops, message_seconds, alpha[nodes],
 // bandwidth[nodes], forward_seconds[layers], backward_seconds[layers]; host byte order (the
 // job's nodes share one build, as the handshake's config hash assumes).
 net::Payload encode_profile(const NodeProfile& profile) {
   const std::uint64_t header[2] = {profile.alpha.size(), profile.forward_seconds.size()};
   std::vector<double> values;
   values.push_back(profile.gemm_flops);
+  values.push_back(profile.message_seconds);
   for (const auto* part : {&profile.alpha, &profile.bandwidth, &profile.forward_seconds,
                            &profile.backward_seconds}) {
     values.insert(values.end(), part->begin(), part->end());
@@ -82,7 +89,7 @@ std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes, std:
           " layers, expected " + std::to_string(nodes) + " nodes";
     return std::nullopt;
   }
-  const std::uint64_t doubles = 1 + 2 * header[0] + 2 * header[1];
+  const std::uint64_t doubles = 2 + 2 * header[0] + 2 * header[1];
   if (bytes.size() != kProfileHeaderBytes + doubles * sizeof(double)) {
     why = "profile of " + std::to_string(bytes.size()) + " bytes, expected " +
           std::to_string(kProfileHeaderBytes + doubles * sizeof(double));
@@ -93,6 +100,7 @@ std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes, std:
   NodeProfile profile;
   auto at = values.begin();
   profile.gemm_flops = *at++;
+  profile.message_seconds = *at++;
   const auto take = [&at](std::vector<double>& part, std::uint64_t count) {
     part.assign(at, at + static_cast<std::ptrdiff_t>(count));
     at += static_cast<std::ptrdiff_t>(count);
@@ -347,8 +355,25 @@ NodeProfile LinkProbe::measure_links() {
   auto buffer = std::make_shared<std::vector<std::byte>>(std::min(bulk_bytes_, kMaxChunkBytes));
   for (std::size_t r = 1; r < n; ++r) {
     const std::size_t to = (me + r) % n;
-    row.bandwidth[to] = bulk_round(r, row.alpha[to], buffer, until);
+    const double elapsed = bulk_round(r, buffer, buffer->size(), bulk_bytes_, until);
+    // The ack's trip back is alpha; a tiny transfer must not read as infinitely fast.
+    const double transfer = std::max(elapsed - row.alpha[to], elapsed / 2);
+    row.bandwidth[to] = static_cast<double>(bulk_bytes_) / std::max(transfer, 1e-9);
+    if (options_.max_send_rate) row.bandwidth[to] = std::min(row.bandwidth[to], *options_.max_send_rate);
   }
+  // o: a burst of small messages to the next rank (every node at once, as a PS phase is), each
+  // beyond the first costing o: elapsed = 2 alpha + (m - 1) o + bytes / B.
+  // The median of kBursts, as alpha is a median: one burst can lose the cores to a neighbour.
+  const std::size_t next = (me + 1) % n;
+  const double burst_bytes = static_cast<double>(kBurstMessages * kBurstMessageBytes);
+  std::vector<double> overheads;
+  for (std::size_t b = 0; b < kBursts; ++b) {
+    const double elapsed =
+        bulk_round(1, buffer, kBurstMessageBytes, kBurstMessages * kBurstMessageBytes, until);
+    const double rest = elapsed - 2 * row.alpha[next] - burst_bytes / row.bandwidth[next];
+    overheads.push_back(std::max(0.0, rest / static_cast<double>(kBurstMessages - 1)));
+  }
+  row.message_seconds = tasks::median(overheads);
   return row;
 }
 
@@ -373,21 +398,23 @@ double LinkProbe::ping_peer(std::size_t peer, Clock::time_point until) {
   return tasks::median(rtts) / 2;
 }
 
-double LinkProbe::bulk_round(std::size_t round, double alpha_to,
+double LinkProbe::bulk_round(std::size_t round,
                              const std::shared_ptr<std::vector<std::byte>>& buffer,
+                             std::size_t message_bytes, std::uint64_t total,
                              Clock::time_point until) {
   const std::size_t n = channel_.nodes();
   const std::size_t to = (channel_.rank() + round) % n;
   const std::size_t from = (channel_.rank() + n - round) % n;
-  const std::uint64_t total = bulk_bytes_;
   std::uint64_t acks = 0;
+  std::uint64_t awaited = 0;
   {
     const std::lock_guard lock(mutex_);
     Outgoing& out = outgoing_[to];
     acks = ++out.started;
     out.bytes = total;
+    awaited = ++incoming_[from].awaited;
   }
-  const std::span<const std::byte> chunk(*buffer);
+  const std::span<const std::byte> chunk(buffer->data(), std::min(message_bytes, buffer->size()));
   const auto start = Clock::now();
   for (std::uint64_t sent = 0; sent < total;) {
     const auto size =
@@ -398,14 +425,9 @@ double LinkProbe::bulk_round(std::size_t round, double alpha_to,
   std::unique_lock lock(mutex_);
   wait(
       lock, until,
-      [&] { return outgoing_[to].acked >= acks && incoming_[from].completed >= phases_; },
+      [&] { return outgoing_[to].acked >= acks && incoming_[from].completed >= awaited; },
       [&] { return outgoing_[to].acked < acks ? to : from; }, "a bulk transfer");
-  const double elapsed = seconds(outgoing_[to].acked_at - start);
-  // The ack's trip back is alpha; a tiny transfer must not read as infinitely fast.
-  const double transfer = std::max(elapsed - alpha_to, elapsed / 2);
-  double bandwidth = static_cast<double>(total) / std::max(transfer, 1e-9);
-  if (options_.max_send_rate) bandwidth = std::min(bandwidth, *options_.max_send_rate);
-  return bandwidth;
+  return seconds(outgoing_[to].acked_at - start);
 }
 
 void LinkProbe::gate(Kind kind, std::uint64_t tag, Clock::time_point until, const char* what) {
@@ -505,7 +527,9 @@ JobMeasurements combine(const std::vector<NodeProfile>& profiles) {
   job.links.nodes = n;
   job.links.alpha.assign(n * n, 0.0);
   job.links.bandwidth.assign(n * n, 0.0);
+  job.links.message_seconds.assign(n, 0.0);
   for (std::size_t from = 0; from < n; ++from) {
+    job.links.message_seconds[from] = profiles[from].message_seconds;
     for (std::size_t to = 0; to < n; ++to) {
       if (from == to) continue;
       job.links.alpha[from * n + to] = profiles[from].alpha[to];

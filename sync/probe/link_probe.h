@@ -53,6 +53,7 @@ struct NodeProfile {
   std::vector<double> forward_seconds;   ///< t_f per layer, seconds (may be empty)
   std::vector<double> backward_seconds;  ///< t_b per layer, seconds (same size as forward_seconds)
   double gemm_flops = 0;                 ///< FLOP/s (0: not measured)
+  double message_seconds = 0;            ///< o, seconds each further message of a burst costs
 
   friend bool operator==(const NodeProfile&, const NodeProfile&) = default;
 };
@@ -70,6 +71,11 @@ struct NodeProfile {
 /// when its ack came and its incoming transfer is complete, so rounds stay in step and each node
 /// sends on one link at a time: B is the node's egress rate on that link (what net.max_send_rate
 /// caps), not a share of n - 1 competing transfers. Arrival times are taken on the delivery thread.
+/// o (topo::LinkCost::message_seconds): three last rounds in which every node at once sends a
+/// burst of 64 messages of 64 bytes to rank + 1 and times it to the ack the same way;
+/// o = the median over the bursts of (elapsed - 2 alpha - bytes / B) / 63, at least 0: what each further message of a phase
+/// costs the CPUs of both ends (syscalls, wake-ups, dispatch), which a cost model by bytes alone
+/// misses when many small messages share the cores (PS's KV chunks on loopback).
 ///
 /// Errors: a malformed probe message (unknown kind, wrong size, wrong round, a pong or ack no
 /// one waits for, a bad profile) is dropped via Channel::reject and counted there. A peer's failure
@@ -116,6 +122,7 @@ class LinkProbe {
     std::uint64_t expected = 0;   // bytes of the transfer under way (0: none)
     std::uint64_t received = 0;   // bytes of it so far
     std::uint64_t completed = 0;  // whole transfers received
+    std::uint64_t awaited = 0;    // whole transfers this node's rounds have waited for so far
   };
   struct Outgoing {  // the bulk transfers this node sends to one peer
     std::uint64_t started = 0;    // transfers begun
@@ -133,9 +140,11 @@ class LinkProbe {
   void send(std::size_t peer, probe::Kind kind, std::uint64_t key, std::uint64_t round,
             net::Payload payload = {});
   double ping_peer(std::size_t peer, Clock::time_point deadline);
-  double bulk_round(std::size_t round, double alpha_to,
-                    const std::shared_ptr<std::vector<std::byte>>& buffer,
-                    Clock::time_point deadline);
+  /// One transfer round: sends `total` bytes to rank + round in messages of `message_bytes`
+  /// (views of `buffer`) and waits for the ack and for the transfer of rank - round. Returns
+  /// seconds from the first send to the ack.
+  double bulk_round(std::size_t round, const std::shared_ptr<std::vector<std::byte>>& buffer,
+                    std::size_t message_bytes, std::uint64_t total, Clock::time_point deadline);
   /// Sends (kind, tag) to every peer and waits for one from each (consumed).
   void gate(probe::Kind kind, std::uint64_t tag, Clock::time_point deadline, const char* what);
   /// Waits on `lock` until ready(); throws the stored failure, or at `deadline` a PeerError for
@@ -175,7 +184,8 @@ struct JobMeasurements {
   double gemm_flops = 0;                 ///< FLOP/s, the min over nodes
 };
 
-/// Combines the n profiles (index = rank): the LinkMatrix from their rows (diagonal 0); per layer
+/// Combines the n profiles (index = rank): the LinkMatrix from their rows (diagonal 0; o per
+/// node); per layer
 /// the max over nodes of t_f and of t_b (in BSP every iteration waits for the slowest node); the
 /// min GEMM rate. Pure and deterministic, so every node computes the same from exchange()'s result.
 /// Throws ContractError (printing the sizes) for no profiles, a row not of size n, or per-layer

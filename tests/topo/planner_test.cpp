@@ -190,6 +190,27 @@ TEST_CASE("auto buckets many small layers when PS or SFB would pay a start-up pe
   CHECK(plan.iteration_seconds < ps.iteration_seconds);
 }
 
+TEST_CASE("auto puts a small model's many KV chunks on one bucket once messages cost CPU",
+          "[topo][planner]") {
+  // The demo MLP on 4 nodes, fast link: with o = 0 PS's chunks cost only their bytes and PS wins;
+  // with o = 40 us (what 4 nodes on 2 loopback cores measure) ~200 chunk messages per iteration
+  // cost ~8 ms and the one all-reduce bucket (6 one-message steps) wins.
+  PlannerInput in = input_for(mlp(), 64, 4, 1e-4, 1.25e9, 2e10, "auto");
+  in.kv_chunk_bytes = 8448;  // 2112 floats, the PS stage's auto chunk for this model on 4 nodes
+  in.links.message_seconds.assign(4, 0.0);
+  const Plan cheap = make_plan(in);
+  CHECK(cheap.layers[0].scheme == LayerScheme::kPs);
+  in.links.message_seconds.assign(4, 40e-6);
+  const Plan costly = make_plan(in);
+  // The big layers go to the bucket; the classifier's 2 chunks may stay on PS (its push overlaps
+  // the backward pass of the layers below, so it costs the iteration nothing).
+  for (const std::size_t l : {0u, 2u}) CHECK(costly.layers[l].scheme == LayerScheme::kAllReduce);
+  CHECK(costly.link.message_seconds == 40e-6);
+  in.schemes = SchemeSet::for_strategy("ps");
+  const Plan ps = make_plan(in);
+  CHECK(ps.iteration_seconds > costly.iteration_seconds + 100 * 40e-6);
+}
+
 TEST_CASE("the plan uses the slowest link and gives Ako's p from eq. 3", "[topo][planner]") {
   PlannerInput in = input_for(mlp(), 32, 3, 1e-4, 1e9, 1e10, "auto");
   in.links.bandwidth[2 * 3 + 0] = 12.5e6;

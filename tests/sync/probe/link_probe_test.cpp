@@ -136,6 +136,9 @@ double measure_exchange_combine(std::size_t n) {
         CHECK(rows[r].bandwidth[peer] > 0);
       }
     }
+    CHECK(std::isfinite(rows[r].message_seconds));
+    CHECK(rows[r].message_seconds >= 0);
+    CHECK(rows[r].message_seconds < 0.01);  // 64 tiny messages in memory: far below 10 ms each
     CHECK(all[r] == all[0]);  // identical on every rank
     REQUIRE(all[r].size() == n);
     CHECK(all[r][r] == rows[r]);
@@ -149,6 +152,8 @@ double measure_exchange_combine(std::size_t n) {
   CHECK(job.forward_seconds == std::vector<double>{0.001 * static_cast<double>(n), 0.002});
   CHECK(job.backward_seconds == std::vector<double>{0.003, 0.0005 * static_cast<double>(n)});
   CHECK(job.gemm_flops == 2e9);
+  REQUIRE(job.links.message_seconds.size() == n);
+  CHECK(job.links.message_seconds[n - 1] == rows[n - 1].message_seconds);
   return *std::max_element(took.begin(), took.end());
 }
 
@@ -185,8 +190,8 @@ TEST_CASE("link probe on one node: zeros, its own profile, no waiting", "[sync][
 }
 
 TEST_CASE("combine: link matrix from the rows, max times, min GEMM", "[sync][probe]") {
-  sync::NodeProfile a{{0, 1e-4}, {0, 1e8}, {1.0, 2.0}, {3.0, 1.0}, 5e9};
-  sync::NodeProfile b{{2e-4, 0}, {5e7, 0}, {0.5, 4.0}, {3.5, 0.5}, 2e9};
+  sync::NodeProfile a{{0, 1e-4}, {0, 1e8}, {1.0, 2.0}, {3.0, 1.0}, 5e9, 3e-5};
+  sync::NodeProfile b{{2e-4, 0}, {5e7, 0}, {0.5, 4.0}, {3.5, 0.5}, 2e9, 1e-5};
   const sync::JobMeasurements job = sync::combine({a, b});
   CHECK(job.links.nodes == 2);
   CHECK(job.links.alpha == std::vector<double>{0, 1e-4, 2e-4, 0});
@@ -197,6 +202,8 @@ TEST_CASE("combine: link matrix from the rows, max times, min GEMM", "[sync][pro
   const topo::LinkCost slowest = topo::slowest_link(job.links);
   CHECK(slowest.alpha == 2e-4);
   CHECK(slowest.bandwidth == 5e7);
+  CHECK(job.links.message_seconds == std::vector<double>{3e-5, 1e-5});
+  CHECK(slowest.message_seconds == 3e-5);
   CHECK(sync::combine({b, a}).gemm_flops == 2e9);  // deterministic, order-free where it should be
   CHECK_THROWS_AS(sync::combine({}), ContractError);
   sync::NodeProfile short_row = b;
