@@ -25,9 +25,9 @@ void check_link(LinkCost link) {
                   "a finite number >= 0");
 }
 
-/// A phase of `messages` back-to-back messages of `bytes` bytes in all: alpha + (m - 1) o + bytes/B.
+/// A phase of `messages` back-to-back messages of `bytes` bytes in all: alpha + m o + bytes / B.
 double phase_seconds(LinkCost link, double messages, double bytes) {
-  return link.alpha + std::max(0.0, messages - 1.0) * link.message_seconds + bytes / link.bandwidth;
+  return link.alpha + messages * link.message_seconds + bytes / link.bandwidth;
 }
 
 void check_cluster(const ClusterCost& cluster) {
@@ -85,7 +85,8 @@ AllReduceCost ring_allreduce_cost(LinkCost link, std::size_t nodes, double frame
   check_cluster(ClusterCost{nodes, link, frame_overhead_bytes, 0.0});
   if (nodes == 1) return {};
   const double steps = 2.0 * static_cast<double>(nodes - 1);
-  return AllReduceCost{steps * (link.alpha + frame_overhead_bytes / link.bandwidth),
+  return AllReduceCost{
+      steps * (link.alpha + link.message_seconds + frame_overhead_bytes / link.bandwidth),
                        steps / (static_cast<double>(nodes) * link.bandwidth)};
 }
 

@@ -8,9 +8,10 @@
 // B is what one node can send per second in all (its uplink, as net.max_send_rate paces it): a
 // node that sends to several peers at once shares it. Every link is full duplex, so a node
 // receives while it sends; the formulas count what a node sends. A phase of m messages written
-// back to back costs alpha (the first message's start-up) + (m - 1) o (each further message's
-// CPU at both ends: LogP's gap, Culler et al. PPoPP'93) + its bytes / B, each message's bytes
-// including its frame overhead (prefix + FlatBuffers header).
+// back to back costs alpha (the start-up latency, once) + m o (each message's processor time at
+// both ends, LogP's overhead o, Culler et al. PPoPP'93: under load it is what a message costs,
+// on top of the idle round trip alpha measures) + its bytes / B, each message's bytes including
+// its frame overhead (prefix + FlatBuffers header).
 //
 // Thread safety: every function is pure.
 
@@ -23,7 +24,7 @@ namespace gradmesh::topo {
 struct LinkCost {
   double alpha = 0;            ///< seconds of start-up per message (latency)
   double bandwidth = 0;        ///< B, bytes/s one node sends
-  double message_seconds = 0;  ///< o, seconds each further message of a phase costs (>= 0)
+  double message_seconds = 0;  ///< o, processor seconds each message costs (>= 0)
 };
 
 /// Measured alpha and B for every ordered pair of peers (from, to), row-major n x n; the diagonal
@@ -59,9 +60,9 @@ struct AllReduceCost {
 
 /// Ring all-reduce on n nodes (MG-WFBP Table II, ring row, with the summation term gamma dropped:
 /// adding two floats is far cheaper than sending them): 2(n - 1) steps, each one message of M/n
-/// bytes to the next node (a phase of one message: no o), so a = 2(n - 1)(alpha + h/B) and
-/// b = 2(n - 1)/(n B), h = frame overhead bytes (with h = 0 exactly Table II's a = 2(n - 1) alpha,
-/// b = 2(n - 1) beta / n, beta = 1/B).
+/// bytes to the next node (a phase of one message), so a = 2(n - 1)(alpha + o + h/B) and
+/// b = 2(n - 1)/(n B), h = frame overhead bytes (with h = o = 0 exactly Table II's
+/// a = 2(n - 1) alpha, b = 2(n - 1) beta / n, beta = 1/B).
 /// One node: {0, 0}. Throws ContractError on nodes == 0 or, for n > 1, a bad link.
 [[nodiscard]] AllReduceCost ring_allreduce_cost(LinkCost link, std::size_t nodes,
                                                 double frame_overhead_bytes = 0);
@@ -103,7 +104,7 @@ struct ClusterCost {
 /// half in each phase (a node's own figure differs by its share of the KV load, at most a chunk).
 /// Each phase is one wave of back-to-back messages from every node at once, and the broadcast
 /// cannot start before the push ends (the owner waits for all n pushes), so
-///   comm_seconds = 2 alpha + (messages - 2) o + bytes_sent / B
+///   comm_seconds = 2 alpha + messages o + bytes_sent / B
 /// (= 2 alpha + 2 (n - 1)/n M / B without overhead and o); the owner's reduce and optimizer
 /// step (n adds per float) are left out. One node: all 0. Throws ContractError if chunk_floats == 0.
 [[nodiscard]] SchemeCost ps_cost(const ClusterCost& cluster, std::size_t floats,
@@ -112,7 +113,7 @@ struct ClusterCost {
 /// SFB (Poseidon sec. 2.1 and 3.2) for an M x N dense layer (rows M, cols N) with batch K per
 /// node: a node broadcasts its factors U (K x M) and V (K x N), K (M + N) floats, to the n - 1
 /// others, one message each, and receives theirs meanwhile (full duplex):
-///   bytes_sent = (n - 1)(4 K (M + N) + h),   comm_seconds = alpha + (n - 2) o + bytes_sent / B;
+///   bytes_sent = (n - 1)(4 K (M + N) + h),   comm_seconds = alpha + (n - 1) o + bytes_sent / B;
 /// then every node rebuilds dW = sum_p U_p^T V_p over all n nodes, 2 n K M N flops:
 ///   compute_seconds = 2 n K M N / gemm_flops   (the bias gradient, sum_k U_p, is negligible).
 /// Poseidon picks the scheme by floats (topo::best_scheme); the planner by this time ("beyond

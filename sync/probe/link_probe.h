@@ -53,7 +53,7 @@ struct NodeProfile {
   std::vector<double> forward_seconds;   ///< t_f per layer, seconds (may be empty)
   std::vector<double> backward_seconds;  ///< t_b per layer, seconds (same size as forward_seconds)
   double gemm_flops = 0;                 ///< FLOP/s (0: not measured)
-  double message_seconds = 0;            ///< o, seconds each further message of a burst costs
+  double message_seconds = 0;            ///< o, seconds each message of a burst costs (gap)
 
   friend bool operator==(const NodeProfile&, const NodeProfile&) = default;
 };
@@ -73,8 +73,8 @@ struct NodeProfile {
 /// caps), not a share of n - 1 competing transfers. Arrival times are taken on the delivery thread.
 /// o (topo::LinkCost::message_seconds): three last rounds in which every node at once sends a
 /// burst of 64 messages of 64 bytes to rank + 1 and times it to the ack the same way;
-/// o = the median over the bursts of (elapsed - 2 alpha - bytes / B) / 63, at least 0: what each further message of a phase
-/// costs the CPUs of both ends (syscalls, wake-ups, dispatch), which a cost model by bytes alone
+/// o = the median over the bursts of (elapsed - 2 alpha - bytes / B) / 63, at least 0: the gap
+/// between messages of a burst, what each message costs the CPUs of both ends (syscalls, wake-ups, dispatch), which a cost model by bytes alone
 /// misses when many small messages share the cores (PS's KV chunks on loopback).
 ///
 /// Errors: a malformed probe message (unknown kind, wrong size, wrong round, a pong or ack no
