@@ -350,9 +350,16 @@ NodeProfile LinkProbe::measure_links() {
   }
   // No node starts its bulk transfers before every node has finished its pings.
   gate(Kind::kPhase, 2 * phases_ + 1, until, "the end of the pings");
-  // B: n - 1 rounds, one outgoing and one incoming transfer each. One buffer, shared by every
-  // message (the transport keeps it alive until written).
+  // One buffer, shared by every message (the transport keeps it alive until written).
   auto buffer = std::make_shared<std::vector<std::byte>>(std::min(bulk_bytes_, kMaxChunkBytes));
+  // o: bursts of small messages to the next rank (every node at once, as a PS phase is), before
+  // the bulk rounds so that a send cap's token bucket is full and paces none of them.
+  const std::size_t next = (me + 1) % n;
+  const std::size_t burst_bytes = kBurstMessages * kBurstMessageBytes;
+  std::vector<double> bursts;
+  for (std::size_t b = 0; b < kBursts; ++b)
+    bursts.push_back(bulk_round(1, buffer, kBurstMessageBytes, burst_bytes, until));
+  // B: n - 1 rounds, one outgoing and one incoming transfer each.
   for (std::size_t r = 1; r < n; ++r) {
     const std::size_t to = (me + r) % n;
     const double elapsed = bulk_round(r, buffer, buffer->size(), bulk_bytes_, until);
@@ -361,19 +368,14 @@ NodeProfile LinkProbe::measure_links() {
     row.bandwidth[to] = static_cast<double>(bulk_bytes_) / std::max(transfer, 1e-9);
     if (options_.max_send_rate) row.bandwidth[to] = std::min(row.bandwidth[to], *options_.max_send_rate);
   }
-  // o: a burst of small messages to the next rank (every node at once, as a PS phase is), each
-  // beyond the first costing o: elapsed = 2 alpha + (m - 1) o + bytes / B.
-  // The median of kBursts, as alpha is a median: one burst can lose the cores to a neighbour.
-  const std::size_t next = (me + 1) % n;
-  const double burst_bytes = static_cast<double>(kBurstMessages * kBurstMessageBytes);
-  std::vector<double> overheads;
-  for (std::size_t b = 0; b < kBursts; ++b) {
-    const double elapsed =
-        bulk_round(1, buffer, kBurstMessageBytes, kBurstMessages * kBurstMessageBytes, until);
-    const double rest = elapsed - 2 * row.alpha[next] - burst_bytes / row.bandwidth[next];
-    overheads.push_back(std::max(0.0, rest / static_cast<double>(kBurstMessages - 1)));
+  // A burst takes 2 alpha + (m - 1) o + bytes / B (first message out, ack back); the median over
+  // the bursts, as alpha is a median: one burst can lose the cores to a neighbour.
+  for (double& elapsed : bursts) {
+    const double rest = elapsed - 2 * row.alpha[next] -
+                        static_cast<double>(burst_bytes) / row.bandwidth[next];
+    elapsed = std::max(0.0, rest / static_cast<double>(kBurstMessages - 1));
   }
-  row.message_seconds = tasks::median(overheads);
+  row.message_seconds = tasks::median(bursts);
   return row;
 }
 

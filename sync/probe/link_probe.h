@@ -71,8 +71,9 @@ struct NodeProfile {
 /// when its ack came and its incoming transfer is complete, so rounds stay in step and each node
 /// sends on one link at a time: B is the node's egress rate on that link (what net.max_send_rate
 /// caps), not a share of n - 1 competing transfers. Arrival times are taken on the delivery thread.
-/// o (topo::LinkCost::message_seconds): three last rounds in which every node at once sends a
-/// burst of 64 messages of 64 bytes to rank + 1 and times it to the ack the same way;
+/// o (topo::LinkCost::message_seconds): before the bulk rounds (so a send cap's token bucket is
+/// full and paces none of it), three rounds in which every node at once sends a burst of 64
+/// messages of 64 bytes to rank + 1 and times it to the ack the same way;
 /// o = the median over the bursts of (elapsed - 2 alpha - bytes / B) / 63, at least 0: the gap
 /// between messages of a burst, what each message costs the CPUs of both ends (syscalls, wake-ups, dispatch), which a cost model by bytes alone
 /// misses when many small messages share the cores (PS's KV chunks on loopback).
