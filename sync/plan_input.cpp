@@ -49,7 +49,8 @@ topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes
     if (o.alpha) input.links.alpha[i] = *o.alpha;
     if (o.bandwidth) input.links.bandwidth[i] = *o.bandwidth;
   }
-  if (o.message_overhead) input.links.message_seconds.assign(input.links.nodes, *o.message_overhead);
+  if (o.message_overhead)
+    input.links.message_seconds.assign(input.links.nodes, *o.message_overhead);
   if (o.gemm_flops) input.gemm_flops = *o.gemm_flops;
   input.frame_overhead_bytes = frame_overhead_bytes(
       stage_id(allreduce::kStage), static_cast<std::uint16_t>(allreduce::Kind::kReduceScatter));

@@ -23,8 +23,9 @@ struct AssumedRates {
 /// from the layer's GEMM work (forward 2 K M N flops, backward 4 K M N, at rates.gemm_flops;
 /// layers without parameters take K x inputs flops) and a uniform link (rates.alpha, and
 /// net.max_send_rate or rates.bandwidth as B, rates.message_seconds as o); then planner.alpha,
-/// planner.bandwidth, planner.message_overhead and planner.gemm_flops override what they name. Also the batch K, n, the frame overhead of a
-/// message, the KV chunk option and `schemes`. Thread-safe (reads the model's shapes only).
+/// planner.bandwidth, planner.message_overhead and planner.gemm_flops override what they name.
+/// Also the batch K, n, the frame overhead of a message, the KV chunk option and `schemes`.
+/// Thread-safe (reads the model's shapes only).
 [[nodiscard]] topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes,
                                                const AssumedRates& rates = {});
 

@@ -36,8 +36,9 @@ class PlanStage final : public SyncStage {
   /// Table 1 floats under PS and SFB, and this rank's predicted wire bytes per iteration.
   [[nodiscard]] std::vector<LayerPlan> plan() const override;
   /// The plan's figures: "predicted_bytes_sent" (this rank, bytes per iteration),
-  /// "predicted_iteration_seconds", "alpha" (s), "bandwidth" (bytes/s) and "message_overhead" (o, s) of the slowest link,
-  /// "gemm_flops" (FLOP/s), "kv_chunk_floats", "buckets", and "budget_<stage>" (bytes per iteration).
+  /// "predicted_iteration_seconds", "alpha" (s), "bandwidth" (bytes/s) and "message_overhead"
+  /// (o, s) of the slowest link, "gemm_flops" (FLOP/s), "kv_chunk_floats", "buckets", and
+  /// "budget_<stage>" (bytes per iteration).
   [[nodiscard]] std::map<std::string, double> summary() const override;
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
     return channel_.rejected();

@@ -106,7 +106,8 @@ struct ClusterCost {
 /// cannot start before the push ends (the owner waits for all n pushes), so
 ///   comm_seconds = 2 alpha + messages o + bytes_sent / B
 /// (= 2 alpha + 2 (n - 1)/n M / B without overhead and o); the owner's reduce and optimizer
-/// step (n adds per float) are left out. One node: all 0. Throws ContractError if chunk_floats == 0.
+/// step (n adds per float) are left out. One node: all 0. Throws ContractError if
+/// chunk_floats == 0.
 [[nodiscard]] SchemeCost ps_cost(const ClusterCost& cluster, std::size_t floats,
                                  std::size_t chunk_floats);
 

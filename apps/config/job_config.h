@@ -99,7 +99,7 @@ struct JobConfig {
     std::optional<double> alpha;       ///< planner.alpha: seconds; unset ("auto"): measured
     std::optional<double> bandwidth;   ///< planner.bandwidth: B, bytes/s; unset: measured
     std::optional<double> gemm_flops;  ///< planner.gemm_flops: FLOP/s; unset: measured
-    std::optional<double> message_overhead;  ///< planner.message_overhead: o, seconds; unset: measured
+    std::optional<double> message_overhead;  ///< planner.message_overhead: o, s; unset: measured
     friend bool operator==(const Planner&, const Planner&) = default;
   } planner;
 

@@ -56,9 +56,9 @@ std::string profile_problem(const NodeProfile& profile, std::size_t nodes) {
   return why.str();
 }
 
-// Wire layout of a profile: u64 nodes, u64 layers, then doubles: gemm_flops, message_seconds, alpha[nodes],
-// bandwidth[nodes], forward_seconds[layers], backward_seconds[layers]; host byte order (the
-// job's nodes share one build, as the handshake's config hash assumes).
+// Wire layout of a profile: u64 nodes, u64 layers, then doubles: gemm_flops, message_seconds,
+// alpha[nodes], bandwidth[nodes], forward_seconds[layers], backward_seconds[layers]; host byte
+// order (the job's nodes share one build, as the handshake's config hash assumes).
 net::Payload encode_profile(const NodeProfile& profile) {
   const std::uint64_t header[2] = {profile.alpha.size(), profile.forward_seconds.size()};
   std::vector<double> values;
@@ -366,7 +366,8 @@ NodeProfile LinkProbe::measure_links() {
     // The ack's trip back is alpha; a tiny transfer must not read as infinitely fast.
     const double transfer = std::max(elapsed - row.alpha[to], elapsed / 2);
     row.bandwidth[to] = static_cast<double>(bulk_bytes_) / std::max(transfer, 1e-9);
-    if (options_.max_send_rate) row.bandwidth[to] = std::min(row.bandwidth[to], *options_.max_send_rate);
+    if (options_.max_send_rate)
+      row.bandwidth[to] = std::min(row.bandwidth[to], *options_.max_send_rate);
   }
   // A burst takes 2 alpha + (m - 1) o + bytes / B (first message out, ack back); the median over
   // the bursts, as alpha is a median: one burst can lose the cores to a neighbour.

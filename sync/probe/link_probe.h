@@ -75,8 +75,9 @@ struct NodeProfile {
 /// full and paces none of it), three rounds in which every node at once sends a burst of 64
 /// messages of 64 bytes to rank + 1 and times it to the ack the same way;
 /// o = the median over the bursts of (elapsed - 2 alpha - bytes / B) / 63, at least 0: the gap
-/// between messages of a burst, what each message costs the CPUs of both ends (syscalls, wake-ups, dispatch), which a cost model by bytes alone
-/// misses when many small messages share the cores (PS's KV chunks on loopback).
+/// between messages of a burst, what each message costs the CPUs of both ends (syscalls,
+/// wake-ups, dispatch), which a cost model by bytes alone misses when many small messages share
+/// the cores (PS's KV chunks on loopback).
 ///
 /// Errors: a malformed probe message (unknown kind, wrong size, wrong round, a pong or ack no
 /// one waits for, a bad profile) is dropped via Channel::reject and counted there. A peer's failure
