@@ -85,8 +85,8 @@ AllReduceCost ring_allreduce_cost(LinkCost link, std::size_t nodes, double frame
   check_cluster(ClusterCost{nodes, link, frame_overhead_bytes, 0.0});
   if (nodes == 1) return {};
   const double steps = 2.0 * static_cast<double>(nodes - 1);
-  return AllReduceCost{
-      steps * (link.alpha + link.message_seconds + frame_overhead_bytes / link.bandwidth),
+  // Each step is a phase of one message carrying only its header in the start-up term.
+  return AllReduceCost{steps * phase_seconds(link, 1.0, frame_overhead_bytes),
                        steps / (static_cast<double>(nodes) * link.bandwidth)};
 }
 

@@ -76,15 +76,16 @@ bool set_optional_rate(std::optional<double>& out, const toml::node& n, std::str
   return true;
 }
 
-/// `word` (e.g. "auto") or a finite number > 0.
-bool set_optional_positive(std::optional<double>& out, const toml::node& n, std::string_view word) {
+/// `word` (e.g. "auto") or a finite number > 0 (>= 0 when `zero_allowed`).
+bool set_optional_positive(std::optional<double>& out, const toml::node& n, std::string_view word,
+                           bool zero_allowed = false) {
   if (const auto* s = string_of(n)) {
     if (*s != word) return false;
     out.reset();
     return true;
   }
   const auto v = number_of(n);
-  if (!v || *v <= 0.0) return false;
+  if (!v || *v < 0.0 || (*v == 0.0 && !zero_allowed)) return false;
   out = *v;
   return true;
 }
@@ -261,15 +262,7 @@ constexpr std::array<KeySpec, 29> kKeys{{
     {"planner.message_overhead", "\"auto\" (measured) or a number of seconds >= 0",
      OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
-       if (const auto* s = string_of(n)) {
-         if (*s != "auto") return false;
-         c.planner.message_overhead.reset();
-         return true;
-       }
-       const auto v = number_of(n);
-       if (!v || *v < 0.0) return false;
-       c.planner.message_overhead = *v;
-       return true;
+       return set_optional_positive(c.planner.message_overhead, n, "auto", /*zero_allowed=*/true);
      },
      [](const JobConfig& c) { return print_optional_rate(c.planner.message_overhead, "auto"); }},
     {"planner.probe", "true or false", OverrideKind::kToml,
