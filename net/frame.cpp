@@ -74,8 +74,10 @@ std::unique_ptr<OutgoingFrame> encode_data(const Message& message) {
   auto& builder = thread_builder();
   const auto data =
       schema::CreateData(builder, message.stage, message.kind, message.key, message.round);
-  return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Data, data.Union()),
-                                         message.payload, message.stage, FrameRole::kData);
+  auto frame = std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Data, data.Union()),
+                                               message.payload, message.stage, FrameRole::kData);
+  frame->priority = message.priority;
+  return frame;
 }
 
 std::unique_ptr<OutgoingFrame> encode_hello(const HelloFields& hello, std::size_t control_stage) {

@@ -82,11 +82,17 @@ class OutgoingFrame final {
   [[nodiscard]] std::size_t stage() const noexcept { return stage_; }
   [[nodiscard]] FrameRole role() const noexcept { return role_; }
 
+  // ---- send order (net/tcp/write_queue.h) ----
+  /// Message::priority of a data frame (lower is written first), set by encode_data() on the
+  /// sender's thread; 0 for other frames. Not on the wire.
+  std::uint32_t priority = 0;
+  /// Queue order on its connection, set by the loop thread when the frame is queued.
+  std::uint64_t sequence = 0;
+
   // ---- loop-thread write progress ----
-  std::unique_ptr<OutgoingFrame> next;  ///< intrusive FIFO link
   std::size_t issued = 0;               ///< bytes handed to uv_write so far
   std::size_t writes_in_flight = 0;     ///< uv_write requests not yet completed
-  bool detached = false;                ///< dropped from a closed queue while partly written
+  bool detached = false;                ///< dropped by a closed connection while partly written
 
  private:
   static constexpr std::size_t kInlineHeadBytes = 160;
@@ -112,6 +118,7 @@ struct HelloFields {
 
 /// Frame builders. `control_stage` is the counter stage id of "control". Thread safe (each thread
 /// reuses its own FlatBuffers builder, so a data frame costs one allocation: the OutgoingFrame).
+/// encode_data() copies Message::priority into OutgoingFrame::priority.
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_data(const Message& message);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_hello(const HelloFields& hello,
                                                           std::size_t control_stage);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/error.h"
 #include "net/counters.h"
@@ -16,8 +17,18 @@ namespace gradmesh::net {
 /// One rank's end of a full mesh of reliable, ordered links to every other rank.
 ///
 /// Contract every backend keeps:
-///  - Messages from one rank to another arrive in send order, each exactly once, or the sender's
-///    peer fails.
+///  - Messages from one rank to another arrive each exactly once, or the sender's peer fails.
+///  - Order: messages from one rank to another arrive in send order among messages of the same
+///    priority and stage (Message::priority, Message::stage). A message of lower priority value
+///    may overtake queued ones of higher value. Until set_stage_weights() is first called, the
+///    stages to one peer share one order (equal-priority messages arrive in send order whatever
+///    their stage, as before priorities existed); from then on a message may also overtake queued
+///    messages of other stages, as the link is shared among stages by weight. (The shared order
+///    keeps callers that rely on it working: Ako's end-of-job marker, on its control stage, must
+///    follow its partitions.) A backend may keep plain send order (net/inproc does).
+///    shutdown()'s goodbye to a peer follows every message sent to it before, whatever their
+///    priority. On TCP the handshake precedes all data, and a frame that has started being written
+///    is finished before another starts on that connection (net/tcp/tcp_transport.h).
 ///  - Handlers run on one delivery thread per Transport (never on a sender's thread), in arrival
 ///    order per peer; they must not block. An exception a message handler throws is caught, counted
 ///    as a malformed frame and logged.
@@ -27,8 +38,8 @@ namespace gradmesh::net {
 ///  - The payload is shared, not copied, until the backend is done with it; a received payload is
 ///    an owned buffer.
 ///
-/// Threads: send() and counters() from any thread; set_handlers(), start(), shutdown(), close(),
-/// abort() and the destructor from one owning thread.
+/// Threads: send(), set_stage_weights() and counters() from any thread; set_handlers(), start(),
+/// shutdown(), close(), abort() and the destructor from one owning thread.
 class Transport {
  public:
   /// Called on the delivery thread for every data message, in arrival order per peer.
@@ -53,6 +64,18 @@ class Transport {
   /// rank included) or stage; ProtocolError if the message is too large; Error before start()
   /// succeeded or after close().
   virtual void send(std::size_t to_rank, Message message) = 0;
+
+  /// Shares this node's send link among stages by weight: `weights[s]` is stage s's weight
+  /// (index = Message::stage); an entry of 0, or a stage past the end of `weights`, has weight 1.
+  /// While several stages have bytes waiting, each gets bytes in proportion to its weight; a stage
+  /// alone gets the whole link (work-conserving: TransportOptions::max_send_rate, or the socket's
+  /// speed when uncapped), and a stage that was idle banks no credit (Poseidon arXiv'15 sec. 4.3.3,
+  /// the bandwidth manager; scheduled by start-time fair queuing, Goyal, Vin, Cheng, SIGCOMM'96).
+  /// Also lets stages overtake each other (see the ordering contract above).
+  /// May be called at any time after construction, from any thread, and again to change weights.
+  /// Throws gradmesh::ConfigError naming the stage index and value for a negative or non-finite
+  /// weight, and for more weights than TransportOptions::stages.
+  virtual void set_stage_weights(std::vector<double> weights) = 0;
 
   /// Clean close: delivers what is queued, tells every peer goodbye and waits up to `timeout_s`
   /// seconds for theirs. Idempotent; never throws.

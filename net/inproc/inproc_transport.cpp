@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "net/frame.h"
+#include "net/stage_scheduler.h"
 #include "net/transport_options.h"
 
 namespace gradmesh::net {
@@ -35,6 +36,7 @@ struct Mailbox {
   Transport::FailureHandler on_failure;
   std::thread thread;
   std::unique_ptr<CounterBook> counters;
+  std::vector<double> stage_weights;  // stored, unused: no link to share
 };
 
 struct InProcMesh {
@@ -145,6 +147,17 @@ void InProcTransport::send(std::size_t to_rank, Message message) {
   }
   mesh.boxes[rank_].counters->add_sent(to_rank, stage, wire, 1);
   mesh.changed.notify_all();
+}
+
+void InProcTransport::set_stage_weights(std::vector<double> weights) {
+  check_stage_weights(weights, mesh_->stages.size());
+  const std::lock_guard lock(mesh_->mutex);
+  mesh_->boxes[rank_].stage_weights = std::move(weights);
+}
+
+std::vector<double> InProcTransport::stage_weights() const {
+  const std::lock_guard lock(mesh_->mutex);
+  return mesh_->boxes[rank_].stage_weights;
 }
 
 void InProcTransport::shutdown(double timeout_s) noexcept {

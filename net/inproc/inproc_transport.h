@@ -27,7 +27,9 @@ struct InProcMesh;
 ///    (address "inproc:<rank>"), and their later sends to it throw it; shutdown() is a clean
 ///    goodbye: it waits (bounded) until every peer has shut down or closed too, delivering what
 ///    arrives meanwhile, and fails no one.
-/// No rate limit, no framing errors (messages are objects).
+/// No rate limit, no framing errors (messages are objects), no scheduling: messages are delivered
+/// in plain send order per peer (Message::priority and stage weights are ignored, as the ordering
+/// contract allows).
 /// Thread safety: as net::Transport.
 class InProcTransport final : public Transport {
  public:
@@ -41,6 +43,12 @@ class InProcTransport final : public Transport {
   /// Throws gradmesh::Error when called twice.
   void start() override;
   void send(std::size_t to_rank, Message message) override;
+  /// Checks and stores the weights, and otherwise ignores them: a message is handed to its peer's
+  /// mailbox at once, there is no link whose bandwidth stages could share. Throws as
+  /// Transport::set_stage_weights(). Thread safe.
+  void set_stage_weights(std::vector<double> weights) override;
+  /// The weights last given to set_stage_weights() (empty before).
+  [[nodiscard]] std::vector<double> stage_weights() const;
   void shutdown(double timeout_s = 10.0) noexcept override;
   void close() noexcept override;
   void abort(const std::string& reason) noexcept override;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace gradmesh::net::detail {
 
@@ -22,10 +23,7 @@ Connection::Connection(uv_loop_t* loop, ConnectionListener& listener, Role role,
   connect_request_.data = this;
 }
 
-Connection::~Connection() {
-  // Frames still queued belong to us: unique_ptr chain. Break it iteratively (long queues).
-  while (queue_head_) queue_head_ = std::move(queue_head_->next);
-}
+Connection::~Connection() = default;  // queued frames go with queue_ and current_
 
 int Connection::connect(const sockaddr* address) noexcept {
   return uv_tcp_connect(&connect_request_, &tcp_, address, &Connection::on_connect);
@@ -187,22 +185,18 @@ void Connection::broken(int status, const std::string& why) noexcept {
 // ---------------------------------------------------------------- writer
 
 void Connection::enqueue(std::unique_ptr<OutgoingFrame> frame) noexcept {
-  OutgoingFrame* raw = frame.get();
-  if (queue_tail_ == nullptr) {
-    queue_head_ = std::move(frame);
-  } else {
-    queue_tail_->next = std::move(frame);
+  try {
+    queue_.push(std::move(frame));
+  } catch (const std::bad_alloc&) {
+    broken(0, "out of memory queuing a frame");
   }
-  queue_tail_ = raw;
 }
 
-std::size_t Connection::front_remaining() const noexcept {
-  return queue_head_ ? queue_head_->wire_bytes() - queue_head_->issued : 0;
-}
-
-std::size_t Connection::write_some(std::size_t max_bytes) noexcept {
-  if (closing_ || !queue_head_ || max_bytes == 0) return 0;
-  OutgoingFrame& frame = *queue_head_;
+std::size_t Connection::write_some(std::size_t max_bytes, std::size_t stage) noexcept {
+  if (closing_ || max_bytes == 0) return 0;
+  if (current_ == nullptr) current_ = queue_.pop(stage);
+  if (current_ == nullptr) return 0;
+  OutgoingFrame& frame = *current_;
   const auto head = frame.head();
   const auto payload = frame.payload().bytes();
   const std::size_t n = std::min(max_bytes, frame.wire_bytes() - frame.issued);
@@ -229,7 +223,12 @@ std::size_t Connection::write_some(std::size_t max_bytes) noexcept {
 
   std::unique_ptr<WriteRequest> request;
   if (free_requests_.empty()) {
-    request = std::make_unique<WriteRequest>();
+    try {
+      request = std::make_unique<WriteRequest>();
+    } catch (const std::bad_alloc&) {
+      broken(0, "out of memory issuing a write");
+      return 0;
+    }
   } else {
     request = std::move(free_requests_.back());
     free_requests_.pop_back();
@@ -242,13 +241,7 @@ std::size_t Connection::write_some(std::size_t max_bytes) noexcept {
   request->frame_done = done;
   request->request.data = request.get();
   ++frame.writes_in_flight;
-  if (done) {
-    // The frame leaves the queue; the last write callback deletes it.
-    std::unique_ptr<OutgoingFrame> popped = std::move(queue_head_);
-    queue_head_ = std::move(popped->next);
-    if (!queue_head_) queue_tail_ = nullptr;
-    popped.release();
-  }
+  if (done) current_.release();  // fully issued: the last write callback deletes it
   WriteRequest* raw = request.release();
   ++requests_in_flight_;
   const int rc = uv_write(&raw->request, stream(), buffers, count, &Connection::on_write);
@@ -272,22 +265,23 @@ void Connection::on_write(uv_write_t* request, int status) noexcept {
   // EOF can be read before this callback runs); the listener skips state changes then.
   if (status == 0) self->listener_.on_written(*self, *frame, bytes, done);
   if ((done || frame->detached) && frame->writes_in_flight == 0) delete frame;
-  if (status != 0 && status != UV_ECANCELED && !self->closing_)
+  if (status != 0 && status != UV_ECANCELED && !self->closing_) {
     self->broken(status, std::string(uv_err_name(status)) + ": " + uv_strerror(status));
+  } else if (status == 0 && !self->closing_) {
+    self->listener_.on_writable(*self);
+  }
 }
 
 void Connection::close() noexcept {
   if (closing_) return;
   closing_ = true;
-  if (queue_head_ && queue_head_->writes_in_flight > 0) {
+  if (current_ && current_->writes_in_flight > 0) {
     // Partly written: its in-flight writes still point at it; the last (cancelled) one deletes it.
-    std::unique_ptr<OutgoingFrame> partial = std::move(queue_head_);
-    queue_head_ = std::move(partial->next);
-    partial->detached = true;
-    partial.release();
+    current_->detached = true;
+    current_.release();
   }
-  while (queue_head_) queue_head_ = std::move(queue_head_->next);
-  queue_tail_ = nullptr;
+  current_.reset();
+  queue_.clear();
   if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&tcp_)))
     uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), &Connection::on_close);
 }

@@ -1,6 +1,6 @@
 #pragma once
 // One TCP connection to a peer on the loop thread: the frame reader (prefix -> header -> payload
-// read in place) and the write queue (scatter/gather slices of queued frames).
+// read in place) and the writer (scatter/gather slices of the frames of its WriteQueue).
 //
 // Internal to gradmesh::net (includes <uv.h>); only tcp_transport.cpp and tests use it.
 
@@ -14,6 +14,7 @@
 
 #include "net/frame.h"
 #include "net/payload.h"
+#include "net/tcp/write_queue.h"
 
 namespace gradmesh::net::detail {
 
@@ -38,6 +39,10 @@ class ConnectionListener {
   /// `bytes` of `frame` reached the socket; `frame_done` when they were its last.
   virtual void on_written(Connection& connection, const OutgoingFrame& frame, std::size_t bytes,
                           bool frame_done) noexcept = 0;
+  /// A write completed without error and the connection is open: bytes_unwritten() dropped, the
+  /// owner may issue more. Called last in the write callback (after on_written() and the frame's
+  /// release), so the owner may write or close from it.
+  virtual void on_writable(Connection& connection) noexcept = 0;
   /// Bytes read from the socket (before framing), for totals.
   virtual void on_bytes_read(Connection& connection, std::size_t bytes) noexcept = 0;
 
@@ -80,17 +85,47 @@ class Connection final {
   /// Sets TCP_NODELAY and starts reading frames. Returns a libuv error or 0.
   [[nodiscard]] int start_reading() noexcept;
 
-  /// Appends `frame` to the write queue (FIFO); nothing is written until write_some().
+  /// Queues `frame` in the write queue (WriteQueue's order); nothing is written until
+  /// write_some(). Out of memory (a lane growing) reports on_broken() and drops the frame.
   void enqueue(std::unique_ptr<OutgoingFrame> frame) noexcept;
-  /// Whether queued bytes are waiting for write_some().
-  [[nodiscard]] bool has_unissued() const noexcept { return queue_head_ != nullptr; }
-  /// Bytes the queue's first frame still has to issue.
-  [[nodiscard]] std::size_t front_remaining() const noexcept;
-  /// Issues one uv_write of up to `max_bytes` (> 0) of the first queued frame, as up to two
-  /// uv_buf_t over the frame's own head and payload memory (no copy). Returns the bytes issued
-  /// (0 if the queue is empty or the connection is closing). A failed uv_write closes the stream
-  /// and reports on_broken().
-  std::size_t write_some(std::size_t max_bytes) noexcept;
+  /// Whether bytes are waiting for write_some(): a partly issued frame or queued ones.
+  [[nodiscard]] bool has_unissued() const noexcept { return current_ != nullptr || !queue_.empty(); }
+  /// Bytes handed to uv_write that libuv has not yet written to the socket (its write queue; a
+  /// write the socket took at once never counts). Bytes in the kernel's socket buffer do not
+  /// count: nothing could overtake them anyway.
+  [[nodiscard]] std::size_t bytes_unwritten() const noexcept {
+    return uv_stream_get_write_queue_size(reinterpret_cast<const uv_stream_t*>(&tcp_));
+  }
+
+  /// Calls `visit(const WriteCandidate&)` for what write_some() may write next: the partly issued
+  /// frame alone if there is one (a TCP stream finishes a frame before starting another), else
+  /// the queue's candidates (WriteQueue::for_each_candidate(by_stage, ...)).
+  template <class Visit>
+  void for_each_candidate(bool by_stage, Visit&& visit) const {
+    if (current_ != nullptr) {
+      visit(WriteCandidate{current_->stage(), current_->priority,
+                           current_->wire_bytes() - current_->issued,
+                           current_->role() != FrameRole::kData});
+    } else {
+      queue_.for_each_candidate(by_stage, visit);
+    }
+  }
+
+  /// Calls `visit(std::size_t stage)` for the stage of every data frame waiting: the partly issued
+  /// one and the queued ones (a stage may repeat). A stage queued behind the partly issued frame is
+  /// still backlogged: it waits for its turn, as it would behind another connection.
+  template <class Visit>
+  void for_each_backlogged_stage(Visit&& visit) const {
+    if (current_ != nullptr && current_->role() == FrameRole::kData) visit(current_->stage());
+    queue_.for_each_stage(visit);
+  }
+
+  /// Issues one uv_write of up to `max_bytes` (> 0) bytes: of the partly issued frame if any, else
+  /// of the frame the queue pops for `stage` (the candidate chosen), as up to two uv_buf_t over
+  /// the frame's own head and payload memory (no copy). Returns the bytes issued (0 if nothing is
+  /// queued or the connection is closing). A failed uv_write closes the stream and reports
+  /// on_broken().
+  std::size_t write_some(std::size_t max_bytes, std::size_t stage) noexcept;
 
   /// Closes the socket (idempotent): queued frames are dropped, in-flight writes are cancelled,
   /// nothing more is reported to the listener after the close callbacks. Deletes itself later.
@@ -155,9 +190,9 @@ class Connection final {
   std::string malformed_why_;      // set while discarding a malformed frame's payload
   std::vector<std::byte> discard_; // scratch for skipped payloads, allocated on first use
 
-  // writer: FIFO of frames not fully issued; a pool of reusable write requests
-  std::unique_ptr<OutgoingFrame> queue_head_;
-  OutgoingFrame* queue_tail_ = nullptr;
+  // writer: the partly issued frame, the frames not yet started, a pool of reusable write requests
+  std::unique_ptr<OutgoingFrame> current_;
+  WriteQueue queue_;
   std::vector<std::unique_ptr<WriteRequest>> free_requests_;
   std::size_t requests_in_flight_ = 0;
 };

@@ -15,7 +15,6 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -26,6 +25,7 @@
 #include "net/frame.h"
 #include "net/tcp/handshake.h"
 #include "net/rate_limiter.h"
+#include "net/stage_scheduler.h"
 
 #include "net/tcp/tcp_transport.h"
 
@@ -37,7 +37,14 @@ using detail::Connection;
 
 
 inline constexpr std::size_t kNoRank = static_cast<std::size_t>(-1);
-inline constexpr std::size_t kSliceBytes = 64 * 1024;  // write window when rate limited
+// Under the send cap a frame is written in slices of this, so the stage choice and the token
+// bucket act between slices. (Uncapped, the rest of a frame goes in one uv_write: see pump().)
+inline constexpr std::size_t kSliceBytes = 64 * 1024;
+// A connection whose libuv write queue holds this many bytes (handed to uv_write, not yet taken by
+// the socket) starts no more until a write completes; it may exceed it by the rest of one frame
+// (uncapped) or one slice (capped). Keeps the order in our queue, not in libuv's FIFO: a frame of
+// lower priority overtakes all but this much and the one being written.
+inline constexpr std::size_t kMaxBytesInFlight = 256 * 1024;
 inline constexpr std::uint64_t kFirstBackoffMs = 50;
 inline constexpr std::uint64_t kMaxBackoffMs = 1000;
 
@@ -88,6 +95,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   void stop_and_join() noexcept;
   void abort(const std::string& reason) noexcept;
   void check_rank(std::size_t to_rank) const;
+  void set_stage_weights(std::vector<double> weights);
 
   TransportOptions options_;
   std::vector<std::string> stage_names_;  // options_.stages + "control"
@@ -119,6 +127,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   void on_broken(Connection& connection, int status, const std::string& why) noexcept override;
   void on_written(Connection& connection, const OutgoingFrame& frame, std::size_t bytes,
                   bool frame_done) noexcept override;
+  void on_writable(Connection& connection) noexcept override;
   void on_bytes_read(Connection& connection, std::size_t bytes) noexcept override;
 
   // ---- loop thread ----
@@ -140,6 +149,11 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   void close_connection(Connection& connection) noexcept;
   void queue_frame(Connection& connection, std::unique_ptr<OutgoingFrame> frame) noexcept;
   void pump() noexcept;
+  struct Choice {
+    Connection* connection = nullptr;
+    detail::WriteCandidate candidate;
+  };
+  Choice choose() noexcept;
   void begin_shutdown() noexcept;
   void maybe_finish_peer(Connection& connection) noexcept;
   void mark_done(std::size_t rank) noexcept;
@@ -162,7 +176,10 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
 
   // loop thread only
   std::optional<RateLimiter> limiter_;
-  std::deque<Connection*> ready_;           // connections with unissued frames, round-robin
+  StageScheduler scheduler_;                // link shares of the stages (set_stage_weights)
+  bool share_by_stage_ = false;             // weights were set: stages may overtake each other
+  std::vector<Connection*> ready_;          // connections with unissued frames
+  std::size_t ready_cursor_ = 0;            // round-robin start in ready_ for the next choice
   std::vector<Connection*> pending_inbound_;  // accepted, not yet handshaked
   std::vector<std::pair<std::size_t, std::unique_ptr<OutgoingFrame>>> draining_;
   bool stopping_ = false;
@@ -173,6 +190,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   std::condition_variable changed_;
   std::vector<std::pair<std::size_t, std::unique_ptr<OutgoingFrame>>> incoming_;
   double incoming_since_ = 0;    // RateLimiter::steady_seconds() when incoming_ last filled
+  std::optional<std::vector<double>> incoming_weights_;  // set_stage_weights(), not yet applied
   bool loop_accepts_ = false;    // async_ is live: uv_async_send allowed
   bool sends_allowed_ = false;   // between a successful start() and shutdown()
   bool started_ = false;         // start() succeeded

@@ -17,7 +17,8 @@ TcpTransport::Impl::Impl(TransportOptions options)
                   names.emplace_back(kControlStage);
                   return names;
                 }()),
-      peers_(options_.peers.size()) {
+      peers_(options_.peers.size()),
+      scheduler_(options_.stages.size() + 1) {
   stage_names_.emplace_back(kControlStage);
   for (std::size_t r = 0; r < peers_.size(); ++r) peers_[r].address = options_.peers[r].to_string();
 }
@@ -106,7 +107,12 @@ void TcpTransport::send(std::size_t to_rank, Message message) {
 
 void TcpTransport::send_raw_for_testing(std::size_t to_rank, std::span<const std::byte> bytes) {
   impl_->check_rank(to_rank);
+  GRADMESH_CHECK(!bytes.empty(), "send_raw_for_testing() needs at least one byte");
   impl_->enqueue_from_caller(to_rank, OutgoingFrame::raw(bytes, impl_->control_stage_));
+}
+
+void TcpTransport::set_stage_weights(std::vector<double> weights) {
+  impl_->set_stage_weights(std::move(weights));
 }
 
 void TcpTransport::shutdown(double timeout_s) noexcept { impl_->shutdown(timeout_s); }

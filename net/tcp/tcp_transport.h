@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "net/transport.h"
 #include "net/transport_options.h"
@@ -16,6 +17,17 @@ namespace gradmesh::net {
 /// Topology: rank i dials every rank j < i and accepts from every j > i; every connection starts
 /// with a Hello / HelloAck handshake that checks protocol version, job name, config hash and the
 /// peer list. Frames are prefix + verified FlatBuffers header + raw payload (net/frame.h).
+///
+/// Sending: each connection writes one frame at a time (a frame that has started is finished before
+/// another starts on that connection). The loop thread picks what to write next over all
+/// connections: control frames (handshake, Abort, raw test bytes) first; then data frames by stage
+/// share (set_stage_weights(): start-time fair queuing over stages), ties by lower
+/// Message::priority, then round-robin over peers; a connection's Goodbye goes after every data
+/// frame queued before it, whatever their priority. With TransportOptions::max_send_rate frames go
+/// in 64 KiB slices paced by one token bucket for the node, chosen slice by slice; uncapped a frame
+/// goes in one write. A connection whose libuv write queue holds 256 KiB starts nothing more until
+/// a write completes, so a frame of lower priority overtakes all but that, the frame being
+/// written and what the kernel's socket buffer already holds.
 ///
 /// Threads: one libuv event-loop thread per TcpTransport owns every socket and is the delivery
 /// thread of net::Transport's contract.
@@ -37,12 +49,17 @@ class TcpTransport final : public Transport {
   void start() override;
 
   /// Queues `message` for `to_rank` and returns at once (the payload is kept alive until written,
-  /// not copied). Frames to one peer arrive in send order. Throws as Transport::send(); the
-  /// ProtocolError when the frame exceeds max_frame_bytes.
+  /// not copied). Order as net::Transport's contract (send order within a priority and stage).
+  /// Throws as Transport::send(); the ProtocolError when the frame exceeds max_frame_bytes.
   void send(std::size_t to_rank, Message message) override;
 
-  /// Test hook: writes `bytes` verbatim on the connection to `to_rank` (counted under "control"),
-  /// to inject malformed frames. Same thread safety and errors as send().
+  /// Posts the weights to the loop thread (applied before the frames sent after this call are
+  /// queued). Thread safe; throws as Transport::set_stage_weights().
+  void set_stage_weights(std::vector<double> weights) override;
+
+  /// Test hook: writes `bytes` (not empty) verbatim on the connection to `to_rank` (counted under
+  /// "control"), to inject malformed frames. A control frame: written before data frames not yet
+  /// started. Same thread safety and errors as send(); ContractError for empty `bytes`.
   void send_raw_for_testing(std::size_t to_rank, std::span<const std::byte> bytes);
 
   /// Clean close: sends Goodbye to every live peer after its queued frames, waits up to
