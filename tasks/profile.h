@@ -48,8 +48,8 @@ struct ComputeProfile {
 };
 
 /// profile_layers() over 5 timed passes, and measure_gemm_flops() for at least 0.05 s of the GEMM
-/// that prices SFB's rebuild on `nodes` nodes: M x N x nK for the model's largest layer (M
-/// outputs, N inputs; Poseidon ATC'17 sec. 3.2). Same errors and side effects as profile_layers().
+/// that prices SFB's rebuild on `nodes` nodes: M x N x nK for the model's largest layer with
+/// sufficient factors (M outputs, N inputs; Poseidon ATC'17 sec. 3.2; 1 x 1 x nK if none). Same errors and side effects as profile_layers().
 [[nodiscard]] ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t nodes,
                                              std::uint64_t seed);
 

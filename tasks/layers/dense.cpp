@@ -10,10 +10,13 @@
 
 namespace gradmesh::tasks {
 
-Dense::Dense(std::size_t inputs, std::size_t outputs) : inputs_(inputs), outputs_(outputs) {
-  if (inputs == 0 || outputs == 0) {
+Dense::Dense(std::size_t inputs, std::size_t outputs) : Dense(Shape::flat(inputs), outputs) {}
+
+Dense::Dense(Shape input, std::size_t outputs)
+    : Layer(input, Shape::flat(outputs)), inputs_(input.size()), outputs_(outputs) {
+  if (inputs_ == 0 || outputs_ == 0) {
     throw ConfigError("dense layer: expected inputs and outputs >= 1, got " +
-                      std::to_string(inputs) + " -> " + std::to_string(outputs));
+                      std::to_string(inputs_) + " -> " + std::to_string(outputs_));
   }
 }
 

@@ -10,7 +10,9 @@
 
 namespace gradmesh::tasks {
 
-/// Fully connected layer, input N -> output M: y = x W^T + b.
+/// Fully connected layer, input N -> output M: y = x W^T + b. The input may have any shape
+/// C x H x W: it is read as N = C*H*W features (the NCHW layout of a sample is exactly what
+/// flatten gives), so "flatten" before a dense layer is optional. The output is M x 1 x 1.
 ///
 /// Parameters (and gradients, same layout), parameter_count() = M*N + M floats:
 /// [ W: M x N row-major | b: M ].
@@ -19,13 +21,15 @@ namespace gradmesh::tasks {
 /// All products go through tasks/cpu/blas.h (OpenBLAS sgemm). Thread safety: see Layer.
 class Dense final : public Layer {
  public:
-  /// Throws gradmesh::ConfigError if inputs or outputs is 0.
+  /// A layer on flat inputs of `inputs` features. Throws gradmesh::ConfigError if inputs or
+  /// outputs is 0.
   Dense(std::size_t inputs, std::size_t outputs);
+  /// A layer on samples of shape `input` (N = input.size()). Throws gradmesh::ConfigError if
+  /// input.size() or outputs is 0.
+  Dense(Shape input, std::size_t outputs);
 
   [[nodiscard]] std::string_view kind() const noexcept override { return "dense"; }
   [[nodiscard]] bool has_sufficient_factors() const noexcept override { return true; }
-  [[nodiscard]] std::size_t input_size() const noexcept override { return inputs_; }
-  [[nodiscard]] std::size_t output_size() const noexcept override { return outputs_; }
   [[nodiscard]] std::size_t parameter_count() const noexcept override {
     return outputs_ * inputs_ + outputs_;
   }

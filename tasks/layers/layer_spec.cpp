@@ -32,6 +32,10 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
+std::string to_string(const LayerSpec& spec) {
+  return spec.kind == kDense ? spec.kind + ":" + std::to_string(spec.units) : spec.kind;
+}
+
 LayerSpec parse_layer_spec(std::string_view text) {
   const std::string_view s = trim(text);
   if (s == kRelu) return LayerSpec{std::string(kRelu), 0};
@@ -51,12 +55,12 @@ LayerSpec parse_layer_spec(std::string_view text) {
 std::vector<LayerSpec> parse_layer_specs(const std::vector<std::string>& texts) {
   if (texts.empty()) {
     throw std::invalid_argument(
-        "model: expected a list ending in 'softmax_cross_entropy', got an empty list");
+        "model.layers: expected a list ending in 'softmax_cross_entropy', got an empty list");
   }
   std::vector<LayerSpec> specs;
   specs.reserve(texts.size());
   for (std::size_t i = 0; i < texts.size(); ++i) {
-    const std::string where = "model[" + std::to_string(i) + "]: ";
+    const std::string where = "model.layers[" + std::to_string(i) + "]: ";
     try {
       specs.push_back(parse_layer_spec(texts[i]));
     } catch (const std::invalid_argument& e) {
@@ -75,7 +79,8 @@ std::vector<LayerSpec> parse_layer_specs(const std::vector<std::string>& texts) 
   const bool has_dense =
       std::any_of(specs.begin(), specs.end(), [](const LayerSpec& s) { return s.kind == kDense; });
   if (!has_dense) {
-    throw std::invalid_argument("model: expected at least one 'dense:<units>' entry, got none");
+    throw std::invalid_argument(
+        "model.layers: expected at least one 'dense:<units>' entry, got none");
   }
   return specs;
 }

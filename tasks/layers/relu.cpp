@@ -4,8 +4,10 @@
 
 namespace gradmesh::tasks {
 
-Relu::Relu(std::size_t features) : features_(features) {
-  if (features == 0) throw ConfigError("relu layer: expected features >= 1, got 0");
+Relu::Relu(std::size_t features) : Relu(Shape::flat(features)) {}
+
+Relu::Relu(Shape shape) : Layer(shape, shape), features_(shape.size()) {
+  if (features_ == 0) throw ConfigError("relu layer: expected features >= 1, got 0");
 }
 
 void Relu::forward(const float* x, float* y, std::size_t batch) {

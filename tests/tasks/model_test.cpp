@@ -53,6 +53,52 @@ TEST_CASE("Model rejects bad construction", "[tasks][model]") {
   CHECK_THROWS_AS(Model({{"conv", 2}}, 4, 2, 0), ConfigError);
   CHECK_THROWS_AS(Model({{"dense", 2}}, 0, 2, 0), ConfigError);
   CHECK_THROWS_AS(Model({{"dense", 2}}, 4, 0, 0), ConfigError);
+  CHECK_THROWS_AS(Model({{"dense", 2}}, Shape{2, 0, 3}, 1, 0), ConfigError);
+  // A layer's error names the key, the index, the spec and what was expected.
+  CHECK_THROWS_WITH(Model({{"dense", 2}, {"conv", 2}}, 4, 2, 0),
+                    Catch::StartsWith("model.layers[1] 'conv': expected one of dense"));
+}
+
+TEST_CASE("Model chains shapes from the input shape; a dense layer reads any shape flat",
+          "[tasks][model]") {
+  const auto specs = parse_layer_specs({"dense:8", "relu", "dense:3", "softmax_cross_entropy"});
+  Model image(specs, Shape{2, 3, 4}, 5, 11);
+  Model flat(specs, 24, 5, 11);
+  CHECK(image.input_shape() == Shape{2, 3, 4});
+  CHECK(image.input_size() == 24);
+  CHECK(flat.input_shape() == Shape::flat(24));
+  CHECK(image.layer(0).input_shape() == Shape{2, 3, 4});
+  CHECK(image.layer(0).output_shape() == Shape::flat(8));
+  CHECK(image.layer(1).input_shape() == Shape::flat(8));
+  CHECK(image.layer(2).output_shape() == Shape::flat(3));
+  // NCHW is row-major: the same floats in, the same parameters, the same numbers out.
+  REQUIRE(image.parameter_count() == flat.parameter_count());
+  CHECK(std::equal(image.parameters().begin(), image.parameters().end(),
+                   flat.parameters().begin()));
+  const auto x = testing::random_floats(5 * 24, 61);
+  const std::vector<std::int32_t> y = {0, 1, 2, 1, 0};
+  CHECK(image.forward_backward(x, y) == flat.forward_backward(x, y));
+  CHECK(std::equal(image.gradients().begin(), image.gradients().end(),
+                   flat.gradients().begin()));
+}
+
+TEST_CASE("Model wants flat logits before the loss", "[tasks][model]") {
+  // A dense layer's output is flat whatever its input.
+  CHECK_NOTHROW(Model(parse_layer_specs({"dense:4", "softmax_cross_entropy"}), Shape{1, 2, 2}, 1, 0));
+  CHECK_THROWS_WITH(Model({{"relu"}, {"softmax_cross_entropy"}}, Shape{1, 2, 2}, 1, 0),
+                    Catch::StartsWith("model.layers[1] 'softmax_cross_entropy': expected flat "
+                                      "logits (classes x 1 x 1) from the layer before, got 1x2x2"));
+}
+
+TEST_CASE("Model evaluates in evaluation mode and restores the mode", "[tasks][model]") {
+  Model m(parse_layer_specs({"dense:3", "softmax_cross_entropy"}), 2, 4, 1);
+  CHECK(m.training());
+  const Dataset d{2, 2, 3, {1, 0, 0, 1}, {0, 1}};
+  (void)m.evaluate(d);
+  CHECK(m.training());
+  m.set_training(false);
+  (void)m.evaluate(d);
+  CHECK_FALSE(m.training());
 }
 
 TEST_CASE("Model gradients match finite differences", "[tasks][model]") {

@@ -28,10 +28,10 @@ TEST_CASE("parse_layer_specs checks the list and names the index", "[tasks][spec
   REQUIRE(demo.size() == 6);
   CHECK(demo[4] == LayerSpec{"dense", 10});
   CHECK_THROWS_WITH(parse_layer_specs({"dense:4", "rleu", "softmax_cross_entropy"}),
-                    Catch::StartsWith("model[1]: "));
+                    Catch::StartsWith("model.layers[1]: "));
   CHECK_THROWS_WITH(parse_layer_specs({"dense:4", "softmax_cross_entropy", "relu"}),
-                    Catch::StartsWith("model[1]: "));
-  CHECK_THROWS_WITH(parse_layer_specs({"dense:4", "relu"}), Catch::StartsWith("model[1]: "));
+                    Catch::StartsWith("model.layers[1]: "));
+  CHECK_THROWS_WITH(parse_layer_specs({"dense:4", "relu"}), Catch::StartsWith("model.layers[1]: "));
   CHECK_THROWS_WITH(parse_layer_specs({"relu", "softmax_cross_entropy"}),
                     Catch::Contains("at least one 'dense"));
   CHECK_THROWS_AS(parse_layer_specs({}), std::invalid_argument);
