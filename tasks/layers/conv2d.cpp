@@ -50,15 +50,21 @@ Shape Conv2d::output_shape_for(Shape input, Conv2dGeometry g) {
                (padded_w - g.kernel) / g.stride + 1};
 }
 
-Conv2d::Conv2d(Shape input, Conv2dGeometry geometry)
+Conv2d::Conv2d(Shape input, Conv2dGeometry geometry, std::size_t column_budget)
     : WeightedLayer(input, output_shape_for(input, geometry),
                     geometry.filters * input.channels * geometry.kernel * geometry.kernel,
                     geometry.filters),
       geometry_(geometry),
       patch_(input.channels * geometry.kernel * geometry.kernel),
       positions_(output_shape().height * output_shape().width),
-      col_(patch_ * positions_),
-      dcol_(patch_ * positions_) {}
+      column_budget_(column_budget) {}
+
+void Conv2d::reserve(std::size_t max_batch) {
+  GRADMESH_CHECK_GT(max_batch, std::size_t{0}, "conv2d reserve: max_batch");
+  chunk_ = std::clamp<std::size_t>(column_budget_ / (patch_ * positions_), 1, max_batch);
+  col_.assign(patch_ * positions_ * chunk_, 0.0f);
+  out_.assign(geometry_.filters * positions_ * chunk_, 0.0f);
+}
 
 double Conv2d::forward_flops() const noexcept {
   return (2.0 * static_cast<double>(patch_) + 1.0) * static_cast<double>(output_size());
@@ -69,7 +75,7 @@ void Conv2d::initialize(std::uint64_t seed) {
   glorot_uniform(seed, input_shape().channels * area, geometry_.filters * area);
 }
 
-void Conv2d::im2col(const float* x, float* col) const noexcept {
+void Conv2d::im2col(const float* x, float* col, std::size_t ld) const noexcept {
   const Shape& in = input_shape();
   const std::size_t k = geometry_.kernel, s = geometry_.stride, p = geometry_.padding;
   const std::size_t oh = output_shape().height, ow = output_shape().width;
@@ -79,7 +85,7 @@ void Conv2d::im2col(const float* x, float* col) const noexcept {
       const ValidRange rows = valid_outputs(oh, in.height, s, u, p);
       for (std::size_t v = 0; v < k; ++v) {
         const ValidRange cols = valid_outputs(ow, in.width, s, v, p);
-        float* out = col + ((c * k + u) * k + v) * positions_;
+        float* out = col + ((c * k + u) * k + v) * ld;
         std::fill(out, out + rows.lo * ow, 0.0f);
         for (std::size_t i = rows.lo; i < rows.hi; ++i) {
           const float* src = plane + (i * s + u - p) * in.width;
@@ -98,7 +104,7 @@ void Conv2d::im2col(const float* x, float* col) const noexcept {
   }
 }
 
-void Conv2d::col2im(const float* dcol, float* dx) const noexcept {
+void Conv2d::col2im(const float* dcol, std::size_t ld, float* dx) const noexcept {
   const Shape& in = input_shape();
   const std::size_t k = geometry_.kernel, s = geometry_.stride, p = geometry_.padding;
   const std::size_t oh = output_shape().height, ow = output_shape().width;
@@ -109,7 +115,7 @@ void Conv2d::col2im(const float* dcol, float* dx) const noexcept {
       const ValidRange rows = valid_outputs(oh, in.height, s, u, p);
       for (std::size_t v = 0; v < k; ++v) {
         const ValidRange cols = valid_outputs(ow, in.width, s, v, p);
-        const float* src_rows = dcol + ((c * k + u) * k + v) * positions_;
+        const float* src_rows = dcol + ((c * k + u) * k + v) * ld;
         for (std::size_t i = rows.lo; i < rows.hi; ++i) {
           float* dst = plane + (i * s + u - p) * in.width;
           const float* src = src_rows + i * ow;
@@ -121,42 +127,67 @@ void Conv2d::col2im(const float* dcol, float* dx) const noexcept {
 }
 
 void Conv2d::forward(const float* x, float* y, std::size_t batch) {
+  GRADMESH_CHECK(chunk_ > 0, "conv2d forward before reserve");
   const std::size_t filters = geometry_.filters;
-  for (std::size_t n = 0; n < batch; ++n) {
-    float* yn = y + n * output_size();
-    for (std::size_t f = 0; f < filters; ++f) {
-      std::fill(yn + f * positions_, yn + (f + 1) * positions_, b_[f]);
+  for (std::size_t first = 0; first < batch; first += chunk_) {
+    const std::size_t samples = std::min(chunk_, batch - first);
+    const std::size_t ld = samples * positions_;
+    for (std::size_t s = 0; s < samples; ++s) {
+      im2col(x + (first + s) * input_size(), col_.data() + s * positions_, ld);
     }
-    im2col(x + n * input_size(), col_.data());
-    // y_n (F x OH OW) += W (F x C k k) * col (C k k x OH OW).
-    cpu::sgemm(false, false, filters, positions_, patch_, 1.0f, w_.data(), patch_, col_.data(),
-               positions_, 1.0f, yn, positions_);
+    // out (F x samples OH OW) = W (F x C k k) * col (C k k x samples OH OW).
+    cpu::sgemm(false, false, filters, ld, patch_, 1.0f, w_.data(), patch_, col_.data(), ld, 0.0f,
+               out_.data(), ld);
+    // y_n (F x OH OW) = out's columns of sample n + b.
+    for (std::size_t s = 0; s < samples; ++s) {
+      float* yn = y + (first + s) * output_size();
+      for (std::size_t f = 0; f < filters; ++f) {
+        const float* src = out_.data() + f * ld + s * positions_;
+        float* dst = yn + f * positions_;
+        for (std::size_t i = 0; i < positions_; ++i) dst[i] = src[i] + b_[f];
+      }
+    }
   }
 }
 
 void Conv2d::backward(const float* x, const float* /*y*/, const float* dy, float* dx,
                       std::size_t batch) {
+  GRADMESH_CHECK(chunk_ > 0, "conv2d backward before reserve");
   const std::size_t filters = geometry_.filters;
-  if (parameter_gradients()) std::fill(db_.begin(), db_.end(), 0.0f);
-  for (std::size_t n = 0; n < batch; ++n) {
-    const float* dyn = dy + n * output_size();
-    if (parameter_gradients()) {
-      im2col(x + n * input_size(), col_.data());
-      // dW (F x C k k) (+)= dY_n (F x OH OW) * col^T (OH OW x C k k).
-      cpu::sgemm(false, true, filters, patch_, positions_, 1.0f, dyn, positions_, col_.data(),
-                 positions_, n == 0 ? 0.0f : 1.0f, dw_.data(), patch_);
+  const bool parameters = parameter_gradients();
+  if (parameters) std::fill(db_.begin(), db_.end(), 0.0f);
+  if (!parameters && dx == nullptr) return;
+  for (std::size_t first = 0; first < batch; first += chunk_) {
+    const std::size_t samples = std::min(chunk_, batch - first);
+    const std::size_t ld = samples * positions_;
+    // out (F x samples OH OW) = the chunk's dY, sample n in its own columns; db = its row sums.
+    for (std::size_t s = 0; s < samples; ++s) {
+      const float* dyn = dy + (first + s) * output_size();
       for (std::size_t f = 0; f < filters; ++f) {
-        const float* row = dyn + f * positions_;
-        float sum = 0.0f;
-        for (std::size_t i = 0; i < positions_; ++i) sum += row[i];
-        db_[f] += sum;
+        const float* src = dyn + f * positions_;
+        std::copy(src, src + positions_, out_.data() + f * ld + s * positions_);
+        if (parameters) {
+          float sum = 0.0f;
+          for (std::size_t i = 0; i < positions_; ++i) sum += src[i];
+          db_[f] += sum;
+        }
       }
     }
+    if (parameters) {
+      for (std::size_t s = 0; s < samples; ++s) {
+        im2col(x + (first + s) * input_size(), col_.data() + s * positions_, ld);
+      }
+      // dW (F x C k k) (+)= dY (F x samples OH OW) * col^T (samples OH OW x C k k).
+      cpu::sgemm(false, true, filters, patch_, ld, 1.0f, out_.data(), ld, col_.data(), ld,
+                 first == 0 ? 0.0f : 1.0f, dw_.data(), patch_);
+    }
     if (dx != nullptr) {
-      // dcol (C k k x OH OW) = W^T (C k k x F) * dY_n (F x OH OW).
-      cpu::sgemm(true, false, patch_, positions_, filters, 1.0f, w_.data(), patch_, dyn,
-                 positions_, 0.0f, dcol_.data(), positions_);
-      col2im(dcol_.data(), dx + n * input_size());
+      // dcol (C k k x samples OH OW) = W^T (C k k x F) * dY, into col_ (its columns are used).
+      cpu::sgemm(true, false, patch_, ld, filters, 1.0f, w_.data(), patch_, out_.data(), ld, 0.0f,
+                 col_.data(), ld);
+      for (std::size_t s = 0; s < samples; ++s) {
+        col2im(col_.data() + s * positions_, ld, dx + (first + s) * input_size());
+      }
     }
   }
 }

@@ -27,23 +27,29 @@ struct Conv2dGeometry {
 ///
 /// Parameters (and gradients, same layout), parameter_count() = F C k k + F floats:
 /// [ W: F x C x k x k row-major | b: F ] (weights(), bias(); see WeightedLayer).
-/// forward, per sample n: col = im2col(x_n) (C k k x OH OW), y_n (F x OH OW) = W col + b — one
-/// cpu::sgemm (Chellapilla et al., "High performance convolutional neural networks for document
-/// processing", 2006; Caffe's layout).
-/// backward, per sample: dW += dY_n col^T (one sgemm; the first sample overwrites), db = sums of
-/// dY over samples and positions, dcol = W^T dY_n (one sgemm), dx_n = col2im(dcol). dW is a sum
-/// over samples *and positions*, not of per-sample outer products: has_sufficient_factors() is
-/// false (Poseidon ATC'17 sec. 3.2), so SFB never takes this layer.
+/// forward, for a chunk of S samples at a time: col = [im2col(x_1) | ... | im2col(x_S)]
+/// (C k k x S OH OW), out = W col (F x S OH OW) — one cpu::sgemm per chunk (Chellapilla et al.,
+/// "High performance convolutional neural networks for document processing", 2006; Caffe's
+/// layout) — then y_n = sample n's columns of out + b.
+/// backward, per chunk: dY gathered the same way, dW (+)= dY col^T (one sgemm; the first chunk
+/// overwrites), db = sums of dY over samples and positions, dcol = W^T dY (one sgemm), dx_n =
+/// col2im(sample n's columns of dcol). dW is a sum over samples *and positions*, not of
+/// per-sample outer products: has_sufficient_factors() is false (Poseidon ATC'17 sec. 3.2), so
+/// SFB never takes this layer.
 ///
-/// Scratch: col and dcol, C k k x OH OW floats each, allocated in the constructor (one sample at
-/// a time, so independent of the batch); forward/backward never allocate. Thread safety: see
-/// Layer.
+/// Scratch, sized by reserve(max_batch): col (C k k x S OH OW floats, reused for dcol) and out
+/// (F x S OH OW), with S = min(max_batch, column_budget / (C k k OH OW)) but at least 1, so a
+/// GEMM multiplies several samples at once while col stays near column_budget floats; forward
+/// and backward never allocate. Thread safety: see Layer.
 class Conv2d final : public WeightedLayer {
  public:
+  /// Default column_budget: 2^21 floats (8 MiB) of im2col columns per GEMM.
+  static constexpr std::size_t kColumnBudget = std::size_t{1} << 21;
+
   /// Throws gradmesh::ConfigError saying what was expected if the input is empty, a geometry
   /// field is 0 (padding may be 0), or the kernel is larger than the padded input
-  /// (k > H + 2p or k > W + 2p).
-  Conv2d(Shape input, Conv2dGeometry geometry);
+  /// (k > H + 2p or k > W + 2p). column_budget: see the class comment.
+  Conv2d(Shape input, Conv2dGeometry geometry, std::size_t column_budget = kColumnBudget);
 
   /// The output shape for `input` and `geometry`: F x OH x OW. Same errors as the constructor.
   [[nodiscard]] static Shape output_shape_for(Shape input, Conv2dGeometry geometry);
@@ -57,22 +63,30 @@ class Conv2d final : public WeightedLayer {
   /// a = sqrt(6 / (C k k + F k k)), from SplitMix64(seed); b = 0.
   void initialize(std::uint64_t seed) override;
 
+  void reserve(std::size_t max_batch) override;
+  /// Throws gradmesh::ContractError before reserve().
   void forward(const float* x, float* y, std::size_t batch) override;
   void backward(const float* x, const float* y, const float* dy, float* dx,
                 std::size_t batch) override;
 
   [[nodiscard]] const Conv2dGeometry& geometry() const noexcept { return geometry_; }
+  /// S, samples per GEMM (0 before reserve()).
+  [[nodiscard]] std::size_t samples_per_gemm() const noexcept { return chunk_; }
 
  private:
-  /// col (patch_ x positions_) = the receptive fields of one sample x (C x H x W).
-  void im2col(const float* x, float* col) const noexcept;
-  /// dx (C x H x W) = the sum of dcol (patch_ x positions_) back over the receptive fields.
-  void col2im(const float* dcol, float* dx) const noexcept;
+  /// col (patch_ x positions_, row stride ld) = the receptive fields of one sample x (C x H x W).
+  void im2col(const float* x, float* col, std::size_t ld) const noexcept;
+  /// dx (C x H x W) = the sum of dcol (patch_ x positions_, row stride ld) back over the
+  /// receptive fields.
+  void col2im(const float* dcol, std::size_t ld, float* dx) const noexcept;
 
   Conv2dGeometry geometry_;
   std::size_t patch_;      // C k k, rows of col
   std::size_t positions_;  // OH OW, columns of col
-  std::vector<float> col_, dcol_;
+  std::size_t column_budget_;  // floats
+  std::size_t chunk_ = 0;      // S, samples per GEMM
+  std::vector<float> col_;     // C k k x S OH OW: im2col columns, then dcol
+  std::vector<float> out_;     // F x S OH OW: the GEMM's output, or the gathered dY
 };
 
 }  // namespace gradmesh::tasks

@@ -19,7 +19,12 @@ void Relu::backward(const float* /*x*/, const float* y, const float* dy, float* 
                     std::size_t batch) {
   if (dx == nullptr) return;
   const std::size_t n = batch * features_;
-  for (std::size_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  // dy read unconditionally, so the compiler can select without a branch (a relu mask is random:
+  // a branch mispredicts on half the units, ~10x slower).
+  for (std::size_t i = 0; i < n; ++i) {
+    const float g = dy[i];
+    dx[i] = y[i] > 0.0f ? g : 0.0f;
+  }
 }
 
 }  // namespace gradmesh::tasks

@@ -1,5 +1,6 @@
 #include "tasks/layers/conv2d.h"
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
@@ -105,9 +106,18 @@ TEST_CASE("Conv2d forward equals a direct convolution on random shapes, strides 
                   << t.geometry.filters << ", kernel " << t.geometry.kernel << ", stride "
                   << t.geometry.stride << ", padding " << t.geometry.padding << ", batch "
                   << t.batch);
-    Conv2d conv(t.input, t.geometry);
+    // Several samples per GEMM (the default budget), one, or two (the last chunk may be short).
+    const Shape out = Conv2d::output_shape_for(t.input, t.geometry);
+    const std::size_t columns = t.input.channels * t.geometry.kernel * t.geometry.kernel *
+                                out.height * out.width;
+    const std::size_t budget = std::array<std::size_t, 3>{Conv2d::kColumnBudget, 1,
+                                                          2 * columns}[trial % 3];
+    Conv2d conv(t.input, t.geometry, budget);
     std::vector<float> params(conv.parameter_count()), grads(conv.parameter_count());
     conv.bind(params, grads);
+    conv.reserve(t.batch);
+    const std::size_t chunk = std::array<std::size_t, 3>{t.batch, 1, 2}[trial % 3];
+    CHECK(conv.samples_per_gemm() == std::min(t.batch, chunk));
     conv.initialize(static_cast<std::uint64_t>(trial));
     for (float& b : conv.bias()) b = 0.5f * (rng.next_float() - 0.5f);  // non-zero bias
     const auto x = testing::random_floats(t.batch * t.input.size(), 300 + trial);
@@ -131,22 +141,26 @@ TEST_CASE("Conv2d parameter and input gradients match finite differences", "[tas
       {{2, 5, 5}, {3, 3, 1, 0}, 2},  // plain
       {{2, 6, 5}, {2, 3, 2, 1}, 2},  // stride 2, padding 1, odd width
       {{1, 4, 4}, {2, 2, 1, 2}, 1},  // padding larger than half the kernel
-      {{3, 7, 7}, {2, 4, 3, 1}, 1},  // stride 3 skips input pixels
+      {{3, 7, 7}, {2, 4, 3, 1}, 3},  // stride 3 skips input pixels
   };
   for (const Case& t : cases) {
-    INFO("input " << to_string(t.input) << ", kernel " << t.geometry.kernel << ", stride "
-                  << t.geometry.stride << ", padding " << t.geometry.padding);
-    Conv2d conv(t.input, t.geometry);
-    testing::LayerHarness h(conv, t.batch, 17);
-    for (float& b : conv.bias()) b = 0.1f;
-    h.check(1e-2f);
+    for (const std::size_t budget : {Conv2d::kColumnBudget, std::size_t{1}}) {
+      INFO("input " << to_string(t.input) << ", kernel " << t.geometry.kernel << ", stride "
+                    << t.geometry.stride << ", padding " << t.geometry.padding << ", budget "
+                    << budget);
+      Conv2d conv(t.input, t.geometry, budget);  // all samples in one GEMM, or one at a time
+      testing::LayerHarness h(conv, t.batch, 17);
+      for (float& b : conv.bias()) b = 0.1f;
+      h.check(1e-2f);
+    }
   }
 }
 
 TEST_CASE("Conv2d backward overwrites its gradients, may skip dx or the parameter gradients",
           "[tasks][conv2d]") {
-  Conv2d conv({2, 5, 5}, {3, 3, 1, 1});
+  Conv2d conv({2, 5, 5}, {3, 3, 1, 1}, 2 * 18 * 25);  // 2 samples per GEMM: chunks of 2 and 1
   testing::LayerHarness h(conv, 3, 8);
+  CHECK(conv.samples_per_gemm() == 2);
   h.backward();
   const std::vector<float> once = h.grads, dx = h.dx;
   h.backward();
