@@ -22,10 +22,12 @@ topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes
       p.rows = layer.output_size();
       p.cols = layer.input_size();
     }
-    const double work = p.parameters > 0 ? k * static_cast<double>(p.parameters)
-                                         : k * static_cast<double>(layer.input_size());
-    p.forward_seconds = 2.0 * work / rates.gemm_flops;
-    p.backward_seconds = (p.parameters > 0 ? 4.0 : 2.0) * work / rates.gemm_flops;
+    // Layer::forward_flops: 2 x parameters for a dense layer, 2 x weights x output positions for
+    // a convolution, 2 x inputs without parameters; backward twice that (dW and dx) for a layer
+    // with parameters, as much without.
+    const double forward_flops = k * layer.forward_flops();
+    p.forward_seconds = forward_flops / rates.gemm_flops;
+    p.backward_seconds = (p.parameters > 0 ? 2.0 : 1.0) * forward_flops / rates.gemm_flops;
     input.layers.push_back(std::move(p));
   }
   input.batch = ctx.batch_size;

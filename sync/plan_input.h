@@ -20,8 +20,9 @@ struct AssumedRates {
 /// The planner's input for `ctx`'s model: per layer its parameters, whether sufficient factors
 /// apply (Layer::has_sufficient_factors) and its shape; t_f / t_b per layer, the link matrix and
 /// the GEMM rate as the start-up probe measured them (ctx.measured), else estimated: t_f / t_b
-/// from the layer's GEMM work (forward 2 K M N flops, backward 4 K M N, at rates.gemm_flops;
-/// layers without parameters take K x inputs flops) and a uniform link (rates.alpha, and
+/// from the layer's work (forward K x Layer::forward_flops(): 2 K M N flops for a dense layer,
+/// 2 K F C k^2 OH OW for a convolution; backward twice that; layers without parameters take
+/// 2 K x inputs flops each way, at rates.gemm_flops) and a uniform link (rates.alpha, and
 /// net.max_send_rate or rates.bandwidth as B, rates.message_seconds as o); then planner.alpha,
 /// planner.bandwidth, planner.message_overhead and planner.gemm_flops override what they name.
 /// Also the batch K, n, the frame overhead of a message, the KV chunk option and `schemes`.

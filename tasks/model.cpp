@@ -4,8 +4,7 @@
 #include <string>
 
 #include "engine/error.h"
-#include "tasks/layers/dense.h"
-#include "tasks/layers/relu.h"
+#include "tasks/layers/make_layer.h"
 #include "tasks/layers/softmax_cross_entropy.h"
 #include "tasks/random.h"
 
@@ -13,26 +12,35 @@ namespace gradmesh::tasks {
 
 Model::Model(const std::vector<LayerSpec>& specs, std::size_t input_size, std::size_t max_batch,
              std::uint64_t seed)
-    : input_size_(input_size), max_batch_(max_batch) {
-  if (input_size == 0) throw ConfigError("model: expected input_size >= 1, got 0");
+    : Model(specs, Shape::flat(input_size), max_batch, seed) {}
+
+Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t max_batch,
+             std::uint64_t seed)
+    : input_shape_(input_shape), max_batch_(max_batch) {
+  if (input_shape.size() == 0) {
+    throw ConfigError("model: expected a non-empty input shape, got " + to_string(input_shape));
+  }
   if (max_batch == 0) throw ConfigError("model: expected max_batch >= 1, got 0");
-  std::size_t features = input_size;
+  Shape shape = input_shape;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     const LayerSpec& s = specs[i];
-    const std::string where = "model[" + std::to_string(i) + "]: ";
-    if (s.kind == "dense") {
-      layers_.push_back(std::make_unique<Dense>(features, s.units));
-    } else if (s.kind == "relu") {
-      layers_.push_back(std::make_unique<Relu>(features));
-    } else if (s.kind == "softmax_cross_entropy") {
+    const std::string where = "model.layers[" + std::to_string(i) + "] '" + to_string(s) + "': ";
+    if (s.kind == "softmax_cross_entropy") {
       if (i + 1 != specs.size()) {
         throw ConfigError(where + "expected 'softmax_cross_entropy' only as the last entry");
       }
-    } else {
-      throw ConfigError(where + "expected 'dense', 'relu' or 'softmax_cross_entropy', got '" +
-                        s.kind + "'");
+      if (!shape.is_flat()) {
+        throw ConfigError(where + "expected flat logits (classes x 1 x 1) from the layer before, "
+                          "got " + to_string(shape) + ": end the network with 'dense:<classes>'");
+      }
+      continue;
     }
-    if (!layers_.empty()) features = layers_.back()->output_size();
+    try {
+      layers_.push_back(make_layer(s, shape));
+    } catch (const ConfigError& e) {
+      throw ConfigError(where + e.what());
+    }
+    shape = layers_.back()->output_shape();
   }
   if (layers_.empty()) throw ConfigError("model: expected at least one layer before the loss");
 
@@ -45,14 +53,20 @@ Model::Model(const std::vector<LayerSpec>& specs, std::size_t input_size, std::s
 
   activations_.resize(layers_.size() + 1);
   deltas_.resize(layers_.size() + 1);
-  activations_[0].assign(max_batch * input_size, 0.0f);
+  activations_[0].assign(max_batch * input_shape.size(), 0.0f);
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const std::size_t out = max_batch * layers_[l]->output_size();
     activations_[l + 1].assign(out, 0.0f);
     deltas_[l + 1].assign(out, 0.0f);
     layers_[l]->bind(layer_parameters(l), layer_gradients(l));
+    layers_[l]->reserve(max_batch);
     layers_[l]->initialize(derive_seed(seed, l));
   }
+}
+
+void Model::set_training(bool training) {
+  training_ = training;
+  for (const auto& layer : layers_) layer->set_training(training);
 }
 
 Layer& Model::layer(std::size_t l) {
@@ -83,7 +97,7 @@ void Model::check_batch(std::size_t batch) const {
 
 std::span<float> Model::input(std::size_t batch) {
   check_batch(batch);
-  return std::span<float>(activations_[0]).first(batch * input_size_);
+  return std::span<float>(activations_[0]).first(batch * input_size());
 }
 
 void Model::forward_layer(std::size_t l, std::size_t batch) {
@@ -126,7 +140,7 @@ std::span<const float> Model::output(std::size_t batch) const {
 
 float Model::forward_backward(std::span<const float> x, std::span<const std::int32_t> y) {
   const std::size_t batch = y.size();
-  GRADMESH_CHECK_EQ(x.size(), batch * input_size_, "forward_backward: x size");
+  GRADMESH_CHECK_EQ(x.size(), batch * input_size(), "forward_backward: x size");
   const std::span<float> in = input(batch);
   std::copy(x.begin(), x.end(), in.begin());
   for (std::size_t l = 0; l < layers_.size(); ++l) forward_layer(l, batch);
@@ -136,8 +150,8 @@ float Model::forward_backward(std::span<const float> x, std::span<const std::int
 }
 
 Model::Evaluation Model::evaluate(const Dataset& d) {
-  if (d.features != input_size_) {
-    throw ConfigError("evaluate: model expects " + std::to_string(input_size_) +
+  if (d.features != input_size()) {
+    throw ConfigError("evaluate: model expects " + std::to_string(input_size()) +
                       " features, data set has " + std::to_string(d.features));
   }
   if (d.classes != output_size()) {
@@ -145,12 +159,19 @@ Model::Evaluation Model::evaluate(const Dataset& d) {
                       " classes, data set has " + std::to_string(d.classes));
   }
   if (d.count == 0) return {0.0, 0.0};
+  // Evaluation mode for the loop, and the caller's mode back on every exit.
+  struct ModeGuard {
+    Model& model;
+    bool saved;
+    ~ModeGuard() { model.set_training(saved); }
+  } guard{*this, training_};
+  set_training(false);
   double loss_sum = 0.0;
   std::size_t correct = 0;
   for (std::size_t first = 0; first < d.count; first += max_batch_) {
     const std::size_t batch = std::min(max_batch_, d.count - first);
-    const auto x = d.x.begin() + static_cast<std::ptrdiff_t>(first * input_size_);
-    std::copy(x, x + static_cast<std::ptrdiff_t>(batch * input_size_), input(batch).begin());
+    const auto x = d.x.begin() + static_cast<std::ptrdiff_t>(first * input_size());
+    std::copy(x, x + static_cast<std::ptrdiff_t>(batch * input_size()), input(batch).begin());
     for (std::size_t l = 0; l < layers_.size(); ++l) forward_layer(l, batch);
     const float* logits = activations_.back().data();
     const std::int32_t* labels = d.y.data() + first;

@@ -12,6 +12,7 @@
 #include "tasks/data/dataset.h"
 #include "tasks/layers/layer.h"
 #include "tasks/layers/layer_spec.h"
+#include "tasks/shape.h"
 
 namespace gradmesh::tasks {
 
@@ -20,8 +21,9 @@ namespace gradmesh::tasks {
 ///
 /// Memory layout: parameters() is layer 0's parameters, then layer 1's, ... contiguous
 /// (parameter_offset(l) says where layer l's start; for a Dense layer they are [W (M x N) | b
-/// (M)]). gradients() has the same layout. Activations: input(batch) is batch x input_size(); layer
-/// l's output is batch x layer(l).output_size().
+/// (M)], for a Conv2d [W (F x C x k x k) | b (F)]). gradients() has the same layout. Activations
+/// are NCHW (see Layer): input(batch) is batch x input_shape(); layer l's output is batch x
+/// layer(l).output_shape(), which is layer l + 1's input_shape().
 ///
 /// Per-step protocol (what forward_backward() does, and what compute tasks do one layer at a
 /// time for WFBP): write input(batch); forward_layer(0..L-1, batch); loss_backward(labels);
@@ -34,10 +36,18 @@ namespace gradmesh::tasks {
 class Model {
  public:
   /// Builds layers from `specs` (as parse_layer_specs returns them; a trailing
-  /// "softmax_cross_entropy" is the loss), for inputs of `input_size` features and batches of at
-  /// most `max_batch`, and initialises layer l from derive_seed(seed, l), so every node with the
-  /// same seed holds identical weights. Throws gradmesh::ConfigError if input_size or max_batch is
-  /// 0, a kind is unknown, the loss is not last, or there is no layer before the loss.
+  /// "softmax_cross_entropy" is the loss) for samples of shape `input_shape` (the data set's:
+  /// Fashion-MNIST 1 x 28 x 28) and batches of at most `max_batch`: each layer's input shape is
+  /// the previous one's output shape, and every layer's scratch is sized here (Layer::reserve).
+  /// Initialises layer l from derive_seed(seed, l), so every node with the same seed holds
+  /// identical weights. Starts in training mode. Throws gradmesh::ConfigError if the input shape
+  /// is empty or max_batch is 0, a kind is unknown, the loss is not last, there is no layer before
+  /// the loss, a layer does not fit its input (a kernel larger than the padded input, ...) or the
+  /// loss's input is not flat; a layer's error reads "model.layers[i] '<spec>': <what was
+  /// expected>", with the spec in canonical form (to_string(LayerSpec)).
+  Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t max_batch,
+        std::uint64_t seed);
+  /// The same for flat inputs of `input_size` features (input_size x 1 x 1).
   Model(const std::vector<LayerSpec>& specs, std::size_t input_size, std::size_t max_batch,
         std::uint64_t seed);
   Model(Model&&) noexcept = default;
@@ -50,12 +60,19 @@ class Model {
   [[nodiscard]] std::size_t num_layers() const noexcept { return layers_.size(); }
   /// Layer l (l < num_layers(), else gradmesh::ContractError).
   [[nodiscard]] Layer& layer(std::size_t l);
-  /// Features of one input row.
-  [[nodiscard]] std::size_t input_size() const noexcept { return input_size_; }
+  /// Shape of one input sample.
+  [[nodiscard]] const Shape& input_shape() const noexcept { return input_shape_; }
+  /// Floats of one input sample (input_shape().size()).
+  [[nodiscard]] std::size_t input_size() const noexcept { return input_shape_.size(); }
   /// Features of one output row (the classes of the loss).
   [[nodiscard]] std::size_t output_size() const noexcept { return layers_.back()->output_size(); }
   /// Largest batch the buffers hold.
   [[nodiscard]] std::size_t max_batch() const noexcept { return max_batch_; }
+
+  /// Training (true, the default) or evaluation mode for every layer (Layer::set_training): in
+  /// evaluation, dropout is the identity. evaluate() switches to evaluation for its duration.
+  void set_training(bool training);
+  [[nodiscard]] bool training() const noexcept { return training_; }
 
   /// m: floats of parameters over all layers.
   [[nodiscard]] std::size_t parameter_count() const noexcept { return parameters_.size(); }
@@ -100,16 +117,17 @@ class Model {
     double loss;      ///< mean cross-entropy (nats) over the data set
     double accuracy;  ///< fraction of examples whose argmax logit is the label, in [0, 1]
   };
-  /// Forward over all of `d` in batches of max_batch(); touches no gradients (but overwrites the
-  /// activations). Throws gradmesh::ConfigError if d.features != input_size() or d.classes !=
+  /// Forward over all of `d` in batches of max_batch(), in evaluation mode (the mode is restored
+  /// after); touches no gradients (but overwrites the activations). Throws gradmesh::ConfigError if d.features != input_size() or d.classes !=
   /// output_size(). An empty data set gives {0, 0}.
   Evaluation evaluate(const Dataset& d);
 
  private:
   void check_batch(std::size_t batch) const;
 
-  std::size_t input_size_;
+  Shape input_shape_;
   std::size_t max_batch_;
+  bool training_ = true;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::size_t> offsets_;  // num_layers() + 1 entries
   std::vector<float> parameters_;

@@ -97,9 +97,9 @@ ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t node
                                std::uint64_t seed) {
   ComputeProfile profile;
   profile.times = profile_layers(model, batch, 5, seed);
-  std::size_t rows = 1, cols = 1;  // the largest layer: SFB's costliest rebuild
+  std::size_t rows = 1, cols = 1;  // the largest layer SFB may take: its costliest rebuild
   for (std::size_t l = 0; l < model.num_layers(); ++l) {
-    if (model.layer(l).parameter_count() > rows * cols) {
+    if (model.layer(l).has_sufficient_factors() && model.layer(l).parameter_count() > rows * cols) {
       rows = model.layer(l).output_size();
       cols = model.layer(l).input_size();
     }

@@ -26,7 +26,9 @@ struct LayerTimes {
 /// itself is not timed (it is no layer). A parameter-free layer (relu) may read as ~0 s.
 ///
 /// Call it before training: it overwrites the model's input, activations and gradients
-/// (parameters() are left bitwise unchanged; no optimizer step runs). Thread safety: as Model,
+/// (parameters() are left bitwise unchanged; no optimizer step runs). The passes run in the
+/// model's current mode, so in training mode each dropout layer draws (iterations + 2) masks
+/// (Dropout::step() advances by as much, the same on every node). Thread safety: as Model,
 /// one thread drives it; BLAS uses its process-wide thread count. Cost: (iterations + 2) passes.
 /// Throws gradmesh::ContractError if iterations == 0 or batch is outside [1, max_batch()].
 [[nodiscard]] LayerTimes profile_layers(Model& model, std::size_t batch, std::size_t iterations,
@@ -48,8 +50,8 @@ struct ComputeProfile {
 };
 
 /// profile_layers() over 5 timed passes, and measure_gemm_flops() for at least 0.05 s of the GEMM
-/// that prices SFB's rebuild on `nodes` nodes: M x N x nK for the model's largest layer (M
-/// outputs, N inputs; Poseidon ATC'17 sec. 3.2). Same errors and side effects as profile_layers().
+/// that prices SFB's rebuild on `nodes` nodes: M x N x nK for the model's largest layer with
+/// sufficient factors (M outputs, N inputs; Poseidon ATC'17 sec. 3.2; 1 x 1 x nK if none). Same errors and side effects as profile_layers().
 [[nodiscard]] ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t nodes,
                                              std::uint64_t seed);
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "apps/config/rate.h"
+#include "tasks/layers/layer_spec.h"
 
 namespace gradmesh::app::detail {
 namespace {
@@ -180,7 +181,7 @@ constexpr std::array<KeySpec, 29> kKeys{{
      [](const JobConfig& c) { return std::to_string(c.job.seed); }},
     {"model.layers",
      "a non-empty array of non-empty layer specs, e.g. [\"dense:256\", \"relu\", \"dense:10\", "
-     "\"softmax_cross_entropy\"]",
+     "\"softmax_cross_entropy\"] (configs/README.md lists every kind)",
      OverrideKind::kLayerList,
      [](JobConfig& c, const toml::node& n) {
        const auto* array = n.as_array();
@@ -190,6 +191,15 @@ constexpr std::array<KeySpec, 29> kKeys{{
          const auto* s = string_of(element);
          if (s == nullptr || s->empty()) return false;
          layers.push_back(*s);
+       }
+       // Each entry's syntax now, with the key and line; the list's order and the shapes when the
+       // model is built (they depend on the data set's input shape).
+       for (std::size_t i = 0; i < layers.size(); ++i) {
+         try {
+           (void)tasks::parse_layer_spec(layers[i]);
+         } catch (const std::invalid_argument& e) {
+           throw std::invalid_argument("model.layers[" + std::to_string(i) + "]: " + e.what());
+         }
        }
        c.model.layers = std::move(layers);
        return true;

@@ -28,7 +28,9 @@ struct KeySpec {
   std::string_view key;       ///< dotted name, e.g. "optimizer.lr"
   std::string_view expected;  ///< what a valid value is, for error messages ("a number > 0")
   OverrideKind override_kind;
-  /// Stores `value` into the config; returns false (config untouched) if it is not valid.
+  /// Stores `value` into the config; returns false (config untouched) if it is not valid, or
+  /// throws std::invalid_argument (config untouched) whose message names the key and says more
+  /// precisely what was wrong (model.layers: which entry, and what its kind expects).
   bool (*set)(JobConfig& config, const toml::node& value);
   /// The key's current value in `config` as a TOML value (canonical form).
   std::string (*print)(const JobConfig& config);

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include <toml++/toml.h>
@@ -72,7 +73,13 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 void set_key(JobConfig& config, const KeySpec& spec, const toml::node& value,
              const Origin& origin) {
-  if (!spec.set(config, value)) bad_value(spec, value, origin);
+  bool valid = false;
+  try {
+    valid = spec.set(config, value);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(with_line(std::string(origin.source) + ": " + e.what(), origin));
+  }
+  if (!valid) bad_value(spec, value, origin);
 }
 
 /// Applies every key of `table` (whose dotted name is `prefix`) to `config`.

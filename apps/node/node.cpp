@@ -39,7 +39,7 @@ std::vector<tasks::LayerSpec> layer_specs(const JobConfig& config) {
   try {
     return tasks::parse_layer_specs(config.model.layers);
   } catch (const std::invalid_argument& e) {
-    throw ConfigError(std::string("model.layers: ") + e.what());
+    throw ConfigError(e.what());  // names model.layers and the index already
   }
 }
 
@@ -154,7 +154,7 @@ int train(const NodeOptions& options) {
   if (config.data.train_limit) data.train = tasks::take_first(data.train, *config.data.train_limit);
   if (config.data.test_limit) data.test = tasks::take_first(data.test, *config.data.test_limit);
   const std::size_t batch = config.optimizer.batch_size;
-  tasks::Model model(specs, data.train.features, batch, config.job.seed);
+  tasks::Model model(specs, tasks::sample_shape(data.train), batch, config.job.seed);
   tasks::cpu::set_blas_threads(blas_threads(config, peers, rank));
 
   engine::Executor executor({1, 1});
@@ -335,8 +335,8 @@ int run_plan(const PlanOptions& options) {
     const JobConfig config = load_job_config(options.config, options.overrides);
     if (options.nodes == 0) throw ConfigError("--nodes must be >= 1");
     const auto specs = layer_specs(config);
-    constexpr std::size_t kFashionMnistFeatures = 28 * 28;
-    tasks::Model model(specs, kFashionMnistFeatures, config.optimizer.batch_size, config.job.seed);
+    tasks::Model model(specs, tasks::kFashionMnistShape, config.optimizer.batch_size,
+                       config.job.seed);
     engine::Executor executor({1, 1});
     const std::string strategy =
         config.sync.strategy == "none" && options.nodes > 1 ? "ps" : config.sync.strategy;

@@ -7,7 +7,15 @@
 
 namespace gradmesh::tasks {
 
+Shape sample_shape(const Dataset& d) noexcept {
+  return d.shape.size() != 0 ? d.shape : Shape::flat(d.features);
+}
+
 void validate(const Dataset& d) {
+  if (d.shape.size() != 0 && d.shape.size() != d.features) {
+    throw DataError("data set: expected an example shape of " + std::to_string(d.features) +
+                    " features, found " + to_string(d.shape));
+  }
   if (d.x.size() != d.count * d.features) {
     throw DataError("data set: expected " + std::to_string(d.count) + " x " +
                     std::to_string(d.features) + " = " + std::to_string(d.count * d.features) +
@@ -30,6 +38,7 @@ Dataset take_first(const Dataset& d, std::size_t n) {
   out.count = std::min(n, d.count);
   out.features = d.features;
   out.classes = d.classes;
+  out.shape = d.shape;
   const auto nx = static_cast<std::ptrdiff_t>(out.count * d.features);
   out.x.assign(d.x.begin(), d.x.begin() + nx);
   out.y.assign(d.y.begin(), d.y.begin() + static_cast<std::ptrdiff_t>(out.count));

@@ -5,16 +5,23 @@
 #include <cstdint>
 #include <vector>
 
+#include "tasks/shape.h"
+
 namespace gradmesh::tasks {
 
 /// A labelled data set held in memory. x: count x features floats, row-major; y: count class
-/// labels, each in [0, classes). Plain value type; thread safety as std::vector (concurrent
-/// reads are safe).
+/// labels, each in [0, classes). shape: the layout of one example's features, C x H x W with
+/// C H W = features (images: 1 x 28 x 28 for Fashion-MNIST), or unset (size 0) for plain feature
+/// vectors. Plain value type; thread safety as std::vector (concurrent reads are safe).
 struct Dataset {
   std::size_t count = 0, features = 0, classes = 10;
   std::vector<float> x;
   std::vector<std::int32_t> y;
+  Shape shape{};
 };
+
+/// The shape of one example of `d`: d.shape when set, else features x 1 x 1. Never throws.
+[[nodiscard]] Shape sample_shape(const Dataset& d) noexcept;
 
 /// A training set and its held-out test set.
 struct TrainTest {
@@ -22,7 +29,7 @@ struct TrainTest {
 };
 
 /// Checks that `d` is consistent: x.size() == count * features, y.size() == count, every label in
-/// [0, classes). Throws gradmesh::DataError saying which part is wrong (expected vs found).
+/// [0, classes), and shape unset or of `features` floats. Throws gradmesh::DataError saying which part is wrong (expected vs found).
 void validate(const Dataset& d);
 
 /// A copy of the first `n` examples of `d` (all of them if n >= d.count). Thread safety: reads d.

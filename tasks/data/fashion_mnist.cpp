@@ -43,6 +43,7 @@ Dataset load_split(const std::filesystem::path& dir, const std::string& prefix) 
   d.count = images.count;
   d.features = images.rows * images.cols;
   d.classes = kFashionMnistClasses;
+  d.shape = Shape{1, images.rows, images.cols};
   d.x = std::move(images.pixels);
   d.y.assign(labels.begin(), labels.end());
   for (std::size_t i = 0; i < labels.size(); ++i) {

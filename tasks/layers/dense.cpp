@@ -1,38 +1,23 @@
 #include "tasks/layers/dense.h"
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "engine/error.h"
 #include "tasks/cpu/blas.h"
-#include "tasks/random.h"
 
 namespace gradmesh::tasks {
 
-Dense::Dense(std::size_t inputs, std::size_t outputs) : inputs_(inputs), outputs_(outputs) {
-  if (inputs == 0 || outputs == 0) {
+Dense::Dense(std::size_t inputs, std::size_t outputs) : Dense(Shape::flat(inputs), outputs) {}
+
+Dense::Dense(Shape input, std::size_t outputs)
+    : WeightedLayer(input, Shape::flat(outputs), outputs * input.size(), outputs),
+      inputs_(input.size()),
+      outputs_(outputs) {
+  if (inputs_ == 0 || outputs_ == 0) {
     throw ConfigError("dense layer: expected inputs and outputs >= 1, got " +
-                      std::to_string(inputs) + " -> " + std::to_string(outputs));
+                      std::to_string(inputs_) + " -> " + std::to_string(outputs_));
   }
-}
-
-void Dense::bind(std::span<float> parameters, std::span<float> gradients) {
-  GRADMESH_CHECK_EQ(parameters.size(), parameter_count(), "dense bind: parameters");
-  GRADMESH_CHECK_EQ(gradients.size(), parameter_count(), "dense bind: gradients");
-  const std::size_t nw = outputs_ * inputs_;
-  w_ = parameters.first(nw);
-  b_ = parameters.subspan(nw);
-  dw_ = gradients.first(nw);
-  db_ = gradients.subspan(nw);
-}
-
-void Dense::initialize(std::uint64_t seed) {
-  GRADMESH_CHECK(!w_.empty(), "dense initialize before bind");
-  const float a = std::sqrt(6.0f / static_cast<float>(inputs_ + outputs_));
-  SplitMix64 rng(seed);
-  for (float& w : w_) w = (2.0f * rng.next_float() - 1.0f) * a;
-  std::fill(b_.begin(), b_.end(), 0.0f);
 }
 
 void Dense::forward(const float* x, float* y, std::size_t batch) {
@@ -46,7 +31,7 @@ void Dense::forward(const float* x, float* y, std::size_t batch) {
 
 void Dense::backward(const float* x, const float* /*y*/, const float* dy, float* dx,
                      std::size_t batch) {
-  if (parameter_gradients_) {
+  if (parameter_gradients()) {
     // dW (M x N) = dY^T (M x K) * X (K x N): the sufficient factors U = dY, V = X.
     cpu::sgemm(true, false, outputs_, inputs_, batch, 1.0f, dy, outputs_, x, inputs_, 0.0f,
                dw_.data(), inputs_);

@@ -8,26 +8,35 @@
 #include <span>
 #include <string_view>
 
+#include "tasks/shape.h"
+
 namespace gradmesh::tasks {
 
-/// One layer of a feed-forward model. Activations are row-major, batch x features floats.
+/// One layer of a feed-forward model. Activations are batch x C x H x W floats, contiguous and
+/// row-major (NCHW): sample k's activations are the k-th run of shape.size() floats, so a flat
+/// layer (dense) sees them as a batch x features row-major matrix. Each layer fixes its input
+/// shape at construction and computes its output shape from it (the Model checks the chain).
 ///
 /// Ownership: a layer owns no activation memory; parameters and gradients are views bound by the
-/// owner (Model) and must outlive the layer's use. Thread safety: none; one layer is driven by one
-/// compute task at a time. forward/backward must not allocate.
+/// owner (Model) and must outlive the layer's use. Scratch memory a layer needs per batch (im2col
+/// columns, pooling argmax, dropout masks) is sized once by reserve(). Thread safety: none; one
+/// layer is driven by one compute task at a time. forward/backward must not allocate.
 class Layer {
  public:
-  Layer() = default;
   Layer(const Layer&) = delete;
   Layer& operator=(const Layer&) = delete;
   virtual ~Layer() = default;
 
-  /// Short name of the layer type: "dense", "relu".
+  /// Short name of the layer type: "dense", "relu", "conv2d".
   [[nodiscard]] virtual std::string_view kind() const noexcept = 0;
-  /// Features of one input row.
-  [[nodiscard]] virtual std::size_t input_size() const noexcept = 0;
-  /// Features of one output row.
-  [[nodiscard]] virtual std::size_t output_size() const noexcept = 0;
+  /// Shape of one input sample.
+  [[nodiscard]] const Shape& input_shape() const noexcept { return input_; }
+  /// Shape of one output sample.
+  [[nodiscard]] const Shape& output_shape() const noexcept { return output_; }
+  /// Floats of one input sample (input_shape().size()).
+  [[nodiscard]] std::size_t input_size() const noexcept { return input_.size(); }
+  /// Floats of one output sample (output_shape().size()).
+  [[nodiscard]] std::size_t output_size() const noexcept { return output_.size(); }
   /// Whether this layer's parameter gradient is a sum of outer products of per-sample vectors,
   /// dW = U^T V with U = layer_output_gradient (batch x output_size) and V = layer_input
   /// (batch x input_size), so that sufficient-factor broadcasting can ship (U, V) instead of dW
@@ -36,28 +45,55 @@ class Layer {
   [[nodiscard]] virtual bool has_sufficient_factors() const noexcept { return false; }
   /// Number of trainable parameters, in floats (0 for parameter-free layers).
   [[nodiscard]] virtual std::size_t parameter_count() const noexcept { return 0; }
+  /// Floating-point operations of forward() for one sample, for the planner's estimates when
+  /// nothing was measured. Default: 2 x parameter_count() (a multiply and an add per weight, as a
+  /// dense layer), or 2 x input_size() for a parameter-free layer. A convolution overrides it
+  /// (each weight is used at every output position).
+  [[nodiscard]] virtual double forward_flops() const noexcept {
+    const std::size_t p = parameter_count();
+    return 2.0 * static_cast<double>(p > 0 ? p : input_size());
+  }
 
   /// Binds the layer to its parameters and gradients, each parameter_count() floats, laid out as
   /// the layer documents. Throws gradmesh::ContractError on a size mismatch.
   virtual void bind(std::span<float> /*parameters*/, std::span<float> /*gradients*/) {}
 
-  /// Deterministic initialisation of the bound parameters from `seed`: the same seed gives the
-  /// same values on every platform.
+  /// Sizes the layer's per-batch scratch memory for batches of up to `max_batch` samples; the
+  /// only place a layer allocates. Called once by the Model before the first forward; forward and
+  /// backward then take any batch in [1, max_batch] (a larger one is a gradmesh::ContractError).
+  virtual void reserve(std::size_t /*max_batch*/) {}
+
+  /// Deterministic initialisation from `seed` (the Model passes derive_seed(job seed, layer
+  /// index)): the bound parameters and any random stream (dropout). The same seed gives the same
+  /// values on every platform.
   virtual void initialize(std::uint64_t /*seed*/) {}
 
-  /// y (batch x output_size) = f(x (batch x input_size)).
+  /// Training (true, the default) or evaluation (false) mode. Only layers that behave differently
+  /// care: dropout drops units in training and is the identity in evaluation.
+  virtual void set_training(bool /*training*/) {}
+
+  /// y (batch x output_shape) = f(x (batch x input_shape)).
   virtual void forward(const float* x, float* y, std::size_t batch) = 0;
 
-  /// Back-propagates dy (batch x output_size), given the x and y of the forward step. Overwrites
-  /// (never accumulates) the bound parameter gradients and, if dx != nullptr, writes dx
-  /// (batch x input_size). dx must not alias dy.
   /// Whether backward() computes the parameter gradients (default true). A sync stage that
   /// rebuilds them from other data (Poseidon's SFB rebuilds dW from sufficient factors) turns it
   /// off to save the GEMM; the gradient buffer is then left untouched by backward().
   virtual void set_parameter_gradients_enabled(bool /*enabled*/) {}
 
+  /// Back-propagates dy (batch x output_shape), given the x and y of the forward step just before
+  /// (layers that remember something of it, such as pooling's argmax, rely on that). Overwrites
+  /// (never accumulates) the bound parameter gradients and, if dx != nullptr, writes dx
+  /// (batch x input_shape). dx must not alias dy.
   virtual void backward(const float* x, const float* y, const float* dy, float* dx,
                         std::size_t batch) = 0;
+
+ protected:
+  /// A layer taking samples of shape `input` and giving samples of shape `output`.
+  Layer(Shape input, Shape output) noexcept : input_(input), output_(output) {}
+
+ private:
+  Shape input_;
+  Shape output_;
 };
 
 }  // namespace gradmesh::tasks

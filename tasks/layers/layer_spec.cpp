@@ -1,15 +1,33 @@
 #include "tasks/layers/layer_spec.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
+#include <cmath>
+#include <optional>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace gradmesh::tasks {
 namespace {
 
 constexpr std::string_view kDense = "dense";
+constexpr std::string_view kConv = "conv2d";
+constexpr std::string_view kPool = "max_pool2d";
+constexpr std::string_view kDropout = "dropout";
+constexpr std::string_view kFlatten = "flatten";
 constexpr std::string_view kRelu = "relu";
 constexpr std::string_view kLoss = "softmax_cross_entropy";
+
+constexpr std::string_view kDenseForm = "'dense:<units>'";
+constexpr std::string_view kConvForm = "'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]'";
+constexpr std::string_view kPoolForm = "'max_pool2d:<window>[:<stride>]'";
+constexpr std::string_view kDropoutForm = "'dropout:<p>'";
+constexpr std::string_view kAllForms =
+    "'dense:<units>', 'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]', "
+    "'max_pool2d:<window>[:<stride>]', 'flatten', 'dropout:<p>', 'relu' or "
+    "'softmax_cross_entropy'";
 
 std::string_view trim(std::string_view s) {
   const auto first = s.find_first_not_of(" \t");
@@ -18,8 +36,10 @@ std::string_view trim(std::string_view s) {
   return s.substr(first, last - first + 1);
 }
 
-[[noreturn]] void bad_spec(std::string_view text, std::string_view why) {
-  std::string msg = "expected 'dense:<units>', 'relu' or 'softmax_cross_entropy', got '";
+[[noreturn]] void bad_spec(std::string_view forms, std::string_view text, std::string_view why) {
+  std::string msg = "expected ";
+  msg += forms;
+  msg += ", got '";
   msg += text;
   msg += "'";
   if (!why.empty()) {
@@ -30,33 +50,128 @@ std::string_view trim(std::string_view s) {
   throw std::invalid_argument(msg);
 }
 
+/// The ':'-separated fields after the kind ("conv2d:32:5" -> {"32", "5"}); empty items kept.
+std::vector<std::string_view> fields_after_kind(std::string_view s) {
+  std::vector<std::string_view> out;
+  std::size_t colon = s.find(':');
+  while (colon != std::string_view::npos) {
+    s.remove_prefix(colon + 1);
+    colon = s.find(':');
+    out.push_back(s.substr(0, colon));
+  }
+  return out;
+}
+
+/// A decimal integer >= min, or nothing.
+std::optional<std::size_t> parse_count(std::string_view digits, std::size_t min) {
+  std::size_t v = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || v < min) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+/// The integer fields of `form`: fields[i] names field i, the first `required` must be present,
+/// the rest may be; min[i] is each one's least value.
+template <std::size_t N>
+std::array<std::size_t, N> parse_counts(std::string_view form, std::string_view text,
+                                        const std::vector<std::string_view>& fields,
+                                        std::size_t required,
+                                        const std::array<std::string_view, N>& names,
+                                        const std::array<std::size_t, N>& min) {
+  if (fields.size() < required || fields.size() > N) {
+    bad_spec(form, text,
+             std::to_string(required) + (required == N ? "" : " to " + std::to_string(N)) +
+                 " field(s) after the kind, got " + std::to_string(fields.size()));
+  }
+  std::array<std::size_t, N> out{};
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    const auto v = parse_count(fields[i], min[i]);
+    if (!v) {
+      bad_spec(form, text,
+               std::string(names[i]) + " must be a decimal integer >= " + std::to_string(min[i]));
+    }
+    out[i] = *v;
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string to_string(const LayerSpec& spec) {
+  std::string out = spec.kind;
+  const auto field = [&out](std::size_t v) { out += ":" + std::to_string(v); };
+  if (spec.kind == kDense) {
+    field(spec.units);
+  } else if (spec.kind == kConv) {
+    field(spec.units);
+    field(spec.kernel);
+    field(spec.stride);
+    field(spec.padding);
+  } else if (spec.kind == kPool) {
+    field(spec.kernel);
+    field(spec.stride);
+  } else if (spec.kind == kDropout) {
+    std::array<char, 32> buf{};
+    const auto result = std::to_chars(buf.data(), buf.data() + buf.size(), spec.probability);
+    out += ":";
+    out.append(buf.data(), result.ptr);
+  }
+  return out;
+}
 
 LayerSpec parse_layer_spec(std::string_view text) {
   const std::string_view s = trim(text);
-  if (s == kRelu) return LayerSpec{std::string(kRelu), 0};
-  if (s == kLoss) return LayerSpec{std::string(kLoss), 0};
-  const auto colon = s.find(':');
-  if (colon == std::string_view::npos || s.substr(0, colon) != kDense) bad_spec(text, {});
-  const std::string_view digits = s.substr(colon + 1);
-  std::size_t units = 0;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), units);
-  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) {
-    bad_spec(text, "units must be a decimal integer >= 1");
+  for (const std::string_view bare : {kRelu, kLoss, kFlatten}) {
+    if (s == bare) return LayerSpec{std::string(bare)};
   }
-  if (units == 0) bad_spec(text, "units must be >= 1");
-  return LayerSpec{std::string(kDense), units};
+  const std::string_view kind = s.substr(0, s.find(':'));
+  const std::vector<std::string_view> fields = fields_after_kind(s);
+  LayerSpec spec{std::string(kind)};
+  if (kind == kDense) {
+    if (fields.size() != 1) bad_spec(kDenseForm, text, "units must be a decimal integer >= 1");
+    const auto units = parse_count(fields[0], 0);
+    if (!units) bad_spec(kDenseForm, text, "units must be a decimal integer >= 1");
+    if (*units == 0) bad_spec(kDenseForm, text, "units must be >= 1");
+    spec.units = *units;
+  } else if (kind == kConv) {
+    const auto v = parse_counts<4>(kConvForm, text, fields, 2,
+                                   {"filters", "kernel", "stride", "padding"}, {1, 1, 1, 0});
+    spec.units = v[0];
+    spec.kernel = v[1];
+    spec.stride = fields.size() > 2 ? v[2] : 1;
+    spec.padding = v[3];
+  } else if (kind == kPool) {
+    const auto v = parse_counts<2>(kPoolForm, text, fields, 1, {"window", "stride"}, {1, 1});
+    spec.kernel = v[0];
+    spec.stride = fields.size() > 1 ? v[1] : v[0];
+  } else if (kind == kDropout) {
+    double p = -1.0;
+    if (fields.size() == 1) {
+      const std::string_view f = fields[0];
+      const auto [end, ec] = std::from_chars(f.data(), f.data() + f.size(), p);
+      if (f.empty() || ec != std::errc() || end != f.data() + f.size()) p = -1.0;
+    }
+    if (!std::isfinite(p) || p < 0.0 || p >= 1.0) {
+      bad_spec(kDropoutForm, text, "p must be a decimal number with 0 <= p < 1");
+    }
+    spec.probability = p;
+  } else {
+    bad_spec(kAllForms, text, {});
+  }
+  return spec;
 }
 
 std::vector<LayerSpec> parse_layer_specs(const std::vector<std::string>& texts) {
   if (texts.empty()) {
     throw std::invalid_argument(
-        "model: expected a list ending in 'softmax_cross_entropy', got an empty list");
+        "model.layers: expected a list ending in 'softmax_cross_entropy', got an empty list");
   }
   std::vector<LayerSpec> specs;
   specs.reserve(texts.size());
   for (std::size_t i = 0; i < texts.size(); ++i) {
-    const std::string where = "model[" + std::to_string(i) + "]: ";
+    const std::string where = "model.layers[" + std::to_string(i) + "]: ";
     try {
       specs.push_back(parse_layer_spec(texts[i]));
     } catch (const std::invalid_argument& e) {
@@ -75,7 +190,8 @@ std::vector<LayerSpec> parse_layer_specs(const std::vector<std::string>& texts) 
   const bool has_dense =
       std::any_of(specs.begin(), specs.end(), [](const LayerSpec& s) { return s.kind == kDense; });
   if (!has_dense) {
-    throw std::invalid_argument("model: expected at least one 'dense:<units>' entry, got none");
+    throw std::invalid_argument(
+        "model.layers: expected at least one 'dense:<units>' entry, got none");
   }
   return specs;
 }

@@ -1,6 +1,6 @@
 #pragma once
 // The model as declared in the job config: a list of strings such as
-// ["dense:256", "relu", "dense:256", "relu", "dense:10", "softmax_cross_entropy"].
+// ["conv2d:32:5:1:2", "relu", "max_pool2d:2", "flatten", "dense:10", "softmax_cross_entropy"].
 
 #include <cstddef>
 #include <string>
@@ -9,23 +9,41 @@
 
 namespace gradmesh::tasks {
 
-/// One parsed entry of the model list. kind: "dense" | "relu" | "softmax_cross_entropy";
-/// units: output features of a dense layer (>= 1), 0 for the others.
+/// One parsed entry of the model list (configs/README.md, "Layers"). kind is one of
+///   "dense"        units = output features (>= 1)
+///   "conv2d"       units = output channels (filters, >= 1), kernel = k of the k x k kernel (>= 1),
+///                  stride (>= 1, default 1), padding = zeros added on each side (default 0)
+///   "max_pool2d"   kernel = the window side (>= 1), stride (>= 1, default = the window)
+///   "flatten", "relu", "softmax_cross_entropy"   no fields
+///   "dropout"      probability = p, the chance a unit is dropped, 0 <= p < 1
+/// Fields a kind does not use stay 0.
 struct LayerSpec {
   std::string kind;
   std::size_t units = 0;
+  std::size_t kernel = 0;
+  std::size_t stride = 0;
+  std::size_t padding = 0;
+  double probability = 0.0;
   friend bool operator==(const LayerSpec&, const LayerSpec&) = default;
 };
 
-/// Parses one entry: "dense:<units>" (units a decimal integer >= 1), "relu" or
-/// "softmax_cross_entropy". Surrounding spaces are ignored. Reentrant. Throws
-/// std::invalid_argument saying what was expected and what came, e.g. "expected 'dense:<units>',
-/// 'relu' or 'softmax_cross_entropy', got 'dens:5'".
+/// The canonical text of `spec`, every field written: "dense:256", "conv2d:32:5:1:2",
+/// "max_pool2d:3:2", "dropout:0.5", "relu". parse_layer_spec(to_string(s)) == s. Never throws
+/// except std::bad_alloc.
+[[nodiscard]] std::string to_string(const LayerSpec& spec);
+
+/// Parses one entry:
+///   "dense:<units>", "conv2d:<filters>:<kernel>[:<stride>[:<padding>]]",
+///   "max_pool2d:<window>[:<stride>]", "dropout:<p>", "flatten", "relu", "softmax_cross_entropy",
+/// integers in decimal, p a decimal number. Surrounding spaces are ignored. Reentrant. Throws
+/// std::invalid_argument saying what was expected and what came, e.g. "expected
+/// 'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]', got 'conv2d:0:5' (filters must be a
+/// decimal integer >= 1)", or, for an unknown kind, the list of every form.
 LayerSpec parse_layer_spec(std::string_view text);
 
-/// Parses the whole list and checks its shape: at least one dense layer, and
-/// softmax_cross_entropy last and only last. Reentrant. Throws std::invalid_argument naming the
-/// offending index ("model[3]: ...").
+/// Parses the whole list and checks its order: at least one dense layer, and
+/// softmax_cross_entropy last and only last (shapes are checked when the Model is built).
+/// Reentrant. Throws std::invalid_argument naming the offending index ("model.layers[3]: ...").
 std::vector<LayerSpec> parse_layer_specs(const std::vector<std::string>& texts);
 
 }  // namespace gradmesh::tasks

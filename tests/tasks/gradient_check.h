@@ -9,10 +9,15 @@
 // by O(1) relative) without flaking on rounding.
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
 #include <vector>
 
+#include "tasks/layers/layer.h"
 #include "tasks/random.h"
 
 namespace gradmesh::tasks::testing {
@@ -49,5 +54,78 @@ double central_difference(float& p, F&& f, float eps = kFdEps) {
   const double step = static_cast<double>(saved + eps) - static_cast<double>(saved - eps);
   return (plus - minus) / step;
 }
+
+/// The central difference of f at p, or nothing where f has a kink within eps of p (a relu input
+/// or a max-pooling choice that the step crosses): there the one-sided differences
+/// (f(p + eps) - f(p)) / eps and (f(p) - f(p - eps)) / eps disagree (gradients_agree), and no
+/// difference says what the analytic gradient should be.
+template <typename F>
+std::optional<double> smooth_central_difference(float& p, F&& f, float eps = kFdEps) {
+  const float saved = p;
+  const double center = f();
+  p = saved + eps;
+  const double plus = f();
+  p = saved - eps;
+  const double minus = f();
+  p = saved;
+  const double up = static_cast<double>(saved + eps) - saved;
+  const double down = saved - static_cast<double>(saved - eps);
+  if (!gradients_agree((plus - center) / up, (center - minus) / down)) return std::nullopt;
+  return (plus - minus) / (up + down);
+}
+
+/// A layer under a gradient check, with its parameters and gradients bound and its scratch
+/// reserved for `batch`, and the objective L = sum_i y_i r_i (so dL/dy = r, r random).
+struct LayerHarness {
+  Layer& layer;
+  std::size_t batch;
+  std::vector<float> params = std::vector<float>(layer.parameter_count());
+  std::vector<float> grads = std::vector<float>(layer.parameter_count());
+  std::vector<float> x = random_floats(batch * layer.input_size(), 101);
+  std::vector<float> r = random_floats(batch * layer.output_size(), 102);
+  std::vector<float> y = std::vector<float>(batch * layer.output_size());
+  std::vector<float> dx = std::vector<float>(batch * layer.input_size());
+  /// Runs before every forward (a dropout test rewinds its mask there).
+  std::function<void()> before_forward = [] {};
+
+  LayerHarness(Layer& l, std::size_t b, std::uint64_t seed) : layer(l), batch(b) {
+    layer.bind(params, grads);
+    layer.reserve(batch);
+    layer.initialize(seed);
+  }
+
+  double objective() {
+    before_forward();
+    layer.forward(x.data(), y.data(), batch);
+    double l = 0.0;
+    for (std::size_t i = 0; i < y.size(); ++i) l += static_cast<double>(y[i]) * r[i];
+    return l;
+  }
+
+  /// forward, then backward of r: fills grads and dx.
+  void backward() {
+    objective();
+    layer.backward(x.data(), y.data(), r.data(), dx.data(), batch);
+  }
+
+  /// Checks every input and parameter gradient of backward() against central differences of
+  /// the objective with step eps (gradients_agree).
+  void check(float eps = kFdEps) {
+    backward();
+    const std::vector<float> analytic_dx = dx, analytic_grads = grads;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const double numeric = central_difference(params[i], [&] { return objective(); }, eps);
+      INFO(layer.kind() << " parameter " << i << " analytic " << analytic_grads[i] << " numeric "
+                        << numeric);
+      CHECK(gradients_agree(analytic_grads[i], numeric));
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double numeric = central_difference(x[i], [&] { return objective(); }, eps);
+      INFO(layer.kind() << " input " << i << " analytic " << analytic_dx[i] << " numeric "
+                        << numeric);
+      CHECK(gradients_agree(analytic_dx[i], numeric));
+    }
+  }
+};
 
 }  // namespace gradmesh::tasks::testing

@@ -5,6 +5,7 @@
 
 #include "engine/error.h"
 #include "tasks/layers/dense.h"
+#include "tasks/layers/dropout.h"
 #include "tests/tasks/gradient_check.h"
 
 namespace gradmesh::tasks {
@@ -53,6 +54,52 @@ TEST_CASE("Model rejects bad construction", "[tasks][model]") {
   CHECK_THROWS_AS(Model({{"conv", 2}}, 4, 2, 0), ConfigError);
   CHECK_THROWS_AS(Model({{"dense", 2}}, 0, 2, 0), ConfigError);
   CHECK_THROWS_AS(Model({{"dense", 2}}, 4, 0, 0), ConfigError);
+  CHECK_THROWS_AS(Model({{"dense", 2}}, Shape{2, 0, 3}, 1, 0), ConfigError);
+  // A layer's error names the key, the index, the spec and what was expected.
+  CHECK_THROWS_WITH(Model({{"dense", 2}, {"conv", 2}}, 4, 2, 0),
+                    Catch::StartsWith("model.layers[1] 'conv': expected one of dense"));
+}
+
+TEST_CASE("Model chains shapes from the input shape; a dense layer reads any shape flat",
+          "[tasks][model]") {
+  const auto specs = parse_layer_specs({"dense:8", "relu", "dense:3", "softmax_cross_entropy"});
+  Model image(specs, Shape{2, 3, 4}, 5, 11);
+  Model flat(specs, 24, 5, 11);
+  CHECK(image.input_shape() == Shape{2, 3, 4});
+  CHECK(image.input_size() == 24);
+  CHECK(flat.input_shape() == Shape::flat(24));
+  CHECK(image.layer(0).input_shape() == Shape{2, 3, 4});
+  CHECK(image.layer(0).output_shape() == Shape::flat(8));
+  CHECK(image.layer(1).input_shape() == Shape::flat(8));
+  CHECK(image.layer(2).output_shape() == Shape::flat(3));
+  // NCHW is row-major: the same floats in, the same parameters, the same numbers out.
+  REQUIRE(image.parameter_count() == flat.parameter_count());
+  CHECK(std::equal(image.parameters().begin(), image.parameters().end(),
+                   flat.parameters().begin()));
+  const auto x = testing::random_floats(5 * 24, 61);
+  const std::vector<std::int32_t> y = {0, 1, 2, 1, 0};
+  CHECK(image.forward_backward(x, y) == flat.forward_backward(x, y));
+  CHECK(std::equal(image.gradients().begin(), image.gradients().end(),
+                   flat.gradients().begin()));
+}
+
+TEST_CASE("Model wants flat logits before the loss", "[tasks][model]") {
+  // A dense layer's output is flat whatever its input.
+  CHECK_NOTHROW(Model(parse_layer_specs({"dense:4", "softmax_cross_entropy"}), Shape{1, 2, 2}, 1, 0));
+  CHECK_THROWS_WITH(Model({{"relu"}, {"softmax_cross_entropy"}}, Shape{1, 2, 2}, 1, 0),
+                    Catch::StartsWith("model.layers[1] 'softmax_cross_entropy': expected flat "
+                                      "logits (classes x 1 x 1) from the layer before, got 1x2x2"));
+}
+
+TEST_CASE("Model evaluates in evaluation mode and restores the mode", "[tasks][model]") {
+  Model m(parse_layer_specs({"dense:3", "softmax_cross_entropy"}), 2, 4, 1);
+  CHECK(m.training());
+  const Dataset d{2, 2, 3, {1, 0, 0, 1}, {0, 1}};
+  (void)m.evaluate(d);
+  CHECK(m.training());
+  m.set_training(false);
+  (void)m.evaluate(d);
+  CHECK_FALSE(m.training());
 }
 
 TEST_CASE("Model gradients match finite differences", "[tasks][model]") {
@@ -110,6 +157,97 @@ TEST_CASE("Model evaluate counts accuracy over partial batches", "[tasks][model]
   CHECK(e.loss > 0.0);
   d.classes = 10;
   CHECK_THROWS_AS(m.evaluate(d), ConfigError);
+}
+
+}  // namespace gradmesh::tasks
+
+namespace gradmesh::tasks {
+
+TEST_CASE("Model builds the Fashion-MNIST CNN: shapes, layout and 3.27M parameters",
+          "[tasks][model][cnn]") {
+  const auto specs = parse_layer_specs(
+      {"conv2d:32:5:1:2", "relu", "max_pool2d:2", "conv2d:64:5:1:2", "relu", "max_pool2d:2",
+       "flatten", "dense:1024", "relu", "dense:10", "softmax_cross_entropy"});
+  Model m(specs, Shape{1, 28, 28}, 2, 42);
+  REQUIRE(m.num_layers() == 10);
+  CHECK(m.layer(0).output_shape() == Shape{32, 28, 28});
+  CHECK(m.layer(2).output_shape() == Shape{32, 14, 14});
+  CHECK(m.layer(3).output_shape() == Shape{64, 14, 14});
+  CHECK(m.layer(5).output_shape() == Shape{64, 7, 7});
+  CHECK(m.layer(6).output_shape() == Shape::flat(3136));
+  CHECK(m.layer(7).output_shape() == Shape::flat(1024));
+  CHECK(m.output_size() == 10);
+  const std::size_t conv1 = 32 * 1 * 5 * 5 + 32, conv2 = 64 * 32 * 5 * 5 + 64;
+  const std::size_t fc1 = 3136 * 1024 + 1024, fc2 = 1024 * 10 + 10;
+  CHECK(m.parameter_count() == conv1 + conv2 + fc1 + fc2);
+  CHECK(m.parameter_count() == 3274634);
+  CHECK(m.parameter_offset(3) == conv1);
+  CHECK(m.layer_parameters(3).size() == conv2);
+  CHECK_FALSE(m.layer(0).has_sufficient_factors());
+  CHECK(m.layer(7).has_sufficient_factors());
+}
+
+TEST_CASE("Model names the layer, its spec and what was expected when shapes do not fit",
+          "[tasks][model][cnn]") {
+  CHECK_THROWS_WITH(
+      Model(parse_layer_specs({"conv2d:8:5", "dense:10", "softmax_cross_entropy"}),
+            Shape{1, 4, 4}, 1, 0),
+      "model.layers[0] 'conv2d:8:5:1:0': conv2d: expected a kernel no larger than the padded "
+      "input 4x4 (input 1x4x4, padding 0), got 5x5");
+  CHECK_THROWS_WITH(
+      Model(parse_layer_specs(
+                {"max_pool2d:2", "max_pool2d:2", "max_pool2d:2", "dense:3", "softmax_cross_entropy"}),
+            Shape{1, 5, 5}, 1, 0),
+      Catch::StartsWith("model.layers[2] 'max_pool2d:2:2': max_pool2d: expected a window no "
+                        "larger than the input's 1x1"));
+  // A convolution on flat features sees a C x 1 x 1 input: only a 1 x 1 kernel (or padding) fits.
+  CHECK_THROWS_WITH(Model(parse_layer_specs({"dense:16", "conv2d:4:3", "dense:2",
+                                             "softmax_cross_entropy"}),
+                          Shape{1, 8, 8}, 1, 0),
+                    Catch::StartsWith("model.layers[1] 'conv2d:4:3:1:0'"));
+  // 2 x 1 x 1 logits are flat: fine.
+  CHECK_NOTHROW(Model(parse_layer_specs({"dense:4", "conv2d:2:1", "softmax_cross_entropy"}),
+                      Shape{1, 8, 8}, 1, 0));
+}
+
+TEST_CASE("Model gradients of a small CNN match finite differences", "[tasks][model][cnn]") {
+  const auto specs =
+      parse_layer_specs({"conv2d:3:3:1:1", "relu", "max_pool2d:2", "conv2d:2:2:2:0", "flatten",
+                         "dropout:0.3", "dense:4", "softmax_cross_entropy"});
+  constexpr std::size_t kBatch = 2;
+  Model m(specs, Shape{2, 6, 6}, kBatch, 13);
+  for (float& b : m.layer_parameters(0).last(3)) b = 0.2f;  // keep most relu inputs off the kink
+  auto& dropout = dynamic_cast<Dropout&>(m.layer(5));
+  const auto x = testing::random_floats(kBatch * 72, 71);
+  const std::vector<std::int32_t> y = {1, 3};
+  const auto loss = [&] {
+    dropout.set_step(0);  // one fixed mask for every evaluation of the loss
+    return static_cast<double>(m.forward_backward(x, y));
+  };
+  loss();
+  const std::vector<float> analytic(m.gradients().begin(), m.gradients().end());
+  auto params = m.parameters();
+  std::size_t kinks = 0;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto numeric = testing::smooth_central_difference(params[i], loss);
+    if (!numeric) {
+      ++kinks;  // a relu or max-pool switch within the step: no difference to compare with
+      continue;
+    }
+    INFO("parameter " << i << " analytic " << analytic[i] << " numeric " << *numeric);
+    CHECK(testing::gradients_agree(analytic[i], *numeric));
+  }
+  CHECK(kinks <= params.size() / 10);
+}
+
+TEST_CASE("Model evaluate switches dropout off", "[tasks][model][cnn]") {
+  const auto specs = parse_layer_specs({"dropout:0.5", "dense:3", "softmax_cross_entropy"});
+  Model m(specs, 4, 2, 3);
+  const Dataset d{2, 4, 3, {1, 2, 3, 4, 4, 3, 2, 1}, {0, 2}};
+  const auto a = m.evaluate(d), b = m.evaluate(d);
+  CHECK(a.loss == b.loss);  // no mask drawn: the same numbers every time
+  CHECK(dynamic_cast<Dropout&>(m.layer(0)).step() == 0);
+  CHECK(m.training());
 }
 
 }  // namespace gradmesh::tasks

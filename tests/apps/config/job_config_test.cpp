@@ -220,6 +220,19 @@ TEST_CASE("model.layers is required, non-empty and all strings", "[config]") {
                     Catch::Contains("model.layers = \"dense:10\": expected a non-empty array"));
 }
 
+TEST_CASE("a bad layer spec is an error naming model.layers, the entry and what was expected",
+          "[config]") {
+  CHECK_THROWS_WITH(
+      parse("[model]\nlayers = [\"dense:10\", \"rleu\", \"softmax_cross_entropy\"]\n"),
+      Catch::Equals("configs/x.toml: model.layers[1]: expected 'dense:<units>', "
+                    "'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]', "
+                    "'max_pool2d:<window>[:<stride>]', 'flatten', 'dropout:<p>', 'relu' or "
+                    "'softmax_cross_entropy', got 'rleu' (line 2)"));
+  CHECK_THROWS_WITH(parse(kMinimal, {"model.layers=dense:0,softmax_cross_entropy"}),
+                    Catch::Equals("--set: model.layers[0]: expected 'dense:<units>', got 'dense:0' "
+                                  "(units must be >= 1)"));
+}
+
 TEST_CASE("unknown keys are errors that name the key", "[config]") {
   CHECK_THROWS_WITH(parse(std::string(kMinimal) + "[optimizer]\nlrr = 0.1\n"),
                     Catch::Contains("unknown key 'optimizer.lrr'") &&

@@ -26,4 +26,16 @@ TEST_CASE("take_first copies a prefix", "[tasks][dataset]") {
   CHECK(take_first(d, 99).count == 3);
 }
 
+TEST_CASE("a data set's example shape is its own, else flat, and must hold its features",
+          "[tasks][dataset]") {
+  Dataset d{2, 6, 4, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {0, 3}};
+  CHECK(sample_shape(d) == Shape::flat(6));
+  d.shape = Shape{1, 2, 3};
+  CHECK(sample_shape(d) == Shape{1, 2, 3});
+  CHECK_NOTHROW(validate(d));
+  CHECK(take_first(d, 1).shape == Shape{1, 2, 3});
+  d.shape = Shape{1, 2, 2};
+  CHECK_THROWS_WITH(validate(d), Catch::Contains("shape of 6 features, found 1x2x2"));
+}
+
 }  // namespace gradmesh::tasks

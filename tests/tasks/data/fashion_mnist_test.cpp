@@ -59,6 +59,8 @@ TEST_CASE("load_fashion_mnist reads gzipped and raw files", "[tasks][fmnist]") {
   CHECK(tt.train.count == 12);
   CHECK(tt.test.count == 5);
   CHECK(tt.train.features == 6);
+  CHECK(tt.train.shape == Shape{1, 2, 3});  // rows x cols of the IDX header, one channel
+  CHECK(sample_shape(tt.test) == Shape{1, 2, 3});
   CHECK(tt.train.classes == 10);
   CHECK(tt.train.y[11] == 1);
   CHECK(tt.test.x.size() == 5 * 6);

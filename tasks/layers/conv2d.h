@@ -1,0 +1,92 @@
+#pragma once
+// A 2-d convolution layer: the layer Poseidon keeps on the parameter server, since its gradient
+// has no sufficient factors (Poseidon ATC'17 sec. 3.2).
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "tasks/layers/weighted_layer.h"
+
+namespace gradmesh::tasks {
+
+/// Geometry of a square-kernel 2-d convolution.
+struct Conv2dGeometry {
+  std::size_t filters = 1;  ///< F, output channels
+  std::size_t kernel = 1;   ///< k: each filter is C x k x k
+  std::size_t stride = 1;   ///< s, the step between output positions, in input pixels
+  std::size_t padding = 0;  ///< p, zeros added on each side of the input's H and W
+};
+
+/// 2-d convolution (cross-correlation, as the DL frameworks compute it) of C x H x W samples with
+/// F filters of C x k x k, stride s, zero padding p:
+///   y[n, f, i, j] = b[f] + sum_{c, u, v} W[f, c, u, v] x[n, c, i s - p + u, j s - p + v]
+/// (x read as 0 outside the input). Output F x OH x OW, OH = (H + 2p - k) / s + 1 (rounded
+/// down), OW likewise.
+///
+/// Parameters (and gradients, same layout), parameter_count() = F C k k + F floats:
+/// [ W: F x C x k x k row-major | b: F ] (weights(), bias(); see WeightedLayer).
+/// forward, for a chunk of S samples at a time: col = [im2col(x_1) | ... | im2col(x_S)]
+/// (C k k x S OH OW), out = W col (F x S OH OW) — one cpu::sgemm per chunk (Chellapilla et al.,
+/// "High performance convolutional neural networks for document processing", 2006; Caffe's
+/// layout) — then y_n = sample n's columns of out + b.
+/// backward, per chunk: dY gathered the same way, dW (+)= dY col^T (one sgemm; the first chunk
+/// overwrites), db = sums of dY over samples and positions, dcol = W^T dY (one sgemm), dx_n =
+/// col2im(sample n's columns of dcol). dW is a sum over samples *and positions*, not of
+/// per-sample outer products: has_sufficient_factors() is false (Poseidon ATC'17 sec. 3.2), so
+/// SFB never takes this layer.
+///
+/// Scratch, sized by reserve(max_batch): col (C k k x S OH OW floats, reused for dcol) and out
+/// (F x S OH OW), with S = min(max_batch, column_budget / (C k k OH OW)) but at least 1, so a
+/// GEMM multiplies several samples at once while col stays near column_budget floats; forward
+/// and backward never allocate. Thread safety: see Layer.
+class Conv2d final : public WeightedLayer {
+ public:
+  /// Default column_budget: 2^21 floats (8 MiB) of im2col columns per GEMM.
+  static constexpr std::size_t kColumnBudget = std::size_t{1} << 21;
+
+  /// Throws gradmesh::ConfigError saying what was expected if the input is empty, a geometry
+  /// field is 0 (padding may be 0), or the kernel is larger than the padded input
+  /// (k > H + 2p or k > W + 2p). column_budget: see the class comment.
+  Conv2d(Shape input, Conv2dGeometry geometry, std::size_t column_budget = kColumnBudget);
+
+  /// The output shape for `input` and `geometry`: F x OH x OW. Same errors as the constructor.
+  [[nodiscard]] static Shape output_shape_for(Shape input, Conv2dGeometry geometry);
+
+  [[nodiscard]] std::string_view kind() const noexcept override { return "conv2d"; }
+  /// 2 F C k k OH OW + F OH OW: a multiply and an add per weight per output position, and the
+  /// bias.
+  [[nodiscard]] double forward_flops() const noexcept override;
+
+  /// Glorot/Xavier uniform with the receptive field counted: W ~ U(-a, a),
+  /// a = sqrt(6 / (C k k + F k k)), from SplitMix64(seed); b = 0.
+  void initialize(std::uint64_t seed) override;
+
+  void reserve(std::size_t max_batch) override;
+  /// Throws gradmesh::ContractError before reserve().
+  void forward(const float* x, float* y, std::size_t batch) override;
+  void backward(const float* x, const float* y, const float* dy, float* dx,
+                std::size_t batch) override;
+
+  [[nodiscard]] const Conv2dGeometry& geometry() const noexcept { return geometry_; }
+  /// S, samples per GEMM (0 before reserve()).
+  [[nodiscard]] std::size_t samples_per_gemm() const noexcept { return chunk_; }
+
+ private:
+  /// col (patch_ x positions_, row stride ld) = the receptive fields of one sample x (C x H x W).
+  void im2col(const float* x, float* col, std::size_t ld) const noexcept;
+  /// dx (C x H x W) = the sum of dcol (patch_ x positions_, row stride ld) back over the
+  /// receptive fields.
+  void col2im(const float* dcol, std::size_t ld, float* dx) const noexcept;
+
+  Conv2dGeometry geometry_;
+  std::size_t patch_;      // C k k, rows of col
+  std::size_t positions_;  // OH OW, columns of col
+  std::size_t column_budget_;  // floats
+  std::size_t chunk_ = 0;      // S, samples per GEMM
+  std::vector<float> col_;     // C k k x S OH OW: im2col columns, then dcol
+  std::vector<float> out_;     // F x S OH OW: the GEMM's output, or the gathered dY
+};
+
+}  // namespace gradmesh::tasks

@@ -1,0 +1,28 @@
+#include "tasks/layers/make_layer.h"
+
+#include "engine/error.h"
+#include "tasks/layers/conv2d.h"
+#include "tasks/layers/dense.h"
+#include "tasks/layers/dropout.h"
+#include "tasks/layers/flatten.h"
+#include "tasks/layers/max_pool2d.h"
+#include "tasks/layers/relu.h"
+
+namespace gradmesh::tasks {
+
+std::unique_ptr<Layer> make_layer(const LayerSpec& spec, Shape input) {
+  const std::string& kind = spec.kind;
+  if (kind == "dense") return std::make_unique<Dense>(input, spec.units);
+  if (kind == "conv2d") {
+    return std::make_unique<Conv2d>(
+        input, Conv2dGeometry{spec.units, spec.kernel, spec.stride, spec.padding});
+  }
+  if (kind == "max_pool2d") return std::make_unique<MaxPool2d>(input, spec.kernel, spec.stride);
+  if (kind == "flatten") return std::make_unique<Flatten>(input);
+  if (kind == "dropout") return std::make_unique<Dropout>(input, spec.probability);
+  if (kind == "relu") return std::make_unique<Relu>(input);
+  throw ConfigError("expected one of dense, conv2d, max_pool2d, flatten, dropout, relu "
+                    "(softmax_cross_entropy only last), got '" + kind + "'");
+}
+
+}  // namespace gradmesh::tasks

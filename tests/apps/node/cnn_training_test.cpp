@@ -1,0 +1,76 @@
+// End-to-end tests of a convolutional model through gradmesh-node: training on one node, and
+// the plan command on configs/fashion-mnist-cnn.toml.
+
+#include <sstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "tests/apps/node/cluster.h"
+
+using gradmesh::testing::Cluster;
+
+namespace {
+
+constexpr const char* kData = "/usr/share/datasets/fashion-mnist";
+
+}  // namespace
+
+TEST_CASE("a small CNN trains on one node (strategy none) and its loss falls",
+          "[e2e][none][cnn]") {
+  // conv 3x3x4 - relu - max pool 2 - flatten - dense 10: 5 epochs of 10 iterations of 32 images
+  // (the first 320 training images), each epoch evaluated on 200 test images.
+  const std::string config = std::string(R"([job]
+name = "small-cnn"
+seed = 5
+epochs = 5
+[data]
+path = ")") + kData + R"("
+train_limit = 320
+test_limit = 200
+[model]
+layers = ["conv2d:4:3", "relu", "max_pool2d:2", "flatten", "dense:10", "softmax_cross_entropy"]
+[optimizer]
+lr = 0.05
+momentum = 0.9
+batch_size = 32
+[sync]
+strategy = "none"
+)";
+  Cluster cluster("small-cnn", 1, config);
+  cluster.start();
+  const auto codes = cluster.wait(std::chrono::seconds(60));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>{0});
+  const auto m = cluster.metrics(0);
+  CHECK(m["iterations"] == 50);
+  CHECK(m["parameters"] == 4 * 9 + 4 + 4 * 13 * 13 * 10 + 10);
+  const auto losses = m["epoch_train_loss"].get<std::vector<double>>();
+  REQUIRE(losses.size() == 5);
+  CHECK(losses.back() < 0.75 * losses.front());  // ~2.0 in the first epoch
+  CHECK(m["test_accuracy"].get<double>() > 0.5);
+}
+
+TEST_CASE("the plan of configs/fashion-mnist-cnn.toml puts its conv layers on PS",
+          "[e2e][plan][cnn]") {
+  const auto dir = gradmesh::testing::fresh_directory("cnn-plan");
+  const auto log = dir / "plan.txt";
+  gradmesh::testing::Process plan(
+      {GRADMESH_NODE_BINARY, "plan", "--config",
+       std::string(GRADMESH_SOURCE_DIR) + "/configs/fashion-mnist-cnn.toml", "--nodes", "4",
+       "--set", "planner.probe=false"},
+      log);
+  REQUIRE(plan.wait_for(std::chrono::seconds(60)) == 0);
+  const std::string text = gradmesh::testing::read_file(log);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("strategy poseidon, 4 node(s), batch 64 per node, 3274634 "
+                                   "parameters"));
+  std::istringstream lines(text);
+  std::size_t conv_rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("conv2d") == std::string::npos) continue;
+    ++conv_rows;
+    CHECK_THAT(line, Catch::Contains("  PS  "));
+  }
+  CHECK(conv_rows == 2);
+}

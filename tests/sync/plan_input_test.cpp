@@ -1,0 +1,88 @@
+// Tests for sync/plan_input.cpp on a convolutional model: conv layers reach the planner without
+// sufficient factors (Poseidon ATC'17 sec. 3.2), so poseidon keeps them on the parameter server.
+
+#include "sync/plan_input.h"
+
+#include <catch2/catch.hpp>
+
+#include "sync/channel.h"
+#include "tasks/layers/layer_spec.h"
+#include "tasks/optim/optimizer.h"
+
+using namespace gradmesh;
+
+namespace {
+
+constexpr std::size_t kBatch = 16, kNodes = 4;
+
+/// A small CNN on 1 x 12 x 12 inputs: conv 3x3x4 (padding 1) - relu - pool 2 - conv 3x3x8 -
+/// flatten - dense 32 - relu - dense 10.
+tasks::Model small_cnn() {
+  return tasks::Model(tasks::parse_layer_specs({"conv2d:4:3:1:1", "relu", "max_pool2d:2",
+                                                "conv2d:8:3", "flatten", "dense:32", "relu",
+                                                "dense:10", "softmax_cross_entropy"}),
+                      tasks::Shape{1, 12, 12}, kBatch, 5);
+}
+
+/// The plan rows of strategy `strategy` for `model` on kNodes nodes, nothing measured.
+std::vector<sync::LayerPlan> plan_of(tasks::Model& model, const std::string& strategy,
+                                     const std::string& sfb) {
+  engine::Executor executor({1, 1});
+  sync::Channel channel(nullptr, 0, kNodes);
+  tasks::Optimizer optimizer({0.05f, 0.9f, 0.0f}, model.parameter_count());
+  sync::SyncOptions options;
+  options.poseidon.sfb = sfb;
+  auto stage = sync::make_sync_stage(
+      strategy, sync::SyncContext{model, executor, channel, 0, kNodes, kBatch, optimizer, options});
+  return stage->plan();
+}
+
+}  // namespace
+
+TEST_CASE("planner_input gives conv layers no sufficient factors and their flops",
+          "[sync][plan][cnn]") {
+  tasks::Model model = small_cnn();
+  engine::Executor executor({1, 1});
+  sync::Channel channel(nullptr, 0, kNodes);
+  tasks::Optimizer optimizer({0.05f, 0.9f, 0.0f}, model.parameter_count());
+  const sync::SyncContext ctx{model, executor, channel, 0, kNodes, kBatch, optimizer, {}};
+  const sync::AssumedRates rates;
+  const topo::PlannerInput input =
+      sync::planner_input(ctx, topo::SchemeSet::for_strategy("poseidon"), rates);
+  REQUIRE(input.layers.size() == model.num_layers());
+
+  const topo::LayerProfile& conv = input.layers[0];
+  CHECK(conv.name == "conv2d0");
+  CHECK(conv.parameters == 4 * 9 + 4);
+  CHECK_FALSE(conv.sufficient_factors);
+  // Each of the 4 x 12 x 12 outputs costs 2 x 9 flops and a bias add, per sample.
+  const double conv_flops = kBatch * (2.0 * 9 + 1) * 4 * 12 * 12;
+  CHECK(conv.forward_seconds == Approx(conv_flops / rates.gemm_flops));
+  CHECK(conv.backward_seconds == Approx(2 * conv_flops / rates.gemm_flops));
+  CHECK(input.layers[3].parameters == 8 * 4 * 9 + 8);
+  CHECK_FALSE(input.layers[3].sufficient_factors);
+
+  const topo::LayerProfile& dense = input.layers[5];  // 8 x 4 x 4 = 128 -> 32
+  CHECK(dense.sufficient_factors);
+  CHECK(dense.rows == 32);
+  CHECK(dense.cols == 128);
+  CHECK(dense.forward_seconds == Approx(kBatch * 2.0 * (128 * 32 + 32) / rates.gemm_flops));
+  CHECK_FALSE(input.layers[4].sufficient_factors);  // flatten: no parameters
+}
+
+TEST_CASE("poseidon plans conv layers on PS, even with SFB forced on", "[sync][plan][cnn]") {
+  tasks::Model model = small_cnn();
+  for (const char* sfb : {"auto", "always"}) {
+    INFO("sync.poseidon.sfb = " << sfb);
+    const auto plan = plan_of(model, "poseidon", sfb);
+    REQUIRE(plan.size() == model.num_layers());
+    CHECK(plan[0].scheme == "PS");
+    CHECK(plan[3].scheme == "PS");
+    CHECK(plan[1].scheme == "-");  // relu, pool, flatten: nothing to send
+    CHECK(plan[4].scheme == "-");
+    if (std::string(sfb) == "always") {
+      CHECK(plan[5].scheme == "SFB");
+      CHECK(plan[7].scheme == "SFB");
+    }
+  }
+}

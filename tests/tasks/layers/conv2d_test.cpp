@@ -1,0 +1,186 @@
+#include "tasks/layers/conv2d.h"
+
+#include <array>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "engine/error.h"
+#include "tests/tasks/gradient_check.h"
+
+namespace gradmesh::tasks {
+namespace {
+
+struct Case {
+  Shape input;
+  Conv2dGeometry geometry;
+  std::size_t batch;
+};
+
+/// y by the definition, in double: y[n,f,i,j] = b[f] + sum W[f,c,u,v] x[n,c,i s-p+u,j s-p+v].
+std::vector<double> direct_convolution(const Case& t, const std::vector<float>& x,
+                                       std::span<const float> params, Shape out) {
+  const auto& g = t.geometry;
+  const std::size_t c_in = t.input.channels, h = t.input.height, w = t.input.width;
+  const std::size_t k = g.kernel;
+  const float* weights = params.data();
+  const float* bias = params.data() + g.filters * c_in * k * k;
+  std::vector<double> y(t.batch * out.size());
+  for (std::size_t n = 0; n < t.batch; ++n) {
+    for (std::size_t f = 0; f < g.filters; ++f) {
+      for (std::size_t i = 0; i < out.height; ++i) {
+        for (std::size_t j = 0; j < out.width; ++j) {
+          double sum = bias[f];
+          for (std::size_t c = 0; c < c_in; ++c) {
+            for (std::size_t u = 0; u < k; ++u) {
+              for (std::size_t v = 0; v < k; ++v) {
+                const auto hi = static_cast<std::ptrdiff_t>(i * g.stride + u) -
+                                static_cast<std::ptrdiff_t>(g.padding);
+                const auto wi = static_cast<std::ptrdiff_t>(j * g.stride + v) -
+                                static_cast<std::ptrdiff_t>(g.padding);
+                if (hi < 0 || wi < 0 || hi >= static_cast<std::ptrdiff_t>(h) ||
+                    wi >= static_cast<std::ptrdiff_t>(w)) {
+                  continue;
+                }
+                sum += static_cast<double>(weights[((f * c_in + c) * k + u) * k + v]) *
+                       x[((n * c_in + c) * h + static_cast<std::size_t>(hi)) * w +
+                         static_cast<std::size_t>(wi)];
+              }
+            }
+          }
+          y[((n * g.filters + f) * out.height + i) * out.width + j] = sum;
+        }
+      }
+    }
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("Conv2d output shapes, parameter layout and errors", "[tasks][conv2d]") {
+  CHECK(Conv2d::output_shape_for({1, 28, 28}, {32, 5, 1, 2}) == Shape{32, 28, 28});
+  CHECK(Conv2d::output_shape_for({1, 28, 28}, {32, 5, 1, 0}) == Shape{32, 24, 24});
+  CHECK(Conv2d::output_shape_for({3, 7, 6}, {4, 3, 2, 1}) == Shape{4, 4, 3});
+  CHECK(Conv2d::output_shape_for({2, 2, 2}, {1, 4, 1, 1}) == Shape{1, 1, 1});
+  CHECK_THROWS_WITH(Conv2d::output_shape_for({1, 3, 3}, {8, 5, 1, 0}),
+                    "conv2d: expected a kernel no larger than the padded input 3x3 (input 1x3x3, "
+                    "padding 0), got 5x5");
+  CHECK_THROWS_AS(Conv2d({1, 4, 4}, {0, 3, 1, 0}), ConfigError);
+  CHECK_THROWS_AS(Conv2d({1, 4, 4}, {2, 3, 0, 0}), ConfigError);
+  CHECK_THROWS_AS(Conv2d({0, 4, 4}, {2, 3, 1, 0}), ConfigError);
+
+  Conv2d conv({3, 8, 8}, {4, 3, 1, 1});
+  CHECK(conv.kind() == "conv2d");
+  CHECK_FALSE(conv.has_sufficient_factors());  // Poseidon ATC'17 sec. 3.2
+  CHECK(conv.parameter_count() == 4 * 3 * 3 * 3 + 4);
+  CHECK(conv.output_shape() == Shape{4, 8, 8});
+  CHECK(conv.forward_flops() == (2.0 * 27 + 1) * 4 * 64);
+  std::vector<float> p(conv.parameter_count()), g(conv.parameter_count());
+  conv.bind(p, g);
+  CHECK(conv.weights().data() == p.data());
+  CHECK(conv.bias().data() == p.data() + 4 * 27);
+  conv.initialize(5);
+  const float a = std::sqrt(6.0f / (27 + 36));
+  for (const float w : conv.weights()) CHECK(std::abs(w) <= a);
+  for (const float b : conv.bias()) CHECK(b == 0.0f);
+  std::vector<float> short_p(p.size() - 1);
+  CHECK_THROWS_AS(conv.bind(short_p, g), ContractError);
+}
+
+TEST_CASE("Conv2d forward equals a direct convolution on random shapes, strides and paddings",
+          "[tasks][conv2d]") {
+  SplitMix64 rng(2024);
+  const auto pick = [&rng](std::size_t lo, std::size_t hi) {
+    return lo + static_cast<std::size_t>(rng.next_below(hi - lo + 1));
+  };
+  for (int trial = 0; trial < 40; ++trial) {
+    Case t;
+    t.geometry = {pick(1, 5), pick(1, 5), pick(1, 3), pick(0, 2)};
+    const std::size_t least = t.geometry.kernel > 2 * t.geometry.padding
+                                  ? t.geometry.kernel - 2 * t.geometry.padding
+                                  : 1;
+    t.input = {pick(1, 4), pick(least, 11), pick(least, 11)};
+    t.batch = pick(1, 3);
+    INFO("trial " << trial << ": input " << to_string(t.input) << ", filters "
+                  << t.geometry.filters << ", kernel " << t.geometry.kernel << ", stride "
+                  << t.geometry.stride << ", padding " << t.geometry.padding << ", batch "
+                  << t.batch);
+    // Several samples per GEMM (the default budget), one, or two (the last chunk may be short).
+    const Shape out = Conv2d::output_shape_for(t.input, t.geometry);
+    const std::size_t columns = t.input.channels * t.geometry.kernel * t.geometry.kernel *
+                                out.height * out.width;
+    const std::size_t budget = std::array<std::size_t, 3>{Conv2d::kColumnBudget, 1,
+                                                          2 * columns}[trial % 3];
+    Conv2d conv(t.input, t.geometry, budget);
+    std::vector<float> params(conv.parameter_count()), grads(conv.parameter_count());
+    conv.bind(params, grads);
+    conv.reserve(t.batch);
+    const std::size_t chunk = std::array<std::size_t, 3>{t.batch, 1, 2}[trial % 3];
+    CHECK(conv.samples_per_gemm() == std::min(t.batch, chunk));
+    conv.initialize(static_cast<std::uint64_t>(trial));
+    for (float& b : conv.bias()) b = 0.5f * (rng.next_float() - 0.5f);  // non-zero bias
+    const auto x = testing::random_floats(t.batch * t.input.size(), 300 + trial);
+    std::vector<float> y(t.batch * conv.output_size());
+    conv.forward(x.data(), y.data(), t.batch);
+    const auto expected = direct_convolution(t, x, params, conv.output_shape());
+    double scale = 1.0, worst = 0.0;
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      scale = std::max(scale, std::abs(expected[i]));
+      worst = std::max(worst, std::abs(y[i] - expected[i]));
+    }
+    CHECK(worst <= 1e-4 * scale);
+  }
+}
+
+// Tolerance: gradient_check.h's (relative 1e-2, absolute 1e-3), with a step of 1e-2 rather than
+// 1e-3. The objective sum(y .* r) is bilinear in (W, x), so central differences have no
+// truncation error at any step, and the larger step divides the float rounding noise by 10.
+TEST_CASE("Conv2d parameter and input gradients match finite differences", "[tasks][conv2d]") {
+  const std::vector<Case> cases = {
+      {{2, 5, 5}, {3, 3, 1, 0}, 2},  // plain
+      {{2, 6, 5}, {2, 3, 2, 1}, 2},  // stride 2, padding 1, odd width
+      {{1, 4, 4}, {2, 2, 1, 2}, 1},  // padding larger than half the kernel
+      {{3, 7, 7}, {2, 4, 3, 1}, 3},  // stride 3 skips input pixels
+  };
+  for (const Case& t : cases) {
+    for (const std::size_t budget : {Conv2d::kColumnBudget, std::size_t{1}}) {
+      INFO("input " << to_string(t.input) << ", kernel " << t.geometry.kernel << ", stride "
+                    << t.geometry.stride << ", padding " << t.geometry.padding << ", budget "
+                    << budget);
+      Conv2d conv(t.input, t.geometry, budget);  // all samples in one GEMM, or one at a time
+      testing::LayerHarness h(conv, t.batch, 17);
+      for (float& b : conv.bias()) b = 0.1f;
+      h.check(1e-2f);
+    }
+  }
+}
+
+TEST_CASE("Conv2d backward overwrites its gradients, may skip dx or the parameter gradients",
+          "[tasks][conv2d]") {
+  Conv2d conv({2, 5, 5}, {3, 3, 1, 1}, 2 * 18 * 25);  // 2 samples per GEMM: chunks of 2 and 1
+  testing::LayerHarness h(conv, 3, 8);
+  CHECK(conv.samples_per_gemm() == 2);
+  h.backward();
+  const std::vector<float> once = h.grads, dx = h.dx;
+  h.backward();
+  CHECK(h.grads == once);  // overwritten, not accumulated
+  conv.backward(h.x.data(), h.y.data(), h.r.data(), nullptr, 3);
+  CHECK(h.grads == once);
+  // db is the sum of dY over samples and positions.
+  for (std::size_t f = 0; f < 3; ++f) {
+    double s = 0.0;
+    for (std::size_t n = 0; n < 3; ++n) {
+      for (std::size_t i = 0; i < 25; ++i) s += h.r[(n * 3 + f) * 25 + i];
+    }
+    CHECK(h.grads[3 * 18 + f] == Approx(s).margin(1e-5));
+  }
+  conv.set_parameter_gradients_enabled(false);
+  std::fill(h.grads.begin(), h.grads.end(), -7.0f);
+  std::vector<float> dx2(dx.size());
+  conv.backward(h.x.data(), h.y.data(), h.r.data(), dx2.data(), 3);
+  CHECK(dx2 == dx);
+  CHECK(std::all_of(h.grads.begin(), h.grads.end(), [](float v) { return v == -7.0f; }));
+}
+
+}  // namespace gradmesh::tasks
