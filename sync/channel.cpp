@@ -59,6 +59,12 @@ std::optional<PeerError> Channel::send(std::size_t peer, net::Message message) {
   return std::nullopt;
 }
 
+void Channel::set_stage_weights(const std::map<std::string, double, std::less<>>& bytes_by_stage) {
+  std::vector<double> weights(stages_, 0.0);
+  for (const auto& [name, bytes] : bytes_by_stage) weights[stage_id(name)] = bytes;
+  if (transport_ != nullptr) transport_->set_stage_weights(std::move(weights));
+}
+
 std::vector<PeerError> Channel::broadcast(const net::Message& message) {
   std::vector<PeerError> failed;
   for (std::size_t peer = 0; peer < nodes_; ++peer) {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -74,6 +75,16 @@ class Channel {
 
   /// send() to every other rank, sharing the payload (no copy). Returns the peers that failed.
   [[nodiscard]] std::vector<PeerError> broadcast(const net::Message& message);
+
+  /// Shares this node's send link among stages by the bytes each sends per iteration
+  /// (`bytes_by_stage`: stage name -> bytes, e.g. topo::Plan::stage_bytes): while stages are
+  /// backlogged on one link, their bytes follow these weights (net::Transport::set_stage_weights,
+  /// Poseidon arXiv'15 sec. 4.3.3). A stage not named, or of 0 bytes, keeps weight 1. Once set,
+  /// messages of different stages to one peer no longer keep their send order: call it only when
+  /// no routed stage relies on that order (Ako's end-of-job exchange does). No-op without a
+  /// transport. Throws gradmesh::ContractError for an unknown stage name, ConfigError for a
+  /// negative or non-finite value.
+  void set_stage_weights(const std::map<std::string, double, std::less<>>& bytes_by_stage);
 
   /// Counts and logs a message from `from` that broke `stage`'s protocol (dropped by the caller).
   void reject(std::size_t from, StageId stage, const std::string& why);

@@ -12,10 +12,11 @@ constexpr unsigned kBucketShift = 32;  // key = bucket << 32 | step
 }
 
 RingAllReduce::RingAllReduce(Channel& channel, StageId stage, std::uint32_t bucket,
-                             std::size_t floats)
+                             std::size_t floats, std::uint32_t priority)
     : channel_(channel),
       stage_(stage),
       bucket_(bucket),
+      priority_(priority),
       floats_(floats),
       nodes_(channel.nodes()),
       rank_(channel.rank()),
@@ -64,9 +65,12 @@ RingAllReduce::Round* RingAllReduce::round_for(std::uint64_t round) {
 
 void RingAllReduce::send(std::uint64_t round, allreduce::Kind kind, std::size_t step,
                          std::span<const float> values) {
-  const net::Message message{stage_, static_cast<std::uint16_t>(kind),
-                             (std::uint64_t{bucket_} << kBucketShift) | step, round,
-                             net::Payload::view(std::as_bytes(values))};
+  const net::Message message{stage_,
+                             static_cast<std::uint16_t>(kind),
+                             (std::uint64_t{bucket_} << kBucketShift) | step,
+                             round,
+                             net::Payload::view(std::as_bytes(values)),
+                             priority_};
   if (auto error = channel_.send(right_, message)) throw *error;
 }
 

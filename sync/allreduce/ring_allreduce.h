@@ -45,8 +45,10 @@ namespace gradmesh::sync {
 class RingAllReduce {
  public:
   /// Bucket `bucket` of `floats` floats on `channel` (n = channel.nodes() >= 2 ranks, else
-  /// ContractError), sending on stage `stage`.
-  RingAllReduce(Channel& channel, StageId stage, std::uint32_t bucket, std::size_t floats);
+  /// ContractError), sending on stage `stage` with send priority `priority` (net::Message::priority:
+  /// the bucket's first layer, so that the next forward pass's first layers go first).
+  RingAllReduce(Channel& channel, StageId stage, std::uint32_t bucket, std::size_t floats,
+                std::uint32_t priority = 0);
 
   /// Begins round `round` with this rank's `input` (floats() floats; reduced in place, so it must
   /// stay untouched until the round completes). Sends reduce-scatter step 0 and processes
@@ -99,6 +101,7 @@ class RingAllReduce {
   Channel& channel_;
   StageId stage_;
   std::uint32_t bucket_;
+  std::uint32_t priority_;
   std::size_t floats_, nodes_, rank_, left_, right_;
   std::mutex mutex_;
   std::uint64_t current_ = 0;            // the oldest round not yet complete

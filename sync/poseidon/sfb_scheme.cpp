@@ -61,7 +61,8 @@ void SfbScheme::send_factors(std::size_t layer, std::uint64_t round) {
   const net::Payload factors =
       layers_[layer]->pack(round, ctx_.model.layer_output_gradient(layer, ctx_.batch_size),
                            ctx_.model.layer_input(layer, ctx_.batch_size));
-  throw_first(channel_.broadcast(net::Message{stage_, kFactors, layer, round, factors}));
+  throw_first(channel_.broadcast(
+      net::Message{stage_, kFactors, layer, round, factors, static_cast<std::uint32_t>(layer)}));
 }
 
 void SfbScheme::apply_factors(std::size_t layer, std::uint64_t round) {

@@ -85,8 +85,9 @@ void PsScheme::push_layer(std::size_t layer, std::uint64_t round) {
     const auto values = gradients.subspan(chunk.offset, chunk.size);
     if (chunk.owner == ctx_.rank) {
       accept_push(ctx_.rank, id, round, float_view(values));
-    } else if (auto error = channel_.send(chunk.owner, net::Message{push_stage_, kGradient, id, round,
-                                                                    float_view(values)})) {
+    } else if (auto error = channel_.send(
+                   chunk.owner, net::Message{push_stage_, kGradient, id, round, float_view(values),
+                                             static_cast<std::uint32_t>(layer)})) {
       throw *error;
     }
   }
@@ -115,7 +116,9 @@ void PsScheme::accept_push(std::size_t from, std::size_t chunk, std::uint64_t ro
 void PsScheme::reduce_and_broadcast(std::size_t chunk, std::uint64_t round) {
   const std::span<const float> values = shard_.reduce(chunk);
   throw_first(channel_.broadcast(net::Message{broadcast_stage_, kParameters, chunk, round,
-                                              float_view(values)}));
+                                              float_view(values),
+                                              static_cast<std::uint32_t>(
+                                                  placement_.chunks()[chunk].layer)}));
   apply_parameters(chunk, round, values, ctx_.rank);
 }
 

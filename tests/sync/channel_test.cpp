@@ -74,3 +74,22 @@ TEST_CASE("a channel without a transport routes but cannot send", "[sync][channe
   alone.route("kv_push", [](std::size_t, net::Message&&) {});
   CHECK_THROWS_AS((void)alone.send(1, net::Message{}), ContractError);
 }
+
+TEST_CASE("a channel gives the transport stage weights by stage name", "[sync][channel]") {
+  auto mesh = net::make_inproc_mesh(2, sync::stage_names());
+  sync::Channel channel(mesh[0].get(), 0, 2);
+  CHECK(mesh[0]->stage_weights().empty());
+  channel.set_stage_weights({{"kv_push", 300.0}, {"allreduce", 1200.0}});
+  const std::vector<double> weights = mesh[0]->stage_weights();
+  REQUIRE(weights.size() == sync::stage_names().size());
+  for (std::size_t s = 0; s < weights.size(); ++s) {
+    const double expected = s == sync::stage_id("kv_push")     ? 300.0
+                            : s == sync::stage_id("allreduce") ? 1200.0
+                                                                : 0.0;
+    CHECK(weights[s] == expected);
+  }
+  CHECK_THROWS_AS(channel.set_stage_weights({{"no_such_stage", 1.0}}), ContractError);
+  CHECK_THROWS_AS(channel.set_stage_weights({{"kv_push", -1.0}}), ConfigError);
+  sync::Channel unconnected(nullptr, 0, 1);
+  unconnected.set_stage_weights({{"kv_push", 1.0}});  // no transport: nothing to share
+}

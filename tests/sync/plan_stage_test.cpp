@@ -80,6 +80,25 @@ TEST_CASE("one plan mixes PS, SFB and an all-reduce bucket on one transport",
   check_equals_union(job, "auto", 3);
 }
 
+TEST_CASE("a plan stage shares its node's link among stages by the plan's byte budgets",
+          "[sync][plan][inproc]") {
+  using S = topo::LayerScheme;
+  SyntheticJob job;
+  job.factory = fixed_plan({S::kPs, S::kSfb, S::kAllReduce});
+  InProcCluster cluster(job, "auto", 3);
+  for (std::size_t r = 0; r < 3; ++r) {
+    const auto summary = cluster.node(r).stage().summary();
+    const std::vector<double> weights = cluster.transport(r).stage_weights();
+    REQUIRE(weights.size() == sync::stage_names().size());
+    for (const char* stage : {"kv_push", "kv_broadcast", "sf_broadcast", "allreduce"}) {
+      INFO("rank " << r << ", stage " << stage);
+      CHECK(summary.at(std::string("budget_") + stage) > 0);
+      CHECK(weights[sync::stage_id(stage)] == summary.at(std::string("budget_") + stage));
+    }
+    CHECK(weights[sync::stage_id("ako_partition")] == 0);  // not in the plan: weight 1
+  }
+}
+
 TEST_CASE("predicted bytes per node per iteration are within 5% of the measured, every strategy",
           "[sync][plan][inproc]") {
   using S = topo::LayerScheme;
