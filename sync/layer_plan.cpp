@@ -2,15 +2,22 @@
 
 #include <string>
 
+#include "tasks/shape.h"
 
 namespace gradmesh::sync {
+namespace {
+// A flat shape as its feature count ("784"), any other as C x H x W ("32x28x28").
+std::string describe_shape(const tasks::Shape& shape) {
+  return shape.is_flat() ? std::to_string(shape.channels) : tasks::to_string(shape);
+}
+}  // namespace
 
 LayerPlan describe_layer(tasks::Model& model, std::size_t layer, std::string_view scheme) {
   tasks::Layer& info = model.layer(layer);
   LayerPlan row;
   row.layer = layer;
   row.name = std::string(info.kind()) + std::to_string(layer);
-  row.shape = std::to_string(info.output_size()) + "x" + std::to_string(info.input_size());
+  row.shape = describe_shape(info.input_shape()) + "->" + describe_shape(info.output_shape());
   row.parameters = info.parameter_count();
   row.scheme = row.parameters == 0 ? "-" : std::string(scheme);
   return row;

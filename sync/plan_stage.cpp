@@ -81,11 +81,13 @@ std::vector<LayerPlan> PlanStage::plan() const {
     LayerPlan row = describe_layer(ctx_.model, l, scheme);
     if (row.parameters > 0) {
       tasks::Layer& layer = ctx_.model.layer(l);
-      const std::size_t m = layer.output_size(), n = layer.input_size();
-      row.ps_floats = topo::ps_floats(m, n, ctx_.nodes, ctx_.nodes);
-      row.sfb_floats = layer.has_sufficient_factors()
-                           ? topo::sfb_floats(ctx_.batch_size, m, n, ctx_.nodes)
-                           : 0.0;
+      if (layer.has_sufficient_factors()) {  // Table 1's M x N weight matrix
+        const std::size_t m = layer.output_size(), n = layer.input_size();
+        row.ps_floats = topo::ps_floats(m, n, ctx_.nodes, ctx_.nodes);
+        row.sfb_floats = topo::sfb_floats(ctx_.batch_size, m, n, ctx_.nodes);
+      } else {  // a convolution's filters: its parameters, whatever its activations' sizes
+        row.ps_floats = topo::ps_floats(row.parameters, 1, ctx_.nodes, ctx_.nodes);
+      }
       row.chunks = ps_ ? ps_->chunks(l) : 0;
       row.predicted_bytes_sent = bytes;
       row.predicted_seconds = p.comm_seconds + p.compute_seconds;

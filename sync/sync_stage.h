@@ -66,11 +66,13 @@ struct SyncContext {
 struct LayerPlan {
   std::size_t layer = 0;
   std::string name;         ///< e.g. "dense0"
-  std::string shape;        ///< e.g. "256x784" (M outputs x N inputs) + bias
+  std::string shape;        ///< per-sample input -> output: "784->256" (a dense layer's N inputs
+                            ///< -> M outputs), "1x28x28->32x28x28" (C x H x W)
   std::size_t parameters = 0;
   std::string scheme;       ///< "PS", "SFB", "local", ...
   std::size_t chunks = 0;   ///< KV chunks of the layer (PS)
-  double ps_floats = 0;     ///< Poseidon Table 1: floats per node per iteration under PS
+  double ps_floats = 0;     ///< Poseidon Table 1: floats per node per iteration under PS (a layer
+                            ///< without sufficient factors: its parameter count as M, N = 1)
   double sfb_floats = 0;    ///< Poseidon Table 1: floats per node per iteration under SFB (dense only)
   double predicted_bytes_sent = 0;  ///< this node, per iteration, payload + frame header bytes
   double predicted_seconds = 0;     ///< the planner's time of the layer's communication (+ SFB GEMM)

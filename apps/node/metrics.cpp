@@ -86,8 +86,9 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
     }
     return s.str();
   };
-  // Widths fit the longest names and shapes of the CNN config ("max_pool2d12", "25088x25088").
-  out << std::left << std::setw(7) << "layer" << std::setw(13) << "name" << std::setw(13)
+  // Widths fit the longest names and shapes of the CNN config ("max_pool2d12",
+  // "32x14x14->64x14x14").
+  out << std::left << std::setw(7) << "layer" << std::setw(13) << "name" << std::setw(20)
       << "shape" << std::right << std::setw(11) << "parameters" << "  " << std::left
       << std::setw(14) << "scheme" << std::right << std::setw(12) << "PS floats" << std::setw(12)
       << "SFB floats" << std::setw(8) << "chunks" << std::setw(17) << "bytes sent/iter"
@@ -95,7 +96,7 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
   double total = 0;
   std::size_t params = 0;
   for (const sync::LayerPlan& row : plan) {
-    out << std::left << std::setw(7) << row.layer << std::setw(13) << row.name << std::setw(13)
+    out << std::left << std::setw(7) << row.layer << std::setw(13) << row.name << std::setw(20)
         << row.shape << std::right << std::setw(11) << row.parameters << "  " << std::left
         << std::setw(14) << row.scheme << std::right << std::setw(12)
         << (row.parameters ? floats(row.ps_floats) : "-") << std::setw(12)
@@ -105,7 +106,7 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
     total += row.predicted_bytes_sent;
     params += row.parameters;
   }
-  out << std::left << std::setw(33) << "total" << std::right << std::setw(11) << params
+  out << std::left << std::setw(40) << "total" << std::right << std::setw(11) << params
       << std::setw(65) << std::fixed << std::setprecision(0) << total << '\n';
   out << "(PS / SFB floats: per node per iteration by Poseidon ATC'17 Table 1 with P1 = P2 = nodes;\n"
          " bytes sent/iter: this node's payload + frame headers under the chosen schemes;\n"

@@ -43,8 +43,4 @@ class Cluster {
   std::vector<Process> processes_;
 };
 
-/// The demo model's layer list, for configs.
-inline constexpr const char* kDemoLayers =
-    R"(["dense:256", "relu", "dense:256", "relu", "dense:10", "softmax_cross_entropy"])";
-
 }  // namespace gradmesh::testing

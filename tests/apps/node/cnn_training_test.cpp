@@ -51,6 +51,50 @@ strategy = "none"
   CHECK(m["test_accuracy"].get<double>() > 0.5);
 }
 
+TEST_CASE("ako and allreduce train the Fashion-MNIST CNN on 2 node processes, loss falling",
+          "[e2e][ako][allreduce][cnn]") {
+  // configs/fashion-mnist-cnn.toml's model; 1,600 images over 2 nodes at 32 per batch: 25
+  // iterations per epoch, 2 epochs = 50 iterations per node.
+  for (const std::string strategy : {"ako", "allreduce"}) {
+    const std::string config = std::string(R"([job]
+name = "cnn-)") + strategy + R"("
+seed = 11
+epochs = 2
+[data]
+path = ")" + kData + R"("
+train_limit = 1600
+test_limit = 500
+[model]
+layers = ["conv2d:32:5:1:2", "relu", "max_pool2d:2", "conv2d:64:5:1:2", "relu", "max_pool2d:2",
+          "flatten", "dense:1024", "relu", "dense:10", "softmax_cross_entropy"]
+[optimizer]
+lr = 0.05
+momentum = 0.9
+batch_size = 32
+[sync]
+strategy = ")" + strategy + R"("
+[net]
+connect_timeout = 30.0
+)";
+    Cluster cluster("cnn-" + strategy, 2, config);
+    cluster.start();
+    const auto codes = cluster.wait(std::chrono::seconds(240));
+    INFO(strategy << "\n" << cluster.all_logs());
+    REQUIRE(codes == std::vector<int>{0, 0});
+    for (std::size_t r = 0; r < 2; ++r) {
+      const auto m = cluster.metrics(r);
+      CHECK(m["iterations"] == 50);
+      CHECK(m["strategy"] == strategy);
+      CHECK(m["rejected_messages"] == 0);
+      const auto losses = m["epoch_train_loss"].get<std::vector<double>>();
+      REQUIRE(losses.size() == 2);
+      INFO("rank " << r << ": epoch losses " << losses[0] << ", " << losses[1]);
+      CHECK(losses[1] < 0.8 * losses[0]);
+      CHECK(m["test_accuracy"].get<double>() > 0.5);
+    }
+  }
+}
+
 TEST_CASE("the plan of configs/fashion-mnist-cnn.toml puts its conv layers on PS",
           "[e2e][plan][cnn]") {
   const auto dir = gradmesh::testing::fresh_directory("cnn-plan");
