@@ -156,7 +156,7 @@ void Model::forward_layer(std::size_t l, std::size_t batch) {
       backend_->copy_to_device(activations_[0].data(), host_activations_[0].data(),
                                batch * input_size() * sizeof(float));
     }
-    if (stale_[l].exchange(false)) {
+    if (stale_[l].exchange(false) && offsets_[l + 1] > offsets_[l]) {
       backend_->copy_to_device(device_parameters_.data() + offsets_[l],
                                parameters_.data() + offsets_[l],
                                (offsets_[l + 1] - offsets_[l]) * sizeof(float));
