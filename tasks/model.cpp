@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/error.h"
+#include "tasks/cpu/cpu_backend.h"
 #include "tasks/layers/make_layer.h"
 #include "tasks/layers/softmax_cross_entropy.h"
 #include "tasks/random.h"
@@ -11,12 +12,14 @@
 namespace gradmesh::tasks {
 
 Model::Model(const std::vector<LayerSpec>& specs, std::size_t input_size, std::size_t max_batch,
-             std::uint64_t seed)
-    : Model(specs, Shape::flat(input_size), max_batch, seed) {}
+             std::uint64_t seed, std::unique_ptr<Backend> backend)
+    : Model(specs, Shape::flat(input_size), max_batch, seed, std::move(backend)) {}
 
 Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t max_batch,
-             std::uint64_t seed)
-    : input_shape_(input_shape), max_batch_(max_batch) {
+             std::uint64_t seed, std::unique_ptr<Backend> backend)
+    : backend_(backend ? std::move(backend) : std::make_unique<cpu::CpuBackend>()),
+      input_shape_(input_shape),
+      max_batch_(max_batch) {
   if (input_shape.size() == 0) {
     throw ConfigError("model: expected a non-empty input shape, got " + to_string(input_shape));
   }
@@ -37,6 +40,7 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
     }
     try {
       layers_.push_back(make_layer(s, shape));
+      layers_.back()->set_backend(*backend_);
     } catch (const ConfigError& e) {
       throw ConfigError(where + e.what());
     }
@@ -48,20 +52,62 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     offsets_[l + 1] = offsets_[l] + layers_[l]->parameter_count();
   }
-  parameters_.assign(offsets_.back(), 0.0f);
-  gradients_.assign(offsets_.back(), 0.0f);
+  Backend& be = *backend_;
+  const bool device = on_device();
+  parameters_ = be.allocate<float>(offsets_.back(), MemoryKind::kHostStaging);
+  gradients_ = be.allocate<float>(offsets_.back(), MemoryKind::kHostStaging);
+  if (device) {
+    device_parameters_ = be.allocate<float>(offsets_.back());
+    device_gradients_ = be.allocate<float>(offsets_.back());
+    stale_ = std::make_unique<std::atomic<bool>[]>(layers_.size());
+    for (std::size_t l = 0; l < layers_.size(); ++l) stale_[l].store(true);
+  }
 
   activations_.resize(layers_.size() + 1);
   deltas_.resize(layers_.size() + 1);
-  activations_[0].assign(max_batch * input_shape.size(), 0.0f);
+  activations_[0] = be.allocate<float>(max_batch * input_shape.size());
+  if (device) {
+    host_activations_.resize(layers_.size() + 1);
+    host_deltas_.resize(layers_.size() + 1);
+    host_activations_[0] = be.allocate<float>(max_batch * input_shape.size(),
+                                              MemoryKind::kHostStaging);
+  }
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const std::size_t out = max_batch * layers_[l]->output_size();
-    activations_[l + 1].assign(out, 0.0f);
-    deltas_[l + 1].assign(out, 0.0f);
-    layers_[l]->bind(layer_parameters(l), layer_gradients(l));
+    activations_[l + 1] = be.allocate<float>(out);
+    deltas_[l + 1] = be.allocate<float>(out);
+    if (device) {
+      host_activations_[l + 1] = be.allocate<float>(out, MemoryKind::kHostStaging);
+      host_deltas_[l + 1] = be.allocate<float>(out, MemoryKind::kHostStaging);
+    }
+    // initialize() writes on the host: bind the host copy for it, then the device copy.
+    layers_[l]->bind(parameters_.span().subspan(offsets_[l], offsets_[l + 1] - offsets_[l]),
+                     gradients_.span().subspan(offsets_[l], offsets_[l + 1] - offsets_[l]));
     layers_[l]->reserve(max_batch);
     layers_[l]->initialize(derive_seed(seed, l));
+    if (device) {
+      const std::size_t count = offsets_[l + 1] - offsets_[l];
+      layers_[l]->bind(device_parameters_.span().subspan(offsets_[l], count),
+                       device_gradients_.span().subspan(offsets_[l], count));
+    }
   }
+}
+
+std::span<const float> Model::to_host(const Buffer<float>& src, const Buffer<float>& dst,
+                                      std::size_t count) const {
+  if (!on_device()) return std::span<const float>(src.data(), count);
+  backend_->copy_to_host(dst.data(), src.data(), count * sizeof(float));
+  return std::span<const float>(dst.data(), count);
+}
+
+std::span<float> Model::parameters() noexcept {
+  mark_parameters_changed();
+  return parameters_.span();
+}
+
+void Model::mark_parameters_changed() noexcept {
+  if (!stale_) return;
+  for (std::size_t l = 0; l < layers_.size(); ++l) stale_[l].store(true);
 }
 
 void Model::set_training(bool training) {
@@ -81,12 +127,13 @@ std::size_t Model::parameter_offset(std::size_t l) const {
 
 std::span<float> Model::layer_parameters(std::size_t l) {
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_parameters index");
-  return std::span<float>(parameters_).subspan(offsets_[l], offsets_[l + 1] - offsets_[l]);
+  if (stale_) stale_[l].store(true);
+  return parameters_.span().subspan(offsets_[l], offsets_[l + 1] - offsets_[l]);
 }
 
 std::span<float> Model::layer_gradients(std::size_t l) {
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_gradients index");
-  return std::span<float>(gradients_).subspan(offsets_[l], offsets_[l + 1] - offsets_[l]);
+  return gradients_.span().subspan(offsets_[l], offsets_[l + 1] - offsets_[l]);
 }
 
 void Model::check_batch(std::size_t batch) const {
@@ -97,20 +144,32 @@ void Model::check_batch(std::size_t batch) const {
 
 std::span<float> Model::input(std::size_t batch) {
   check_batch(batch);
-  return std::span<float>(activations_[0]).first(batch * input_size());
+  const Buffer<float>& host = on_device() ? host_activations_[0] : activations_[0];
+  return host.span().first(batch * input_size());
 }
 
 void Model::forward_layer(std::size_t l, std::size_t batch) {
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::forward_layer index");
   check_batch(batch);
+  if (on_device()) {
+    if (l == 0) {
+      backend_->copy_to_device(activations_[0].data(), host_activations_[0].data(),
+                               batch * input_size() * sizeof(float));
+    }
+    if (stale_[l].exchange(false) && offsets_[l + 1] > offsets_[l]) {
+      backend_->copy_to_device(device_parameters_.data() + offsets_[l],
+                               parameters_.data() + offsets_[l],
+                               (offsets_[l + 1] - offsets_[l]) * sizeof(float));
+    }
+  }
   layers_[l]->forward(activations_[l].data(), activations_[l + 1].data(), batch);
   if (l + 1 == layers_.size()) forward_batch_ = batch;
 }
 
 float Model::loss_backward(std::span<const std::int32_t> labels) {
   GRADMESH_CHECK_EQ(labels.size(), forward_batch_, "loss_backward: labels vs last forward batch");
-  return SoftmaxCrossEntropy::forward_backward(activations_.back().data(), labels.data(),
-                                               labels.size(), output_size(), deltas_.back().data());
+  return backend_->softmax_cross_entropy(activations_.back().data(), labels, output_size(),
+                                         deltas_.back().data());
 }
 
 void Model::backward_layer(std::size_t l, std::size_t batch) {
@@ -119,23 +178,34 @@ void Model::backward_layer(std::size_t l, std::size_t batch) {
   float* dx = l > 0 ? deltas_[l].data() : nullptr;
   layers_[l]->backward(activations_[l].data(), activations_[l + 1].data(), deltas_[l + 1].data(),
                        dx, batch);
+  if (on_device()) {
+    const std::size_t count = offsets_[l + 1] - offsets_[l];
+    if (count > 0 && layers_[l]->parameter_gradients_enabled()) {
+      backend_->copy_to_host(gradients_.data() + offsets_[l], device_gradients_.data() + offsets_[l],
+                             count * sizeof(float));
+    }
+    stale_[l].store(true);  // the sync stage / optimizer writes the host parameters next
+  }
 }
 
 std::span<const float> Model::layer_input(std::size_t l, std::size_t batch) const {
   check_batch(batch);
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_input: no such layer");
-  return std::span<const float>(activations_[l]).first(batch * layers_[l]->input_size());
+  return to_host(activations_[l], on_device() ? host_activations_[l] : activations_[l],
+                 batch * layers_[l]->input_size());
 }
 
 std::span<const float> Model::layer_output_gradient(std::size_t l, std::size_t batch) const {
   check_batch(batch);
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_output_gradient: no such layer");
-  return std::span<const float>(deltas_[l + 1]).first(batch * layers_[l]->output_size());
+  return to_host(deltas_[l + 1], on_device() ? host_deltas_[l + 1] : deltas_[l + 1],
+                 batch * layers_[l]->output_size());
 }
 
 std::span<const float> Model::output(std::size_t batch) const {
   check_batch(batch);
-  return std::span<const float>(activations_.back()).first(batch * output_size());
+  return to_host(activations_.back(), on_device() ? host_activations_.back() : activations_.back(),
+                 batch * output_size());
 }
 
 float Model::forward_backward(std::span<const float> x, std::span<const std::int32_t> y) {
@@ -173,7 +243,7 @@ Model::Evaluation Model::evaluate(const Dataset& d) {
     const auto x = d.x.begin() + static_cast<std::ptrdiff_t>(first * input_size());
     std::copy(x, x + static_cast<std::ptrdiff_t>(batch * input_size()), input(batch).begin());
     for (std::size_t l = 0; l < layers_.size(); ++l) forward_layer(l, batch);
-    const float* logits = activations_.back().data();
+    const float* logits = output(batch).data();
     const std::int32_t* labels = d.y.data() + first;
     loss_sum +=
         static_cast<double>(SoftmaxCrossEntropy::loss(logits, labels, batch, output_size())) *

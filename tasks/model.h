@@ -3,12 +3,14 @@
 // gradient buffer (so the sync stage sees each layer's slice as one contiguous tensor), and the
 // activation buffers of one mini-batch.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
 
+#include "tasks/backend.h"
 #include "tasks/data/dataset.h"
 #include "tasks/layers/layer.h"
 #include "tasks/layers/layer_spec.h"
@@ -30,8 +32,36 @@ namespace gradmesh::tasks {
 /// backward_layer(L-1..0, batch) — after backward_layer(l) returns, layer_gradients(l) is final
 /// for this step and may be sent.
 ///
+/// Compute device: the Model owns a Backend (tasks/backend.h; CPU by default, or the one passed
+/// in, e.g. make_backend("cuda")) and every layer computes through it. All spans the Model
+/// returns (parameters(), gradients(), layer_parameters/gradients, input, layer_input,
+/// layer_output_gradient, output) are HOST memory on every backend, so sync stages never see a
+/// device pointer. On the CPU backend they are the compute buffers themselves (no copies; results
+/// bitwise identical to the pre-backend code). On a device backend (CUDA) the Model keeps device
+/// copies of parameters, gradients and all activations and deltas, and the host spans are pinned
+/// staging buffers (cudaMallocHost), kept in step as follows:
+///  - gradients: backward_layer(l) copies layer l's gradients device -> host before it returns
+///    (unless the layer's parameter gradients are disabled, as SFB does), so WFBP may ship them
+///    at once. Cost: one device-to-host copy of the layer's gradients and a wait per backward.
+///  - parameters: the optimizer step stays on the HOST for now (tasks/optim, the sync stages'
+///    shards): it writes the staging copy. A layer's device copy is marked stale after each
+///    backward_layer(l) (the sync stage updates the parameters next), whenever parameters() or
+///    layer_parameters(l) hands out the span (the caller may write it), and by
+///    mark_parameters_changed(); forward_layer(l) uploads a stale layer's parameters first. So
+///    each training step uploads every parameter once (host -> device, asynchronous), and
+///    evaluate() after training uploads nothing per batch.
+///  - input(batch) is staging; forward_layer(0) uploads the batch.
+///  - layer_input / layer_output_gradient / output copy device -> staging on every call (one copy
+///    of the span's floats and a wait for the device): what SFB and evaluation read.
+/// Writes through a span handed out earlier (a PS shard, Ako) that land after the layer's last
+/// backward of a run and before its next forward are seen only if the layer was marked stale by
+/// one of the rules above; call mark_parameters_changed() after such writes outside training.
+///
 /// Thread safety: none; one Model is driven by one thread at a time, though distinct layers'
-/// parameter/gradient slices may be read by other threads once their backward step is done.
+/// parameter/gradient slices may be read by other threads once their backward step is done, and
+/// layer_parameters(l) may be called from another thread (the stale flags are atomic). On a
+/// device model, layer_input / layer_output_gradient / output use the device's stream: call them
+/// from the thread driving the Model (the sync stage's backward hook) or while it is idle.
 /// Moving a Model keeps all spans valid; copying is not allowed.
 class Model {
  public:
@@ -45,16 +75,24 @@ class Model {
   /// the loss, a layer does not fit its input (a kernel larger than the padded input, ...) or the
   /// loss's input is not flat; a layer's error reads "model.layers[i] '<spec>': <what was
   /// expected>", with the spec in canonical form (to_string(LayerSpec)).
+  ///
+  /// `backend`: the device to compute on (nullptr: a new cpu::CpuBackend); the Model owns it.
+  /// Throws DeviceError when the device cannot hold the model.
   Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t max_batch,
-        std::uint64_t seed);
+        std::uint64_t seed, std::unique_ptr<Backend> backend = nullptr);
   /// The same for flat inputs of `input_size` features (input_size x 1 x 1).
   Model(const std::vector<LayerSpec>& specs, std::size_t input_size, std::size_t max_batch,
-        std::uint64_t seed);
+        std::uint64_t seed, std::unique_ptr<Backend> backend = nullptr);
   Model(Model&&) noexcept = default;
   Model& operator=(Model&&) noexcept = default;
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
   ~Model() = default;
+
+  /// The backend the layers compute on.
+  [[nodiscard]] Backend& backend() const noexcept { return *backend_; }
+  /// Whether the model computes on a device other than the host (device copies + host staging).
+  [[nodiscard]] bool on_device() const noexcept { return !backend_->host_addressable(); }
 
   /// Number of Layers (the loss is not one).
   [[nodiscard]] std::size_t num_layers() const noexcept { return layers_.size(); }
@@ -76,14 +114,19 @@ class Model {
 
   /// m: floats of parameters over all layers.
   [[nodiscard]] std::size_t parameter_count() const noexcept { return parameters_.size(); }
-  /// All parameters, flat (see the class comment for the layout).
-  [[nodiscard]] std::span<float> parameters() noexcept { return parameters_; }
-  /// All gradients of the last backward pass, same layout as parameters().
-  [[nodiscard]] std::span<float> gradients() noexcept { return gradients_; }
+  /// All parameters, flat, host memory (see the class comment for the layout and, on a device,
+  /// when the device copy is refreshed: this call marks every layer's device copy stale).
+  [[nodiscard]] std::span<float> parameters() noexcept;
+  /// All gradients of the last backward pass, same layout as parameters(), host memory.
+  [[nodiscard]] std::span<float> gradients() noexcept { return gradients_.span(); }
+  /// On a device model, makes the next forward_layer(l) of every layer upload its parameters
+  /// from the host copy (a no-op on the CPU). Thread safety: may be called from any thread.
+  void mark_parameters_changed() noexcept;
   /// Offset, in floats, of layer l's parameters in parameters(); l == num_layers() gives
   /// parameter_count(). Throws gradmesh::ContractError if l > num_layers().
   [[nodiscard]] std::size_t parameter_offset(std::size_t l) const;
-  /// Layer l's slice of parameters() (empty for parameter-free layers).
+  /// Layer l's slice of parameters() (empty for parameter-free layers); marks layer l's device
+  /// copy stale.
   [[nodiscard]] std::span<float> layer_parameters(std::size_t l);
   /// Layer l's slice of gradients().
   [[nodiscard]] std::span<float> layer_gradients(std::size_t l);
@@ -125,15 +168,27 @@ class Model {
  private:
   void check_batch(std::size_t batch) const;
 
+  /// On a device model: `count` floats of device buffer `src` into staging `dst`; returns dst's
+  /// first count floats (src's own span on the CPU).
+  std::span<const float> to_host(const Buffer<float>& src, const Buffer<float>& dst,
+                                 std::size_t count) const;
+
+  // Declared first: destroyed last (layers and buffers hold pointers to it).
+  std::unique_ptr<Backend> backend_;
   Shape input_shape_;
   std::size_t max_batch_;
   bool training_ = true;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::size_t> offsets_;  // num_layers() + 1 entries
-  std::vector<float> parameters_;
-  std::vector<float> gradients_;
-  std::vector<std::vector<float>> activations_;  // [0] input, [l + 1] output of layer l
-  std::vector<std::vector<float>> deltas_;       // [l] d loss / d activations_[l]; [0] unused
+  Buffer<float> parameters_;          // host: the compute buffer (CPU) or pinned staging
+  Buffer<float> gradients_;           // host, as parameters_
+  Buffer<float> device_parameters_;   // device copies; empty on the CPU
+  Buffer<float> device_gradients_;
+  std::vector<Buffer<float>> activations_;  // backend memory: [0] input, [l + 1] output of layer l
+  std::vector<Buffer<float>> deltas_;       // [l] d loss / d activations_[l]; [0] unused
+  std::vector<Buffer<float>> host_activations_;  // device only: staging mirrors of activations_
+  std::vector<Buffer<float>> host_deltas_;       // device only: staging mirrors of deltas_
+  std::unique_ptr<std::atomic<bool>[]> stale_;   // device only: layer l's device copy is stale
   std::size_t forward_batch_ = 0;                // batch of the last forward_layer(L - 1)
 };
 

@@ -124,6 +124,7 @@ constexpr std::array<std::string_view, 6> kStrategies{"none", "ps", "poseidon", 
 constexpr std::array<std::string_view, 3> kSfbModes{"auto", "always", "never"};
 constexpr std::array<std::string_view, 2> kChooseBy{"time", "bytes"};
 constexpr std::array<std::string_view, 1> kDatasets{"fashion-mnist"};
+constexpr std::array<std::string_view, 2> kDevices{"cpu", "cuda"};
 
 constexpr std::string_view kSendRateExpected =
     "\"unlimited\" or a rate > 0: a number of bytes/s, or a string such as \"100mbit\", "
@@ -135,7 +136,13 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 29> kKeys{{
+constexpr std::array<KeySpec, 30> kKeys{{
+    {"compute.device",
+     "\"cpu\" or \"cuda\" (where layers compute: OpenBLAS on the host, or cuBLAS and CUDA "
+     "kernels on GPU 0)",
+     OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) { return set_choice(c.compute.device, n, kDevices); },
+     [](const JobConfig& c) { return toml_quote(c.compute.device); }},
     {"compute.threads", "an integer >= 0 (worker threads; 0 = one per core)", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) { return set_size(c.compute.threads, n, 0); },
      [](const JobConfig& c) { return print_size(c.compute.threads); }},

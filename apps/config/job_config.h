@@ -116,6 +116,8 @@ struct JobConfig {
   /// [compute]: the local executor.
   struct Compute {
     std::size_t threads = 0;  ///< compute.threads: BLAS threads; 0 = cores / nodes on this host.
+    /// compute.device: "cpu" (tasks/cpu/, OpenBLAS) or "cuda" (tasks/cuda/, cuBLAS; GPU 0).
+    std::string device = "cpu";
     friend bool operator==(const Compute&, const Compute&) = default;
   } compute;
 

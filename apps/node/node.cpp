@@ -26,6 +26,7 @@
 #include "tasks/data/fashion_mnist.h"
 #include "tasks/data/shard_sampler.h"
 #include "tasks/layers/layer_spec.h"
+#include "tasks/make_backend.h"
 #include "tasks/model.h"
 #include "topo/peer_list.h"
 
@@ -154,7 +155,9 @@ int train(const NodeOptions& options) {
   if (config.data.train_limit) data.train = tasks::take_first(data.train, *config.data.train_limit);
   if (config.data.test_limit) data.test = tasks::take_first(data.test, *config.data.test_limit);
   const std::size_t batch = config.optimizer.batch_size;
-  tasks::Model model(specs, tasks::sample_shape(data.train), batch, config.job.seed);
+  tasks::Model model(specs, tasks::sample_shape(data.train), batch, config.job.seed,
+                     tasks::make_backend(config.compute.device));
+  spdlog::info("compute device: {}", model.backend().description());
   tasks::cpu::set_blas_threads(blas_threads(config, peers, rank));
 
   engine::Executor executor({1, 1});
@@ -335,6 +338,7 @@ int run_plan(const PlanOptions& options) {
     const JobConfig config = load_job_config(options.config, options.overrides);
     if (options.nodes == 0) throw ConfigError("--nodes must be >= 1");
     const auto specs = layer_specs(config);
+    // The plan needs the model's shapes only: the CPU backend, whatever compute.device says.
     tasks::Model model(specs, tasks::kFashionMnistShape, config.optimizer.batch_size,
                        config.job.seed);
     engine::Executor executor({1, 1});

@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
-#include <vector>
 
 #include "tasks/layers/weighted_layer.h"
 
@@ -28,7 +27,7 @@ struct Conv2dGeometry {
 /// Parameters (and gradients, same layout), parameter_count() = F C k k + F floats:
 /// [ W: F x C x k x k row-major | b: F ] (weights(), bias(); see WeightedLayer).
 /// forward, for a chunk of S samples at a time: col = [im2col(x_1) | ... | im2col(x_S)]
-/// (C k k x S OH OW), out = W col (F x S OH OW) — one cpu::sgemm per chunk (Chellapilla et al.,
+/// (C k k x S OH OW), out = W col (F x S OH OW) — one backend sgemm per chunk (Chellapilla et al.,
 /// "High performance convolutional neural networks for document processing", 2006; Caffe's
 /// layout) — then y_n = sample n's columns of out + b.
 /// backward, per chunk: dY gathered the same way, dW (+)= dY col^T (one sgemm; the first chunk
@@ -74,19 +73,16 @@ class Conv2d final : public WeightedLayer {
   [[nodiscard]] std::size_t samples_per_gemm() const noexcept { return chunk_; }
 
  private:
-  /// col (patch_ x positions_, row stride ld) = the receptive fields of one sample x (C x H x W).
-  void im2col(const float* x, float* col, std::size_t ld) const noexcept;
-  /// dx (C x H x W) = the sum of dcol (patch_ x positions_, row stride ld) back over the
-  /// receptive fields.
-  void col2im(const float* dcol, std::size_t ld, float* dx) const noexcept;
+  /// The input and output geometry as Backend::im2col / col2im take it.
+  [[nodiscard]] Im2colGeometry im2col_geometry() const noexcept;
 
   Conv2dGeometry geometry_;
   std::size_t patch_;      // C k k, rows of col
   std::size_t positions_;  // OH OW, columns of col
   std::size_t column_budget_;  // floats
   std::size_t chunk_ = 0;      // S, samples per GEMM
-  std::vector<float> col_;     // C k k x S OH OW: im2col columns, then dcol
-  std::vector<float> out_;     // F x S OH OW: the GEMM's output, or the gathered dY
+  Buffer<float> col_;          // C k k x S OH OW: im2col columns, then dcol (backend memory)
+  Buffer<float> out_;          // F x S OH OW: the GEMM's output, or the gathered dY
 };
 
 }  // namespace gradmesh::tasks

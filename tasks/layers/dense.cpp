@@ -4,7 +4,6 @@
 #include <string>
 
 #include "engine/error.h"
-#include "tasks/cpu/blas.h"
 
 namespace gradmesh::tasks {
 
@@ -22,29 +21,25 @@ Dense::Dense(Shape input, std::size_t outputs)
 
 void Dense::forward(const float* x, float* y, std::size_t batch) {
   // y (K x M) = b broadcast over rows, then += x (K x N) * W^T (N x M).
-  for (std::size_t k = 0; k < batch; ++k) {
-    std::copy(b_.begin(), b_.end(), y + k * outputs_);
-  }
-  cpu::sgemm(false, true, batch, outputs_, inputs_, 1.0f, x, inputs_, w_.data(), inputs_, 1.0f, y,
+  Backend& be = backend();
+  be.broadcast_rows(b_.data(), batch, outputs_, y);
+  be.sgemm(false, true, batch, outputs_, inputs_, 1.0f, x, inputs_, w_.data(), inputs_, 1.0f, y,
              outputs_);
 }
 
 void Dense::backward(const float* x, const float* /*y*/, const float* dy, float* dx,
                      std::size_t batch) {
+  Backend& be = backend();
   if (parameter_gradients()) {
     // dW (M x N) = dY^T (M x K) * X (K x N): the sufficient factors U = dY, V = X.
-    cpu::sgemm(true, false, outputs_, inputs_, batch, 1.0f, dy, outputs_, x, inputs_, 0.0f,
+    be.sgemm(true, false, outputs_, inputs_, batch, 1.0f, dy, outputs_, x, inputs_, 0.0f,
                dw_.data(), inputs_);
     // db = column sums of dY.
-    std::fill(db_.begin(), db_.end(), 0.0f);
-    for (std::size_t k = 0; k < batch; ++k) {
-      const float* row = dy + k * outputs_;
-      for (std::size_t m = 0; m < outputs_; ++m) db_[m] += row[m];
-    }
+    be.column_sums(dy, batch, outputs_, db_.data());
   }
   // dx (K x N) = dY (K x M) * W (M x N).
   if (dx != nullptr) {
-    cpu::sgemm(false, false, batch, inputs_, outputs_, 1.0f, dy, outputs_, w_.data(), inputs_, 0.0f,
+    be.sgemm(false, false, batch, inputs_, outputs_, 1.0f, dy, outputs_, w_.data(), inputs_, 0.0f,
                dx, inputs_);
   }
 }

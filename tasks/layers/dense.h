@@ -17,7 +17,7 @@ namespace gradmesh::tasks {
 /// [ W: M x N row-major | b: M ] (weights(), bias(); see WeightedLayer).
 /// backward: dW = dY^T X (M x N) — Poseidon's sufficient-factor form dW = U^T V with U = dY
 /// (K x M) and V = X (K x N), K the batch; db = column sums of dY; dx = dY W (K x N).
-/// All products go through tasks/cpu/blas.h (OpenBLAS sgemm). Thread safety: see Layer.
+/// All products are the backend's sgemm (Layer::backend()). Thread safety: see Layer.
 class Dense final : public WeightedLayer {
  public:
   /// A layer on flat inputs of `inputs` features. Throws gradmesh::ConfigError if inputs or

@@ -1,6 +1,5 @@
 #include "tasks/layers/dropout.h"
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -20,7 +19,9 @@ Dropout::Dropout(Shape shape, double p)
   }
 }
 
-void Dropout::reserve(std::size_t max_batch) { mask_.assign(max_batch * input_size(), 0.0f); }
+void Dropout::reserve(std::size_t max_batch) {
+  mask_ = backend().allocate<float>(max_batch * input_size());
+}
 
 void Dropout::initialize(std::uint64_t seed) {
   seed_ = seed;
@@ -29,7 +30,9 @@ void Dropout::initialize(std::uint64_t seed) {
 
 std::span<const float> Dropout::mask(std::size_t batch) const {
   GRADMESH_CHECK_LE(batch * input_size(), mask_.size(), "dropout mask: batch vs reserve");
-  return std::span<const float>(mask_).first(batch * input_size());
+  GRADMESH_CHECK(backend().host_addressable(), "dropout mask() reads host memory; the layer's "
+                 "backend '" + std::string(backend().name()) + "' keeps it on the device");
+  return mask_.span().first(batch * input_size());
 }
 
 void Dropout::forward(const float* x, float* y, std::size_t batch) {
@@ -37,15 +40,11 @@ void Dropout::forward(const float* x, float* y, std::size_t batch) {
   GRADMESH_CHECK_LE(n, mask_.size(), "dropout forward: batch vs reserve");
   masked_ = training_ && p_ > 0.0;
   if (!masked_) {
-    std::copy(x, x + n, y);
+    backend().copy(y, x, n * sizeof(float));
     return;
   }
-  SplitMix64 rng(derive_seed(seed_, step_++));
-  const auto p = static_cast<float>(p_);
-  for (std::size_t i = 0; i < n; ++i) {
-    mask_[i] = rng.next_float() < p ? 0.0f : scale_;
-    y[i] = x[i] * mask_[i];
-  }
+  backend().dropout_forward(x, n, derive_seed(seed_, step_++), static_cast<float>(p_), scale_,
+                            mask_.data(), y);
 }
 
 void Dropout::backward(const float* /*x*/, const float* /*y*/, const float* dy, float* dx,
@@ -53,11 +52,11 @@ void Dropout::backward(const float* /*x*/, const float* /*y*/, const float* dy, 
   if (dx == nullptr) return;
   const std::size_t n = batch * input_size();
   if (!masked_) {
-    std::copy(dy, dy + n, dx);
+    backend().copy(dx, dy, n * sizeof(float));
     return;
   }
   GRADMESH_CHECK_LE(n, mask_.size(), "dropout backward: batch vs reserve");
-  for (std::size_t i = 0; i < n; ++i) dx[i] = dy[i] * mask_[i];
+  backend().multiply(dy, mask_.data(), n, dx);
 }
 
 }  // namespace gradmesh::tasks

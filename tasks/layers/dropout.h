@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
-#include <vector>
 
 #include "tasks/layers/layer.h"
 
@@ -42,7 +41,7 @@ class Dropout final : public Layer {
   /// fixed in a gradient check).
   void set_step(std::uint64_t step) noexcept { step_ = step; }
   /// The multipliers m of the last training-mode forward: batch x input_size() floats, each 0 or
-  /// 1 / (1 - p).
+  /// 1 / (1 - p). Host memory only: throws gradmesh::ContractError on a device backend.
   [[nodiscard]] std::span<const float> mask(std::size_t batch) const;
 
   /// Throws gradmesh::ContractError if batch exceeds what reserve() sized.
@@ -57,7 +56,7 @@ class Dropout final : public Layer {
   std::uint64_t step_ = 0;
   bool training_ = true;
   bool masked_ = false;  // whether the last forward applied mask_
-  std::vector<float> mask_;
+  Buffer<float> mask_;  // backend memory
 };
 
 }  // namespace gradmesh::tasks

@@ -1,7 +1,5 @@
 #include "tasks/layers/flatten.h"
 
-#include <algorithm>
-
 #include "engine/error.h"
 
 namespace gradmesh::tasks {
@@ -13,12 +11,12 @@ Flatten::Flatten(Shape input) : Layer(input, Shape::flat(input.size())) {
 }
 
 void Flatten::forward(const float* x, float* y, std::size_t batch) {
-  std::copy(x, x + batch * input_size(), y);
+  backend().copy(y, x, batch * input_size() * sizeof(float));
 }
 
 void Flatten::backward(const float* /*x*/, const float* /*y*/, const float* dy, float* dx,
                        std::size_t batch) {
-  if (dx != nullptr) std::copy(dy, dy + batch * input_size(), dx);
+  if (dx != nullptr) backend().copy(dx, dy, batch * input_size() * sizeof(float));
 }
 
 }  // namespace gradmesh::tasks

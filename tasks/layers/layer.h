@@ -8,6 +8,8 @@
 #include <span>
 #include <string_view>
 
+#include "tasks/backend.h"
+#include "tasks/cpu/cpu_backend.h"
 #include "tasks/shape.h"
 
 namespace gradmesh::tasks {
@@ -21,6 +23,10 @@ namespace gradmesh::tasks {
 /// owner (Model) and must outlive the layer's use. Scratch memory a layer needs per batch (im2col
 /// columns, pooling argmax, dropout masks) is sized once by reserve(). Thread safety: none; one
 /// layer is driven by one compute task at a time. forward/backward must not allocate.
+///
+/// Device: a layer computes through a Backend (tasks/backend.h): the host CPU backend
+/// (cpu::host_backend()) unless its owner sets another with set_backend() before bind/reserve.
+/// Every pointer and bound span a layer gets is then that backend's device memory.
 class Layer {
  public:
   Layer(const Layer&) = delete;
@@ -54,6 +60,11 @@ class Layer {
     return 2.0 * static_cast<double>(p > 0 ? p : input_size());
   }
 
+  /// The backend forward/backward compute on; call before bind() and reserve() (scratch lives
+  /// on it). The backend must outlive the layer's use. Default: cpu::host_backend().
+  void set_backend(Backend& backend) noexcept { backend_ = &backend; }
+  [[nodiscard]] Backend& backend() const noexcept { return *backend_; }
+
   /// Binds the layer to its parameters and gradients, each parameter_count() floats, laid out as
   /// the layer documents. Throws gradmesh::ContractError on a size mismatch.
   virtual void bind(std::span<float> /*parameters*/, std::span<float> /*gradients*/) {}
@@ -66,6 +77,8 @@ class Layer {
   /// Deterministic initialisation from `seed` (the Model passes derive_seed(job seed, layer
   /// index)): the bound parameters and any random stream (dropout). The same seed gives the same
   /// values on every platform.
+  /// Writes the bound parameters on the host: a device model binds its host staging copy for
+  /// this call, then the device copy (see Model).
   virtual void initialize(std::uint64_t /*seed*/) {}
 
   /// Training (true, the default) or evaluation (false) mode. Only layers that behave differently
@@ -79,6 +92,9 @@ class Layer {
   /// rebuilds them from other data (Poseidon's SFB rebuilds dW from sufficient factors) turns it
   /// off to save the GEMM; the gradient buffer is then left untouched by backward().
   virtual void set_parameter_gradients_enabled(bool /*enabled*/) {}
+  /// Whether backward() computes the parameter gradients (false only after
+  /// set_parameter_gradients_enabled(false) on a layer with parameters).
+  [[nodiscard]] virtual bool parameter_gradients_enabled() const noexcept { return true; }
 
   /// Back-propagates dy (batch x output_shape), given the x and y of the forward step just before
   /// (layers that remember something of it, such as pooling's argmax, rely on that). Overwrites
@@ -94,6 +110,7 @@ class Layer {
  private:
   Shape input_;
   Shape output_;
+  Backend* backend_ = &cpu::host_backend();
 };
 
 }  // namespace gradmesh::tasks

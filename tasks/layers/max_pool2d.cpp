@@ -1,6 +1,5 @@
 #include "tasks/layers/max_pool2d.h"
 
-#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -33,47 +32,27 @@ MaxPool2d::MaxPool2d(Shape input, std::size_t window, std::size_t stride)
                     "max_pool2d: input plane");
 }
 
-void MaxPool2d::reserve(std::size_t max_batch) { argmax_.assign(max_batch * output_size(), 0); }
+void MaxPool2d::reserve(std::size_t max_batch) {
+  argmax_ = backend().allocate<std::uint32_t>(max_batch * output_size());
+}
+
+PoolGeometry MaxPool2d::pool_geometry() const noexcept {
+  return PoolGeometry{input_shape().height, input_shape().width, window_, stride_,
+                      output_shape().height, output_shape().width};
+}
 
 void MaxPool2d::forward(const float* x, float* y, std::size_t batch) {
   GRADMESH_CHECK_LE(batch * output_size(), argmax_.size(), "max_pool2d forward: batch vs reserve");
-  const Shape& in = input_shape();
-  const std::size_t oh = output_shape().height, ow = output_shape().width;
-  const std::size_t planes = batch * in.channels;
-  for (std::size_t plane = 0; plane < planes; ++plane) {
-    const float* src = x + plane * in.height * in.width;
-    float* dst = y + plane * oh * ow;
-    std::uint32_t* arg = argmax_.data() + plane * oh * ow;
-    for (std::size_t i = 0; i < oh; ++i) {
-      for (std::size_t j = 0; j < ow; ++j) {
-        std::size_t best = i * stride_ * in.width + j * stride_;
-        for (std::size_t u = 0; u < window_; ++u) {
-          const std::size_t row = (i * stride_ + u) * in.width + j * stride_;
-          for (std::size_t v = 0; v < window_; ++v) {
-            if (src[row + v] > src[best]) best = row + v;
-          }
-        }
-        dst[i * ow + j] = src[best];
-        arg[i * ow + j] = static_cast<std::uint32_t>(best);
-      }
-    }
-  }
+  backend().max_pool_forward(x, batch * input_shape().channels, pool_geometry(), y,
+                             argmax_.data());
 }
 
 void MaxPool2d::backward(const float* /*x*/, const float* /*y*/, const float* dy, float* dx,
                          std::size_t batch) {
   if (dx == nullptr) return;
   GRADMESH_CHECK_LE(batch * output_size(), argmax_.size(), "max_pool2d backward: batch vs reserve");
-  const std::size_t in_plane = input_shape().height * input_shape().width;
-  const std::size_t out_plane = output_shape().height * output_shape().width;
-  const std::size_t planes = batch * input_shape().channels;
-  std::fill(dx, dx + planes * in_plane, 0.0f);
-  for (std::size_t plane = 0; plane < planes; ++plane) {
-    float* dst = dx + plane * in_plane;
-    const float* src = dy + plane * out_plane;
-    const std::uint32_t* arg = argmax_.data() + plane * out_plane;
-    for (std::size_t o = 0; o < out_plane; ++o) dst[arg[o]] += src[o];
-  }
+  backend().max_pool_backward(dy, argmax_.data(), batch * input_shape().channels, pool_geometry(),
+                              dx);
 }
 
 }  // namespace gradmesh::tasks

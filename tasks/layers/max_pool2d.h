@@ -4,7 +4,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
-#include <vector>
 
 #include "tasks/layers/layer.h"
 
@@ -39,7 +38,10 @@ class MaxPool2d final : public Layer {
  private:
   std::size_t window_;
   std::size_t stride_;
-  std::vector<std::uint32_t> argmax_;  // per output: the index of its max within the input plane
+  /// The geometry as Backend::max_pool_forward / backward take it.
+  [[nodiscard]] PoolGeometry pool_geometry() const noexcept;
+
+  Buffer<std::uint32_t> argmax_;  // per output: the index of its max within the input plane
 };
 
 }  // namespace gradmesh::tasks

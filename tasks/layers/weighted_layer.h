@@ -22,8 +22,12 @@ class WeightedLayer : public Layer {
   /// either does not hold parameter_count() floats.
   void bind(std::span<float> parameters, std::span<float> gradients) final;
   void set_parameter_gradients_enabled(bool enabled) final { parameter_gradients_ = enabled; }
+  [[nodiscard]] bool parameter_gradients_enabled() const noexcept final {
+    return parameter_gradients_;
+  }
 
-  /// W, row-major in the subclass's shape (a view into the bound parameters; empty before bind).
+  /// W, row-major in the subclass's shape (a view into the bound parameters; empty before bind;
+  /// device memory when the layer's backend is not host-addressable).
   [[nodiscard]] std::span<float> weights() const noexcept { return w_; }
   /// b, bias_count floats.
   [[nodiscard]] std::span<float> bias() const noexcept { return b_; }

@@ -198,6 +198,7 @@ TEST_CASE("every bad value is an error naming the key, the value and what was ex
       {"[sync.ako]\nstaleness = -1", "sync.ako.staleness", "-1", "an integer >= 0"},
       {"[sync.ako]\nbandwidth = 0", "sync.ako.bandwidth", "0", "a rate > 0"},
       {"[compute]\nthreads = -1", "compute.threads", "-1", "an integer >= 0"},
+      {"[compute]\ndevice = \"gpu\"", "compute.device", "\"gpu\"", "\"cpu\" or \"cuda\""},
       {"[sync]\nako = 3", "sync.ako", "3", "expected a table"},
   };
   for (const Row& row : rows) {
@@ -358,7 +359,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 29);
+  CHECK(keys.size() == 30);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -373,6 +374,7 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
 
   // One override per key, each changing exactly that key.
   const std::vector<std::string> changes = {
+      "compute.device=cuda",
       "compute.threads=3",           "data.dataset=fashion-mnist",  // (unchanged: see below)
       "data.path=/other",            "data.train_limit=100",
       "data.test_limit=100",

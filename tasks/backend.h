@@ -1,0 +1,218 @@
+#pragma once
+// The compute backend a Model owns: the memory of one device and the kernels the layers run on it
+// (DESIGN.md "Tensors have shapes and live on a device"). tasks/cpu/ implements it on host memory
+// and OpenBLAS, tasks/cuda/ on a CUDA GPU with cuBLAS and its own kernels.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "engine/error.h"
+
+namespace gradmesh::tasks {
+
+/// A device operation failed at run time (out of device memory, a kernel or copy failed). The
+/// message names the operation and the device's error string. Thread safety: immutable.
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Where a Buffer lives.
+enum class MemoryKind {
+  kDevice,       ///< the backend's device memory: only the backend's kernels and copies touch it
+  kHostStaging,  ///< host memory the device copies to and from fast (pinned, cudaMallocHost)
+};
+
+/// Owning handle to `size()` elements of T allocated by a Backend (Backend::allocate). Freed with
+/// the function the backend gave, so a Buffer may outlive the Backend object that made it (not the
+/// process's device context). Move-only; a moved-from Buffer is empty. Zero-filled on allocation.
+template <typename T>
+class Buffer {
+ public:
+  using Release = void (*)(void*) noexcept;
+
+  Buffer() noexcept = default;
+  /// Takes ownership of `data` (count elements of T), freed by release(data).
+  Buffer(T* data, std::size_t count, Release release) noexcept
+      : data_(data), size_(count), release_(release) {}
+  Buffer(Buffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)),
+        release_(std::exchange(o.release_, nullptr)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      data_ = std::exchange(o.data_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+      release_ = std::exchange(o.release_, nullptr);
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  /// The elements (a device address for MemoryKind::kDevice on a device backend: never
+  /// dereference it on the host there). nullptr when empty.
+  [[nodiscard]] T* data() const noexcept { return data_; }
+  /// Number of elements of T.
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  /// All elements as a span (same caveat as data()).
+  [[nodiscard]] std::span<T> span() const noexcept { return {data_, size_}; }
+
+ private:
+  void reset() noexcept {
+    if (data_ != nullptr && release_ != nullptr) release_(data_);
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+  Release release_ = nullptr;
+};
+
+/// Geometry of im2col / col2im for one sample of C x H x W and a square k x k kernel, stride s,
+/// zero padding p, giving OH x OW output positions (Conv2d computes them).
+struct Im2colGeometry {
+  std::size_t channels, height, width;  ///< C, H, W of the input sample
+  std::size_t kernel, stride, padding;  ///< k, s, p
+  std::size_t out_height, out_width;    ///< OH, OW
+  /// C k k: rows of a column matrix.
+  [[nodiscard]] constexpr std::size_t patch() const noexcept { return channels * kernel * kernel; }
+  /// OH OW: columns of one sample in a column matrix.
+  [[nodiscard]] constexpr std::size_t positions() const noexcept { return out_height * out_width; }
+  /// C H W: floats of one input sample.
+  [[nodiscard]] constexpr std::size_t sample_size() const noexcept {
+    return channels * height * width;
+  }
+};
+
+/// Geometry of max pooling over one plane of H x W, window x window squares, stride s, no
+/// padding, giving OH x OW outputs.
+struct PoolGeometry {
+  std::size_t height, width;          ///< H, W of an input plane
+  std::size_t window, stride;         ///< window, s
+  std::size_t out_height, out_width;  ///< OH, OW
+};
+
+/// The kernels and memory of one compute device. Every pointer argument of a kernel is device
+/// memory of this backend (MemoryKind::kDevice; on the CPU backend, any host memory), sizes are in
+/// elements, matrices are row-major. Kernels are enqueued in order on the backend's one stream:
+/// they may return before they ran (CUDA) and see each other's results in call order; what reads
+/// results on the host (copy_to_host, softmax_cross_entropy's loss, synchronize) waits for
+/// everything enqueued before it.
+///
+/// Thread safety: none; one thread drives a backend at a time (the Model's). Errors: a failing
+/// device call throws DeviceError naming it; bad sizes are the caller's contract (not checked in
+/// kernels). Kernels never allocate (a backend may grow scratch for softmax_cross_entropy's labels
+/// on its first call with a larger batch).
+class Backend {
+ public:
+  Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+  virtual ~Backend() = default;
+
+  /// "cpu" or "cuda": the value of compute.device that chose it.
+  [[nodiscard]] virtual std::string_view name() const noexcept = 0;
+  /// A line saying which device this is ("CPU (OpenBLAS)", "NVIDIA H100 (sm_90), 79 GiB").
+  [[nodiscard]] virtual std::string description() const = 0;
+  /// Whether device memory is host memory (the CPU backend): then the Model computes in its host
+  /// buffers directly and needs no staging copies.
+  [[nodiscard]] virtual bool host_addressable() const noexcept = 0;
+
+  // ---- memory ----
+  /// Zero-filled bytes of `kind` memory (nullptr for 0 bytes) and the function that frees them.
+  /// Throws DeviceError when the device is out of memory. Called at set-up, never per iteration.
+  [[nodiscard]] virtual std::pair<void*, Buffer<std::byte>::Release> allocate_bytes(
+      std::size_t bytes, MemoryKind kind) = 0;
+  /// `count` zero-filled elements of T in `kind` memory.
+  template <typename T>
+  [[nodiscard]] Buffer<T> allocate(std::size_t count, MemoryKind kind = MemoryKind::kDevice) {
+    const auto [p, release] = allocate_bytes(count * sizeof(T), kind);
+    return Buffer<T>(static_cast<T*>(p), count, release);
+  }
+  /// Host (preferably staging) -> device, `bytes`. Asynchronous: src must stay unchanged until
+  /// the next call that waits (copy_to_host, synchronize, softmax_cross_entropy).
+  virtual void copy_to_device(void* dst, const void* src, std::size_t bytes) = 0;
+  /// Device -> host, `bytes`; returns once dst holds the data (after all enqueued work).
+  virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
+  /// Device -> device, `bytes`, enqueued.
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  /// Waits for everything enqueued.
+  virtual void synchronize() = 0;
+
+  // ---- BLAS ----
+  /// C = alpha op(A) op(B) + beta C, row-major, exactly as cpu::sgemm documents (op(A) m x k,
+  /// op(B) k x n, C m x n; lda/ldb/ldc row strides of A, B, C as stored). Sizes of 0: no-op.
+  virtual void sgemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
+                     float alpha, const float* a, std::size_t lda, const float* b,
+                     std::size_t ldb, float beta, float* c, std::size_t ldc) = 0;
+
+  // ---- element-wise and reductions (dense bias, flatten, dropout) ----
+  /// y (rows x cols) = `row` (cols) repeated on every row.
+  virtual void broadcast_rows(const float* row, std::size_t rows, std::size_t cols, float* y) = 0;
+  /// sums (cols) = column sums of a (rows x cols): sums[j] = sum_i a[i, j], rows in order.
+  virtual void column_sums(const float* a, std::size_t rows, std::size_t cols, float* sums) = 0;
+  /// y[i] = a[i] * b[i], i < n. y may alias a.
+  virtual void multiply(const float* a, const float* b, std::size_t n, float* y) = 0;
+  /// Inverted dropout's forward with a fresh mask: for unit i < n, with u_i the i-th float of
+  /// SplitMix64(seed) (SplitMix64::next_float; draw i is mix(seed + (i + 1) * golden gamma)),
+  /// mask[i] = u_i < p ? 0 : scale and y[i] = x[i] * mask[i]. Identical masks on every backend.
+  virtual void dropout_forward(const float* x, std::size_t n, std::uint64_t seed, float p,
+                               float scale, float* mask, float* y) = 0;
+
+  // ---- activations ----
+  /// y[i] = max(x[i], 0), i < n.
+  virtual void relu_forward(const float* x, std::size_t n, float* y) = 0;
+  /// dx[i] = y[i] > 0 ? dy[i] : 0, i < n.
+  virtual void relu_backward(const float* y, const float* dy, std::size_t n, float* dx) = 0;
+
+  // ---- convolution (Conv2d: im2col + GEMM, Caffe's layout) ----
+  /// For s < samples: the receptive fields of sample x + s * g.sample_size() into columns
+  /// [s OH OW, (s + 1) OH OW) of col (g.patch() rows, row stride ld >= samples OH OW); row
+  /// (c k + u) k + v, column i OW + j holds x[c, i s - p + u, j s - p + v] (0 in the padding).
+  virtual void im2col(const float* x, std::size_t samples, const Im2colGeometry& g, float* col,
+                      std::size_t ld) = 0;
+  /// The adjoint of im2col: dx (samples x C x H x W) = 0, then every element of dcol (layout as
+  /// im2col's col) added back to the input pixel it was read from.
+  virtual void col2im(const float* dcol, std::size_t ld, std::size_t samples,
+                      const Im2colGeometry& g, float* dx) = 0;
+  /// y[s, f, i] = out[f, s P + i] + bias[f] for s < samples, f < filters, i < P = positions:
+  /// the GEMM's F x (samples P) output (row stride ld) back to NCHW samples, plus the bias.
+  virtual void unpack_channels_add_bias(const float* out, std::size_t ld, std::size_t samples,
+                                        std::size_t filters, std::size_t positions,
+                                        const float* bias, float* y) = 0;
+  /// out[f, s P + i] = dy[s, f, i] (the inverse gather of unpack_channels_add_bias) and, when
+  /// bias_sums != nullptr, bias_sums[f] += sum_i dy[s, f, i] for each s in order (each sample's
+  /// sum formed first).
+  virtual void pack_channels(const float* dy, std::size_t samples, std::size_t filters,
+                             std::size_t positions, float* out, std::size_t ld,
+                             float* bias_sums) = 0;
+  /// dst[i] = value, i < n.
+  virtual void fill(float* dst, std::size_t n, float value) = 0;
+
+  // ---- pooling ----
+  /// For each of `planes` planes: y[o] = max of the window of output o, argmax[o] = the index of
+  /// that max in the input plane (ties: the first in row-major order).
+  virtual void max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g,
+                                float* y, std::uint32_t* argmax) = 0;
+  /// dx (planes x H x W) = 0, then dx[argmax[o]] += dy[o] per plane (overlapping windows add).
+  virtual void max_pool_backward(const float* dy, const std::uint32_t* argmax, std::size_t planes,
+                                 const PoolGeometry& g, float* dx) = 0;
+
+  // ---- loss ----
+  /// Softmax cross-entropy as SoftmaxCrossEntropy::forward_backward: logits (batch x classes,
+  /// device), labels (host, batch = labels.size(), each in [0, classes) else
+  /// gradmesh::ContractError); writes dlogits = (softmax - onehot) / batch on the device and
+  /// returns the mean loss (nats). Waits for the result.
+  virtual float softmax_cross_entropy(const float* logits, std::span<const std::int32_t> labels,
+                                      std::size_t classes, float* dlogits) = 0;
+};
+
+}  // namespace gradmesh::tasks

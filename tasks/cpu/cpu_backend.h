@@ -1,0 +1,67 @@
+#pragma once
+// The CPU compute backend: host memory, OpenBLAS (tasks/cpu/blas.h) and plain loops.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "tasks/backend.h"
+
+namespace gradmesh::tasks::cpu {
+
+/// Backend on the host: device memory is host memory (host_addressable()), so "copies" are
+/// memcpy and synchronize() does nothing; kernels run to completion on the calling thread. The
+/// loops are the ones the layers ran before the backend existed, in the same order, so results
+/// are bitwise identical to theirs. GEMM: OpenBLAS (threads: set_blas_threads). Stateless:
+/// several Models may share the work of one CpuBackend; thread safety as OpenBLAS (reentrant).
+class CpuBackend final : public Backend {
+ public:
+  [[nodiscard]] std::string_view name() const noexcept override { return "cpu"; }
+  [[nodiscard]] std::string description() const override { return "CPU (OpenBLAS)"; }
+  [[nodiscard]] bool host_addressable() const noexcept override { return true; }
+
+  [[nodiscard]] std::pair<void*, Buffer<std::byte>::Release> allocate_bytes(
+      std::size_t bytes, MemoryKind kind) override;
+  void copy_to_device(void* dst, const void* src, std::size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override;
+  void copy(void* dst, const void* src, std::size_t bytes) override;
+  void synchronize() override {}
+
+  void sgemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+             const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
+             float* c, std::size_t ldc) override;
+
+  void broadcast_rows(const float* row, std::size_t rows, std::size_t cols, float* y) override;
+  void column_sums(const float* a, std::size_t rows, std::size_t cols, float* sums) override;
+  void multiply(const float* a, const float* b, std::size_t n, float* y) override;
+  void dropout_forward(const float* x, std::size_t n, std::uint64_t seed, float p, float scale,
+                       float* mask, float* y) override;
+  void relu_forward(const float* x, std::size_t n, float* y) override;
+  void relu_backward(const float* y, const float* dy, std::size_t n, float* dx) override;
+  void im2col(const float* x, std::size_t samples, const Im2colGeometry& g, float* col,
+              std::size_t ld) override;
+  void col2im(const float* dcol, std::size_t ld, std::size_t samples, const Im2colGeometry& g,
+              float* dx) override;
+  void unpack_channels_add_bias(const float* out, std::size_t ld, std::size_t samples,
+                                std::size_t filters, std::size_t positions, const float* bias,
+                                float* y) override;
+  void pack_channels(const float* dy, std::size_t samples, std::size_t filters,
+                     std::size_t positions, float* out, std::size_t ld, float* bias_sums) override;
+  void fill(float* dst, std::size_t n, float value) override;
+  void max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g, float* y,
+                        std::uint32_t* argmax) override;
+  void max_pool_backward(const float* dy, const std::uint32_t* argmax, std::size_t planes,
+                         const PoolGeometry& g, float* dx) override;
+  float softmax_cross_entropy(const float* logits, std::span<const std::int32_t> labels,
+                              std::size_t classes, float* dlogits) override;
+};
+
+/// The CPU backend a Layer computes on until a Model gives it its own (Layer::set_backend), so a
+/// layer built alone (tests, tools) works on host pointers. A stateless process-wide object, not
+/// configuration: it holds nothing to configure. Thread safety: as CpuBackend.
+[[nodiscard]] Backend& host_backend() noexcept;
+
+}  // namespace gradmesh::tasks::cpu

@@ -1,0 +1,346 @@
+// CUDA kernels of the CUDA backend (see kernels.h and tasks/backend.h for what each computes).
+// Where it costs nothing, a kernel adds in the CPU backend's order (column sums, col2im, pooling's
+// backward gather), so those results match the CPU bit for bit; the rest match within rounding.
+
+#include "tasks/cuda/kernels.h"
+
+#include <cmath>
+
+namespace gradmesh::tasks::cuda::kernels {
+namespace {
+
+constexpr unsigned kThreads = 256;
+
+unsigned blocks_for(std::size_t n) {
+  const std::size_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535u * 16u ? (b == 0 ? 1 : b) : 65535u * 16u);
+}
+
+/// Grid-stride loop over [0, n).
+#define GM_FOR(i, n)                                                                       \
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+
+__global__ void broadcast_rows_kernel(const float* row, std::size_t rows, std::size_t cols,
+                                      float* y) {
+  GM_FOR(i, rows * cols) { y[i] = row[i % cols]; }
+}
+
+__global__ void column_sums_kernel(const float* a, std::size_t rows, std::size_t cols,
+                                   float* sums) {
+  GM_FOR(j, cols) {
+    float s = 0.0f;
+    for (std::size_t k = 0; k < rows; ++k) s += a[k * cols + j];
+    sums[j] = s;
+  }
+}
+
+__global__ void multiply_kernel(const float* a, const float* b, std::size_t n, float* y) {
+  GM_FOR(i, n) { y[i] = a[i] * b[i]; }
+}
+
+__device__ std::uint64_t splitmix_mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+__global__ void dropout_forward_kernel(const float* x, std::size_t n, std::uint64_t seed, float p,
+                                       float scale, float* mask, float* y) {
+  GM_FOR(i, n) {
+    // Draw i of SplitMix64(seed): the state after i + 1 additions of the golden gamma.
+    const std::uint64_t bits = splitmix_mix(seed + (i + 1) * 0x9E3779B97F4A7C15ULL);
+    const float u = static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);
+    const float m = u < p ? 0.0f : scale;
+    mask[i] = m;
+    y[i] = x[i] * m;
+  }
+}
+
+__global__ void relu_forward_kernel(const float* x, std::size_t n, float* y) {
+  GM_FOR(i, n) { y[i] = x[i] > 0.0f ? x[i] : 0.0f; }
+}
+
+__global__ void relu_backward_kernel(const float* y, const float* dy, std::size_t n, float* dx) {
+  GM_FOR(i, n) { dx[i] = y[i] > 0.0f ? dy[i] : 0.0f; }
+}
+
+__global__ void fill_kernel(float* dst, std::size_t n, float value) {
+  GM_FOR(i, n) { dst[i] = value; }
+}
+
+// One thread per element of col: (row r = (c k + u) k + v, sample s, position i OW + j).
+__global__ void im2col_kernel(const float* x, std::size_t samples, ConvShape g, float* col,
+                              std::size_t ld) {
+  const std::size_t positions = g.out_height * g.out_width;
+  const std::size_t patch = g.channels * g.kernel * g.kernel;
+  GM_FOR(t, patch * samples * positions) {
+    const std::size_t pos = t % positions;
+    const std::size_t s = (t / positions) % samples;
+    const std::size_t r = t / (positions * samples);
+    const std::size_t v = r % g.kernel, u = (r / g.kernel) % g.kernel, c = r / (g.kernel * g.kernel);
+    const std::size_t i = pos / g.out_width, j = pos % g.out_width;
+    const long long h = static_cast<long long>(i * g.stride + u) - static_cast<long long>(g.padding);
+    const long long w = static_cast<long long>(j * g.stride + v) - static_cast<long long>(g.padding);
+    float value = 0.0f;
+    if (h >= 0 && w >= 0 && h < static_cast<long long>(g.height) &&
+        w < static_cast<long long>(g.width)) {
+      value = x[s * g.channels * g.height * g.width + (c * g.height + h) * g.width + w];
+    }
+    col[r * ld + s * positions + pos] = value;
+  }
+}
+
+// One thread per input pixel (s, c, h, w): the sum of the col entries read from it, in the CPU's
+// order (u, then v).
+__global__ void col2im_kernel(const float* dcol, std::size_t ld, std::size_t samples, ConvShape g,
+                              float* dx) {
+  const std::size_t positions = g.out_height * g.out_width;
+  const std::size_t plane = g.height * g.width;
+  GM_FOR(t, samples * g.channels * plane) {
+    const std::size_t w = t % g.width, h = (t / g.width) % g.height;
+    const std::size_t c = (t / plane) % g.channels, s = t / (plane * g.channels);
+    float sum = 0.0f;
+    for (std::size_t u = 0; u < g.kernel; ++u) {
+      // h = i stride + u - padding for an output row i.
+      const long long hi = static_cast<long long>(h + g.padding) - static_cast<long long>(u);
+      if (hi < 0 || hi % static_cast<long long>(g.stride) != 0) continue;
+      const std::size_t i = static_cast<std::size_t>(hi) / g.stride;
+      if (i >= g.out_height) continue;
+      for (std::size_t v = 0; v < g.kernel; ++v) {
+        const long long wj = static_cast<long long>(w + g.padding) - static_cast<long long>(v);
+        if (wj < 0 || wj % static_cast<long long>(g.stride) != 0) continue;
+        const std::size_t j = static_cast<std::size_t>(wj) / g.stride;
+        if (j >= g.out_width) continue;
+        const std::size_t r = (c * g.kernel + u) * g.kernel + v;
+        sum += dcol[r * ld + s * positions + i * g.out_width + j];
+      }
+    }
+    dx[t] = sum;
+  }
+}
+
+__global__ void unpack_kernel(const float* out, std::size_t ld, std::size_t samples,
+                              std::size_t filters, std::size_t positions, const float* bias,
+                              float* y) {
+  GM_FOR(t, samples * filters * positions) {
+    const std::size_t i = t % positions, f = (t / positions) % filters, s = t / (positions * filters);
+    y[t] = out[f * ld + s * positions + i] + bias[f];
+  }
+}
+
+__global__ void pack_kernel(const float* dy, std::size_t samples, std::size_t filters,
+                            std::size_t positions, float* out, std::size_t ld) {
+  GM_FOR(t, samples * filters * positions) {
+    const std::size_t i = t % positions, f = (t / positions) % filters, s = t / (positions * filters);
+    out[f * ld + s * positions + i] = dy[t];
+  }
+}
+
+// One block per filter f: for each sample in order, a block reduction of its positions, added to
+// bias_sums[f] by thread 0 (as the CPU: each sample's sum first).
+__global__ void bias_sums_kernel(const float* dy, std::size_t samples, std::size_t filters,
+                                 std::size_t positions, float* bias_sums) {
+  __shared__ float partial[kThreads];
+  const std::size_t f = blockIdx.x;
+  float total = 0.0f;
+  for (std::size_t s = 0; s < samples; ++s) {
+    const float* src = dy + (s * filters + f) * positions;
+    float acc = 0.0f;
+    for (std::size_t i = threadIdx.x; i < positions; i += blockDim.x) acc += src[i];
+    partial[threadIdx.x] = acc;
+    __syncthreads();
+    for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) total += partial[0];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) bias_sums[f] += total;
+}
+
+__global__ void max_pool_forward_kernel(const float* x, std::size_t planes, PoolShape g, float* y,
+                                        std::uint32_t* argmax) {
+  const std::size_t out_plane = g.out_height * g.out_width;
+  GM_FOR(t, planes * out_plane) {
+    const std::size_t o = t % out_plane, plane = t / out_plane;
+    const std::size_t i = o / g.out_width, j = o % g.out_width;
+    const float* src = x + plane * g.height * g.width;
+    std::size_t best = i * g.stride * g.width + j * g.stride;
+    for (std::size_t u = 0; u < g.window; ++u) {
+      const std::size_t row = (i * g.stride + u) * g.width + j * g.stride;
+      for (std::size_t v = 0; v < g.window; ++v) {
+        if (src[row + v] > src[best]) best = row + v;
+      }
+    }
+    y[t] = src[best];
+    argmax[t] = static_cast<std::uint32_t>(best);
+  }
+}
+
+// One thread per input pixel: the dy of every output whose window covers it and chose it, in
+// ascending output order (the CPU's), so overlapping windows add up deterministically.
+__global__ void max_pool_backward_kernel(const float* dy, const std::uint32_t* argmax,
+                                         std::size_t planes, PoolShape g, float* dx) {
+  const std::size_t in_plane = g.height * g.width, out_plane = g.out_height * g.out_width;
+  GM_FOR(t, planes * in_plane) {
+    const std::size_t p = t % in_plane, plane = t / in_plane;
+    const std::size_t h = p / g.width, w = p % g.width;
+    // Outputs i with i stride <= h < i stride + window.
+    const std::size_t i_lo = h + 1 > g.window ? (h + 1 - g.window + g.stride - 1) / g.stride : 0;
+    const std::size_t i_hi = h / g.stride < g.out_height ? h / g.stride : g.out_height - 1;
+    const std::size_t j_lo = w + 1 > g.window ? (w + 1 - g.window + g.stride - 1) / g.stride : 0;
+    const std::size_t j_hi = w / g.stride < g.out_width ? w / g.stride : g.out_width - 1;
+    float sum = 0.0f;
+    for (std::size_t i = i_lo; i <= i_hi; ++i) {
+      for (std::size_t j = j_lo; j <= j_hi; ++j) {
+        const std::size_t o = plane * out_plane + i * g.out_width + j;
+        if (argmax[o] == p) sum += dy[o];
+      }
+    }
+    dx[t] = sum;
+  }
+}
+
+__global__ void softmax_cross_entropy_kernel(const float* logits, const std::int32_t* labels,
+                                             std::size_t batch, std::size_t classes,
+                                             float* dlogits, double* row_losses) {
+  const double inv_batch = 1.0 / static_cast<double>(batch);
+  GM_FOR(k, batch) {
+    const float* row = logits + k * classes;
+    float* drow = dlogits + k * classes;
+    const std::int32_t label = labels[k];
+    float m = row[0];
+    for (std::size_t c = 1; c < classes; ++c) m = row[c] > m ? row[c] : m;
+    const double z_label = static_cast<double>(row[label]) - m;
+    double sum = 0.0;
+    for (std::size_t c = 0; c < classes; ++c) {
+      const double e = exp(static_cast<double>(row[c]) - m);
+      drow[c] = static_cast<float>(e);
+      sum += e;
+    }
+    row_losses[k] = log(sum) - z_label;
+    const double scale = inv_batch / sum;
+    for (std::size_t c = 0; c < classes; ++c) {
+      drow[c] = static_cast<float>(static_cast<double>(drow[c]) * scale);
+    }
+    drow[label] -= static_cast<float>(inv_batch);
+  }
+}
+
+cudaError_t launched() { return cudaGetLastError(); }
+
+}  // namespace
+
+cudaError_t broadcast_rows(const float* row, std::size_t rows, std::size_t cols, float* y,
+                           cudaStream_t stream) {
+  if (rows * cols == 0) return cudaSuccess;
+  broadcast_rows_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(row, rows, cols, y);
+  return launched();
+}
+
+cudaError_t column_sums(const float* a, std::size_t rows, std::size_t cols, float* sums,
+                        cudaStream_t stream) {
+  if (cols == 0) return cudaSuccess;
+  column_sums_kernel<<<blocks_for(cols), kThreads, 0, stream>>>(a, rows, cols, sums);
+  return launched();
+}
+
+cudaError_t multiply(const float* a, const float* b, std::size_t n, float* y, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  multiply_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a, b, n, y);
+  return launched();
+}
+
+cudaError_t dropout_forward(const float* x, std::size_t n, std::uint64_t seed, float p, float scale,
+                            float* mask, float* y, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  dropout_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, seed, p, scale, mask, y);
+  return launched();
+}
+
+cudaError_t relu_forward(const float* x, std::size_t n, float* y, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  relu_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, y);
+  return launched();
+}
+
+cudaError_t relu_backward(const float* y, const float* dy, std::size_t n, float* dx,
+                          cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  relu_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, dy, n, dx);
+  return launched();
+}
+
+cudaError_t fill(float* dst, std::size_t n, float value, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, n, value);
+  return launched();
+}
+
+cudaError_t im2col(const float* x, std::size_t samples, const ConvShape& g, float* col,
+                   std::size_t ld, cudaStream_t stream) {
+  const std::size_t n = g.channels * g.kernel * g.kernel * samples * g.out_height * g.out_width;
+  if (n == 0) return cudaSuccess;
+  im2col_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, samples, g, col, ld);
+  return launched();
+}
+
+cudaError_t col2im(const float* dcol, std::size_t ld, std::size_t samples, const ConvShape& g,
+                   float* dx, cudaStream_t stream) {
+  const std::size_t n = samples * g.channels * g.height * g.width;
+  if (n == 0) return cudaSuccess;
+  col2im_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dcol, ld, samples, g, dx);
+  return launched();
+}
+
+cudaError_t unpack_channels_add_bias(const float* out, std::size_t ld, std::size_t samples,
+                                     std::size_t filters, std::size_t positions, const float* bias,
+                                     float* y, cudaStream_t stream) {
+  const std::size_t n = samples * filters * positions;
+  if (n == 0) return cudaSuccess;
+  unpack_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, ld, samples, filters, positions, bias,
+                                                        y);
+  return launched();
+}
+
+cudaError_t pack_channels(const float* dy, std::size_t samples, std::size_t filters,
+                          std::size_t positions, float* out, std::size_t ld, float* bias_sums,
+                          cudaStream_t stream) {
+  const std::size_t n = samples * filters * positions;
+  if (n == 0) return cudaSuccess;
+  pack_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, samples, filters, positions, out, ld);
+  if (bias_sums != nullptr) {
+    bias_sums_kernel<<<static_cast<unsigned>(filters), kThreads, 0, stream>>>(
+        dy, samples, filters, positions, bias_sums);
+  }
+  return launched();
+}
+
+cudaError_t max_pool_forward(const float* x, std::size_t planes, const PoolShape& g, float* y,
+                             std::uint32_t* argmax, cudaStream_t stream) {
+  const std::size_t n = planes * g.out_height * g.out_width;
+  if (n == 0) return cudaSuccess;
+  max_pool_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, planes, g, y, argmax);
+  return launched();
+}
+
+cudaError_t max_pool_backward(const float* dy, const std::uint32_t* argmax, std::size_t planes,
+                              const PoolShape& g, float* dx, cudaStream_t stream) {
+  const std::size_t n = planes * g.height * g.width;
+  if (n == 0) return cudaSuccess;
+  max_pool_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, argmax, planes, g, dx);
+  return launched();
+}
+
+cudaError_t softmax_cross_entropy(const float* logits, const std::int32_t* labels,
+                                  std::size_t batch, std::size_t classes, float* dlogits,
+                                  double* row_losses, cudaStream_t stream) {
+  if (batch == 0 || classes == 0) return cudaSuccess;
+  softmax_cross_entropy_kernel<<<blocks_for(batch), kThreads, 0, stream>>>(
+      logits, labels, batch, classes, dlogits, row_losses);
+  return launched();
+}
+
+}  // namespace gradmesh::tasks::cuda::kernels

@@ -1,0 +1,57 @@
+#pragma once
+// Launchers of the CUDA kernels behind CudaBackend (tasks/cuda/kernels.cu). Plain C++ types only,
+// so that kernels.cu needs nothing of the rest of gradmesh; CudaBackend documents what each
+// computes (they mirror tasks/backend.h). Every launcher enqueues on `stream` and returns at
+// once; it reports a launch failure by returning the cudaError_t (cudaSuccess otherwise). All
+// pointers are device memory; sizes are in elements.
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gradmesh::tasks::cuda::kernels {
+
+cudaError_t broadcast_rows(const float* row, std::size_t rows, std::size_t cols, float* y,
+                           cudaStream_t stream);
+cudaError_t column_sums(const float* a, std::size_t rows, std::size_t cols, float* sums,
+                        cudaStream_t stream);
+cudaError_t multiply(const float* a, const float* b, std::size_t n, float* y, cudaStream_t stream);
+cudaError_t dropout_forward(const float* x, std::size_t n, std::uint64_t seed, float p, float scale,
+                            float* mask, float* y, cudaStream_t stream);
+cudaError_t relu_forward(const float* x, std::size_t n, float* y, cudaStream_t stream);
+cudaError_t relu_backward(const float* y, const float* dy, std::size_t n, float* dx,
+                          cudaStream_t stream);
+cudaError_t fill(float* dst, std::size_t n, float value, cudaStream_t stream);
+
+/// Input C x H x W, k x k kernel, stride s, padding p, output OH x OW.
+struct ConvShape {
+  std::size_t channels, height, width, kernel, stride, padding, out_height, out_width;
+};
+cudaError_t im2col(const float* x, std::size_t samples, const ConvShape& g, float* col,
+                   std::size_t ld, cudaStream_t stream);
+cudaError_t col2im(const float* dcol, std::size_t ld, std::size_t samples, const ConvShape& g,
+                   float* dx, cudaStream_t stream);
+cudaError_t unpack_channels_add_bias(const float* out, std::size_t ld, std::size_t samples,
+                                     std::size_t filters, std::size_t positions, const float* bias,
+                                     float* y, cudaStream_t stream);
+cudaError_t pack_channels(const float* dy, std::size_t samples, std::size_t filters,
+                          std::size_t positions, float* out, std::size_t ld, float* bias_sums,
+                          cudaStream_t stream);
+
+/// Planes of H x W, window x window, stride s, output OH x OW.
+struct PoolShape {
+  std::size_t height, width, window, stride, out_height, out_width;
+};
+cudaError_t max_pool_forward(const float* x, std::size_t planes, const PoolShape& g, float* y,
+                             std::uint32_t* argmax, cudaStream_t stream);
+cudaError_t max_pool_backward(const float* dy, const std::uint32_t* argmax, std::size_t planes,
+                              const PoolShape& g, float* dx, cudaStream_t stream);
+
+/// One thread per row: dlogits as SoftmaxCrossEntropy::forward_backward, and row_losses[k] =
+/// log(sum_c exp(z_c - max)) - (z_label - max) in double (the host sums them in row order).
+cudaError_t softmax_cross_entropy(const float* logits, const std::int32_t* labels,
+                                  std::size_t batch, std::size_t classes, float* dlogits,
+                                  double* row_losses, cudaStream_t stream);
+
+}  // namespace gradmesh::tasks::cuda::kernels

@@ -1,0 +1,149 @@
+#include "tasks/cpu/cpu_backend.h"
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "tasks/random.h"
+
+namespace gradmesh::tasks::cpu {
+namespace {
+
+std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = 2.0f * rng.next_float() - 1.0f;
+  return v;
+}
+
+Im2colGeometry geometry(std::size_t c, std::size_t h, std::size_t w, std::size_t k, std::size_t s,
+                        std::size_t p) {
+  return {c, h, w, k, s, p, (h + 2 * p - k) / s + 1, (w + 2 * p - k) / s + 1};
+}
+
+// The receptive-field element im2col documents, read straight from x (0 in the padding).
+float direct(const std::vector<float>& x, std::size_t sample, const Im2colGeometry& g,
+             std::size_t row, std::size_t position) {
+  const std::size_t v = row % g.kernel, u = row / g.kernel % g.kernel;
+  const std::size_t c = row / (g.kernel * g.kernel);
+  const std::size_t i = position / g.out_width, j = position % g.out_width;
+  const auto h = static_cast<long>(i * g.stride + u) - static_cast<long>(g.padding);
+  const auto w = static_cast<long>(j * g.stride + v) - static_cast<long>(g.padding);
+  if (h < 0 || w < 0 || h >= static_cast<long>(g.height) || w >= static_cast<long>(g.width)) {
+    return 0.0f;
+  }
+  return x[sample * g.sample_size() + (c * g.height + static_cast<std::size_t>(h)) * g.width +
+           static_cast<std::size_t>(w)];
+}
+
+}  // namespace
+
+TEST_CASE("CpuBackend im2col equals the direct receptive-field read on random geometries",
+          "[tasks][cpu][backend]") {
+  CpuBackend be;
+  SplitMix64 rng(5);
+  for (int trial = 0; trial < 40; ++trial) {
+    const std::size_t c = 1 + rng.next_below(3), h = 3 + rng.next_below(6), w = 3 + rng.next_below(6);
+    const std::size_t p = rng.next_below(3), s = 1 + rng.next_below(3);
+    const std::size_t k = 1 + rng.next_below(std::min(h, w) + 2 * p);
+    const Im2colGeometry g = geometry(c, h, w, k, s, p);
+    const std::size_t samples = 1 + rng.next_below(3);
+    INFO("C " << c << " H " << h << " W " << w << " k " << k << " s " << s << " p " << p);
+    const std::vector<float> x = random_floats(samples * g.sample_size(), 100 + trial);
+    const std::size_t ld = samples * g.positions() + 3;  // a row stride wider than the columns
+    std::vector<float> col(g.patch() * ld, 99.0f);
+    be.im2col(x.data(), samples, g, col.data(), ld);
+    for (std::size_t s2 = 0; s2 < samples; ++s2) {
+      for (std::size_t r = 0; r < g.patch(); ++r) {
+        for (std::size_t q = 0; q < g.positions(); ++q) {
+          REQUIRE(col[r * ld + s2 * g.positions() + q] == direct(x, s2, g, r, q));
+        }
+      }
+    }
+    // col2im is im2col's adjoint: <im2col(x), d> == <x, col2im(d)>.
+    const std::vector<float> d = random_floats(g.patch() * ld, 200 + trial);
+    std::vector<float> dx(samples * g.sample_size(), 7.0f);
+    be.col2im(d.data(), ld, samples, g, dx.data());
+    double lhs = 0.0, rhs = 0.0;
+    for (std::size_t r = 0; r < g.patch(); ++r) {
+      for (std::size_t q = 0; q < samples * g.positions(); ++q) {
+        lhs += static_cast<double>(col[r * ld + q]) * d[r * ld + q];
+      }
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) rhs += static_cast<double>(x[i]) * dx[i];
+    CHECK(lhs == Approx(rhs).margin(1e-4));
+  }
+}
+
+TEST_CASE("CpuBackend max pooling: first maximum wins ties, backward routes dy to the argmax",
+          "[tasks][cpu][backend]") {
+  CpuBackend be;
+  // One 3x4 plane, 2x2 windows, stride 1 (overlapping): 2 x 3 outputs.
+  const std::vector<float> x = {1, 5, 5, 0,  //
+                                2, 5, 3, 4,  //
+                                9, 0, 3, 4};
+  const PoolGeometry g{3, 4, 2, 1, 2, 3};
+  std::vector<float> y(6);
+  std::vector<std::uint32_t> arg(6);
+  be.max_pool_forward(x.data(), 1, g, y.data(), arg.data());
+  CHECK(y == std::vector<float>{5, 5, 5, 9, 5, 4});
+  CHECK(arg == std::vector<std::uint32_t>{1, 1, 2, 8, 5, 7});  // ties: row-major first
+  const std::vector<float> dy = {1, 2, 3, 4, 5, 6};
+  std::vector<float> dx(12, -1.0f);
+  be.max_pool_backward(dy.data(), arg.data(), 1, g, dx.data());
+  CHECK(dx == std::vector<float>{0, 3, 3, 0, 0, 5, 0, 6, 4, 0, 0, 0});
+}
+
+TEST_CASE("CpuBackend dropout masks are SplitMix64's stream; pack / unpack invert each other",
+          "[tasks][cpu][backend]") {
+  CpuBackend be;
+  const std::vector<float> x = random_floats(1000, 3);
+  std::vector<float> mask(1000), y(1000);
+  be.dropout_forward(x.data(), x.size(), 77, 0.25f, 4.0f / 3.0f, mask.data(), y.data());
+  SplitMix64 rng(77);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float m = rng.next_float() < 0.25f ? 0.0f : 4.0f / 3.0f;
+    REQUIRE(mask[i] == m);
+    REQUIRE(y[i] == x[i] * m);
+  }
+
+  // 3 samples x 2 filters x 5 positions <-> F x (3 * 5) with row stride 16.
+  const std::vector<float> dy = random_floats(30, 4);
+  std::vector<float> packed(2 * 16, 0.0f), sums = {1.0f, 2.0f};
+  be.pack_channels(dy.data(), 3, 2, 5, packed.data(), 16, sums.data());
+  std::vector<float> back(30);
+  const std::vector<float> zero_bias = {0.0f, 0.0f};
+  be.unpack_channels_add_bias(packed.data(), 16, 3, 2, 5, zero_bias.data(), back.data());
+  CHECK(back == dy);
+  for (std::size_t f = 0; f < 2; ++f) {
+    double expected = f + 1.0;
+    for (std::size_t s = 0; s < 3; ++s) {
+      for (std::size_t i = 0; i < 5; ++i) expected += dy[(s * 2 + f) * 5 + i];
+    }
+    CHECK(sums[f] == Approx(expected).margin(1e-5));
+  }
+  std::vector<float> col_sums(5);
+  be.column_sums(dy.data(), 6, 5, col_sums.data());
+  for (std::size_t j = 0; j < 5; ++j) {
+    float expected = 0.0f;
+    for (std::size_t r = 0; r < 6; ++r) expected += dy[r * 5 + j];
+    CHECK(col_sums[j] == expected);
+  }
+}
+
+TEST_CASE("CpuBackend buffers are zero-filled host memory and move their ownership",
+          "[tasks][cpu][backend]") {
+  CpuBackend be;
+  CHECK(be.host_addressable());
+  Buffer<float> a = be.allocate<float>(100, MemoryKind::kHostStaging);
+  REQUIRE(a.size() == 100);
+  for (const float v : a.span()) CHECK(v == 0.0f);
+  float* p = a.data();
+  Buffer<float> b = std::move(a);
+  CHECK(a.empty());
+  CHECK(a.data() == nullptr);
+  CHECK(b.data() == p);
+  CHECK(be.allocate<std::uint32_t>(0).data() == nullptr);
+}
+
+}  // namespace gradmesh::tasks::cpu

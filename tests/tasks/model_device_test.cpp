@@ -1,0 +1,108 @@
+// The Model's device path (device buffers, pinned host staging, stale-parameter uploads, gradient
+// downloads), run on the emulated device so it is tested on every machine: it must train bit for
+// bit as the CPU model does.
+
+#include <catch2/catch.hpp>
+#include <memory>
+#include <vector>
+
+#include "tasks/model.h"
+#include "tasks/random.h"
+#include "tests/tasks/emulated_device.h"
+
+namespace gradmesh::tasks {
+namespace {
+
+std::vector<LayerSpec> cnn_specs() {
+  return parse_layer_specs({"conv2d:6:3:1:1", "relu", "max_pool2d:2", "conv2d:8:3:2:1", "relu",
+                            "flatten", "dropout:0.25", "dense:32", "relu", "dense:10",
+                            "softmax_cross_entropy"});
+}
+
+}  // namespace
+
+TEST_CASE("A device model trains bit for bit as the CPU model, through host staging",
+          "[tasks][model][device]") {
+  const Shape shape{2, 12, 12};
+  constexpr std::size_t kBatch = 5;
+  Model cpu(cnn_specs(), shape, kBatch, 11);
+  auto device = std::make_unique<testing::EmulatedDevice>();
+  testing::EmulatedDevice& emulated = *device;
+  Model dev(cnn_specs(), shape, kBatch, 11, std::move(device));
+  REQUIRE(dev.on_device());
+  REQUIRE_FALSE(cpu.on_device());
+  REQUIRE(dev.parameter_count() == cpu.parameter_count());
+  // Spans taken once, written after every step: the way a PS shard or Ako holds them.
+  const std::span<float> cpu_params = cpu.parameters();
+  const std::span<float> dev_params = dev.parameters();
+  CHECK(std::equal(cpu_params.begin(), cpu_params.end(), dev_params.begin()));
+
+  SplitMix64 rng(3);
+  std::vector<float> x(kBatch * shape.size());
+  std::vector<std::int32_t> y(kBatch);
+  for (int step = 0; step < 3; ++step) {
+    for (float& v : x) v = 2.0f * rng.next_float() - 1.0f;
+    for (auto& v : y) v = static_cast<std::int32_t>(rng.next_below(10));
+    for (Model* m : {&cpu, &dev}) {
+      const std::span<float> in = m->input(kBatch);
+      std::copy(x.begin(), x.end(), in.begin());
+      for (std::size_t l = 0; l < m->num_layers(); ++l) m->forward_layer(l, kBatch);
+    }
+    const auto logits_cpu = cpu.output(kBatch), logits_dev = dev.output(kBatch);
+    REQUIRE(std::equal(logits_cpu.begin(), logits_cpu.end(), logits_dev.begin()));
+    REQUIRE(cpu.loss_backward(y) == dev.loss_backward(y));
+    for (std::size_t l = cpu.num_layers(); l-- > 0;) {
+      cpu.backward_layer(l, kBatch);
+      dev.backward_layer(l, kBatch);
+      INFO("step " << step << " layer " << l);
+      // What WFBP ships and SFB reads must be on the host when backward_layer returns.
+      const auto g_cpu = cpu.layer_gradients(l), g_dev = dev.layer_gradients(l);
+      REQUIRE(std::equal(g_cpu.begin(), g_cpu.end(), g_dev.begin()));
+      const auto in_cpu = cpu.layer_input(l, kBatch), in_dev = dev.layer_input(l, kBatch);
+      REQUIRE(std::equal(in_cpu.begin(), in_cpu.end(), in_dev.begin()));
+      const auto d_cpu = cpu.layer_output_gradient(l, kBatch);
+      const auto d_dev = dev.layer_output_gradient(l, kBatch);
+      REQUIRE(std::equal(d_cpu.begin(), d_cpu.end(), d_dev.begin()));
+    }
+    // The optimizer step on the host, through the held spans.
+    const auto g_cpu = cpu.gradients(), g_dev = dev.gradients();
+    for (std::size_t i = 0; i < cpu_params.size(); ++i) {
+      cpu_params[i] -= 0.1f * g_cpu[i];
+      dev_params[i] -= 0.1f * g_dev[i];
+    }
+  }
+  CHECK(std::equal(cpu_params.begin(), cpu_params.end(), dev_params.begin()));
+
+  // After the step every layer is stale once: the next forward uploads the input and each layer
+  // with parameters (conv, conv, dense, dense); a second forward only the input.
+  std::size_t weighted = 0;
+  for (std::size_t l = 0; l < dev.num_layers(); ++l) weighted += dev.layer(l).parameter_count() > 0;
+  REQUIRE(weighted == 4);
+  const std::size_t before = emulated.uploads;
+  for (std::size_t l = 0; l < dev.num_layers(); ++l) dev.forward_layer(l, kBatch);
+  CHECK(emulated.uploads - before == 1 + weighted);
+  for (std::size_t l = 0; l < dev.num_layers(); ++l) dev.forward_layer(l, kBatch);
+  CHECK(emulated.uploads - before == 2 + weighted);
+  // Handing out a layer's span marks it stale: it is uploaded again.
+  (void)dev.layer_parameters(0);
+  for (std::size_t l = 0; l < dev.num_layers(); ++l) dev.forward_layer(l, kBatch);
+  CHECK(emulated.uploads - before == 4 + weighted);
+}
+
+TEST_CASE("A device model keeps SFB's disabled parameter gradients untouched on the host",
+          "[tasks][model][device]") {
+  Model dev(parse_layer_specs({"dense:4", "relu", "dense:3", "softmax_cross_entropy"}), 6, 2, 1,
+            std::make_unique<testing::EmulatedDevice>());
+  dev.layer(2).set_parameter_gradients_enabled(false);
+  const std::span<float> g = dev.layer_gradients(2);
+  std::fill(g.begin(), g.end(), 42.0f);  // as if SFB had rebuilt them
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6};
+  const std::vector<std::int32_t> y = {0, 2};
+  dev.forward_backward(x, y);
+  for (const float v : dev.layer_gradients(2)) CHECK(v == 42.0f);
+  bool any_nonzero = false;
+  for (const float v : dev.layer_gradients(0)) any_nonzero |= v != 0.0f;
+  CHECK(any_nonzero);
+}
+
+}  // namespace gradmesh::tasks
