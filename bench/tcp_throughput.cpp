@@ -10,11 +10,6 @@
 //   build/bench/bench_tcp_throughput [--frames N] [--bytes B] [--runs K] [--rate R] [--stages S]
 // A benchmark, never a test: its figures go in README.md, not in assertions.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -26,6 +21,7 @@
 #include <vector>
 
 #include "net/tcp/tcp_transport.h"
+#include "tests/support/process.h"
 
 namespace {
 
@@ -34,36 +30,15 @@ using gradmesh::net::Payload;
 using gradmesh::net::TcpTransport;
 using gradmesh::net::TransportOptions;
 
-// `n` distinct free TCP ports on 127.0.0.1 (bound to port 0 together, then released).
-std::vector<std::uint16_t> free_ports(std::size_t n) {
-  std::vector<int> fds;
-  std::vector<std::uint16_t> ports;
-  for (std::size_t i = 0; i < n; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(address);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      std::perror("bind");
-      std::exit(1);
-    }
-    ports.push_back(ntohs(address.sin_port));
-    fds.push_back(fd);
-  }
-  for (const int fd : fds) ::close(fd);
-  return ports;
-}
-
 // One run: seconds from the first send() to the last arrival.
 double run_once(std::size_t frames, std::size_t bytes, double rate, std::size_t stages) {
-  const auto ports = free_ports(2);
+  const auto ports = gradmesh::testing::free_ports(2);
   std::vector<std::unique_ptr<TcpTransport>> nodes;
   for (std::size_t r = 0; r < 2; ++r) {
     TransportOptions options;
     options.rank = r;
-    for (const auto port : ports) options.peers.push_back({"127.0.0.1", port});
+    for (const int port : ports)
+      options.peers.push_back({"127.0.0.1", static_cast<std::uint16_t>(port)});
     options.job_name = "bench-tcp-throughput";
     options.max_send_rate = r == 1 ? rate : 0.0;
     for (std::size_t s = 0; s < stages; ++s) options.stages.push_back("s" + std::to_string(s));
