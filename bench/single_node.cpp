@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "apps/node/trainer.h"
+#include "apps/pipeline/iteration_graph.h"
 #include "engine/executor.h"
 #include "sync/channel.h"
 #include "sync/sync_stage.h"
@@ -91,7 +91,10 @@ int main(int argc, char** argv) {
   gradmesh::sync::Channel channel(nullptr, 0, 1);
   auto stage = gradmesh::sync::make_sync_stage(
       "none", gradmesh::sync::SyncContext{model, executor, channel, 0, 1, batch, optimizer, {}});
-  gradmesh::app::Trainer trainer(model, data.train, executor, *stage, {0, 1, batch, 42});
+  gradmesh::app::DatasetSource source(data.train);
+  const gradmesh::app::ShardInfo shard{0, 1, batch, 42};
+  const std::size_t per_epoch = source.open(shard);
+  gradmesh::app::IterationGraph trainer(model, source, {}, executor, *stage, shard, per_epoch);
 
   for (int i = 0; i < 50; ++i) trainer.step();  // warm-up
   const auto start = Clock::now();

@@ -13,11 +13,13 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <system_error>
 
 #include "apps/config/job_config.h"
 #include "engine/error.h"
+#include "tasks/layers/layer_registry.h"
 
 namespace gradmesh::app {
 namespace {
@@ -479,8 +481,14 @@ int run_launcher(const LaunchOptions& options) {
   if (!(options.grace_seconds >= 0.0) || !(options.kill_after_seconds >= 0.0)) {
     throw ConfigError("grace and kill-after periods: expected seconds >= 0");
   }
-  // Check the config here once, rather than have N nodes print the same error.
-  (void)load_job_config(options.config, options.overrides);
+  // Check the config here once, rather than have N nodes print the same error. A node program of
+  // one's own (--node) may register layer kinds that only its nodes know (tasks::register_layer):
+  // for such a program the launcher checks every key but lets unknown layer kinds through.
+  {
+    std::optional<tasks::AcceptUnknownLayerKinds> user_kinds;
+    if (options.node_binary.filename() != default_node_binary().filename()) user_kinds.emplace();
+    (void)load_job_config(options.config, options.overrides);
+  }
   check_node_binary(options.node_binary);
   if (options.metrics_out) {
     std::error_code ec;

@@ -63,7 +63,9 @@ struct LaunchOptions {
 ///          number if it was interrupted by SIGINT/SIGTERM; else 1. Whenever a node failed, a
 ///          summary naming each failed rank and its exit code or signal is printed to stderr.
 /// @throws gradmesh::ConfigError before starting anything if N < 1, the config is missing or
-///         invalid (its first error, as gradmesh-node would report it), the node binary does
+///         invalid (its first error, as gradmesh-node would report it; with a node binary other
+///         than gradmesh-node, which may register layer kinds of its own, unknown layer kinds
+///         are left for its nodes to check), the node binary does
 ///         not exist or is not executable (naming the path), or the ports cannot be had.
 [[nodiscard]] int run_launcher(const LaunchOptions& options);
 

@@ -7,22 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "apps/pipeline/pipeline.h"
+
 namespace gradmesh::app {
 
-/// What `gradmesh-node --config ... --peers ... --rank ...` was given.
-struct NodeOptions {
-  std::filesystem::path config;
-  std::vector<std::string> overrides;        ///< --set KEY=VALUE, in order
-  std::string peers;                         ///< --peers HOST:PORT,...; empty: --peers-file or one local node
-  std::filesystem::path peers_file;          ///< --peers-file
-  std::optional<long long> rank;             ///< --rank; else from the environment
-  std::optional<std::filesystem::path> metrics_out;  ///< --metrics-out DIR
-  bool save_parameters = false;              ///< --save-parameters: DIR/parameters-<rank>.f32
-  bool trace = false;                        ///< --trace: DIR/trace-<rank>.json (Chrome trace of every task)
-  bool verbose = false;
-};
-
-/// Runs the node to the end of the job. Returns the process exit status (0 on success). Errors
+/// Runs the node to the end of the job: gradmesh's own pipeline (apps/pipeline/pipeline.h) on
+/// the data set of data.dataset / data.path (train and test, cut by data.train_limit and
+/// data.test_limit), evaluated on the test set after every epoch. Returns the process exit status (0 on success). Errors
 /// (bad config, unreachable or failing peers, bad data) are printed to stderr naming the key,
 /// rank or path, and give a non-zero status: 2 for configuration errors, 1 for the rest.
 int run_node(const NodeOptions& options);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tasks/layers/layer_registry.h"
+
 namespace gradmesh::tasks {
 namespace {
 
@@ -117,6 +119,8 @@ std::string to_string(const LayerSpec& spec) {
     const auto result = std::to_chars(buf.data(), buf.data() + buf.size(), spec.probability);
     out += ":";
     out.append(buf.data(), result.ptr);
+  } else if (!spec.args.empty()) {
+    out += ":" + spec.args;
   }
   return out;
 }
@@ -157,8 +161,12 @@ LayerSpec parse_layer_spec(std::string_view text) {
       bad_spec(kDropoutForm, text, "p must be a decimal number with 0 <= p < 1");
     }
     spec.probability = p;
+  } else if (is_registered_layer(kind) || AcceptUnknownLayerKinds::active()) {
+    spec.args = std::string(s.size() > kind.size() ? s.substr(kind.size() + 1) : std::string_view{});
   } else {
-    bad_spec(kAllForms, text, {});
+    std::string forms(kAllForms);
+    for (const std::string& user : registered_layers()) forms += ", '" + user + "[:<args>]'";
+    bad_spec(forms, text, {});
   }
   return spec;
 }

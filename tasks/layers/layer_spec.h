@@ -16,7 +16,9 @@ namespace gradmesh::tasks {
 ///   "max_pool2d"   kernel = the window side (>= 1), stride (>= 1, default = the window)
 ///   "flatten", "relu", "softmax_cross_entropy"   no fields
 ///   "dropout"      probability = p, the chance a unit is dropped, 0 <= p < 1
-/// Fields a kind does not use stay 0.
+///   a kind registered with tasks::register_layer (a user's layer, tasks/layers/layer_registry.h):
+///                  args = the text after "<kind>:" as written (empty when there is none)
+/// Fields a kind does not use stay 0 (or empty).
 struct LayerSpec {
   std::string kind;
   std::size_t units = 0;
@@ -24,21 +26,23 @@ struct LayerSpec {
   std::size_t stride = 0;
   std::size_t padding = 0;
   double probability = 0.0;
+  std::string args;  ///< a registered kind's arguments, unparsed (its factory parses them)
   friend bool operator==(const LayerSpec&, const LayerSpec&) = default;
 };
 
 /// The canonical text of `spec`, every field written: "dense:256", "conv2d:32:5:1:2",
-/// "max_pool2d:3:2", "dropout:0.5", "relu". parse_layer_spec(to_string(s)) == s. Never throws
-/// except std::bad_alloc.
+/// "max_pool2d:3:2", "dropout:0.5", "relu"; a registered kind as "<kind>[:<args>]".
+/// parse_layer_spec(to_string(s)) == s. Never throws except std::bad_alloc.
 [[nodiscard]] std::string to_string(const LayerSpec& spec);
 
 /// Parses one entry:
 ///   "dense:<units>", "conv2d:<filters>:<kernel>[:<stride>[:<padding>]]",
 ///   "max_pool2d:<window>[:<stride>]", "dropout:<p>", "flatten", "relu", "softmax_cross_entropy",
-/// integers in decimal, p a decimal number. Surrounding spaces are ignored. Reentrant. Throws
-/// std::invalid_argument saying what was expected and what came, e.g. "expected
+/// integers in decimal, p a decimal number; or "<kind>[:<args>]" for a kind registered with
+/// register_layer (its args are checked when the layer is made). Surrounding spaces are ignored.
+/// Reentrant. Throws std::invalid_argument saying what was expected and what came, e.g. "expected
 /// 'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]', got 'conv2d:0:5' (filters must be a
-/// decimal integer >= 1)", or, for an unknown kind, the list of every form.
+/// decimal integer >= 1)", or, for an unknown kind, the list of every form and registered kind.
 LayerSpec parse_layer_spec(std::string_view text);
 
 /// Parses the whole list and checks its order: at least one dense layer, and

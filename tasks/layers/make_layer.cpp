@@ -5,6 +5,7 @@
 #include "tasks/layers/dense.h"
 #include "tasks/layers/dropout.h"
 #include "tasks/layers/flatten.h"
+#include "tasks/layers/layer_registry.h"
 #include "tasks/layers/max_pool2d.h"
 #include "tasks/layers/relu.h"
 
@@ -21,8 +22,11 @@ std::unique_ptr<Layer> make_layer(const LayerSpec& spec, Shape input) {
   if (kind == "flatten") return std::make_unique<Flatten>(input);
   if (kind == "dropout") return std::make_unique<Dropout>(input, spec.probability);
   if (kind == "relu") return std::make_unique<Relu>(input);
-  throw ConfigError("expected one of dense, conv2d, max_pool2d, flatten, dropout, relu "
-                    "(softmax_cross_entropy only last), got '" + kind + "'");
+  if (auto layer = make_registered_layer(spec, input)) return layer;
+  std::string known = "dense, conv2d, max_pool2d, flatten, dropout, relu";
+  for (const std::string& user : registered_layers()) known += ", " + user;
+  throw ConfigError("expected one of " + known + " (softmax_cross_entropy only last), got '" +
+                    kind + "'");
 }
 
 }  // namespace gradmesh::tasks

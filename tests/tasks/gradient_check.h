@@ -17,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include "tasks/layers/gradient_check.h"
 #include "tasks/layers/layer.h"
 #include "tasks/random.h"
 
@@ -56,22 +57,15 @@ double central_difference(float& p, F&& f, float eps = kFdEps) {
 }
 
 /// The central difference of f at p, or nothing where f has a kink within eps of p (a relu input
-/// or a max-pooling choice that the step crosses): there the one-sided differences
-/// (f(p + eps) - f(p)) / eps and (f(p) - f(p - eps)) / eps disagree (gradients_agree), and no
-/// difference says what the analytic gradient should be.
+/// or a max-pooling choice that the step crosses): tasks::finite_difference with the tolerances
+/// above.
 template <typename F>
 std::optional<double> smooth_central_difference(float& p, F&& f, float eps = kFdEps) {
-  const float saved = p;
-  const double center = f();
-  p = saved + eps;
-  const double plus = f();
-  p = saved - eps;
-  const double minus = f();
-  p = saved;
-  const double up = static_cast<double>(saved + eps) - saved;
-  const double down = saved - static_cast<double>(saved - eps);
-  if (!gradients_agree((plus - center) / up, (center - minus) / down)) return std::nullopt;
-  return (plus - minus) / (up + down);
+  GradientCheckOptions options;
+  options.eps = eps;
+  options.relative_tolerance = kFdRelTol;
+  options.absolute_tolerance = kFdAbsTol;
+  return finite_difference(p, f, options);
 }
 
 /// A layer under a gradient check, with its parameters and gradients bound and its scratch

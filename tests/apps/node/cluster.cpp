@@ -19,7 +19,7 @@ void Cluster::start(const std::vector<std::string>& extra,
   std::string peers;
   for (std::size_t r = 0; r < nodes_; ++r) peers += (r ? "," : "") + address(r);
   for (std::size_t r = 0; r < nodes_; ++r) {
-    std::vector<std::string> argv = {GRADMESH_NODE_BINARY, "--config", (dir_ / "job.toml").string(),
+    std::vector<std::string> argv = {binary_, "--config", (dir_ / "job.toml").string(),
                                      "--peers", peers, "--rank", std::to_string(r),
                                      "--metrics-out", dir_.string()};
     argv.insert(argv.end(), extra.begin(), extra.end());

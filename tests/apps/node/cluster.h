@@ -19,6 +19,9 @@ class Cluster {
  public:
   Cluster(std::string name, std::size_t nodes, const std::string& config_toml);
 
+  /// The node program to start (default: gradmesh-node); call before start().
+  void set_binary(std::string path) { binary_ = std::move(path); }
+
   /// Starts every node with `extra` arguments after the standard ones; `per_rank(rank)` may add
   /// rank-specific arguments.
   void start(const std::vector<std::string>& extra = {},
@@ -41,6 +44,7 @@ class Cluster {
   std::size_t nodes_;
   std::vector<int> ports_;
   std::vector<Process> processes_;
+  std::string binary_ = GRADMESH_NODE_BINARY;
 };
 
 }  // namespace gradmesh::testing

@@ -1,0 +1,58 @@
+// parse_node_command_line and run_main (declared in pipeline.h): the command-line side of a node,
+// shared by gradmesh-node and users' pipeline programs.
+
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "apps/pipeline/pipeline.h"
+#include "engine/error.h"
+
+namespace gradmesh::app {
+
+CommandLine parse_node_command_line(int argc, const char* const* argv, std::string_view program) {
+  CLI::App app{std::string(program) + ": one node of a gradmesh peer-to-peer training job"};
+  app.set_version_flag("--version", std::string(program) + " (gradmesh 0.1.0)");
+  NodeOptions node;
+  std::string config;
+  std::string metrics_out;
+  app.add_option("--config", config, "job config (TOML); see configs/README.md")->required();
+  app.add_option("--peers", node.peers, "every node's HOST:PORT, comma-separated, in rank order");
+  app.add_option("--peers-file", node.peers_file, "file with one HOST:PORT per line, in rank order");
+  app.add_option("--rank", node.rank,
+                 "this node's rank (default: GRADMESH_RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or RANK)");
+  app.add_option("--set", node.overrides, "override a config key: KEY=VALUE (repeatable)")
+      ->take_all();
+  app.add_option("--metrics-out", metrics_out, "write DIR/node-<rank>.json at the end");
+  app.add_flag("--save-parameters", node.save_parameters,
+               "also write the final parameters to DIR/parameters-<rank>.f32 (float32, raw)");
+  app.add_flag("--trace", node.trace,
+               "also write a Chrome trace of every task to DIR/trace-<rank>.json");
+  app.add_flag("-v,--verbose", node.verbose, "debug logging; print the effective config");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int status = app.exit(e);
+    return CommandLine{std::nullopt, status == 0 ? 0 : 2};
+  }
+  node.config = config;
+  if (!metrics_out.empty()) node.metrics_out = metrics_out;
+  return CommandLine{std::move(node), 0};
+}
+
+int run_main(const std::function<void()>& body) {
+  try {
+    body();
+    return 0;
+  } catch (const ConfigError& e) {
+    spdlog::error("configuration error: {}", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}
+
+}  // namespace gradmesh::app

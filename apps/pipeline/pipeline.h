@@ -1,0 +1,140 @@
+#pragma once
+// A user's training pipeline on one gradmesh node (issue 12; DESIGN.md "Users' own pipelines"):
+// the public API that gradmesh-node itself is built on.
+//
+//   int main(int argc, char** argv) {
+//     gradmesh::tasks::register_layer("my_layer", make_my_layer);   // a layer kind of one's own
+//     auto cli = gradmesh::app::parse_node_command_line(argc, argv, "my-trainer");
+//     if (!cli.options) return cli.exit_status;                     // --help, or a bad flag
+//     return gradmesh::app::run_main([&] {
+//       gradmesh::app::Pipeline pipeline(*cli.options);             // config, peers, rank
+//       pipeline.set_source(std::make_unique<MySource>(...));       // the data, and the model
+//       pipeline.add_preprocess("augment", my_augmentation);        // batch -> batch, in place
+//       pipeline.set_evaluation([&](gradmesh::tasks::Model& m) { return m.evaluate(test); });
+//       pipeline.run();                                             // train, evaluate, metrics
+//     });
+//   }
+//
+// Run it on identical nodes like gradmesh-node (same flags: --config, --peers, --rank, --set,
+// --metrics-out, --trace, --save-parameters), or with `gradmesh-launch --node ./my-trainer`.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "apps/config/job_config.h"
+#include "apps/node/metrics.h"
+#include "apps/pipeline/data_source.h"
+#include "apps/pipeline/iteration_graph.h"
+#include "tasks/model.h"
+
+namespace gradmesh::app {
+
+/// What a node was given on its command line (gradmesh-node's flags; DESIGN.md "Contracts: CLI").
+struct NodeOptions {
+  std::filesystem::path config;              ///< --config JOB.toml (required)
+  std::vector<std::string> overrides;        ///< --set KEY=VALUE, in order
+  std::string peers;                         ///< --peers HOST:PORT,...; empty: --peers-file or one local node
+  std::filesystem::path peers_file;          ///< --peers-file
+  std::optional<long long> rank;             ///< --rank; else from the environment
+  std::optional<std::filesystem::path> metrics_out;  ///< --metrics-out DIR
+  bool save_parameters = false;              ///< --save-parameters: DIR/parameters-<rank>.f32
+  bool trace = false;                        ///< --trace: DIR/trace-<rank>.json (Chrome trace of every task)
+  bool verbose = false;                      ///< -v: debug logging, the effective config printed
+};
+
+/// The result of parse_node_command_line: the options, or (options empty) the exit status the
+/// program should return at once.
+struct CommandLine {
+  std::optional<NodeOptions> options;
+  int exit_status = 0;  ///< 0 after --help or --version; 2 after a bad or missing flag
+};
+
+/// Parses a node's command line (the flags of NodeOptions; `program` names it in --help); help
+/// and errors are printed (stdout, stderr). Reentrant.
+[[nodiscard]] CommandLine parse_node_command_line(int argc, const char* const* argv,
+                                                  std::string_view program);
+
+/// Runs `body` and returns a process exit status as gradmesh-node does: 0 when it returns, 2 after
+/// a gradmesh::ConfigError (logged as "configuration error: ..."), 1 after any other exception
+/// (logged with its message: a peer's rank and address, a file's path, ...).
+[[nodiscard]] int run_main(const std::function<void()>& body);
+
+/// Evaluates the model after each epoch: loss and accuracy on held-out data. Runs on the
+/// pipeline's thread while no iteration runs (the model is in evaluation mode for the call).
+using EvaluateFn = std::function<tasks::Model::Evaluation(tasks::Model& model)>;
+
+/// One node's training job: its config, peers and rank, its model, the iteration graph (data
+/// source, pre-processing, forward, loss, backward, and the configured sync stage after each
+/// layer's backward task: WFBP), the network, the epochs with their evaluations, and the metrics
+/// and trace gradmesh-node writes.
+///
+/// Order of calls: construct; set_source (required; builds the model); then, in any order,
+/// add_preprocess and set_evaluation; optionally build() and add tasks of one's own to graph();
+/// run() once. Every node of a job must make the same calls with the same config.
+///
+/// Thread safety: none; drive a Pipeline from one thread. Errors: gradmesh::ConfigError for a bad
+/// config or flag (naming the key), gradmesh::PeerError for an unreachable or failing peer (its
+/// rank and address), gradmesh::ContractError for calls out of order.
+class Pipeline {
+ public:
+  /// Loads the job config (options.config, then options.overrides), resolves the peer list
+  /// (--peers, --peers-file, else one local node) and this node's rank, and sets up logging.
+  /// Opens no socket yet. Throws ConfigError naming the key, flag or variable at fault.
+  explicit Pipeline(NodeOptions options);
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+  ~Pipeline();
+
+  [[nodiscard]] const JobConfig& config() const noexcept;
+  [[nodiscard]] const NodeOptions& options() const noexcept;
+  /// This node's rank in [0, nodes()).
+  [[nodiscard]] std::size_t rank() const noexcept;
+  /// n, the number of nodes in the peer list.
+  [[nodiscard]] std::size_t nodes() const noexcept;
+  /// K, samples per node per iteration (optimizer.batch_size).
+  [[nodiscard]] std::size_t batch_size() const noexcept;
+
+  /// The data source (required, once) and, from its sample shape, the model of `model.layers`
+  /// on `compute.device` (a user's layer kinds must be registered before: tasks::register_layer).
+  /// Throws ConfigError for a bad layer list (naming model.layers[i]), ContractError if called
+  /// twice or after build().
+  void set_source(std::unique_ptr<DataSource> source);
+  /// Appends a pre-processing task (after the source and the earlier ones, before forward_0).
+  /// Throws ContractError after build().
+  void add_preprocess(std::string name, PreprocessFn fn);
+  /// The evaluation after each epoch (and after an asynchronous strategy's final exchange). None
+  /// set: no evaluation, and the metrics' accuracies stay 0.
+  void set_evaluation(EvaluateFn evaluate);
+
+  /// The model (after set_source; ContractError before). Its parameters() are this node's replica.
+  [[nodiscard]] tasks::Model& model();
+
+  /// Connects to the peers (bounded by net.connect_timeout), measures the links and the layers
+  /// (planner.probe), makes the sync stage (sync.strategy) and builds the iteration graph. After
+  /// it, graph() may take tasks of one's own (before run()). run() calls it if not called yet.
+  /// Throws ConfigError, PeerError; ContractError without a source.
+  void build();
+  /// The iteration graph and its tasks (after build(); ContractError before).
+  [[nodiscard]] engine::Graph& graph();
+  [[nodiscard]] const PipelineTasks& tasks() const;
+
+  /// Trains for job.epochs epochs (at most job.max_iterations iterations), evaluating after each
+  /// epoch, prints one progress line per epoch, completes the strategy's exchange, shuts the
+  /// network down, and writes metrics (and trace, parameters) to --metrics-out as gradmesh-node.
+  /// Returns the metrics. Call once. Errors: what build() throws, a task's error (a PeerError
+  /// names the peer; the other nodes are told why this node stops).
+  NodeMetrics run();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace gradmesh::app
