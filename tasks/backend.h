@@ -2,6 +2,13 @@
 // The compute backend a Model owns: the memory of one device and the kernels the layers run on it
 // (DESIGN.md "Tensors have shapes and live on a device"). tasks/cpu/ implements it on host memory
 // and OpenBLAS, tasks/cuda/ on a CUDA GPU with cuBLAS and its own kernels.
+//
+// Besides the layers' kernels it runs the device-side update path: a sync stage that forms a
+// layer's final gradient on the node from small inputs (Poseidon's SFB: sync/poseidon/) rebuilds
+// it with this backend's sgemm / column_sums / scale into the Model's device gradients, and the
+// node's Optimizer steps the layer with sgd_step on a device-resident velocity
+// (Optimizer::keep_on_device). The Model then holds that layer's parameters current on the device
+// (Model::device_layer_parameters; the protocol is in the Model class comment).
 
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +18,7 @@
 #include <utility>
 
 #include "engine/error.h"
+#include "tasks/optim/sgd.h"
 
 namespace gradmesh::tasks {
 
@@ -196,6 +204,18 @@ class Backend {
                              float* bias_sums) = 0;
   /// dst[i] = value, i < n.
   virtual void fill(float* dst, std::size_t n, float value) = 0;
+  /// x[i] *= alpha, i < n (the 1/n of the SF rebuild's bias sums).
+  virtual void scale(float* x, std::size_t n, float alpha) = 0;
+
+  // ---- optimizer (the device-side update path: tasks/optim/optimizer.h, sync/poseidon) ----
+  /// One SGD step on n floats, Sgd::step's arithmetic (tasks/optim/sgd.h, sgd_update): for i < n,
+  /// g' = g[i] + options.weight_decay w[i]; v = options.momentum velocity[i] + g';
+  /// velocity[i] = v; w[i] -= options.lr v, each operation rounded on its own (no fused
+  /// multiply-add). w and velocity are written; g may not alias them. The CPU backend runs
+  /// sgd_update itself, so it is bitwise Sgd::step; CUDA uses explicitly rounded intrinsics so it
+  /// computes the same bits where the host compiler does not contract either.
+  virtual void sgd_step(float* w, const float* g, float* velocity, std::size_t n,
+                        const SgdOptions& options) = 0;
 
   // ---- pooling ----
   /// For each of `planes` planes: y[o] = max of the window of output o, argmax[o] = the index of

@@ -59,8 +59,8 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
   if (device) {
     device_parameters_ = be.allocate<float>(offsets_.back());
     device_gradients_ = be.allocate<float>(offsets_.back());
-    stale_ = std::make_unique<std::atomic<bool>[]>(layers_.size());
-    for (std::size_t l = 0; l < layers_.size(); ++l) stale_[l].store(true);
+    current_ = std::make_unique<std::atomic<Current>[]>(layers_.size());
+    for (std::size_t l = 0; l < layers_.size(); ++l) current_[l].store(Current::kHost);
   }
 
   activations_.resize(layers_.size() + 1);
@@ -81,15 +81,10 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
       host_deltas_[l + 1] = be.allocate<float>(out, MemoryKind::kHostStaging);
     }
     // initialize() writes on the host: bind the host copy for it, then the device copy.
-    layers_[l]->bind(parameters_.span().subspan(offsets_[l], offsets_[l + 1] - offsets_[l]),
-                     gradients_.span().subspan(offsets_[l], offsets_[l + 1] - offsets_[l]));
+    layers_[l]->bind(layer_slice(parameters_, l), layer_slice(gradients_, l));
     layers_[l]->reserve(max_batch);
     layers_[l]->initialize(derive_seed(seed, l));
-    if (device) {
-      const std::size_t count = offsets_[l + 1] - offsets_[l];
-      layers_[l]->bind(device_parameters_.span().subspan(offsets_[l], count),
-                       device_gradients_.span().subspan(offsets_[l], count));
-    }
+    if (device) layers_[l]->bind(layer_slice(device_parameters_, l), layer_slice(device_gradients_, l));
   }
 }
 
@@ -100,14 +95,39 @@ std::span<const float> Model::to_host(const Buffer<float>& src, const Buffer<flo
   return std::span<const float>(dst.data(), count);
 }
 
-std::span<float> Model::parameters() noexcept {
-  mark_parameters_changed();
+std::span<float> Model::layer_slice(const Buffer<float>& b, std::size_t l) const noexcept {
+  return b.span().subspan(offsets_[l], offsets_[l + 1] - offsets_[l]);
+}
+
+void Model::copy_parameters(std::size_t l, bool to_device) {
+  const std::size_t bytes = (offsets_[l + 1] - offsets_[l]) * sizeof(float);
+  if (bytes == 0) return;
+  float* host = parameters_.data() + offsets_[l];
+  float* device = device_parameters_.data() + offsets_[l];
+  if (to_device) {
+    backend_->copy_to_device(device, host, bytes);
+  } else {
+    backend_->copy_to_host(host, device, bytes);
+  }
+}
+
+void Model::make_host_current(std::size_t l) {
+  if (!current_) return;
+  if (current_[l].load() == Current::kDevice) copy_parameters(l, false);
+  current_[l].store(Current::kHost);
+}
+
+std::span<float> Model::parameters() {
+  for (std::size_t l = 0; l < layers_.size(); ++l) make_host_current(l);
   return parameters_.span();
 }
 
 void Model::mark_parameters_changed() noexcept {
-  if (!stale_) return;
-  for (std::size_t l = 0; l < layers_.size(); ++l) stale_[l].store(true);
+  if (!current_) return;
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    Current both = Current::kBoth;
+    current_[l].compare_exchange_strong(both, Current::kHost);
+  }
 }
 
 void Model::set_training(bool training) {
@@ -127,13 +147,25 @@ std::size_t Model::parameter_offset(std::size_t l) const {
 
 std::span<float> Model::layer_parameters(std::size_t l) {
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_parameters index");
-  if (stale_) stale_[l].store(true);
-  return parameters_.span().subspan(offsets_[l], offsets_[l + 1] - offsets_[l]);
+  make_host_current(l);
+  return layer_slice(parameters_, l);
 }
 
 std::span<float> Model::layer_gradients(std::size_t l) {
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_gradients index");
-  return gradients_.span().subspan(offsets_[l], offsets_[l + 1] - offsets_[l]);
+  return layer_slice(gradients_, l);
+}
+
+std::span<float> Model::device_layer_parameters(std::size_t l) {
+  GRADMESH_CHECK_LT(l, layers_.size(), "Model::device_layer_parameters index");
+  if (!on_device()) return layer_slice(parameters_, l);
+  if (current_[l].exchange(Current::kDevice) == Current::kHost) copy_parameters(l, true);
+  return layer_slice(device_parameters_, l);
+}
+
+std::span<float> Model::device_layer_gradients(std::size_t l) {
+  GRADMESH_CHECK_LT(l, layers_.size(), "Model::device_layer_gradients index");
+  return layer_slice(on_device() ? device_gradients_ : gradients_, l);
 }
 
 void Model::check_batch(std::size_t batch) const {
@@ -156,11 +188,8 @@ void Model::forward_layer(std::size_t l, std::size_t batch) {
       backend_->copy_to_device(activations_[0].data(), host_activations_[0].data(),
                                batch * input_size() * sizeof(float));
     }
-    if (stale_[l].exchange(false) && offsets_[l + 1] > offsets_[l]) {
-      backend_->copy_to_device(device_parameters_.data() + offsets_[l],
-                               parameters_.data() + offsets_[l],
-                               (offsets_[l + 1] - offsets_[l]) * sizeof(float));
-    }
+    Current host = Current::kHost;
+    if (current_[l].compare_exchange_strong(host, Current::kBoth)) copy_parameters(l, true);
   }
   layers_[l]->forward(activations_[l].data(), activations_[l + 1].data(), batch);
   if (l + 1 == layers_.size()) forward_batch_ = batch;
@@ -184,7 +213,10 @@ void Model::backward_layer(std::size_t l, std::size_t batch) {
       backend_->copy_to_host(gradients_.data() + offsets_[l], device_gradients_.data() + offsets_[l],
                              count * sizeof(float));
     }
-    stale_[l].store(true);  // the sync stage / optimizer writes the host parameters next
+    // The sync stage / optimizer writes the host parameters next (unless the layer is updated
+    // on the device: then its device copy stays the current one).
+    Current both = Current::kBoth;
+    current_[l].compare_exchange_strong(both, Current::kHost);
   }
 }
 

@@ -35,34 +35,49 @@ namespace gradmesh::tasks {
 /// Compute device: the Model owns a Backend (tasks/backend.h; CPU by default, or the one passed
 /// in, e.g. make_backend("cuda")) and every layer computes through it. All spans the Model
 /// returns (parameters(), gradients(), layer_parameters/gradients, input, layer_input,
-/// layer_output_gradient, output) are HOST memory on every backend, so sync stages never see a
-/// device pointer. On the CPU backend they are the compute buffers themselves (no copies; results
-/// bitwise identical to the pre-backend code). On a device backend (CUDA) the Model keeps device
-/// copies of parameters, gradients and all activations and deltas, and the host spans are pinned
+/// layer_output_gradient, output) are HOST memory on every backend, so sync stages never ship a
+/// device pointer; the one exception is device_layer_parameters / device_layer_gradients, which
+/// a sync stage passes only to the backend's kernels (the device-side update path below). On the
+/// CPU backend all of them are the compute buffers themselves (no copies; results bitwise
+/// identical to the pre-backend code). On a device backend (CUDA) the Model keeps device copies
+/// of parameters, gradients and all activations and deltas, and the host spans are pinned
 /// staging buffers (cudaMallocHost), kept in step as follows:
 ///  - gradients: backward_layer(l) copies layer l's gradients device -> host before it returns
 ///    (unless the layer's parameter gradients are disabled, as SFB does), so WFBP may ship them
-///    at once. Cost: one device-to-host copy of the layer's gradients and a wait per backward.
-///  - parameters: the optimizer step stays on the HOST for now (tasks/optim, the sync stages'
-///    shards): it writes the staging copy. A layer's device copy is marked stale after each
-///    backward_layer(l) (the sync stage updates the parameters next), whenever parameters() or
-///    layer_parameters(l) hands out the span (the caller may write it), and by
-///    mark_parameters_changed(); forward_layer(l) uploads a stale layer's parameters first. So
-///    each training step uploads every parameter once (host -> device, asynchronous), and
-///    evaluate() after training uploads nothing per batch.
+///    at once. Cost: one device-to-host copy of the layer's gradients and a wait per backward. A
+///    gradient that a sync stage forms on the device (device_layer_gradients, SFB's rebuild) is
+///    never copied to the host: the host slice keeps what it held.
+///  - parameters: per layer, the Model records which copy is current (atomically):
+///      both:   the two copies agree;
+///      host:   the host copy is current (a host optimizer step, a PS broadcast or Ako wrote it, or
+///              may write it): forward_layer(l) uploads it first (asynchronous) -> both;
+///      device: the device copy is current (a sync stage updated the layer on the device: SFB's
+///              rebuild + Optimizer::step_on_device, Poseidon ATC'17 sec. 3.2): forward_layer(l)
+///              uploads nothing; a host access downloads it first.
+///    Transitions: construction -> host (initialize() writes the host copy). parameters() and
+///    layer_parameters(l) hand out a host span the caller may write: a device-current layer is
+///    downloaded first (one copy and a wait), then -> host. backward_layer(l) and
+///    mark_parameters_changed(): both -> host (the sync stage writes the host copy next, perhaps
+///    through a span it holds); a device-current layer stays device (writes through a host span
+///    taken before it became device-current are lost: take a fresh one). device_layer_parameters(l)
+///    hands out the device span for writing: a host-current layer is uploaded first, then ->
+///    device. So a layer stepped on the host is uploaded once per step; a layer stepped on the
+///    device never crosses PCIe, except when the host reads it (save_parameters, tests); and
+///    evaluate() after training transfers no parameters per batch. Writes through a host span
+///    held from earlier (a PS shard, Ako) that land outside training, after the layer's last
+///    backward, are seen only after mark_parameters_changed().
 ///  - input(batch) is staging; forward_layer(0) uploads the batch.
 ///  - layer_input / layer_output_gradient / output copy device -> staging on every call (one copy
 ///    of the span's floats and a wait for the device): what SFB and evaluation read.
-/// Writes through a span handed out earlier (a PS shard, Ako) that land after the layer's last
-/// backward of a run and before its next forward are seen only if the layer was marked stale by
-/// one of the rules above; call mark_parameters_changed() after such writes outside training.
 ///
 /// Thread safety: none; one Model is driven by one thread at a time, though distinct layers'
 /// parameter/gradient slices may be read by other threads once their backward step is done, and
-/// layer_parameters(l) may be called from another thread (the stale flags are atomic). On a
-/// device model, layer_input / layer_output_gradient / output use the device's stream: call them
-/// from the thread driving the Model (the sync stage's backward hook) or while it is idle.
-/// Moving a Model keeps all spans valid; copying is not allowed.
+/// layer_parameters(l) may be called from another thread for a layer that is not device-current
+/// (the state is atomic; PS and all-reduce layers never are). On a device model, everything that
+/// uses the device's stream — layer_input / layer_output_gradient / output, device_layer_*, and
+/// parameters() / layer_parameters(l) when they download a device-current layer — must be called
+/// from the thread driving the Model (the compute arena's: the sync stage's backward hook, SFB's
+/// apply task) or while it is idle. Moving a Model keeps all spans valid; copying is not allowed.
 class Model {
  public:
   /// Builds layers from `specs` (as parse_layer_specs returns them; a trailing
@@ -114,22 +129,39 @@ class Model {
 
   /// m: floats of parameters over all layers.
   [[nodiscard]] std::size_t parameter_count() const noexcept { return parameters_.size(); }
-  /// All parameters, flat, host memory (see the class comment for the layout and, on a device,
-  /// when the device copy is refreshed: this call marks every layer's device copy stale).
-  [[nodiscard]] std::span<float> parameters() noexcept;
+  /// All parameters, flat, host memory (see the class comment for the layout). On a device:
+  /// downloads every device-current layer first, then makes the host copy of every layer the
+  /// current one (the caller may write it; each is uploaded before its next forward). Throws
+  /// DeviceError when a download fails.
+  [[nodiscard]] std::span<float> parameters();
   /// All gradients of the last backward pass, same layout as parameters(), host memory.
   [[nodiscard]] std::span<float> gradients() noexcept { return gradients_.span(); }
-  /// On a device model, makes the next forward_layer(l) of every layer upload its parameters
-  /// from the host copy (a no-op on the CPU). Thread safety: may be called from any thread.
+  /// On a device model, makes the next forward_layer(l) of every layer that is not
+  /// device-current upload its parameters from the host copy (a no-op on the CPU; a
+  /// device-current layer keeps its device copy). Thread safety: may be called from any thread.
   void mark_parameters_changed() noexcept;
   /// Offset, in floats, of layer l's parameters in parameters(); l == num_layers() gives
   /// parameter_count(). Throws gradmesh::ContractError if l > num_layers().
   [[nodiscard]] std::size_t parameter_offset(std::size_t l) const;
-  /// Layer l's slice of parameters() (empty for parameter-free layers); marks layer l's device
-  /// copy stale.
+  /// Layer l's slice of parameters() (empty for parameter-free layers). On a device: downloads
+  /// the layer first if its device copy is current, then makes the host copy current (uploaded
+  /// before the next forward_layer(l)). Throws gradmesh::ContractError if l >= num_layers(),
+  /// DeviceError when the download fails.
   [[nodiscard]] std::span<float> layer_parameters(std::size_t l);
   /// Layer l's slice of gradients().
   [[nodiscard]] std::span<float> layer_gradients(std::size_t l);
+  /// Layer l's parameters in the backend's memory, for a sync stage that updates the layer on the
+  /// device (Backend kernels, Optimizer::step_on_device): on a device model a span of DEVICE
+  /// memory (never dereference it on the host; pass it to the backend only), on the CPU the host
+  /// slice itself (layer_parameters(l) without the bookkeeping). On a device: uploads the layer
+  /// first (enqueued) if its host copy is current, then makes the device copy current until a
+  /// host access (parameters(), layer_parameters(l)) downloads it. Call from the thread driving
+  /// the Model. Throws gradmesh::ContractError if l >= num_layers().
+  [[nodiscard]] std::span<float> device_layer_parameters(std::size_t l);
+  /// Layer l's gradients in the backend's memory (device memory on a device model, the host slice
+  /// on the CPU), where a sync stage writes a gradient it forms on the device (SFB's rebuild);
+  /// nothing is copied and no state changes. Throws gradmesh::ContractError if l >= num_layers().
+  [[nodiscard]] std::span<float> device_layer_gradients(std::size_t l);
 
   /// The input buffer for a batch of `batch` rows (batch x input_size()): write the batch here.
   /// Throws gradmesh::ContractError unless 1 <= batch <= max_batch().
@@ -172,6 +204,17 @@ class Model {
   /// first count floats (src's own span on the CPU).
   std::span<const float> to_host(const Buffer<float>& src, const Buffer<float>& dst,
                                  std::size_t count) const;
+  /// Layer l's slice of a buffer in parameters() layout.
+  [[nodiscard]] std::span<float> layer_slice(const Buffer<float>& b, std::size_t l) const noexcept;
+  /// Device model: layer l's parameters host -> device (enqueued) or device -> host (waits); no
+  /// copy for a parameter-free layer.
+  void copy_parameters(std::size_t l, bool to_device);
+  /// Device model: downloads layer l's parameters if its device copy is current, then marks the
+  /// host copy current. No-op on the CPU.
+  void make_host_current(std::size_t l);
+
+  /// Which copy of a layer's parameters is current on a device model (see the class comment).
+  enum class Current : std::uint8_t { kBoth, kHost, kDevice };
 
   // Declared first: destroyed last (layers and buffers hold pointers to it).
   std::unique_ptr<Backend> backend_;
@@ -188,7 +231,7 @@ class Model {
   std::vector<Buffer<float>> deltas_;       // [l] d loss / d activations_[l]; [0] unused
   std::vector<Buffer<float>> host_activations_;  // device only: staging mirrors of activations_
   std::vector<Buffer<float>> host_deltas_;       // device only: staging mirrors of deltas_
-  std::unique_ptr<std::atomic<bool>[]> stale_;   // device only: layer l's device copy is stale
+  std::unique_ptr<std::atomic<Current>[]> current_;  // device only: by layer
   std::size_t forward_batch_ = 0;                // batch of the last forward_layer(L - 1)
 };
 

@@ -5,15 +5,22 @@
 
 #include "engine/error.h"
 #include "sync/poseidon/sf_rebuild.h"
+#include "tasks/cpu/cpu_backend.h"
 
 namespace gradmesh::sync {
 
-SfbLayer::SfbLayer(std::size_t m, std::size_t n, std::size_t k, std::size_t nodes, std::size_t rank)
-    : m_(m), n_(n), k_(k), nodes_(nodes), rank_(rank) {
+SfbLayer::SfbLayer(std::size_t m, std::size_t n, std::size_t k, std::size_t nodes, std::size_t rank,
+                   tasks::Backend* device)
+    : m_(m), n_(n), k_(k), nodes_(nodes), rank_(rank), device_(device) {
   for (Round& r : rounds_) r.factors.resize(nodes);
   for (auto& buffer : send_) buffer.resize(k * (m + n));
-  u_all_.resize(nodes * k * m);
-  v_all_.resize(nodes * k * n);
+  tasks::Backend& staging = device != nullptr ? *device : tasks::cpu::host_backend();
+  u_all_ = staging.allocate<float>(nodes * k * m, tasks::MemoryKind::kHostStaging);
+  v_all_ = staging.allocate<float>(nodes * k * n, tasks::MemoryKind::kHostStaging);
+  if (device != nullptr) {
+    u_device_ = device->allocate<float>(nodes * k * m);
+    v_device_ = device->allocate<float>(nodes * k * n);
+  }
 }
 
 net::Payload SfbLayer::pack(std::uint64_t round, std::span<const float> u, std::span<const float> v) {
@@ -91,7 +98,7 @@ void SfbLayer::fail_all(std::exception_ptr error) {
   for (auto& done : waiting) done.fail(error);
 }
 
-void SfbLayer::rebuild(std::uint64_t round, std::span<float> dw, std::span<float> db) {
+SfbLayer::Round& SfbLayer::stack(std::uint64_t round) {
   Round* r = nullptr;
   {
     std::lock_guard lock(mutex_);
@@ -102,16 +109,37 @@ void SfbLayer::rebuild(std::uint64_t round, std::span<float> dw, std::span<float
   // The round's slots are complete and only this task touches them until received is reset.
   for (std::size_t p = 0; p < nodes_; ++p) {
     const auto values = r->factors[p].as<float>();
-    std::copy_n(values.begin(), k_ * m_, u_all_.begin() + static_cast<std::ptrdiff_t>(p * k_ * m_));
+    std::copy_n(values.begin(), k_ * m_, u_all_.data() + p * k_ * m_);
     std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(k_ * m_), k_ * n_,
-                v_all_.begin() + static_cast<std::ptrdiff_t>(p * k_ * n_));
+                v_all_.data() + p * k_ * n_);
   }
-  rebuild_dense_gradient(u_all_, v_all_, nodes_ * k_, m_, n_, 1.0f / static_cast<float>(nodes_),
-                         dw, db);
+  return *r;
+}
+
+void SfbLayer::release(Round& r) {
   std::lock_guard lock(mutex_);
-  for (net::Payload& p : r->factors) p = net::Payload{};
-  r->received = 0;
+  for (net::Payload& p : r.factors) p = net::Payload{};
+  r.received = 0;
   ++current_;
+}
+
+void SfbLayer::rebuild(std::uint64_t round, std::span<float> dw, std::span<float> db) {
+  Round& r = stack(round);
+  rebuild_dense_gradient(u_all_.span(), v_all_.span(), nodes_ * k_, m_, n_,
+                         1.0f / static_cast<float>(nodes_), dw, db);
+  release(r);
+}
+
+void SfbLayer::rebuild_on_device(std::uint64_t round, std::span<float> dw, std::span<float> db) {
+  GRADMESH_CHECK(device_ != nullptr, "rebuild_on_device of an SFB layer built without a device");
+  // The previous round's asynchronous upload reads the staging stack that stack() rewrites.
+  device_->synchronize();
+  Round& r = stack(round);
+  device_->copy_to_device(u_device_.data(), u_all_.data(), u_all_.size() * sizeof(float));
+  device_->copy_to_device(v_device_.data(), v_all_.data(), v_all_.size() * sizeof(float));
+  rebuild_dense_gradient(*device_, u_device_.span(), v_device_.span(), nodes_ * k_, m_, n_,
+                         1.0f / static_cast<float>(nodes_), dw, db);
+  release(r);  // the payloads were copied into the staging stack
 }
 
 }  // namespace gradmesh::sync

@@ -3,7 +3,8 @@
 // instead of its M x N gradient, a node broadcasts the sufficient factors U (K x M, the output
 // gradients of its batch) and V (K x N, the layer's inputs); every node stacks the n pairs in rank
 // order and rebuilds the mean gradient with one GEMM, then steps the optimizer itself, so all
-// replicas stay identical.
+// replicas stay identical. On a device model the stack goes to the device and the GEMM runs there
+// (rebuild_on_device): only the small factors cross PCIe, never the M x N gradient.
 
 #include <array>
 #include <cstddef>
@@ -16,6 +17,7 @@
 
 #include "engine/task.h"
 #include "net/payload.h"
+#include "tasks/backend.h"
 
 namespace gradmesh::sync {
 
@@ -27,12 +29,17 @@ namespace gradmesh::sync {
 /// parity, and this node's own send buffer is double-buffered: its round t bytes are rewritten in
 /// round t+2, when every peer has provably received them.
 ///
-/// Thread safety: store(), await() and fail_all() from any thread; pack() and rebuild() from one
-/// task at a time (the layer's send and apply tasks, ordered by the iteration graph).
+/// Thread safety: store(), await() and fail_all() from any thread; pack() and rebuild() /
+/// rebuild_on_device() from one task at a time (the layer's send and apply tasks, ordered by the
+/// iteration graph); rebuild_on_device() from the thread that drives the device (the Model's).
 class SfbLayer {
  public:
   /// A dense layer with M outputs and N inputs, K samples per node, `nodes` nodes, this is `rank`.
-  SfbLayer(std::size_t m, std::size_t n, std::size_t k, std::size_t nodes, std::size_t rank);
+  /// `device`: the Model's backend when the layer is rebuilt on the device (rebuild_on_device;
+  /// the stack is then pinned staging plus a device copy, nK (M + N) floats each), nullptr for
+  /// the host (rebuild). Throws DeviceError when the device is out of memory.
+  SfbLayer(std::size_t m, std::size_t n, std::size_t k, std::size_t nodes, std::size_t rank,
+           tasks::Backend* device = nullptr);
 
   /// Bytes of one node's factors: K (M + N) floats.
   [[nodiscard]] std::size_t factor_bytes() const noexcept { return k_ * (m_ + n_) * sizeof(float); }
@@ -58,6 +65,14 @@ class SfbLayer {
   /// dW (M x N) and db (M). Releases the round's payloads and opens round + 2's slots.
   void rebuild(std::uint64_t round, std::span<float> dw, std::span<float> db);
 
+  /// rebuild() on the device given at construction: waits for the device (the previous round's
+  /// upload may still read the staging stack), stacks the factors into the pinned staging stack,
+  /// uploads it (nK (M + N) floats) and runs rebuild_dense_gradient on the device into dw (M x N)
+  /// and db (M), device memory of that backend (Model::device_layer_gradients). Enqueued: returns
+  /// before the device ran it. Throws ContractError when built without a device (and as
+  /// rebuild()), DeviceError when a device call fails.
+  void rebuild_on_device(std::uint64_t round, std::span<float> dw, std::span<float> db);
+
  private:
   struct Round {
     std::vector<net::Payload> factors;  // by rank
@@ -65,13 +80,21 @@ class SfbLayer {
     engine::Completion waiting;
   };
 
+  /// Checks that round `round` is complete and current, and stacks its n factors into u_all_ and
+  /// v_all_ in rank order. Returns the round for release().
+  Round& stack(std::uint64_t round);
+  /// Releases the round's payloads and opens round + 2's slots.
+  void release(Round& r);
+
   std::size_t m_, n_, k_, nodes_, rank_;
+  tasks::Backend* device_;            // null: rebuilt on the host
   std::mutex mutex_;
   std::uint64_t current_ = 0;         // the oldest round not yet rebuilt
   std::array<Round, 2> rounds_;       // by round parity
   std::exception_ptr error_;
   std::array<std::vector<float>, 2> send_;  // this node's [U | V], by round parity
-  std::vector<float> u_all_, v_all_;        // nK x M and nK x N, rank order
+  tasks::Buffer<float> u_all_, v_all_;      // nK x M and nK x N, rank order (device: staging)
+  tasks::Buffer<float> u_device_, v_device_;  // device copies of the stack; empty on the host
 };
 
 }  // namespace gradmesh::sync

@@ -16,27 +16,45 @@ SfbScheme::SfbScheme(const SyncContext& ctx, Channel& channel,
       stage_(channel.route(sfb::kStage,
                            [this](std::size_t from, net::Message&& m) { on_factors(from, std::move(m)); })),
       layers_(ctx.model.num_layers()) {
+  tasks::Model& model = ctx_.model;
+  // On a device model the factor downloads, the rebuild and the step use the device (send_factors,
+  // apply_factors) from the thread that drives the Model: the compute arena's, which must
+  // therefore be that one thread.
+  tasks::Backend* device = model.on_device() ? &model.backend() : nullptr;
+  if (device != nullptr) {
+    GRADMESH_CHECK_EQ(ctx_.executor.options().compute_threads, std::size_t{1},
+                      "SFB on a device model: compute arena threads (the Model's one thread)");
+  }
   for (std::size_t l : layers) {
-    tasks::Layer& layer = ctx_.model.layer(l);
+    tasks::Layer& layer = model.layer(l);
     GRADMESH_CHECK(layer.has_sufficient_factors(), "SFB on a layer without sufficient factors");
     layers_[l] = std::make_unique<SfbLayer>(layer.output_size(), layer.input_size(),
-                                            ctx_.batch_size, ctx_.nodes, ctx_.rank);
+                                            ctx_.batch_size, ctx_.nodes, ctx_.rank, device);
     // The mean dW is rebuilt from every node's factors: the local one would be thrown away.
     layer.set_parameter_gradients_enabled(false);
+    // One velocity per parameter: the layer's lives where it is stepped.
+    if (device != nullptr) {
+      ctx_.optimizer.keep_on_device(*device, model.parameter_offset(l), layer.parameter_count());
+    }
   }
 }
 
 void SfbScheme::build(engine::Graph& graph, const IterationTasks& tasks) {
+  // On a device, send (its factor downloads) and apply (device work it enqueues) use the Model's
+  // device stream, so they run on the Model's thread (see the constructor); on the host they run
+  // beside the compute thread, the rebuild GEMM included.
+  const engine::Arena arena =
+      ctx_.model.on_device() ? engine::Arena::kCompute : engine::Arena::kNetwork;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     if (!layers_[l]) continue;
     const std::string suffix = "_" + std::to_string(l);
-    auto send = graph.emplace("sfb_send" + suffix, engine::Arena::kNetwork,
+    auto send = graph.emplace("sfb_send" + suffix, arena,
                               [this, l](engine::TaskContext& t) { send_factors(l, t.run()); });
     auto wait = graph.emplace("sfb_wait" + suffix, engine::Arena::kNetwork,
                               [this, l](engine::TaskContext& t) {
                                 layers_[l]->await(t.run(), t.defer());
                               });
-    auto apply = graph.emplace("sfb_apply" + suffix, engine::Arena::kNetwork,
+    auto apply = graph.emplace("sfb_apply" + suffix, arena,
                                [this, l](engine::TaskContext& t) { apply_factors(l, t.run()); });
     tasks.backward[l].precede(send);
     send.precede(wait);
@@ -66,12 +84,22 @@ void SfbScheme::send_factors(std::size_t layer, std::uint64_t round) {
 }
 
 void SfbScheme::apply_factors(std::size_t layer, std::uint64_t round) {
-  tasks::Layer& info = ctx_.model.layer(layer);
+  tasks::Model& model = ctx_.model;
+  tasks::Layer& info = model.layer(layer);
   const std::size_t weights = info.output_size() * info.input_size();
-  const std::span<float> gradients = ctx_.model.layer_gradients(layer);
+  const std::size_t offset = model.parameter_offset(layer);
+  if (model.on_device()) {
+    // Gradient and step stay on the device: U and V go up, the M x N gradient never crosses
+    // PCIe, and the Model holds the layer's device copy as the current one.
+    const std::span<float> gradients = model.device_layer_gradients(layer);
+    layers_[layer]->rebuild_on_device(round, gradients.first(weights),
+                                      gradients.subspan(weights));
+    ctx_.optimizer.step_on_device(offset, model.device_layer_parameters(layer), gradients);
+    return;
+  }
+  const std::span<float> gradients = model.layer_gradients(layer);
   layers_[layer]->rebuild(round, gradients.first(weights), gradients.subspan(weights));
-  ctx_.optimizer.step(ctx_.model.parameter_offset(layer), ctx_.model.layer_parameters(layer),
-                      gradients);
+  ctx_.optimizer.step(offset, model.layer_parameters(layer), gradients);
 }
 
 void SfbScheme::on_factors(std::size_t from, net::Message&& message) {

@@ -21,7 +21,16 @@ namespace gradmesh::sync {
 /// same bits (the same stack in the same order). The layers' own dW GEMM is switched off
 /// (Layer::set_parameter_gradients_enabled): the rebuilt gradient replaces it.
 ///
-/// Errors and thread safety: as PsScheme (see SfbLayer for the buffers).
+/// On a device model (Model::on_device) the update stays on the device. sfb_send_l and sfb_apply_l
+/// run on the compute arena (they use the Model's device stream, which its one thread drives:
+/// checked at construction; sends are non-blocking). sfb_apply_l uploads the stacked U, V
+/// (n K (M + N) floats), rebuilds dW and db with the backend's GEMM into the Model's device
+/// gradients, and steps the layer with Optimizer::step_on_device on the device velocity this
+/// scheme registered (Optimizer::keep_on_device); the layer's device copy is then the current one
+/// (Model::device_layer_parameters). The M x N gradient and weights never cross PCIe.
+///
+/// Errors and thread safety: as PsScheme (see SfbLayer for the buffers). The constructor throws
+/// ContractError for a device model whose executor has more than one compute thread.
 class SfbScheme {
  public:
   /// Routes the sf_broadcast stage on `channel`. `layers` must have sufficient factors.

@@ -125,8 +125,11 @@ void PsScheme::reduce_and_broadcast(std::size_t chunk, std::uint64_t round) {
 void PsScheme::apply_parameters(std::size_t chunk, std::uint64_t round,
                                 std::span<const float> values, std::size_t from) {
   const topo::KvChunk& info = placement_.chunks()[chunk];
-  std::memcpy(ctx_.model.parameters().data() + info.offset, values.data(),
-              info.size * sizeof(float));
+  // The chunk's layer only: its host copy becomes the current one (uploaded before its forward),
+  // and no other layer's device copy is touched (an SFB layer's may be the current one).
+  const std::span<float> layer = ctx_.model.layer_parameters(info.layer);
+  std::memcpy(layer.data() + (info.offset - ctx_.model.parameter_offset(info.layer)),
+              values.data(), info.size * sizeof(float));
   if (!arrivals_.arrive(info.layer, round)) {
     channel_.reject(from, broadcast_stage_,
                     "parameters of chunk " + std::to_string(chunk) + " for round " +

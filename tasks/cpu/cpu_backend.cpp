@@ -197,6 +197,15 @@ void CpuBackend::pack_channels(const float* dy, std::size_t samples, std::size_t
 
 void CpuBackend::fill(float* dst, std::size_t n, float value) { std::fill(dst, dst + n, value); }
 
+void CpuBackend::scale(float* x, std::size_t n, float alpha) {
+  for (std::size_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+
+void CpuBackend::sgd_step(float* w, const float* g, float* velocity, std::size_t n,
+                          const SgdOptions& options) {
+  sgd_update(w, g, velocity, n, options);
+}
+
 void CpuBackend::max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g,
                                   float* y, std::uint32_t* argmax) {
   const std::size_t oh = g.out_height, ow = g.out_width, stride = g.stride, window = g.window;

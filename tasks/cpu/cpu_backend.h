@@ -51,6 +51,9 @@ class CpuBackend final : public Backend {
   void pack_channels(const float* dy, std::size_t samples, std::size_t filters,
                      std::size_t positions, float* out, std::size_t ld, float* bias_sums) override;
   void fill(float* dst, std::size_t n, float value) override;
+  void scale(float* x, std::size_t n, float alpha) override;
+  void sgd_step(float* w, const float* g, float* velocity, std::size_t n,
+                const SgdOptions& options) override;
   void max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g, float* y,
                         std::uint32_t* argmax) override;
   void max_pool_backward(const float* dy, const std::uint32_t* argmax, std::size_t planes,

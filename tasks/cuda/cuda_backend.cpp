@@ -157,6 +157,15 @@ class CudaBackend final : public Backend {
   void fill(float* dst, std::size_t n, float value) override {
     check(kernels::fill(dst, n, value, stream_), "fill");
   }
+  void scale(float* x, std::size_t n, float alpha) override {
+    check(kernels::scale(x, n, alpha, stream_), "scale");
+  }
+  void sgd_step(float* w, const float* g, float* velocity, std::size_t n,
+                const SgdOptions& options) override {
+    check(kernels::sgd_step(w, g, velocity, n, options.lr, options.momentum,
+                            options.weight_decay, stream_),
+          "sgd_step");
+  }
   void max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g, float* y,
                         std::uint32_t* argmax) override {
     check(kernels::max_pool_forward(x, planes, pool_shape(g), y, argmax, stream_),

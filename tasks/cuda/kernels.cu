@@ -69,6 +69,23 @@ __global__ void fill_kernel(float* dst, std::size_t n, float value) {
   GM_FOR(i, n) { dst[i] = value; }
 }
 
+__global__ void scale_kernel(float* x, std::size_t n, float alpha) {
+  GM_FOR(i, n) { x[i] = __fmul_rn(x[i], alpha); }
+}
+
+// Sgd::step (tasks/optim/sgd.h, sgd_update): the _rn intrinsics round each operation on its own,
+// so nvcc does not fuse them into FMAs and every element gets the host loop's bits.
+__global__ void sgd_step_kernel(float* w, const float* g, float* velocity, std::size_t n, float lr,
+                                float momentum, float weight_decay) {
+  GM_FOR(i, n) {
+    const float wi = w[i];
+    const float gi = __fadd_rn(g[i], __fmul_rn(weight_decay, wi));
+    const float vi = __fadd_rn(__fmul_rn(momentum, velocity[i]), gi);
+    velocity[i] = vi;
+    w[i] = __fsub_rn(wi, __fmul_rn(lr, vi));
+  }
+}
+
 // One thread per element of col: (row r = (c k + u) k + v, sample s, position i OW + j).
 __global__ void im2col_kernel(const float* x, std::size_t samples, ConvShape g, float* col,
                               std::size_t ld) {
@@ -276,6 +293,20 @@ cudaError_t relu_backward(const float* y, const float* dy, std::size_t n, float*
 cudaError_t fill(float* dst, std::size_t n, float value, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dst, n, value);
+  return launched();
+}
+
+cudaError_t scale(float* x, std::size_t n, float alpha, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, alpha);
+  return launched();
+}
+
+cudaError_t sgd_step(float* w, const float* g, float* velocity, std::size_t n, float lr,
+                     float momentum, float weight_decay, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  sgd_step_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, velocity, n, lr, momentum,
+                                                          weight_decay);
   return launched();
 }
 

@@ -23,6 +23,10 @@ cudaError_t relu_forward(const float* x, std::size_t n, float* y, cudaStream_t s
 cudaError_t relu_backward(const float* y, const float* dy, std::size_t n, float* dx,
                           cudaStream_t stream);
 cudaError_t fill(float* dst, std::size_t n, float value, cudaStream_t stream);
+cudaError_t scale(float* x, std::size_t n, float alpha, cudaStream_t stream);
+/// Sgd::step on n floats (w, velocity written), rounded operation by operation as the host's.
+cudaError_t sgd_step(float* w, const float* g, float* velocity, std::size_t n, float lr,
+                     float momentum, float weight_decay, cudaStream_t stream);
 
 /// Input C x H x W, k x k kernel, stride s, padding p, output OH x OW.
 struct ConvShape {

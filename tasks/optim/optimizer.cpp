@@ -1,14 +1,31 @@
 #include "tasks/optim/optimizer.h"
 
+#include <string>
+
 #include "engine/error.h"
 
 namespace gradmesh::tasks {
+
+namespace {
+
+/// Whether [a, a + a_size) and [b, b + b_size) share a float.
+bool overlaps(std::size_t a, std::size_t a_size, std::size_t b, std::size_t b_size) noexcept {
+  return a < b + b_size && b < a + a_size;
+}
+
+}  // namespace
 
 Optimizer::Optimizer(SgdOptions options, std::size_t parameter_count)
     : sgd_(options), velocity_(parameter_count, 0.0f) {}
 
 std::span<float> Optimizer::velocity_at(std::size_t offset, std::size_t size) {
   GRADMESH_CHECK_LE(offset + size, velocity_.size(), "Optimizer: range outside the model");
+  for (const DeviceRange& d : device_) {
+    GRADMESH_CHECK(!overlaps(offset, size, d.offset, d.velocity.size()),
+                   "Optimizer: host velocity of [" + std::to_string(offset) + ", " +
+                       std::to_string(offset + size) + ") overlaps the range kept on the device "
+                       "from offset " + std::to_string(d.offset) + " (step it with step_on_device)");
+  }
   return std::span<float>(velocity_).subspan(offset, size);
 }
 
@@ -30,6 +47,28 @@ void Optimizer::step_plain(std::span<float> w, std::span<float> g) const {
     if (wd != 0.0f) g[i] += wd * w[i];
     w[i] -= lr * g[i];
   }
+}
+
+void Optimizer::keep_on_device(Backend& backend, std::size_t offset, std::size_t size) {
+  GRADMESH_CHECK(size > 0, "Optimizer::keep_on_device: empty range");
+  const std::span<const float> host = velocity_at(offset, size);  // checks range and overlaps
+  Buffer<float> velocity = backend.allocate<float>(size);
+  // The source is never written again (the range is stepped on the device only), so the
+  // asynchronous copy may read it whenever the device gets to it.
+  backend.copy_to_device(velocity.data(), host.data(), size * sizeof(float));
+  device_.push_back(DeviceRange{&backend, offset, std::move(velocity)});
+}
+
+void Optimizer::step_on_device(std::size_t offset, std::span<float> w, std::span<const float> g) {
+  GRADMESH_CHECK_EQ(g.size(), w.size(), "Optimizer::step_on_device: gradient size");
+  for (DeviceRange& d : device_) {
+    if (d.offset != offset) continue;
+    GRADMESH_CHECK_EQ(w.size(), d.velocity.size(), "Optimizer::step_on_device: range size");
+    d.backend->sgd_step(w.data(), g.data(), d.velocity.data(), w.size(), options());
+    return;
+  }
+  throw ContractError("Optimizer::step_on_device: no range kept on the device at offset " +
+                      std::to_string(offset));
 }
 
 }  // namespace gradmesh::tasks

@@ -3,11 +3,15 @@
 // whole model, in Model::parameters() layout. Every sync scheme steps through it — a layer after
 // its gradient is final (none, SFB, all-reduce), a KV chunk's master copy on its owner (PS), the
 // local replica (Ako) — so a job has one velocity per parameter whatever scheme each layer uses.
+// On a device model, the ranges of layers that are updated on the device (SFB's layers) keep their
+// velocity in device memory instead (keep_on_device): still one velocity per parameter, in one
+// place.
 
 #include <cstddef>
 #include <span>
 #include <vector>
 
+#include "tasks/backend.h"
 #include "tasks/optim/sgd.h"
 
 namespace gradmesh::tasks {
@@ -18,15 +22,24 @@ namespace gradmesh::tasks {
 /// a layer, KvChunk::offset for a KV chunk): the velocity used is velocity()[offset, offset +
 /// w.size()). The parameters `w` need not be the model's own (a KV shard steps its master copy).
 ///
-/// Thread safety: calls on disjoint [offset, offset + size) ranges may run concurrently (layers
-/// step on different tasks, chunks on different threads); no allocation after construction.
+/// Device ranges: keep_on_device(backend, offset, size) moves the velocity of one range (a layer
+/// that a sync stage updates on the device, Poseidon's SFB) into that backend's device memory;
+/// from then on only step_on_device() steps that range, on device parameters and gradients
+/// (Model::device_layer_parameters / device_layer_gradients), and host steps that touch it are
+/// errors, so no parameter ever has two velocities.
+///
+/// Thread safety: host calls on disjoint [offset, offset + size) ranges may run concurrently
+/// (layers step on different tasks, chunks on different threads). keep_on_device() only at
+/// set-up, before any step; step_on_device() from the thread that drives the backend (the
+/// Model's). No allocation after set-up.
 class Optimizer {
  public:
   /// Throws gradmesh::ConfigError naming the option for a bad lr, momentum or weight decay.
   Optimizer(SgdOptions options, std::size_t parameter_count);
 
   /// w -= lr v, v = mu v + g + wd w (Sgd::step) with the velocity at `offset`. Throws
-  /// gradmesh::ContractError when sizes differ or the range leaves the model.
+  /// gradmesh::ContractError when sizes differ, the range leaves the model or it overlaps a range
+  /// kept on the device.
   void step(std::size_t offset, std::span<float> w, std::span<const float> g);
 
   /// Sums `grads` in the given order (the same bits on every node), scales by `scale` (1/n: the
@@ -40,15 +53,41 @@ class Optimizer {
   /// sent on carries the decay), then w -= lr g. The velocity is neither read nor written.
   void step_plain(std::span<float> w, std::span<float> g) const;
 
+  /// Keeps the velocity of [offset, offset + size) on `backend`'s device from now on: allocates
+  /// `size` floats of device memory there (the one allocation) and copies the host slice in (all
+  /// zero before the first step). The host slice of velocity() is not used for the range after
+  /// this. Set-up only. `backend` must outlive the optimizer's steps (the Model's backend: the
+  /// node makes the Model before the Optimizer). Throws gradmesh::ContractError when the range
+  /// is empty, leaves the model or overlaps one already kept on a device; DeviceError when the
+  /// device is out of memory.
+  void keep_on_device(Backend& backend, std::size_t offset, std::size_t size);
+
+  /// Sgd::step on the device (Backend::sgd_step, enqueued on the backend's stream; bitwise the
+  /// host step on the CPU backend): w and g are w.size() floats of the backend's device memory,
+  /// and [offset, offset + w.size()) must be exactly a range given to keep_on_device(), whose
+  /// device velocity it uses. Thread safety: the backend's (one thread). Throws
+  /// gradmesh::ContractError for sizes that differ or a range not kept on the device; DeviceError
+  /// when the kernel fails to launch.
+  void step_on_device(std::size_t offset, std::span<float> w, std::span<const float> g);
+
   [[nodiscard]] const SgdOptions& options() const noexcept { return sgd_.options(); }
-  /// The momentum buffer, Model::parameters() layout (floats).
+  /// The host momentum buffer, Model::parameters() layout (floats). Ranges kept on a device hold
+  /// the values they had when they moved there.
   [[nodiscard]] std::span<float> velocity() noexcept { return velocity_; }
 
  private:
+  /// A velocity range kept in a backend's device memory.
+  struct DeviceRange {
+    Backend* backend;
+    std::size_t offset;
+    Buffer<float> velocity;  // device memory, velocity.size() floats
+  };
+
   [[nodiscard]] std::span<float> velocity_at(std::size_t offset, std::size_t size);
 
   Sgd sgd_;
   std::vector<float> velocity_;
+  std::vector<DeviceRange> device_;  // set up by keep_on_device(); few entries (one per layer)
 };
 
 }  // namespace gradmesh::tasks

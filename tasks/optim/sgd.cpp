@@ -8,6 +8,19 @@
 
 namespace gradmesh::tasks {
 
+void sgd_update(float* w, const float* g, float* velocity, std::size_t n,
+                const SgdOptions& options) noexcept {
+  const float lr = options.lr;
+  const float mu = options.momentum;
+  const float wd = options.weight_decay;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float gi = g[i] + wd * w[i];
+    const float vi = mu * velocity[i] + gi;
+    velocity[i] = vi;
+    w[i] -= lr * vi;
+  }
+}
+
 Sgd::Sgd(SgdOptions o) : options_(o) {
   if (!std::isfinite(o.lr) || o.lr < 0.0f) {
     throw ConfigError("sgd.lr: expected a finite value >= 0, got " + std::to_string(o.lr));
@@ -25,16 +38,7 @@ Sgd::Sgd(SgdOptions o) : options_(o) {
 void Sgd::step(std::span<float> w, std::span<const float> g, std::span<float> velocity) const {
   GRADMESH_CHECK_EQ(g.size(), w.size(), "Sgd::step: gradient size");
   GRADMESH_CHECK_EQ(velocity.size(), w.size(), "Sgd::step: velocity size");
-  const float lr = options_.lr;
-  const float mu = options_.momentum;
-  const float wd = options_.weight_decay;
-  const std::size_t n = w.size();
-  for (std::size_t i = 0; i < n; ++i) {
-    const float gi = g[i] + wd * w[i];
-    const float vi = mu * velocity[i] + gi;
-    velocity[i] = vi;
-    w[i] -= lr * vi;
-  }
+  sgd_update(w.data(), g.data(), velocity.data(), w.size(), options_);
 }
 
 void Sgd::step_sum(std::span<float> w, std::span<const std::span<const float>> grads, float scale,

@@ -2,6 +2,7 @@
 // Stochastic gradient descent with momentum and weight decay, as PyTorch's torch.optim.SGD
 // (dampening 0, no Nesterov).
 
+#include <cstddef>
 #include <span>
 
 namespace gradmesh::tasks {
@@ -14,6 +15,14 @@ struct SgdOptions {
   float weight_decay = 0.0f;
 };
 
+/// The update Sgd::step applies, on raw arrays of n floats: for i < n, g' = g[i] + wd w[i];
+/// v = mu velocity[i] + g'; velocity[i] = v; w[i] -= lr v, each a separately rounded float
+/// operation in this order. Sgd::step and the CPU backend's Backend::sgd_step both run this one
+/// loop, so they agree bit for bit. No checks (the callers check sizes); no allocation; w and
+/// velocity are written, g may not alias them. Thread safety: as the arrays.
+void sgd_update(float* w, const float* g, float* velocity, std::size_t n,
+                const SgdOptions& options) noexcept;
+
 /// PyTorch-style SGD: g' = g + wd * w; v = mu * v + g'; w -= lr * v (v starts at 0, which gives
 /// PyTorch's first step v = g'). Stateless apart from its options: the caller owns the velocity
 /// buffer, so one Sgd may step many disjoint slices (one per layer or KV chunk) concurrently.
@@ -25,7 +34,7 @@ class Sgd {
   explicit Sgd(SgdOptions o);
 
   /// One step on w with gradient g and momentum buffer velocity (all the same number of floats,
-  /// else gradmesh::ContractError).
+  /// else gradmesh::ContractError): sgd_update().
   void step(std::span<float> w, std::span<const float> g, std::span<float> velocity) const;
 
   /// Sums `grads` (n spans of w.size() floats, summed in the given order so every node gets the

@@ -11,6 +11,7 @@
 #include "tasks/layers/layer_spec.h"
 #include "tasks/optim/sgd.h"
 #include "tests/sync/support/inproc_cluster.h"
+#include "tests/tasks/emulated_device.h"
 
 using namespace gradmesh;
 using gradmesh::testing::InProcCluster;
@@ -78,6 +79,25 @@ TEST_CASE("one plan mixes PS, SFB and an all-reduce bucket on one transport",
   for (const std::size_t nodes : {2, 3, 4}) check_equals_union(job, "auto", nodes);
   job.factory = fixed_plan({S::kAllReduce, S::kPs, S::kAllReduce});  // two buckets around PS
   check_equals_union(job, "auto", 3);
+}
+
+TEST_CASE("on a device model, poseidon and mixed PS / SFB / all-reduce plans equal training on "
+          "the union batches", "[sync][plan][inproc][device]") {
+  // SFB layers are updated on the (emulated) device and stay current there; PS and all-reduce
+  // layers are stepped on the host and uploaded: neither may clobber the other's copy.
+  using S = topo::LayerScheme;
+  SyntheticJob job;
+  job.options.ps.chunk_bytes = 96;
+  job.backend = [] {
+    return std::unique_ptr<tasks::Backend>(std::make_unique<tasks::testing::EmulatedDevice>());
+  };
+  SyntheticJob sfb = job;
+  sfb.options.poseidon.sfb = "always";
+  check_equals_union(sfb, "poseidon", 3);
+  job.factory = fixed_plan({S::kPs, S::kSfb, S::kAllReduce});
+  check_equals_union(job, "auto", 3);
+  job.factory = fixed_plan({S::kSfb, S::kPs, S::kSfb});
+  check_equals_union(job, "auto", 2);
 }
 
 TEST_CASE("a plan stage shares its node's link among stages by the plan's byte budgets",

@@ -1,9 +1,11 @@
 #pragma once
 // A test backend that computes with the CPU backend's kernels but says it is a device
 // (host_addressable() == false), so a Model takes its device path — separate device buffers,
-// pinned-staging copies, stale-parameter uploads, gradient downloads — on any machine. It counts
-// the copies so tests can see the staging protocol at work.
+// pinned-staging copies, stale-parameter uploads, gradient downloads, the device-side update
+// path — on any machine. It counts the copies and their bytes so tests can see the staging
+// protocol at work (atomic counters: SFB's send task downloads on a network thread).
 
+#include <atomic>
 #include <cstddef>
 #include <string>
 
@@ -14,8 +16,10 @@ namespace gradmesh::tasks::testing {
 
 class EmulatedDevice final : public Backend {
  public:
-  std::size_t uploads = 0;    ///< copy_to_device calls
-  std::size_t downloads = 0;  ///< copy_to_host calls
+  std::atomic<std::size_t> uploads = 0;         ///< copy_to_device calls
+  std::atomic<std::size_t> downloads = 0;       ///< copy_to_host calls
+  std::atomic<std::size_t> uploaded_bytes = 0;  ///< bytes of all copy_to_device calls
+  std::atomic<std::size_t> downloaded_bytes = 0;
 
   [[nodiscard]] std::string_view name() const noexcept override { return "emulated"; }
   [[nodiscard]] std::string description() const override { return "emulated device"; }
@@ -27,10 +31,12 @@ class EmulatedDevice final : public Backend {
   }
   void copy_to_device(void* dst, const void* src, std::size_t bytes) override {
     ++uploads;
+    uploaded_bytes += bytes;
     cpu_.copy_to_device(dst, src, bytes);
   }
   void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
     ++downloads;
+    downloaded_bytes += bytes;
     cpu_.copy_to_host(dst, src, bytes);
   }
   void copy(void* dst, const void* src, std::size_t bytes) override { cpu_.copy(dst, src, bytes); }
@@ -76,6 +82,11 @@ class EmulatedDevice final : public Backend {
     cpu_.pack_channels(dy, samples, filters, positions, out, ld, bias_sums);
   }
   void fill(float* dst, std::size_t n, float value) override { cpu_.fill(dst, n, value); }
+  void scale(float* x, std::size_t n, float alpha) override { cpu_.scale(x, n, alpha); }
+  void sgd_step(float* w, const float* g, float* velocity, std::size_t n,
+                const SgdOptions& options) override {
+    cpu_.sgd_step(w, g, velocity, n, options);
+  }
   void max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g, float* y,
                         std::uint32_t* argmax) override {
     cpu_.max_pool_forward(x, planes, g, y, argmax);

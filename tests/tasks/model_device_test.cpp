@@ -105,4 +105,68 @@ TEST_CASE("A device model keeps SFB's disabled parameter gradients untouched on 
   CHECK(any_nonzero);
 }
 
+TEST_CASE("A layer updated on the device stays current there: forward, backward and "
+          "mark_parameters_changed keep it, host reads download it",
+          "[tasks][model][device]") {
+  const auto specs = parse_layer_specs({"dense:4", "relu", "dense:3", "softmax_cross_entropy"});
+  auto device = std::make_unique<testing::EmulatedDevice>();
+  testing::EmulatedDevice& emulated = *device;
+  Model dev(specs, 6, 2, 1, std::move(device));
+  Model cpu(specs, 6, 2, 1);
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6};
+  const std::vector<std::int32_t> y = {0, 2};
+  const auto forward = [&x](Model& m) {
+    const std::span<float> in = m.input(2);
+    std::copy(x.begin(), x.end(), in.begin());
+    for (std::size_t l = 0; l < m.num_layers(); ++l) m.forward_layer(l, 2);
+    const auto out = m.output(2);
+    return std::vector<float>(out.begin(), out.end());
+  };
+  (void)forward(dev);  // uploads every layer once
+
+  // A sync stage updates layer 2 on the device (here a fill through the backend; SFB steps it).
+  const std::span<float> p = dev.device_layer_parameters(2);
+  REQUIRE(p.size() == dev.layer(2).parameter_count());
+  dev.backend().fill(p.data(), p.size(), 0.5f);
+  for (float& v : cpu.layer_parameters(2)) v = 0.5f;
+  // Neither a backward pass nor mark_parameters_changed brings the old host copy back.
+  (void)dev.loss_backward(y);
+  for (std::size_t l = dev.num_layers(); l-- > 0;) dev.backward_layer(l, 2);
+  dev.mark_parameters_changed();
+  const std::size_t uploads = emulated.uploads;
+  CHECK(forward(dev) == forward(cpu));
+  CHECK(emulated.uploads - uploads == 2);  // the input and layer 0, not layer 2
+
+  // A host read downloads the updated parameters, once; the host copy is then current and
+  // uploaded before the next forward.
+  const std::size_t downloads = emulated.downloads;
+  const std::span<float> host = dev.layer_parameters(2);
+  CHECK(emulated.downloads - downloads == 1);
+  for (const float v : host) CHECK(v == 0.5f);
+  (void)dev.layer_parameters(2);
+  CHECK(emulated.downloads - downloads == 1);
+  host[0] = 0.75f;  // the caller may write the span
+  cpu.layer_parameters(2)[0] = 0.75f;
+  CHECK(forward(dev) == forward(cpu));
+
+  // device_layer_parameters uploads a host-current layer before handing out the device span;
+  // parameters() downloads every device-current layer.
+  dev.layer_parameters(2)[1] = -0.5f;  // a fresh span: the forward made both copies agree
+  const std::size_t before_upload = emulated.uploads;
+  const std::span<float> q = dev.device_layer_parameters(2);
+  CHECK(emulated.uploads - before_upload == 1);
+  dev.backend().scale(q.data(), q.size(), 2.0f);
+  const std::span<float> all = dev.parameters();
+  const std::span<const float> layer2 = all.subspan(dev.parameter_offset(2));
+  CHECK(layer2[0] == 1.5f);
+  CHECK(layer2[1] == -1.0f);
+  CHECK(layer2[2] == 1.0f);
+  const auto cpu0 = cpu.layer_parameters(0);
+  CHECK(std::equal(cpu0.begin(), cpu0.end(), all.begin()));
+
+  // On the CPU the device spans are the host slices.
+  CHECK(cpu.device_layer_parameters(2).data() == cpu.layer_parameters(2).data());
+  CHECK(cpu.device_layer_gradients(2).data() == cpu.layer_gradients(2).data());
+}
+
 }  // namespace gradmesh::tasks

@@ -30,6 +30,9 @@ struct SyntheticJob {
   sync::SyncOptions options;
   /// When set, makes the stage instead of the registry (the strategy name is then ignored).
   std::function<std::unique_ptr<sync::SyncStage>(sync::SyncContext)> factory;
+  /// When set, makes each node's compute backend (e.g. tests/tasks/emulated_device.h, so the
+  /// Model's device path runs); unset: the CPU backend.
+  std::function<std::unique_ptr<tasks::Backend>()> backend;
 };
 
 /// Node `rank`'s batch of iteration `iteration`: K rows of `features` floats and K labels in

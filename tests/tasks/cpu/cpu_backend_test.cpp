@@ -2,8 +2,10 @@
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "tasks/optim/sgd.h"
 #include "tasks/random.h"
 
 namespace gradmesh::tasks::cpu {
@@ -144,6 +146,32 @@ TEST_CASE("CpuBackend buffers are zero-filled host memory and move their ownersh
   CHECK(a.data() == nullptr);
   CHECK(b.data() == p);
   CHECK(be.allocate<std::uint32_t>(0).data() == nullptr);
+}
+
+TEST_CASE("CpuBackend sgd_step is Sgd::step bit for bit, velocity carried over three steps",
+          "[tasks][cpu][backend][sgd]") {
+  CpuBackend be;
+  for (const SgdOptions o : {SgdOptions{0.1f, 0.9f, 0.0f}, SgdOptions{0.05f, 0.0f, 5e-4f},
+                             SgdOptions{0.3f, 0.5f, 1e-2f}}) {
+    INFO("lr " << o.lr << " momentum " << o.momentum << " weight decay " << o.weight_decay);
+    std::vector<float> w = random_floats(1001, 1), v = random_floats(1001, 3);
+    std::vector<float> w_sgd = w, v_sgd = v;
+    const Sgd sgd(o);
+    for (std::uint64_t step = 0; step < 3; ++step) {
+      const std::vector<float> g = random_floats(w.size(), 10 + step);
+      be.sgd_step(w.data(), g.data(), v.data(), w.size(), o);
+      sgd.step(w_sgd, g, v_sgd);
+    }
+    CHECK(std::memcmp(w.data(), w_sgd.data(), w.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(v.data(), v_sgd.data(), v.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("CpuBackend scale multiplies in place", "[tasks][cpu][backend]") {
+  CpuBackend be;
+  std::vector<float> x = {1.0f, -2.0f, 0.5f, 3.0f};
+  be.scale(x.data(), 3, 0.25f);
+  CHECK(x == std::vector<float>{0.25f, -0.5f, 0.125f, 3.0f});  // the 4th is past n
 }
 
 }  // namespace gradmesh::tasks::cpu

@@ -18,6 +18,7 @@
 #include "tasks/layers/max_pool2d.h"
 #include "tasks/layers/relu.h"
 #include "tasks/model.h"
+#include "tasks/optim/optimizer.h"
 #include "tasks/random.h"
 
 namespace gradmesh::tasks::cuda {
@@ -52,6 +53,13 @@ void check_close(const std::vector<float>& a, const std::vector<float>& b, const
   }
   INFO(what << ": max abs difference " << diff << ", max abs CPU value " << scale);
   CHECK(diff <= kTolerance * scale);
+}
+
+/// check_close of all parameters of a device model and a CPU model (parameters() downloads).
+void check_parameters_close(Model& dev, Model& cpu, const char* what) {
+  const auto p_cpu = cpu.parameters(), p_dev = dev.parameters();
+  check_close(std::vector<float>(p_dev.begin(), p_dev.end()),
+              std::vector<float>(p_cpu.begin(), p_cpu.end()), what);
 }
 
 /// Device copies of host vectors, and back.
@@ -303,9 +311,60 @@ TEST_CASE("A CNN trained on CUDA stays within 1e-4 of the same CNN on the CPU", 
       for (std::size_t i = 0; i < p.size(); ++i) p[i] -= 0.05f * g[i];
     }
   }
-  const auto p_cpu = cpu.parameters(), p_dev = dev.parameters();
-  check_close(std::vector<float>(p_dev.begin(), p_dev.end()),
-              std::vector<float>(p_cpu.begin(), p_cpu.end()), "parameters after 5 steps");
+  check_parameters_close(dev, cpu, "parameters after 5 steps");
+}
+
+TEST_CASE("CUDA sgd_step and scale equal the CPU's, velocity carried over three steps",
+          "[tasks][cuda]") {
+  const auto gpu = gpu_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend cpu;
+  Device dev{*gpu};
+  const SgdOptions o{0.05f, 0.9f, 5e-4f};
+  std::vector<float> w = random_floats(4099, 21), v(w.size(), 0.0f);
+  Buffer<float> dw = dev.upload(w), dv = dev.upload(v);
+  for (std::uint64_t step = 0; step < 3; ++step) {
+    const std::vector<float> g = random_floats(w.size(), 30 + step);
+    Buffer<float> dg = dev.upload(g);
+    cpu.sgd_step(w.data(), g.data(), v.data(), w.size(), o);
+    gpu->sgd_step(dw.data(), dg.data(), dv.data(), w.size(), o);
+    gpu->synchronize();  // before dg is freed
+  }
+  check_close(dev.download(dw), w, "sgd_step parameters");
+  check_close(dev.download(dv), v, "sgd_step velocity");
+  cpu.scale(w.data(), w.size(), 0.25f);
+  gpu->scale(dw.data(), w.size(), 0.25f);
+  check_close(dev.download(dw), w, "scale");
+}
+
+TEST_CASE("A layer stepped on the CUDA device equals the host step; host reads download it",
+          "[tasks][cuda]") {
+  auto gpu = gpu_or_skip();
+  if (!gpu) return;
+  const auto specs = parse_layer_specs({"dense:16", "relu", "dense:4", "softmax_cross_entropy"});
+  constexpr std::size_t kBatch = 8, kFeatures = 10;
+  Model cpu(specs, kFeatures, kBatch, 5);
+  Model dev(specs, kFeatures, kBatch, 5, std::move(gpu));
+  const SgdOptions o{0.05f, 0.9f, 1e-3f};
+  Optimizer cpu_optimizer(o, cpu.parameter_count()), dev_optimizer(o, dev.parameter_count());
+  dev_optimizer.keep_on_device(dev.backend(), dev.parameter_offset(2), dev.layer(2).parameter_count());
+  SplitMix64 rng(12);
+  std::vector<float> x(kBatch * kFeatures);
+  std::vector<std::int32_t> y(kBatch);
+  for (int step = 0; step < 3; ++step) {
+    for (float& v : x) v = 2.0f * rng.next_float() - 1.0f;
+    for (auto& v : y) v = static_cast<std::int32_t>(rng.next_below(4));
+    cpu.forward_backward(x, y);
+    dev.forward_backward(x, y);
+    for (const std::size_t l : {std::size_t{0}, std::size_t{2}}) {
+      cpu_optimizer.step(cpu.parameter_offset(l), cpu.layer_parameters(l), cpu.layer_gradients(l));
+    }
+    // Layer 0 on the host (uploaded before the next forward), layer 2 on the device.
+    dev_optimizer.step(dev.parameter_offset(0), dev.layer_parameters(0), dev.layer_gradients(0));
+    dev_optimizer.step_on_device(dev.parameter_offset(2), dev.device_layer_parameters(2),
+                                 dev.device_layer_gradients(2));
+  }
+  check_parameters_close(dev, cpu, "parameters after 3 steps");
 }
 
 }  // namespace gradmesh::tasks::cuda

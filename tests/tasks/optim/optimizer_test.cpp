@@ -3,9 +3,11 @@
 #include "tasks/optim/optimizer.h"
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <vector>
 
 #include "engine/error.h"
+#include "tests/tasks/emulated_device.h"
 
 using namespace gradmesh::tasks;
 
@@ -48,4 +50,39 @@ TEST_CASE("Optimizer: ranges outside the model and bad options are errors") {
   std::vector<float> w{1, 2}, g{1, 1};
   CHECK_THROWS_AS(optimizer.step(1, w, g), gradmesh::ContractError);
   CHECK_THROWS_AS(Optimizer({0.1f, 1.5f, 0.0f}, 2), gradmesh::ConfigError);
+}
+
+TEST_CASE("Optimizer: a range kept on the device steps there with its own velocity, as on the host") {
+  const SgdOptions o{0.1f, 0.9f, 1e-3f};
+  Optimizer host(o, 8), on_device(o, 8);
+  testing::EmulatedDevice device;
+  on_device.keep_on_device(device, 2, 5);  // a "layer" at floats [2, 7)
+  std::vector<float> w = {0.5f, -1.0f, 2.0f, 0.25f, -0.75f, 1.5f, -2.0f, 0.125f};
+  Buffer<float> w_device = device.allocate<float>(5), g_device = device.allocate<float>(5);
+  device.copy_to_device(w_device.data(), w.data() + 2, 5 * sizeof(float));
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> g(5);
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      g[i] = 0.1f * static_cast<float>(i) - 0.2f * static_cast<float>(step);
+    }
+    device.copy_to_device(g_device.data(), g.data(), g.size() * sizeof(float));
+    host.step(2, std::span<float>(w).subspan(2, 5), g);
+    on_device.step_on_device(2, w_device.span(), g_device.span());
+  }
+  std::vector<float> back(5);
+  device.copy_to_host(back.data(), w_device.data(), back.size() * sizeof(float));
+  CHECK(std::memcmp(back.data(), w.data() + 2, back.size() * sizeof(float)) == 0);
+
+  // One velocity per parameter: the host may not step the range, nor may a second device range
+  // overlap it; the floats outside it still step on the host.
+  std::vector<float> g(8, 1.0f);
+  CHECK_THROWS_AS(on_device.step(0, std::span<float>(w).first(3), std::span(g).first(3)),
+                  gradmesh::ContractError);
+  CHECK_NOTHROW(on_device.step(0, std::span<float>(w).first(2), std::span(g).first(2)));
+  CHECK_NOTHROW(on_device.step(7, std::span<float>(w).subspan(7), std::span(g).subspan(7)));
+  CHECK_THROWS_AS(on_device.keep_on_device(device, 6, 2), gradmesh::ContractError);
+  CHECK_THROWS_AS(on_device.step_on_device(3, w_device.span().first(4), g_device.span().first(4)),
+                  gradmesh::ContractError);
+  CHECK_THROWS_AS(on_device.step_on_device(2, w_device.span().first(4), g_device.span().first(4)),
+                  gradmesh::ContractError);
 }
