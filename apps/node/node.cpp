@@ -28,6 +28,7 @@
 #include "tasks/layers/layer_spec.h"
 #include "tasks/make_backend.h"
 #include "tasks/model.h"
+#include "topo/launch_environment.h"
 #include "topo/peer_list.h"
 
 namespace gradmesh::app {
@@ -136,11 +137,17 @@ void save_parameters(const std::filesystem::path& dir, std::size_t rank,
 
 int train(const NodeOptions& options) {
   const JobConfig config = load_job_config(options.config, options.overrides);
-  const topo::PeerList peers = peer_list(options);
+  // Without --peers / --peers-file, SLURM's or torchrun's variables may give peers and rank.
+  const auto launched = options.peers.empty() && options.peers_file.empty()
+                            ? topo::launch_environment(topo::process_environment(),
+                                                       config.net.port, options.rank)
+                            : std::nullopt;
+  const topo::PeerList peers = launched ? launched->peers : peer_list(options);
   const std::size_t nodes = peers.size();
   const topo::RankChoice rank_choice =
-      nodes == 1 && !options.rank ? topo::RankChoice{0, "single node"}
-                                  : topo::resolve_rank(options.rank, topo::process_environment(), nodes);
+      launched                      ? launched->rank
+      : nodes == 1 && !options.rank ? topo::RankChoice{0, "single node"}
+                                    : topo::resolve_rank(options.rank, topo::process_environment(), nodes);
   const std::size_t rank = rank_choice.rank;
   spdlog::set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(rank) + "] [%^%l%$] %v");
   if (options.verbose) spdlog::set_level(spdlog::level::debug);
@@ -149,6 +156,7 @@ int train(const NodeOptions& options) {
   spdlog::info("job '{}': strategy {}, {} node(s), rank {} (from {}), config hash {:016x}",
                config.job.name, config.sync.strategy, nodes, rank, rank_choice.source,
                config.hash());
+  if (launched) spdlog::info("peers from {}", launched->source);
   if (options.verbose) spdlog::debug("effective config:\n{}", config.canonical_text());
 
   tasks::TrainTest data = tasks::load_fashion_mnist(config.data.path);

@@ -13,7 +13,9 @@ namespace gradmesh::app {
 struct NodeOptions {
   std::filesystem::path config;
   std::vector<std::string> overrides;        ///< --set KEY=VALUE, in order
-  std::string peers;                         ///< --peers HOST:PORT,...; empty: --peers-file or one local node
+  /// --peers HOST:PORT,...; with neither this nor --peers-file: SLURM's or torchrun's variables
+  /// (topo/launch_environment.h), else one local node.
+  std::string peers;
   std::filesystem::path peers_file;          ///< --peers-file
   std::optional<long long> rank;             ///< --rank; else from the environment
   std::optional<std::filesystem::path> metrics_out;  ///< --metrics-out DIR
