@@ -262,6 +262,8 @@ int train(const NodeOptions& options) {
       metrics.test_loss = evaluation.loss;
       metrics.epoch_train_loss.push_back(metrics.train_loss);
       metrics.epoch_test_accuracy.push_back(evaluation.accuracy);
+      metrics.epoch_wall_seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      metrics.epoch_train_seconds.push_back(train_seconds);
       std::printf("[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f  test accuracy %.2f%%  %.0f samples/s  %.1f MB sent\n",
                   rank, epoch + 1, config.job.epochs, static_cast<unsigned long long>(done),
                   metrics.train_loss, 100.0 * evaluation.accuracy,
