@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every build, test and data dependency of gradmesh from Debian packages.
+# Installs every build, test and data dependency of gradmesh from Debian packages (python3 and
+# gnuplot-nox: scripts/report, which a test runs).
 # Idempotent: packages already present are skipped, so a second run costs a few seconds.
 set -euo pipefail
 
@@ -8,6 +9,7 @@ packages=(
   libtbb-dev libuv1-dev libflatbuffers-dev flatbuffers-compiler catch2 libopenblas-dev
   libcli11-dev libtomlplusplus-dev libspdlog-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist
+  python3 gnuplot-nox
 )
 
 missing=()

@@ -100,13 +100,19 @@ EnvLookup process_environment() {
 
 RankChoice resolve_rank(std::optional<long long> cli_rank, const EnvLookup& env,
                         std::size_t nodes) {
+  return resolve_rank(cli_rank, env, nodes,
+                      {"GRADMESH_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "RANK"});
+}
+
+RankChoice resolve_rank(std::optional<long long> cli_rank, const EnvLookup& env, std::size_t nodes,
+                        std::initializer_list<const char*> variables) {
   RankChoice choice;
   long long value = -1;
   if (cli_rank) {
     value = *cli_rank;
     choice.source = "--rank";
   } else {
-    for (const char* name : {"GRADMESH_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "RANK"}) {
+    for (const char* name : variables) {
       const auto text = env(name);
       if (!text) continue;
       const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
@@ -117,8 +123,13 @@ RankChoice resolve_rank(std::optional<long long> cli_rank, const EnvLookup& env,
       break;
     }
     if (choice.source.empty()) {
-      throw ConfigError(
-          "no rank: pass --rank R or set GRADMESH_RANK (or SLURM_PROCID, OMPI_COMM_WORLD_RANK, RANK)");
+      // "GRADMESH_RANK (or SLURM_PROCID, OMPI_COMM_WORLD_RANK, RANK)"
+      std::string names = *variables.begin();
+      for (auto it = variables.begin() + 1; it != variables.end(); ++it) {
+        names += (it == variables.begin() + 1 ? " (or " : ", ") + std::string(*it);
+      }
+      if (variables.size() > 1) names += ")";
+      throw ConfigError("no rank: pass --rank R or set " + names);
     }
   }
   if (value < 0 || static_cast<unsigned long long>(value) >= nodes) {

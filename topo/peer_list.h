@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -64,5 +65,11 @@ using EnvLookup = std::function<std::optional<std::string>(std::string_view name
 /// is set, a value is not a number, or the rank is not < `nodes`.
 [[nodiscard]] RankChoice resolve_rank(std::optional<long long> cli_rank, const EnvLookup& env,
                                       std::size_t nodes);
+
+/// The same with the environment variables `variables` (tried in order) in place of the default
+/// list, e.g. {"SLURM_PROCID"} when the peers came from SLURM. `variables` must not be empty.
+[[nodiscard]] RankChoice resolve_rank(std::optional<long long> cli_rank, const EnvLookup& env,
+                                      std::size_t nodes,
+                                      std::initializer_list<const char*> variables);
 
 }  // namespace gradmesh::topo

@@ -136,7 +136,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 30> kKeys{{
+constexpr std::array<KeySpec, 31> kKeys{{
     {"compute.device",
      "\"cpu\" or \"cuda\" (where layers compute: OpenBLAS on the host, or cuBLAS and CUDA "
      "kernels on GPU 0)",
@@ -235,6 +235,16 @@ constexpr std::array<KeySpec, 30> kKeys{{
        return set_optional_rate(c.net.max_send_rate, n, "unlimited");
      },
      [](const JobConfig& c) { return print_optional_rate(c.net.max_send_rate, "unlimited"); }},
+    {"net.port", "an integer in 1..65535 (the TCP port each node listens on when the peer list "
+     "comes from SLURM)",
+     OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       const auto v = integer_of(n);
+       if (!v || *v < 1 || *v > 65535) return false;
+       c.net.port = static_cast<std::uint16_t>(*v);
+       return true;
+     },
+     [](const JobConfig& c) { return std::to_string(c.net.port); }},
     {"optimizer.batch_size", "an integer >= 1 (samples per iteration per node)",
      OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) { return set_size(c.optimizer.batch_size, n, 1); },

@@ -63,6 +63,8 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"batch_size", m.batch_size},
       {"epoch_test_accuracy", m.epoch_test_accuracy},
       {"epoch_train_loss", m.epoch_train_loss},
+      {"epoch_wall_seconds", m.epoch_wall_seconds},
+      {"epoch_train_seconds", m.epoch_train_seconds},
       {"plan", plan_json(m.plan)},
       {"sync", m.sync},
   };

@@ -46,6 +46,11 @@ struct NodeMetrics {
   std::map<std::string, double> sync;  ///< SyncStage::summary(): strategy-level figures
   std::vector<double> epoch_test_accuracy;
   std::vector<double> epoch_train_loss;
+  /// Per evaluation (one per epoch, the last epoch possibly cut by job.max_iterations): seconds
+  /// from the start of the first iteration to the end of that evaluation (wall clock), and the
+  /// training-only seconds up to it (evaluations excluded), so progress can be plotted over time.
+  std::vector<double> epoch_wall_seconds;
+  std::vector<double> epoch_train_seconds;
 };
 
 /// Writes `metrics` as JSON to `dir`/node-<rank>.json, creating `dir`. Throws gradmesh::Error

@@ -19,7 +19,9 @@ CommandLine parse_node_command_line(int argc, const char* const* argv, std::stri
   std::string config;
   std::string metrics_out;
   app.add_option("--config", config, "job config (TOML); see configs/README.md")->required();
-  app.add_option("--peers", node.peers, "every node's HOST:PORT, comma-separated, in rank order");
+  app.add_option("--peers", node.peers,
+                 "every node's HOST:PORT, comma-separated, in rank order (default: from SLURM's "
+                 "or torchrun's variables if set, else one local node; README \"Launching\")");
   app.add_option("--peers-file", node.peers_file, "file with one HOST:PORT per line, in rank order");
   app.add_option("--rank", node.rank,
                  "this node's rank (default: GRADMESH_RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or RANK)");

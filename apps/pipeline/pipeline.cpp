@@ -24,6 +24,7 @@
 #include "tasks/optim/optimizer.h"
 #include "tasks/profile.h"
 #include "topo/cost_model.h"
+#include "topo/launch_environment.h"
 #include "topo/peer_list.h"
 
 namespace gradmesh::app {
@@ -145,14 +146,20 @@ struct Pipeline::State {
 
 Pipeline::Pipeline(NodeOptions options) {
   JobConfig config = load_job_config(options.config, options.overrides);
-  topo::PeerList peers = peer_list(options);
+  // Without --peers / --peers-file, SLURM's or torchrun's variables may give peers and rank.
+  auto launched = options.peers.empty() && options.peers_file.empty()
+                      ? topo::launch_environment(topo::process_environment(), config.net.port,
+                                                 options.rank)
+                      : std::nullopt;
+  topo::PeerList peers = launched ? launched->peers : peer_list(options);
   state_ = std::make_unique<State>(std::move(options), std::move(config), std::move(peers));
   State& s = *state_;
   const std::size_t nodes = s.nodes();
   const topo::RankChoice choice =
-      nodes == 1 && !s.options.rank
-          ? topo::RankChoice{0, "single node"}
-          : topo::resolve_rank(s.options.rank, topo::process_environment(), nodes);
+      launched                        ? launched->rank
+      : nodes == 1 && !s.options.rank ? topo::RankChoice{0, "single node"}
+                                      : topo::resolve_rank(s.options.rank,
+                                                           topo::process_environment(), nodes);
   s.rank = choice.rank;
   s.rank_source = choice.source;
   spdlog::set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(s.rank) + "] [%^%l%$] %v");
@@ -166,6 +173,7 @@ Pipeline::Pipeline(NodeOptions options) {
   spdlog::info("job '{}': strategy {}, {} node(s), rank {} (from {}), config hash {:016x}",
                s.config.job.name, s.config.sync.strategy, nodes, s.rank, s.rank_source,
                s.config.hash());
+  if (launched) spdlog::info("peers from {}", launched->source);
   if (s.options.verbose) spdlog::debug("effective config:\n{}", s.config.canonical_text());
 }
 
@@ -339,6 +347,9 @@ NodeMetrics Pipeline::run() {
       metrics.test_loss = evaluation ? evaluation->loss : 0.0;
       metrics.epoch_train_loss.push_back(metrics.train_loss);
       metrics.epoch_test_accuracy.push_back(metrics.test_accuracy);
+      metrics.epoch_wall_seconds.push_back(
+          std::chrono::duration<double>(Clock::now() - start).count());
+      metrics.epoch_train_seconds.push_back(train_seconds);
       const std::string accuracy =
           evaluation ? fmt::format("  test accuracy {:.2f}%", 100.0 * evaluation->accuracy) : "";
       std::printf("[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f%s  %.0f samples/s  %.1f MB sent\n",

@@ -40,7 +40,9 @@ namespace gradmesh::app {
 struct NodeOptions {
   std::filesystem::path config;              ///< --config JOB.toml (required)
   std::vector<std::string> overrides;        ///< --set KEY=VALUE, in order
-  std::string peers;                         ///< --peers HOST:PORT,...; empty: --peers-file or one local node
+  /// --peers HOST:PORT,...; with neither this nor --peers-file: SLURM's or torchrun's variables
+  /// (topo/launch_environment.h), else one local node.
+  std::string peers;
   std::filesystem::path peers_file;          ///< --peers-file
   std::optional<long long> rank;             ///< --rank; else from the environment
   std::optional<std::filesystem::path> metrics_out;  ///< --metrics-out DIR
@@ -85,7 +87,8 @@ using EvaluateFn = std::function<tasks::Model::Evaluation(tasks::Model& model)>;
 class Pipeline {
  public:
   /// Loads the job config (options.config, then options.overrides), resolves the peer list
-  /// (--peers, --peers-file, else one local node) and this node's rank, and sets up logging.
+  /// (--peers, --peers-file, SLURM's or torchrun's variables, else one local node) and this
+  /// node's rank, and sets up logging.
   /// Opens no socket yet. Throws ConfigError naming the key, flag or variable at fault.
   explicit Pipeline(NodeOptions options);
   Pipeline(const Pipeline&) = delete;

@@ -61,6 +61,14 @@ void Process::kill_now() {
   if (pid_ > 0 && !status_) ::kill(pid_, SIGKILL);
 }
 
+int run_to_end(const std::vector<std::string>& argv, const std::filesystem::path& log,
+               std::chrono::milliseconds limit) {
+  Process p(argv, log);
+  const auto code = p.wait_for(limit);
+  if (!code) p.kill_now();
+  return code.value_or(-1);
+}
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;

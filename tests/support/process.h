@@ -33,6 +33,11 @@ class Process {
   std::optional<int> status_;
 };
 
+/// Runs `argv` (as Process does) to its end; returns its exit status, or -1 if it outlived
+/// `limit` (it is then killed).
+int run_to_end(const std::vector<std::string>& argv, const std::filesystem::path& log,
+               std::chrono::milliseconds limit);
+
 /// The whole content of a file ("" if missing).
 std::string read_file(const std::filesystem::path& path);
 

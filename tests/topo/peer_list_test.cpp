@@ -64,3 +64,15 @@ TEST_CASE("rank comes from --rank, then the launcher environments", "[topo][rank
   env["GRADMESH_RANK"] = "two";
   CHECK_THROWS_WITH(resolve_rank(std::nullopt, lookup, 4), Catch::Contains("GRADMESH_RANK='two'"));
 }
+
+TEST_CASE("rank from a given list of variables names only those", "[topo][rank]") {
+  const auto lookup = [](std::string_view name) -> std::optional<std::string> {
+    if (name == "RANK") return "1";
+    return std::nullopt;
+  };
+  CHECK(resolve_rank(std::nullopt, lookup, 2, {"RANK"}).rank == 1);
+  CHECK_THROWS_WITH(resolve_rank(std::nullopt, lookup, 2, {"SLURM_PROCID"}),
+                    Catch::Equals("no rank: pass --rank R or set SLURM_PROCID"));
+  CHECK_THROWS_WITH(resolve_rank(std::nullopt, lookup, 2, {"A", "B", "C"}),
+                    Catch::Equals("no rank: pass --rank R or set A (or B, C)"));
+}

@@ -73,6 +73,7 @@ TEST_CASE("a minimal config takes every default", "[config]") {
   CHECK_FALSE(c.net.max_send_rate);
   CHECK(c.net.connect_timeout == 30.0);
   CHECK(c.net.max_frame_bytes == (std::size_t{1} << 30));
+  CHECK(c.net.port == 29500);
   CHECK(c.compute.threads == 0);
 }
 
@@ -189,6 +190,7 @@ TEST_CASE("every bad value is an error naming the key, the value and what was ex
       {"[net]\nmax_send_rate = \"fast\"", "net.max_send_rate", "\"fast\"", "100mbit"},
       {"[net]\nmax_send_rate = -5", "net.max_send_rate", "-5", "a rate > 0"},
       {"[net]\nmax_frame_bytes = 0", "net.max_frame_bytes", "0", "an integer >= 1"},
+      {"[net]\nport = 70000", "net.port", "70000", "1..65535"},
       {"[sync.ps]\nchunk_bytes = 1022", "sync.ps.chunk_bytes", "1022", "multiple of 4"},
       {"[sync.ps]\nchunk_bytes = 0", "sync.ps.chunk_bytes", "0", "\"auto\" or an integer > 0"},
       {"[sync.poseidon]\nsfb = \"sometimes\"", "sync.poseidon.sfb", "\"sometimes\"",
@@ -359,7 +361,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 30);
+  CHECK(keys.size() == 31);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -382,6 +384,7 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "job.name=other",              "job.seed=43",
       "model.layers=dense:10",       "net.connect_timeout=31",
       "net.max_frame_bytes=1024",    "net.max_send_rate=1gbit",
+      "net.port=29501",
       "optimizer.batch_size=65",     "optimizer.lr=0.051",
       "optimizer.momentum=0.8",      "optimizer.weight_decay=0.001",
       "sync.ako.bandwidth=1gbit",    "sync.ako.partitions=2",
