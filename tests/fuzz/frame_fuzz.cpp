@@ -82,7 +82,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     in = in.subspan(kPrefixBytes);
 
     const std::size_t header_bytes = std::min<std::size_t>(prefix.header_bytes, in.size());
-    const std::vector<std::byte> header(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(header_bytes));
+    const std::vector<std::byte> header(in.begin(),
+                                        in.begin() + static_cast<std::ptrdiff_t>(header_bytes));
     in = in.subspan(header_bytes);
     const HeaderCheck check = verify_header(header, data_stage_count);
     if ((check.header == nullptr) == check.error.empty())

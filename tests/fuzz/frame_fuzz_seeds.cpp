@@ -29,7 +29,8 @@ void append(std::vector<std::byte>& out, const OutgoingFrame& frame) {
 
 void write(const std::filesystem::path& path, const std::vector<std::byte>& bytes) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  file.write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
   if (!file) throw std::runtime_error("cannot write " + path.string());
 }
 
@@ -54,8 +55,9 @@ int main(int argc, char** argv) {
   frames.emplace_back("hello", encode_hello(hello, control));
   frames.emplace_back("hello_ack", encode_hello_ack(0, control));
   frames.emplace_back("refuse", encode_refuse("job name differs", control));
-  frames.emplace_back("data", encode_data(Message{2, 7, 42, 5,
-                                                  Payload::copy_of(std::as_bytes(std::span(values)))}));
+  frames.emplace_back(
+      "data",
+      encode_data(Message{2, 7, 42, 5, Payload::copy_of(std::as_bytes(std::span(values)))}));
   frames.emplace_back("goodbye", encode_goodbye(control));
   frames.emplace_back("abort", encode_abort("peer rank 2 died", control));
 
