@@ -137,7 +137,8 @@ struct HeaderCheck {
 };
 
 /// Verifies `bytes` as a schema::Header with flatbuffers::Verifier (file identifier "GMSH"),
-/// requires a known body type, and for Data a stage < `data_stage_count`. Never throws.
+/// requires a known body type with its body present (so body_as_X() of the verified type is not
+/// null), and for Data a stage < `data_stage_count`. Never throws.
 [[nodiscard]] HeaderCheck verify_header(std::span<const std::byte> bytes,
                                         std::size_t data_stage_count) noexcept;
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every build, test and data dependency of gradmesh from Debian packages (python3 and
-# gnuplot-nox: scripts/report, which a test runs).
+# gnuplot-nox: scripts/report, which a test runs; clang and its libFuzzer runtime,
+# libclang-rt-14-dev, only recommended by clang 14: scripts/fuzz.sh).
 # Idempotent: packages already present are skipped, so a second run costs a few seconds.
 set -euo pipefail
 
@@ -10,6 +11,7 @@ packages=(
   libcli11-dev libtomlplusplus-dev libspdlog-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist
   python3 gnuplot-nox
+  clang libclang-rt-14-dev
 )
 
 missing=()

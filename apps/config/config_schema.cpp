@@ -227,8 +227,9 @@ constexpr std::array<KeySpec, 31> kKeys{{
        return true;
      },
      [](const JobConfig& c) { return toml_float(c.net.connect_timeout); }},
-    {"net.max_frame_bytes", "an integer >= 1 (bytes)", OverrideKind::kToml,
-     [](JobConfig& c, const toml::node& n) { return set_size(c.net.max_frame_bytes, n, 1); },
+    {"net.max_frame_bytes", "an integer >= 1024 (bytes; the transport's least frame limit)",
+     OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) { return set_size(c.net.max_frame_bytes, n, 1024); },
      [](const JobConfig& c) { return print_size(c.net.max_frame_bytes); }},
     {"net.max_send_rate", kSendRateExpected, OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {

@@ -109,7 +109,7 @@ struct JobConfig {
     /// ("unlimited"): no cap.
     std::optional<double> max_send_rate;
     double connect_timeout = 30.0;             ///< net.connect_timeout: seconds, > 0.
-    std::size_t max_frame_bytes = 1ull << 30;  ///< net.max_frame_bytes: largest frame, >= 1.
+    std::size_t max_frame_bytes = 1ull << 30;  ///< net.max_frame_bytes: largest frame, >= 1024.
     /// net.port: the TCP port every node listens on when the peer list comes from SLURM's node
     /// list (topo/launch_environment.h); unused with --peers, --peers-file or torchrun variables.
     std::uint16_t port = 29500;

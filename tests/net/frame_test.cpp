@@ -74,6 +74,26 @@ TEST_CASE("verify_header rejects garbage, truncation and out-of-range stages", "
   CHECK(verify_header(header.first(header.size() - 4), 4).header == nullptr);
 }
 
+TEST_CASE("verify_header rejects a body type without its body", "[net][frame]") {
+  // Found by tests/fuzz/frame_fuzz: the FlatBuffers Verifier passes such a header, and the receive
+  // path dereferenced body_as_Hello() / body_as_Data() / body_as_Abort() of it.
+  for (const schema::Body type : {schema::Body::Hello, schema::Body::HelloAck,
+                                  schema::Body::Refuse, schema::Body::Data, schema::Body::Goodbye,
+                                  schema::Body::Abort}) {
+    INFO(schema::EnumNameBody(type));
+    flatbuffers::FlatBufferBuilder builder;
+    schema::HeaderBuilder header(builder);
+    header.add_body_type(type);
+    schema::FinishHeaderBuffer(builder, header.Finish());
+    const auto bytes = std::as_bytes(std::span(builder.GetBufferPointer(), builder.GetSize()));
+    const HeaderCheck check = verify_header(bytes, 4);
+    CHECK(check.header == nullptr);
+    CHECK_THAT(check.error,
+               Catch::Equals(std::string("header of body type ") + schema::EnumNameBody(type) +
+                             " has no body"));
+  }
+}
+
 TEST_CASE("control frames verify and decode", "[net][frame]") {
   HelloFields hello;
   hello.rank = 3;

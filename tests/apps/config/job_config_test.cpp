@@ -189,7 +189,7 @@ TEST_CASE("every bad value is an error naming the key, the value and what was ex
       {"[net]\nconnect_timeout = 0", "net.connect_timeout", "0", "> 0"},
       {"[net]\nmax_send_rate = \"fast\"", "net.max_send_rate", "\"fast\"", "100mbit"},
       {"[net]\nmax_send_rate = -5", "net.max_send_rate", "-5", "a rate > 0"},
-      {"[net]\nmax_frame_bytes = 0", "net.max_frame_bytes", "0", "an integer >= 1"},
+      {"[net]\nmax_frame_bytes = 0", "net.max_frame_bytes", "0", "an integer >= 1024"},
       {"[net]\nport = 70000", "net.port", "70000", "1..65535"},
       {"[sync.ps]\nchunk_bytes = 1022", "sync.ps.chunk_bytes", "1022", "multiple of 4"},
       {"[sync.ps]\nchunk_bytes = 0", "sync.ps.chunk_bytes", "0", "\"auto\" or an integer > 0"},

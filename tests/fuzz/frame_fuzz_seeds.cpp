@@ -1,0 +1,73 @@
+// Writes the seed corpus of frame_fuzz.cpp into the folder given as the only argument: one file a
+// frame kind (Hello, HelloAck, Refuse, Data with a payload, Goodbye, Abort) and one holding all of
+// them in a row, each as frame_fuzz.cpp reads an input (the stage count byte, then the frames).
+// The frames come from net/frame.h's encoders, so the seeds follow the schema as it changes.
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "net/frame.h"
+
+namespace {
+
+using namespace gradmesh::net;
+
+constexpr std::byte kStageCount{3};
+
+void append(std::vector<std::byte>& out, const OutgoingFrame& frame) {
+  out.insert(out.end(), frame.head().begin(), frame.head().end());
+  const auto payload = frame.payload().bytes();
+  out.insert(out.end(), payload.begin(), payload.end());
+}
+
+void write(const std::filesystem::path& path, const std::vector<std::byte>& bytes) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file.write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+  if (!file) throw std::runtime_error("cannot write " + path.string());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::filesystem::path dir = argv[1];
+  std::filesystem::create_directories(dir);
+
+  const std::vector<float> values{1.0f, -2.5f, 3.25f, 0.0f};
+  HelloFields hello;
+  hello.rank = 1;
+  hello.job_name = "fuzz-job";
+  hello.config_hash = 0x0123456789abcdefull;
+  hello.peers = {"127.0.0.1:7000", "127.0.0.1:7001"};
+  const std::size_t control = 3;
+  std::vector<std::pair<std::string, std::unique_ptr<OutgoingFrame>>> frames;
+  frames.emplace_back("hello", encode_hello(hello, control));
+  frames.emplace_back("hello_ack", encode_hello_ack(0, control));
+  frames.emplace_back("refuse", encode_refuse("job name differs", control));
+  frames.emplace_back(
+      "data",
+      encode_data(Message{2, 7, 42, 5, Payload::copy_of(std::as_bytes(std::span(values)))}));
+  frames.emplace_back("goodbye", encode_goodbye(control));
+  frames.emplace_back("abort", encode_abort("peer rank 2 died", control));
+
+  std::vector<std::byte> all{kStageCount};
+  for (const auto& [name, frame] : frames) {
+    std::vector<std::byte> one{kStageCount};
+    append(one, *frame);
+    write(dir / name, one);
+    append(all, *frame);
+  }
+  write(dir / "all", all);
+  return 0;
+}
