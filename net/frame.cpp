@@ -146,6 +146,8 @@ HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_sta
       case schema::Body::Refuse:
       case schema::Body::Goodbye:
       case schema::Body::Abort:
+      case schema::Body::Challenge:
+      case schema::Body::Proof:
         break;
       case schema::Body::Data:
         if (header->body_as_Data()->stage() >= data_stage_count) {

@@ -22,6 +22,11 @@ struct TransportOptions {
   std::vector<std::string> stages;           ///< byte-counter stage names, stage id = index (< 255);
                                              ///< "control" (handshake, goodbye) is appended by the transport
   double max_send_rate = 0.0;                ///< bytes/s over all peers; 0 = unlimited (token bucket)
+  /// The job secret (any bytes, any length), the same on every peer: both ends of every connection
+  /// prove they hold it before any other frame is read (net/tcp/auth.h). Empty: no authentication,
+  /// and a peer with a secret refuses this node. Never logged; the transport keeps only a key
+  /// derived from it.
+  std::string secret;
 };
 
 /// Name of the counter stage of handshake and goodbye frames.

@@ -136,7 +136,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 31> kKeys{{
+constexpr std::array<KeySpec, 32> kKeys{{
     {"compute.device",
      "\"cpu\" or \"cuda\" (where layers compute: OpenBLAS on the host, or cuBLAS and CUDA "
      "kernels on GPU 0)",
@@ -301,6 +301,14 @@ constexpr std::array<KeySpec, 31> kKeys{{
        return true;
      },
      [](const JobConfig& c) { return std::string(c.planner.probe ? "true" : "false"); }},
+    {"security.secret_file", "a string: the path of the job secret's file, or \"\" (none)",
+     OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) {
+       const auto* s = string_of(n);
+       if (s != nullptr) c.security.secret_file = *s;
+       return s != nullptr;
+     },
+     [](const JobConfig& c) { return toml_quote(c.security.secret_file); }},
     {"sync.ako.bandwidth", kBandwidthExpected, OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
        return set_optional_rate(c.sync.ako.bandwidth, n, "auto");

@@ -116,6 +116,13 @@ struct JobConfig {
     friend bool operator==(const Net&, const Net&) = default;
   } net;
 
+  /// [security]: who may join. security.secret_file: the path of a file whose content is the job
+  /// secret (apps/pipeline/job_secret.h reads it); "" = none. Only the path is ever printed.
+  struct Security {
+    std::string secret_file;
+    friend bool operator==(const Security&, const Security&) = default;
+  } security;
+
   /// [compute]: the local executor.
   struct Compute {
     std::size_t threads = 0;  ///< compute.threads: BLAS threads; 0 = cores / nodes on this host.

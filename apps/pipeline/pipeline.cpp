@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 #include <utility>
@@ -11,6 +12,7 @@
 
 #include "apps/config/rate.h"
 #include "apps/pipeline/job_options.h"
+#include "apps/pipeline/job_secret.h"
 #include "apps/pipeline/progress.h"
 #include "engine/error.h"
 #include "engine/executor.h"
@@ -234,6 +236,14 @@ void Pipeline::build() {
     t.max_frame_bytes = config.net.max_frame_bytes;
     t.stages = sync::stage_names();
     t.max_send_rate = config.net.max_send_rate.value_or(0.0);
+    t.secret = job_secret(config, std::getenv(kSecretEnvironmentVariable));
+    if (t.secret.empty())
+      spdlog::warn("no job secret (security.secret_file or {}): any host that can reach {} can "
+                   "join this job (README.md, \"Security\")",
+                   kSecretEnvironmentVariable, s.peers[s.rank].address());
+    else if (!config.security.secret_file.empty() && std::getenv(kSecretEnvironmentVariable))
+      spdlog::info("job secret from security.secret_file ({}); {} is ignored",
+                   config.security.secret_file, kSecretEnvironmentVariable);
     s.transport = std::make_unique<net::TcpTransport>(std::move(t));
   }
   // One channel per node routes frames by stage: the start-up probe's, then the strategy's.

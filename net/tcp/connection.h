@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "net/frame.h"
+#include "net/tcp/auth.h"
 #include "net/payload.h"
 #include "net/tcp/write_queue.h"
 
@@ -68,7 +69,8 @@ class Connection final {
   enum class Role : std::uint8_t { kDialer, kAcceptor };
 
   /// A connection on `loop` whose uv_tcp_t is initialised (not yet connected or accepted).
-  /// `peer_rank` is known for a dialer; an acceptor learns it from the Hello.
+  /// `peer_rank` is known for a dialer; an acceptor learns it from the Challenge (a claim until
+  /// the Proof is checked).
   [[nodiscard]] static Connection* make(uv_loop_t* loop, ConnectionListener& listener, Role role,
                                         std::size_t peer_rank, ReadLimits limits);
 
@@ -146,6 +148,11 @@ class Connection final {
   bool goodbye_received = false;   ///< the peer's Goodbye arrived
   bool in_ready_list = false;      ///< queued in the owner's write round-robin
   std::string refusal;             ///< set when we refused this peer; reported after the write
+  // authentication (net/tcp/auth.h), before `established`
+  enum class Step : std::uint8_t { kChallenge, kProof, kHello, kRefused };
+  Step step = Step::kChallenge;    ///< the next handshake frame expected from the peer
+  auth::Nonce our_nonce{};
+  auth::Nonce their_nonce{};
 
  private:
   enum class ReadState : std::uint8_t { kPrefix, kHeader, kPayload, kDiscard };

@@ -12,6 +12,21 @@ std::string hex(std::uint64_t value) {
   return text;
 }
 
+std::string version_error(std::uint32_t theirs) {
+  if (theirs == kProtocolVersion) return {};
+  return "protocol version differs: ours " + std::to_string(kProtocolVersion) + ", theirs " +
+         std::to_string(theirs);
+}
+
+std::string rank_error(std::size_t theirs, std::size_t ours, std::size_t peers) {
+  if (theirs >= peers)
+    return "rank " + std::to_string(theirs) + " out of range: " + std::to_string(peers) + " peers";
+  if (theirs <= ours)
+    return "rank " + std::to_string(theirs) + " must not dial rank " + std::to_string(ours) +
+           " (only higher ranks dial lower ones)";
+  return {};
+}
+
 }  // namespace
 
 std::string check_hello(const HelloFields& ours, const HelloFields& theirs) {
@@ -30,13 +45,26 @@ std::string check_hello(const HelloFields& ours, const HelloFields& theirs) {
     if (theirs.peers[r] != ours.peers[r])
       return "peer list differs at rank " + std::to_string(r) + ": ours " + ours.peers[r] +
              ", theirs " + theirs.peers[r];
-  if (theirs.rank >= ours.peers.size())
-    return "rank " + std::to_string(theirs.rank) + " out of range: " +
-           std::to_string(ours.peers.size()) + " peers";
-  if (theirs.rank <= ours.rank)
-    return "rank " + std::to_string(theirs.rank) + " must not dial rank " +
-           std::to_string(ours.rank) + " (only higher ranks dial lower ones)";
-  return {};
+  return rank_error(theirs.rank, ours.rank, ours.peers.size());
+}
+
+std::string check_challenge(const auth::ChallengeFields& theirs, std::size_t own_rank,
+                            std::size_t peers, bool own_secret) {
+  std::string reason = version_error(theirs.protocol_version);
+  if (reason.empty()) reason = rank_error(theirs.rank, own_rank, peers);
+  if (reason.empty()) reason = auth::secret_mismatch(own_rank, own_secret, theirs.rank, theirs.secret);
+  return reason;
+}
+
+std::string check_acceptor_challenge(const auth::ChallengeFields& theirs, std::size_t own_rank,
+                                     std::size_t expected_rank, bool own_secret) {
+  std::string reason = version_error(theirs.protocol_version);
+  if (reason.empty() && theirs.rank != expected_rank)
+    reason = "answered as rank " + std::to_string(theirs.rank) + ", expected rank " +
+             std::to_string(expected_rank);
+  if (reason.empty())
+    reason = auth::secret_mismatch(own_rank, own_secret, theirs.rank, theirs.secret);
+  return reason;
 }
 
 }  // namespace gradmesh::net

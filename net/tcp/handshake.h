@@ -1,10 +1,11 @@
 #pragma once
-// The acceptor's check of a dialer's Hello.
+// The acceptor's checks of a dialer's Challenge and Hello.
 
 #include <cstddef>
 #include <string>
 
 #include "net/frame.h"
+#include "net/tcp/auth.h"
 
 namespace gradmesh::net {
 
@@ -16,5 +17,19 @@ namespace gradmesh::net {
 /// Duplicate claims are the transport's check (it knows which ranks are connected). Never throws
 /// except std::bad_alloc.
 [[nodiscard]] std::string check_hello(const HelloFields& ours, const HelloFields& theirs);
+
+/// The acceptor's check of a dialer's Challenge, before any proof: protocol version, the claimed
+/// rank (in range of `peers`, above `own_rank`), and that both sides agree on using a job secret.
+/// Returns "" or the reason to refuse, naming both values. Never throws except std::bad_alloc.
+[[nodiscard]] std::string check_challenge(const auth::ChallengeFields& theirs,
+                                          std::size_t own_rank, std::size_t peers,
+                                          bool own_secret);
+
+/// The dialer's check of the acceptor's Challenge, before its proof: protocol version, that it
+/// answers as `expected_rank` (the rank we dialed), and that both sides agree on using a job
+/// secret. Returns "" or the reason to refuse. Never throws except std::bad_alloc.
+[[nodiscard]] std::string check_acceptor_challenge(const auth::ChallengeFields& theirs,
+                                                   std::size_t own_rank, std::size_t expected_rank,
+                                                   bool own_secret);
 
 }  // namespace gradmesh::net

@@ -72,6 +72,7 @@ void TcpTransport::Impl::start() {
       missing += (missing.empty() ? "" : ", ") + ("rank " + std::to_string(r)) + " (" +
                  peers_[r].address + ")";
       if (peers_[r].failure) missing += " [connected, then failed: " + std::string(peers_[r].failure->what()) + "]";
+      else if (!peers_[r].last_refusal.empty()) missing += " [refused: " + peers_[r].last_refusal + "]";
     }
     error = std::make_exception_ptr(
         PeerError(first, peers_[first].address,
@@ -118,13 +119,7 @@ void TcpTransport::Impl::on_connected(Connection& connection, int status) noexce
     schedule_retry(rank);
     return;
   }
-  try {
-    queue_frame(connection, encode_hello(our_hello(), control_stage_));
-  } catch (const std::exception& e) {
-    fail_start(PeerError(rank, peers_[rank].address, std::string("cannot encode Hello: ") + e.what()));
-    return;
-  }
-  pump();
+  send_challenge(connection);
 }
 
 // ---------------------------------------------------------------- accepting
@@ -152,32 +147,55 @@ void TcpTransport::Impl::reject_inbound(Connection& connection, const std::strin
   close_connection(connection);
 }
 
+void TcpTransport::Impl::refuse(Connection& connection, std::size_t claimed_rank,
+                                const std::string& why, bool fails_start) noexcept {
+  const std::string rank =
+      claimed_rank == kNoRank ? std::string("?") : std::to_string(claimed_rank);
+  if (connection.role() == Connection::Role::kAcceptor) {
+    counters_.add_rejected_connection();
+    spdlog::error("net rank {}: refusing handshake from {} claiming rank {}: {}", options_.rank,
+                  connection.remote_address(), rank, why);
+  } else {
+    spdlog::error("net rank {}: refusing rank {} ({}): {}", options_.rank, rank,
+                  peers_[claimed_rank].address, why);
+  }
+  connection.step = Connection::Step::kRefused;
+  if (claimed_rank < peers_.size()) {
+    const std::lock_guard lock(mutex_);
+    peers_[claimed_rank].last_refusal = why;
+  }
+  // A real peer with a different config (or secret) fails our start() too, once the Refuse is
+  // written; an unproven claim of a rank does not.
+  if (fails_start) {
+    connection.set_peer_rank(claimed_rank);
+    connection.refusal = "refused its handshake: " + why;
+  }
+  try {
+    queue_frame(connection, encode_refuse(why, control_stage_));
+    pump();
+  } catch (...) {
+    finish_refusal(connection);
+  }
+}
+
 void TcpTransport::Impl::handle_hello(Connection& connection, const schema::Hello& hello,
                                    std::size_t wire) noexcept {
   const HelloFields theirs = decode_hello(hello);
   std::string reason = check_hello(our_hello(), theirs);
   const bool rank_valid = theirs.rank < peers_.size() && theirs.rank > options_.rank;
   bool duplicate = false;
+  if (reason.empty() && theirs.rank != connection.peer_rank()) {
+    reason = "Hello claims rank " + std::to_string(theirs.rank) + ", its Challenge rank " +
+             std::to_string(connection.peer_rank());
+    duplicate = true;  // not the rank it authenticated as: no reason to fail our start()
+  }
   if (reason.empty() && peers_[theirs.rank].connection != nullptr) {
     reason = "rank " + std::to_string(theirs.rank) + " is already connected";
     duplicate = true;
   }
   if (!reason.empty()) {
-    counters_.add_rejected_connection();
     counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire, 1);
-    spdlog::error("net rank {}: refusing handshake from {} claiming rank {}: {}", options_.rank,
-                  connection.remote_address(), theirs.rank, reason);
-    // A real peer with a different config fails our start() too, once the Refuse is written.
-    if (rank_valid && !duplicate) {
-      connection.set_peer_rank(theirs.rank);
-      connection.refusal = "refused its handshake: " + reason;
-    }
-    try {
-      queue_frame(connection, encode_refuse(reason, control_stage_));
-      pump();
-    } catch (...) {
-      close_connection(connection);
-    }
+    refuse(connection, theirs.rank, reason, rank_valid && !duplicate);
     return;
   }
   connection.set_peer_rank(theirs.rank);

@@ -1,7 +1,8 @@
 #pragma once
 // Internal to net/tcp/ (includes <uv.h>): TcpTransport's implementation class, shared by the files
 // that implement it one concept each — tcp_transport.cpp (construction and the public facade),
-// mesh.cpp (start-up: listening, dialing with back-off, accepting, the handshake), send_queue.cpp
+// mesh.cpp (start-up: listening, dialing with back-off, accepting, the Hello), authenticate.cpp
+// (the Challenges and the Proof before the Hello: net/tcp/auth.h), send_queue.cpp
 // (callers' sends, the loop thread, the send queue and its pacing), receive.cpp (frames in:
 // dispatch, malformed frames, broken connections, writes completed), lifecycle.cpp (peer failure,
 // shutdown, closing).
@@ -116,6 +117,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
     bool connected = false;
     bool done = false;  // shutdown finished for this peer (goodbyes exchanged, failed or absent)
     std::optional<PeerError> failure;
+    std::string last_refusal;  // why we last refused a connection claiming this rank (start())
   };
 
   // ---- ConnectionListener (loop thread) ----
@@ -139,9 +141,25 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   void dial(std::size_t rank) noexcept;
   void schedule_retry(std::size_t rank) noexcept;
   void handle_hello(Connection& connection, const schema::Hello& hello, std::size_t wire) noexcept;
+  // authenticate.cpp
+  void send_challenge(Connection& connection) noexcept;
+  void handle_challenge(Connection& connection, const schema::Header& header,
+                        std::size_t wire) noexcept;
+  void handle_proof(Connection& connection, const schema::Header& header, std::size_t wire) noexcept;
+  void handle_acceptor_challenge(Connection& connection, const schema::Header& header,
+                                 std::size_t wire) noexcept;
+  void refused_by_dialer(Connection& connection, const schema::Header& header,
+                         std::size_t wire) noexcept;
+  // What our proof (`ours`) or the peer's covers on `connection` to `peer_rank`.
+  [[nodiscard]] auth::Transcript transcript(const Connection& connection, bool ours,
+                                            std::size_t peer_rank) const noexcept;
   void handle_dialer_reply(Connection& connection, const schema::Header& header,
                            std::size_t wire) noexcept;
   void reject_inbound(Connection& connection, const std::string& why) noexcept;
+  // Sends a Refuse saying `why` and closes after it; logged, and counted when inbound. With
+  // `fails_start`, start() fails naming `claimed_rank` once the Refuse is written.
+  void refuse(Connection& connection, std::size_t claimed_rank, const std::string& why,
+              bool fails_start) noexcept;
   void finish_refusal(Connection& connection) noexcept;
   void mark_connected(Connection& connection) noexcept;
   void fail_peer(std::size_t rank, const std::string& why) noexcept;
@@ -166,6 +184,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   [[nodiscard]] std::size_t count_done_locked() const noexcept;
 
   std::vector<Peer> peers_;
+  std::optional<auth::Key> key_;  // derived from options_.secret (then wiped); none: no secret
 
   uv_loop_t loop_{};
   uv_async_t async_{};

@@ -14,13 +14,31 @@ void TcpTransport::Impl::on_bytes_read(Connection& /*connection*/, std::size_t b
 void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& header,
                                Payload&& payload, std::size_t wire_bytes) noexcept {
   if (!connection.established) {
-    if (connection.role() == Connection::Role::kDialer) {
-      handle_dialer_reply(connection, header, wire_bytes);
-    } else if (header.body_type() == schema::Body::Hello) {
-      handle_hello(connection, *header.body_as_Hello(), wire_bytes);
-    } else {
-      reject_inbound(connection,
-                     std::string("expected Hello, got ") + body_name(header.body_type()));
+    const bool dialer = connection.role() == Connection::Role::kDialer;
+    switch (connection.step) {
+      case Connection::Step::kChallenge:
+        if (dialer) {
+          handle_acceptor_challenge(connection, header, wire_bytes);
+        } else {
+          handle_challenge(connection, header, wire_bytes);
+        }
+        return;
+      case Connection::Step::kProof:
+        handle_proof(connection, header, wire_bytes);
+        return;
+      case Connection::Step::kHello:
+        if (dialer) {
+          handle_dialer_reply(connection, header, wire_bytes);
+        } else if (header.body_type() == schema::Body::Hello) {
+          handle_hello(connection, *header.body_as_Hello(), wire_bytes);
+        } else {
+          reject_inbound(connection,
+                         std::string("expected Hello, got ") + body_name(header.body_type()));
+        }
+        return;
+      case Connection::Step::kRefused:  // our Refuse is on its way; the peer's frames don't count
+        counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire_bytes, 1);
+        return;
     }
     return;
   }
@@ -87,12 +105,12 @@ void TcpTransport::Impl::on_broken(Connection& connection, int status,
                                 const std::string& why) noexcept {
   const std::size_t rank = connection.peer_rank();
   if (!connection.established) {
-    if (connection.role() == Connection::Role::kAcceptor) {
-      if (connection.refusal.empty()) {
-        reject_inbound(connection, why);
-      } else {  // the dialer read our Refuse and hung up before our write callback ran
-        finish_refusal(connection);
-      }
+    if (!connection.refusal.empty()) {  // the peer read our Refuse and hung up before our write
+      finish_refusal(connection);       // callback ran
+    } else if (connection.step == Connection::Step::kRefused) {
+      close_connection(connection);  // counted as rejected when we refused it
+    } else if (connection.role() == Connection::Role::kAcceptor) {
+      reject_inbound(connection, why);
     } else if (status != 0) {  // the acceptor went away mid-handshake: dial again
       close_connection(connection);
       schedule_retry(rank);

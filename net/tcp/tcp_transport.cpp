@@ -20,6 +20,10 @@ TcpTransport::Impl::Impl(TransportOptions options)
       peers_(options_.peers.size()),
       scheduler_(options_.stages.size() + 1) {
   stage_names_.emplace_back(kControlStage);
+  if (!options_.secret.empty()) {
+    key_.emplace(options_.secret);
+    auth::wipe(options_.secret);
+  }
   for (std::size_t r = 0; r < peers_.size(); ++r) peers_[r].address = options_.peers[r].to_string();
 }
 

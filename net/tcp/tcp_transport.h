@@ -14,9 +14,14 @@ namespace gradmesh::net {
 
 /// net::Transport over TCP with libuv.
 ///
-/// Topology: rank i dials every rank j < i and accepts from every j > i; every connection starts
-/// with a Hello / HelloAck handshake that checks protocol version, job name, config hash and the
-/// peer list. Frames are prefix + verified FlatBuffers header + raw payload (net/frame.h).
+/// Topology: rank i dials every rank j < i and accepts from every j > i, listening on its own
+/// peer-list address only. Every connection starts with the authentication of net/tcp/auth.h
+/// (Challenges and a Proof: both ends prove TransportOptions::secret, or agree to have none; a
+/// rank already connected is refused), then a Hello / HelloAck handshake that checks protocol
+/// version, job name, config hash and the peer list. A refused inbound connection is logged
+/// (rank, address, why) and counted (Counters::rejected_connections); one that never proved the
+/// secret does not fail start(), which names it among the missing ranks at its timeout. Frames are
+/// prefix + verified FlatBuffers header + raw payload (net/frame.h).
 ///
 /// Sending: each connection writes one frame at a time (a frame that has started is finished before
 /// another starts on that connection). The loop thread picks what to write next over all
