@@ -57,6 +57,18 @@ std::size_t read_fields(const schema::Header& header, std::size_t data_stage_cou
       if (data->stage() >= data_stage_count) fail("verify_header passed a Data stage out of range");
       return data->stage() + data->kind() + data->key() + data->round();
     }
+    case schema::Body::Challenge: {
+      // What net/tcp/auth.cpp reads of a peer's Challenge (absent vectors are empty there).
+      const schema::Challenge* challenge = header.body_as_Challenge();
+      std::size_t sum = challenge->protocol_version() + challenge->rank() + challenge->secret();
+      if (challenge->nonce() != nullptr) sum += challenge->nonce()->size();
+      if (challenge->mac() != nullptr) sum += challenge->mac()->size();
+      return sum;
+    }
+    case schema::Body::Proof: {
+      const auto* mac = header.body_as_Proof()->mac();
+      return mac != nullptr ? mac->size() : 0;
+    }
     case schema::Body::Goodbye:
       return 1;
     default:
