@@ -19,9 +19,6 @@ Registry& registry() {
   return r;
 }
 
-constexpr std::string_view kBuiltIn[] = {"dense",   "conv2d", "max_pool2d",           "flatten",
-                                         "dropout", "relu",   "softmax_cross_entropy"};
-
 thread_local int accept_unknown_depth = 0;
 
 }  // namespace
@@ -35,7 +32,8 @@ void register_layer(std::string kind, LayerFactory factory) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
   });
   GRADMESH_CHECK(name_ok, "register_layer: a kind is letters, digits and '_', got '" + kind + "'");
-  GRADMESH_CHECK(std::find(std::begin(kBuiltIn), std::end(kBuiltIn), kind) == std::end(kBuiltIn),
+  const auto built_in = built_in_layer_kinds();
+  GRADMESH_CHECK(std::find(built_in.begin(), built_in.end(), kind) == built_in.end(),
                  "register_layer: '" + kind + "' is a built-in layer kind");
   GRADMESH_CHECK(static_cast<bool>(factory), "register_layer: empty factory for '" + kind + "'");
   Registry& r = registry();

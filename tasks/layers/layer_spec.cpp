@@ -101,6 +101,12 @@ std::array<std::size_t, N> parse_counts(std::string_view form, std::string_view 
 
 }  // namespace
 
+std::span<const std::string_view> built_in_layer_kinds() noexcept {
+  static constexpr std::array<std::string_view, 7> kKinds{kDense,   kConv, kPool, kFlatten,
+                                                          kDropout, kRelu, kLoss};
+  return kKinds;
+}
+
 std::string to_string(const LayerSpec& spec) {
   std::string out = spec.kind;
   const auto field = [&out](std::size_t v) { out += ":" + std::to_string(v); };

@@ -3,6 +3,7 @@
 // ["conv2d:32:5:1:2", "relu", "max_pool2d:2", "flatten", "dense:10", "softmax_cross_entropy"].
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,10 @@ struct LayerSpec {
   std::string args;  ///< a registered kind's arguments, unparsed (its factory parses them)
   friend bool operator==(const LayerSpec&, const LayerSpec&) = default;
 };
+
+/// The built-in layer kinds, in the order configs/README.md lists them, the loss
+/// ("softmax_cross_entropy") last. Thread-safe (static storage).
+[[nodiscard]] std::span<const std::string_view> built_in_layer_kinds() noexcept;
 
 /// The canonical text of `spec`, every field written: "dense:256", "conv2d:32:5:1:2",
 /// "max_pool2d:3:2", "dropout:0.5", "relu"; a registered kind as "<kind>[:<args>]".

@@ -23,7 +23,11 @@ std::unique_ptr<Layer> make_layer(const LayerSpec& spec, Shape input) {
   if (kind == "dropout") return std::make_unique<Dropout>(input, spec.probability);
   if (kind == "relu") return std::make_unique<Relu>(input);
   if (auto layer = make_registered_layer(spec, input)) return layer;
-  std::string known = "dense, conv2d, max_pool2d, flatten, dropout, relu";
+  std::string known;
+  for (const std::string_view built_in : built_in_layer_kinds()) {
+    if (built_in == "softmax_cross_entropy") continue;  // the Model's loss, never made here
+    known += (known.empty() ? "" : ", ") + std::string(built_in);
+  }
   for (const std::string& user : registered_layers()) known += ", " + user;
   throw ConfigError("expected one of " + known + " (softmax_cross_entropy only last), got '" +
                     kind + "'");
