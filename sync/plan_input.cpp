@@ -28,6 +28,9 @@ topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes
     const double forward_flops = k * layer.forward_flops();
     p.forward_seconds = forward_flops / rates.gemm_flops;
     p.backward_seconds = (p.parameters > 0 ? 2.0 : 1.0) * forward_flops / rates.gemm_flops;
+    // Under SFB the backward computes dx only (one forward's flops), and nothing for layer 0,
+    // whose dx no layer needs (Model::backward_layer).
+    if (p.sufficient_factors) p.backward_input_seconds = l > 0 ? p.forward_seconds : 0.0;
     input.layers.push_back(std::move(p));
   }
   input.batch = ctx.batch_size;
@@ -36,13 +39,19 @@ topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes
       ctx.nodes, rates.alpha, ctx.options.ako.max_send_rate.value_or(rates.bandwidth));
   input.links.message_seconds.assign(ctx.nodes, rates.message_seconds);
   input.gemm_flops = rates.gemm_flops;
+  input.step_seconds_per_float = rates.step_seconds_per_float;
   if (const JobMeasurements* m = ctx.measured) {
     if (m->links.nodes == ctx.nodes) input.links = m->links;
     if (m->gemm_flops > 0) input.gemm_flops = m->gemm_flops;
+    if (m->step_seconds_per_float > 0) input.step_seconds_per_float = m->step_seconds_per_float;
     if (m->forward_seconds.size() == input.layers.size()) {
       for (std::size_t l = 0; l < input.layers.size(); ++l) {
         input.layers[l].forward_seconds = m->forward_seconds[l];
         input.layers[l].backward_seconds = m->backward_seconds[l];
+        if (m->backward_input_seconds.size() == input.layers.size() &&
+            input.layers[l].sufficient_factors) {
+          input.layers[l].backward_input_seconds = m->backward_input_seconds[l];
+        }
       }
     }
   }

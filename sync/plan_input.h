@@ -15,15 +15,20 @@ struct AssumedRates {
   /// o, seconds each message costs (a kernel TCP send plus receive, wake-ups
   /// and dispatch on an idle core: ~10 us; topo/cost_model.h)
   double message_seconds = 10e-6;
+  /// seconds per float of an optimizer step (w, g and the velocity, 12 bytes read and 8 written,
+  /// at about 10 GB/s)
+  double step_seconds_per_float = 2e-9;
 };
 
 /// The planner's input for `ctx`'s model: per layer its parameters, whether sufficient factors
 /// apply (Layer::has_sufficient_factors) and its shape; t_f / t_b per layer, the link matrix and
 /// the GEMM rate as the start-up probe measured them (ctx.measured), else estimated: t_f / t_b
 /// from the layer's work (forward K x Layer::forward_flops(): 2 K M N flops for a dense layer,
-/// 2 K F C k^2 OH OW for a convolution; backward twice that; layers without parameters take
+/// 2 K F C k^2 OH OW for a convolution; backward twice that, and without dW (under SFB) once that,
+/// 0 for layer 0; layers without parameters take
 /// 2 K x inputs flops each way, at rates.gemm_flops) and a uniform link (rates.alpha, and
-/// net.max_send_rate or rates.bandwidth as B, rates.message_seconds as o); then planner.alpha,
+/// net.max_send_rate or rates.bandwidth as B, rates.message_seconds as o) and
+/// rates.step_seconds_per_float; then planner.alpha,
 /// planner.bandwidth, planner.message_overhead and planner.gemm_flops override what they name.
 /// Also the batch K, n, the frame overhead of a message, the KV chunk option and `schemes`.
 /// Thread-safe (reads the model's shapes only).

@@ -107,6 +107,7 @@ std::map<std::string, double> PlanStage::summary() const {
       {"message_overhead", plan_.link.message_seconds},
       {"bandwidth", plan_.link.bandwidth},
       {"gemm_flops", plan_.gemm_flops},
+      {"step_seconds_per_float", plan_.step_seconds_per_float},
       {"kv_chunk_floats", static_cast<double>(plan_.kv_chunk_floats)},
       {"buckets", static_cast<double>(plan_.groups.size())}};
   for (const auto& [stage, budget] : plan_.stage_bytes) out["budget_" + stage] = budget;

@@ -4,9 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "engine/error.h"
 #include "tasks/cpu/blas.h"
+#include "tasks/optim/sgd.h"
 #include "tasks/random.h"
 
 namespace gradmesh::tasks {
@@ -31,7 +33,7 @@ LayerTimes profile_layers(Model& model, std::size_t batch, std::size_t iteration
 
   constexpr std::size_t kWarmUp = 2;
   const std::size_t layers = model.num_layers();
-  std::vector<std::vector<double>> forward(layers), backward(layers);
+  std::vector<std::vector<double>> forward(layers), backward(layers), backward_input(layers);
   for (std::size_t pass = 0; pass < kWarmUp + iterations; ++pass) {
     const bool timed = pass >= kWarmUp;
     for (std::size_t l = 0; l < layers; ++l) {
@@ -44,12 +46,25 @@ LayerTimes profile_layers(Model& model, std::size_t batch, std::size_t iteration
       const auto start = Clock::now();
       model.backward_layer(l, batch);
       if (timed) backward[l].push_back(seconds_since(start));
+      Layer& layer = model.layer(l);
+      if (!layer.has_sufficient_factors() || layer.parameter_count() == 0) continue;
+      // backward() overwrites dx and (when enabled) the gradient, so a second call on the same
+      // dy times what SFB's backward does: dx only.
+      const bool enabled = layer.parameter_gradients_enabled();
+      layer.set_parameter_gradients_enabled(false);
+      const auto again = Clock::now();
+      model.backward_layer(l, batch);
+      if (timed) backward_input[l].push_back(seconds_since(again));
+      layer.set_parameter_gradients_enabled(enabled);
     }
   }
   LayerTimes times;
   for (std::size_t l = 0; l < layers; ++l) {
     times.forward_seconds.push_back(median(forward[l]));
     times.backward_seconds.push_back(median(backward[l]));
+    times.backward_input_seconds.push_back(backward_input[l].empty()
+                                               ? times.backward_seconds.back()
+                                               : median(backward_input[l]));
   }
   return times;
 }
@@ -93,6 +108,24 @@ double median(std::span<double> values) {
   return (lower + upper) / 2;
 }
 
+double measure_step_seconds_per_float(std::size_t floats, double min_seconds) {
+  GRADMESH_CHECK(floats > 0, "measure_step_seconds_per_float: floats = 0");
+  GRADMESH_CHECK(std::isfinite(min_seconds) && min_seconds >= 0,
+                 "measure_step_seconds_per_float: min_seconds = " + std::to_string(min_seconds));
+  std::vector<float> w(floats, 0.5f), g(floats, 1e-3f), velocity(floats, 0.0f);
+  const SgdOptions options{0.01f, 0.9f, 1e-4f};
+  sgd_update(w.data(), g.data(), velocity.data(), floats, options);  // untimed: first touch
+  std::size_t reps = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  do {
+    sgd_update(w.data(), g.data(), velocity.data(), floats, options);
+    ++reps;
+    elapsed = seconds_since(start);
+  } while (elapsed < min_seconds);
+  return elapsed / (static_cast<double>(reps) * static_cast<double>(floats));
+}
+
 ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t nodes,
                                std::uint64_t seed) {
   ComputeProfile profile;
@@ -105,6 +138,12 @@ ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t node
     }
   }
   profile.gemm_flops = measure_gemm_flops(rows, cols, batch * std::max<std::size_t>(1, nodes), 0.05);
+  std::size_t largest = 1;
+  for (std::size_t l = 0; l < model.num_layers(); ++l) {
+    largest = std::max(largest, model.layer(l).parameter_count());
+  }
+  profile.step_seconds_per_float =
+      measure_step_seconds_per_float(std::min<std::size_t>(largest, std::size_t{1} << 22), 0.02);
   return profile;
 }
 

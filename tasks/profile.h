@@ -17,19 +17,27 @@ namespace gradmesh::tasks {
 struct LayerTimes {
   std::vector<double> forward_seconds;   ///< t_f^(l), seconds, median over the timed passes
   std::vector<double> backward_seconds;  ///< t_b^(l), seconds, median over the timed passes
+  /// t_b^(l) without the parameter gradients (Layer::set_parameter_gradients_enabled(false)):
+  /// what the layer's backward takes when SFB rebuilds dW instead (Poseidon ATC'17 sec. 3.2),
+  /// seconds, median over the timed passes. Equal to backward_seconds for a layer without
+  /// sufficient factors (Layer::has_sufficient_factors() false or no parameters).
+  std::vector<double> backward_input_seconds;
 };
 
 /// Times each layer's forward_layer and backward_layer on `batch` rows of seeded random inputs
 /// (uniform in [-1, 1)) and labels (uniform over the classes), from `seed`: two untimed warm-up
 /// passes, then `iterations` timed passes (forward 0..L-1, loss_backward, backward L-1..0), each
-/// layer's call timed alone with std::chrono::steady_clock. Returns each layer's median. The loss
+/// layer's call timed alone with std::chrono::steady_clock; a layer with sufficient factors is
+/// timed a second time right after, with its parameter gradients off (the state it had is put
+/// back). Returns each layer's median. The loss
 /// itself is not timed (it is no layer). A parameter-free layer (relu) may read as ~0 s.
 ///
 /// Call it before training: it overwrites the model's input, activations and gradients
 /// (parameters() are left bitwise unchanged; no optimizer step runs). The passes run in the
 /// model's current mode, so in training mode each dropout layer draws (iterations + 2) masks
 /// (Dropout::step() advances by as much, the same on every node). Thread safety: as Model,
-/// one thread drives it; BLAS uses its process-wide thread count. Cost: (iterations + 2) passes.
+/// one thread drives it; BLAS uses its process-wide thread count. Cost: (iterations + 2) passes,
+/// the backward of layers with sufficient factors twice.
 /// Throws gradmesh::ContractError if iterations == 0 or batch is outside [1, max_batch()].
 [[nodiscard]] LayerTimes profile_layers(Model& model, std::size_t batch, std::size_t iterations,
                                         std::uint64_t seed);
@@ -43,15 +51,27 @@ struct LayerTimes {
 [[nodiscard]] double measure_gemm_flops(std::size_t m, std::size_t n, std::size_t k,
                                         double min_seconds);
 
-/// What start-up measures of this node's compute: each layer's times and the GEMM rate.
+/// The optimizer step's time per parameter on this node: times sgd_update (momentum 0.9, weight
+/// decay 1e-4: every term of the update) over `floats` floats, once untimed, then repeatedly until
+/// at least `min_seconds` have passed (at least once); returns seconds / (reps x floats). It is
+/// a pass over three arrays, bound by memory bandwidth once they leave the caches, as a layer's
+/// or a bucket's step is. Allocates 3 x floats floats. Thread safety: any thread. Throws
+/// gradmesh::ContractError if floats is 0 or min_seconds is negative or not finite.
+[[nodiscard]] double measure_step_seconds_per_float(std::size_t floats, double min_seconds);
+
+/// What start-up measures of this node's compute: each layer's times, the GEMM rate and the
+/// optimizer step's time.
 struct ComputeProfile {
   LayerTimes times;
-  double gemm_flops = 0;  ///< FLOP/s
+  double gemm_flops = 0;              ///< FLOP/s
+  double step_seconds_per_float = 0;  ///< seconds/float
 };
 
 /// profile_layers() over 5 timed passes, and measure_gemm_flops() for at least 0.05 s of the GEMM
 /// that prices SFB's rebuild on `nodes` nodes: M x N x nK for the model's largest layer with
-/// sufficient factors (M outputs, N inputs; Poseidon ATC'17 sec. 3.2; 1 x 1 x nK if none). Same errors and side effects as profile_layers().
+/// sufficient factors (M outputs, N inputs; Poseidon ATC'17 sec. 3.2; 1 x 1 x nK if none), and
+/// measure_step_seconds_per_float() for at least 0.02 s over the largest layer's parameters (at
+/// most 4 Mi floats). Same errors and side effects as profile_layers().
 [[nodiscard]] ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t nodes,
                                              std::uint64_t seed);
 

@@ -36,6 +36,9 @@ void check_cluster(const ClusterCost& cluster) {
   check_link(cluster.link);
   detail::require(detail::finite_non_negative(cluster.frame_overhead_bytes),
                   "frame overhead (bytes)", cluster.frame_overhead_bytes, "a finite number >= 0");
+  detail::require(detail::finite_non_negative(cluster.step_seconds_per_float),
+                  "optimizer step (seconds/float)", cluster.step_seconds_per_float,
+                  "a finite number >= 0");
 }
 
 }  // namespace
@@ -82,7 +85,7 @@ LinkCost slowest_link(const LinkMatrix& links) {
 }
 
 AllReduceCost ring_allreduce_cost(LinkCost link, std::size_t nodes, double frame_overhead_bytes) {
-  check_cluster(ClusterCost{nodes, link, frame_overhead_bytes, 0.0});
+  check_cluster(ClusterCost{nodes, link, frame_overhead_bytes, 0.0, 0.0});
   if (nodes == 1) return {};
   const double steps = 2.0 * static_cast<double>(nodes - 1);
   // Each step is a phase of one message carrying only its header in the start-up term.
@@ -130,7 +133,8 @@ SchemeCost sfb_cost(const ClusterCost& cluster, std::size_t batch, std::size_t r
   cost.bytes_sent = (n - 1.0) * (kFloatBytes * k * (m + c) + cluster.frame_overhead_bytes);
   cost.messages = n - 1.0;
   cost.comm_seconds = phase_seconds(cluster.link, cost.messages, cost.bytes_sent);
-  cost.compute_seconds = 2.0 * n * k * m * c / cluster.gemm_flops;
+  cost.compute_seconds = 2.0 * n * k * m * c / cluster.gemm_flops +
+                         (m * c + m) * cluster.step_seconds_per_float;
   return cost;
 }
 
@@ -143,6 +147,7 @@ SchemeCost allreduce_cost(const ClusterCost& cluster, std::size_t floats) {
   cost.messages = 2.0 * static_cast<double>(cluster.nodes - 1);
   cost.comm_seconds =
       ring_allreduce_cost(cluster.link, cluster.nodes, cluster.frame_overhead_bytes).seconds(bytes);
+  cost.compute_seconds = static_cast<double>(floats) * cluster.step_seconds_per_float;
   return cost;
 }
 

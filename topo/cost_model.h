@@ -88,6 +88,9 @@ struct ClusterCost {
   LinkCost link;                    ///< slowest_link() of the measured matrix
   double frame_overhead_bytes = 0;  ///< bytes each message adds besides its payload
   double gemm_flops = 0;            ///< measured GEMM rate, FLOP/s (SFB's rebuild)
+  /// The optimizer step's time per parameter, seconds/float (tasks::Sgd on the node's cores: one
+  /// pass over w, g and the velocity). 0: steps are free.
+  double step_seconds_per_float = 0;
 };
 
 /// KV chunks of a layer of `floats` floats: ceil(floats / chunk_floats) (topo::KvPlacement never
@@ -106,8 +109,9 @@ struct ClusterCost {
 /// cannot start before the push ends (the owner waits for all n pushes), so
 ///   comm_seconds = 2 alpha + messages o + bytes_sent / B
 /// (= 2 alpha + 2 (n - 1)/n M / B without overhead and o); the owner's reduce and optimizer
-/// step (n adds per float) are left out. One node: all 0. Throws ContractError if
-/// chunk_floats == 0.
+/// step (n adds per float) are left out: an owner reduces and steps each chunk as its last push
+/// arrives, while the others' chunks still arrive (compute_seconds = 0). One node: all 0.
+/// Throws ContractError if chunk_floats == 0.
 [[nodiscard]] SchemeCost ps_cost(const ClusterCost& cluster, std::size_t floats,
                                  std::size_t chunk_floats);
 
@@ -116,7 +120,8 @@ struct ClusterCost {
 /// others, one message each, and receives theirs meanwhile (full duplex):
 ///   bytes_sent = (n - 1)(4 K (M + N) + h),   comm_seconds = alpha + (n - 1) o + bytes_sent / B;
 /// then every node rebuilds dW = sum_p U_p^T V_p over all n nodes, 2 n K M N flops:
-///   compute_seconds = 2 n K M N / gemm_flops   (the bias gradient, sum_k U_p, is negligible).
+///   compute_seconds = 2 n K M N / gemm_flops   (the bias gradient, sum_k U_p, is negligible),
+/// plus the optimizer step every node then takes on the layer's M N + M floats.
 /// Poseidon picks the scheme by floats (topo::best_scheme); the planner by this time ("beyond
 /// Poseidon": on a fast link the rebuild GEMM can cost more than PS's extra bytes). One node:
 /// all 0. Throws ContractError if n > 1 and gemm_flops is not finite and > 0.
@@ -125,7 +130,8 @@ struct ClusterCost {
 
 /// Ring all-reduce of one layer of `floats` floats on its own (no merging):
 /// bytes_sent = ring_allreduce_bytes(4 floats), messages = 2(n - 1),
-/// comm_seconds = ring_allreduce_cost().seconds(4 floats). One node: all 0.
+/// comm_seconds = ring_allreduce_cost().seconds(4 floats); compute_seconds = the optimizer step
+/// every node then takes on the layer's floats. One node: all 0.
 [[nodiscard]] SchemeCost allreduce_cost(const ClusterCost& cluster, std::size_t floats);
 
 }  // namespace gradmesh::topo

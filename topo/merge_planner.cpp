@@ -39,10 +39,9 @@ void check_layers(double forward_seconds, std::span<const WfbpLayer> layers, All
     detail::require(detail::finite_non_negative(layer.after_comm_seconds),
                     name + "work after communication (seconds)", layer.after_comm_seconds,
                     "a finite number >= 0");
-    detail::require(
-        layer.allreduce_bytes == 0 || (layer.comm_seconds == 0 && layer.after_comm_seconds == 0),
-        name + "all-reduce bytes", layer.allreduce_bytes,
-        "0 for a layer with its own communication time (PS, SFB)");
+    detail::require(layer.allreduce_bytes == 0 || layer.comm_seconds == 0,
+                    name + "all-reduce bytes", layer.allreduce_bytes,
+                    "0 for a layer with its own communication time (PS, SFB)");
   }
 }
 
@@ -73,29 +72,39 @@ WfbpTimeline timeline_of(double forward_seconds, std::span<const WfbpLayer> laye
     t.backward_start[l] = t.backward_start[l + 1] + layers[l + 1].backward_seconds;
   }
   t.iteration_seconds = t.backward_start[0] + layers[0].backward_seconds;
+  // The node's compute is free for work after communication (SFB rebuilds) once the backward
+  // pass has ended; such work then runs one piece at a time, in the order the link sent it.
+  double compute_free = t.iteration_seconds;
   double pending_bytes = 0;  // the open bucket's p (eq. 16)
+  double pending_after = 0;  // the open bucket's work after communication
   for (std::size_t l = count; l-- > 0;) {
     const WfbpLayer& layer = layers[l];
     const double ready = t.backward_start[l] + layer.backward_seconds;
     t.comm_start[l] = l + 1 == count
                           ? ready
                           : std::max(t.comm_start[l + 1] + t.comm_seconds[l + 1], ready);  // eq. 7
+    double after = 0;  // work released when this layer's communication ends
     switch (kind_of(layer)) {
       case Kind::kAllReduce:
         pending_bytes += layer.allreduce_bytes;
+        pending_after += layer.after_comm_seconds;
         if (!merged[l]) {
           t.comm_seconds[l] = cost.seconds(pending_bytes);  // eq. 17
+          after = pending_after;  // the whole bucket's, when the bucket has been reduced
           pending_bytes = 0;
+          pending_after = 0;
         }  // else eq. 14: t_c = 0
         break;
       case Kind::kFixed:
         t.comm_seconds[l] = layer.comm_seconds;
+        after = layer.after_comm_seconds;
         break;
       case Kind::kLocal:
         break;
     }
-    t.iteration_seconds = std::max(t.iteration_seconds,
-                                   t.comm_start[l] + t.comm_seconds[l] + layer.after_comm_seconds);
+    const double comm_end = t.comm_start[l] + t.comm_seconds[l];
+    if (after > 0) compute_free = std::max(compute_free, comm_end) + after;
+    t.iteration_seconds = std::max({t.iteration_seconds, comm_end, compute_free});
   }
   return t;
 }

@@ -10,8 +10,14 @@
 // A layer is one of:
 //  - all-reduce: allreduce_bytes > 0; t_c = T_ar(bytes) (eq. 17), unless it is a merged-gradient
 //    layer: then t_c = 0 and its bytes go with the next all-reduce layer below (eqs. 14-16);
+//    its after_comm_seconds (the optimizer step) is work on the node's compute, released when
+//    its bucket has been reduced;
 //  - fixed: a PS or SFB layer: comm_seconds on the link, then after_comm_seconds of work that does
-//    not hold the link (SFB's rebuild GEMM);
+//    not hold the link (SFB's rebuild GEMM) but the node's compute: it starts when its
+//    communication has ended, the backward pass has ended and the work after the layers sent
+//    before it has ended (the per-layer times are measured with all of the node's cores, so
+//    compute tasks side by side take as long as one after the other; that the engine may
+//    interleave a rebuild with the backward pass changes which ends first, not the last end);
 //  - local: nothing to send (no parameters). It only adds its backward time.
 // A layer's merge partner is the next non-local layer below it; layer l may be merged only if l
 // and its partner are all-reduce layers (a bucket never spans a PS or SFB layer).
@@ -46,12 +52,16 @@ struct WfbpTimeline {
   double iteration_seconds = 0;
 };
 
-/// Eqs. 6-8 for `layers` with forward time t_f (`forward_seconds`) and the merged-gradient layers
+/// Eqs. 6-8 (plus the compute queue) for `layers` with forward time t_f (`forward_seconds`) and the merged-gradient layers
 /// `merged` (indices, any order), bucket costs by `cost`:
 ///   tau_b[L-1] = t_f,            tau_b[l] = tau_b[l+1] + t_b[l+1];
 ///   tau_c[L-1] = tau_b[L-1] + t_b[L-1],
 ///   tau_c[l]   = max(tau_c[l+1] + t_c[l+1], tau_b[l] + t_b[l]);
-///   t_iter     = max(tau_b[0] + t_b[0], max_l tau_c[l] + t_c[l] + after[l]).
+///   c          = tau_b[0] + t_b[0], then for each layer l whose communication ends a bucket or
+///                is a fixed layer's, from L-1 down: c = max(c, tau_c[l] + t_c[l]) + A[l],
+///                A[l] = after[l] (fixed) or the sum of after over the bucket (the compute's
+///                queue);
+///   t_iter     = max(c, max_l tau_c[l] + t_c[l]).
 [[nodiscard]] WfbpTimeline wfbp_timeline(double forward_seconds, std::span<const WfbpLayer> layers,
                                          AllReduceCost cost, std::span<const std::size_t> merged);
 
@@ -80,7 +90,11 @@ struct WfbpTimeline {
 /// time the link is free after the bucket that ends at non-local layer k is sent, is
 /// min over the bucket's top layer i of max(E[above i], ready[k]) + T_ar(bytes of i..k); a fixed
 /// layer has one choice. Every later time is non-decreasing in E, so keeping the least E at each
-/// layer is optimal (ties: the smaller bucket). O(L^2). Returns the merged-gradient layers in
+/// layer is optimal for the link (ties: the smaller bucket). With no work after all-reduce layers
+/// it minimises wfbp_iteration_seconds() exactly (the compute queue's end is non-decreasing in
+/// the communication ends too); work after all-reduce layers (their optimizer steps) moves with
+/// the buckets, which the link's times alone do not see, so then the set is optimal for the link
+/// and the planner times it with the steps. O(L^2). Returns the merged-gradient layers in
 /// descending order.
 [[nodiscard]] std::vector<std::size_t> optimal_merge_set(double forward_seconds,
                                                          std::span<const WfbpLayer> layers,

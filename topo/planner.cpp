@@ -36,6 +36,11 @@ void check_input(const PlannerInput& input) {
                     layer.forward_seconds, "a finite number >= 0");
     detail::require(detail::finite_non_negative(layer.backward_seconds), label + "t_b (seconds)",
                     layer.backward_seconds, "a finite number >= 0");
+    if (layer.backward_input_seconds) {
+      detail::require(detail::finite_non_negative(*layer.backward_input_seconds),
+                      label + "t_b without dW (seconds)", *layer.backward_input_seconds,
+                      "a finite number >= 0");
+    }
     if (layer.sufficient_factors) {
       detail::require(layer.rows >= 1 && layer.cols >= 1, label + "rows x cols",
                       std::to_string(layer.rows) + " x " + std::to_string(layer.cols),
@@ -92,7 +97,10 @@ LayerScheme choose_scheme(const PlannerInput& input, const ClusterCost& cluster,
     consider(LayerScheme::kAllReduce, allreduce_cost(cluster, layer.parameters).seconds());
   }
   if (sfb) {
-    consider(LayerScheme::kSfb, sfb_cost(cluster, input.batch, layer.rows, layer.cols).seconds());
+    // SFB's backward skips the dW GEMM that the others compute: that time is its saving.
+    const double saved = layer.backward_seconds - layer.backward_seconds_under(true);
+    consider(LayerScheme::kSfb,
+             sfb_cost(cluster, input.batch, layer.rows, layer.cols).seconds() - saved);
   }
   return best;
 }
@@ -118,8 +126,9 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
     row.scheme = schemes[l];
     row.parameters = layer.parameters;
     plan.forward_seconds += layer.forward_seconds;
-    plan.backward_seconds += layer.backward_seconds;
-    pipeline[l].backward_seconds = layer.backward_seconds;
+    const double backward = layer.backward_seconds_under(row.scheme == LayerScheme::kSfb);
+    plan.backward_seconds += backward;
+    pipeline[l].backward_seconds = backward;
     if (row.scheme == LayerScheme::kLocal) continue;
     if (input.schemes.ps || row.scheme == LayerScheme::kPs) {
       row.ps = ps_cost(cluster, layer.parameters, plan.kv_chunk_floats);
@@ -148,7 +157,9 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
       case LayerScheme::kAllReduce:
         row.bytes_sent = ring_allreduce_bytes(kFloatBytes * static_cast<double>(layer.parameters),
                                               cluster.nodes);  // overheads: on the bucket
+        row.compute_seconds = row.allreduce->compute_seconds;
         pipeline[l].allreduce_bytes = kFloatBytes * static_cast<double>(layer.parameters);
+        pipeline[l].after_comm_seconds = row.allreduce->compute_seconds;
         break;
       case LayerScheme::kLocal:
         break;
@@ -211,7 +222,7 @@ ChooseBy parse_choose_by(std::string_view text) {
 Plan make_plan(const PlannerInput& input) {
   check_input(input);
   const ClusterCost cluster{input.nodes, slowest_link(input.links), input.frame_overhead_bytes,
-                            input.gemm_flops};
+                            input.gemm_flops, input.step_seconds_per_float};
   std::size_t total_floats = 0;
   for (const LayerProfile& layer : input.layers) total_floats += layer.parameters;
 
@@ -238,6 +249,7 @@ Plan make_plan(const PlannerInput& input) {
     if (alternative.iteration_seconds < plan.iteration_seconds) plan = std::move(alternative);
   }
   plan.gemm_flops = input.gemm_flops;
+  plan.step_seconds_per_float = input.step_seconds_per_float;
   for (std::string_view stage :
        {kStageKvPush, kStageKvBroadcast, kStageSfBroadcast, kStageAllReduce}) {
     plan.stage_bytes.try_emplace(std::string(stage), 0.0);

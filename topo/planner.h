@@ -8,9 +8,15 @@
 // The time model: WFBP (Poseidon ATC'17 sec. 3.1; MG-WFBP eqs. 6-8) on one link. The forward
 // pass takes t_f = sum of the layers' t_f; backward runs from the last layer to the first; a
 // layer's communication starts when its backward has ended and the previous communication has
-// ended (topo/merge_planner.h); an SFB layer's rebuild GEMM runs after its communication without
-// holding the link; the iteration ends when the last communication (or GEMM) ends. Each scheme's
-// time and bytes come from topo/cost_model.h, on the slowest link (slowest_link()).
+// ended (topo/merge_planner.h); an SFB layer's backward computes dx only (its measured
+// backward_input_seconds); its rebuild GEMM and optimizer step, and an all-reduce bucket's
+// layers' steps, run after the communication without holding the link but on the node's
+// compute, after the backward pass and the work released before it (the profile timed every
+// layer with all of the node's cores, so two compute tasks at once take as long as one after the
+// other); a PS layer's step runs on the KV owners chunk by chunk, under the push phase. The
+// iteration ends when the last communication or compute ends.
+// Each scheme's time and bytes come from topo/cost_model.h, on the slowest link
+// (slowest_link()).
 //
 // Thread safety: every function is pure.
 
@@ -36,6 +42,16 @@ struct LayerProfile {
   std::size_t cols = 0;             ///< N, inputs (when sufficient_factors)
   double forward_seconds = 0;       ///< t_f^(l), measured, seconds
   double backward_seconds = 0;      ///< t_b^(l), measured, seconds
+  /// t_b^(l) without the parameter gradients, seconds: the backward of the layer under SFB,
+  /// which rebuilds dW from the factors instead of computing it (the dense layer nearest the
+  /// input then computes nothing). nullopt: backward_seconds (SFB saves nothing).
+  std::optional<double> backward_input_seconds;
+
+  /// t_b^(l) under SFB (`sfb`: backward_input_seconds when set) or another scheme
+  /// (backward_seconds), seconds.
+  [[nodiscard]] double backward_seconds_under(bool sfb) const noexcept {
+    return sfb && backward_input_seconds ? *backward_input_seconds : backward_seconds;
+  }
 };
 
 /// The schemes a strategy lets the planner use.
@@ -50,8 +66,9 @@ struct SchemeSet {
 
 /// How a layer's scheme is chosen among the allowed ones.
 enum class ChooseBy : unsigned char {
-  /// Least predicted time of the layer alone (communication + SFB rebuild; ties go to PS, then
-  /// all-reduce, then SFB); then the all-reduce-only plan if its iteration is shorter.
+  /// Least predicted time of the layer alone (communication; for SFB plus the rebuild, less the
+  /// dW time its backward skips; ties go to PS, then all-reduce, then SFB); then the
+  /// all-reduce-only plan if its iteration is shorter.
   kTime,
   /// Poseidon's BestScheme (topo::best_scheme, floats per node) between SFB and PS (all-reduce
   /// in PS's place when PS is not allowed: the same floats). `sync.poseidon.choose = bytes`.
@@ -76,6 +93,8 @@ struct PlannerInput {
   std::size_t nodes = 1;            ///< n
   LinkMatrix links;                 ///< n x n measured alpha (seconds) and B (bytes/s)
   double gemm_flops = 0;            ///< measured GEMM rate, FLOP/s (needed when SFB may apply)
+  /// The optimizer step's time per parameter, seconds/float (measured; 0: steps are free)
+  double step_seconds_per_float = 0;
   double frame_overhead_bytes = 0;  ///< bytes each message adds besides its payload
   std::optional<std::size_t> kv_chunk_bytes;  ///< KV chunk size; nullopt: auto
   std::optional<double> gamma;                ///< Ako's gradient rate, gradients/s; nullopt: no p
@@ -106,7 +125,8 @@ struct PlannedLayer {
   /// overheads are charged to its first (sending) layer.
   double bytes_sent = 0;
   double comm_seconds = 0;     ///< t_c: time on the link (a bucket's on its sending layer)
-  double compute_seconds = 0;  ///< SFB's rebuild GEMM
+  double compute_seconds = 0;  ///< work after the communication: SFB's rebuild GEMM and step;
+                               ///< an all-reduce layer's step
   double backward_start = 0;   ///< tau_b, seconds from the start of the forward pass
   double comm_start = 0;       ///< tau_c, seconds from the start of the forward pass
   /// Each allowed scheme's cost for this layer alone (for the plan table): nullopt when not
@@ -140,6 +160,7 @@ struct Plan {
   double backward_seconds = 0;   ///< t_b
   double iteration_seconds = 0;  ///< predicted t_iter (the time model above)
   double gemm_flops = 0;         ///< the GEMM rate the plan assumed (FLOP/s)
+  double step_seconds_per_float = 0;  ///< the optimizer step's time the plan assumed (s/float)
 };
 
 /// Plans one job. Schemes: with one node, or for a layer without parameters, local; else the

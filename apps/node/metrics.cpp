@@ -46,6 +46,12 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"train_seconds", m.train_seconds},
       {"iteration_seconds",
        m.iterations > 0 ? m.train_seconds / static_cast<double>(m.iterations) : 0.0},
+      {"first_iteration_seconds", m.first_iteration_seconds},
+      // The mean over the iterations after the first (the steady state the planner predicts).
+      {"steady_iteration_seconds",
+       m.iterations > 1 ? (m.train_seconds - m.first_iteration_seconds) /
+                              static_cast<double>(m.iterations - 1)
+                        : (m.iterations == 1 ? m.train_seconds : 0.0)},
       {"samples_per_second", m.samples_per_second},
       {"train_loss", m.train_loss},
       {"test_accuracy", m.test_accuracy},
@@ -128,6 +134,10 @@ std::string format_summary(const std::map<std::string, double>& summary, bool me
     }
     if (has("gemm_flops")) {
       out << ", GEMM " << std::setprecision(1) << summary.at("gemm_flops") / 1e9 << " GFLOP/s";
+    }
+    if (has("step_seconds_per_float")) {
+      out << ", step " << std::setprecision(2) << summary.at("step_seconds_per_float") * 1e9
+          << " ns/float";
     }
     out << (measured ? " (layer times and GEMM measured here; planner.* and --bandwidth override)"
                      : " (planner.* or assumed)")

@@ -25,6 +25,9 @@ struct NodeMetrics {
   std::uint64_t samples = 0;          ///< training samples this node processed
   double wall_seconds = 0;            ///< start of the first iteration to the end of the last evaluation
   double train_seconds = 0;           ///< time spent in iterations (wall_seconds less evaluations)
+  /// The first iteration's seconds: it pays one-off costs (first touch of buffers, the transport's
+  /// first large writes) that the planner's predicted iteration time does not include.
+  double first_iteration_seconds = 0;
   double samples_per_second = 0;      ///< this node's samples / train_seconds (evaluation excluded)
   double train_loss = 0;              ///< mean training loss (nats) over the last epoch's iterations
   double test_accuracy = 0;           ///< fraction of the test images right, this node's replica after its last iteration

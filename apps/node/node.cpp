@@ -59,7 +59,9 @@ int run_plan(const PlanOptions& options) {
       measured.emplace();
       measured->forward_seconds = compute.times.forward_seconds;
       measured->backward_seconds = compute.times.backward_seconds;
+      measured->backward_input_seconds = compute.times.backward_input_seconds;
       measured->gemm_flops = compute.gemm_flops;
+      measured->step_seconds_per_float = compute.step_seconds_per_float;
       measured->links.nodes = 0;  // not measured
     }
     auto stage = sync::make_sync_stage(

@@ -67,7 +67,9 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   const tasks::ComputeProfile compute = tasks::profile_compute(model, batch, nodes, seed);
   local.forward_seconds = compute.times.forward_seconds;
   local.backward_seconds = compute.times.backward_seconds;
+  local.backward_input_seconds = compute.times.backward_input_seconds;
   local.gemm_flops = compute.gemm_flops;
+  local.step_seconds_per_float = compute.step_seconds_per_float;
   const auto profiles = nodes > 1 ? probe.exchange(local) : std::vector<sync::NodeProfile>{local};
   sync::JobMeasurements m = sync::combine(profiles);
   const topo::LinkCost link = topo::slowest_link(m.links);
@@ -75,10 +77,12 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   for (double t : m.forward_seconds) tf += t;
   for (double t : m.backward_seconds) tb += t;
   spdlog::info("measured in {:.2f} s: slowest link alpha {:.1f} us, B {}, o {:.1f} us; "
-               "GEMM {:.1f} GFLOP/s; t_f {:.2f} ms, t_b {:.2f} ms (slowest node)",
+               "GEMM {:.1f} GFLOP/s; step {:.2f} ns/float; t_f {:.2f} ms, t_b {:.2f} ms "
+               "(slowest node)",
                std::chrono::duration<double>(Clock::now() - start).count(), link.alpha * 1e6,
                nodes > 1 ? format_rate(link.bandwidth) : std::string("-"),
-               link.message_seconds * 1e6, m.gemm_flops / 1e9, tf * 1e3, tb * 1e3);
+               link.message_seconds * 1e6, m.gemm_flops / 1e9, m.step_seconds_per_float * 1e9,
+               tf * 1e3, tb * 1e3);
   return m;
 }
 
@@ -333,7 +337,12 @@ NodeMetrics Pipeline::run() {
       const double sent_at_start = bytes_sent();
       const std::uint64_t epoch_iterations = std::min<std::uint64_t>(per_epoch, limit - done);
       while (in_epoch < epoch_iterations) {
+        const auto step_start = done == 0 ? Clock::now() : Clock::time_point{};
         loss_sum += iteration.step();
+        if (done == 0) {
+          metrics.first_iteration_seconds =
+              std::chrono::duration<double>(Clock::now() - step_start).count();
+        }
         ++in_epoch;
         ++done;
         if (progress.due(in_epoch == epoch_iterations)) {

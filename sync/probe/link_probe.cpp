@@ -37,13 +37,15 @@ std::string profile_problem(const NodeProfile& profile, std::size_t nodes) {
   if (profile.alpha.size() != nodes || profile.bandwidth.size() != nodes) {
     why << "alpha and bandwidth need " << nodes << " entries, got " << profile.alpha.size()
         << " and " << profile.bandwidth.size();
-  } else if (profile.forward_seconds.size() != profile.backward_seconds.size()) {
-    why << "forward and backward times differ in size: " << profile.forward_seconds.size()
-        << " vs " << profile.backward_seconds.size();
+  } else if (profile.forward_seconds.size() != profile.backward_seconds.size() ||
+             profile.forward_seconds.size() != profile.backward_input_seconds.size()) {
+    why << "forward, backward and backward-without-dW times differ in size: "
+        << profile.forward_seconds.size() << ", " << profile.backward_seconds.size() << " and "
+        << profile.backward_input_seconds.size();
   } else {
     const auto bad = [](double x) { return !std::isfinite(x) || x < 0; };
     for (const auto* values : {&profile.alpha, &profile.bandwidth, &profile.forward_seconds,
-                               &profile.backward_seconds}) {
+                               &profile.backward_seconds, &profile.backward_input_seconds}) {
       if (std::any_of(values->begin(), values->end(), bad)) {
         why << "a value is negative or not finite";
         break;
@@ -52,20 +54,25 @@ std::string profile_problem(const NodeProfile& profile, std::size_t nodes) {
     if (why.tellp() == 0 && bad(profile.gemm_flops)) why << "gemm_flops = " << profile.gemm_flops;
     if (why.tellp() == 0 && bad(profile.message_seconds))
       why << "message_seconds = " << profile.message_seconds;
+    if (why.tellp() == 0 && bad(profile.step_seconds_per_float))
+      why << "step_seconds_per_float = " << profile.step_seconds_per_float;
   }
   return why.str();
 }
 
 // Wire layout of a profile: u64 nodes, u64 layers, then doubles: gemm_flops, message_seconds,
-// alpha[nodes], bandwidth[nodes], forward_seconds[layers], backward_seconds[layers]; host byte
+// step_seconds_per_float,
+// alpha[nodes], bandwidth[nodes], forward_seconds[layers], backward_seconds[layers],
+// backward_input_seconds[layers]; host byte
 // order (the job's nodes share one build, as the handshake's config hash assumes).
 net::Payload encode_profile(const NodeProfile& profile) {
   const std::uint64_t header[2] = {profile.alpha.size(), profile.forward_seconds.size()};
   std::vector<double> values;
   values.push_back(profile.gemm_flops);
   values.push_back(profile.message_seconds);
+  values.push_back(profile.step_seconds_per_float);
   for (const auto* part : {&profile.alpha, &profile.bandwidth, &profile.forward_seconds,
-                           &profile.backward_seconds}) {
+                           &profile.backward_seconds, &profile.backward_input_seconds}) {
     values.insert(values.end(), part->begin(), part->end());
   }
   net::Payload payload = net::Payload::allocate(sizeof(header) + values.size() * sizeof(double));
@@ -89,7 +96,7 @@ std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes, std:
           " layers, expected " + std::to_string(nodes) + " nodes";
     return std::nullopt;
   }
-  const std::uint64_t doubles = 2 + 2 * header[0] + 2 * header[1];
+  const std::uint64_t doubles = 3 + 2 * header[0] + 3 * header[1];
   if (bytes.size() != kProfileHeaderBytes + doubles * sizeof(double)) {
     why = "profile of " + std::to_string(bytes.size()) + " bytes, expected " +
           std::to_string(kProfileHeaderBytes + doubles * sizeof(double));
@@ -101,6 +108,7 @@ std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes, std:
   auto at = values.begin();
   profile.gemm_flops = *at++;
   profile.message_seconds = *at++;
+  profile.step_seconds_per_float = *at++;
   const auto take = [&at](std::vector<double>& part, std::uint64_t count) {
     part.assign(at, at + static_cast<std::ptrdiff_t>(count));
     at += static_cast<std::ptrdiff_t>(count);
@@ -109,6 +117,7 @@ std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes, std:
   take(profile.bandwidth, header[0]);
   take(profile.forward_seconds, header[1]);
   take(profile.backward_seconds, header[1]);
+  take(profile.backward_input_seconds, header[1]);
   why = profile_problem(profile, nodes);
   if (!why.empty()) return std::nullopt;
   return profile;
@@ -525,6 +534,8 @@ JobMeasurements combine(const std::vector<NodeProfile>& profiles) {
     GRADMESH_CHECK_EQ(p.bandwidth.size(), n, "combine(): bandwidth entries vs nodes");
     GRADMESH_CHECK_EQ(p.forward_seconds.size(), layers, "combine(): forward times vs layers");
     GRADMESH_CHECK_EQ(p.backward_seconds.size(), layers, "combine(): backward times vs layers");
+    GRADMESH_CHECK_EQ(p.backward_input_seconds.size(), layers,
+                      "combine(): backward times without dW vs layers");
   }
   JobMeasurements job;
   job.links.nodes = n;
@@ -541,13 +552,17 @@ JobMeasurements combine(const std::vector<NodeProfile>& profiles) {
   }
   job.forward_seconds.assign(layers, 0.0);
   job.backward_seconds.assign(layers, 0.0);
+  job.backward_input_seconds.assign(layers, 0.0);
   job.gemm_flops = profiles.front().gemm_flops;
   for (const NodeProfile& p : profiles) {
     for (std::size_t l = 0; l < layers; ++l) {
       job.forward_seconds[l] = std::max(job.forward_seconds[l], p.forward_seconds[l]);
       job.backward_seconds[l] = std::max(job.backward_seconds[l], p.backward_seconds[l]);
+      job.backward_input_seconds[l] =
+          std::max(job.backward_input_seconds[l], p.backward_input_seconds[l]);
     }
     job.gemm_flops = std::min(job.gemm_flops, p.gemm_flops);
+    job.step_seconds_per_float = std::max(job.step_seconds_per_float, p.step_seconds_per_float);
   }
   return job;
 }

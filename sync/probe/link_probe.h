@@ -54,6 +54,12 @@ struct NodeProfile {
   std::vector<double> backward_seconds;  ///< t_b per layer, seconds (same size as forward_seconds)
   double gemm_flops = 0;                 ///< FLOP/s (0: not measured)
   double message_seconds = 0;            ///< o, seconds each message of a burst costs (gap)
+  /// t_b without the parameter gradients per layer (tasks::LayerTimes::backward_input_seconds),
+  /// seconds (same size as forward_seconds)
+  std::vector<double> backward_input_seconds;
+  /// The optimizer step's time per parameter (tasks::ComputeProfile), seconds/float (0: not
+  /// measured)
+  double step_seconds_per_float = 0;
 
   friend bool operator==(const NodeProfile&, const NodeProfile&) = default;
 };
@@ -183,12 +189,15 @@ struct JobMeasurements {
   topo::LinkMatrix links;                ///< alpha (s) and B (bytes/s); row = the measuring node
   std::vector<double> forward_seconds;   ///< per layer, the max over nodes (BSP waits for the last)
   std::vector<double> backward_seconds;  ///< per layer, the max over nodes
+  std::vector<double> backward_input_seconds;  ///< per layer, the max over nodes (no dW)
   double gemm_flops = 0;                 ///< FLOP/s, the min over nodes
+  double step_seconds_per_float = 0;     ///< seconds/float, the max over nodes
 };
 
 /// Combines the n profiles (index = rank): the LinkMatrix from their rows (diagonal 0; o per
 /// node); per layer
-/// the max over nodes of t_f and of t_b (in BSP every iteration waits for the slowest node); the
+/// the max over nodes of t_f, of t_b and of t_b without dW (in BSP every iteration waits for the
+/// slowest node) and of the step's time per float; the
 /// min GEMM rate. Pure and deterministic, so every node computes the same from exchange()'s result.
 /// Throws ContractError (printing the sizes) for no profiles, a row not of size n, or per-layer
 /// vectors of different sizes.

@@ -28,6 +28,7 @@ TEST_CASE("profile_layers times every layer and leaves the parameters alone",
   const LayerTimes times = profile_layers(model, 16, 5, 11);
   REQUIRE(times.forward_seconds.size() == model.num_layers());
   REQUIRE(times.backward_seconds.size() == model.num_layers());
+  REQUIRE(times.backward_input_seconds.size() == model.num_layers());
   for (std::size_t l = 0; l < model.num_layers(); ++l) {
     INFO("layer " << l << " (" << model.layer(l).kind() << ")");
     CHECK(std::isfinite(times.forward_seconds[l]));
@@ -39,6 +40,15 @@ TEST_CASE("profile_layers times every layer and leaves the parameters alone",
       CHECK(times.backward_seconds[l] > 0);
       CHECK(times.forward_seconds[l] < 0.1);
     }
+    if (model.layer(l).parameter_count() == 0) {
+      CHECK(times.backward_input_seconds[l] == times.backward_seconds[l]);
+    }
+  }
+  // Layer 0 (dense 48 -> 64) without dW computes nothing (no layer needs its dx): a call that
+  // returns at once, against its full backward's dW GEMM of 2 x 16 x 48 x 64 flops.
+  CHECK(times.backward_input_seconds[0] < times.backward_seconds[0]);
+  for (std::size_t l = 0; l < model.num_layers(); ++l) {
+    CHECK(model.layer(l).parameter_gradients_enabled());  // put back
   }
   REQUIRE(model.parameters().size() == before.size());
   CHECK(std::memcmp(model.parameters().data(), before.data(), before.size() * sizeof(float)) == 0);
@@ -53,6 +63,16 @@ TEST_CASE("profile_layers checks its arguments", "[tasks][profile]") {
   CHECK_THROWS_AS(profile_layers(model, 16, 0, 1), ContractError);
   CHECK_THROWS_AS(profile_layers(model, 17, 1, 1), ContractError);
   CHECK_THROWS_AS(profile_layers(model, 0, 1, 1), ContractError);
+}
+
+TEST_CASE("measure_step_seconds_per_float gives a plausible time", "[tasks][profile]") {
+  const double step = measure_step_seconds_per_float(1 << 16, 0.01);
+  CHECK(std::isfinite(step));
+  CHECK(step > 0);
+  CHECK(step < 1e-6);  // 20 bytes a float: slower than 20 MB/s is no machine's memory
+  CHECK(std::isfinite(measure_step_seconds_per_float(1, 0)));
+  CHECK_THROWS_AS(measure_step_seconds_per_float(0, 0.01), ContractError);
+  CHECK_THROWS_AS(measure_step_seconds_per_float(4, -1), ContractError);
 }
 
 TEST_CASE("measure_gemm_flops gives a plausible rate", "[tasks][profile]") {

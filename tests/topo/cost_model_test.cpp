@@ -76,6 +76,22 @@ TEST_CASE("SFB: K (M + N) floats to n - 1 peers, then a 2 n K M N flop rebuild",
                   gradmesh::ContractError);
 }
 
+TEST_CASE("the optimizer step: every node's after SFB and all-reduce, none on the link for PS",
+          "[topo][cost]") {
+  const ClusterCost cluster{4, LinkCost{1e-4, 12.5e6}, 50, 1e12, 2e-9};
+  const double floats = 4096.0 * 4096 + 4096;
+  const SchemeCost sfb = sfb_cost(cluster, 32, 4096, 4096);
+  CHECK(sfb.compute_seconds == Approx(2.0 * 4 * 32 * 4096 * 4096 / 1e12 + floats * 2e-9));
+  const SchemeCost ar = allreduce_cost(cluster, 4096 * 4096 + 4096);
+  CHECK(ar.compute_seconds == Approx(floats * 2e-9));
+  CHECK(ar.comm_seconds == Approx(allreduce_cost(ClusterCost{4, LinkCost{1e-4, 12.5e6}, 50, 1e12},
+                                                 4096 * 4096 + 4096)
+                                      .comm_seconds));
+  CHECK(ps_cost(cluster, 4096 * 4096 + 4096, 1 << 16).compute_seconds == 0);
+  CHECK_THROWS_WITH(allreduce_cost(ClusterCost{4, LinkCost{1e-4, 12.5e6}, 50, 1e12, -1}, 10),
+                    Catch::Contains("step") && Catch::Contains("-1"));
+}
+
 TEST_CASE("the formulas use the slowest link: max alpha, min B; the diagonal is unused",
           "[topo][cost]") {
   LinkMatrix links = LinkMatrix::uniform(3, 1e-4, 1e9);

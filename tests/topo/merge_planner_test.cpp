@@ -207,3 +207,38 @@ TEST_CASE("bad pipeline inputs throw ContractError naming the value", "[topo][mg
   layers[1].comm_seconds = 0;
   CHECK_THROWS_WITH(wfbp_timeline(0, layers, AllReduceCost{-2, 0}, {}), Catch::Contains("-2"));
 }
+
+TEST_CASE("work after communication queues on the node's compute, after the backward pass",
+          "[topo][mgwfbp]") {
+  const AllReduceCost unused{0, 0};
+  // Two SFB layers (fixed): layer 1 sends for 0.5 s then rebuilds for 2 s, layer 0 sends for
+  // 0.5 s then rebuilds for 1 s; t_b = 1 s each, t_f = 0.
+  const std::vector<WfbpLayer> layers{{1, 0, 0.5, 1}, {1, 0, 0.5, 2}};
+  const WfbpTimeline t = wfbp_timeline(0, layers, unused, {});
+  CHECK(t.comm_start[1] == Approx(1));    // after layer 1's backward
+  CHECK(t.comm_start[0] == Approx(2));    // after layer 0's backward
+  // Layer 1's rebuild waits for the backward pass (ends at 2), takes 2 s; layer 0's waits for it.
+  CHECK(t.iteration_seconds == Approx(2 + 2 + 1));
+  // Side by side, as if each rebuild had cores of its own, it would have read max(4, 3.5) = 4.
+  // A rebuild whose communication ends after the compute is free starts at its end.
+  const std::vector<WfbpLayer> slow_link{{1, 0, 5, 1}, {1, 0, 5, 2}};
+  // Layer 1 sends 1..6, rebuilds 6..8; layer 0 sends 6..11, rebuilds 11..12.
+  CHECK(wfbp_iteration_seconds(0, slow_link, unused, {}) == Approx(12));
+}
+
+TEST_CASE("an all-reduce bucket's steps queue on the compute when the bucket has been reduced",
+          "[topo][mgwfbp]") {
+  const AllReduceCost cost{0.5, 0.01};  // T_ar(100 bytes) = 1.5 s
+  // Layers 1 and 0: all-reduce, 100 bytes each, t_b = 1 s, steps of 0.25 s and 0.5 s.
+  std::vector<WfbpLayer> layers{{1, 100, 0, 0.5}, {1, 100, 0, 0.25}};
+  // Unmerged: layer 1 sends 1..2.5 and steps 2.5..2.75 (the backward pass ended at 2); layer 0
+  // sends 2.5..4 and steps 4..4.5.
+  CHECK(wfbp_iteration_seconds(0, layers, cost, {}) == Approx(4.5));
+  // Merged: one bucket of 200 bytes sends 2..4.5, then both steps, 4.5..5.25.
+  const std::vector<std::size_t> merged{1};
+  CHECK(wfbp_iteration_seconds(0, layers, cost, merged) == Approx(5.25));
+  // Without steps both are the link's times (eq. 8).
+  for (WfbpLayer& layer : layers) layer.after_comm_seconds = 0;
+  CHECK(wfbp_iteration_seconds(0, layers, cost, {}) == Approx(4));
+  CHECK(wfbp_iteration_seconds(0, layers, cost, merged) == Approx(4.5));
+}

@@ -78,6 +78,42 @@ TEST_CASE("the scheme is chosen by predicted time: SFB on a slow link, PS on a f
   }
 }
 
+TEST_CASE("an SFB layer's backward skips dW: the plan takes t_b without it, and the choice counts it",
+          "[topo][planner]") {
+  // Two 1024 x 1024 dense layers, K = 32, n = 4, 1 Gbit/s, 20 GFLOP/s. PS sends about 4 MB a
+  // layer (50 ms); SFB sends 3 x 32 x 2048 floats (6 ms) and rebuilds 2 x 4 x 32 x 1024^2 flops
+  // (13 ms). dW takes half of each layer's t_b of 40 ms, layer 0 computes no dx.
+  std::vector<LayerProfile> layers{dense("fc0", 1024, 1024, 0.02, 0.04),
+                                   dense("fc1", 1024, 1024, 0.02, 0.04)};
+  layers[0].backward_input_seconds = 0.0;
+  layers[1].backward_input_seconds = 0.02;
+  const Plan plan = make_plan(input_for(layers, 32, 4, 1e-4, 125e6, 2e10, "poseidon"));
+  REQUIRE(plan.layers[1].scheme == LayerScheme::kSfb);
+  REQUIRE(plan.layers[0].scheme == LayerScheme::kSfb);
+  CHECK(plan.backward_seconds == Approx(0.02));
+  CHECK(plan.layers[0].backward_start == Approx(0.04 + 0.02));
+  // The rebuilds queue after the backward pass (t_f + t_b = 0.06 s), one after the other.
+  const double rebuild = 2.0 * 4 * 32 * 1024 * 1024 / 2e10;
+  const double sent_1 = plan.layers[1].comm_start + plan.layers[1].comm_seconds;
+  const double sent_last = plan.layers[0].comm_start + plan.layers[0].comm_seconds;
+  const double rebuilt_1 = std::max(0.06, sent_1) + rebuild;
+  CHECK(plan.iteration_seconds == Approx(std::max(rebuilt_1, sent_last) + rebuild));
+  CHECK(plan.iteration_seconds >= sent_last);
+  // Without the measured saving SFB pays its rebuild on top of a full backward; with a slow GEMM
+  // that tips the choice to PS, and the saving tips it back.
+  std::vector<LayerProfile> one{dense("fc", 1024, 1024, 0.02, 0.04)};
+  const PlannerInput slow_gemm = input_for(one, 32, 4, 1e-4, 125e6, 3e9, "poseidon");
+  CHECK(make_plan(slow_gemm).layers[0].scheme == LayerScheme::kPs);  // 89 + 6 ms vs PS's 50 ms
+  one[0].backward_input_seconds = 0.0;  // e.g. layer 0: SFB saves the whole 40 ms backward
+  PlannerInput saving = input_for(one, 32, 4, 1e-4, 125e6, 3e9, "poseidon");
+  CHECK(make_plan(saving).layers[0].scheme == LayerScheme::kPs);  // 89 + 6 - 40 > 50: still PS
+  saving.gemm_flops = 5e9;  // 54 ms rebuild: 54 + 6 - 40 = 20 ms < 50 ms
+  CHECK(make_plan(saving).layers[0].scheme == LayerScheme::kSfb);
+  one[0].backward_input_seconds.reset();
+  PlannerInput no_saving = input_for(one, 32, 4, 1e-4, 125e6, 5e9, "poseidon");
+  CHECK(make_plan(no_saving).layers[0].scheme == LayerScheme::kPs);  // 54 + 6 > 50
+}
+
 TEST_CASE("choose = bytes reproduces topo::best_scheme", "[topo][planner]") {
   for (std::size_t nodes : {2u, 4u, 8u, 16u}) {
     for (std::size_t batch : {1u, 32u, 128u, 1024u}) {
@@ -262,6 +298,9 @@ TEST_CASE("bad planner inputs throw ContractError naming the value", "[topo][pla
   CHECK_THROWS_WITH(make_plan(in),
                     Catch::Contains("dense1") && Catch::Contains("t_b") && Catch::Contains("-0.5"));
   in.layers[2].backward_seconds = 1e-3;
+  in.layers[2].backward_input_seconds = -1e-3;
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("without dW") && Catch::Contains("-0.001"));
+  in.layers[2].backward_input_seconds.reset();
   in.layers[0].forward_seconds = -2;
   CHECK_THROWS_WITH(make_plan(in), Catch::Contains("t_f") && Catch::Contains("-2"));
   in.layers[0].forward_seconds = 1e-3;

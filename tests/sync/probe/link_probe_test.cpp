@@ -98,6 +98,7 @@ PeerError peer_error(const std::exception_ptr& error) {
 void fill_compute(sync::NodeProfile& p, std::size_t rank) {
   p.forward_seconds = {0.001 * static_cast<double>(rank + 1), 0.002};
   p.backward_seconds = {0.003, 0.0005 * static_cast<double>(rank + 1)};
+  p.backward_input_seconds = {0.001, 0.0002 * static_cast<double>(rank + 1)};
   p.gemm_flops = 1e9 * static_cast<double>(rank + 2);
 }
 
@@ -151,6 +152,8 @@ double measure_exchange_combine(std::size_t n) {
   CHECK(job.links.bandwidth[(n - 1) * n + 0] == rows[n - 1].bandwidth[0]);
   CHECK(job.forward_seconds == std::vector<double>{0.001 * static_cast<double>(n), 0.002});
   CHECK(job.backward_seconds == std::vector<double>{0.003, 0.0005 * static_cast<double>(n)});
+  CHECK(job.backward_input_seconds ==
+        std::vector<double>{0.001, 0.0002 * static_cast<double>(n)});
   CHECK(job.gemm_flops == 2e9);
   REQUIRE(job.links.message_seconds.size() == n);
   CHECK(job.links.message_seconds[n - 1] == rows[n - 1].message_seconds);
@@ -190,14 +193,15 @@ TEST_CASE("link probe on one node: zeros, its own profile, no waiting", "[sync][
 }
 
 TEST_CASE("combine: link matrix from the rows, max times, min GEMM", "[sync][probe]") {
-  sync::NodeProfile a{{0, 1e-4}, {0, 1e8}, {1.0, 2.0}, {3.0, 1.0}, 5e9, 3e-5};
-  sync::NodeProfile b{{2e-4, 0}, {5e7, 0}, {0.5, 4.0}, {3.5, 0.5}, 2e9, 1e-5};
+  sync::NodeProfile a{{0, 1e-4}, {0, 1e8}, {1.0, 2.0}, {3.0, 1.0}, 5e9, 3e-5, {1.0, 0.25}};
+  sync::NodeProfile b{{2e-4, 0}, {5e7, 0}, {0.5, 4.0}, {3.5, 0.5}, 2e9, 1e-5, {2.0, 0.0}};
   const sync::JobMeasurements job = sync::combine({a, b});
   CHECK(job.links.nodes == 2);
   CHECK(job.links.alpha == std::vector<double>{0, 1e-4, 2e-4, 0});
   CHECK(job.links.bandwidth == std::vector<double>{0, 1e8, 5e7, 0});
   CHECK(job.forward_seconds == std::vector<double>{1.0, 4.0});
   CHECK(job.backward_seconds == std::vector<double>{3.5, 1.0});
+  CHECK(job.backward_input_seconds == std::vector<double>{2.0, 0.25});
   CHECK(job.gemm_flops == 2e9);
   const topo::LinkCost slowest = topo::slowest_link(job.links);
   CHECK(slowest.alpha == 2e-4);
@@ -212,7 +216,11 @@ TEST_CASE("combine: link matrix from the rows, max times, min GEMM", "[sync][pro
   sync::NodeProfile fewer_layers = b;
   fewer_layers.forward_seconds.pop_back();
   fewer_layers.backward_seconds.pop_back();
+  fewer_layers.backward_input_seconds.pop_back();
   CHECK_THROWS_AS(sync::combine({a, fewer_layers}), ContractError);
+  sync::NodeProfile no_input_times = b;
+  no_input_times.backward_input_seconds.clear();
+  CHECK_THROWS_AS(sync::combine({a, no_input_times}), ContractError);
 }
 
 TEST_CASE("effective bulk size: cut to 0.1 s of the send rate, at least 64 KiB",
