@@ -45,7 +45,7 @@ const std::vector<Entry>& registry() {
        [](SyncContext c) { return make_plan_stage(std::move(c), "ps"); }},
       {"poseidon", {ps::kPushStage, ps::kBroadcastStage, sfb::kStage},
        [](SyncContext c) { return make_plan_stage(std::move(c), "poseidon"); }},
-      {"ako", {ako::kPartitionStage, ako::kControlStage, ako::kFullRoundStage},
+      {"ako", {ako::kPartitionStage, ako::kControlStage, ako::kFullRoundStage, ako::kAverageStage},
        [](SyncContext c) -> std::unique_ptr<SyncStage> {
          return std::make_unique<AkoStage>(std::move(c));
        }},

@@ -123,6 +123,7 @@ constexpr std::array<std::string_view, 6> kStrategies{"none", "ps", "poseidon", 
                                                       "auto"};
 constexpr std::array<std::string_view, 3> kSfbModes{"auto", "always", "never"};
 constexpr std::array<std::string_view, 2> kChooseBy{"time", "bytes"};
+constexpr std::array<std::string_view, 2> kAkoFinal{"average", "fold"};
 constexpr std::array<std::string_view, 1> kDatasets{"fashion-mnist"};
 constexpr std::array<std::string_view, 2> kDevices{"cpu", "cuda"};
 
@@ -136,7 +137,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 32> kKeys{{
+constexpr std::array<KeySpec, 33> kKeys{{
     {"compute.device",
      "\"cpu\" or \"cuda\" (where layers compute: OpenBLAS on the host, or cuBLAS and CUDA "
      "kernels on GPU 0)",
@@ -314,6 +315,11 @@ constexpr std::array<KeySpec, 32> kKeys{{
        return set_optional_rate(c.sync.ako.bandwidth, n, "auto");
      },
      [](const JobConfig& c) { return print_optional_rate(c.sync.ako.bandwidth, "auto"); }},
+    {"sync.ako.final", "one of average, fold", OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) {
+       return set_choice(c.sync.ako.final_model, n, kAkoFinal);
+     },
+     [](const JobConfig& c) { return toml_quote(c.sync.ako.final_model); }},
     {"sync.ako.partitions", "\"auto\" or an integer >= 1", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
        return set_optional_size(c.sync.ako.partitions, n, 1, "auto");

@@ -88,6 +88,9 @@ struct JobConfig {
       /// sync.ako.bandwidth: bytes/s assumed by eq. 3 (> 0; a rate string or number) when
       /// net.max_send_rate is unset; unset ("auto"): not given (nothing is measured).
       std::optional<double> bandwidth;
+      /// sync.ako.final: the model the job ends with: "average" (the mean of the replicas, one
+      /// ring all-reduce) or "fold" (every node folds in all gradients it has not applied yet).
+      std::string final_model = "average";
       friend bool operator==(const Ako&, const Ako&) = default;
     } ako;
     friend bool operator==(const Sync&, const Sync&) = default;

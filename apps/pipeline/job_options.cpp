@@ -28,6 +28,8 @@ sync::SyncOptions sync_options(const JobConfig& config) {
   options.ako.partitions = config.sync.ako.partitions;
   options.ako.staleness = config.sync.ako.staleness;
   options.ako.bandwidth = config.sync.ako.bandwidth;
+  options.ako.final_model =
+      config.sync.ako.final_model == "fold" ? sync::AkoFinal::kFold : sync::AkoFinal::kAverage;
   options.ako.max_send_rate = config.net.max_send_rate;
   options.planner.probe = config.planner.probe;
   options.planner.alpha = config.planner.alpha;

@@ -1,6 +1,8 @@
 // AkoStage: the end-of-job exchange, pauses, the measured send rate, summary and plan.
 #include "sync/ako/ako_internal.h"
 
+#include "engine/executor.h"
+#include "engine/graph.h"
 #include "sync/layer_plan.h"
 
 namespace gradmesh::sync {
@@ -38,7 +40,7 @@ bool AkoStage::finish() {
     // stop the network side, so no later pump sends anything.
     const std::lock_guard pump(pump_mutex_);
     if (flushed && !stopped_.load(std::memory_order_acquire) && queue_ &&
-        phase_ != Phase::kWarmup) {
+        phase_ != Phase::kWarmup && !average_) {
       send_undelivered(folded_);
     }
     stopped_.store(true, std::memory_order_release);
@@ -56,11 +58,43 @@ bool AkoStage::finish() {
                    ctx_.nodes - 1 - peers_done_, ctx_.nodes - 1);
     }
   }
+  bool all_done = false;
+  {
+    const std::lock_guard lock(flush_mutex_);
+    all_done = peers_done_ == ctx_.nodes - 1;
+  }
+  if (average_ && all_done && !failed_.load(std::memory_order_acquire)) {
+    average_replicas();
+    return true;
+  }
+  if (average_) {
+    spdlog::warn("ako: a peer failed or did not finish: the replicas are not averaged; this node "
+                 "folds in what it has received instead (sync.ako.final = fold)");
+  }
   // Every peer's partitions have been staged (or a peer failed, or the deadline passed): fold
   // them in, so the final replica holds every node's gradients (all replicas then agree up to
   // float rounding: plain SGD sums the same updates in another order).
   apply_staging();
   return true;
+}
+
+void AkoStage::average_replicas() {
+  const auto start = Clock::now();
+  const std::span<float> w = ctx_.model.parameters();
+  // The ring reduces its input in place and the loop thread may still stage a late partition:
+  // a copy of the replica of its own (once, at the end of the job).
+  std::vector<float> input(w.begin(), w.end());
+  engine::Graph graph;
+  graph.emplace("ako_average", engine::Arena::kNetwork, [&](engine::TaskContext& task) {
+    average_->start(0, input);
+    average_->await(0, task.defer());
+  });
+  ctx_.executor.run(graph);  // rethrows a peer's failure (PeerError)
+  const std::span<const float> sum = average_->result(0);
+  const float scale = 1.0f / static_cast<float>(ctx_.nodes);
+  for (std::size_t i = 0; i < floats_; ++i) w[i] = sum[i] * scale;
+  spdlog::info("ako: the final model is the mean of the {} replicas ({:.2f} s)", ctx_.nodes,
+               std::chrono::duration<double>(Clock::now() - start).count());
 }
 
 void AkoStage::pause(bool paused) {

@@ -111,6 +111,7 @@ void AkoStage::on_failure(const PeerError& error) {
   failed_.store(true, std::memory_order_release);
   stopped_.store(true, std::memory_order_release);
   clocks_.fail_all(std::make_exception_ptr(error));
+  if (average_) average_->fail_all(std::make_exception_ptr(error));
   {
     const std::lock_guard lock(flush_mutex_);  // wakes finish() if it waits on the peers
   }

@@ -83,6 +83,13 @@ AkoStage::AkoStage(SyncContext context)
   } else if (ctx_.nodes == 1) {
     for (std::size_t plan = 0; plan < kPlans; ++plan) agree(plan, 1);
   }
+  if (ctx_.nodes > 1 && o.final_model == AkoFinal::kAverage) {
+    const StageId average_stage =
+        channel_.route(ako::kAverageStage, [this](std::size_t from, net::Message&& m) {
+          average_->on_message(from, std::move(m));  // constructed below, before any message
+        });
+    average_.emplace(channel_, average_stage, 0, floats_);
+  }
   channel_.on_failure([this](const PeerError& error) { on_failure(error); });
 }
 

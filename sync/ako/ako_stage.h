@@ -25,6 +25,7 @@
 #include "sync/ako/payload_pool.h"
 #include "sync/ako/range_partition.h"
 #include "sync/ako/staleness_clocks.h"
+#include "sync/allreduce/ring_allreduce.h"
 #include "sync/channel.h"
 #include "sync/sync_stage.h"
 
@@ -100,9 +101,19 @@ namespace gradmesh::sync {
 /// A partition message names its p, so a node may receive p1 and p rounds, in any mix, from peers
 /// that switch before or after it. Every gradient still reaches every peer exactly once.
 ///
-/// End of the job (finish()): the node sends each peer what it has not received (one
-/// ako::Kind::kFullRound, instead of p - 1 rounds without new gradients), then ako::Kind::kDone, waits (bounded) for
-/// every peer's, and folds all staged updates in: every replica then holds every node's gradients.
+/// End of the job (finish()): the node sends the rounds of every gradient it produced (so the
+/// peers' staleness clocks reach its last one), then ako::Kind::kDone, and waits (bounded) for
+/// every peer's. Then, by sync.ako.final:
+///  - average (default): the nodes replace their replicas by the replicas' mean, a ring
+///    all-reduce of the parameters (stage ako::kAverageStage) divided by n, the same bits on every
+///    node; staged partitions not yet applied are dropped (their gradients are in the replicas of
+///    the nodes that made them). Measured in the README ("Ako's final model"): folding everything
+///    in at once lands far from every replica at large p; the mean lands at or above their mean
+///    accuracy. If a peer failed or did not finish in time, the node falls back to fold, warns,
+///    and the replicas are not averaged.
+///  - fold: it first sends each peer what it has not received (one ako::Kind::kFullRound, instead
+///    of p - 1 rounds without new gradients) and then folds all staged updates in: every replica
+///    then holds every node's gradients (equal up to the order of float additions).
 ///
 /// Measured send rate (summary "measured_send_rate"): wire bytes of the rounds at the final p, from
 /// the second to the last one sent for a training gradient, over the time between the first and the
@@ -201,6 +212,8 @@ class AkoStage final : public SyncStage {
   // loop thread (and the network side for this node's own profile)
   void on_message(std::size_t from, net::Message&& message);
   void on_failure(const PeerError& error);
+  /// sync.ako.final = average: the parameters become the mean of the n replicas (finish()).
+  void average_replicas();
   void record_profile(std::size_t from, std::size_t plan, std::span<const double> values);
   void agree(std::size_t plan, std::size_t partitions);
   void record_local_gamma(double gamma);
@@ -219,6 +232,8 @@ class AkoStage final : public SyncStage {
   ako::StalenessClocks clocks_;
   Channel& channel_;
   StageId partition_stage_, control_stage_, full_round_stage_;
+  // The end-of-job mean of the replicas (sync.ako.final = average, with peers).
+  std::optional<RingAllReduce> average_;
 
   // Agreed partition counts: plans_[0] = p1 (auto) or the explicit p, plans_[1] = the final auto
   // p. Each is set once, before agreed_ is raised past it (release); read after (acquire).

@@ -75,6 +75,7 @@ const std::multimap<std::string_view, std::string_view> kOutOfRange{
     {"sync.ako.bandwidth", "-1"},
     {"sync.ako.partitions", "0"},
     {"sync.ako.staleness", "-1"},
+    {"sync.ako.final", "\"mean\""},
     {"sync.poseidon.choose", "\"flops\""},
     {"sync.poseidon.sfb", "\"sometimes\""},
     {"sync.ps.chunk_bytes", "0"},

@@ -361,7 +361,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 32);
+  CHECK(keys.size() == 33);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -393,7 +393,7 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "planner.alpha=0.001",         "planner.bandwidth=1gbit",
       "planner.gemm_flops=1e10",     "planner.message_overhead=2e-5",
       "sync.ps.chunk_bytes=4096",    "sync.strategy=ako",
-      "security.secret_file=/run/secret",
+      "security.secret_file=/run/secret", "sync.ako.final=fold",
   };
   std::set<std::uint64_t> hashes{base.hash()};
   std::set<std::string> keys_changed;
