@@ -52,11 +52,6 @@ AkoStage::AkoStage(SyncContext context)
   } else {
     bandwidth_ = o.max_send_rate.value_or(o.bandwidth.value_or(0.0));
   }
-  if (ctx_.optimizer.options().momentum != 0.0f) {
-    spdlog::warn("ako: optimizer.momentum = {} is ignored: Ako applies plain SGD to local and "
-                 "received gradients (SoCC'16 Algorithm 1 lines 5 and 13)",
-                 ctx_.optimizer.options().momentum);
-  }
   if (auto_partitions_ && ctx_.nodes > 1) {
     settle_seconds_ = 2.0 * static_cast<double>(floats_ * sizeof(float)) *
                       static_cast<double>(ctx_.nodes - 1) / bandwidth_;
@@ -150,8 +145,22 @@ void AkoStage::apply_staging() {
 }
 
 void AkoStage::step_layer(std::size_t layer) {
-  // The gradient that is sent includes the weight decay (Optimizer::step_plain).
-  ctx_.optimizer.step_plain(ctx_.model.layer_parameters(layer), ctx_.model.layer_gradients(layer));
+  const std::span<float> g = ctx_.model.layer_gradients(layer);
+  const std::span<float> w = ctx_.model.layer_parameters(layer);
+  const tasks::SgdOptions& o = ctx_.optimizer.options();
+  // u = (g + wd w) / n: every replica applies every node's u, so lr means what it means for the
+  // BSP strategies (a step along the mean of the n nodes' gradients).
+  const float inverse_n = 1.0f / static_cast<float>(ctx_.nodes);
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = (g[i] + o.weight_decay * w[i]) * inverse_n;
+  if (o.momentum == 0.0f) {  // w -= lr u; u is sent (Algorithm 1 lines 5 and 13)
+    for (std::size_t i = 0; i < g.size(); ++i) w[i] -= o.lr * g[i];
+    return;
+  }
+  // Momentum: v = mu v + u, w -= lr v, and v is sent in u's place (ako_stage.h).
+  const std::size_t offset = ctx_.model.parameter_offset(layer);
+  const std::span<float> v = ctx_.optimizer.velocity().subspan(offset, g.size());
+  tasks::sgd_update(w.data(), g.data(), v.data(), g.size(), tasks::SgdOptions{o.lr, o.momentum, 0.0f});
+  std::copy(v.begin(), v.end(), g.begin());
 }
 
 void AkoStage::handoff() {

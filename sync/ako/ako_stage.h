@@ -43,10 +43,15 @@ namespace gradmesh::sync {
 ///    partitions take effect at the start of the next iteration, not mid-pass. (The paper applies
 ///    them lock-free "at once" and accepts lost updates, sec. 4.2 step 5; we trade at most one
 ///    iteration of delay for race-free code.)
-///  - ako_step_l (after backward_l): w_l -= lr (g_l + wd w_l) at once (line 5). Plain SGD, as
-///    Algorithm 1 lines 5 and 13: optimizer.momentum is ignored (a warning says so), since momentum
-///    on a replica that also receives other nodes' gradients has no counterpart in the paper.
-///    Weight decay, if any, is folded into the gradient that is sent.
+///  - ako_step_l (after backward_l): u_l = (g_l + wd w_l) / n. With optimizer.momentum = 0,
+///    w_l -= lr u_l at once (line 5), plain SGD as Algorithm 1 lines 5 and 13, and u_l is what is
+///    sent. The 1/n (not in the paper, whose lr is per node's gradient) makes every replica, once
+///    it has every node's u, step lr along the mean gradient, as the BSP strategies do, so a job
+///    keeps its optimizer settings when it switches strategy. With momentum mu > 0 (beyond the
+///    paper, which has none), each node keeps the velocity of its own updates, v_l = mu v_l + u_l,
+///    steps w_l -= lr v_l, and sends v_l in u_l's place: every replica then applies every node's
+///    momentum update -lr v (lines 5 and 13 with v for g), and a node's momentum never acts on
+///    its peers' stale gradients.
 ///  - ako_handoff (after backward_0 and every step): puts g_t into the HandoffRing (a memcpy into a
 ///    free slot; no allocation), ticks the local clock c_j (line 11) and posts the network side;
 ///    the run then ends.

@@ -2,6 +2,10 @@
 
 #include "sync/ako/ako_stage.h"
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include <catch2/catch.hpp>
 
 #include "tests/sync/support/inproc_cluster.h"
@@ -17,6 +21,7 @@ TEST_CASE("ako with a fixed p: every gradient reaches every replica once, replic
     job.sgd.momentum = 0.0f;  // Ako steps plain SGD (Algorithm 1 line 5)
     job.options.ako.partitions = p;
     job.options.ako.staleness = 2;
+    job.options.ako.final_model = sync::AkoFinal::kFold;  // every gradient applied everywhere
     InProcCluster cluster(job, "ako", 3);
     cluster.train(25);
     cluster.finish();
@@ -44,4 +49,55 @@ TEST_CASE("ako: a peer that fails is a PeerError at the next staleness gate",
     for (int i = 0; i < 10; ++i) cluster.node(0).step();
   };
   CHECK_THROWS_AS(run_on(), PeerError);
+}
+
+TEST_CASE("ako with momentum: each node's velocity is what travels, once to every replica",
+          "[sync][ako][inproc]") {
+  SyntheticJob job;
+  job.sgd.momentum = 0.9f;
+  job.sgd.weight_decay = 1e-3f;
+  job.options.ako.partitions = 3;
+  job.options.ako.staleness = 1;
+  job.options.ako.final_model = sync::AkoFinal::kFold;
+  InProcCluster cluster(job, "ako", 3);
+  cluster.train(20);
+  cluster.finish();
+  for (std::size_t r = 1; r < 3; ++r) {
+    INFO("rank " << r);
+    // Every replica applied -lr v of every node's every step (its own at once, the others' as
+    // they arrived): equal up to the order of float additions.
+    CHECK(testing::max_abs_difference(cluster.node(r).model().parameters(),
+                                      cluster.node(0).model().parameters()) <= 1e-4);
+  }
+  for (std::size_t r = 0; r < 3; ++r) {
+    bool moved = false;  // the velocity is kept (momentum on): some entry is non-zero
+    for (const float v : cluster.node(r).optimizer().velocity()) moved = moved || v != 0.0f;
+    CHECK(moved);
+  }
+}
+
+TEST_CASE("ako's final model by default: the mean of the replicas, the same bits everywhere",
+          "[sync][ako][inproc]") {
+  SyntheticJob job;
+  job.sgd.momentum = 0.0f;
+  job.options.ako.partitions = 3;
+  job.options.ako.staleness = 2;
+  InProcCluster cluster(job, "ako", 3);
+  cluster.train(15);
+  // The replicas before the end differ (partitions still in flight or staged).
+  std::vector<double> mean(cluster.node(0).model().parameters().size(), 0.0);
+  for (std::size_t r = 0; r < 3; ++r) {
+    const auto w = cluster.node(r).model().parameters();
+    for (std::size_t i = 0; i < w.size(); ++i) mean[i] += w[i] / 3.0;
+  }
+  cluster.finish();
+  const auto w0 = cluster.node(0).model().parameters();
+  for (std::size_t r = 1; r < 3; ++r) {
+    const auto w = cluster.node(r).model().parameters();
+    REQUIRE(w.size() == w0.size());
+    CHECK(std::equal(w.begin(), w.end(), w0.begin()));  // bitwise
+  }
+  double worst = 0;
+  for (std::size_t i = 0; i < w0.size(); ++i) worst = std::max(worst, std::abs(w0[i] - mean[i]));
+  CHECK(worst <= 1e-5);
 }

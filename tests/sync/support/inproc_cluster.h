@@ -54,6 +54,7 @@ class InProcNode {
   float step();
   tasks::Model& model() noexcept { return model_; }
   sync::SyncStage& stage() noexcept { return *stage_; }
+  tasks::Optimizer& optimizer() noexcept { return optimizer_; }
 
  private:
   SyntheticJob job_;
