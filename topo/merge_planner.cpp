@@ -72,8 +72,9 @@ WfbpTimeline timeline_of(double forward_seconds, std::span<const WfbpLayer> laye
     t.backward_start[l] = t.backward_start[l + 1] + layers[l + 1].backward_seconds;
   }
   t.iteration_seconds = t.backward_start[0] + layers[0].backward_seconds;
-  // The node's compute is free for work after communication (SFB rebuilds) once the backward
-  // pass has ended; such work then runs one piece at a time, in the order the link sent it.
+  // The node's compute is free for work after communication (SFB rebuilds, optimizer steps) once
+  // the backward pass has ended; such work then runs one piece at a time, in the order the link
+  // sent it.
   double compute_free = t.iteration_seconds;
   double pending_bytes = 0;  // the open bucket's p (eq. 16)
   double pending_after = 0;  // the open bucket's work after communication

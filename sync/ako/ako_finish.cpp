@@ -64,8 +64,16 @@ bool AkoStage::finish() {
     all_done = peers_done_ == ctx_.nodes - 1;
   }
   if (average_ && all_done && !failed_.load(std::memory_order_acquire)) {
-    average_replicas();
-    return true;
+    try {
+      average_replicas();
+      return true;
+    } catch (const PeerError& e) {  // the replica is untouched (the ring reduced a copy)
+      spdlog::warn("ako: averaging the replicas failed ({}); this node folds in what it has "
+                   "received instead",
+                   e.what());
+      apply_staging();
+      return true;
+    }
   }
   if (average_) {
     spdlog::warn("ako: a peer failed or did not finish: the replicas are not averaged; this node "
