@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Fuzzes the frame decoder (tests/fuzz/frame_fuzz.cpp: net/frame.h's decode_prefix() and
-# verify_header() and the reads of a verified header) with libFuzzer under AddressSanitizer.
+# Fuzzes the frame decoder and the handshake (tests/fuzz/frame_fuzz.cpp: net/frame.h's
+# decode_prefix() and verify_header(), the reads of a verified header, and the handshake's
+# decode_challenge(), Challenge and Hello checks and MAC verification) with libFuzzer under
+# AddressSanitizer.
 #
 #   scripts/fuzz.sh [RUNS [SEED]]    RUNS inputs (default 100000), libFuzzer -seed=SEED (default 1)
 #

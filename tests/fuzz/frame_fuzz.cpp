@@ -1,6 +1,9 @@
 // libFuzzer target for the frame decoding a node runs on a peer's bytes (issue 13, item 5):
 // net/frame.h's decode_prefix() and verify_header(), then the reads of a verified header that
-// net/tcp/receive.cpp makes (decode_hello(), the Data tags, the Refuse and Abort reasons).
+// net/tcp/receive.cpp makes (decode_hello(), the Data tags, the Refuse and Abort reasons), and the
+// handshake's: a Challenge through auth::decode_challenge() and both sides' checks
+// (net/tcp/handshake.h), a Proof through auth::verify(), a Hello through check_hello() against a
+// node's own fields.
 //
 // An input is one byte, the receiver's data stage count (the transport's stage count, <= 255),
 // then a byte stream as a socket delivers it: frames of
@@ -16,11 +19,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "net/frame.h"
+#include "net/tcp/auth.h"
+#include "net/tcp/handshake.h"
 
 namespace {
 
@@ -32,6 +38,22 @@ using namespace gradmesh::net;
   std::abort();
 }
 
+/// The acceptor's side of a handshake in progress (rank 0 of a 3-node job with a secret): what a
+/// received Proof or Challenge MAC is checked against.
+struct Handshake {
+  auth::Key key{"fuzz secret"};
+  auth::Nonce own_nonce{};
+  auth::Nonce their_nonce{};
+  [[nodiscard]] auth::Transcript transcript() const {
+    return auth::Transcript{auth::Side::kDialer, &their_nonce, &own_nonce, "fuzz", 1, 0};
+  }
+};
+
+const Handshake& handshake() {
+  static const Handshake h;
+  return h;
+}
+
 /// Reads every field a receiver reads from a verified header; returns a value that depends on
 /// them, so none of the reads is optimised away.
 std::size_t read_fields(const schema::Header& header, std::size_t data_stage_count) {
@@ -40,7 +62,12 @@ std::size_t read_fields(const schema::Header& header, std::size_t data_stage_cou
       const HelloFields hello = decode_hello(*header.body_as_Hello());
       std::size_t sum = hello.job_name.size() + hello.rank + hello.protocol_version;
       for (const std::string& peer : hello.peers) sum += peer.size();
-      return sum;
+      // The acceptor's check against its own fields (rank 0 of a 3-node job).
+      HelloFields ours;
+      ours.job_name = "fuzz";
+      ours.rank = 0;
+      ours.peers = {"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"};
+      return sum + check_hello(ours, hello).size();
     }
     case schema::Body::HelloAck:
       return header.body_as_HelloAck()->rank();
@@ -58,16 +85,26 @@ std::size_t read_fields(const schema::Header& header, std::size_t data_stage_cou
       return data->stage() + data->kind() + data->key() + data->round();
     }
     case schema::Body::Challenge: {
-      // What net/tcp/auth.cpp reads of a peer's Challenge (absent vectors are empty there).
+      // What net/tcp/auth.cpp reads of a peer's Challenge, then both sides' checks of it, and
+      // the acceptor's MAC check when it carries one.
       const schema::Challenge* challenge = header.body_as_Challenge();
-      std::size_t sum = challenge->protocol_version() + challenge->rank() + challenge->secret();
-      if (challenge->nonce() != nullptr) sum += challenge->nonce()->size();
-      if (challenge->mac() != nullptr) sum += challenge->mac()->size();
+      std::string error;
+      const std::optional<auth::ChallengeFields> fields = auth::decode_challenge(*challenge, error);
+      if (fields.has_value() == !error.empty()) fail("decode_challenge: neither fields nor error");
+      if (!fields) return error.size();
+      std::size_t sum = fields->rank + fields->mac.size();
+      sum += check_challenge(*fields, 1, 3, true).size();
+      sum += check_challenge(*fields, 0, 2, false).size();
+      sum += check_acceptor_challenge(*fields, 2, 1, true).size();
+      sum += auth::verify(handshake().key, handshake().transcript(), fields->mac) ? 1 : 0;
       return sum;
     }
     case schema::Body::Proof: {
       const auto* mac = header.body_as_Proof()->mac();
-      return mac != nullptr ? mac->size() : 0;
+      if (mac == nullptr) return 0;
+      const std::span<const std::uint8_t> bytes(mac->data(), mac->size());
+      return mac->size() +
+             (auth::verify(handshake().key, handshake().transcript(), bytes) ? 1 : 0);
     }
     case schema::Body::Goodbye:
       return 1;

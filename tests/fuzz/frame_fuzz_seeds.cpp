@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "net/frame.h"
+#include "net/tcp/auth.h"
 
 namespace {
 
@@ -60,6 +61,13 @@ int main(int argc, char** argv) {
       encode_data(Message{2, 7, 42, 5, Payload::copy_of(std::as_bytes(std::span(values)))}));
   frames.emplace_back("goodbye", encode_goodbye(control));
   frames.emplace_back("abort", encode_abort("peer rank 2 died", control));
+  // The handshake's frames: Challenges without and with a MAC, a Proof.
+  auth::Nonce nonce{};
+  for (std::size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<std::uint8_t>(i);
+  const auth::Mac mac{};
+  frames.emplace_back("challenge", auth::encode_challenge(1, nonce, false, {}, control));
+  frames.emplace_back("challenge_mac", auth::encode_challenge(0, nonce, true, mac, control));
+  frames.emplace_back("proof", auth::encode_proof(mac, control));
 
   std::vector<std::byte> all{kStageCount};
   for (const auto& [name, frame] : frames) {
