@@ -34,6 +34,20 @@ void encode_prefix(const FramePrefix& prefix, std::span<std::byte, kPrefixBytes>
   }
 }
 
+std::string check_prefix(const FramePrefix& prefix, std::uint64_t max_frame_bytes,
+                         bool handshake, std::size_t max_handshake_header_bytes) {
+  if (prefix.frame_bytes() > max_frame_bytes) {
+    return "frame prefix announces " + std::to_string(prefix.frame_bytes()) +
+           " bytes, more than max_frame_bytes " + std::to_string(max_frame_bytes);
+  }
+  if (handshake && (prefix.header_bytes > max_handshake_header_bytes || prefix.payload_bytes != 0)) {
+    return "handshake frame prefix announces a " + std::to_string(prefix.header_bytes) +
+           "-byte header and a " + std::to_string(prefix.payload_bytes) + "-byte payload (at most " +
+           std::to_string(max_handshake_header_bytes) + " and 0 expected)";
+  }
+  return {};
+}
+
 FramePrefix decode_prefix(std::span<const std::byte, kPrefixBytes> in) noexcept {
   FramePrefix prefix;
   for (std::size_t i = 0; i < 4; ++i) {

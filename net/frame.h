@@ -39,6 +39,14 @@ struct FramePrefix {
   }
 };
 
+/// Whether a reader accepts a frame announced by `prefix`, before it allocates anything for it:
+/// "" if so, else why not (naming the sizes). A frame is at most `max_frame_bytes` in all
+/// (net.max_frame_bytes); before the handshake has completed (`handshake`), its header is at
+/// most `max_handshake_header_bytes` and it has no payload. Pure; never throws except
+/// std::bad_alloc.
+[[nodiscard]] std::string check_prefix(const FramePrefix& prefix, std::uint64_t max_frame_bytes,
+                                       bool handshake, std::size_t max_handshake_header_bytes);
+
 /// Writes `prefix` as 8 little-endian bytes to `out`.
 void encode_prefix(const FramePrefix& prefix, std::span<std::byte, kPrefixBytes> out) noexcept;
 /// Reads 8 little-endian bytes.

@@ -121,18 +121,10 @@ void Connection::advance() noexcept {
       case ReadState::kPrefix: {
         if (filled_ < kPrefixBytes) return;
         prefix_ = decode_prefix(prefix_bytes_);
-        if (prefix_.frame_bytes() > limits_.max_frame_bytes) {
-          broken(0, "frame prefix announces " + std::to_string(prefix_.frame_bytes()) +
-                        " bytes, more than max_frame_bytes " +
-                        std::to_string(limits_.max_frame_bytes));
-          return;
-        }
-        if (limits_.handshake &&
-            (prefix_.header_bytes > kMaxHandshakeHeaderBytes || prefix_.payload_bytes != 0)) {
-          broken(0, "handshake frame prefix announces a " + std::to_string(prefix_.header_bytes) +
-                        "-byte header and a " + std::to_string(prefix_.payload_bytes) +
-                        "-byte payload (at most " + std::to_string(kMaxHandshakeHeaderBytes) +
-                        " and 0 expected)");
+        if (std::string why = check_prefix(prefix_, limits_.max_frame_bytes, limits_.handshake,
+                                           kMaxHandshakeHeaderBytes);
+            !why.empty()) {
+          broken(0, why);
           return;
         }
         if (header_.size() < prefix_.header_bytes) header_.resize(prefix_.header_bytes);

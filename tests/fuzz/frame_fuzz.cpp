@@ -6,7 +6,8 @@
 // node's own fields.
 //
 // An input is one byte, the receiver's data stage count (the transport's stage count, <= 255),
-// then a byte stream as a socket delivers it: frames of
+// one byte of limits (bit 0: the handshake has not completed; bits 1-4: net.max_frame_bytes =
+// 2^(6 + b) bytes), then a byte stream as a socket delivers it: frames of
 //   u32 header_bytes | u32 payload_bytes | header | payload   (net/frame.h)
 // cut anywhere. Each header is copied into a buffer of exactly its size, as the reader does
 // (net/tcp/connection.cpp), so AddressSanitizer sees any read past it.
@@ -118,8 +119,13 @@ std::size_t read_fields(const schema::Header& header, std::size_t data_stage_cou
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   std::span<const std::byte> in(reinterpret_cast<const std::byte*>(data), size);
+  if (size < 2) return 0;
   const std::size_t data_stage_count = std::to_integer<std::size_t>(in[0]);
-  in = in.subspan(1);
+  const auto limits = std::to_integer<unsigned>(in[1]);
+  const bool handshake = (limits & 1u) != 0;
+  const std::uint64_t max_frame_bytes = std::uint64_t{1} << (6 + ((limits >> 1) & 15u));
+  constexpr std::size_t kMaxHandshakeHeader = 1024;  // the transport's is 1 MiB
+  in = in.subspan(2);
   volatile std::size_t sink = 0;
   while (in.size() >= kPrefixBytes) {
     const auto prefix_bytes = in.first<kPrefixBytes>();
@@ -129,6 +135,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!std::equal(again.begin(), again.end(), prefix_bytes.begin()))
       fail("encode_prefix(decode_prefix(bytes)) != bytes");
     in = in.subspan(kPrefixBytes);
+    // The reader's check before it allocates for the frame: a refused prefix closes the
+    // connection, so the rest of the stream is never read.
+    const std::string why = check_prefix(prefix, max_frame_bytes, handshake, kMaxHandshakeHeader);
+    const bool too_big = prefix.frame_bytes() > max_frame_bytes ||
+                         (handshake && (prefix.header_bytes > kMaxHandshakeHeader ||
+                                        prefix.payload_bytes != 0));
+    if (why.empty() == too_big) fail("check_prefix disagrees with the limits");
+    if (!why.empty()) break;
 
     const std::size_t header_bytes = std::min<std::size_t>(prefix.header_bytes, in.size());
     const std::vector<std::byte> header(in.begin(),

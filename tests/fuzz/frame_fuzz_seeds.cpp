@@ -21,6 +21,10 @@ namespace {
 using namespace gradmesh::net;
 
 constexpr std::byte kStageCount{3};
+/// The limits byte of frame_fuzz.cpp: after the handshake, net.max_frame_bytes = 2^(6 + 15).
+constexpr std::byte kLimits{15 << 1};
+/// The same limits before the handshake has completed.
+constexpr std::byte kHandshakeLimits{(15 << 1) | 1};
 
 void append(std::vector<std::byte>& out, const OutgoingFrame& frame) {
   out.insert(out.end(), frame.head().begin(), frame.head().end());
@@ -69,11 +73,13 @@ int main(int argc, char** argv) {
   frames.emplace_back("challenge_mac", auth::encode_challenge(0, nonce, true, mac, control));
   frames.emplace_back("proof", auth::encode_proof(mac, control));
 
-  std::vector<std::byte> all{kStageCount};
+  std::vector<std::byte> all{kStageCount, kLimits};
   for (const auto& [name, frame] : frames) {
-    std::vector<std::byte> one{kStageCount};
+    std::vector<std::byte> one{kStageCount, kLimits};
     append(one, *frame);
     write(dir / name, one);
+    one[1] = kHandshakeLimits;
+    write(dir / (name + "_handshake"), one);
     append(all, *frame);
   }
   write(dir / "all", all);

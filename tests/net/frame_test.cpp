@@ -34,6 +34,20 @@ TEST_CASE("frame prefix round-trips little-endian", "[net][frame]") {
   CHECK(prefix.frame_bytes() == 8ull + 0x04030201ull + 0xa0b0c0d0ull);
 }
 
+TEST_CASE("check_prefix bounds every frame, and handshake frames to a header alone",
+          "[net][frame]") {
+  const FramePrefix ok{100, 1000};
+  CHECK(check_prefix(ok, 1108, false, 64).empty());  // exactly at the limit
+  CHECK_THAT(check_prefix(ok, 1107, false, 64),
+             Catch::Contains("1108 bytes") && Catch::Contains("max_frame_bytes 1107"));
+  // Before the handshake: a header up to the limit, no payload.
+  CHECK(check_prefix(FramePrefix{64, 0}, 1 << 20, true, 64).empty());
+  CHECK_THAT(check_prefix(FramePrefix{65, 0}, 1 << 20, true, 64), Catch::Contains("65-byte header"));
+  CHECK_THAT(check_prefix(FramePrefix{10, 1}, 1 << 20, true, 64), Catch::Contains("1-byte payload"));
+  // The largest prefix does not overflow the sum.
+  CHECK_FALSE(check_prefix(FramePrefix{0xffffffffu, 0xffffffffu}, 1u << 30, false, 64).empty());
+}
+
 TEST_CASE("data frame carries tags in a verified header and shares the payload", "[net][frame]") {
   const std::vector<float> values{1.0f, 2.5f, -3.0f};
   const auto bytes = std::as_bytes(std::span(values));
