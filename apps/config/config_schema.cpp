@@ -136,7 +136,27 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 32> kKeys{{
+constexpr std::array<KeySpec, 35> kKeys{{
+    {"checkpoint.dir",
+     "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
+     OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) {
+       const auto* s = string_of(n);
+       if (s != nullptr) c.checkpoint.dir = *s;
+       return s != nullptr;
+     },
+     [](const JobConfig& c) { return toml_quote(c.checkpoint.dir); }},
+    {"checkpoint.every",
+     "\"epoch\" (at the end of every epoch) or an integer >= 1 (iterations between checkpoints)",
+     OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       return set_optional_size(c.checkpoint.every, n, 1, "epoch");
+     },
+     [](const JobConfig& c) { return print_optional_size(c.checkpoint.every, "epoch"); }},
+    {"checkpoint.keep", "an integer >= 1 (a node's newest checkpoints kept on disk)",
+     OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) { return set_size(c.checkpoint.keep, n, 1); },
+     [](const JobConfig& c) { return print_size(c.checkpoint.keep); }},
     {"compute.device",
      "\"cpu\" or \"cuda\" (where layers compute: OpenBLAS on the host, or cuBLAS and CUDA "
      "kernels on GPU 0)",
