@@ -44,32 +44,37 @@ std::string system_reason() { return std::error_code(errno, std::generic_categor
 
 // ---- StateWriter ----
 
-void StateWriter::append(const void* data, std::size_t size) {
+void StateWriter::write_raw(const void* data, std::size_t size) {
   const auto* p = static_cast<const std::byte*>(data);
-  data_.insert(data_.end(), p, p + size);
+  data_->insert(data_->end(), p, p + size);
 }
 
-void StateWriter::write_u64(std::uint64_t value) { append(&value, sizeof value); }
-void StateWriter::write_f64(double value) { append(&value, sizeof value); }
+void StateWriter::patch_u64(std::size_t at, std::uint64_t value) {
+  GRADMESH_CHECK_LE(at + sizeof value, data_->size(), "StateWriter::patch_u64 past the end");
+  std::memcpy(data_->data() + at, &value, sizeof value);
+}
+
+void StateWriter::write_u64(std::uint64_t value) { write_raw(&value, sizeof value); }
+void StateWriter::write_f64(double value) { write_raw(&value, sizeof value); }
 
 void StateWriter::write_floats(std::span<const float> values) {
   write_u64(values.size());
-  append(values.data(), values.size_bytes());
+  write_raw(values.data(), values.size_bytes());
 }
 
 void StateWriter::write_u64s(std::span<const std::uint64_t> values) {
   write_u64(values.size());
-  append(values.data(), values.size_bytes());
+  write_raw(values.data(), values.size_bytes());
 }
 
 void StateWriter::write_f64s(std::span<const double> values) {
   write_u64(values.size());
-  append(values.data(), values.size_bytes());
+  write_raw(values.data(), values.size_bytes());
 }
 
 void StateWriter::write_string(std::string_view text) {
   write_u64(text.size());
-  append(text.data(), text.size());
+  write_raw(text.data(), text.size());
 }
 
 // ---- StateReader ----
@@ -156,44 +161,6 @@ void StateReader::expect_end() const {
 }
 
 // ---- the file ----
-
-void encode_checkpoint(const CheckpointHeader& header,
-                       std::span<const std::pair<std::string, std::span<const std::byte>>> sections,
-                       std::vector<std::byte>& out) {
-  StateWriter body;
-  body.write_u64(header.config_fingerprint);
-  body.write_u64(header.rank);
-  body.write_u64(header.nodes);
-  body.write_u64(header.iteration);
-  body.write_string(header.strategy);
-  body.write_string(header.config_text);
-  body.write_u64(sections.size());
-  std::size_t section_bytes = 0;
-  for (const auto& [name, bytes] : sections) section_bytes += 16 + name.size() + bytes.size();
-
-  out.clear();
-  out.reserve(kPrefixBytes + body.bytes().size() + section_bytes + 4);
-  const auto append = [&out](const void* data, std::size_t size) {
-    const auto* p = static_cast<const std::byte*>(data);
-    out.insert(out.end(), p, p + size);
-  };
-  const std::uint32_t version = kCheckpointFormatVersion, reserved = 0;
-  const std::uint64_t body_bytes = body.bytes().size() + section_bytes;
-  append(kMagic.data(), kMagic.size());
-  append(&version, 4);
-  append(&reserved, 4);
-  append(&body_bytes, 8);
-  append(body.bytes().data(), body.bytes().size());
-  for (const auto& [name, bytes] : sections) {
-    const std::uint64_t name_size = name.size(), size = bytes.size();
-    append(&name_size, 8);
-    append(name.data(), name.size());
-    append(&size, 8);
-    append(bytes.data(), bytes.size());
-  }
-  const std::uint32_t crc = crc32_of(out);
-  append(&crc, 4);
-}
 
 Checkpoint decode_checkpoint(std::span<const std::byte> bytes, const std::string& source) {
   if (bytes.size() < kPrefixBytes + 4 ||
@@ -298,18 +265,33 @@ void CheckpointSet::add(std::string name, Checkpointable& state) {
     GRADMESH_CHECK(existing != name, "CheckpointSet::add: section '" + name + "' added twice");
   }
   states_.emplace_back(std::move(name), &state);
-  writers_.emplace_back();
 }
 
 void CheckpointSet::save(const CheckpointHeader& header, std::vector<std::byte>& out) {
-  std::vector<std::pair<std::string, std::span<const std::byte>>> sections;
-  sections.reserve(states_.size());
-  for (std::size_t i = 0; i < states_.size(); ++i) {
-    writers_[i].clear();
-    states_[i].second->save_state(writers_[i]);
-    sections.emplace_back(states_[i].first, writers_[i].bytes());
+  out.clear();
+  StateWriter w(out);
+  const std::uint32_t version = kCheckpointFormatVersion, reserved = 0;
+  w.write_raw(kMagic.data(), kMagic.size());
+  w.write_raw(&version, sizeof version);
+  w.write_raw(&reserved, sizeof reserved);
+  w.write_u64(0);  // the body's length, patched below
+  w.write_u64(header.config_fingerprint);
+  w.write_u64(header.rank);
+  w.write_u64(header.nodes);
+  w.write_u64(header.iteration);
+  w.write_string(header.strategy);
+  w.write_string(header.config_text);
+  w.write_u64(states_.size());
+  for (const auto& [name, state] : states_) {
+    w.write_string(name);
+    const std::size_t length_at = w.size();
+    w.write_u64(0);  // the section's length, patched below
+    state->save_state(w);
+    w.patch_u64(length_at, w.size() - length_at - sizeof(std::uint64_t));
   }
-  encode_checkpoint(header, sections, out);
+  w.patch_u64(kPrefixBytes - sizeof(std::uint64_t), w.size() - kPrefixBytes);
+  const std::uint32_t crc = crc32_of(out);
+  w.write_raw(&crc, sizeof crc);
 }
 
 void CheckpointSet::load(const Checkpoint& checkpoint, const std::string& source) {

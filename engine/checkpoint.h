@@ -32,9 +32,16 @@ namespace gradmesh::engine {
 inline constexpr std::uint32_t kCheckpointFormatVersion = 1;
 
 /// Appends a task's state as bytes: typed values, each read back in the same order by
-/// StateReader. Not thread-safe. Memory: one growing buffer (kept by clear()).
+/// StateReader. Not thread-safe. Memory: one growing buffer (kept by clear()), its own or the
+/// caller's.
 class StateWriter {
  public:
+  StateWriter() : data_(&own_) {}
+  /// Appends to `buffer` (which must outlive the writer) instead of a buffer of its own.
+  explicit StateWriter(std::vector<std::byte>& buffer) : data_(&buffer) {}
+  StateWriter(const StateWriter&) = delete;
+  StateWriter& operator=(const StateWriter&) = delete;
+
   void write_u64(std::uint64_t value);
   void write_f64(double value);
   /// u64 count, then the floats' bytes.
@@ -43,13 +50,18 @@ class StateWriter {
   void write_f64s(std::span<const double> values);
   /// u64 length, then the bytes.
   void write_string(std::string_view text);
-  [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return data_; }
+  /// Appends `size` raw bytes.
+  void write_raw(const void* data, std::size_t size);
+  /// Overwrites the u64 at byte `at` (a length written before its value was known).
+  void patch_u64(std::size_t at, std::uint64_t value);
+  [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return *data_; }
+  [[nodiscard]] std::size_t size() const noexcept { return data_->size(); }
   /// Empties the buffer, keeping its memory (no allocation when the next state is no larger).
-  void clear() noexcept { data_.clear(); }
+  void clear() noexcept { data_->clear(); }
 
  private:
-  void append(const void* data, std::size_t size);
-  std::vector<std::byte> data_;
+  std::vector<std::byte> own_;
+  std::vector<std::byte>* data_;
 };
 
 /// Reads what a StateWriter wrote. Every read checks the bytes left and throws CheckpointError
@@ -120,11 +132,6 @@ struct Checkpoint {
   std::map<std::string, std::vector<std::byte>, std::less<>> sections;
 };
 
-/// Encodes a checkpoint file (format above) into `out` (cleared first; its memory is kept).
-void encode_checkpoint(const CheckpointHeader& header,
-                       std::span<const std::pair<std::string, std::span<const std::byte>>> sections,
-                       std::vector<std::byte>& out);
-
 /// Decodes and verifies a checkpoint file's bytes. Throws CheckpointError naming `source` and
 /// what is wrong: bad magic, another format version, truncated or trailing bytes, crc mismatch,
 /// a malformed header or section list.
@@ -146,7 +153,8 @@ class CheckpointSet {
  public:
   /// Adds `state` as section `name`. Throws ContractError for an empty or repeated name.
   void add(std::string name, Checkpointable& state);
-  /// Saves every state and encodes the file into `out` (memory reused across calls).
+  /// Encodes the file (format above) into `out`, each state saving straight into it: one copy
+  /// of the state, and no allocation once `out` has held a checkpoint of this size.
   void save(const CheckpointHeader& header, std::vector<std::byte>& out);
   /// Loads each state from its section of `checkpoint` (read from `source`). Throws
   /// CheckpointError naming the source and section when a section is missing, unknown to this
@@ -156,7 +164,6 @@ class CheckpointSet {
 
  private:
   std::vector<std::pair<std::string, Checkpointable*>> states_;
-  std::vector<StateWriter> writers_;  // one per state, kept between saves
 };
 
 /// A node's checkpoints on disk: `dir`/node-<rank>/ckpt-<iteration, 12 digits>.gmckpt, written

@@ -48,6 +48,7 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"checkpoints_written", m.checkpoints_written},
       {"checkpoint_bytes", m.checkpoint_bytes},
       {"checkpoint_seconds", m.checkpoint_seconds},
+      {"checkpoint_write_seconds", m.checkpoint_write_seconds},
       {"wall_seconds", m.wall_seconds},
       {"train_seconds", m.train_seconds},
       {"iteration_seconds",

@@ -28,7 +28,10 @@ struct NodeMetrics {
   std::optional<std::uint64_t> resumed_from_iteration;
   std::uint64_t checkpoints_written = 0;  ///< checkpoint files this node wrote (checkpoint.dir)
   std::uint64_t checkpoint_bytes = 0;     ///< size of the last one, bytes
-  double checkpoint_seconds = 0;          ///< time spent writing them (state copy, fsync, rename)
+  /// Time iterations waited for them, seconds: the state's copy, and the previous file's write
+  /// when it had not ended yet.
+  double checkpoint_seconds = 0;
+  double checkpoint_write_seconds = 0;  ///< the files' writes (fsync, rename), in the background, s
   std::uint64_t samples = 0;          ///< training samples this node processed
   double wall_seconds = 0;            ///< start of the first iteration to the end of the last evaluation
   double train_seconds = 0;           ///< time spent in iterations (wall_seconds less evaluations)

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -171,6 +172,10 @@ struct Pipeline::State {
   std::optional<engine::CheckpointStore> store;  // checkpoint.dir set
   engine::CheckpointHeader checkpoint_header;    // iteration filled at each save
   std::vector<std::byte> checkpoint_file;        // reused by every save
+  // The file write under way (its seconds), at most one; declared after what it uses, so that
+  // its destructor (which waits for the write) runs first.
+  std::future<double> checkpoint_write;
+  std::uint64_t checkpoint_writing = 0;          // the iteration being written
   std::optional<engine::Checkpoint> resume_from;  // agreed in build(), loaded in run()
   std::string resume_source;                      // its path
 
@@ -305,7 +310,16 @@ void Pipeline::build() {
                      ? ", send rate capped at " + format_rate(*config.net.max_send_rate)
                      : std::string());
   }
-  if (s.options.resume) agree_on_checkpoint();
+  if (s.options.resume) {
+    try {
+      agree_on_checkpoint();
+    } catch (const std::exception&) {
+      // A clean close delivers this node's list first: every peer then finds the same error in
+      // the same lists, instead of this node's hang-up.
+      if (s.transport) s.transport->shutdown(5.0);
+      throw;
+    }
+  }
   std::optional<sync::JobMeasurements> measured;
   if (config.planner.probe) measured = measure_job(*s.probe, model, batch, config.job.seed, nodes);
 
@@ -402,16 +416,33 @@ void Pipeline::add_checkpoint_state(std::string name, engine::Checkpointable& st
 void Pipeline::write_checkpoint(std::uint64_t iteration, NodeMetrics& metrics) {
   State& s = *state_;
   const auto begin = Clock::now();
+  finish_checkpoint_write(metrics);  // the previous file is on disk before its buffer is reused
   s.checkpoint_header.iteration = iteration;
   s.checkpoints.save(s.checkpoint_header, s.checkpoint_file);
-  s.store->save(iteration, s.checkpoint_file);
   const double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
   ++metrics.checkpoints_written;
   metrics.checkpoint_bytes = s.checkpoint_file.size();
   metrics.checkpoint_seconds += seconds;
-  spdlog::info("checkpoint of iteration {}: {:.2f} MB in {:.1f} ms ({})", iteration,
-               static_cast<double>(s.checkpoint_file.size()) / 1e6, seconds * 1e3,
-               s.store->path(iteration).string());
+  spdlog::info("checkpoint of iteration {}: {:.2f} MB of state saved in {:.1f} ms (with any wait for "
+               "the previous write); writing it in the background",
+               iteration, static_cast<double>(s.checkpoint_file.size()) / 1e6, seconds * 1e3);
+  // The write (temporary file, fsync, rename) runs beside the next iterations; the state is
+  // already a copy, so training goes on at once.
+  s.checkpoint_writing = iteration;
+  s.checkpoint_write = std::async(std::launch::async, [&s, iteration] {
+    const auto start = Clock::now();
+    s.store->save(iteration, s.checkpoint_file);
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  });
+}
+
+void Pipeline::finish_checkpoint_write(NodeMetrics& metrics) {
+  State& s = *state_;
+  if (!s.checkpoint_write.valid()) return;
+  const double seconds = s.checkpoint_write.get();  // rethrows the write's CheckpointError
+  metrics.checkpoint_write_seconds += seconds;
+  spdlog::info("checkpoint of iteration {} written in {:.1f} ms ({})", s.checkpoint_writing,
+               seconds * 1e3, s.store->path(s.checkpoint_writing).string());
 }
 
 engine::Graph& Pipeline::graph() {
@@ -531,6 +562,7 @@ NodeMetrics Pipeline::run() {
                   sent / 1e6);
       std::fflush(stdout);
     }
+    finish_checkpoint_write(metrics);
     // The stage completes its exchange; an asynchronous one (Ako) then folds in every peer's last
     // updates, which changes this replica: evaluate that final model too.
     if (stage.finish()) {

@@ -154,8 +154,11 @@ class Pipeline {
   /// --resume: exchanges the iterations of every node's valid checkpoints, takes the newest
   /// common one and checks it fits this job (nodes, rank, config); run() loads it.
   void agree_on_checkpoint();
-  /// Saves every section and writes the checkpoint of `iteration` (checkpoint.dir).
+  /// Saves every section into the checkpoint buffer (the iteration waits for this copy only) and
+  /// starts writing the file of `iteration` in the background, after the previous write ended.
   void write_checkpoint(std::uint64_t iteration, NodeMetrics& metrics);
+  /// Waits for the background write, if any; rethrows its CheckpointError.
+  void finish_checkpoint_write(NodeMetrics& metrics);
 
   struct State;
   std::unique_ptr<State> state_;

@@ -65,12 +65,14 @@ std::vector<std::vector<std::uint64_t>> ResumeAgreement::exchange(
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
   std::unique_lock lock(mutex_);
   for (;;) {
-    if (failure_) throw *failure_;
     std::size_t missing = n;
     for (std::size_t peer = 0; peer < n && missing == n; ++peer) {
       if (peer != me && !received_[peer]) missing = peer;
     }
+    // Every list in: done, even if a peer has failed since (it may have stopped right after
+    // sending, on an error of its own that this node is about to find too).
     if (missing == n) break;
+    if (failure_) throw *failure_;
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
       throw PeerError(missing, "rank " + std::to_string(missing),
                       "sent no list of its checkpoints within " +
