@@ -100,6 +100,13 @@ bool set_choice(std::string& out, const toml::node& n,
   return true;
 }
 
+/// Any string, "" included.
+bool set_string(std::string& out, const toml::node& n) {
+  const auto* s = string_of(n);
+  if (s != nullptr) out = *s;
+  return s != nullptr;
+}
+
 bool set_non_empty_string(std::string& out, const toml::node& n) {
   const auto* s = string_of(n);
   if (s == nullptr || s->empty()) return false;
@@ -140,11 +147,7 @@ constexpr std::array<KeySpec, 35> kKeys{{
     {"checkpoint.dir",
      "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
      OverrideKind::kString,
-     [](JobConfig& c, const toml::node& n) {
-       const auto* s = string_of(n);
-       if (s != nullptr) c.checkpoint.dir = *s;
-       return s != nullptr;
-     },
+     [](JobConfig& c, const toml::node& n) { return set_string(c.checkpoint.dir, n); },
      [](const JobConfig& c) { return toml_quote(c.checkpoint.dir); }},
     {"checkpoint.every",
      "\"epoch\" (at the end of every epoch) or an integer >= 1 (iterations between checkpoints)",
@@ -323,11 +326,7 @@ constexpr std::array<KeySpec, 35> kKeys{{
      [](const JobConfig& c) { return std::string(c.planner.probe ? "true" : "false"); }},
     {"security.secret_file", "a string: the path of the job secret's file, or \"\" (none)",
      OverrideKind::kString,
-     [](JobConfig& c, const toml::node& n) {
-       const auto* s = string_of(n);
-       if (s != nullptr) c.security.secret_file = *s;
-       return s != nullptr;
-     },
+     [](JobConfig& c, const toml::node& n) { return set_string(c.security.secret_file, n); },
      [](const JobConfig& c) { return toml_quote(c.security.secret_file); }},
     {"sync.ako.bandwidth", kBandwidthExpected, OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
