@@ -31,6 +31,13 @@ class DataError : public Error {
   using Error::Error;
 };
 
+/// A checkpoint file or folder is missing, torn, corrupt, of another format version, or does not
+/// fit this job (engine/checkpoint.h). The message names the path (and the section or key).
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// A peer is unreachable, refused us, misbehaved or disappeared. Carries its rank and address.
 class PeerError : public Error {
  public:

@@ -1,5 +1,7 @@
 #include "sync/plan_stage.h"
 
+#include <spdlog/spdlog.h>
+
 #include "engine/error.h"
 #include "sync/layer_plan.h"
 #include "sync/plan_input.h"
@@ -112,6 +114,37 @@ std::map<std::string, double> PlanStage::summary() const {
       {"buckets", static_cast<double>(plan_.groups.size())}};
   for (const auto& [stage, budget] : plan_.stage_bytes) out["budget_" + stage] = budget;
   return out;
+}
+
+namespace {
+
+/// What decides the order of every sum: per layer its scheme, chunks and bucket; the chunk size.
+std::string plan_signature(const topo::Plan& plan) {
+  std::string out = "kv_chunk_floats " + std::to_string(plan.kv_chunk_floats) + "\n";
+  for (const topo::PlannedLayer& l : plan.layers) {
+    out += "layer " + std::to_string(l.layer) + " scheme " + std::to_string(static_cast<int>(l.scheme)) +
+           " chunks " + std::to_string(l.chunks) + " bucket " +
+           (l.group ? std::to_string(*l.group) : std::string("-")) + "\n";
+  }
+  for (const topo::MergeGroup& g : plan.groups) {
+    out += "bucket " + std::to_string(g.first) + ".." + std::to_string(g.last) + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+void PlanStage::save_state(engine::StateWriter& out) { out.write_string(plan_signature(plan_)); }
+
+void PlanStage::load_state(engine::StateReader& in) {
+  const std::string saved = in.read_string();
+  if (saved != plan_signature(plan_)) {
+    spdlog::warn("{}: the plan differs from the checkpoint's (the planner measured again at "
+                 "start-up: planner.probe): sums run in another order, so this run is not bitwise "
+                 "the uninterrupted one. The checkpoint's plan:\n{}This run's:\n{}",
+                 in.source(), saved, plan_signature(plan_));
+  }
+  if (ps_) ps_->reload_masters();
 }
 
 std::unique_ptr<SyncStage> make_plan_stage(SyncContext context, std::string_view strategy) {

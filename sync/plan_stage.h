@@ -43,6 +43,12 @@ class PlanStage final : public SyncStage {
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
     return channel_.rejected();
   }
+  /// Checkpoints: the plan's signature (each layer's scheme and chunks, the chunk size, the
+  /// buckets), so that a resume under another plan (measured again at start-up, planner.probe)
+  /// is named: its sums run in another order, so it is not bitwise the uninterrupted run; a
+  /// warning says so. Loading refreshes the KV shard's master copies from the loaded replica.
+  void save_state(engine::StateWriter& out) override;
+  void load_state(engine::StateReader& in) override;
   /// The plan being executed.
   [[nodiscard]] const topo::Plan& executed_plan() const noexcept { return plan_; }
 

@@ -14,6 +14,7 @@
 #include "sync/poseidon/messages.h"
 #include "sync/probe/messages.h"
 #include "sync/ps/messages.h"
+#include "sync/resume/resume_agreement.h"
 #include "sync/sync_stage.h"
 
 namespace gradmesh::sync {
@@ -22,9 +23,9 @@ namespace {
 
 using Factory = std::function<std::unique_ptr<SyncStage>(SyncContext)>;
 
-/// Stages every job has, whatever its strategy (the start-up link probe): listed first, so the
-/// probe's id is 0 whatever strategies the registry holds.
-constexpr std::string_view kCommonStages[] = {probe::kStage};
+/// Stages every job has, whatever its strategy (the start-up link probe, the resume agreement):
+/// listed first, so the probe's id is 0 whatever strategies the registry holds.
+constexpr std::string_view kCommonStages[] = {probe::kStage, kResumeStage};
 
 struct Entry {
   std::string name;

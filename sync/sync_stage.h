@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/checkpoint.h"
 #include "engine/executor.h"
 #include "engine/graph.h"
 #include "sync/ako/options.h"
@@ -83,9 +84,14 @@ struct LayerPlan {
 ///
 /// Thread safety: build() on the caller's thread before the first run; the tasks it adds run on
 /// the executor's arenas; message and failure handlers run on the transport's loop thread.
-class SyncStage {
+///
+/// Checkpoints (engine::Checkpointable; Poseidon arXiv'15 sec. 4.4): the stage's own state at an
+/// iteration boundary, saved after and loaded after the model's and the optimizer's (the node's
+/// Pipeline orders the sections so). Default: none (a BSP stage holds nothing at a boundary that
+/// the replica and the optimizer do not: wire rounds restart from 0 on every node at once).
+class SyncStage : public engine::Checkpointable {
  public:
-  virtual ~SyncStage() = default;
+  ~SyncStage() override = default;
   /// The strategy's name as in the job config (`sync.strategy`).
   [[nodiscard]] virtual std::string_view name() const noexcept = 0;
   /// Adds the stage's tasks for one iteration to `graph`, wired after `tasks.backward[l]` and before
@@ -106,6 +112,11 @@ class SyncStage {
   /// Strategy-level figures for the start-up log and the metrics file ("sync": {...}), e.g. Ako's
   /// partition count and the inputs of its eq. 3. Default: none.
   [[nodiscard]] virtual std::map<std::string, double> summary() const { return {}; }
+  /// Why this strategy cannot be checkpointed and resumed ("" when it can): the node refuses
+  /// checkpoint.dir and --resume with this reason. Default: "".
+  [[nodiscard]] virtual std::string checkpoint_refusal() const { return {}; }
+  void save_state(engine::StateWriter& out) override { (void)out; }
+  void load_state(engine::StateReader& in) override { (void)in; }
   /// Messages received that broke the strategy's protocol (wrong size, unknown key, stale round);
   /// each was dropped and logged.
   [[nodiscard]] virtual std::uint64_t rejected_messages() const noexcept { return 0; }

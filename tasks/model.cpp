@@ -286,4 +286,21 @@ Model::Evaluation Model::evaluate(const Dataset& d) {
   return {loss_sum / n, static_cast<double>(correct) / n};
 }
 
+void Model::save_state(engine::StateWriter& out) {
+  out.write_floats(parameters());
+  out.write_u64(layers_.size());
+  for (const auto& layer : layers_) out.write_u64(layer->random_state());
+}
+
+void Model::load_state(engine::StateReader& in) {
+  in.read_floats(parameters());
+  mark_parameters_changed();
+  const std::uint64_t layers = in.read_u64();
+  if (layers != layers_.size()) {
+    throw CheckpointError(in.source() + ": random states of " + std::to_string(layers) +
+                          " layers, this model has " + std::to_string(layers_.size()));
+  }
+  for (const auto& layer : layers_) layer->set_random_state(in.read_u64());
+}
+
 }  // namespace gradmesh::tasks

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/checkpoint.h"
 #include "tasks/backend.h"
 #include "tasks/data/dataset.h"
 #include "tasks/layers/layer.h"
@@ -78,7 +79,12 @@ namespace gradmesh::tasks {
 /// parameters() / layer_parameters(l) when they download a device-current layer — must be called
 /// from the thread driving the Model (the compute arena's: the sync stage's backward hook, SFB's
 /// apply task) or while it is idle. Moving a Model keeps all spans valid; copying is not allowed.
-class Model {
+///
+/// Checkpoints (engine::Checkpointable, Poseidon arXiv'15 sec. 4.4): the state is the replica,
+/// parameters() (m floats), and each layer's random_state() (dropout's mask index); activations
+/// and gradients are not state (each iteration rewrites them before reading). load_state throws
+/// CheckpointError when the saved model has another parameter or layer count.
+class Model final : public engine::Checkpointable {
  public:
   /// Builds layers from `specs` (as parse_layer_specs returns them; a trailing
   /// "softmax_cross_entropy" is the loss) for samples of shape `input_shape` (the data set's:
@@ -196,6 +202,11 @@ class Model {
   /// after); touches no gradients (but overwrites the activations). Throws gradmesh::ConfigError if d.features != input_size() or d.classes !=
   /// output_size(). An empty data set gives {0, 0}.
   Evaluation evaluate(const Dataset& d);
+
+  /// Writes parameters() and every layer's random_state() (a device model downloads first).
+  void save_state(engine::StateWriter& out) override;
+  /// Replaces parameters() (uploaded before the next forward) and the layers' random states.
+  void load_state(engine::StateReader& in) override;
 
  private:
   void check_batch(std::size_t batch) const;

@@ -100,6 +100,13 @@ bool set_choice(std::string& out, const toml::node& n,
   return true;
 }
 
+/// Any string, "" included.
+bool set_string(std::string& out, const toml::node& n) {
+  const auto* s = string_of(n);
+  if (s != nullptr) out = *s;
+  return s != nullptr;
+}
+
 bool set_non_empty_string(std::string& out, const toml::node& n) {
   const auto* s = string_of(n);
   if (s == nullptr || s->empty()) return false;
@@ -137,7 +144,23 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 33> kKeys{{
+constexpr std::array<KeySpec, 36> kKeys{{
+    {"checkpoint.dir",
+     "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
+     OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) { return set_string(c.checkpoint.dir, n); },
+     [](const JobConfig& c) { return toml_quote(c.checkpoint.dir); }},
+    {"checkpoint.every",
+     "\"epoch\" (at the end of every epoch) or an integer >= 1 (iterations between checkpoints)",
+     OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       return set_optional_size(c.checkpoint.every, n, 1, "epoch");
+     },
+     [](const JobConfig& c) { return print_optional_size(c.checkpoint.every, "epoch"); }},
+    {"checkpoint.keep", "an integer >= 1 (a node's newest checkpoints kept on disk)",
+     OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) { return set_size(c.checkpoint.keep, n, 1); },
+     [](const JobConfig& c) { return print_size(c.checkpoint.keep); }},
     {"compute.device",
      "\"cpu\" or \"cuda\" (where layers compute: OpenBLAS on the host, or cuBLAS and CUDA "
      "kernels on GPU 0)",
@@ -304,11 +327,7 @@ constexpr std::array<KeySpec, 33> kKeys{{
      [](const JobConfig& c) { return std::string(c.planner.probe ? "true" : "false"); }},
     {"security.secret_file", "a string: the path of the job secret's file, or \"\" (none)",
      OverrideKind::kString,
-     [](JobConfig& c, const toml::node& n) {
-       const auto* s = string_of(n);
-       if (s != nullptr) c.security.secret_file = *s;
-       return s != nullptr;
-     },
+     [](JobConfig& c, const toml::node& n) { return set_string(c.security.secret_file, n); },
      [](const JobConfig& c) { return toml_quote(c.security.secret_file); }},
     {"sync.ako.bandwidth", kBandwidthExpected, OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {

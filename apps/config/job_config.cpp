@@ -233,8 +233,10 @@ std::string JobConfig::canonical_text() const {
   return out;
 }
 
-std::uint64_t JobConfig::hash() const {
-  const std::string text = canonical_text();
+namespace {
+
+/// Two zlib crc32s, of `text` and of its reverse.
+std::uint64_t fingerprint(const std::string& text) {
   const std::string reversed(text.rbegin(), text.rend());
   auto crc = [](const std::string& s) {
     const uLong start = crc32(0L, Z_NULL, 0);
@@ -243,5 +245,29 @@ std::uint64_t JobConfig::hash() const {
   };
   return (crc(text) << 32) | crc(reversed);
 }
+
+/// Keys (or tables, ending in '.') that do not shape the training trajectory.
+constexpr std::string_view kNotTraining[] = {"checkpoint.", "compute.threads", "data.test_limit",
+                                             "job.epochs", "job.max_iterations", "job.name",
+                                             "net.", "security."};
+
+}  // namespace
+
+std::uint64_t JobConfig::hash() const { return fingerprint(canonical_text()); }
+
+std::string JobConfig::training_text() const {
+  std::string out;
+  for (const KeySpec& spec : detail::key_specs()) {
+    const bool excluded = std::any_of(std::begin(kNotTraining), std::end(kNotTraining),
+                                      [&spec](std::string_view k) {
+                                        return k.ends_with('.') ? spec.key.starts_with(k)
+                                                                : spec.key == k;
+                                      });
+    if (!excluded) out += std::string(spec.key) + " = " + spec.print(*this) + "\n";
+  }
+  return out;
+}
+
+std::uint64_t JobConfig::training_fingerprint() const { return fingerprint(training_text()); }
 
 }  // namespace gradmesh::app

@@ -134,6 +134,27 @@ struct JobConfig {
     friend bool operator==(const Compute&, const Compute&) = default;
   } compute;
 
+  /// [checkpoint]: exact checkpoints and --resume (README "Checkpoints and resume"; Poseidon
+  /// arXiv'15 sec. 4.4).
+  struct Checkpoint {
+    /// checkpoint.dir: the folder each node writes node-<rank>/ckpt-<iteration>.gmckpt under;
+    /// "" (the default): no checkpoints.
+    std::string dir;
+    /// checkpoint.every: iterations between checkpoints (>= 1); unset ("epoch"): at the end of
+    /// every epoch (an epoch's worth, whatever its iteration count).
+    std::optional<std::size_t> every;
+    std::size_t keep = 2;  ///< checkpoint.keep: how many of a node's newest checkpoints to keep, >= 1.
+    friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
+  } checkpoint;
+
+  /// The keys that shape training, as "key = value" lines sorted by key: every key but those that
+  /// only say how long to run, where to write or how to connect (job.name, job.epochs,
+  /// job.max_iterations, checkpoint.*, net.*, security.*, compute.threads, data.test_limit). A
+  /// checkpoint records it; --resume refuses a config whose text differs, naming the keys.
+  [[nodiscard]] std::string training_text() const;
+  /// A 64-bit fingerprint of training_text() (as hash() of canonical_text()).
+  [[nodiscard]] std::uint64_t training_fingerprint() const;
+
   /// A 64-bit fingerprint of the effective config: two zlib crc32s, of canonical_text() and of
   /// its reverse. Equal on every node iff their configs agree (up to crc collisions); compared
   /// at the handshake. Never throws beyond std::bad_alloc.

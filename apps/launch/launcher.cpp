@@ -470,6 +470,10 @@ std::vector<std::string> node_command(const LaunchOptions& options,
     args.push_back("--set");
     args.push_back(o);
   }
+  if (options.resume) {
+    args.push_back("--resume");
+    args.push_back(options.resume->string());
+  }
   args.insert(args.end(), options.node_args.begin(), options.node_args.end());
   return args;
 }

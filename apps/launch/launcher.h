@@ -4,7 +4,7 @@
 //
 // Each node is started as
 //   NODE --config JOB.toml --peers 127.0.0.1:p0,...,127.0.0.1:pN-1 --rank r
-//        [--metrics-out DIR] [--set K=V ...] [extra node args]
+//        [--metrics-out DIR] [--set K=V ...] [--resume DIR] [extra node args]
 // Its stdout and stderr are relayed line by line to the launcher's, each line prefixed "[r] ".
 // Process handling runs on one libuv loop in the calling thread: no threads.
 
@@ -23,6 +23,8 @@ struct LaunchOptions {
   std::filesystem::path config;                      ///< the job config, passed to every node
   std::optional<std::filesystem::path> metrics_out;  ///< --metrics-out DIR (created if missing)
   std::vector<std::string> overrides;                ///< --set KEY=VALUE, passed in order
+  /// --resume DIR, passed to every node (README "Checkpoints and resume").
+  std::optional<std::filesystem::path> resume;
   std::filesystem::path node_binary;                 ///< the gradmesh-node executable
   std::uint16_t base_port = 0;  ///< ports base_port..base_port+N-1; 0: free ports picked by the OS
   std::string host = "127.0.0.1";       ///< the address every node listens on

@@ -1,6 +1,7 @@
 // gradmesh-launch: command-line front end of run_launcher() (apps/launch/launcher.h).
 //
-//   gradmesh-launch -n N --config JOB.toml [--metrics-out DIR] [--set K=V ...] [--node PATH]
+//   gradmesh-launch -n N --config JOB.toml [--metrics-out DIR] [--set K=V ...] [--resume DIR]
+//                   [--node PATH]
 //                   [--base-port P] [-v] [-- extra node args]
 
 #include <csignal>
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   std::string config;
   std::string metrics_out;
   std::string node;
+  std::string resume;
   app.add_option("-n,--nodes", options.nodes, "number of nodes to start (>= 1)")->required();
   app.add_option("--config", config, "job config (TOML), passed to every node")->required();
   app.add_option("--metrics-out", metrics_out,
@@ -44,6 +46,9 @@ int main(int argc, char** argv) {
   app.add_option("--set", options.overrides,
                  "override a config key, KEY=VALUE (repeatable), passed to every node")
       ->allow_extra_args(false);
+  app.add_option("--resume", resume,
+                 "every node continues from the newest checkpoint under DIR that all have "
+                 "(checkpoint.dir of the run to continue)");
   app.add_option("--node", node,
                  "the gradmesh-node executable (default: gradmesh-node next to this program)");
   app.add_option("--base-port", options.base_port,
@@ -65,6 +70,7 @@ int main(int argc, char** argv) {
   }
   options.config = config;
   if (!metrics_out.empty()) options.metrics_out = metrics_out;
+  if (!resume.empty()) options.resume = resume;
   options.node_binary = node.empty() ? gradmesh::app::default_node_binary()
                                      : std::filesystem::path(node);
 

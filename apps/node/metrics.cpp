@@ -42,6 +42,13 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"epochs", m.epochs},
       {"iterations", m.iterations},
       {"samples", m.samples},
+      {"resumed_from_iteration", m.resumed_from_iteration
+                                     ? nlohmann::json(*m.resumed_from_iteration)
+                                     : nlohmann::json(nullptr)},
+      {"checkpoints_written", m.checkpoints_written},
+      {"checkpoint_bytes", m.checkpoint_bytes},
+      {"checkpoint_seconds", m.checkpoint_seconds},
+      {"checkpoint_write_seconds", m.checkpoint_write_seconds},
       {"wall_seconds", m.wall_seconds},
       {"train_seconds", m.train_seconds},
       {"iteration_seconds",

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,16 @@ struct NodeMetrics {
   std::string strategy;
   std::string job;
   std::size_t epochs = 0;             ///< epochs begun (the last may be cut by job.max_iterations)
-  std::uint64_t iterations = 0;
+  std::uint64_t iterations = 0;      ///< iterations this process ran (after a resume: since it)
+  /// --resume: the iteration the job continued from (iterations done before this process);
+  /// nullopt for a fresh start. "resumed_from_iteration" in the file (null when fresh).
+  std::optional<std::uint64_t> resumed_from_iteration;
+  std::uint64_t checkpoints_written = 0;  ///< checkpoint files this node wrote (checkpoint.dir)
+  std::uint64_t checkpoint_bytes = 0;     ///< size of the last one, bytes
+  /// Time iterations waited for them, seconds: the state's copy, and the previous file's write
+  /// when it had not ended yet.
+  double checkpoint_seconds = 0;
+  double checkpoint_write_seconds = 0;  ///< the files' writes (fsync, rename), in the background, s
   std::uint64_t samples = 0;          ///< training samples this node processed
   double wall_seconds = 0;            ///< start of the first iteration to the end of the last evaluation
   double train_seconds = 0;           ///< time spent in iterations (wall_seconds less evaluations)

@@ -18,6 +18,7 @@ CommandLine parse_node_command_line(int argc, const char* const* argv, std::stri
   NodeOptions node;
   std::string config;
   std::string metrics_out;
+  std::string resume;
   app.add_option("--config", config, "job config (TOML); see configs/README.md")->required();
   app.add_option("--peers", node.peers,
                  "every node's HOST:PORT, comma-separated, in rank order (default: from SLURM's "
@@ -28,6 +29,9 @@ CommandLine parse_node_command_line(int argc, const char* const* argv, std::stri
   app.add_option("--set", node.overrides, "override a config key: KEY=VALUE (repeatable)")
       ->take_all();
   app.add_option("--metrics-out", metrics_out, "write DIR/node-<rank>.json at the end");
+  app.add_option("--resume", resume,
+                 "continue from the newest checkpoint under DIR that every node has (the "
+                 "checkpoint.dir of the run to continue; README \"Checkpoints and resume\")");
   app.add_flag("--save-parameters", node.save_parameters,
                "also write the final parameters to DIR/parameters-<rank>.f32 (float32, raw)");
   app.add_flag("--trace", node.trace,
@@ -41,6 +45,7 @@ CommandLine parse_node_command_line(int argc, const char* const* argv, std::stri
   }
   node.config = config;
   if (!metrics_out.empty()) node.metrics_out = metrics_out;
+  if (!resume.empty()) node.resume = resume;
   return CommandLine{std::move(node), 0};
 }
 

@@ -30,8 +30,9 @@ IterationGraph::IterationGraph(tasks::Model& model, DataSource& source,
       [this, &source, batch](SourceState& s, engine::TaskContext& ctx) {
         s.batch.input = model_.input(batch);
         s.batch.labels = s.labels;
-        s.batch.epoch = ctx.run() / iterations_per_epoch_;
-        s.batch.iteration = ctx.run() % iterations_per_epoch_;
+        const std::uint64_t done = first_iteration_ + ctx.run();
+        s.batch.epoch = done / iterations_per_epoch_;
+        s.batch.iteration = done % iterations_per_epoch_;
         source.fill(s.batch);
       });
   SourceState& state = graph_.state<SourceState>(tasks_.source);
@@ -75,6 +76,24 @@ IterationGraph::IterationGraph(tasks::Model& model, DataSource& source,
   hooks.done = graph_.emplace("done", engine::Arena::kCompute, [](engine::TaskContext&) {});
   previous.precede(hooks.done);
   stage.build(graph_, hooks);
+}
+
+void IterationGraph::save_state(engine::StateWriter& out) {
+  out.write_u64(iterations());
+  out.write_u64(iterations_per_epoch_);
+}
+
+void IterationGraph::load_state(engine::StateReader& in) {
+  GRADMESH_CHECK_EQ(graph_.runs(), std::uint64_t{0}, "IterationGraph::load_state after a step");
+  const std::uint64_t done = in.read_u64();
+  const std::uint64_t per_epoch = in.read_u64();
+  if (per_epoch != iterations_per_epoch_) {
+    throw CheckpointError(in.source() + ": saved with " + std::to_string(per_epoch) +
+                          " iterations per epoch, this job has " +
+                          std::to_string(iterations_per_epoch_) +
+                          " (another data set, data.train_limit, batch size or node count)");
+  }
+  first_iteration_ = done;
 }
 
 float IterationGraph::step() {

@@ -47,7 +47,12 @@ struct PipelineTasks {
 
 /// Builds and runs one node's iteration graph. The model, source, executor and sync stage must
 /// outlive it. Not thread-safe: drive it from one thread.
-class IterationGraph {
+///
+/// Checkpoints (engine::Checkpointable): the state is the data cursor, the iterations done (the
+/// source task's next batch is (done / per epoch, done % per epoch)); every other random stream
+/// of the data path is a pure function of (job.seed, rank, epoch, iteration) (ShardSampler), so
+/// the cursor is its whole state (Poseidon arXiv'15 sec. 4.4: "database pointers unchanged").
+class IterationGraph final : public engine::Checkpointable {
  public:
   /// Builds the graph for `source`, already opened for `shard` (DataSource::open returned
   /// `iterations_per_epoch`); the stage adds its tasks (SyncStage::build). Throws ConfigError
@@ -62,8 +67,14 @@ class IterationGraph {
 
   /// Iterations per epoch (DataSource::open: the same on every node).
   [[nodiscard]] std::size_t iterations_per_epoch() const noexcept { return iterations_per_epoch_; }
-  /// Iterations run so far.
-  [[nodiscard]] std::uint64_t iterations() const noexcept { return graph_.runs(); }
+  /// Iterations done: those before a resume (load_state) plus the runs of this graph.
+  [[nodiscard]] std::uint64_t iterations() const noexcept { return first_iteration_ + graph_.runs(); }
+  /// Writes iterations() and iterations_per_epoch().
+  void save_state(engine::StateWriter& out) override;
+  /// Continues from the saved iteration: the next step() fills that batch. Throws
+  /// CheckpointError when the saved iterations per epoch differ (another data set, n or batch
+  /// size), ContractError after the first step().
+  void load_state(engine::StateReader& in) override;
   [[nodiscard]] engine::Graph& graph() noexcept { return graph_; }
   [[nodiscard]] const PipelineTasks& tasks() const noexcept { return tasks_; }
 
@@ -79,6 +90,7 @@ class IterationGraph {
   tasks::Model& model_;
   engine::Executor& executor_;
   std::size_t iterations_per_epoch_;
+  std::uint64_t first_iteration_ = 0;  // iterations done before this graph's first run (resume)
   engine::Graph graph_;
   PipelineTasks tasks_;
 };

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
+#include <map>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -14,12 +17,14 @@
 #include "apps/pipeline/job_options.h"
 #include "apps/pipeline/job_secret.h"
 #include "apps/pipeline/progress.h"
+#include "engine/checkpoint.h"
 #include "engine/error.h"
 #include "engine/executor.h"
 #include "engine/trace_recorder.h"
 #include "net/tcp/tcp_transport.h"
 #include "sync/channel.h"
 #include "sync/probe/link_probe.h"
+#include "sync/resume/resume_agreement.h"
 #include "sync/sync_stage.h"
 #include "tasks/cpu/blas.h"
 #include "tasks/make_backend.h"
@@ -110,6 +115,34 @@ void save_parameters(const std::filesystem::path& dir, std::size_t rank,
   if (!out) throw Error("cannot write " + path.string());
 }
 
+/// The keys whose values differ between two training_text()s ("key = value" lines), for the
+/// error of a --resume under another config.
+std::string config_difference(const std::string& saved, const std::string& current) {
+  const auto parse = [](const std::string& text) {
+    std::map<std::string, std::string> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      const std::size_t eq = line.find(" = ");
+      if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 3);
+    }
+    return out;
+  };
+  const auto a = parse(saved), b = parse(current);
+  std::string out;
+  const auto add = [&out](const std::string& key, const std::string& then, const std::string& now) {
+    out += (out.empty() ? "" : "; ") + key + " = " + then + " in the checkpoint, " + now + " now";
+  };
+  for (const auto& [key, value] : a) {
+    const auto it = b.find(key);
+    if (it == b.end()) add(key, value, "no such key");
+    else if (it->second != value) add(key, value, it->second);
+  }
+  for (const auto& [key, value] : b) {
+    if (!a.contains(key)) add(key, "no such key", value);
+  }
+  return out.empty() ? "(the same keys and values: written by another gradmesh version?)" : out;
+}
+
 }  // namespace
 
 /// Everything a node holds for its job. Members are declared in the order they are needed, so
@@ -132,9 +165,23 @@ struct Pipeline::State {
   std::unique_ptr<net::Transport> transport;
   std::optional<sync::Channel> channel;
   std::optional<sync::LinkProbe> probe;
+  std::optional<sync::ResumeAgreement> agreement;
   std::unique_ptr<sync::SyncStage> stage;
   std::optional<IterationGraph> graph;
   bool ran = false;
+
+  // Checkpoints (checkpoint.dir) and --resume: README "Checkpoints and resume".
+  std::vector<std::pair<std::string, engine::Checkpointable*>> own_states;  // add_checkpoint_state
+  engine::CheckpointSet checkpoints;             // the pipeline's sections, then own_states
+  std::optional<engine::CheckpointStore> store;  // checkpoint.dir set
+  engine::CheckpointHeader checkpoint_header;    // iteration filled at each save
+  std::vector<std::byte> checkpoint_file;        // reused by every save
+  // The file write under way (its seconds), at most one; declared after what it uses, so that
+  // its destructor (which waits for the write) runs first.
+  std::future<double> checkpoint_write;
+  std::uint64_t checkpoint_writing = 0;          // the iteration being written
+  std::optional<engine::Checkpoint> resume_from;  // agreed in build(), loaded in run()
+  std::string resume_source;                      // its path
 
   State(NodeOptions o, JobConfig c, topo::PeerList p)
       : options(std::move(o)), config(std::move(c)), peers(std::move(p)) {}
@@ -255,6 +302,8 @@ void Pipeline::build() {
   sync::LinkProbeOptions probe_options;
   probe_options.max_send_rate = config.net.max_send_rate;
   s.probe.emplace(*s.channel, probe_options);
+  // Routed on every node, resuming or not, so a resuming peer's list is never an unrouted stage.
+  s.agreement.emplace(*s.channel, std::max(60.0, config.net.connect_timeout));
 
   if (s.transport) {
     spdlog::info("listening on {}, connecting to {} peer(s) (timeout {:.0f} s)",
@@ -264,6 +313,16 @@ void Pipeline::build() {
                  config.net.max_send_rate
                      ? ", send rate capped at " + format_rate(*config.net.max_send_rate)
                      : std::string());
+  }
+  if (s.options.resume) {
+    try {
+      agree_on_checkpoint();
+    } catch (const std::exception&) {
+      // A clean close delivers this node's list first: every peer then finds the same error in
+      // the same lists, instead of this node's hang-up.
+      if (s.transport) s.transport->shutdown(5.0);
+      throw;
+    }
   }
   std::optional<sync::JobMeasurements> measured;
   if (config.planner.probe) measured = measure_job(*s.probe, model, batch, config.job.seed, nodes);
@@ -278,8 +337,116 @@ void Pipeline::build() {
   s.graph.emplace(model, *s.source, std::move(s.preprocess), s.executor, *s.stage, shard,
                   per_epoch);
   log_summary(*s.stage);
+  if (!config.checkpoint.dir.empty() || s.options.resume) {
+    const std::string refusal = s.stage->checkpoint_refusal();
+    if (!refusal.empty()) throw ConfigError(refusal);
+  }
+  // Sections in load order: the replica and solver state first, then the stage, which derives
+  // its own (the KV shards' master copies) from them.
+  s.checkpoints.add("model", model);
+  s.checkpoints.add("optimizer", *s.optimizer);
+  s.checkpoints.add("cursor", *s.graph);
+  s.checkpoints.add("sync", *s.stage);
+  if (!config.checkpoint.dir.empty()) {
+    s.store.emplace(config.checkpoint.dir, s.rank, config.checkpoint.keep);
+    s.checkpoint_header = engine::CheckpointHeader{config.training_fingerprint(), s.rank, nodes, 0,
+                                                   config.sync.strategy, config.training_text()};
+    spdlog::info("checkpoints to {} every {} (keeping {})", s.store->node_dir().string(),
+                 config.checkpoint.every ? std::to_string(*config.checkpoint.every) + " iterations"
+                                         : std::string("epoch"),
+                 config.checkpoint.keep);
+  }
   // Every node has routed its stage's messages before any node sends one.
   if (s.transport) s.probe->barrier(1);
+}
+
+void Pipeline::agree_on_checkpoint() {
+  State& s = *state_;
+  const std::filesystem::path& dir = *s.options.resume;
+  const engine::CheckpointStore store(dir, s.rank);
+  std::vector<std::string> problems;
+  const std::vector<std::uint64_t> valid = store.valid_iterations(problems);
+  for (const std::string& p : problems) {
+    spdlog::warn("--resume: skipping a checkpoint that does not verify: {}", p);
+  }
+  const auto lists = s.agreement->exchange(valid);
+  std::uint64_t iteration = 0;
+  try {
+    iteration = sync::ResumeAgreement::newest_common(lists);
+  } catch (const CheckpointError& e) {
+    throw CheckpointError("--resume " + dir.string() + ": " + e.what() + " (this node looked in " +
+                          store.node_dir().string() + ")");
+  }
+  if (iteration != valid.front()) {
+    spdlog::warn("--resume: iteration {} is the newest checkpoint every node has; this node's "
+                 "newest valid one is {}",
+                 iteration, valid.front());
+  }
+  const std::string path = store.path(iteration).string();
+  engine::Checkpoint checkpoint = store.load(iteration);
+  const engine::CheckpointHeader& h = checkpoint.header;
+  if (h.nodes != s.nodes()) {
+    throw CheckpointError(path + ": written by a job of " + std::to_string(h.nodes) +
+                          " nodes, this one has " + std::to_string(s.nodes()) +
+                          ": resuming on another node count is not supported yet (README "
+                          "\"Checkpoints and resume\")");
+  }
+  if (h.rank != s.rank) {
+    throw CheckpointError(path + ": written by rank " + std::to_string(h.rank) +
+                          ", read by rank " + std::to_string(s.rank));
+  }
+  if (h.config_fingerprint != s.config.training_fingerprint() ||
+      h.config_text != s.config.training_text()) {
+    throw ConfigError(path + ": written under another config: " +
+                      config_difference(h.config_text, s.config.training_text()) +
+                      " (only job.name, job.epochs, job.max_iterations, checkpoint.*, net.*, "
+                      "security.*, compute.threads and data.test_limit may change on --resume)");
+  }
+  spdlog::info("--resume: every node continues from iteration {} ({})", iteration, path);
+  s.resume_source = path;
+  s.resume_from = std::move(checkpoint);
+}
+
+void Pipeline::add_checkpoint_state(std::string name, engine::Checkpointable& state) {
+  State& s = *state_;
+  GRADMESH_CHECK(!s.ran, "Pipeline::add_checkpoint_state after run()");
+  for (const char* own : {"model", "optimizer", "cursor", "sync"}) {
+    GRADMESH_CHECK(name != own, "Pipeline::add_checkpoint_state: '" + name +
+                                    "' is one of the pipeline's own sections");
+  }
+  s.own_states.emplace_back(std::move(name), &state);
+}
+
+void Pipeline::write_checkpoint(std::uint64_t iteration, NodeMetrics& metrics) {
+  State& s = *state_;
+  const auto begin = Clock::now();
+  finish_checkpoint_write(metrics);  // the previous file is on disk before its buffer is reused
+  s.checkpoint_header.iteration = iteration;
+  s.checkpoints.save(s.checkpoint_header, s.checkpoint_file);
+  const double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+  ++metrics.checkpoints_written;
+  metrics.checkpoint_bytes = s.checkpoint_file.size();
+  metrics.checkpoint_seconds += seconds;
+  spdlog::info("checkpoint of iteration {}: {:.2f} MB of state saved in {:.1f} ms (with any wait for "
+               "the previous write); writing it in the background",
+               iteration, static_cast<double>(s.checkpoint_file.size()) / 1e6, seconds * 1e3);
+  // The write (temporary file, fsync, rename) runs beside the next iterations; the state is
+  // already a copy, so training goes on at once.
+  s.checkpoint_writing = iteration;
+  s.checkpoint_write = std::async(std::launch::async, [&s, iteration] {
+    const auto start = Clock::now();
+    s.store->save(iteration, s.checkpoint_file);
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  });
+}
+
+void Pipeline::finish_checkpoint_write(NodeMetrics& metrics) {
+  State& s = *state_;
+  if (!s.checkpoint_write.valid()) return;
+  const double seconds = s.checkpoint_write.get();  // rethrows the write's CheckpointError
+  metrics.checkpoint_write_seconds += seconds;
+  spdlog::info("checkpoint of iteration {} written in {:.1f} ms ({})", s.checkpoint_writing,
+               seconds * 1e3, s.store->path(s.checkpoint_writing).string());
 }
 
 engine::Graph& Pipeline::graph() {
@@ -305,12 +472,27 @@ NodeMetrics Pipeline::run() {
   sync::SyncStage& stage = *s.stage;
   net::Transport* transport = s.transport.get();
 
+  for (auto& [name, state] : s.own_states) s.checkpoints.add(name, *state);
+  if (s.resume_from) {
+    s.checkpoints.load(*s.resume_from, s.resume_source);
+    s.resume_from.reset();
+  }
+  const std::uint64_t start = iteration.iterations();  // > 0 after a resume
+
   const std::size_t per_epoch = iteration.iterations_per_epoch();
   const std::uint64_t limit =
       std::min<std::uint64_t>(per_epoch * config.job.epochs,
                               config.job.max_iterations.value_or(per_epoch * config.job.epochs));
   spdlog::info("{} parameters, batch {} per node, {} iterations per epoch, {} iterations in all",
                model.parameter_count(), batch, per_epoch, limit);
+  if (s.options.resume) {
+    std::printf("[rank %zu] resumed from iteration %llu (epoch %llu, iteration %llu of it) of %s\n",
+                s.rank, static_cast<unsigned long long>(start),
+                static_cast<unsigned long long>(start / per_epoch + 1),
+                static_cast<unsigned long long>(start % per_epoch),
+                s.resume_source.c_str());
+    std::fflush(stdout);
+  }
 
   const auto evaluate = [&]() -> std::optional<tasks::Model::Evaluation> {
     if (!s.evaluate) return std::nullopt;
@@ -326,31 +508,42 @@ NodeMetrics Pipeline::run() {
   const auto bytes_sent = [transport] {
     return transport ? static_cast<double>(transport->counters().bytes_sent) : 0.0;
   };
-  const auto start = Clock::now();
-  std::uint64_t done = 0;
+  const auto started = Clock::now();
+  std::uint64_t done = start;
   double train_seconds = 0;  // iterations only: samples/s never counts evaluation
+  // At an iteration boundary (the BSP step complete on this node): every checkpoint.every
+  // iterations, else at the end of each epoch; and after the last iteration.
+  const auto checkpoint_due = [&](std::uint64_t in_epoch) {
+    if (!s.store) return false;
+    if (done == limit) return true;
+    return config.checkpoint.every ? done % *config.checkpoint.every == 0 : in_epoch == per_epoch;
+  };
   try {
-    for (std::size_t epoch = 0; done < limit; ++epoch) {
+    for (std::size_t epoch = done / per_epoch; done < limit; ++epoch) {
       double loss_sum = 0;
-      std::uint64_t in_epoch = 0;
+      const std::uint64_t first = done % per_epoch;  // > 0 only in the epoch a resume lands in
+      std::uint64_t in_epoch = first;
       const auto epoch_start = Clock::now();
       const double sent_at_start = bytes_sent();
-      const std::uint64_t epoch_iterations = std::min<std::uint64_t>(per_epoch, limit - done);
+      const std::uint64_t epoch_iterations =
+          std::min<std::uint64_t>(per_epoch, first + (limit - done));
       while (in_epoch < epoch_iterations) {
-        const auto step_start = done == 0 ? Clock::now() : Clock::time_point{};
+        const bool first_step = done == start;  // this process's first (after a resume too)
+        const auto step_start = first_step ? Clock::now() : Clock::time_point{};
         loss_sum += iteration.step();
-        if (done == 0) {
+        if (first_step) {
           metrics.first_iteration_seconds =
               std::chrono::duration<double>(Clock::now() - step_start).count();
         }
         ++in_epoch;
         ++done;
+        if (checkpoint_due(in_epoch)) write_checkpoint(done, metrics);
         if (progress.due(in_epoch == epoch_iterations)) {
           const double seconds =
               std::max(std::chrono::duration<double>(Clock::now() - epoch_start).count(), 1e-9);
           progress.update(ProgressSnapshot{
               s.rank, epoch + 1, config.job.epochs, in_epoch, epoch_iterations,
-              static_cast<double>(in_epoch * batch) / seconds,
+              static_cast<double>((in_epoch - first) * batch) / seconds,
               (bytes_sent() - sent_at_start) / 1e6 / seconds, seconds});
         }
       }
@@ -361,22 +554,25 @@ NodeMetrics Pipeline::run() {
       stage.pause(false);
       const double sent = bytes_sent();
       metrics.epochs = epoch + 1;
-      metrics.train_loss = loss_sum / static_cast<double>(std::max<std::uint64_t>(1, in_epoch));
+      metrics.train_loss =
+          loss_sum / static_cast<double>(std::max<std::uint64_t>(1, in_epoch - first));
       metrics.test_accuracy = evaluation ? evaluation->accuracy : 0.0;
       metrics.test_loss = evaluation ? evaluation->loss : 0.0;
       metrics.epoch_train_loss.push_back(metrics.train_loss);
       metrics.epoch_test_accuracy.push_back(metrics.test_accuracy);
       metrics.epoch_wall_seconds.push_back(
-          std::chrono::duration<double>(Clock::now() - start).count());
+          std::chrono::duration<double>(Clock::now() - started).count());
       metrics.epoch_train_seconds.push_back(train_seconds);
       const std::string accuracy =
           evaluation ? fmt::format("  test accuracy {:.2f}%", 100.0 * evaluation->accuracy) : "";
       std::printf("[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f%s  %.0f samples/s  %.1f MB sent\n",
                   s.rank, epoch + 1, config.job.epochs, static_cast<unsigned long long>(done),
                   metrics.train_loss, accuracy.c_str(),
-                  static_cast<double>(done * batch) / std::max(train_seconds, 1e-9), sent / 1e6);
+                  static_cast<double>((done - start) * batch) / std::max(train_seconds, 1e-9),
+                  sent / 1e6);
       std::fflush(stdout);
     }
+    finish_checkpoint_write(metrics);
     // The stage completes its exchange; an asynchronous one (Ako) then folds in every peer's last
     // updates, which changes this replica: evaluate that final model too.
     if (stage.finish()) {
@@ -396,7 +592,7 @@ NodeMetrics Pipeline::run() {
     if (transport) transport->abort(e.what());
     throw;
   }
-  metrics.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  metrics.wall_seconds = std::chrono::duration<double>(Clock::now() - started).count();
   metrics.train_seconds = train_seconds;
 
   if (transport) {
@@ -412,11 +608,14 @@ NodeMetrics Pipeline::run() {
   metrics.nodes = nodes;
   metrics.strategy = std::string(stage.name());
   metrics.job = config.job.name;
-  metrics.iterations = done;
-  metrics.samples = done * batch;
+  metrics.iterations = done - start;
+  metrics.samples = (done - start) * batch;
+  if (s.options.resume) metrics.resumed_from_iteration = start;
   metrics.samples_per_second = static_cast<double>(metrics.samples) / std::max(train_seconds, 1e-9);
   metrics.bytes_sent_per_iteration =
-      done > 0 ? static_cast<double>(metrics.bytes_sent) / static_cast<double>(done) : 0.0;
+      metrics.iterations > 0
+          ? static_cast<double>(metrics.bytes_sent) / static_cast<double>(metrics.iterations)
+          : 0.0;
   metrics.rejected_messages = stage.rejected_messages();
   metrics.parameters = model.parameter_count();
   metrics.batch_size = batch;
@@ -425,7 +624,7 @@ NodeMetrics Pipeline::run() {
 
   spdlog::info("done: {} iterations in {:.1f} s, {:.0f} samples/s, test accuracy {:.2f}%, {:.0f} "
                "bytes sent per iteration",
-               done, metrics.wall_seconds, metrics.samples_per_second,
+               metrics.iterations, metrics.wall_seconds, metrics.samples_per_second,
                100.0 * metrics.test_accuracy, metrics.bytes_sent_per_iteration);
   if (const auto& dir = s.options.metrics_out) {
     write_metrics(*dir, metrics);

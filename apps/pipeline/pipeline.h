@@ -16,7 +16,7 @@
 //   }
 //
 // Run it on identical nodes like gradmesh-node (same flags: --config, --peers, --rank, --set,
-// --metrics-out, --trace, --save-parameters), or with `gradmesh-launch --node ./my-trainer`.
+// --metrics-out, --trace, --save-parameters, --resume), or with `gradmesh-launch --node ./my-trainer`.
 
 #include <cstddef>
 #include <cstdint>
@@ -46,6 +46,9 @@ struct NodeOptions {
   std::filesystem::path peers_file;          ///< --peers-file
   std::optional<long long> rank;             ///< --rank; else from the environment
   std::optional<std::filesystem::path> metrics_out;  ///< --metrics-out DIR
+  /// --resume DIR: continue from the newest checkpoint under DIR (DIR/node-<rank>/) that every
+  /// node holds (README "Checkpoints and resume").
+  std::optional<std::filesystem::path> resume;
   bool save_parameters = false;              ///< --save-parameters: DIR/parameters-<rank>.f32
   bool trace = false;                        ///< --trace: DIR/trace-<rank>.json (Chrome trace of every task)
   bool verbose = false;                      ///< -v: debug logging, the effective config printed
@@ -124,6 +127,13 @@ class Pipeline {
   /// it, graph() may take tasks of one's own (before run()). run() calls it if not called yet.
   /// Throws ConfigError, PeerError; ContractError without a source.
   void build();
+  /// Adds state of one's own (a stateful task's, a pre-processing task's random stream) to the
+  /// node's checkpoints as section `name` (checkpoint.dir; loaded by --resume before the first
+  /// iteration, after the model, optimizer, data cursor and sync stage). `state` must outlive
+  /// run(). Every node must add the same names. Throws ContractError after run() began or for a
+  /// name taken ("model", "optimizer", "cursor", "sync" are the pipeline's own).
+  void add_checkpoint_state(std::string name, engine::Checkpointable& state);
+
   /// The iteration graph and its tasks (after build(); ContractError before).
   [[nodiscard]] engine::Graph& graph();
   [[nodiscard]] const PipelineTasks& tasks() const;
@@ -131,11 +141,25 @@ class Pipeline {
   /// Trains for job.epochs epochs (at most job.max_iterations iterations), evaluating after each
   /// epoch, prints one progress line per epoch, completes the strategy's exchange, shuts the
   /// network down, and writes metrics (and trace, parameters) to --metrics-out as gradmesh-node.
+  /// With checkpoint.dir, writes a checkpoint every checkpoint.every iterations (or at the end of
+  /// every epoch) and after the last iteration; with --resume, first loads the checkpoint the
+  /// nodes agreed on in build() and continues from its iteration (job.epochs and
+  /// job.max_iterations count from the job's start, not from the resume). Poseidon arXiv'15
+  /// sec. 4.4; README "Checkpoints and resume". Errors also: CheckpointError naming the path.
   /// Returns the metrics. Call once. Errors: what build() throws, a task's error (a PeerError
   /// names the peer; the other nodes are told why this node stops).
   NodeMetrics run();
 
  private:
+  /// --resume: exchanges the iterations of every node's valid checkpoints, takes the newest
+  /// common one and checks it fits this job (nodes, rank, config); run() loads it.
+  void agree_on_checkpoint();
+  /// Saves every section into the checkpoint buffer (the iteration waits for this copy only) and
+  /// starts writing the file of `iteration` in the background, after the previous write ended.
+  void write_checkpoint(std::uint64_t iteration, NodeMetrics& metrics);
+  /// Waits for the background write, if any; rethrows its CheckpointError.
+  void finish_checkpoint_write(NodeMetrics& metrics);
+
   struct State;
   std::unique_ptr<State> state_;
 };

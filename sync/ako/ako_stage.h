@@ -177,6 +177,15 @@ class AkoStage final : public SyncStage {
   /// (class comment; 0 with fewer than 2 such rounds): "measured_send_rate" (wire bytes/s),
   /// "measured_gamma" (gradients/s those rounds carried), "measured_seconds" (the window).
   [[nodiscard]] std::map<std::string, double> summary() const override;
+  /// Ako is not checkpointed yet: its network tasks write the replica while compute runs, so no
+  /// iteration boundary is a quiescent state to save (Ako sec. 4.3 saves the partial model and
+  /// the staleness counters and drops the accumulation queue; that needs a pause of the exchange
+  /// not built yet). README "Checkpoints and resume".
+  [[nodiscard]] std::string checkpoint_refusal() const override {
+    return "sync.strategy = \"ako\" cannot be checkpointed yet (its network tasks update the "
+           "replica while compute runs: no iteration boundary is a consistent state; use ps, "
+           "poseidon, allreduce or auto, or unset checkpoint.dir and --resume)";
+  }
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
     return channel_.rejected();
   }

@@ -39,6 +39,17 @@ KvShard::KvShard(const topo::KvPlacement& placement, std::size_t rank,
   }
 }
 
+void KvShard::reload(std::span<const float> parameters) {
+  const std::size_t owned = placement_.chunks_owned_by(rank_).size();
+  for (std::size_t i = 0; i < owned; ++i) {
+    const ChunkState& state = states_[i];
+    GRADMESH_CHECK_LE(state.model_offset + state.size, parameters.size(),
+                      "KvShard::reload: KV chunk outside the model");
+    std::copy_n(parameters.begin() + static_cast<std::ptrdiff_t>(state.model_offset), state.size,
+                master_.begin() + static_cast<std::ptrdiff_t>(state.offset));
+  }
+}
+
 KvShard::PushResult KvShard::push(std::size_t from, std::size_t chunk, std::uint64_t round,
                                   net::Payload gradient, std::string* reason) {
   const auto reject = [&](std::string why) {

@@ -49,6 +49,12 @@ class KvShard {
   /// parameters (floats), valid and unchanged until the next reduce() of this chunk.
   std::span<const float> reduce(std::size_t chunk);
 
+  /// Copies the master copy of every owned chunk from `parameters` (the model's flat vector, as
+  /// the constructor's `initial`): after a checkpoint was loaded into the replica, which at an
+  /// iteration boundary equals every master copy bitwise under BSP (each replica took the
+  /// broadcast chunks). Call between rounds only (no push of the round under way).
+  void reload(std::span<const float> parameters);
+
   /// Floats of master copy held here.
   [[nodiscard]] std::size_t owned_floats() const noexcept { return master_.size(); }
 

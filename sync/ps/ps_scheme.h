@@ -43,6 +43,9 @@ class PsScheme {
 
   /// Adds push_l -> pull_l after tasks.backward[l], before tasks.done, for each of its layers.
   void build(engine::Graph& graph, const IterationTasks& tasks);
+  /// Refreshes the KV shard's master copies from the replica after a checkpoint was loaded into
+  /// it (KvShard::reload). Between iterations only.
+  void reload_masters() { shard_.reload(ctx_.model.parameters()); }
   /// Fails every waiting and later pull with `error`.
   void fail_all(std::exception_ptr error);
 

@@ -40,6 +40,9 @@ class Dropout final : public Layer {
   /// Makes the next training-mode forward draw mask `step` (to replay a step, or to hold the mask
   /// fixed in a gradient check).
   void set_step(std::uint64_t step) noexcept { step_ = step; }
+  /// step(), for checkpoints.
+  [[nodiscard]] std::uint64_t random_state() const noexcept override { return step_; }
+  void set_random_state(std::uint64_t state) noexcept override { step_ = state; }
   /// The multipliers m of the last training-mode forward: batch x input_size() floats, each 0 or
   /// 1 / (1 - p). Host memory only: throws gradmesh::ContractError on a device backend.
   [[nodiscard]] std::span<const float> mask(std::size_t batch) const;

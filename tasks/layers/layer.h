@@ -81,6 +81,13 @@ class Layer {
   /// this call, then the device copy (see Model).
   virtual void initialize(std::uint64_t /*seed*/) {}
 
+  /// The position of the layer's random stream (dropout: the index of the next mask), saved in
+  /// checkpoints so that a resumed run draws the numbers the uninterrupted one would (Poseidon
+  /// arXiv'15 sec. 4.4, exact restart). Default: 0, no random stream.
+  [[nodiscard]] virtual std::uint64_t random_state() const noexcept { return 0; }
+  /// Restores what random_state() returned. Default: nothing.
+  virtual void set_random_state(std::uint64_t /*state*/) noexcept {}
+
   /// Training (true, the default) or evaluation (false) mode. Only layers that behave differently
   /// care: dropout drops units in training and is the identity in evaluation.
   virtual void set_training(bool /*training*/) {}

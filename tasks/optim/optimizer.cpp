@@ -71,4 +71,22 @@ void Optimizer::step_on_device(std::size_t offset, std::span<float> w, std::span
                       std::to_string(offset));
 }
 
+void Optimizer::save_state(engine::StateWriter& out) {
+  // A range kept on the device: its host slice is unused, so it may hold the download.
+  for (DeviceRange& d : device_) {
+    d.backend->copy_to_host(velocity_.data() + d.offset, d.velocity.data(),
+                            d.velocity.size() * sizeof(float));
+  }
+  out.write_floats(velocity_);
+}
+
+void Optimizer::load_state(engine::StateReader& in) {
+  in.read_floats(velocity_);
+  for (DeviceRange& d : device_) {
+    d.backend->copy_to_device(d.velocity.data(), velocity_.data() + d.offset,
+                              d.velocity.size() * sizeof(float));
+    d.backend->synchronize();
+  }
+}
+
 }  // namespace gradmesh::tasks

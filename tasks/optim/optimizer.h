@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/checkpoint.h"
 #include "tasks/backend.h"
 #include "tasks/optim/sgd.h"
 
@@ -32,7 +33,12 @@ namespace gradmesh::tasks {
 /// (layers step on different tasks, chunks on different threads). keep_on_device() only at
 /// set-up, before any step; step_on_device() from the thread that drives the backend (the
 /// Model's). No allocation after set-up.
-class Optimizer {
+///
+/// Checkpoints (engine::Checkpointable; Poseidon arXiv'15 sec. 4.4, "all model/solver states"): the
+/// state is the velocity of every parameter, host and device ranges alike (device ranges are
+/// downloaded to save and uploaded on load). Under PS a node's velocity of the KV chunks it owns
+/// is the shard's solver state; of the other chunks it is unused, and saved all the same.
+class Optimizer final : public engine::Checkpointable {
  public:
   /// Throws gradmesh::ConfigError naming the option for a bad lr, momentum or weight decay.
   Optimizer(SgdOptions options, std::size_t parameter_count);
@@ -74,6 +80,11 @@ class Optimizer {
   /// The host momentum buffer, Model::parameters() layout (floats). Ranges kept on a device hold
   /// the values they had when they moved there.
   [[nodiscard]] std::span<float> velocity() noexcept { return velocity_; }
+
+  /// Writes the velocity (m floats, Model::parameters() layout). Call while no step runs.
+  void save_state(engine::StateWriter& out) override;
+  /// Replaces the velocity; throws CheckpointError for another parameter count.
+  void load_state(engine::StateReader& in) override;
 
  private:
   /// A velocity range kept in a backend's device memory.

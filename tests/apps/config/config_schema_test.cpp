@@ -36,6 +36,9 @@ constexpr std::array<std::string_view, 7> kValueOfEachType{
 /// Values out of each key's range or set of values, as error messages print them. A key of the
 /// table without a row here fails the walk: add one (or list it in kWithoutRange).
 const std::multimap<std::string_view, std::string_view> kOutOfRange{
+    {"checkpoint.every", "0"},
+    {"checkpoint.every", "\"daily\""},
+    {"checkpoint.keep", "0"},
     {"compute.device", "\"gpu\""},
     {"compute.threads", "-1"},
     {"data.dataset", "\"mnist\""},
@@ -85,7 +88,8 @@ const std::multimap<std::string_view, std::string_view> kOutOfRange{
 };
 
 /// Keys whose only bad values are of the wrong type.
-const std::set<std::string_view> kWithoutRange{"planner.probe", "security.secret_file"};
+const std::set<std::string_view> kWithoutRange{"checkpoint.dir", "planner.probe",
+                                               "security.secret_file"};
 
 /// `value` (TOML text) for `spec.key` in a config file; model.layers replaces the minimal one's.
 std::string file_with(const KeySpec& spec, std::string_view value) {

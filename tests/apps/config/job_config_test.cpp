@@ -361,7 +361,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 33);
+  CHECK(keys.size() == 36);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -394,6 +394,8 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "planner.gemm_flops=1e10",     "planner.message_overhead=2e-5",
       "sync.ps.chunk_bytes=4096",    "sync.strategy=ako",
       "security.secret_file=/run/secret", "sync.ako.final=fold",
+      "checkpoint.dir=/tmp/ckpt",    "checkpoint.every=10",
+      "checkpoint.keep=3",
   };
   std::set<std::uint64_t> hashes{base.hash()};
   std::set<std::string> keys_changed;
@@ -413,6 +415,28 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
   // The list above covers every key of the schema.
   const std::vector<std::string> all = keys_of(base);
   CHECK(keys_changed == std::set<std::string>(all.begin(), all.end()));
+}
+
+TEST_CASE("the training fingerprint ignores what only says how long, where and how to connect",
+          "[config][checkpoint]") {
+  const std::string file = "[model]\nlayers = [\"dense:10\"]\n";
+  const JobConfig base = parse(file);
+  for (const std::string change :
+       {"checkpoint.dir=/tmp/c", "checkpoint.every=5", "checkpoint.keep=4", "job.epochs=9",
+        "job.max_iterations=3", "job.name=other", "net.connect_timeout=5", "net.port=29999",
+        "security.secret_file=/s", "compute.threads=1", "data.test_limit=10"}) {
+    INFO(change);
+    const JobConfig changed = parse(file, {change});
+    CHECK(changed.training_text() == base.training_text());
+    CHECK(changed.training_fingerprint() == base.training_fingerprint());
+  }
+  for (const std::string change : {"optimizer.lr=0.07", "job.seed=1", "sync.strategy=allreduce",
+                                   "data.train_limit=100", "planner.probe=false"}) {
+    INFO(change);
+    const JobConfig changed = parse(file, {change});
+    CHECK(changed.training_fingerprint() != base.training_fingerprint());
+  }
+  CHECK_THAT(base.training_text(), Catch::Contains("optimizer.lr = 0.05\n"));
 }
 
 TEST_CASE("configs/README.md documents every key", "[config][docs]") {

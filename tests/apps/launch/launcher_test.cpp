@@ -172,6 +172,11 @@ TEST_CASE("node_command passes config, peers, rank, metrics, overrides and extra
   o.overrides.clear();
   o.node_args.clear();
   CHECK(gradmesh::app::node_command(o, {5000, 5001}, 0).size() == 7);
+  o.resume = "/tmp/ckpt";  // --resume DIR reaches every node
+  const auto with_resume = gradmesh::app::node_command(o, {5000, 5001}, 1);
+  REQUIRE(with_resume.size() == 9);
+  CHECK(with_resume[7] == "--resume");
+  CHECK(with_resume[8] == "/tmp/ckpt");
 }
 
 TEST_CASE("pick_ports gives distinct free ports, or a consecutive range", "[launch]") {

@@ -1,7 +1,9 @@
 // A pipeline program written as a user would write one against the public API (apps/pipeline/):
 // its own DataSource class (the node's shard of Fashion-MNIST, batch by batch from
 // tasks::ShardSampler, rows copied by hand) and its own evaluation. api_pipeline_test runs it on
-// 2 nodes and checks that it trains bitwise the same weights as gradmesh-node.
+// 2 nodes and checks that it trains bitwise the same weights as gradmesh-node. A job named
+// "api-noise" also adds input noise from a stream of its own, saved in the node's checkpoints
+// (Pipeline::add_checkpoint_state), so that a resumed run draws what the uninterrupted one does.
 
 #include <algorithm>
 #include <memory>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "apps/pipeline/pipeline.h"
+#include "tasks/random.h"
 #include "tasks/data/fashion_mnist.h"
 #include "tasks/data/shard_sampler.h"
 
@@ -44,6 +47,19 @@ class ShardSource final : public gradmesh::app::DataSource {
   std::vector<std::size_t> indices_;
 };
 
+/// Pre-processing with state: noise in [0, 0.01) on every input, from the calls-th stream of the
+/// job seed. The call count is the state a checkpoint must carry.
+struct InputNoise final : gradmesh::engine::Checkpointable {
+  std::uint64_t seed = 0;
+  std::uint64_t calls = 0;
+  void apply(gradmesh::app::Batch& batch) {
+    gradmesh::tasks::SplitMix64 rng(gradmesh::tasks::derive_seed(seed, calls++));
+    for (float& x : batch.input) x += 0.01f * rng.next_float();
+  }
+  void save_state(gradmesh::engine::StateWriter& out) override { out.write_u64(calls); }
+  void load_state(gradmesh::engine::StateReader& in) override { calls = in.read_u64(); }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,6 +77,13 @@ int main(int argc, char** argv) {
     }
     pipeline.set_source(std::make_unique<ShardSource>(data.train));
     pipeline.set_evaluation([&data](gradmesh::tasks::Model& m) { return m.evaluate(data.test); });
+    InputNoise noise;
+    if (config.job.name == "api-noise") {
+      noise.seed = config.job.seed;
+      pipeline.add_preprocess("noise", [&noise](gradmesh::app::Batch& batch,
+                                                gradmesh::engine::TaskContext&) { noise.apply(batch); });
+      pipeline.add_checkpoint_state("noise", noise);
+    }
     pipeline.run();
   });
 }

@@ -86,3 +86,44 @@ TEST_CASE("Optimizer: a range kept on the device steps there with its own veloci
   CHECK_THROWS_AS(on_device.step_on_device(2, w_device.span().first(4), g_device.span().first(4)),
                   gradmesh::ContractError);
 }
+
+TEST_CASE("Optimizer: a checkpoint restores the velocity, device ranges included, and the steps "
+          "after it are bitwise those of the uninterrupted optimizer") {
+  const SgdOptions o{0.1f, 0.9f, 1e-3f};
+  testing::EmulatedDevice device;
+  Optimizer original(o, 6);
+  original.keep_on_device(device, 3, 3);
+  std::vector<float> w{1, 2, 3, 4, 5, 6}, g{0.5f, -1, 2, 0.25f, -0.5f, 1};
+  Buffer<float> w_device = device.allocate<float>(3), g_device = device.allocate<float>(3);
+  device.copy_to_device(w_device.data(), w.data() + 3, 3 * sizeof(float));
+  device.copy_to_device(g_device.data(), g.data() + 3, 3 * sizeof(float));
+  const auto step = [&](Optimizer& opt, std::vector<float>& weights, Buffer<float>& wd) {
+    opt.step(0, std::span<float>(weights).first(3), std::span<const float>(g).first(3));
+    opt.step_on_device(3, wd.span(), g_device.span());
+  };
+  step(original, w, w_device);
+  step(original, w, w_device);
+
+  gradmesh::engine::StateWriter out;
+  original.save_state(out);
+  Optimizer resumed(o, 6);
+  resumed.keep_on_device(device, 3, 3);
+  gradmesh::engine::StateReader in(out.bytes(), "test");
+  resumed.load_state(in);
+  in.expect_end();
+  std::vector<float> w2 = w;
+  Buffer<float> w2_device = device.allocate<float>(3);
+  device.copy(w2_device.data(), w_device.data(), 3 * sizeof(float));
+  step(original, w, w_device);
+  step(resumed, w2, w2_device);
+  CHECK(std::memcmp(w.data(), w2.data(), 3 * sizeof(float)) == 0);
+  std::vector<float> a(3), b(3);
+  device.copy_to_host(a.data(), w_device.data(), 3 * sizeof(float));
+  device.copy_to_host(b.data(), w2_device.data(), 3 * sizeof(float));
+  CHECK(std::memcmp(a.data(), b.data(), 3 * sizeof(float)) == 0);
+
+  Optimizer smaller(o, 5);
+  gradmesh::engine::StateReader again(out.bytes(), "ckpt, section 'optimizer'");
+  CHECK_THROWS_WITH(smaller.load_state(again),
+                    Catch::Contains("section 'optimizer'") && Catch::Contains("holds 6 floats"));
+}
