@@ -5,10 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <future>
-#include <map>
-#include <sstream>
-#include <thread>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -16,21 +12,19 @@
 #include "apps/config/rate.h"
 #include "apps/pipeline/job_options.h"
 #include "apps/pipeline/job_secret.h"
+#include "apps/pipeline/pipeline_state.h"
 #include "apps/pipeline/progress.h"
-#include "engine/checkpoint.h"
+#include "apps/pipeline/start_up.h"
 #include "engine/error.h"
 #include "engine/executor.h"
 #include "engine/trace_recorder.h"
 #include "net/tcp/tcp_transport.h"
 #include "sync/channel.h"
 #include "sync/probe/link_probe.h"
-#include "sync/resume/resume_agreement.h"
 #include "sync/sync_stage.h"
 #include "tasks/cpu/blas.h"
 #include "tasks/make_backend.h"
 #include "tasks/optim/optimizer.h"
-#include "tasks/profile.h"
-#include "topo/cost_model.h"
 #include "topo/launch_environment.h"
 #include "topo/peer_list.h"
 
@@ -39,71 +33,6 @@ namespace gradmesh::app {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-topo::PeerList peer_list(const NodeOptions& options) {
-  if (!options.peers.empty() && !options.peers_file.empty()) {
-    throw ConfigError("give either --peers or --peers-file, not both");
-  }
-  if (!options.peers.empty()) return topo::PeerList::parse(options.peers);
-  if (!options.peers_file.empty()) return topo::PeerList::from_file(options.peers_file);
-  return topo::PeerList({topo::Peer{"127.0.0.1", 1}});  // a single local node: no socket is opened
-}
-
-/// BLAS threads for this node: compute.threads, else this machine's cores shared by its nodes.
-int blas_threads(const JobConfig& config, const topo::PeerList& peers, std::size_t rank) {
-  if (config.compute.threads > 0) return static_cast<int>(config.compute.threads);
-  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t local = std::max<std::size_t>(1, peers.count_on_host(peers[rank].host));
-  return static_cast<int>(std::max<std::size_t>(1, cores / local));
-}
-
-/// The planner's start-up measurements (DESIGN.md "Measure, don't guess"): this node's links
-/// (alpha, B to every peer), its per-layer forward / backward times and GEMM rate, exchanged so that
-/// every node plans from the same figures (the slowest link, the slowest node's layer times).
-sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, std::size_t batch,
-                                  std::uint64_t seed, std::size_t nodes) {
-  const auto start = Clock::now();
-  sync::NodeProfile local = probe.measure_links();
-  // Every node profiles its compute at the same time, as they compute while training (nodes on
-  // one host share its cores), and none while another still moves the link probe's bytes, which
-  // on loopback takes CPU from the profile: measured apart, the GEMM rate of a 4-node job on 2
-  // cores read 11 GFLOP/s in one run and 32 in the next, and the plan followed the noise.
-  if (nodes > 1) probe.barrier(0);
-  const tasks::ComputeProfile compute = tasks::profile_compute(model, batch, nodes, seed);
-  local.forward_seconds = compute.times.forward_seconds;
-  local.backward_seconds = compute.times.backward_seconds;
-  local.backward_input_seconds = compute.times.backward_input_seconds;
-  local.gemm_flops = compute.gemm_flops;
-  local.step_seconds_per_float = compute.step_seconds_per_float;
-  const auto profiles = nodes > 1 ? probe.exchange(local) : std::vector<sync::NodeProfile>{local};
-  sync::JobMeasurements m = sync::combine(profiles);
-  const topo::LinkCost link = topo::slowest_link(m.links);
-  double tf = 0, tb = 0;
-  for (double t : m.forward_seconds) tf += t;
-  for (double t : m.backward_seconds) tb += t;
-  spdlog::info("measured in {:.2f} s: slowest link alpha {:.1f} us, B {}, o {:.1f} us; "
-               "GEMM {:.1f} GFLOP/s; step {:.2f} ns/float; t_f {:.2f} ms, t_b {:.2f} ms "
-               "(slowest node)",
-               std::chrono::duration<double>(Clock::now() - start).count(), link.alpha * 1e6,
-               nodes > 1 ? format_rate(link.bandwidth) : std::string("-"),
-               link.message_seconds * 1e6, m.gemm_flops / 1e9, m.step_seconds_per_float * 1e9,
-               tf * 1e3, tb * 1e3);
-  return m;
-}
-
-void log_summary(const sync::SyncStage& stage) {
-  const auto summary = stage.summary();
-  const auto find = [&](const char* key) {
-    const auto it = summary.find(key);
-    return it == summary.end() ? -1.0 : it->second;
-  };
-  if (find("predicted_iteration_seconds") >= 0) {
-    spdlog::info("plan: {:.0f} bytes sent per iteration, {:.2f} ms per iteration predicted, {:.0f} "
-                 "all-reduce bucket(s)",
-                 find("predicted_bytes_sent"), find("predicted_iteration_seconds") * 1e3,
-                 find("buckets"));
-  }
-}
 
 void save_parameters(const std::filesystem::path& dir, std::size_t rank,
                      std::span<const float> parameters) {
@@ -115,87 +44,7 @@ void save_parameters(const std::filesystem::path& dir, std::size_t rank,
   if (!out) throw Error("cannot write " + path.string());
 }
 
-/// The keys whose values differ between two training_text()s ("key = value" lines), for the
-/// error of a --resume under another config.
-std::string config_difference(const std::string& saved, const std::string& current) {
-  const auto parse = [](const std::string& text) {
-    std::map<std::string, std::string> out;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) {
-      const std::size_t eq = line.find(" = ");
-      if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 3);
-    }
-    return out;
-  };
-  const auto a = parse(saved), b = parse(current);
-  std::string out;
-  const auto add = [&out](const std::string& key, const std::string& then, const std::string& now) {
-    out += (out.empty() ? "" : "; ") + key + " = " + then + " in the checkpoint, " + now + " now";
-  };
-  for (const auto& [key, value] : a) {
-    const auto it = b.find(key);
-    if (it == b.end()) add(key, value, "no such key");
-    else if (it->second != value) add(key, value, it->second);
-  }
-  for (const auto& [key, value] : b) {
-    if (!a.contains(key)) add(key, "no such key", value);
-  }
-  return out.empty() ? "(the same keys and values: written by another gradmesh version?)" : out;
-}
-
 }  // namespace
-
-/// Everything a node holds for its job. Members are declared in the order they are needed, so
-/// that they are destroyed in reverse: the graph and stage before the channel and transport.
-struct Pipeline::State {
-  NodeOptions options;
-  JobConfig config;
-  topo::PeerList peers;
-  std::size_t rank = 0;
-  std::string rank_source;
-
-  std::unique_ptr<DataSource> source;
-  std::vector<PreprocessTask> preprocess;
-  EvaluateFn evaluate;
-  std::optional<tasks::Model> model;
-  std::optional<tasks::Optimizer> optimizer;
-
-  engine::Executor executor{{1, 1}};
-  std::shared_ptr<engine::TraceRecorder> trace;
-  std::unique_ptr<net::Transport> transport;
-  std::optional<sync::Channel> channel;
-  std::optional<sync::LinkProbe> probe;
-  std::optional<sync::ResumeAgreement> agreement;
-  std::unique_ptr<sync::SyncStage> stage;
-  std::optional<IterationGraph> graph;
-  bool ran = false;
-
-  // Checkpoints (checkpoint.dir) and --resume: README "Checkpoints and resume".
-  std::vector<std::pair<std::string, engine::Checkpointable*>> own_states;  // add_checkpoint_state
-  engine::CheckpointSet checkpoints;             // the pipeline's sections, then own_states
-  std::optional<engine::CheckpointStore> store;  // checkpoint.dir set
-  engine::CheckpointHeader checkpoint_header;    // iteration filled at each save
-  std::vector<std::byte> checkpoint_file;        // reused by every save
-  // The file write under way (its seconds), at most one; declared after what it uses, so that
-  // its destructor (which waits for the write) runs first.
-  std::future<double> checkpoint_write;
-  std::uint64_t checkpoint_writing = 0;          // the iteration being written
-  std::optional<engine::Checkpoint> resume_from;  // agreed in build(), loaded in run()
-  std::string resume_source;                      // its path
-
-  State(NodeOptions o, JobConfig c, topo::PeerList p)
-      : options(std::move(o)), config(std::move(c)), peers(std::move(p)) {}
-
-  /// On every exit path, before the stage, the probe or the channel is destroyed: stop the
-  /// transport's loop thread (no more handler calls into them; later sends throw instead of
-  /// touching freed memory), then let queued network jobs (which refer to them) drain.
-  ~State() {
-    if (transport) transport->close();
-    executor.wait_idle();
-  }
-
-  [[nodiscard]] std::size_t nodes() const noexcept { return peers.size(); }
-};
 
 Pipeline::Pipeline(NodeOptions options) {
   JobConfig config = load_job_config(options.config, options.overrides);
@@ -358,95 +207,6 @@ void Pipeline::build() {
   }
   // Every node has routed its stage's messages before any node sends one.
   if (s.transport) s.probe->barrier(1);
-}
-
-void Pipeline::agree_on_checkpoint() {
-  State& s = *state_;
-  const std::filesystem::path& dir = *s.options.resume;
-  const engine::CheckpointStore store(dir, s.rank);
-  std::vector<std::string> problems;
-  const std::vector<std::uint64_t> valid = store.valid_iterations(problems);
-  for (const std::string& p : problems) {
-    spdlog::warn("--resume: skipping a checkpoint that does not verify: {}", p);
-  }
-  const auto lists = s.agreement->exchange(valid);
-  std::uint64_t iteration = 0;
-  try {
-    iteration = sync::ResumeAgreement::newest_common(lists);
-  } catch (const CheckpointError& e) {
-    throw CheckpointError("--resume " + dir.string() + ": " + e.what() + " (this node looked in " +
-                          store.node_dir().string() + ")");
-  }
-  if (iteration != valid.front()) {
-    spdlog::warn("--resume: iteration {} is the newest checkpoint every node has; this node's "
-                 "newest valid one is {}",
-                 iteration, valid.front());
-  }
-  const std::string path = store.path(iteration).string();
-  engine::Checkpoint checkpoint = store.load(iteration);
-  const engine::CheckpointHeader& h = checkpoint.header;
-  if (h.nodes != s.nodes()) {
-    throw CheckpointError(path + ": written by a job of " + std::to_string(h.nodes) +
-                          " nodes, this one has " + std::to_string(s.nodes()) +
-                          ": resuming on another node count is not supported yet (README "
-                          "\"Checkpoints and resume\")");
-  }
-  if (h.rank != s.rank) {
-    throw CheckpointError(path + ": written by rank " + std::to_string(h.rank) +
-                          ", read by rank " + std::to_string(s.rank));
-  }
-  if (h.config_fingerprint != s.config.training_fingerprint() ||
-      h.config_text != s.config.training_text()) {
-    throw ConfigError(path + ": written under another config: " +
-                      config_difference(h.config_text, s.config.training_text()) +
-                      " (only job.name, job.epochs, job.max_iterations, checkpoint.*, net.*, "
-                      "security.*, compute.threads and data.test_limit may change on --resume)");
-  }
-  spdlog::info("--resume: every node continues from iteration {} ({})", iteration, path);
-  s.resume_source = path;
-  s.resume_from = std::move(checkpoint);
-}
-
-void Pipeline::add_checkpoint_state(std::string name, engine::Checkpointable& state) {
-  State& s = *state_;
-  GRADMESH_CHECK(!s.ran, "Pipeline::add_checkpoint_state after run()");
-  for (const char* own : {"model", "optimizer", "cursor", "sync"}) {
-    GRADMESH_CHECK(name != own, "Pipeline::add_checkpoint_state: '" + name +
-                                    "' is one of the pipeline's own sections");
-  }
-  s.own_states.emplace_back(std::move(name), &state);
-}
-
-void Pipeline::write_checkpoint(std::uint64_t iteration, NodeMetrics& metrics) {
-  State& s = *state_;
-  const auto begin = Clock::now();
-  finish_checkpoint_write(metrics);  // the previous file is on disk before its buffer is reused
-  s.checkpoint_header.iteration = iteration;
-  s.checkpoints.save(s.checkpoint_header, s.checkpoint_file);
-  const double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
-  ++metrics.checkpoints_written;
-  metrics.checkpoint_bytes = s.checkpoint_file.size();
-  metrics.checkpoint_seconds += seconds;
-  spdlog::info("checkpoint of iteration {}: {:.2f} MB of state saved in {:.1f} ms (with any wait for "
-               "the previous write); writing it in the background",
-               iteration, static_cast<double>(s.checkpoint_file.size()) / 1e6, seconds * 1e3);
-  // The write (temporary file, fsync, rename) runs beside the next iterations; the state is
-  // already a copy, so training goes on at once.
-  s.checkpoint_writing = iteration;
-  s.checkpoint_write = std::async(std::launch::async, [&s, iteration] {
-    const auto start = Clock::now();
-    s.store->save(iteration, s.checkpoint_file);
-    return std::chrono::duration<double>(Clock::now() - start).count();
-  });
-}
-
-void Pipeline::finish_checkpoint_write(NodeMetrics& metrics) {
-  State& s = *state_;
-  if (!s.checkpoint_write.valid()) return;
-  const double seconds = s.checkpoint_write.get();  // rethrows the write's CheckpointError
-  metrics.checkpoint_write_seconds += seconds;
-  spdlog::info("checkpoint of iteration {} written in {:.1f} ms ({})", s.checkpoint_writing,
-               seconds * 1e3, s.store->path(s.checkpoint_writing).string());
 }
 
 engine::Graph& Pipeline::graph() {

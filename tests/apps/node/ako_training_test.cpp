@@ -62,6 +62,13 @@ float worst_replica_difference(const Cluster& cluster, std::size_t nodes) {
   return worst;
 }
 
+/// The mean over ranks 0..nodes-1 of test_accuracy (each replica's, before the job's final model).
+double mean_test_accuracy(const Cluster& cluster, std::size_t nodes) {
+  double sum = 0;
+  for (std::size_t r = 0; r < nodes; ++r) sum += cluster.metrics(r)["test_accuracy"].get<double>();
+  return sum / static_cast<double>(nodes);
+}
+
 }  // namespace
 
 TEST_CASE("ako on 4 node processes reaches 84% test accuracy after 3 epochs of each shard",
@@ -88,8 +95,7 @@ TEST_CASE("ako on 4 node processes reaches 84% test accuracy after 3 epochs of e
   // sync.ako.final = average (the default): every node ends with the replicas' mean, the same
   // bits, at least as accurate as the replicas were on average (less 0.5 points).
   CHECK(worst_replica_difference(cluster, 4) == 0.0f);
-  double mean_replica = 0;
-  for (std::size_t r = 0; r < 4; ++r) mean_replica += cluster.metrics(r)["test_accuracy"].get<double>() / 4;
+  const double mean_replica = mean_test_accuracy(cluster, 4);
   for (std::size_t r = 0; r < 4; ++r) {
     const auto m = cluster.metrics(r);
     CHECK(m["final_test_accuracy"] == cluster.metrics(0)["final_test_accuracy"]);
@@ -130,10 +136,7 @@ TEST_CASE("ako's final model, p = auto on 4 node processes: at least the replica
   const auto codes = cluster.wait(std::chrono::seconds(240));
   INFO(cluster.all_logs());
   REQUIRE(codes == std::vector<int>(4, 0));
-  double mean_replica = 0;
-  for (std::size_t r = 0; r < 4; ++r) {
-    mean_replica += cluster.metrics(r)["test_accuracy"].get<double>() / 4;
-  }
+  const double mean_replica = mean_test_accuracy(cluster, 4);
   for (std::size_t r = 0; r < 4; ++r) {
     const auto m = cluster.metrics(r);
     INFO("rank " << r << ": " << m.dump());

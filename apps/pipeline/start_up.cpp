@@ -1,0 +1,85 @@
+#include "apps/pipeline/start_up.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "apps/config/rate.h"
+#include "engine/error.h"
+#include "tasks/profile.h"
+#include "topo/cost_model.h"
+
+namespace gradmesh::app {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+topo::PeerList peer_list(const NodeOptions& options) {
+  if (!options.peers.empty() && !options.peers_file.empty()) {
+    throw ConfigError("give either --peers or --peers-file, not both");
+  }
+  if (!options.peers.empty()) return topo::PeerList::parse(options.peers);
+  if (!options.peers_file.empty()) return topo::PeerList::from_file(options.peers_file);
+  return topo::PeerList({topo::Peer{"127.0.0.1", 1}});  // a single local node: no socket is opened
+}
+
+int blas_threads(const JobConfig& config, const topo::PeerList& peers, std::size_t rank) {
+  if (config.compute.threads > 0) return static_cast<int>(config.compute.threads);
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t local = std::max<std::size_t>(1, peers.count_on_host(peers[rank].host));
+  return static_cast<int>(std::max<std::size_t>(1, cores / local));
+}
+
+sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, std::size_t batch,
+                                  std::uint64_t seed, std::size_t nodes) {
+  const auto start = Clock::now();
+  sync::NodeProfile local = probe.measure_links();
+  // Every node profiles its compute at the same time, as they compute while training (nodes on
+  // one host share its cores), and none while another still moves the link probe's bytes, which
+  // on loopback takes CPU from the profile: measured apart, the GEMM rate of a 4-node job on 2
+  // cores read 11 GFLOP/s in one run and 32 in the next, and the plan followed the noise.
+  if (nodes > 1) probe.barrier(0);
+  const tasks::ComputeProfile compute = tasks::profile_compute(model, batch, nodes, seed);
+  local.forward_seconds = compute.times.forward_seconds;
+  local.backward_seconds = compute.times.backward_seconds;
+  local.backward_input_seconds = compute.times.backward_input_seconds;
+  local.gemm_flops = compute.gemm_flops;
+  local.step_seconds_per_float = compute.step_seconds_per_float;
+  const auto profiles = nodes > 1 ? probe.exchange(local) : std::vector<sync::NodeProfile>{local};
+  sync::JobMeasurements m = sync::combine(profiles);
+  const topo::LinkCost link = topo::slowest_link(m.links);
+  double tf = 0, tb = 0;
+  for (double t : m.forward_seconds) tf += t;
+  for (double t : m.backward_seconds) tb += t;
+  spdlog::info("measured in {:.2f} s: slowest link alpha {:.1f} us, B {}, o {:.1f} us; "
+               "GEMM {:.1f} GFLOP/s; step {:.2f} ns/float; t_f {:.2f} ms, t_b {:.2f} ms "
+               "(slowest node)",
+               std::chrono::duration<double>(Clock::now() - start).count(), link.alpha * 1e6,
+               nodes > 1 ? format_rate(link.bandwidth) : std::string("-"),
+               link.message_seconds * 1e6, m.gemm_flops / 1e9, m.step_seconds_per_float * 1e9,
+               tf * 1e3, tb * 1e3);
+  return m;
+}
+
+void log_summary(const sync::SyncStage& stage) {
+  const auto summary = stage.summary();
+  const auto find = [&](const char* key) {
+    const auto it = summary.find(key);
+    return it == summary.end() ? -1.0 : it->second;
+  };
+  if (find("predicted_iteration_seconds") >= 0) {
+    spdlog::info("plan: {:.0f} bytes sent per iteration, {:.2f} ms per iteration predicted, {:.0f} "
+                 "all-reduce bucket(s)",
+                 find("predicted_bytes_sent"), find("predicted_iteration_seconds") * 1e3,
+                 find("buckets"));
+  }
+}
+
+}  // namespace gradmesh::app

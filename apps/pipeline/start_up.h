@@ -1,0 +1,40 @@
+#pragma once
+// A node's start-up, before its sync stage exists (internal to apps/pipeline): the peer list from
+// the command line, this node's BLAS threads, the planner's measurements (DESIGN.md "Measure,
+// don't guess") and the log line of the plan that came of them.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "apps/config/job_config.h"
+#include "apps/pipeline/pipeline.h"
+#include "sync/probe/link_probe.h"
+#include "sync/sync_stage.h"
+#include "tasks/model.h"
+#include "topo/peer_list.h"
+
+namespace gradmesh::app {
+
+/// The peers of --peers or --peers-file, else one local node. Throws ConfigError when both are
+/// given, and what topo::PeerList throws for a bad list or file.
+[[nodiscard]] topo::PeerList peer_list(const NodeOptions& options);
+
+/// BLAS threads for this node: compute.threads, else this machine's cores shared by the peers on
+/// its host (at least 1).
+[[nodiscard]] int blas_threads(const JobConfig& config, const topo::PeerList& peers,
+                               std::size_t rank);
+
+/// The planner's start-up measurements (DESIGN.md "Measure, don't guess"): this node's links
+/// (alpha in seconds, B in bytes/s to every peer; sync::LinkProbe), its per-layer forward /
+/// backward times, GEMM rate (FLOP/s) and optimizer step time (seconds/float; tasks/profile.h),
+/// exchanged so that every node plans from the same figures (sync::combine: the slowest link, the
+/// slowest node's layer times). Every node calls it at once; nodes profile their compute together,
+/// after a barrier. Throws PeerError for a failed or silent peer. Logs what it measured.
+[[nodiscard]] sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model,
+                                                std::size_t batch, std::uint64_t seed,
+                                                std::size_t nodes);
+
+/// Logs the stage's predicted bytes and iteration time, when its summary has them.
+void log_summary(const sync::SyncStage& stage);
+
+}  // namespace gradmesh::app
