@@ -136,6 +136,14 @@ std::unique_ptr<OutgoingFrame> encode_abort(const std::string& reason, std::size
                                          Payload(), control_stage, FrameRole::kAbort);
 }
 
+std::unique_ptr<OutgoingFrame> encode_heartbeat(std::size_t control_stage) {
+  auto& builder = thread_builder();
+  const auto heartbeat = schema::CreateHeartbeat(builder);
+  return std::make_unique<OutgoingFrame>(
+      finish(builder, schema::Body::Heartbeat, heartbeat.Union()), Payload(), control_stage,
+      FrameRole::kControl);
+}
+
 HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_stage_count) noexcept {
   HeaderCheck check;
   try {
@@ -162,6 +170,7 @@ HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_sta
       case schema::Body::Abort:
       case schema::Body::Challenge:
       case schema::Body::Proof:
+      case schema::Body::Heartbeat:
         break;
       case schema::Body::Data:
         if (header->body_as_Data()->stage() >= data_stage_count) {

@@ -24,7 +24,7 @@
 namespace gradmesh::net {
 
 /// Version of this wire protocol; a Hello with another version is refused.
-inline constexpr std::uint32_t kProtocolVersion = 4;  // 4: Challenge/Proof (net/tcp/auth.h)
+inline constexpr std::uint32_t kProtocolVersion = 5;  // 4: Challenge/Proof; 5: Heartbeat
 /// Bytes of the frame prefix (u32 header_bytes, u32 payload_bytes).
 inline constexpr std::size_t kPrefixBytes = 8;
 
@@ -137,6 +137,7 @@ struct HelloFields {
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_goodbye(std::size_t control_stage);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_abort(const std::string& reason,
                                                           std::size_t control_stage);
+[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_heartbeat(std::size_t control_stage);
 
 /// The result of verify_header(): `header` on success, else `error` says what is wrong.
 struct HeaderCheck {

@@ -22,6 +22,11 @@ struct TransportOptions {
   std::vector<std::string> stages;           ///< byte-counter stage names, stage id = index (< 255);
                                              ///< "control" (handshake, goodbye) is appended by the transport
   double max_send_rate = 0.0;                ///< bytes/s over all peers; 0 = unlimited (token bucket)
+  /// Seconds an established peer may stay silent (not a byte read from it) before it is failed
+  /// as hung or unreachable; every connection that has carried nothing for a quarter of this gets
+  /// a Heartbeat frame, so only a peer that stopped (SIGSTOP, a frozen host, a cut link) falls
+  /// silent. 0: no heartbeats, a peer fails only when its connection breaks. >= 0, finite.
+  double peer_timeout_s = 0.0;
   /// The job secret (any bytes, any length), the same on every peer: both ends of every connection
   /// prove they hold it before any other frame is read (net/tcp/auth.h). Empty: no authentication,
   /// and a peer with a secret refuses this node. Never logged; the transport keeps only a key

@@ -131,6 +131,7 @@ constexpr std::array<std::string_view, 6> kStrategies{"none", "ps", "poseidon", 
 constexpr std::array<std::string_view, 3> kSfbModes{"auto", "always", "never"};
 constexpr std::array<std::string_view, 2> kChooseBy{"time", "bytes"};
 constexpr std::array<std::string_view, 2> kAkoFinal{"average", "fold"};
+constexpr std::array<std::string_view, 2> kLrSchedules{"constant", "cosine"};
 constexpr std::array<std::string_view, 1> kDatasets{"fashion-mnist"};
 constexpr std::array<std::string_view, 2> kDevices{"cpu", "cuda"};
 
@@ -144,7 +145,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 36> kKeys{{
+constexpr std::array<KeySpec, 38> kKeys{{
     {"checkpoint.dir",
      "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
      OverrideKind::kString,
@@ -260,6 +261,14 @@ constexpr std::array<KeySpec, 36> kKeys{{
        return set_optional_rate(c.net.max_send_rate, n, "unlimited");
      },
      [](const JobConfig& c) { return print_optional_rate(c.net.max_send_rate, "unlimited"); }},
+    {"net.peer_timeout", "a number of seconds >= 0 (0: no heartbeats)", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       const auto v = number_of(n);
+       if (!v || *v < 0.0) return false;
+       c.net.peer_timeout = *v;
+       return true;
+     },
+     [](const JobConfig& c) { return toml_float(c.net.peer_timeout); }},
     {"net.port", "an integer in 1..65535 (the TCP port each node listens on when the peer list "
      "comes from SLURM)",
      OverrideKind::kToml,
@@ -290,6 +299,11 @@ constexpr std::array<KeySpec, 36> kKeys{{
        return true;
      },
      [](const JobConfig& c) { return toml_float(c.optimizer.momentum); }},
+    {"optimizer.schedule", "one of constant, cosine", OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) {
+       return set_choice(c.optimizer.schedule, n, kLrSchedules);
+     },
+     [](const JobConfig& c) { return toml_quote(c.optimizer.schedule); }},
     {"optimizer.weight_decay", "a number >= 0", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
        const auto v = number_of(n);

@@ -56,6 +56,9 @@ struct JobConfig {
     double lr = 0.05;            ///< optimizer.lr: learning rate, > 0.
     double momentum = 0.9;       ///< optimizer.momentum: in [0, 1).
     double weight_decay = 0.0;   ///< optimizer.weight_decay: L2 coefficient, >= 0.
+    /// optimizer.schedule: the learning rate over the job, "constant" (lr throughout) or
+    /// "cosine" (annealed from lr to 0 over the job's iterations; tasks/optim/lr_schedule.h).
+    std::string schedule = "constant";
     /// optimizer.batch_size: samples per iteration per node, >= 1.
     std::size_t batch_size = 64;
     friend bool operator==(const Optimizer&, const Optimizer&) = default;
@@ -112,6 +115,9 @@ struct JobConfig {
     /// ("unlimited"): no cap.
     std::optional<double> max_send_rate;
     double connect_timeout = 30.0;             ///< net.connect_timeout: seconds, > 0.
+    /// net.peer_timeout: seconds a connected peer may stay silent before it counts as failed
+    /// (heartbeats keep idle links talking; net::TransportOptions::peer_timeout_s), >= 0; 0: off.
+    double peer_timeout = 10.0;
     std::size_t max_frame_bytes = 1ull << 30;  ///< net.max_frame_bytes: largest frame, >= 1024.
     /// net.port: the TCP port every node listens on when the peer list comes from SLURM's node
     /// list (topo/launch_environment.h); unused with --peers, --peers-file or torchrun variables.

@@ -24,6 +24,7 @@
 #include "sync/sync_stage.h"
 #include "tasks/cpu/blas.h"
 #include "tasks/make_backend.h"
+#include "tasks/optim/lr_schedule.h"
 #include "tasks/optim/optimizer.h"
 #include "topo/launch_environment.h"
 #include "topo/peer_list.h"
@@ -133,6 +134,7 @@ void Pipeline::build() {
     t.job_name = config.job.name;
     t.config_hash = config.hash();
     t.connect_timeout_s = config.net.connect_timeout;
+    t.peer_timeout_s = config.net.peer_timeout;
     t.max_frame_bytes = config.net.max_frame_bytes;
     t.stages = sync::stage_names();
     t.max_send_rate = config.net.max_send_rate.value_or(0.0);
@@ -245,6 +247,14 @@ NodeMetrics Pipeline::run() {
                               config.job.max_iterations.value_or(per_epoch * config.job.epochs));
   spdlog::info("{} parameters, batch {} per node, {} iterations per epoch, {} iterations in all",
                model.parameter_count(), batch, per_epoch, limit);
+  // The rate of each iteration is a function of its number alone: the same on every node, and
+  // after a resume (a resume with other job.epochs stretches a cosine schedule).
+  const tasks::LrSchedule schedule{tasks::parse_lr_schedule(config.optimizer.schedule),
+                                   static_cast<float>(config.optimizer.lr), limit};
+  if (schedule.kind != tasks::LrScheduleKind::kConstant) {
+    spdlog::info("learning rate: {} schedule from {} over {} iterations", config.optimizer.schedule,
+                 config.optimizer.lr, limit);
+  }
   if (s.options.resume) {
     std::printf("[rank %zu] resumed from iteration %llu (epoch %llu, iteration %llu of it) of %s\n",
                 s.rank, static_cast<unsigned long long>(start),
@@ -290,6 +300,7 @@ NodeMetrics Pipeline::run() {
       while (in_epoch < epoch_iterations) {
         const bool first_step = done == start;  // this process's first (after a resume too)
         const auto step_start = first_step ? Clock::now() : Clock::time_point{};
+        s.optimizer->set_lr(schedule.at(done));
         loss_sum += iteration.step();
         if (first_step) {
           metrics.first_iteration_seconds =

@@ -147,6 +147,9 @@ class Connection final {
   bool goodbye_sent = false;       ///< our Goodbye's last byte was written
   bool goodbye_received = false;   ///< the peer's Goodbye arrived
   bool in_ready_list = false;      ///< queued in the owner's write round-robin
+  // heartbeats (TransportOptions::peer_timeout_s): uv_now() of the last byte read / written
+  std::uint64_t last_heard_ms = 0;
+  std::uint64_t last_written_ms = 0;
   std::string refusal;             ///< set when we refused this peer; reported after the write
   // authentication (net/tcp/auth.h), before `established`
   enum class Step : std::uint8_t { kChallenge, kProof, kHello, kRefused };

@@ -48,6 +48,40 @@ void TcpTransport::Impl::fail_peer(std::size_t rank, const std::string& why) noe
   }
 }
 
+void TcpTransport::Impl::on_heartbeat(uv_timer_t* timer) noexcept {
+  auto* self = static_cast<Impl*>(timer->data);
+  if (self->stopping_ || self->shutting_down_) return;  // shutdown has its own timeout
+  const std::uint64_t now = uv_now(&self->loop_);
+  const double timeout_s = self->options_.peer_timeout_s;
+  const auto timeout_ms = static_cast<std::uint64_t>(timeout_s * 1000.0);
+  const std::uint64_t every_ms = std::max<std::uint64_t>(1, timeout_ms / 4);
+  for (std::size_t r = 0; r < self->peers_.size(); ++r) {
+    Connection* connection = self->peers_[r].connection;
+    if (r == self->options_.rank || connection == nullptr || !connection->established ||
+        connection->closing()) {
+      continue;
+    }
+    // A peer that said Goodbye is shutting down cleanly and stops its heartbeats (as this node
+    // does once it shuts down: shutdown() has its own timeout).
+    const std::uint64_t silent_ms = now - std::min(now, connection->last_heard_ms);
+    if (silent_ms > timeout_ms && !connection->goodbye_received) {
+      self->fail_peer(r, "sent nothing for " + seconds_text(static_cast<double>(silent_ms) / 1e3) +
+                             " s (net.peer_timeout = " + seconds_text(timeout_s) +
+                             " s): hung, stopped or cut off");
+      continue;
+    }
+    if (now - std::min(now, connection->last_written_ms) >= every_ms) {
+      try {
+        self->queue_frame(*connection, encode_heartbeat(self->control_stage_));
+        connection->last_written_ms = now;  // queued: the next one a period later at the earliest
+      } catch (...) {
+        spdlog::error("net rank {}: cannot queue a heartbeat to rank {}", self->options_.rank, r);
+      }
+    }
+  }
+  self->pump();
+}
+
 void TcpTransport::Impl::begin_shutdown() noexcept {
   shutting_down_ = true;
   for (std::size_t r = 0; r < peers_.size(); ++r) {
@@ -106,6 +140,7 @@ void TcpTransport::Impl::close_all() noexcept {
   close(&async_);
   close(&listener_);
   close(&pace_timer_);
+  close(&heartbeat_timer_);
   for (std::size_t r = 0; r < options_.rank; ++r) close(&peers_[r].retry_timer);
   for (auto& peer : peers_)
     if (peer.connection != nullptr) close_connection(*peer.connection);

@@ -23,6 +23,13 @@ void TcpTransport::Impl::start() {
   async_.data = this;
   uv_timer_init(&loop_, &pace_timer_);
   pace_timer_.data = this;
+  uv_timer_init(&loop_, &heartbeat_timer_);
+  heartbeat_timer_.data = this;
+  if (options_.peer_timeout_s > 0.0) {
+    const auto every = std::max<std::uint64_t>(
+        1, static_cast<std::uint64_t>(options_.peer_timeout_s * 1000.0 / 4.0));
+    uv_timer_start(&heartbeat_timer_, &Impl::on_heartbeat, every, every);
+  }
   uv_tcp_init(&loop_, &listener_);
   listener_.data = this;
   for (std::size_t r = 0; r < self; ++r) {
@@ -233,6 +240,7 @@ void TcpTransport::Impl::handle_dialer_reply(Connection& connection, const schem
 
 void TcpTransport::Impl::mark_connected(Connection& connection) noexcept {
   connection.established = true;
+  connection.last_heard_ms = connection.last_written_ms = uv_now(&loop_);
   connection.set_limits(limits(false));
   {
     const std::lock_guard lock(mutex_);

@@ -137,6 +137,9 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   static void on_new_connection(uv_stream_t* server, int status) noexcept;
   static void on_retry(uv_timer_t* timer) noexcept;
   static void on_pace(uv_timer_t* timer) noexcept;
+  // Every quarter of peer_timeout_s: fails the peers silent for longer than it, and sends a
+  // Heartbeat on each connection that has carried nothing for a quarter of it (lifecycle.cpp).
+  static void on_heartbeat(uv_timer_t* timer) noexcept;
   void run_loop() noexcept;
   void dial(std::size_t rank) noexcept;
   void schedule_retry(std::size_t rank) noexcept;
@@ -190,6 +193,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   uv_async_t async_{};
   uv_tcp_t listener_{};
   uv_timer_t pace_timer_{};
+  uv_timer_t heartbeat_timer_{};
   bool loop_initialised_ = false;
   std::thread thread_;
 

@@ -7,8 +7,9 @@ using namespace tcp;
 
 // ---------------------------------------------------------------- frames
 
-void TcpTransport::Impl::on_bytes_read(Connection& /*connection*/, std::size_t bytes) noexcept {
+void TcpTransport::Impl::on_bytes_read(Connection& connection, std::size_t bytes) noexcept {
   counters_.add_read_bytes(bytes);
+  connection.last_heard_ms = uv_now(&loop_);
 }
 
 void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& header,
@@ -62,6 +63,9 @@ void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& 
       }
       return;
     }
+    case schema::Body::Heartbeat:  // last_heard_ms moved when its bytes were read
+      counters_.add_received(rank, control_stage_, wire_bytes, 1);
+      return;
     case schema::Body::Goodbye:
       counters_.add_received(rank, control_stage_, wire_bytes, 1);
       connection.goodbye_received = true;
@@ -136,6 +140,7 @@ void TcpTransport::Impl::on_broken(Connection& connection, int status,
 void TcpTransport::Impl::on_written(Connection& connection, const OutgoingFrame& frame,
                                  std::size_t bytes, bool frame_done) noexcept {
   counters_.add_sent(connection.peer_rank(), frame.stage(), bytes, frame_done ? 1 : 0);
+  connection.last_written_ms = uv_now(&loop_);
   if (!frame_done) return;
   if (frame.role() == FrameRole::kAbort) {
     {

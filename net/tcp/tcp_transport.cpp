@@ -85,6 +85,9 @@ TransportOptions validated(TransportOptions options) {
   if (options.max_send_rate < 0.0 || !std::isfinite(options.max_send_rate))
     throw ConfigError("transport: max_send_rate = " + std::to_string(options.max_send_rate) +
                       "; expected bytes/s >= 0 (0 = unlimited)");
+  if (options.peer_timeout_s < 0.0 || !std::isfinite(options.peer_timeout_s))
+    throw ConfigError("transport: peer_timeout_s = " + std::to_string(options.peer_timeout_s) +
+                      "; expected a finite number of seconds >= 0 (0 = no heartbeats)");
   return options;
 }
 

@@ -46,22 +46,17 @@ bool AkoStage::finish() {
     stopped_.store(true, std::memory_order_release);
     if (pool_) pool_->set_on_release({});
   }
-  // Tell every peer this node has sent all it will, then wait (bounded) for theirs.
+  // Tell every live peer this node has sent all it will, then wait (bounded) for theirs; a peer
+  // that fails meanwhile is no longer waited for.
   broadcast(control_stage_, ako::Kind::kDone, 0, 0, net::Payload{});
-  {
-    std::unique_lock lock(flush_mutex_);
-    const bool all = flushed_.wait_until(lock, deadline, [&] {
-      return peers_done_ == ctx_.nodes - 1 || failed_.load(std::memory_order_acquire);
-    });
-    if (!all) {
-      spdlog::warn("ako: {} of {} peers did not finish sending before the deadline",
-                   ctx_.nodes - 1 - peers_done_, ctx_.nodes - 1);
-    }
-  }
   bool all_done = false;
   {
-    const std::lock_guard lock(flush_mutex_);
-    all_done = peers_done_ == ctx_.nodes - 1;
+    std::unique_lock lock(flush_mutex_);
+    all_done = flushed_.wait_until(lock, deadline, [&] { return peers_pending_locked() == 0; });
+    if (!all_done) {
+      spdlog::warn("ako: {} of {} peers did not finish sending before the deadline",
+                   peers_pending_locked(), ctx_.nodes - 1);
+    }
   }
   if (average_ && all_done && !failed_.load(std::memory_order_acquire)) {
     try {
@@ -77,7 +72,7 @@ bool AkoStage::finish() {
   }
   if (average_) {
     spdlog::warn("ako: a peer failed or did not finish: the replicas are not averaged; this node "
-                 "folds in what it has received instead (sync.ako.final = fold)");
+                 "keeps its replica with what it has received folded in");
   }
   // Every peer's partitions have been staged (or a peer failed, or the deadline passed): fold
   // them in, so the final replica holds every node's gradients (all replicas then agree up to
@@ -143,6 +138,8 @@ std::map<std::string, double> AkoStage::summary() const {
   out["partitions_received"] = static_cast<double>(received_.load());
   out["full_rounds_received"] = static_cast<double>(full_received_.load());
   out["staleness_waits"] = static_cast<double>(clocks_.waits());
+  out["peers_failed"] =
+      static_cast<double>(ctx_.nodes - live_nodes_.load(std::memory_order_acquire));
   out["profile_iterations"] = static_cast<double>(profiled_.load());
   {
     const std::lock_guard lock(pump_mutex_);

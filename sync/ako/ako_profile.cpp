@@ -37,7 +37,6 @@ void AkoStage::broadcast_profile(std::size_t plan, double gamma) {
 }
 
 void AkoStage::record_profile(std::size_t from, std::size_t plan, std::span<const double> values) {
-  std::optional<ako::PartitionChoice> agreed;
   {
     const std::lock_guard lock(profile_mutex_);
     if (gammas_[plan][from]) {
@@ -54,10 +53,29 @@ void AkoStage::record_profile(std::size_t from, std::size_t plan, std::span<cons
       return;
     }
     gammas_[plan][from] = values[0];
-    if (++profiles_[plan] < ctx_.nodes) return;
-    double gamma = 0;  // the mean: see the class comment
-    for (const auto& g : gammas_[plan]) gamma += *g / static_cast<double>(ctx_.nodes);
-    choices_[plan] = ako::partitions_for(gamma, floats_, ctx_.nodes, bandwidth_);
+  }
+  try_agree(plan);
+}
+
+void AkoStage::try_agree(std::size_t plan) {
+  if (!auto_partitions_ || ctx_.nodes == 1) return;
+  std::optional<ako::PartitionChoice> agreed;
+  {
+    const std::lock_guard lock(profile_mutex_);
+    // Plans are agreed in order (a node profiles plan 1 only after agreeing on plan 0).
+    if (agreed_plan_[plan] || (plan > 0 && !agreed_plan_[plan - 1])) return;
+    // Every live node's gamma (this node's included); a failed peer's is left out, sent or not.
+    double sum = 0;
+    std::size_t live = 0;
+    for (std::size_t r = 0; r < ctx_.nodes; ++r) {
+      if (r != ctx_.rank && dead(r)) continue;
+      if (!gammas_[plan][r]) return;
+      sum += *gammas_[plan][r];
+      ++live;
+    }
+    agreed_plan_[plan] = true;
+    const double gamma = sum / static_cast<double>(live);  // the mean: see the class comment
+    choices_[plan] = ako::partitions_for(gamma, floats_, live, bandwidth_);
     agreed = choices_[plan];
   }
   const ako::PartitionChoice& c = *agreed;

@@ -29,7 +29,11 @@ void AkoStage::on_message(std::size_t from, net::Message&& message) {
       // Sent after a peer's last round (per-connection order: all its partitions came first).
       {
         const std::lock_guard lock(flush_mutex_);
-        ++peers_done_;
+        if (done_[from] != 0) {
+          reject(from, "a second end-of-job marker");
+          return;
+        }
+        done_[from] = 1;
       }
       flushed_.notify_all();
       return;
@@ -100,7 +104,7 @@ void AkoStage::apply_full_round(std::size_t from, const net::Message& message) {
 void AkoStage::stage(std::size_t offset, std::span<const float> values) {
   const std::lock_guard lock(staging_mutex_);
   float* delta = staging_.data() + offset;
-  const float lr = lr_;
+  const float lr = ctx_.optimizer.lr();  // the schedule's rate now (tasks/optim/lr_schedule.h)
   for (std::size_t i = 0; i < values.size(); ++i) delta[i] -= lr * values[i];  // line 13
   if (values.empty()) return;
   const std::size_t last = (offset + values.size() - 1) / kStagingBlock;
@@ -108,14 +112,33 @@ void AkoStage::stage(std::size_t offset, std::span<const float> values) {
 }
 
 void AkoStage::on_failure(const PeerError& error) {
+  const std::size_t peer = error.rank();
+  if (peer >= ctx_.nodes || peer == ctx_.rank) {
+    spdlog::error("ako: a failure report for rank {} ignored: {}", peer, error.what());
+    return;
+  }
+  if (dead_[peer].exchange(true, std::memory_order_acq_rel)) return;  // reported already
   failed_.store(true, std::memory_order_release);
-  stopped_.store(true, std::memory_order_release);
-  clocks_.fail_all(std::make_exception_ptr(error));
+  const std::size_t live = live_nodes_.fetch_sub(1, std::memory_order_acq_rel) - 1;
+  spdlog::warn("ako: {}; dropped from the staleness clocks, going on with {} of {} nodes (Ako "
+               "SoCC'16 sec. 4.3)",
+               error.what(), live, ctx_.nodes);
+  clocks_.drop(peer);  // a gate waiting for its clock opens
+  // The end-of-job mean needs every node's replica: it can no longer complete.
   if (average_) average_->fail_all(std::make_exception_ptr(error));
+  for (std::size_t plan = 0; plan < kPlans; ++plan) try_agree(plan);  // its gamma may never come
   {
     const std::lock_guard lock(flush_mutex_);  // wakes finish() if it waits on the peers
   }
   flushed_.notify_all();
+}
+
+std::size_t AkoStage::peers_pending_locked() const {
+  std::size_t pending = 0;
+  for (std::size_t r = 0; r < ctx_.nodes; ++r) {
+    if (r != ctx_.rank && done_[r] == 0 && !dead(r)) ++pending;
+  }
+  return pending;
 }
 
 void AkoStage::reject(std::size_t from, const std::string& why) {

@@ -132,7 +132,7 @@ void AkoStage::send_round(std::uint64_t t) {
   const std::span<const float> accumulated = queue_->accumulated();
   double wire = 0;
   for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
-    if (peer == ctx_.rank) continue;
+    if (peer == ctx_.rank || dead(peer)) continue;
     const std::size_t k = partition_->range_for(peer, rotation);
     const ako::Range r = partition_->range(k);
     ako::PayloadPool::Lease lease = pool_->acquire();
@@ -159,7 +159,7 @@ void AkoStage::send_round(std::uint64_t t) {
 void AkoStage::send_undelivered(std::uint64_t t) {
   // Once or twice per job (a switch of p, the end): allocates one m-float payload per peer.
   for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
-    if (peer == ctx_.rank) continue;
+    if (peer == ctx_.rank || dead(peer)) continue;
     net::Payload payload = net::Payload::allocate(floats_ * sizeof(float));
     const std::span<std::byte> bytes = payload.mutable_bytes();
     ako::undelivered(*queue_, *partition_, peer,
@@ -174,14 +174,14 @@ void AkoStage::send_to(std::size_t peer, StageId stage, ako::Kind kind, std::uin
                        std::uint64_t round, net::Payload payload) {
   if (auto error = channel_.send(peer, net::Message{stage, static_cast<std::uint16_t>(kind), key,
                                                     round, std::move(payload)})) {
-    on_failure(*error);  // stops sending; the gate rethrows it
+    on_failure(*error);  // drops the peer (sec. 4.3)
   }
 }
 
 void AkoStage::broadcast(StageId stage, ako::Kind kind, std::uint64_t key, std::uint64_t round,
                          const net::Payload& payload) {
   for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
-    if (peer != ctx_.rank) send_to(peer, stage, kind, key, round, payload);
+    if (peer != ctx_.rank && !dead(peer)) send_to(peer, stage, kind, key, round, payload);
   }
 }
 

@@ -24,7 +24,6 @@ std::size_t handoff_slots(std::size_t floats) {
 AkoStage::AkoStage(SyncContext context)
     : ctx_(std::move(context)),
       floats_(ctx_.model.parameter_count()),
-      lr_(ctx_.optimizer.options().lr),
       auto_partitions_(!ctx_.options.ako.partitions.has_value()),
       clocks_(ctx_.nodes, ctx_.rank),
       channel_(ctx_.channel),
@@ -39,9 +38,13 @@ AkoStage::AkoStage(SyncContext context)
       })),
       partition_frame_overhead_(frame_overhead_bytes(
           partition_stage_, static_cast<std::uint16_t>(ako::Kind::kPartition))),
+      dead_(new std::atomic<bool>[ctx_.nodes]),
+      live_nodes_(ctx_.nodes),
       last_round_(ctx_.nodes, 0),
       staging_(floats_, 0.0f),
       dirty_((floats_ + kStagingBlock - 1) / kStagingBlock, 0) {
+  for (std::size_t r = 0; r < ctx_.nodes; ++r) dead_[r].store(false, std::memory_order_relaxed);
+  done_.assign(ctx_.nodes, 0);
   const AkoOptions& o = ctx_.options.ako;
   if (auto_partitions_) {
     std::optional<double> measured = ctx_.options.planner.bandwidth;
@@ -147,10 +150,11 @@ void AkoStage::apply_staging() {
 void AkoStage::step_layer(std::size_t layer) {
   const std::span<float> g = ctx_.model.layer_gradients(layer);
   const std::span<float> w = ctx_.model.layer_parameters(layer);
-  const tasks::SgdOptions& o = ctx_.optimizer.options();
+  const tasks::SgdOptions o = ctx_.optimizer.options();
   // u = (g + wd w) / n: every replica applies every node's u, so lr means what it means for the
-  // BSP strategies (a step along the mean of the n nodes' gradients).
-  const float inverse_n = 1.0f / static_cast<float>(ctx_.nodes);
+  // BSP strategies (a step along the mean of the n nodes' gradients). n counts the live nodes
+  // (a failed peer's updates stop coming, sec. 4.3).
+  const float inverse_n = 1.0f / static_cast<float>(live_nodes_.load(std::memory_order_acquire));
   for (std::size_t i = 0; i < g.size(); ++i) g[i] = (g[i] + o.weight_decay * w[i]) * inverse_n;
   if (o.momentum == 0.0f) {  // w -= lr u; u is sent (Algorithm 1 lines 5 and 13)
     for (std::size_t i = 0; i < g.size(); ++i) w[i] -= o.lr * g[i];

@@ -114,8 +114,8 @@ namespace gradmesh::sync {
 ///    node; staged partitions not yet applied are dropped (their gradients are in the replicas of
 ///    the nodes that made them). Measured in the README ("Ako's final model"): folding everything
 ///    in at once lands far from every replica at large p; the mean lands at or above their mean
-///    accuracy. If a peer failed or did not finish in time, the node falls back to fold, warns,
-///    and the replicas are not averaged.
+///    accuracy. If a peer failed or did not finish in time, the replicas are not averaged: the
+///    node folds in what it has received and keeps its replica, and warns.
 ///  - fold: it first sends each peer what it has not received (one ako::Kind::kFullRound, instead
 ///    of p - 1 rounds without new gradients) and then folds all staged updates in: every replica
 ///    then holds every node's gradients (equal up to the order of float additions).
@@ -126,8 +126,16 @@ namespace gradmesh::sync {
 /// Fig. 12b), free of start-up, warm-up, probe, evaluation and the final exchange. Pauses are
 /// left out of the gamma profiles' windows too.
 ///
-/// Errors: a peer failure fails the waiting gate (and every later one) with the PeerError, and
-/// stops sending. Messages that break the protocol are dropped, counted and logged.
+/// A peer that fails (its connection breaks, it aborts, or net.peer_timeout passes without a byte
+/// from it) is dropped, as Ako SoCC'16 sec. 4.3 has it ("the remaining workers continue
+/// training"): the survivors take it out of their staleness clocks (a gate waiting for it opens),
+/// send it nothing more, agree on p among the live nodes if it died before its profile, scale
+/// their updates by 1 / (live nodes) from then on, and at the end wait only for the live peers'
+/// kDone. The final mean of the replicas needs every node, so after a failure each survivor
+/// keeps its own replica (with what it has received folded in) and warns. Each failure is logged
+/// with the peer's rank and address and counted (summary "peers_failed").
+///
+/// Errors: messages that break the protocol are dropped, counted and logged.
 /// Thread safety: as SyncStage. Construction throws ConfigError for auto p without a bandwidth.
 class AkoStage final : public SyncStage {
  public:
@@ -225,7 +233,10 @@ class AkoStage final : public SyncStage {
 
   // loop thread (and the network side for this node's own profile)
   void on_message(std::size_t from, net::Message&& message);
+  /// Drops the failed peer (class comment); idempotent per peer. Any thread.
   void on_failure(const PeerError& error);
+  /// Agrees on plan `plan`'s p once every live node's gamma is in (record_profile, on_failure).
+  void try_agree(std::size_t plan);
   /// sync.ako.final = average: the parameters become the mean of the n replicas (finish()).
   void average_replicas();
   void record_profile(std::size_t from, std::size_t plan, std::span<const double> values);
@@ -239,7 +250,6 @@ class AkoStage final : public SyncStage {
 
   SyncContext ctx_;
   std::size_t floats_;   // m, floats
-  float lr_;
   bool auto_partitions_;
   double bandwidth_ = 0;  // B for eq. 3, bytes/s; 0 when unknown
 
@@ -285,8 +295,14 @@ class AkoStage final : public SyncStage {
   std::atomic<bool> pump_posted_{false};
   std::atomic<bool> waiting_for_buffers_{false};
   std::atomic<bool> flushing_{false};  // finish() sends what is left: not counted as training
-  std::atomic<bool> stopped_{false};  // no more sends: finish() is done with them, or failed_
+  std::atomic<bool> stopped_{false};  // no more sends: finish() is done with them
   std::atomic<bool> failed_{false};   // a peer failed
+  // Per rank: the peer failed and was dropped (sec. 4.3). Set once, by on_failure().
+  std::unique_ptr<std::atomic<bool>[]> dead_;
+  std::atomic<std::size_t> live_nodes_;  // this node and the peers not dead
+  [[nodiscard]] bool dead(std::size_t peer) const noexcept {
+    return dead_[peer].load(std::memory_order_acquire);
+  }
   std::atomic<std::uint64_t> sent_clock_{0};   // gradients contained in rounds sent
   std::atomic<std::uint64_t> rounds_sent_{0};
   std::atomic<std::uint64_t> full_rounds_{0};
@@ -305,12 +321,14 @@ class AkoStage final : public SyncStage {
   // Eq. 3 agreement, per plan.
   mutable std::mutex profile_mutex_;
   std::array<std::vector<std::optional<double>>, kPlans> gammas_;
-  std::array<std::size_t, kPlans> profiles_{};
+  std::array<bool, kPlans> agreed_plan_{};  // try_agree() has agreed on the plan
   std::array<ako::PartitionChoice, kPlans> choices_{};  // [0]: warm-up / explicit, [1]: final
 
   std::atomic<std::uint64_t> received_{0};
   std::atomic<std::uint64_t> full_received_{0};
-  std::size_t peers_done_ = 0;  // peers whose ako::Kind::kDone arrived; guarded by flush_mutex_
+  std::vector<char> done_;  // per rank: its ako::Kind::kDone arrived; guarded by flush_mutex_
+  /// Peers whose kDone has not arrived and that are not dead; under flush_mutex_.
+  [[nodiscard]] std::size_t peers_pending_locked() const;
 };
 
 }  // namespace gradmesh::sync

@@ -9,7 +9,7 @@
 namespace gradmesh::sync::ako {
 
 StalenessClocks::StalenessClocks(std::size_t nodes, std::size_t self)
-    : clocks_(nodes, 0), self_(self) {
+    : clocks_(nodes, 0), dropped_(nodes, 0), self_(self) {
   GRADMESH_CHECK(nodes >= 1, "StalenessClocks needs at least one node");
   GRADMESH_CHECK_LT(self, nodes, "StalenessClocks: own rank outside the peer list");
 }
@@ -18,7 +18,7 @@ bool StalenessClocks::holds_locked(std::uint64_t local_clock) const {
   if (!slack_) return false;
   std::uint64_t slowest = std::numeric_limits<std::uint64_t>::max();
   for (std::size_t i = 0; i < clocks_.size(); ++i) {
-    if (i != self_) slowest = std::min(slowest, clocks_[i]);
+    if (i != self_ && dropped_[i] == 0) slowest = std::min(slowest, clocks_[i]);
   }
   if (slowest == std::numeric_limits<std::uint64_t>::max()) return true;  // no peers
   return local_clock <= slowest + *slack_;
@@ -84,6 +84,20 @@ void StalenessClocks::fail_all(std::exception_ptr error) {
   pending.fail(error);
 }
 
+void StalenessClocks::drop(std::size_t peer) {
+  GRADMESH_CHECK_LT(peer, clocks_.size(), "StalenessClocks::drop: rank outside the peer list");
+  GRADMESH_CHECK(peer != self_, "StalenessClocks::drop on this node's own rank");
+  engine::Completion ready;
+  std::exception_ptr error;
+  {
+    const std::lock_guard lock(mutex_);
+    dropped_[peer] = 1;
+    ready = take_ready_locked();
+    error = error_;
+  }
+  if (error) ready.fail(error); else ready.complete();
+}
+
 std::uint64_t StalenessClocks::clock(std::size_t peer) const {
   const std::lock_guard lock(mutex_);
   GRADMESH_CHECK_LT(peer, clocks_.size(), "StalenessClocks::clock: rank outside the peer list");
@@ -94,7 +108,7 @@ std::optional<std::uint64_t> StalenessClocks::slowest() const {
   const std::lock_guard lock(mutex_);
   std::optional<std::uint64_t> result;
   for (std::size_t i = 0; i < clocks_.size(); ++i) {
-    if (i != self_) result = std::min(result.value_or(clocks_[i]), clocks_[i]);
+    if (i != self_ && dropped_[i] == 0) result = std::min(result.value_or(clocks_[i]), clocks_[i]);
   }
   return result;
 }

@@ -45,10 +45,14 @@ class StalenessClocks {
   void await(std::uint64_t local_clock, engine::Completion gate);
   /// Fails the pending and every later await() with `error`. First error wins.
   void fail_all(std::exception_ptr error);
+  /// Drops peer `peer` from the bound for good (it failed: Ako SoCC'16 sec. 4.3, the survivors
+  /// go on without it) and completes the pending await() if the bound now holds. With every peer
+  /// dropped the bound always holds. Idempotent. ContractError for self or a rank >= nodes.
+  void drop(std::size_t peer);
 
   /// Peer `peer`'s clock.
   [[nodiscard]] std::uint64_t clock(std::size_t peer) const;
-  /// min over peers of their clock; nullopt without peers.
+  /// min over the peers not dropped of their clock; nullopt without such peers.
   [[nodiscard]] std::optional<std::uint64_t> slowest() const;
   /// Whether an await() is pending (blocked).
   [[nodiscard]] bool blocked() const;
@@ -62,6 +66,7 @@ class StalenessClocks {
 
   mutable std::mutex mutex_;
   std::vector<std::uint64_t> clocks_;
+  std::vector<char> dropped_;  // per rank: 1 once drop()ped
   std::size_t self_;
   std::optional<std::uint64_t> slack_;
   std::exception_ptr error_;

@@ -1,5 +1,6 @@
 #include "tasks/optim/optimizer.h"
 
+#include <cmath>
 #include <string>
 
 #include "engine/error.h"
@@ -16,7 +17,13 @@ bool overlaps(std::size_t a, std::size_t a_size, std::size_t b, std::size_t b_si
 }  // namespace
 
 Optimizer::Optimizer(SgdOptions options, std::size_t parameter_count)
-    : sgd_(options), velocity_(parameter_count, 0.0f) {}
+    : sgd_(options), lr_(options.lr), velocity_(parameter_count, 0.0f) {}
+
+void Optimizer::set_lr(float lr) {
+  GRADMESH_CHECK(std::isfinite(lr) && lr >= 0.0f,
+                 "Optimizer::set_lr: expected a finite rate >= 0, got " + std::to_string(lr));
+  lr_.store(lr, std::memory_order_relaxed);
+}
 
 std::span<float> Optimizer::velocity_at(std::size_t offset, std::size_t size) {
   GRADMESH_CHECK_LE(offset + size, velocity_.size(), "Optimizer: range outside the model");
@@ -30,19 +37,19 @@ std::span<float> Optimizer::velocity_at(std::size_t offset, std::size_t size) {
 }
 
 void Optimizer::step(std::size_t offset, std::span<float> w, std::span<const float> g) {
-  sgd_.step(w, g, velocity_at(offset, w.size()));
+  sgd_.step(w, g, velocity_at(offset, w.size()), lr());
 }
 
 void Optimizer::step_sum(std::size_t offset, std::span<float> w,
                          std::span<const std::span<const float>> grads, float scale,
                          std::span<float> scratch) {
-  sgd_.step_sum(w, grads, scale, velocity_at(offset, w.size()), scratch);
+  sgd_.step_sum(w, grads, scale, velocity_at(offset, w.size()), scratch, lr());
 }
 
 void Optimizer::step_plain(std::span<float> w, std::span<float> g) const {
   GRADMESH_CHECK_EQ(g.size(), w.size(), "Optimizer::step_plain: gradient size");
-  const float lr = options().lr;
-  const float wd = options().weight_decay;
+  const float lr = this->lr();
+  const float wd = sgd_.options().weight_decay;
   for (std::size_t i = 0; i < w.size(); ++i) {
     if (wd != 0.0f) g[i] += wd * w[i];
     w[i] -= lr * g[i];

@@ -7,6 +7,7 @@
 // velocity in device memory instead (keep_on_device): still one velocity per parameter, in one
 // place.
 
+#include <atomic>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -28,6 +29,9 @@ namespace gradmesh::tasks {
 /// from then on only step_on_device() steps that range, on device parameters and gradients
 /// (Model::device_layer_parameters / device_layer_gradients), and host steps that touch it are
 /// errors, so no parameter ever has two velocities.
+///
+/// Learning rate: every step uses lr(), which set_lr() changes (a schedule, tasks/optim/
+/// lr_schedule.h, sets it before each iteration); it starts at the options' lr.
 ///
 /// Thread safety: host calls on disjoint [offset, offset + size) ranges may run concurrently
 /// (layers step on different tasks, chunks on different threads). keep_on_device() only at
@@ -76,7 +80,18 @@ class Optimizer final : public engine::Checkpointable {
   /// when the kernel fails to launch.
   void step_on_device(std::size_t offset, std::span<float> w, std::span<const float> g);
 
-  [[nodiscard]] const SgdOptions& options() const noexcept { return sgd_.options(); }
+  /// The options with the learning rate in force now (lr()).
+  [[nodiscard]] SgdOptions options() const noexcept {
+    SgdOptions o = sgd_.options();
+    o.lr = lr();
+    return o;
+  }
+  /// The learning rate the next step uses. Thread-safe (an atomic load).
+  [[nodiscard]] float lr() const noexcept { return lr_.load(std::memory_order_relaxed); }
+  /// Sets the learning rate of the steps from now on (>= 0, finite; else
+  /// gradmesh::ContractError). Call between iterations, while no step of this node's iteration
+  /// runs: a step that runs concurrently (Ako's receiver) uses the old or the new rate, whole.
+  void set_lr(float lr);
   /// The host momentum buffer, Model::parameters() layout (floats). Ranges kept on a device hold
   /// the values they had when they moved there.
   [[nodiscard]] std::span<float> velocity() noexcept { return velocity_; }
@@ -97,6 +112,7 @@ class Optimizer final : public engine::Checkpointable {
   [[nodiscard]] std::span<float> velocity_at(std::size_t offset, std::size_t size);
 
   Sgd sgd_;
+  std::atomic<float> lr_;
   std::vector<float> velocity_;
   std::vector<DeviceRange> device_;  // set up by keep_on_device(); few entries (one per layer)
 };

@@ -36,13 +36,25 @@ Sgd::Sgd(SgdOptions o) : options_(o) {
 }
 
 void Sgd::step(std::span<float> w, std::span<const float> g, std::span<float> velocity) const {
+  step(w, g, velocity, options_.lr);
+}
+
+void Sgd::step(std::span<float> w, std::span<const float> g, std::span<float> velocity,
+               float lr) const {
   GRADMESH_CHECK_EQ(g.size(), w.size(), "Sgd::step: gradient size");
   GRADMESH_CHECK_EQ(velocity.size(), w.size(), "Sgd::step: velocity size");
-  sgd_update(w.data(), g.data(), velocity.data(), w.size(), options_);
+  SgdOptions o = options_;
+  o.lr = lr;
+  sgd_update(w.data(), g.data(), velocity.data(), w.size(), o);
 }
 
 void Sgd::step_sum(std::span<float> w, std::span<const std::span<const float>> grads, float scale,
                    std::span<float> velocity, std::span<float> scratch) const {
+  step_sum(w, grads, scale, velocity, scratch, options_.lr);
+}
+
+void Sgd::step_sum(std::span<float> w, std::span<const std::span<const float>> grads, float scale,
+                   std::span<float> velocity, std::span<float> scratch, float lr) const {
   GRADMESH_CHECK(!grads.empty(), "Sgd::step_sum: no gradients");
   GRADMESH_CHECK_EQ(scratch.size(), w.size(), "Sgd::step_sum: scratch size");
   for (const auto& g : grads) GRADMESH_CHECK_EQ(g.size(), w.size(), "Sgd::step_sum: gradient size");
@@ -52,7 +64,7 @@ void Sgd::step_sum(std::span<float> w, std::span<const std::span<const float>> g
     for (std::size_t i = 0; i < scratch.size(); ++i) scratch[i] += g[i];
   }
   for (float& s : scratch) s *= scale;
-  step(w, scratch, velocity);
+  step(w, scratch, velocity, lr);
 }
 
 }  // namespace gradmesh::tasks

@@ -36,6 +36,9 @@ class Sgd {
   /// One step on w with gradient g and momentum buffer velocity (all the same number of floats,
   /// else gradmesh::ContractError): sgd_update().
   void step(std::span<float> w, std::span<const float> g, std::span<float> velocity) const;
+  /// step() with learning rate `lr` in place of options().lr (a schedule's rate, >= 0).
+  void step(std::span<float> w, std::span<const float> g, std::span<float> velocity,
+            float lr) const;
 
   /// Sums `grads` (n spans of w.size() floats, summed in the given order so every node gets the
   /// same bits), multiplies by `scale` (e.g. 1/n for the mean over n nodes), then steps as step().
@@ -43,6 +46,9 @@ class Sgd {
   /// Throws gradmesh::ContractError if grads is empty or a size differs.
   void step_sum(std::span<float> w, std::span<const std::span<const float>> grads, float scale,
                 std::span<float> velocity, std::span<float> scratch) const;
+  /// step_sum() with learning rate `lr` in place of options().lr.
+  void step_sum(std::span<float> w, std::span<const std::span<const float>> grads, float scale,
+                std::span<float> velocity, std::span<float> scratch, float lr) const;
 
   /// The options this optimizer was built with.
   [[nodiscard]] const SgdOptions& options() const noexcept { return options_; }

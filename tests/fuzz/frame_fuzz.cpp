@@ -109,6 +109,8 @@ std::size_t read_fields(const schema::Header& header, std::size_t data_stage_cou
     }
     case schema::Body::Goodbye:
       return 1;
+    case schema::Body::Heartbeat:
+      return 2;
     default:
       fail("verify_header passed an unknown body type");
   }

@@ -2,6 +2,8 @@
 // The end-to-end check every strategy must pass: a peer that disappears mid-job makes the others
 // exit non-zero within 10 s, naming it (Catch2 assertions; include from test sources only).
 
+#include <signal.h>
+
 #include <chrono>
 #include <string>
 #include <thread>
@@ -13,20 +15,23 @@
 
 namespace gradmesh::testing {
 
-/// Starts `cluster` (configured for a job far longer than the test) with `extra` arguments, kills
-/// its last rank with SIGKILL half a second after that rank is connected, and checks that every
-/// other node exits non-zero within 10 s and that its last error names the dead peer by rank and
-/// address — directly, or through a survivor that stopped first and said why (an Abort frame).
+/// Starts `cluster` (configured for a job far longer than the test) with `extra` arguments, sends
+/// its last rank `signal` (SIGKILL: gone; SIGSTOP: hung, its sockets open) half a second after
+/// that rank is connected, and checks that every other node exits non-zero within `within` and
+/// that its last error names the peer by rank and address — directly, or through a survivor that
+/// stopped first and said why (an Abort frame). The signalled process is killed at the end.
 inline void check_a_killed_peer_is_named(Cluster& cluster, std::size_t nodes,
-                                         const std::vector<std::string>& extra = {}) {
+                                         const std::vector<std::string>& extra = {},
+                                         int signal = SIGKILL,
+                                         std::chrono::seconds within = std::chrono::seconds(10)) {
   const std::size_t dead = nodes - 1;
   cluster.start(extra);
   REQUIRE(wait_for_text(cluster.log(dead), "connected to every peer", std::chrono::seconds(60)));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  cluster.process(dead).kill_now();
+  REQUIRE(::kill(cluster.process(dead).pid(), signal) == 0);
   const std::string named = "peer rank " + std::to_string(dead) + " (" + cluster.address(dead) + ")";
   for (std::size_t r = 0; r < dead; ++r) {
-    const auto code = cluster.process(r).wait_for(std::chrono::seconds(10));
+    const auto code = cluster.process(r).wait_for(within);
     INFO(cluster.all_logs());
     REQUIRE(code.has_value());
     CHECK(*code != 0);
@@ -35,6 +40,7 @@ inline void check_a_killed_peer_is_named(Cluster& cluster, std::size_t nodes,
     REQUIRE(last_error != std::string::npos);
     CHECK_THAT(log.substr(last_error), Catch::Contains(named));
   }
+  cluster.process(dead).kill_now();
 }
 
 }  // namespace gradmesh::testing

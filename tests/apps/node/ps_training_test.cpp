@@ -14,6 +14,7 @@
 #include "tasks/data/shard_sampler.h"
 #include "tasks/layers/layer_spec.h"
 #include "tasks/model.h"
+#include "tasks/optim/lr_schedule.h"
 #include "tasks/optim/sgd.h"
 #include "tests/apps/node/cluster.h"
 #include "tests/apps/node/peer_failure.h"
@@ -38,6 +39,7 @@ struct Job {
   std::uint64_t seed = 7;
   std::size_t iterations = 20;
   std::vector<std::string> layers = kDemoSpecs;
+  std::string schedule = "constant";  // optimizer.schedule
 };
 
 std::string toml_list(const std::vector<std::string>& items) {
@@ -53,6 +55,7 @@ std::string config_text(const Job& job, const std::string& strategy) {
       << toml_list(job.layers)
       << "\n[optimizer]\nlr = " << job.lr << "\nmomentum = " << job.momentum
       << "\nweight_decay = " << job.weight_decay << "\nbatch_size = " << job.batch
+      << "\nschedule = \"" << job.schedule << "\""
       << "\n[sync]\nstrategy = \"" << strategy << "\"\n[net]\nconnect_timeout = 20.0\n";
   return out.str();
 }
@@ -81,6 +84,9 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
   std::vector<gradmesh::tasks::ShardSampler> samplers;
   for (std::size_t r = 0; r < nodes; ++r) samplers.emplace_back(train.count, nodes, r, job.batch, job.seed);
   const std::size_t per_epoch = samplers[0].iterations_per_epoch();
+  const gradmesh::tasks::LrSchedule schedule{gradmesh::tasks::parse_lr_schedule(job.schedule),
+                                             static_cast<float>(job.lr),
+                                             std::min<std::uint64_t>(job.iterations, per_epoch)};
   std::vector<std::size_t> indices(job.batch);
   std::vector<float> x(nodes * job.batch * train.features);
   std::vector<std::int32_t> y(nodes * job.batch);
@@ -93,7 +99,7 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
     }
     if (union_batch) {
       model.forward_backward(x, y);
-      sgd.step(model.parameters(), model.gradients(), velocity);
+      sgd.step(model.parameters(), model.gradients(), velocity, schedule.at(it));
       continue;
     }
     std::vector<std::span<const float>> views;
@@ -104,7 +110,8 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
       std::copy(model.gradients().begin(), model.gradients().end(), shard_gradients[r].begin());
       views.emplace_back(shard_gradients[r]);
     }
-    sgd.step_sum(model.parameters(), views, 1.0f / static_cast<float>(nodes), velocity, scratch);
+    sgd.step_sum(model.parameters(), views, 1.0f / static_cast<float>(nodes), velocity, scratch,
+                 schedule.at(it));
   }
   return {model.parameters().begin(), model.parameters().end()};
 }
@@ -207,6 +214,18 @@ TEST_CASE("auto on 2 and 3 node processes equals single-process SGD on the union
   }
 }
 
+TEST_CASE("a cosine learning-rate schedule steps every scheme at the same rate as the reference",
+          "[e2e][schedule][equivalence]") {
+  Job job;
+  job.schedule = "cosine";  // from lr to 0 over the job's 20 iterations
+  job.lr = 0.1;
+  // PS and SFB layers in one job (the owner's chunk steps and SFB's local steps), then the ring.
+  SECTION("poseidon") {
+    check_equivalence("poseidon", 2, {"--set", "sync.poseidon.choose=bytes"}, "SFB", job);
+  }
+  SECTION("allreduce") { check_equivalence("allreduce", 2, {}, "", job); }
+}
+
 TEST_CASE("none on one process equals the same single-process SGD", "[e2e][none]") {
   const Job job;
   Cluster cluster("none-equivalence", 1, config_text(job, "none"));
@@ -291,6 +310,17 @@ TEST_CASE("a peer that disappears mid-job makes the others exit non-zero within 
   job.iterations = 1'000'000;  // far longer than the test
   Cluster cluster("peer-failure", 3, config_text(job, "ps"));
   gradmesh::testing::check_a_killed_peer_is_named(cluster, 3);
+}
+
+TEST_CASE("a peer that stops answering (SIGSTOP) makes the others exit non-zero after "
+          "net.peer_timeout naming it",
+          "[e2e][ps][failure][heartbeat]") {
+  // Its sockets stay open: only the silence tells. BSP strategies stop (no rollback yet).
+  Job job;
+  job.iterations = 1'000'000;
+  Cluster cluster("peer-stopped", 3, config_text(job, "ps"));
+  gradmesh::testing::check_a_killed_peer_is_named(cluster, 3, {"--set", "net.peer_timeout=2"},
+                                                  SIGSTOP, std::chrono::seconds(12));
 }
 
 TEST_CASE("nodes with different configs refuse each other with a clear error", "[e2e][handshake]") {

@@ -95,7 +95,7 @@ TEST_CASE("the Challenge checks name what differs", "[net][auth]") {
   CHECK(check_challenge(theirs, 0, 3, false).empty());
   theirs.protocol_version = 3;
   CHECK_THAT(check_challenge(theirs, 0, 3, false),
-             Catch::Contains("protocol version differs: ours 4, theirs 3"));
+             Catch::Contains("protocol version differs: ours 5, theirs 3"));
   theirs.protocol_version = kProtocolVersion;
   CHECK_THAT(check_challenge(theirs, 0, 2, false), Catch::Contains("rank 2 out of range"));
   CHECK_THAT(check_challenge(theirs, 2, 3, false), Catch::Contains("must not dial rank 2"));
@@ -202,7 +202,7 @@ TEST_CASE("a host without the secret, or of an older protocol, is refused and na
   hello.protocol_version = 3;
   hello.rank = 1;
   CHECK_THAT(refusal_of(exchange_raw(ports[0], *encode_hello(hello, 0))),
-             Catch::Contains("expected a Challenge (protocol version 4), got a Hello of protocol "
+             Catch::Contains("expected a Challenge (protocol version 5), got a Hello of protocol "
                              "version 3"));
   wait_rejected(nodes[0]->transport, 2);
   CHECK(nodes[0]->transport.counters().rejected_connections == 2);

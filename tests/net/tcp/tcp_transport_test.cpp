@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -285,6 +286,46 @@ TEST_CASE("a peer that disappears is reported within 2 s and send() to it throws
   }
   node.transport.shutdown(1.0);
   CHECK(node.failures.size() == 1);
+}
+
+TEST_CASE("idle peers under a short peer_timeout keep talking by heartbeats and never fail",
+          "[net][transport][heartbeat]") {
+  auto nodes = make_nodes(3, [](TransportOptions& o) { o.peer_timeout_s = 0.4; });
+  start_all_ok(nodes);
+  const auto control = [](Node& node) {
+    return node.transport.counters().bytes_received_by_stage.at(kControlStage);
+  };
+  const std::uint64_t before = control(*nodes[0]);
+  std::this_thread::sleep_for(2s);  // five timeouts with nothing to send
+  for (auto& node : nodes) {
+    const std::lock_guard lock(node->mutex);
+    CHECK(node->failures.empty());
+  }
+  // A heartbeat every 0.1 s from each of 2 peers: about 40 frames in 2 s (at least a quarter).
+  const auto counters = nodes[0]->transport.counters();
+  CHECK(control(*nodes[0]) > before);
+  CHECK(counters.frames_received >= 10);
+  // Still a working mesh.
+  nodes[2]->transport.send(0, Message{0, 1, 2, 3, Payload{}});
+  REQUIRE(nodes[0]->wait([](Node& n) { return n.received.size() == 1; }));
+  std::vector<std::future<void>> stopped;
+  for (auto& node : nodes) {
+    stopped.push_back(std::async(std::launch::async, [&node] { node->transport.shutdown(5.0); }));
+  }
+  for (auto& f : stopped) f.get();
+  for (auto& node : nodes) {  // a peer shutting down is no failure
+    const std::lock_guard lock(node->mutex);
+    CHECK(node->failures.empty());
+  }
+}
+
+TEST_CASE("a peer_timeout that is negative or not finite is a config error naming it",
+          "[net][transport][heartbeat]") {
+  for (const double bad : {-1.0, std::numeric_limits<double>::infinity()}) {
+    auto options = options_for(0, free_ports(1));
+    options.peer_timeout_s = bad;
+    CHECK_THROWS_WITH(TcpTransport(options), Catch::Contains("peer_timeout_s"));
+  }
 }
 
 TEST_CASE("a node that aborts tells its peers why, and they report it as that peer's failure",

@@ -111,6 +111,35 @@ TEST_CASE("a peer failure fails the waiting gate and every later one with the Pe
   CHECK(it.local == 1);
 }
 
+TEST_CASE("a dropped (failed) peer leaves the bound: the waiting gate opens, the rest still bind",
+          "[ako][staleness][failure]") {
+  // Ako SoCC'16 sec. 4.3: the survivors go on without the failed peer.
+  Executor ex;
+  StalenessClocks clocks(3, 0);
+  clocks.set_slack(1);
+  clocks.advance(1, 10);  // peer 1 ahead; peer 2 (about to fail) at 0
+  Iterations it(clocks);
+  for (int i = 0; i < 2; ++i) ex.run(it.graph);  // c_j = 0, 1 <= 0 + 1
+  auto blocked = std::async(std::launch::async, [&] { ex.run(it.graph); });
+  REQUIRE(eventually([&] { return clocks.blocked(); }));
+  std::thread([&] { clocks.drop(2); }).join();  // the loop thread hears of the failure
+  REQUIRE(blocked.wait_for(5s) == std::future_status::ready);
+  blocked.get();
+  CHECK(clocks.slowest() == 10u);  // only peer 1 counts now
+  // Peer 1 still binds: c_j = 3..11 run, c_j = 12 > 10 + 1 waits for it.
+  for (int i = 0; i < 9; ++i) ex.run(it.graph);
+  CHECK(it.local == 12);
+  auto next = std::async(std::launch::async, [&] { ex.run(it.graph); });
+  REQUIRE(eventually([&] { return clocks.blocked(); }));
+  clocks.drop(2);  // idempotent
+  CHECK(next.wait_for(100ms) == std::future_status::timeout);
+  clocks.drop(1);  // no live peer left: never bounded
+  REQUIRE(next.wait_for(5s) == std::future_status::ready);
+  next.get();
+  CHECK_FALSE(clocks.slowest().has_value());
+  CHECK_THROWS_AS(clocks.drop(0), gradmesh::ContractError);  // this node's own rank
+}
+
 TEST_CASE("a node without peers is never bounded", "[ako][staleness]") {
   Executor ex;
   StalenessClocks clocks(1, 0);

@@ -3,6 +3,7 @@
 #include "tasks/optim/optimizer.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -25,6 +26,27 @@ TEST_CASE("Optimizer: steps at an offset use that slice of the velocity and equa
   const auto v = optimizer.velocity();
   CHECK(v[0] == 0.0f);  // the slice before the offset is untouched
   CHECK(std::vector<float>(v.begin() + 3, v.end()) == v_ref);
+}
+
+TEST_CASE("Optimizer: set_lr changes the rate of the steps that follow, plain steps too") {
+  const SgdOptions o{0.1f, 0.9f, 0.0f};
+  Optimizer optimizer(o, 3);
+  CHECK(optimizer.lr() == 0.1f);
+  optimizer.set_lr(0.025f);
+  CHECK(optimizer.lr() == 0.025f);
+  CHECK(optimizer.options().lr == 0.025f);
+  CHECK(optimizer.options().momentum == 0.9f);
+  std::vector<float> w{1, 2, 3}, g{0.5f, -1, 2};
+  std::vector<float> w_ref = w, v_ref(3, 0.0f);
+  optimizer.step(0, w, g);
+  Sgd(SgdOptions{0.025f, 0.9f, 0.0f}).step(w_ref, g, v_ref);
+  CHECK(w == w_ref);
+  std::vector<float> p{1, 1}, pg{1, -2};
+  optimizer.step_plain(p, pg);
+  CHECK(p == std::vector<float>{1 - 0.025f * 1, 1 - 0.025f * -2});
+  CHECK_THROWS_AS(optimizer.set_lr(-1.0f), gradmesh::ContractError);
+  CHECK_THROWS_AS(optimizer.set_lr(NAN), gradmesh::ContractError);
+  CHECK(optimizer.lr() == 0.025f);  // a refused rate leaves the old one
 }
 
 TEST_CASE("Optimizer: step_sum is the scaled sum, stepped with momentum") {
