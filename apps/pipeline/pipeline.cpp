@@ -236,6 +236,7 @@ NodeMetrics Pipeline::run() {
 
   for (auto& [name, state] : s.own_states) s.checkpoints.add(name, *state);
   if (s.resume_from) {
+    if (s.resplit_from_nodes != 0) adapt_resplit();
     s.checkpoints.load(*s.resume_from, s.resume_source);
     s.resume_from.reset();
   }

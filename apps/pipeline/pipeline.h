@@ -154,6 +154,10 @@ class Pipeline {
   /// --resume: exchanges the iterations of every node's valid checkpoints, takes the newest
   /// common one and checks it fits this job (nodes, rank, config); run() loads it.
   void agree_on_checkpoint();
+  /// agree_on_checkpoint() for checkpoints of a job of `old_nodes` != this job's node count.
+  void agree_on_resplit(std::size_t old_nodes);
+  /// A re-split checkpoint's cursor and plan, rewritten for this job (run(), before loading).
+  void adapt_resplit();
   /// Saves every section into the checkpoint buffer (the iteration waits for this copy only) and
   /// starts writing the file of `iteration` in the background, after the previous write ended.
   void write_checkpoint(std::uint64_t iteration, NodeMetrics& metrics);

@@ -1,11 +1,13 @@
 // Pipeline's checkpoints and --resume (README "Checkpoints and resume"; Poseidon arXiv'15
 // sec. 4.4): the agreement on the checkpoint to resume from, the pipeline's and the user's
 // sections, and the writes in the background.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <future>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -15,6 +17,7 @@
 
 #include "apps/pipeline/pipeline.h"
 #include "apps/pipeline/pipeline_state.h"
+#include "apps/pipeline/resplit.h"
 #include "engine/checkpoint.h"
 #include "engine/error.h"
 #include "sync/resume/resume_agreement.h"
@@ -55,9 +58,43 @@ std::string config_difference(const std::string& saved, const std::string& curre
 
 }  // namespace
 
+namespace {
+
+/// The node count of the job that wrote `dir`: the header of the newest checkpoint that verifies
+/// in this node's folder, else in rank 0's (a node the old job did not have); nullopt if neither
+/// holds one.
+std::optional<std::size_t> written_by(const std::filesystem::path& dir, std::size_t rank) {
+  for (const std::size_t r : {rank, std::size_t{0}}) {
+    const engine::CheckpointStore store(dir, r);
+    std::vector<std::string> problems;
+    const std::vector<std::uint64_t> valid = store.valid_iterations(problems);
+    if (!valid.empty()) return store.load(valid.front()).header.nodes;
+  }
+  return std::nullopt;
+}
+
+void check_config(const engine::Checkpoint& checkpoint, const std::string& path,
+                  const JobConfig& config) {
+  const engine::CheckpointHeader& h = checkpoint.header;
+  if (h.config_fingerprint != config.training_fingerprint() ||
+      h.config_text != config.training_text()) {
+    throw ConfigError(path + ": written under another config: " +
+                      config_difference(h.config_text, config.training_text()) +
+                      " (only job.name, job.epochs, job.max_iterations, checkpoint.*, net.*, "
+                      "security.*, compute.threads and data.test_limit may change on --resume)");
+  }
+}
+
+}  // namespace
+
 void Pipeline::agree_on_checkpoint() {
   State& s = *state_;
   const std::filesystem::path& dir = *s.options.resume;
+  const std::optional<std::size_t> old_nodes = written_by(dir, s.rank);
+  if (old_nodes && *old_nodes != s.nodes()) {
+    agree_on_resplit(*old_nodes);
+    return;
+  }
   const engine::CheckpointStore store(dir, s.rank);
   std::vector<std::string> problems;
   const std::vector<std::uint64_t> valid = store.valid_iterations(problems);
@@ -80,26 +117,107 @@ void Pipeline::agree_on_checkpoint() {
   const std::string path = store.path(iteration).string();
   engine::Checkpoint checkpoint = store.load(iteration);
   const engine::CheckpointHeader& h = checkpoint.header;
-  if (h.nodes != s.nodes()) {
+  if (h.nodes != s.nodes()) {  // the folder holds checkpoints of several jobs
     throw CheckpointError(path + ": written by a job of " + std::to_string(h.nodes) +
                           " nodes, this one has " + std::to_string(s.nodes()) +
-                          ": resuming on another node count is not supported yet (README "
-                          "\"Checkpoints and resume\")");
+                          ", and the newest checkpoint in the folder by a job of " +
+                          std::to_string(s.nodes()));
   }
   if (h.rank != s.rank) {
     throw CheckpointError(path + ": written by rank " + std::to_string(h.rank) +
                           ", read by rank " + std::to_string(s.rank));
   }
-  if (h.config_fingerprint != s.config.training_fingerprint() ||
-      h.config_text != s.config.training_text()) {
-    throw ConfigError(path + ": written under another config: " +
-                      config_difference(h.config_text, s.config.training_text()) +
-                      " (only job.name, job.epochs, job.max_iterations, checkpoint.*, net.*, "
-                      "security.*, compute.threads and data.test_limit may change on --resume)");
-  }
+  check_config(checkpoint, path, s.config);
   spdlog::info("--resume: every node continues from iteration {} ({})", iteration, path);
   s.resume_source = path;
   s.resume_from = std::move(checkpoint);
+}
+
+void Pipeline::agree_on_resplit(std::size_t old_nodes) {
+  State& s = *state_;
+  const std::filesystem::path& dir = *s.options.resume;
+  if (s.config.sync.strategy == "ako" || s.config.sync.strategy == "none") {
+    throw CheckpointError("--resume " + dir.string() + ": written by a job of " +
+                          std::to_string(old_nodes) + " nodes, this one has " +
+                          std::to_string(s.nodes()) + ": sync.strategy = \"" +
+                          s.config.sync.strategy + "\" cannot change the node count");
+  }
+  // Every node of the old job must be readable here (a shared folder, or copies of each
+  // node-<rank> folder): the iterations valid in all of them.
+  std::vector<engine::CheckpointStore> stores;
+  std::vector<std::uint64_t> valid;
+  for (std::size_t r = 0; r < old_nodes; ++r) {
+    stores.emplace_back(dir, r);
+    std::vector<std::string> problems;
+    std::vector<std::uint64_t> mine = stores.back().valid_iterations(problems);
+    for (const std::string& p : problems) {
+      spdlog::warn("--resume: skipping a checkpoint that does not verify: {}", p);
+    }
+    if (r == 0) {
+      valid = std::move(mine);
+    } else {
+      std::erase_if(valid, [&](std::uint64_t t) {
+        return std::find(mine.begin(), mine.end(), t) == mine.end();
+      });
+    }
+  }
+  const auto lists = s.agreement->exchange(valid);
+  std::uint64_t iteration = 0;
+  try {
+    iteration = sync::ResumeAgreement::newest_common(lists);
+  } catch (const CheckpointError& e) {
+    throw CheckpointError("--resume " + dir.string() + ": " + e.what() + " (resuming the " +
+                          std::to_string(old_nodes) + "-node job's checkpoints on " +
+                          std::to_string(s.nodes()) + " nodes needs every one of its node-<rank> "
+                          "folders under " + dir.string() + ")");
+  }
+  std::vector<engine::Checkpoint> old;
+  for (std::size_t r = 0; r < old_nodes; ++r) {
+    const std::string path = stores[r].path(iteration).string();
+    old.push_back(stores[r].load(iteration));
+    const engine::CheckpointHeader& h = old.back().header;
+    if (h.nodes != old_nodes || h.rank != r) {
+      throw CheckpointError(path + ": written by rank " + std::to_string(h.rank) + " of " +
+                            std::to_string(h.nodes) + " nodes, expected rank " +
+                            std::to_string(r) + " of " + std::to_string(old_nodes));
+    }
+    check_config(old.back(), path, s.config);
+  }
+  const std::string source = stores[0].path(iteration).string() + " and the other " +
+                             std::to_string(old_nodes - 1) + " node(s) of that job";
+  s.resume_from = resplit_checkpoint(old, s.rank, s.nodes(), source);
+  s.resume_source = source;
+  s.resplit_from_nodes = old_nodes;
+  spdlog::info("--resume: the {}-node job's checkpoints of its iteration {} re-split over {} nodes "
+               "(the replica, the optimizer's velocity merged from every node, the KV chunks "
+               "re-sharded by this job's plan)",
+               old_nodes, iteration, s.nodes());
+}
+
+void Pipeline::adapt_resplit() {
+  State& s = *state_;
+  engine::Checkpoint& c = *s.resume_from;
+  const auto cursor = c.sections.find("cursor");
+  if (cursor == c.sections.end()) {
+    throw CheckpointError(s.resume_source + ": no 'cursor' section");
+  }
+  // IterationGraph's state: iterations done, iterations per epoch.
+  engine::StateReader in(cursor->second, s.resume_source + ", section 'cursor'");
+  const std::uint64_t done = in.read_u64();
+  const std::uint64_t per_epoch_old = in.read_u64();
+  const std::uint64_t per_epoch = s.graph->iterations_per_epoch();
+  const std::uint64_t now = rescale_iteration(done, per_epoch_old, per_epoch);
+  engine::StateWriter out;
+  out.write_u64(now);
+  out.write_u64(per_epoch);
+  cursor->second.assign(out.bytes().begin(), out.bytes().end());
+  // This job's plan (the KV chunks re-sharded over its nodes): loading it refreshes the shards.
+  out.clear();
+  s.stage->save_state(out);
+  c.sections["sync"].assign(out.bytes().begin(), out.bytes().end());
+  spdlog::info("--resume: the {}-node job's iteration {} ({} per epoch) is this job's iteration {} "
+               "({} per epoch: the same epoch, the same fraction of it)",
+               s.resplit_from_nodes, done, per_epoch_old, now, per_epoch);
 }
 
 void Pipeline::add_checkpoint_state(std::string name, engine::Checkpointable& state) {

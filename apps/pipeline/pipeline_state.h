@@ -66,6 +66,9 @@ struct Pipeline::State {
   std::uint64_t checkpoint_writing = 0;          // the iteration being written
   std::optional<engine::Checkpoint> resume_from;  // agreed in build(), loaded in run()
   std::string resume_source;                      // its path
+  // Resuming on another node count: the node count and iterations per epoch that wrote it (the
+  // cursor and the plan are rewritten for this job in run(): apps/pipeline/resplit.h).
+  std::size_t resplit_from_nodes = 0;
 
   State(NodeOptions o, JobConfig c, topo::PeerList p)
       : options(std::move(o)), config(std::move(c)), peers(std::move(p)) {}

@@ -40,6 +40,16 @@ KvShard::KvShard(const topo::KvPlacement& placement, std::size_t rank,
 }
 
 void KvShard::reload(std::span<const float> parameters) {
+  // Only a chunk's owner steps it, so this node's velocity of the chunks it does not own is 0;
+  // a checkpoint merged from another node count (apps/pipeline/resplit.h) carries the owners'
+  // values everywhere: back to 0, so the next merge again finds each chunk's velocity at its owner.
+  const std::span<float> velocity = optimizer_.velocity();
+  for (const topo::KvChunk& chunk : placement_.chunks()) {
+    if (chunk.owner == rank_) continue;
+    GRADMESH_CHECK_LE(chunk.offset + chunk.size, velocity.size(),
+                      "KvShard::reload: KV chunk outside the model");
+    std::fill_n(velocity.begin() + static_cast<std::ptrdiff_t>(chunk.offset), chunk.size, 0.0f);
+  }
   const std::size_t owned = placement_.chunks_owned_by(rank_).size();
   for (std::size_t i = 0; i < owned; ++i) {
     const ChunkState& state = states_[i];

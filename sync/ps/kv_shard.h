@@ -52,7 +52,9 @@ class KvShard {
   /// Copies the master copy of every owned chunk from `parameters` (the model's flat vector, as
   /// the constructor's `initial`): after a checkpoint was loaded into the replica, which at an
   /// iteration boundary equals every master copy bitwise under BSP (each replica took the
-  /// broadcast chunks). Call between rounds only (no push of the round under way).
+  /// broadcast chunks). Also zeroes this node's velocity of the chunks it does not own (only the
+  /// owner steps a chunk; a checkpoint merged from another node count holds the owners' values on
+  /// every node). Call between rounds only (no push of the round under way).
   void reload(std::span<const float> parameters);
 
   /// Floats of master copy held here.

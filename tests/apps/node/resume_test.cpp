@@ -41,7 +41,7 @@ std::string file_bytes(const std::filesystem::path& path) {
 
 /// Runs the job with `sets` (KEY=VALUE) and `extra` flags to its end; requires success.
 void run_ok(Cluster& cluster, const std::vector<std::string>& sets,
-            const std::vector<std::string>& extra = {}) {
+            const std::vector<std::string>& extra = {}, std::size_t nodes = kNodes) {
   std::vector<std::string> args{"--save-parameters"};
   for (const std::string& s : sets) {
     args.push_back("--set");
@@ -51,7 +51,7 @@ void run_ok(Cluster& cluster, const std::vector<std::string>& sets,
   cluster.start(args);
   const auto codes = cluster.wait(std::chrono::seconds(90));
   INFO(cluster.all_logs());
-  REQUIRE(codes == std::vector<int>(kNodes, 0));
+  REQUIRE(codes == std::vector<int>(nodes, 0));
 }
 
 /// The uninterrupted job, then the same job stopped at `stop` with checkpoints every `every`,
@@ -124,6 +124,54 @@ TEST_CASE("allreduce: stopped at an epoch's end and resumed equals the uninterru
   check_stop_and_resume_is_bitwise("allreduce", 5, 20, /*tear=*/false, 20);
 }
 
+TEST_CASE("a checkpoint written by 3 nodes resumes on 2 and on 4: the replica whole, the KV "
+          "chunks re-sharded",
+          "[e2e][resume][resplit]") {
+  // ps on 3 nodes: the KV chunks (and their velocities) are spread over 3 owners.
+  const std::string toml = job_toml("ps");
+  Cluster first("resplit-first", 3, toml);
+  const std::string ckpt = (first.dir() / "ckpt").string();
+  run_ok(first, {"job.max_iterations=10", "checkpoint.dir=" + ckpt, "checkpoint.every=5"}, {}, 3);
+  const std::string stopped = file_bytes(first.dir() / "parameters-0.f32");
+  REQUIRE(stopped.size() > 0);
+  for (const std::size_t nodes : {std::size_t{2}, std::size_t{4}}) {
+    INFO(nodes << " nodes");
+    // To the end of the 2 epochs: the iteration it resumed from is the same fraction of epoch 0.
+    Cluster resumed("resplit-" + std::to_string(nodes), nodes, toml);
+    run_ok(resumed, {}, {"--resume", ckpt}, nodes);
+    const std::uint64_t start = resumed.metrics(0)["resumed_from_iteration"].get<std::uint64_t>();
+    // 2 epochs in all: the job's iterations per epoch.
+    const std::uint64_t per_epoch =
+        (start + resumed.metrics(0)["iterations"].get<std::uint64_t>()) / 2;
+    CHECK(start > 0);
+    CHECK(start < per_epoch);  // 10 of the 3-node job's 13 per epoch: still epoch 0
+    CHECK_THAT(resumed.log_text(0), Catch::Contains("the 3-node job's iteration 10 (13 per epoch) "
+                                                    "is this job's iteration " +
+                                                    std::to_string(start)));
+    const std::string replica0 = file_bytes(resumed.dir() / "parameters-0.f32");
+    for (std::size_t r = 0; r < nodes; ++r) {
+      INFO("rank " << r);
+      const auto m = resumed.metrics(r);
+      CHECK(m["resumed_from_iteration"] == start);
+      CHECK(m["iterations"].get<std::uint64_t>() + start == 2 * per_epoch);
+      CHECK(m["rejected_messages"] == 0);
+      CHECK(m["test_accuracy"].get<double>() > 0.5);
+      CHECK(file_bytes(resumed.dir() / ("parameters-" + std::to_string(r) + ".f32")) == replica0);
+      CHECK_THAT(resumed.log_text(r),
+                 Catch::Contains("the 3-node job's checkpoints of its iteration 10 re-split over " +
+                                 std::to_string(nodes) + " nodes"));
+    }
+    // Resumed and stopped at once: every node holds the 3-node job's replica, bit for bit.
+    Cluster none("resplit-none-" + std::to_string(nodes), nodes, toml);
+    run_ok(none, {"job.max_iterations=" + std::to_string(start)}, {"--resume", ckpt}, nodes);
+    for (std::size_t r = 0; r < nodes; ++r) {
+      INFO("rank " << r);
+      CHECK(none.metrics(r)["iterations"] == 0);
+      CHECK(file_bytes(none.dir() / ("parameters-" + std::to_string(r) + ".f32")) == stopped);
+    }
+  }
+}
+
 TEST_CASE("resume fails clearly for a missing folder or another config or node count",
           "[e2e][resume][errors]") {
   const std::string toml = job_toml("ps");
@@ -151,15 +199,15 @@ TEST_CASE("resume fails clearly for a missing folder or another config or node c
                Catch::Contains("written under another config: optimizer.lr = 0.05 in the "
                                "checkpoint, 0.07 now"));
   }
-  SECTION("the same strategy on another node count") {
-    Cluster c("resume-count", 1, toml);
-    // One node under ps: the config is the checkpoint's, the node count is not.
+  SECTION("another node count without every old node's folder") {
+    std::filesystem::remove_all(std::filesystem::path(ckpt) / "node-1");
+    Cluster c("resume-count", 3, toml);
     c.start({"--resume", ckpt});
     const auto codes = c.wait(std::chrono::seconds(60));
     INFO(c.all_logs());
-    CHECK(codes == std::vector<int>{1});
-    CHECK_THAT(c.log_text(0), Catch::Contains("written by a job of 2 nodes, this one has 1") &&
-                                  Catch::Contains("not supported yet"));
+    CHECK(codes == std::vector<int>{1, 1, 1});
+    CHECK_THAT(c.log_text(0), Catch::Contains("no checkpoint iteration is valid on every node") &&
+                                  Catch::Contains("needs every one of its node-<rank> folders"));
   }
 }
 
