@@ -6,19 +6,22 @@
 # For `ako` it prints, per run: how long after the signal the survivors dropped the peer and went
 # on (the "going on with" log line, the slowest survivor; their staleness gates open at that
 # moment), the survivors' mean test accuracy (their replicas) and final-model accuracy, against
-# an undisturbed run of the same config. For `ps` (BSP) it prints how long the survivors took to
-# exit naming the peer: rollback to a checkpoint and going on with n - 1 is not built yet.
+# an undisturbed run of the same config. For `ps` (BSP, checkpoint.dir set, a checkpoint every
+# CKPT_EVERY iterations) it prints how long after the signal the survivors had rolled back and
+# started again as a job of n - 1 (the "iterations in all" line of the new view, the slowest
+# survivor), and their accuracy at the end against an undisturbed `ps` run.
 #
 #   bash bench/faults.sh [CONFIG] [NODES]
 #   (defaults configs/fashion-mnist-mlp-ako.toml, 4; needs a built tree: scripts/build.sh)
 # Env: PEER_TIMEOUT (net.peer_timeout for the SIGSTOP runs, default 2), TEST_LIMIT (default 2000),
-#      OUT (default out/bench-faults).
+#      CKPT_EVERY (default 200), OUT (default out/bench-faults).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config=${1:-configs/fashion-mnist-mlp-ako.toml}
 nodes=${2:-4}
 peer_timeout=${PEER_TIMEOUT:-2}
 test_limit=${TEST_LIMIT:-2000}
+ckpt_every=${CKPT_EVERY:-200}
 out=${OUT:-out/bench-faults}
 rm -rf "$out"
 mkdir -p "$out"
@@ -39,17 +42,23 @@ PY
 run() {
   local name=$1 strategy=$2 signal=$3 dir="$out/$1"
   mkdir -p "$dir"
+  local extra=()
+  if [[ $strategy != ako ]]; then
+    extra=(--set checkpoint.dir="$dir/ckpt" --set checkpoint.every="$ckpt_every")
+  fi
   local peers
   peers=$(free_ports "$nodes")
   local pids=()
   for ((r = 0; r < nodes; r++)); do
     ./build/bin/gradmesh-node --config "$config" --peers "$peers" --rank "$r" \
       --metrics-out "$dir" --set sync.strategy="$strategy" --set data.test_limit="$test_limit" \
-      --set net.peer_timeout="$peer_timeout" > "$dir/log-$r.txt" 2>&1 &
+      --set net.peer_timeout="$peer_timeout" "${extra[@]}" > "$dir/log-$r.txt" 2>&1 &
     pids+=($!)
   done
   if [[ $signal != none ]]; then
-    until grep -q "epoch 1/" "$dir/log-$victim.txt" 2>/dev/null; do sleep 0.05; done
+    local mark="epoch 1/"
+    [[ $strategy != ako ]] && mark="checkpoint of iteration $ckpt_every:"
+    until grep -q "$mark" "$dir/log-$victim.txt" 2>/dev/null; do sleep 0.05; done
     python3 -c 'import time; print(f"{time.time():.3f}")' > "$dir/signal_at"
     kill -"$signal" "${pids[$victim]}"
   fi
@@ -64,6 +73,7 @@ run() {
 echo "== ako undisturbed" >&2;  run ako-undisturbed ako none
 echo "== ako, SIGKILL" >&2;     run ako-kill ako KILL
 echo "== ako, SIGSTOP" >&2;     run ako-stop ako STOP
+echo "== ps undisturbed" >&2;  run ps-undisturbed ps none
 echo "== ps, SIGKILL" >&2;      run ps-kill ps KILL
 echo "== ps, SIGSTOP" >&2;      run ps-stop ps STOP
 
@@ -112,18 +122,24 @@ for name in ("ako-kill", "ako-stop"):
     print(f"{name:16} {latency:>16} {100 * acc:8.2f}% {100 * final:6.2f}%  "
           f"({len(rows)} of {nodes - 1} survivors finished; vs undisturbed: "
           f"{100 * (acc - base_acc):+.2f} points)")
+ps_base = metrics("ps-undisturbed", range(nodes))
+ps_acc = sum(r["test_accuracy"] for r in ps_base) / len(ps_base)
+print(f"{'run':16} {'rolled back, on':>16} {'accuracy':>9} {'from':>6}  (undisturbed ps: "
+      f"{100 * ps_acc:.2f}%)")
 for name in ("ps-kill", "ps-stop"):
     at = float(open(f"{out}/{name}/signal_at").read())
     day = datetime.datetime.fromtimestamp(at).date()
-    named = f"peer rank {victim} ("
-    stops = []
+    going = []
     for r in survivors(name):
-        log = f"{out}/{name}/log-{r}.txt"
         t = None
-        for line in open(log, errors="replace"):
-            if "[error]" in line and named in line:
-                t = stamp(line, day)
-        stops.append(t)
-    latency = "-" if None in stops else f"{max(stops) - at:.2f} s"
-    print(f"{name:16} survivors exit naming the peer after {latency} (BSP: no rollback yet)")
-PY
+        for line in open(f"{out}/{name}/log-{r}.txt", errors="replace"):
+            if "iterations in all" in line:
+                t = stamp(line, day)  # the last one: the new view's start
+        going.append(t)
+    latency = "-" if None in going or min(going) < at else f"{max(going) - at:.2f} s"
+    rows = metrics(name, range(nodes - 1))  # the new view's ranks 0 .. n-2
+    acc = sum(r["test_accuracy"] for r in rows) / max(1, len(rows))
+    start = rows[0].get("resumed_from_iteration") if rows else None
+    print(f"{name:16} {latency:>16} {100 * acc:8.2f}% {start if start is not None else '-':>6}  "
+          f"({len(rows)} of {nodes - 1} survivors finished, rollbacks "
+          f"{[r.get('rollbacks') for r in rows]}; vs undisturbed: {100 * (acc - ps_acc):+.2f} points)")

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <sstream>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -41,18 +42,27 @@ class CheckpointError : public Error {
 /// A peer is unreachable, refused us, misbehaved or disappeared. Carries its rank and address.
 class PeerError : public Error {
  public:
-  PeerError(std::size_t rank, std::string address, const std::string& what)
+  /// `failed_peer`: when the peer stopped because *another* rank failed (its Abort said which,
+  /// net::Transport::abort_for), that rank.
+  PeerError(std::size_t rank, std::string address, const std::string& what,
+            std::optional<std::size_t> failed_peer = std::nullopt)
       : Error("peer rank " + std::to_string(rank) + " (" + address + "): " + what),
         rank_(rank),
-        address_(std::move(address)) {}
+        address_(std::move(address)),
+        failed_peer_(failed_peer) {}
   /// Rank of the peer at fault, as in the peer list.
   [[nodiscard]] std::size_t rank() const noexcept { return rank_; }
   /// "host:port" of the peer at fault.
   [[nodiscard]] const std::string& address() const noexcept { return address_; }
+  /// The rank whose failure made this peer stop, if it said so (else the peer itself failed).
+  [[nodiscard]] std::optional<std::size_t> failed_peer() const noexcept { return failed_peer_; }
+  /// The rank that is gone: failed_peer() if set, else rank().
+  [[nodiscard]] std::size_t root_rank() const noexcept { return failed_peer_.value_or(rank_); }
 
  private:
   std::size_t rank_;
   std::string address_;
+  std::optional<std::size_t> failed_peer_;
 };
 
 /// A message broke the wire protocol (bad framing, unverifiable header, wrong version).

@@ -103,7 +103,7 @@ std::unique_ptr<OutgoingFrame> encode_hello(const HelloFields& hello, std::size_
   const auto job_name = builder.CreateString(hello.job_name);
   const auto hello_table =
       schema::CreateHello(builder, hello.protocol_version, static_cast<std::uint32_t>(hello.rank),
-                          job_name, hello.config_hash, peers_vector);
+                          job_name, hello.config_hash, peers_vector, hello.view);
   return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Hello, hello_table.Union()),
                                          Payload(), control_stage, FrameRole::kControl);
 }
@@ -115,9 +115,10 @@ std::unique_ptr<OutgoingFrame> encode_hello_ack(std::size_t rank, std::size_t co
                                          Payload(), control_stage, FrameRole::kControl);
 }
 
-std::unique_ptr<OutgoingFrame> encode_refuse(const std::string& reason, std::size_t control_stage) {
+std::unique_ptr<OutgoingFrame> encode_refuse(const std::string& reason, std::size_t control_stage,
+                                             bool retry) {
   auto& builder = thread_builder();
-  const auto refuse = schema::CreateRefuseDirect(builder, reason.c_str());
+  const auto refuse = schema::CreateRefuseDirect(builder, reason.c_str(), retry);
   return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Refuse, refuse.Union()),
                                          Payload(), control_stage, FrameRole::kRefuse);
 }
@@ -129,9 +130,11 @@ std::unique_ptr<OutgoingFrame> encode_goodbye(std::size_t control_stage) {
                                          Payload(), control_stage, FrameRole::kGoodbye);
 }
 
-std::unique_ptr<OutgoingFrame> encode_abort(const std::string& reason, std::size_t control_stage) {
+std::unique_ptr<OutgoingFrame> encode_abort(const std::string& reason, std::size_t control_stage,
+                                            std::optional<std::size_t> failed_rank) {
   auto& builder = thread_builder();
-  const auto abort = schema::CreateAbortDirect(builder, reason.c_str());
+  const auto abort = schema::CreateAbortDirect(
+      builder, reason.c_str(), failed_rank ? static_cast<std::int64_t>(*failed_rank) : -1);
   return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Abort, abort.Union()),
                                          Payload(), control_stage, FrameRole::kAbort);
 }
@@ -198,6 +201,7 @@ HelloFields decode_hello(const schema::Hello& hello) {
   fields.rank = hello.rank();
   fields.job_name = hello.job_name() ? hello.job_name()->str() : std::string();
   fields.config_hash = hello.config_hash();
+  fields.view = hello.view();
   if (hello.peers()) {
     fields.peers.reserve(hello.peers()->size());
     for (const auto* peer : *hello.peers()) fields.peers.push_back(peer ? peer->str() : "");

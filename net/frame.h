@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -122,6 +123,7 @@ struct HelloFields {
   std::string job_name;
   std::uint64_t config_hash = 0;
   std::vector<std::string> peers;  ///< "host:port", index = rank
+  std::uint32_t view = 0;          ///< TransportOptions::view
 };
 
 /// Frame builders. `control_stage` is the counter stage id of "control". Thread safe (each thread
@@ -132,11 +134,16 @@ struct HelloFields {
                                                           std::size_t control_stage);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_hello_ack(std::size_t rank,
                                                               std::size_t control_stage);
+/// `retry`: the refused dialer should dial again (this node is still leaving an older view).
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_refuse(const std::string& reason,
-                                                           std::size_t control_stage);
+                                                           std::size_t control_stage,
+                                                           bool retry = false);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_goodbye(std::size_t control_stage);
-[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_abort(const std::string& reason,
-                                                          std::size_t control_stage);
+/// `failed_rank`: the rank whose failure made this node stop (the receivers' PeerError names it:
+/// PeerError::failed_peer), or none for an error of its own.
+[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_abort(
+    const std::string& reason, std::size_t control_stage,
+    std::optional<std::size_t> failed_rank = std::nullopt);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_heartbeat(std::size_t control_stage);
 
 /// The result of verify_header(): `header` on success, else `error` says what is wrong.

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,7 +88,12 @@ class Transport {
 
   /// Abrupt close on an error, telling the peers why first (each reports this node as failed with
   /// "aborted the job: <reason>"). Idempotent; never throws.
-  virtual void abort(const std::string& reason) noexcept = 0;
+  void abort(const std::string& reason) noexcept { abort_for(reason, std::nullopt); }
+  /// abort(), saying that this node stops because rank `failed_peer` failed: the peers' PeerError
+  /// for this node then has PeerError::failed_peer() = it, so survivors that roll back agree on
+  /// who is gone (apps/pipeline: run_with_recovery). Idempotent; never throws.
+  virtual void abort_for(const std::string& reason,
+                         std::optional<std::size_t> failed_peer) noexcept = 0;
 
   /// Snapshot of the byte and frame counters (wire bytes: prefix + header + payload). Thread safe.
   [[nodiscard]] virtual Counters counters() const = 0;

@@ -27,6 +27,10 @@ struct TransportOptions {
   /// a Heartbeat frame, so only a peer that stopped (SIGSTOP, a frozen host, a cut link) falls
   /// silent. 0: no heartbeats, a peer fails only when its connection breaks. >= 0, finite.
   double peer_timeout_s = 0.0;
+  /// The job's view: 0 at the start, + 1 each time the nodes left roll back without a failed peer
+  /// (apps/pipeline: run_with_recovery). A dialer of a newer view that reaches a node still in
+  /// an older one (leaving it) is refused with "retry" and dials again, until connect_timeout_s.
+  std::uint32_t view = 0;
   /// The job secret (any bytes, any length), the same on every peer: both ends of every connection
   /// prove they hold it before any other frame is read (net/tcp/auth.h). Empty: no authentication,
   /// and a peer with a secret refuses this node. Never logged; the transport keeps only a key

@@ -98,8 +98,9 @@ struct Node {
 
 class Launcher final {
  public:
-  Launcher(const LaunchOptions& options, std::vector<std::uint16_t> ports)
-      : options_(options), ports_(std::move(ports)) {}
+  /// `survivable`: why the job goes on without a failed node (empty: it does not).
+  Launcher(const LaunchOptions& options, std::vector<std::uint16_t> ports, std::string survivable)
+      : options_(options), ports_(std::move(ports)), survivable_(std::move(survivable)) {}
   Launcher(const Launcher&) = delete;
   Launcher& operator=(const Launcher&) = delete;
 
@@ -241,13 +242,20 @@ class Launcher final {
     node.exit_status = exit_status;
     node.term_signal = term_signal;
     uv_close(reinterpret_cast<uv_handle_t*>(process), nullptr);
-    if (node.failed() && self.first_failure_ == nullptr && self.phase_ == Phase::kRunning) {
-      self.first_failure_ = &node;
-      say("rank " + std::to_string(node.rank) + " " + describe_exit(node) + "; " +
-          (self.live_count() > 0 ? "the other nodes have " + seconds(self.options_.grace_seconds) +
-                                       " to finish"
-                                 : std::string("no other node is running")));
-      self.start_grace();
+    if (node.failed() && self.phase_ == Phase::kRunning) {
+      const bool first = self.first_failure_ == nullptr;
+      if (first) self.first_failure_ = &node;
+      if (first && !self.survivable_.empty() && self.live_count() > 1) {
+        // The others detect the failure and go on without it; a later failure starts the grace.
+        say("rank " + std::to_string(node.rank) + " " + describe_exit(node) +
+            "; the other nodes go on without it (" + self.survivable_ + ")");
+      } else {
+        say("rank " + std::to_string(node.rank) + " " + describe_exit(node) + "; " +
+            (self.live_count() > 0 ? "the other nodes have " +
+                                         seconds(self.options_.grace_seconds) + " to finish"
+                                   : std::string("no other node is running")));
+        self.start_grace();
+      }
     }
     self.check_done();
   }
@@ -391,6 +399,7 @@ class Launcher final {
   std::array<char, 64 * 1024> read_buffer_{};
   Phase phase_ = Phase::kRunning;
   const Node* first_failure_ = nullptr;
+  std::string survivable_;  // why the job goes on without a failed node; empty: it does not
   int interrupted_ = 0;  // the last signal the launcher got, 0 if none
   bool finishing_ = false;
 };
@@ -488,10 +497,19 @@ int run_launcher(const LaunchOptions& options) {
   // Check the config here once, rather than have N nodes print the same error. A node program of
   // one's own (--node) may register layer kinds that only its nodes know (tasks::register_layer):
   // for such a program the launcher checks every key but lets unknown layer kinds through.
+  JobConfig config;
   {
     std::optional<tasks::AcceptUnknownLayerKinds> user_kinds;
     if (options.node_binary.filename() != default_node_binary().filename()) user_kinds.emplace();
-    (void)load_job_config(options.config, options.overrides);
+    config = load_job_config(options.config, options.overrides);
+  }
+  // Jobs that go on without a failed node (README "When a peer fails"): the launcher then lets
+  // the others run after the first failure instead of stopping them after the grace period.
+  std::string survivable;
+  if (config.sync.strategy == "ako") {
+    survivable = "sync.strategy = ako";
+  } else if (config.sync.strategy != "none" && !config.checkpoint.dir.empty()) {
+    survivable = "sync.strategy = " + config.sync.strategy + " rolls back to checkpoint.dir";
   }
   check_node_binary(options.node_binary);
   if (options.metrics_out) {
@@ -503,7 +521,7 @@ int run_launcher(const LaunchOptions& options) {
     }
   }
   std::vector<std::uint16_t> ports = pick_ports(options.nodes, options.base_port, options.host);
-  Launcher launcher(options, std::move(ports));
+  Launcher launcher(options, std::move(ports), std::move(survivable));
   return launcher.run();
 }
 

@@ -57,7 +57,9 @@ struct LaunchOptions {
 ///
 /// When a node exits non-zero or by a signal, the others get options.grace_seconds to finish
 /// (they detect the peer failure themselves), then SIGTERM, then SIGKILL after
-/// options.kill_after_seconds. SIGINT and SIGTERM sent to the launcher are forwarded to the
+/// options.kill_after_seconds. A job that goes on without a failed node (sync.strategy = ako, or
+/// a BSP strategy with checkpoint.dir: README "When a peer fails") is left running after its
+/// first failed node; a second failure starts the grace period. SIGINT and SIGTERM sent to the launcher are forwarded to the
 /// nodes, with the same escalation. Blocks the calling thread; installs libuv signal watchers for
 /// SIGINT and SIGTERM while it runs.
 ///

@@ -45,6 +45,7 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"resumed_from_iteration", m.resumed_from_iteration
                                      ? nlohmann::json(*m.resumed_from_iteration)
                                      : nlohmann::json(nullptr)},
+      {"rollbacks", m.rollbacks},
       {"checkpoints_written", m.checkpoints_written},
       {"checkpoint_bytes", m.checkpoint_bytes},
       {"checkpoint_seconds", m.checkpoint_seconds},

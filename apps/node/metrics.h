@@ -26,6 +26,9 @@ struct NodeMetrics {
   /// --resume: the iteration the job continued from (iterations done before this process);
   /// nullopt for a fresh start. "resumed_from_iteration" in the file (null when fresh).
   std::optional<std::uint64_t> resumed_from_iteration;
+  /// Times this node rolled back to a checkpoint and went on without a failed peer
+  /// (run_with_recovery); its rank and the node count are the last view's.
+  std::size_t rollbacks = 0;
   std::uint64_t checkpoints_written = 0;  ///< checkpoint files this node wrote (checkpoint.dir)
   std::uint64_t checkpoint_bytes = 0;     ///< size of the last one, bytes
   /// Time iterations waited for them, seconds: the state's copy, and the previous file's write

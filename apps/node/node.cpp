@@ -22,14 +22,21 @@ namespace gradmesh::app {
 
 int run_node(const NodeOptions& options) {
   return run_main([&] {
-    Pipeline pipeline(options);
-    const JobConfig& config = pipeline.config();
-    tasks::TrainTest data = tasks::load_fashion_mnist(config.data.path);
-    if (config.data.train_limit) data.train = tasks::take_first(data.train, *config.data.train_limit);
-    if (config.data.test_limit) data.test = tasks::take_first(data.test, *config.data.test_limit);
-    pipeline.set_source(std::make_unique<DatasetSource>(data.train));
-    pipeline.set_evaluation([&data](tasks::Model& model) { return model.evaluate(data.test); });
-    pipeline.run();
+    std::optional<tasks::TrainTest> data;  // loaded once, kept over rollbacks
+    run_with_recovery(options, [&data](Pipeline& pipeline) {
+      const JobConfig& config = pipeline.config();
+      if (!data) {
+        data = tasks::load_fashion_mnist(config.data.path);
+        if (config.data.train_limit) {
+          data->train = tasks::take_first(data->train, *config.data.train_limit);
+        }
+        if (config.data.test_limit) {
+          data->test = tasks::take_first(data->test, *config.data.test_limit);
+        }
+      }
+      pipeline.set_source(std::make_unique<DatasetSource>(data->train));
+      pipeline.set_evaluation([&data](tasks::Model& model) { return model.evaluate(data->test); });
+    });
   });
 }
 

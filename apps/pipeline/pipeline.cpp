@@ -84,6 +84,12 @@ Pipeline::~Pipeline() = default;
 
 const JobConfig& Pipeline::config() const noexcept { return state_->config; }
 const NodeOptions& Pipeline::options() const noexcept { return state_->options; }
+
+std::vector<std::string> Pipeline::peer_addresses() const {
+  std::vector<std::string> out;
+  for (std::size_t r = 0; r < state_->nodes(); ++r) out.push_back(state_->peers[r].address());
+  return out;
+}
 std::size_t Pipeline::rank() const noexcept { return state_->rank; }
 std::size_t Pipeline::nodes() const noexcept { return state_->nodes(); }
 std::size_t Pipeline::batch_size() const noexcept { return state_->config.optimizer.batch_size; }
@@ -135,6 +141,7 @@ void Pipeline::build() {
     t.config_hash = config.hash();
     t.connect_timeout_s = config.net.connect_timeout;
     t.peer_timeout_s = config.net.peer_timeout;
+    t.view = static_cast<std::uint32_t>(s.options.rollbacks);
     t.max_frame_bytes = config.net.max_frame_bytes;
     t.stages = sync::stage_names();
     t.max_send_rate = config.net.max_send_rate.value_or(0.0);
@@ -359,8 +366,13 @@ NodeMetrics Pipeline::run() {
       metrics.final_test_accuracy = metrics.test_accuracy;
       metrics.final_test_loss = metrics.test_loss;
     }
+  } catch (const PeerError& e) {
+    // Tell the peers why this node stops, naming the rank that failed (a peer that stopped for
+    // another's failure passes that one on), so each names the root cause, not this node's
+    // hang-up, and survivors that roll back agree on who is gone (run_with_recovery).
+    if (transport) transport->abort_for(e.what(), e.root_rank());
+    throw;
   } catch (const std::exception& e) {
-    // Tell the peers why this node stops, so each names the root cause, not this node's hang-up.
     if (transport) transport->abort(e.what());
     throw;
   }
@@ -383,6 +395,7 @@ NodeMetrics Pipeline::run() {
   metrics.iterations = done - start;
   metrics.samples = (done - start) * batch;
   if (s.options.resume) metrics.resumed_from_iteration = start;
+  metrics.rollbacks = s.options.rollbacks;
   metrics.samples_per_second = static_cast<double>(metrics.samples) / std::max(train_seconds, 1e-9);
   metrics.bytes_sent_per_iteration =
       metrics.iterations > 0

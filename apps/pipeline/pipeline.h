@@ -52,6 +52,9 @@ struct NodeOptions {
   bool save_parameters = false;              ///< --save-parameters: DIR/parameters-<rank>.f32
   bool trace = false;                        ///< --trace: DIR/trace-<rank>.json (Chrome trace of every task)
   bool verbose = false;                      ///< -v: debug logging, the effective config printed
+  /// Set by run_with_recovery() (not a flag): how many times this node has rolled back after a
+  /// peer failed ("rollbacks" in the metrics).
+  std::size_t rollbacks = 0;
 };
 
 /// The result of parse_node_command_line: the options, or (options empty) the exit status the
@@ -104,6 +107,8 @@ class Pipeline {
   [[nodiscard]] std::size_t rank() const noexcept;
   /// n, the number of nodes in the peer list.
   [[nodiscard]] std::size_t nodes() const noexcept;
+  /// Every node's "host:port", in rank order.
+  [[nodiscard]] std::vector<std::string> peer_addresses() const;
   /// K, samples per node per iteration (optimizer.batch_size).
   [[nodiscard]] std::size_t batch_size() const noexcept;
 
@@ -167,5 +172,20 @@ class Pipeline {
   struct State;
   std::unique_ptr<State> state_;
 };
+
+/// Runs a node's job as gradmesh-node does: a Pipeline of `options`, `configure` (set_source,
+/// set_evaluation, ...), build(), run(). Under a BSP strategy (ps, poseidon, allreduce, auto)
+/// with checkpoint.dir set, a peer that fails during training does not end the job: the nodes
+/// that are left agree on who is gone (the first PeerError's root rank: a peer that stops for
+/// another's failure names it, net::Transport::abort_for), drop it from the peer list (ranks
+/// after it move down by one), and start again on their own addresses with --resume from the
+/// newest checkpoint (re-split over n - 1 nodes: "On another node count" in the README); later
+/// checkpoints go to checkpoint.dir/view-<k>. A node whose view differs is refused by the
+/// others' handshake (the peer list is part of it). Each rollback is logged with the rank and
+/// address of the peer that is gone and counted ("rollbacks" in the metrics). Anything else
+/// (another strategy, no checkpoint.dir, no checkpoint written yet, a failure during start-up)
+/// throws as Pipeline::run() does.
+void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>& configure);
+
 
 }  // namespace gradmesh::app

@@ -182,7 +182,8 @@ void InProcTransport::shutdown(double timeout_s) noexcept {
 
 void InProcTransport::close() noexcept { leave(false, "connection closed without goodbye"); }
 
-void InProcTransport::abort(const std::string& reason) noexcept {
+void InProcTransport::abort_for(const std::string& reason,
+                                std::optional<std::size_t> /*failed_peer*/) noexcept {
   leave(false, "aborted the job: " + reason);
 }
 

@@ -51,7 +51,9 @@ class InProcTransport final : public Transport {
   [[nodiscard]] std::vector<double> stage_weights() const;
   void shutdown(double timeout_s = 10.0) noexcept override;
   void close() noexcept override;
-  void abort(const std::string& reason) noexcept override;
+  /// The peers' PeerError does not carry `failed_peer` (in-process tests need no rollback).
+  void abort_for(const std::string& reason,
+                 std::optional<std::size_t> failed_peer) noexcept override;
   [[nodiscard]] Counters counters() const override;
   [[nodiscard]] std::size_t rank() const noexcept override { return rank_; }
   [[nodiscard]] std::size_t size() const noexcept override;

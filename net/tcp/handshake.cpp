@@ -35,6 +35,9 @@ std::string check_hello(const HelloFields& ours, const HelloFields& theirs) {
            ", theirs " + std::to_string(theirs.protocol_version);
   if (theirs.job_name != ours.job_name)
     return "job name differs: ours \"" + ours.job_name + "\", theirs \"" + theirs.job_name + "\"";
+  if (theirs.view != ours.view)  // (a newer view is told to retry before this check)
+    return "view differs: ours " + std::to_string(ours.view) + ", theirs " +
+           std::to_string(theirs.view) + " (a node left behind by a rollback)";
   if (theirs.config_hash != ours.config_hash)
     return "config hash differs: ours " + hex(ours.config_hash) + ", theirs " +
            hex(theirs.config_hash);

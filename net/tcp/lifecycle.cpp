@@ -19,10 +19,11 @@ void TcpTransport::Impl::fail_start(PeerError error) noexcept {
   changed_.notify_all();
 }
 
-void TcpTransport::Impl::fail_peer(std::size_t rank, const std::string& why) noexcept {
+void TcpTransport::Impl::fail_peer(std::size_t rank, const std::string& why,
+                                   std::optional<std::size_t> failed_peer) noexcept {
   if (Connection* connection = peers_[rank].connection) close_connection(*connection);
   if (stopping_) return;
-  PeerError error(rank, peers_[rank].address, why);
+  PeerError error(rank, peers_[rank].address, why, failed_peer);
   bool during_start = false;
   {
     const std::lock_guard lock(mutex_);

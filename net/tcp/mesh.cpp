@@ -155,7 +155,7 @@ void TcpTransport::Impl::reject_inbound(Connection& connection, const std::strin
 }
 
 void TcpTransport::Impl::refuse(Connection& connection, std::size_t claimed_rank,
-                                const std::string& why, bool fails_start) noexcept {
+                                const std::string& why, bool fails_start, bool retry) noexcept {
   const std::string rank =
       claimed_rank == kNoRank ? std::string("?") : std::to_string(claimed_rank);
   if (connection.role() == Connection::Role::kAcceptor) {
@@ -178,7 +178,7 @@ void TcpTransport::Impl::refuse(Connection& connection, std::size_t claimed_rank
     connection.refusal = "refused its handshake: " + why;
   }
   try {
-    queue_frame(connection, encode_refuse(why, control_stage_));
+    queue_frame(connection, encode_refuse(why, control_stage_, retry));
     pump();
   } catch (...) {
     finish_refusal(connection);
@@ -188,6 +188,16 @@ void TcpTransport::Impl::refuse(Connection& connection, std::size_t claimed_rank
 void TcpTransport::Impl::handle_hello(Connection& connection, const schema::Hello& hello,
                                    std::size_t wire) noexcept {
   const HelloFields theirs = decode_hello(hello);
+  if (theirs.view > options_.view) {
+    // A node of a newer view (it rolled back: run_with_recovery) while this one is still
+    // leaving its older view: not a mismatch, and nothing to fail; the dialer tries again.
+    counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire, 1);
+    refuse(connection, theirs.rank,
+           "its view " + std::to_string(theirs.view) + " is newer than this node's " +
+               std::to_string(options_.view) + " (this node is leaving it): dial again",
+           /*fails_start=*/false, /*retry=*/true);
+    return;
+  }
   std::string reason = check_hello(our_hello(), theirs);
   const bool rank_valid = theirs.rank < peers_.size() && theirs.rank > options_.rank;
   bool duplicate = false;
@@ -228,6 +238,13 @@ void TcpTransport::Impl::handle_dialer_reply(Connection& connection, const schem
     return;
   }
   std::string why;
+  if (header.body_type() == schema::Body::Refuse && header.body_as_Refuse()->retry()) {
+    spdlog::debug("net rank {}: rank {} ({}) is still leaving an older view: dialing again",
+                  options_.rank, rank, peers_[rank].address);
+    close_connection(connection);
+    schedule_retry(rank);
+    return;
+  }
   if (header.body_type() == schema::Body::Refuse) {
     const auto* reason = header.body_as_Refuse()->reason();
     why = "refused our handshake: " + (reason ? reason->str() : std::string("no reason given"));

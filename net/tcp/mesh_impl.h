@@ -94,7 +94,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   void enqueue_from_caller(std::size_t to_rank, std::unique_ptr<OutgoingFrame> frame);
   void shutdown(double timeout_s) noexcept;
   void stop_and_join() noexcept;
-  void abort(const std::string& reason) noexcept;
+  void abort(const std::string& reason, std::optional<std::size_t> failed_peer) noexcept;
   void check_rank(std::size_t to_rank) const;
   void set_stage_weights(std::vector<double> weights);
 
@@ -162,10 +162,11 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   // Sends a Refuse saying `why` and closes after it; logged, and counted when inbound. With
   // `fails_start`, start() fails naming `claimed_rank` once the Refuse is written.
   void refuse(Connection& connection, std::size_t claimed_rank, const std::string& why,
-              bool fails_start) noexcept;
+              bool fails_start, bool retry = false) noexcept;
   void finish_refusal(Connection& connection) noexcept;
   void mark_connected(Connection& connection) noexcept;
-  void fail_peer(std::size_t rank, const std::string& why) noexcept;
+  void fail_peer(std::size_t rank, const std::string& why,
+                 std::optional<std::size_t> failed_peer = std::nullopt) noexcept;
   void fail_start(PeerError error) noexcept;
   void close_connection(Connection& connection) noexcept;
   void queue_frame(Connection& connection, std::unique_ptr<OutgoingFrame> frame) noexcept;

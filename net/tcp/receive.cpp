@@ -73,8 +73,15 @@ void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& 
       return;
     case schema::Body::Abort: {
       counters_.add_received(rank, control_stage_, wire_bytes, 1);
-      const flatbuffers::String* reason = header.body_as_Abort()->reason();
-      fail_peer(rank, "aborted the job: " + (reason != nullptr ? reason->str() : std::string("?")));
+      const schema::Abort* abort = header.body_as_Abort();
+      const flatbuffers::String* reason = abort->reason();
+      // The rank it names is checked: a bad one is the sender's own failure, not another's.
+      const std::int64_t failed = abort->failed_rank();
+      const bool names_other = failed >= 0 && static_cast<std::uint64_t>(failed) < peers_.size() &&
+                               static_cast<std::size_t>(failed) != rank;
+      fail_peer(rank, "aborted the job: " + (reason != nullptr ? reason->str() : std::string("?")),
+                names_other ? std::optional<std::size_t>(static_cast<std::size_t>(failed))
+                            : std::nullopt);
       return;
     }
     default:

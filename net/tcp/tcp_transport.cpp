@@ -38,6 +38,7 @@ HelloFields TcpTransport::Impl::our_hello() const {
   hello.rank = options_.rank;
   hello.job_name = options_.job_name;
   hello.config_hash = options_.config_hash;
+  hello.view = options_.view;
   for (const auto& peer : peers_) hello.peers.push_back(peer.address);
   return hello;
 }
@@ -126,9 +127,13 @@ void TcpTransport::shutdown(double timeout_s) noexcept { impl_->shutdown(timeout
 
 void TcpTransport::close() noexcept { impl_->stop_and_join(); }
 
-void TcpTransport::abort(const std::string& reason) noexcept { impl_->abort(reason); }
+void TcpTransport::abort_for(const std::string& reason,
+                             std::optional<std::size_t> failed_peer) noexcept {
+  impl_->abort(reason, failed_peer);
+}
 
-void TcpTransport::Impl::abort(const std::string& reason) noexcept {
+void TcpTransport::Impl::abort(const std::string& reason,
+                               std::optional<std::size_t> failed_peer) noexcept {
   {
     std::unique_lock lock(mutex_);
     if (!closed_ && loop_initialised_ && started_ && loop_accepts_ && !stop_requested_) {
@@ -137,7 +142,7 @@ void TcpTransport::Impl::abort(const std::string& reason) noexcept {
         if (r == options_.rank || peers_[r].failure || peers_[r].done) continue;
         try {
           if (incoming_.empty()) incoming_since_ = RateLimiter::steady_seconds();
-          incoming_.emplace_back(r, encode_abort(reason, control_stage_));
+          incoming_.emplace_back(r, encode_abort(reason, control_stage_, failed_peer));
           ++aborts_pending_;
         } catch (...) {
           // Out of memory: that peer learns of the failure from the closed connection.

@@ -77,7 +77,8 @@ class TcpTransport final : public Transport {
 
   /// Queues an Abort frame carrying `reason` to every live peer, waits (at most 1 s) for them to
   /// be written, then close().
-  void abort(const std::string& reason) noexcept override;
+  void abort_for(const std::string& reason,
+                 std::optional<std::size_t> failed_peer) noexcept override;
 
   [[nodiscard]] Counters counters() const override;
   [[nodiscard]] std::size_t rank() const noexcept override;

@@ -1,6 +1,8 @@
 // AkoStage: the end-of-job exchange, pauses, the measured send rate, summary and plan.
 #include "sync/ako/ako_internal.h"
 
+#include <cstring>
+
 #include "engine/executor.h"
 #include "engine/graph.h"
 #include "sync/layer_plan.h"
@@ -70,9 +72,18 @@ bool AkoStage::finish() {
       return true;
     }
   }
+  if (average_ && all_done) {  // a peer failed; every live one finished
+    // As the ring's mean: staged partitions are dropped (their gradients are in the replicas of
+    // the nodes that made them).
+    const std::size_t averaged = average_survivors();
+    if (averaged > 1) return true;
+    spdlog::warn("ako: no surviving peer's replica arrived: this node keeps its own");
+    apply_staging();
+    return true;
+  }
   if (average_) {
-    spdlog::warn("ako: a peer failed or did not finish: the replicas are not averaged; this node "
-                 "keeps its replica with what it has received folded in");
+    spdlog::warn("ako: a peer did not finish: the replicas are not averaged; this node keeps its "
+                 "replica with what it has received folded in");
   }
   // Every peer's partitions have been staged (or a peer failed, or the deadline passed): fold
   // them in, so the final replica holds every node's gradients (all replicas then agree up to
@@ -98,6 +109,41 @@ void AkoStage::average_replicas() {
   for (std::size_t i = 0; i < floats_; ++i) w[i] = sum[i] * scale;
   spdlog::info("ako: the final model is the mean of the {} replicas ({:.2f} s)", ctx_.nodes,
                std::chrono::duration<double>(Clock::now() - start).count());
+}
+
+std::size_t AkoStage::average_survivors() {
+  const auto start = Clock::now();
+  const std::span<float> w = ctx_.model.parameters();
+  // Once per job: one m-float payload, shared by every peer's frame.
+  net::Payload mine = net::Payload::allocate(floats_ * sizeof(float));
+  std::memcpy(mine.mutable_bytes().data(), w.data(), floats_ * sizeof(float));
+  broadcast(full_round_stage_, ako::Kind::kReplica, 0, 0, mine);
+  const auto deadline = start + std::chrono::seconds(60);
+  std::unique_lock lock(flush_mutex_);
+  flushed_.wait_until(lock, deadline, [&] {
+    for (std::size_t r = 0; r < ctx_.nodes; ++r) {
+      if (r != ctx_.rank && !dead(r) && !replicas_[r]) return false;
+    }
+    return true;
+  });
+  // Rank order, this node's own in its place: the same sum on every survivor that got the same.
+  std::vector<float> sum(floats_, 0.0f);
+  std::size_t count = 0;
+  for (std::size_t r = 0; r < ctx_.nodes; ++r) {
+    const float* values = r == ctx_.rank ? w.data()
+                          : replicas_[r] ? replicas_[r]->as<float>().data()
+                                         : nullptr;
+    if (values == nullptr) continue;
+    for (std::size_t i = 0; i < floats_; ++i) sum[i] += values[i];
+    ++count;
+  }
+  lock.unlock();
+  const float scale = 1.0f / static_cast<float>(count);
+  for (std::size_t i = 0; i < floats_; ++i) w[i] = sum[i] * scale;
+  spdlog::info("ako: a peer failed; the final model is the mean of the {} surviving replicas "
+               "({:.2f} s)",
+               count, std::chrono::duration<double>(Clock::now() - start).count());
+  return count;
 }
 
 void AkoStage::pause(bool paused) {

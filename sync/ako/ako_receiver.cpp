@@ -48,6 +48,23 @@ void AkoStage::on_message(std::size_t from, net::Message&& message) {
       apply_full_round(from, message);
       return;
     }
+    case ako::Kind::kReplica: {
+      if (message.payload.size() != floats_ * sizeof(float)) {
+        reject(from, "a replica of " + std::to_string(message.payload.size()) +
+                         " bytes (expected " + std::to_string(floats_ * sizeof(float)) + ")");
+        return;
+      }
+      {
+        const std::lock_guard lock(flush_mutex_);
+        if (replicas_[from]) {
+          reject(from, "a second replica");
+          return;
+        }
+        replicas_[from] = std::move(message.payload);
+      }
+      flushed_.notify_all();
+      return;
+    }
     default:
       break;
   }

@@ -45,6 +45,7 @@ AkoStage::AkoStage(SyncContext context)
       dirty_((floats_ + kStagingBlock - 1) / kStagingBlock, 0) {
   for (std::size_t r = 0; r < ctx_.nodes; ++r) dead_[r].store(false, std::memory_order_relaxed);
   done_.assign(ctx_.nodes, 0);
+  replicas_.resize(ctx_.nodes);
   const AkoOptions& o = ctx_.options.ako;
   if (auto_partitions_) {
     std::optional<double> measured = ctx_.options.planner.bandwidth;

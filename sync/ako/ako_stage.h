@@ -114,8 +114,9 @@ namespace gradmesh::sync {
 ///    node; staged partitions not yet applied are dropped (their gradients are in the replicas of
 ///    the nodes that made them). Measured in the README ("Ako's final model"): folding everything
 ///    in at once lands far from every replica at large p; the mean lands at or above their mean
-///    accuracy. If a peer failed or did not finish in time, the replicas are not averaged: the
-///    node folds in what it has received and keeps its replica, and warns.
+///    accuracy. If a peer failed, the survivors average among themselves (above); if a peer did
+///    not finish in time, the node folds in what it has received and keeps its replica, and
+///    warns.
 ///  - fold: it first sends each peer what it has not received (one ako::Kind::kFullRound, instead
 ///    of p - 1 rounds without new gradients) and then folds all staged updates in: every replica
 ///    then holds every node's gradients (equal up to the order of float additions).
@@ -131,8 +132,9 @@ namespace gradmesh::sync {
 /// training"): the survivors take it out of their staleness clocks (a gate waiting for it opens),
 /// send it nothing more, agree on p among the live nodes if it died before its profile, scale
 /// their updates by 1 / (live nodes) from then on, and at the end wait only for the live peers'
-/// kDone. The final mean of the replicas needs every node, so after a failure each survivor
-/// keeps its own replica (with what it has received folded in) and warns. Each failure is logged
+/// kDone. With sync.ako.final = average the survivors then average their replicas among
+/// themselves (average_survivors(): each sends its replica whole, ako::Kind::kReplica, and takes
+/// the mean in rank order of its own and those that arrive). Each failure is logged
 /// with the peer's rank and address and counted (summary "peers_failed").
 ///
 /// Errors: messages that break the protocol are dropped, counted and logged.
@@ -239,6 +241,10 @@ class AkoStage final : public SyncStage {
   void try_agree(std::size_t plan);
   /// sync.ako.final = average: the parameters become the mean of the n replicas (finish()).
   void average_replicas();
+  /// After a peer failed (sync.ako.final = average): every survivor sends its replica to the
+  /// others and replaces its own by the mean, summed in rank order, of its own and every one
+  /// that arrives from a live peer (bounded wait). Returns how many replicas were averaged.
+  std::size_t average_survivors();
   void record_profile(std::size_t from, std::size_t plan, std::span<const double> values);
   void agree(std::size_t plan, std::size_t partitions);
   void record_local_gamma(double gamma);
@@ -327,6 +333,8 @@ class AkoStage final : public SyncStage {
   std::atomic<std::uint64_t> received_{0};
   std::atomic<std::uint64_t> full_received_{0};
   std::vector<char> done_;  // per rank: its ako::Kind::kDone arrived; guarded by flush_mutex_
+  // Per rank: its replica for the survivors' mean (ako::Kind::kReplica); guarded by flush_mutex_.
+  std::vector<std::optional<net::Payload>> replicas_;
   /// Peers whose kDone has not arrived and that are not dead; under flush_mutex_.
   [[nodiscard]] std::size_t peers_pending_locked() const;
 };

@@ -23,6 +23,9 @@ enum class Kind : std::uint16_t {
   kDone = 6,       ///< no payload: the sender has sent its last Ako round
   kFullRound = 7,  ///< key = 0, round = sender's round t, payload = all m floats the receiver
                    ///< lacks of the sender's gradients up to t
+  kReplica = 8,    ///< key = 0, round = 0, payload = the sender's whole replica (m floats): the
+                   ///< end-of-job mean among survivors after a peer failed (sync.ako.final =
+                   ///< average)
 };
 
 }  // namespace gradmesh::sync::ako

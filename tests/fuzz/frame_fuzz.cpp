@@ -78,7 +78,8 @@ std::size_t read_fields(const schema::Header& header, std::size_t data_stage_cou
     }
     case schema::Body::Abort: {
       const auto* reason = header.body_as_Abort()->reason();
-      return reason != nullptr ? reason->str().size() : 0;
+      return (reason != nullptr ? reason->str().size() : 0) +
+             static_cast<std::size_t>(header.body_as_Abort()->failed_rank() & 0xff);
     }
     case schema::Body::Data: {
       const schema::Data* data = header.body_as_Data();

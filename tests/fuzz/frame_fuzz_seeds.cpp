@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
       encode_data(Message{2, 7, 42, 5, Payload::copy_of(std::as_bytes(std::span(values)))}));
   frames.emplace_back("goodbye", encode_goodbye(control));
   frames.emplace_back("heartbeat", encode_heartbeat(control));
-  frames.emplace_back("abort", encode_abort("peer rank 2 died", control));
+  frames.emplace_back("abort", encode_abort("peer rank 2 died", control, 2));
   // The handshake's frames: Challenges without and with a MAC, a Proof.
   auth::Nonce nonce{};
   for (std::size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<std::uint8_t>(i);

@@ -291,6 +291,24 @@ TEST_CASE("nodes that finish within the grace period are not killed", "[launch]"
   CHECK_THAT(r.err, !Catch::Contains("sending"));
 }
 
+TEST_CASE("a job that survives a failed node keeps its other nodes running past the grace period",
+          "[launch]") {
+  // ako, or a BSP strategy with checkpoint.dir (README "When a peer fails"): the others go on.
+  const std::string checkpoints = (fs::temp_directory_path() / "x").string();
+  for (const std::string& sets : {std::string(" --set sync.strategy=ako"),
+                                  " --set sync.strategy=ps --set checkpoint.dir=" + checkpoints}) {
+    Scratch s;
+    const Result r = launch(s, "FAKE_MODE=finish FAKE_FAIL_RANK=2 FAKE_FAIL_CODE=5",
+                            base_args(s, 3) + sets + " --grace-seconds 0.05");
+    INFO(sets << "\n" << r.out << r.err);
+    CHECK(r.rc == 1);  // a node failed
+    CHECK_THAT(r.err,
+               Catch::Contains("rank 2 exited with code 5; the other nodes go on without it"));
+    CHECK_THAT(r.err, !Catch::Contains("sending"));  // 0.3 s > the grace: they were left running
+    CHECK_THAT(r.err, Catch::Contains("1 of 3 nodes failed: rank 2 exited with code 5"));
+  }
+}
+
 TEST_CASE("SIGTERM to the launcher is forwarded to the nodes", "[launch]") {
   Scratch s;
   const std::string out = (s.dir() / "out").string();

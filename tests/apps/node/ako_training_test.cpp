@@ -246,7 +246,7 @@ void check_survivors_go_on(const std::string& name, int signal,
                            const std::vector<std::string>& extra, const std::string& why) {
   constexpr std::size_t kNodes = 4, kDead = 3;
   Cluster cluster(name, kNodes, demo_config());
-  std::vector<std::string> args = {"--set", "data.test_limit=2000"};
+  std::vector<std::string> args = {"--save-parameters", "--set", "data.test_limit=2000"};
   args.insert(args.end(), extra.begin(), extra.end());
   cluster.start(args);
   // Mid-run: during its first epoch (the progress line), p = 4, rounds in flight.
@@ -268,7 +268,15 @@ void check_survivors_go_on(const std::string& name, int signal,
     CHECK(m["sync"]["peers_failed"] == 1);
     CHECK(m["rejected_messages"] == 0);
     CHECK_THAT(cluster.log_text(r), Catch::Contains(named) && Catch::Contains(why) &&
-                                        Catch::Contains("going on with 3 of 4 nodes"));
+                                        Catch::Contains("going on with 3 of 4 nodes") &&
+                                        Catch::Contains("mean of the 3 surviving replicas"));
+  }
+  // sync.ako.final = average among the survivors: the same bits on each, at least as accurate
+  // as their replicas on average (less 0.5 points).
+  CHECK(worst_replica_difference(cluster, kDead) == 0.0f);
+  const double mean_replica = mean_test_accuracy(cluster, kDead);
+  for (std::size_t r = 0; r < kDead; ++r) {
+    CHECK(cluster.metrics(r)["final_test_accuracy"].get<double>() >= mean_replica - 0.005);
   }
   cluster.process(kDead).kill_now();  // a stopped one too
 }

@@ -1,6 +1,8 @@
 // End-to-end tests of the BSP strategies (ps, poseidon, allreduce): real gradmesh-node processes
 // on 127.0.0.1.
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -321,6 +323,60 @@ TEST_CASE("a peer that stops answering (SIGSTOP) makes the others exit non-zero 
   Cluster cluster("peer-stopped", 3, config_text(job, "ps"));
   gradmesh::testing::check_a_killed_peer_is_named(cluster, 3, {"--set", "net.peer_timeout=2"},
                                                   SIGSTOP, std::chrono::seconds(12));
+}
+
+namespace {
+
+/// ps on 3 node processes with a checkpoint every 100 iterations; rank 2 is sent `signal` after
+/// its checkpoint of iteration 200. The other two roll back to the newest checkpoint they share,
+/// go on as a job of 2 (the checkpoint re-split) and finish.
+void check_survivors_roll_back(const std::string& name, int signal,
+                               const std::vector<std::string>& extra) {
+  Job job;
+  job.iterations = 800;
+  Cluster cluster(name, 3, config_text(job, "ps"));
+  std::vector<std::string> args = {"--save-parameters", "--set",
+                                   "checkpoint.dir=" + (cluster.dir() / "ckpt").string(), "--set",
+                                   "checkpoint.every=100"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  cluster.start(args);
+  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(2), "checkpoint of iteration 200",
+                                           std::chrono::seconds(120)));
+  REQUIRE(::kill(cluster.process(2).pid(), signal) == 0);
+  const std::string named = "peer rank 2 (" + cluster.address(2) + ") is gone";
+  for (std::size_t r = 0; r < 2; ++r) {
+    const auto code = cluster.process(r).wait_for(std::chrono::seconds(120));
+    INFO(cluster.all_logs());
+    REQUIRE(code.has_value());
+    CHECK(*code == 0);
+    const auto m = cluster.metrics(r);
+    INFO("rank " << r << ": " << m.dump());
+    CHECK(m["rollbacks"] == 1);
+    CHECK(m["nodes"] == 2);
+    // The newest checkpoint every node has: 100 or 200 (rank 2's file of 200 may have been half
+    // written when it died), in the numbering of a job of 2 (x 3/2).
+    CHECK(m["resumed_from_iteration"].get<std::uint64_t>() >= 100 * 3 / 2);
+    CHECK(m["iterations"].get<std::uint64_t>() > 0);
+    CHECK(m["test_accuracy"].get<double>() > 0.7);
+    CHECK(m["rejected_messages"] == 0);
+    CHECK_THAT(cluster.log_text(r), Catch::Contains(named) && Catch::Contains("rolling back") &&
+                                        Catch::Contains("re-split over 2 nodes"));
+  }
+  CHECK(cluster.parameters(0) == cluster.parameters(1));  // BSP: the two replicas agree
+  cluster.process(2).kill_now();
+}
+
+}  // namespace
+
+TEST_CASE("ps, 3 node processes, one SIGKILLed: the other 2 roll back and finish",
+          "[e2e][ps][failure][rollback]") {
+  check_survivors_roll_back("ps-rollback-kill", SIGKILL, {});
+}
+
+TEST_CASE("ps, 3 node processes, one SIGSTOPped: after net.peer_timeout the other 2 roll back "
+          "and finish",
+          "[e2e][ps][failure][rollback][heartbeat]") {
+  check_survivors_roll_back("ps-rollback-stop", SIGSTOP, {"--set", "net.peer_timeout=2"});
 }
 
 TEST_CASE("nodes with different configs refuse each other with a clear error", "[e2e][handshake]") {
