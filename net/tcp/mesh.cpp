@@ -13,6 +13,10 @@ void TcpTransport::Impl::start() {
     if (loop_initialised_ || closed_) throw Error("Transport::start() called twice");
   }
   const std::size_t self = options_.rank;
+  // A write to a peer that has just died must be an error on that connection (EPIPE), not a
+  // SIGPIPE that ends this process without a word: libuv writes with write(2), which raises it.
+  // Process-wide, and kept (a survivor goes on: README "When a peer fails").
+  std::signal(SIGPIPE, SIG_IGN);
   for (std::size_t r = 0; r < peers_.size(); ++r)
     peers_[r].socket_address = resolve(r, options_.peers[r]);
 

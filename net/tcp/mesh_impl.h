@@ -8,6 +8,8 @@
 // shutdown, closing).
 
 #include <netdb.h>
+
+#include <csignal>
 #include <spdlog/spdlog.h>
 #include <uv.h>
 

@@ -51,6 +51,8 @@ class TcpTransport final : public Transport {
   /// is connected. Throws PeerError when a peer refuses us or we refuse it (the message carries the
   /// reason: what differs and both values), when we cannot listen, or after connect_timeout_s
   /// naming every missing rank and address. After a throw the TcpTransport is closed; destroy it.
+  /// Sets SIGPIPE to be ignored, process-wide: a write to a peer that died is an error on its
+  /// connection (EPIPE), not the end of this process.
   void start() override;
 
   /// Queues `message` for `to_rank` and returns at once (the payload is kept alive until written,

@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/apps/node/cluster.h"
+#include "tests/apps/node/peer_failure.h"
 
 using gradmesh::testing::Cluster;
 
@@ -250,16 +251,12 @@ void check_survivors_go_on(const std::string& name, int signal,
   args.insert(args.end(), extra.begin(), extra.end());
   cluster.start(args);
   // Mid-run: during its first epoch (the progress line), p = 4, rounds in flight.
-  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(kDead), "epoch 1/3",
-                                           std::chrono::seconds(120)));
-  REQUIRE(::kill(cluster.process(kDead).pid(), signal) == 0);
+  gradmesh::testing::signal_and_expect_survivors_finish(cluster, kDead, "epoch 1/3", signal,
+                                                        std::chrono::seconds(240));
   const std::string named =
       "peer rank " + std::to_string(kDead) + " (" + cluster.address(kDead) + ")";
   for (std::size_t r = 0; r < kDead; ++r) {
-    const auto code = cluster.process(r).wait_for(std::chrono::seconds(240));
     INFO(cluster.all_logs());
-    REQUIRE(code.has_value());
-    CHECK(*code == 0);
     const auto m = cluster.metrics(r);
     INFO("rank " << r << ": " << m.dump());
     CHECK(m["epochs"] == 3);

@@ -34,13 +34,28 @@ inline void check_a_killed_peer_is_named(Cluster& cluster, std::size_t nodes,
     const auto code = cluster.process(r).wait_for(within);
     INFO(cluster.all_logs());
     REQUIRE(code.has_value());
-    CHECK(*code != 0);
+    CHECK(*code == 1);  // an error exit naming the peer, not a signal (SIGPIPE, say)
     const std::string log = cluster.log_text(r);
     const auto last_error = log.rfind("[error]");
     REQUIRE(last_error != std::string::npos);
     CHECK_THAT(log.substr(last_error), Catch::Contains(named));
   }
   cluster.process(dead).kill_now();
+}
+
+/// Waits (up to 120 s) until rank `victim`'s log shows `mark`, sends it `signal`, and requires
+/// every lower rank (the survivors: the victim is the last rank) to exit 0 within `limit`.
+inline void signal_and_expect_survivors_finish(Cluster& cluster, std::size_t victim,
+                                               const std::string& mark, int signal,
+                                               std::chrono::seconds limit) {
+  REQUIRE(wait_for_text(cluster.log(victim), mark, std::chrono::seconds(120)));
+  REQUIRE(::kill(cluster.process(victim).pid(), signal) == 0);
+  for (std::size_t r = 0; r < victim; ++r) {
+    const auto code = cluster.process(r).wait_for(limit);
+    INFO(cluster.all_logs());
+    REQUIRE(code.has_value());
+    CHECK(*code == 0);
+  }
 }
 
 }  // namespace gradmesh::testing

@@ -340,15 +340,11 @@ void check_survivors_roll_back(const std::string& name, int signal,
                                    "checkpoint.every=100"};
   args.insert(args.end(), extra.begin(), extra.end());
   cluster.start(args);
-  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(2), "checkpoint of iteration 200",
-                                           std::chrono::seconds(120)));
-  REQUIRE(::kill(cluster.process(2).pid(), signal) == 0);
+  gradmesh::testing::signal_and_expect_survivors_finish(cluster, 2, "checkpoint of iteration 200",
+                                                        signal, std::chrono::seconds(120));
   const std::string named = "peer rank 2 (" + cluster.address(2) + ") is gone";
   for (std::size_t r = 0; r < 2; ++r) {
-    const auto code = cluster.process(r).wait_for(std::chrono::seconds(120));
     INFO(cluster.all_logs());
-    REQUIRE(code.has_value());
-    CHECK(*code == 0);
     const auto m = cluster.metrics(r);
     INFO("rank " << r << ": " << m.dump());
     CHECK(m["rollbacks"] == 1);
