@@ -54,10 +54,10 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
         throw;
       }
       // The newest view that holds a checkpoint: the job rolls back to it (resumed on n - 1).
+      // View k had one node more than view k + 1; this one (the last) has `nodes`.
       std::optional<std::filesystem::path> from;
-      for (auto it = views.rbegin(); it != views.rend() && !from; ++it) {
-        const std::size_t written = it == views.rbegin() ? nodes : nodes + 1;  // at most one back
-        if (holds_checkpoint(*it, std::max(written, nodes))) from = *it;
+      for (std::size_t k = views.size(); k-- > 0 && !from;) {
+        if (holds_checkpoint(views[k], nodes + (views.size() - 1 - k))) from = views[k];
       }
       if (!from) {
         spdlog::error("{}: no checkpoint written yet to roll back to", e.what());
