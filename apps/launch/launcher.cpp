@@ -245,7 +245,7 @@ class Launcher final {
     if (node.failed() && self.phase_ == Phase::kRunning) {
       const bool first = self.first_failure_ == nullptr;
       if (first) self.first_failure_ = &node;
-      if (first && !self.survivable_.empty() && self.live_count() > 1) {
+      if (first && !self.survivable_.empty() && self.live_count() > 0) {
         // The others detect the failure and go on without it; a later failure starts the grace.
         say("rank " + std::to_string(node.rank) + " " + describe_exit(node) +
             "; the other nodes go on without it (" + self.survivable_ + ")");

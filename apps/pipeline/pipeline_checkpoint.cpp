@@ -56,10 +56,6 @@ std::string config_difference(const std::string& saved, const std::string& curre
   return out.empty() ? "(the same keys and values: written by another gradmesh version?)" : out;
 }
 
-}  // namespace
-
-namespace {
-
 /// The node count of the job that wrote `dir`: the header of the newest checkpoint that verifies
 /// in this node's folder, else in rank 0's (a node the old job did not have); nullopt if neither
 /// holds one.

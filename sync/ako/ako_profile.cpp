@@ -95,6 +95,8 @@ void AkoStage::try_agree(std::size_t plan) {
                  rate_text(c.bandwidth));
   }
   agree(plan, c.partitions);
+  // The next plan's gammas may all be in already (a fast peer's came before this agreement).
+  if (plan + 1 < kPlans) try_agree(plan + 1);
 }
 
 void AkoStage::agree(std::size_t plan, std::size_t partitions) {
