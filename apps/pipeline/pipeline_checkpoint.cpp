@@ -69,6 +69,17 @@ std::optional<std::size_t> written_by(const std::filesystem::path& dir, std::siz
   return std::nullopt;
 }
 
+/// The store's iterations whose checkpoints verify, newest first; warns once per file that does
+/// not (torn, corrupt, another version) and is skipped.
+std::vector<std::uint64_t> valid_iterations_warned(const engine::CheckpointStore& store) {
+  std::vector<std::string> problems;
+  std::vector<std::uint64_t> valid = store.valid_iterations(problems);
+  for (const std::string& p : problems) {
+    spdlog::warn("--resume: skipping a checkpoint that does not verify: {}", p);
+  }
+  return valid;
+}
+
 void check_config(const engine::Checkpoint& checkpoint, const std::string& path,
                   const JobConfig& config) {
   const engine::CheckpointHeader& h = checkpoint.header;
@@ -92,11 +103,7 @@ void Pipeline::agree_on_checkpoint() {
     return;
   }
   const engine::CheckpointStore store(dir, s.rank);
-  std::vector<std::string> problems;
-  const std::vector<std::uint64_t> valid = store.valid_iterations(problems);
-  for (const std::string& p : problems) {
-    spdlog::warn("--resume: skipping a checkpoint that does not verify: {}", p);
-  }
+  const std::vector<std::uint64_t> valid = valid_iterations_warned(store);
   const auto lists = s.agreement->exchange(valid);
   std::uint64_t iteration = 0;
   try {
@@ -144,11 +151,7 @@ void Pipeline::agree_on_resplit(std::size_t old_nodes) {
   std::vector<std::uint64_t> valid;
   for (std::size_t r = 0; r < old_nodes; ++r) {
     stores.emplace_back(dir, r);
-    std::vector<std::string> problems;
-    std::vector<std::uint64_t> mine = stores.back().valid_iterations(problems);
-    for (const std::string& p : problems) {
-      spdlog::warn("--resume: skipping a checkpoint that does not verify: {}", p);
-    }
+    std::vector<std::uint64_t> mine = valid_iterations_warned(stores.back());
     if (r == 0) {
       valid = std::move(mine);
     } else {
