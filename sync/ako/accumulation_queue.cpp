@@ -75,10 +75,28 @@ std::span<const float> AccumulationQueue::round_gradient(std::uint64_t r) const 
   return {slot_of(r), floats_};
 }
 
+void AccumulationQueue::window_sum(Range range, std::size_t window, std::span<float> out) const {
+  GRADMESH_CHECK(window >= 1 && window <= partitions_, "window of 0 or beyond the ring");
+  GRADMESH_CHECK(range.offset <= floats_ && range.size <= floats_ - range.offset,
+                 "range beyond the gradient");
+  GRADMESH_CHECK_EQ(out.size(), range.size, "output floats");
+  if (window == partitions_) {
+    const std::span<const float> acc = accumulated();
+    std::copy_n(acc.data() + range.offset, range.size, out.data());
+    return;
+  }
+  std::fill(out.begin(), out.end(), 0.0f);
+  const std::uint64_t first = round_ + 1 >= window ? round_ + 1 - window : 0;
+  for (std::uint64_t s = first; s <= round_; ++s) {
+    const float* g = round_gradient(s).data() + range.offset;
+    for (std::size_t i = 0; i < range.size; ++i) out[i] += g[i];
+  }
+}
+
 void undelivered(const AccumulationQueue& queue, const RangePartition& partition, std::size_t peer,
                  std::span<float> out) {
-  const std::size_t p = queue.partitions();
-  GRADMESH_CHECK_EQ(partition.partitions(), p, "partition count");
+  const std::size_t p = partition.partitions();
+  GRADMESH_CHECK(p <= queue.partitions(), "a partition count above the queue's ring");
   GRADMESH_CHECK_EQ(partition.floats(), queue.floats(), "partition floats");
   GRADMESH_CHECK_EQ(out.size(), queue.floats(), "output floats");
   const std::uint64_t open = queue.round();

@@ -50,6 +50,14 @@ class AccumulationQueue {
   /// until the next add() or advance().
   [[nodiscard]] std::span<const float> round_gradient(std::uint64_t r) const;
 
+  /// The sum of G_s over `range` for the `window` rounds that end with the open one,
+  /// round() - window < s <= round() (rounds before the first count as empty): what a peer whose
+  /// link has `window` partitions receives in this round (AkoStage, links of different speeds).
+  /// With window == partitions() it equals accumulated() over `range`. `out`: range.size floats,
+  /// overwritten. ContractError for a window of 0 or above partitions(), a range past m, or a
+  /// wrong `out` size. Cost: window x range.size floats read; no allocation.
+  void window_sum(Range range, std::size_t window, std::span<float> out) const;
+
   /// The open round's index, from 0.
   [[nodiscard]] std::uint64_t round() const noexcept { return round_; }
   /// Gradients add()ed while the current round was open.
@@ -74,14 +82,16 @@ class AccumulationQueue {
 };
 
 /// The part of the gradients in `queue` that peer `peer` has not received yet, given that each
-/// closed round r sent that peer range partition.range_for(peer, r) of g*_r (AkoStage's rotation):
+/// closed round r sent that peer range partition.range_for(peer, r) of the sum of its last
+/// partition.partitions() round gradients (AkoStage's rotation; g*_r when the link's p is the
+/// queue's, window_sum() when a link has fewer partitions than the ring holds):
 /// for every range k, the sum of G_s over the rounds s after the last one that sent k to the peer,
 /// the open round included. A node that sends this to the peer (once, whole) has delivered every
 /// gradient it added exactly once (Ako's exactly-once identity, sec. 3.1, completed early): that
 /// is how AkoStage changes p mid-job and ends a job without p - 1 drain rounds.
 ///
 /// `out`: m floats, overwritten. ContractError when `partition` does not match the queue (its
-/// floats or its p). Cost: about m (p + 1) / 2 floats read; no allocation.
+/// floats, or a p above the queue's). Cost: about m (p + 1) / 2 floats read; no allocation.
 void undelivered(const AccumulationQueue& queue, const RangePartition& partition, std::size_t peer,
                  std::span<float> out);
 

@@ -202,6 +202,15 @@ std::map<std::string, double> AkoStage::summary() const {
     out["measured_send_rate"] = seconds > 0 ? steady_bytes_ / seconds : 0.0;
     out["measured_gamma"] =
         seconds > 0 ? static_cast<double>(steady_last_clock_ - steady_first_clock_) / seconds : 0.0;
+    const std::size_t final_plan = plans_needed() - 1;
+    const bool agreed = agreed_.load(std::memory_order_acquire) > final_plan;
+    for (std::size_t r = 0; r < ctx_.nodes; ++r) {
+      if (r == ctx_.rank) continue;
+      out["link_partitions_" + std::to_string(r)] =
+          agreed ? static_cast<double>(link_plans_[final_plan][r]) : 0.0;
+      out["link_round_bytes_" + std::to_string(r)] =
+          steady_rounds_ > 0 ? round_bytes_[r] / static_cast<double>(steady_rounds_) : 0.0;
+    }
   }
   return out;
 }

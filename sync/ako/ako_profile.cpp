@@ -94,13 +94,36 @@ void AkoStage::try_agree(std::size_t plan) {
                  c.partitions, ako::kMaxRingBytes >> 20, rate_text(c.predicted_send_rate()),
                  rate_text(c.bandwidth));
   }
-  agree(plan, c.partitions);
+  agree(plan, c.partitions, c.eq3);
   // The next plan's gammas may all be in already (a fast peer's came before this agreement).
   if (plan + 1 < kPlans) try_agree(plan + 1);
 }
 
-void AkoStage::agree(std::size_t plan, std::size_t partitions) {
+void AkoStage::agree(std::size_t plan, std::size_t partitions, double p_exact) {
   plans_[plan] = partitions;
+  // Each live link's count (topo::link_partitions): p on every link unless the measured rates
+  // differ; the explicit p may exceed the auto cap, and the ring then holds what it asks for.
+  std::vector<double> rates(ctx_.nodes, 0.0);
+  for (std::size_t r = 0; r < ctx_.nodes; ++r) {
+    if (r == ctx_.rank || dead(r)) continue;
+    rates[r] = link_rates_.empty() ? 1.0 : link_rates_[r];
+  }
+  const std::size_t most = std::min(floats_, std::max(partitions, ako::max_auto_partitions(floats_)));
+  link_plans_[plan] = topo::link_partitions(p_exact, partitions, rates, most);
+  if (!link_rates_.empty() && ctx_.nodes > 1) {
+    std::string text;
+    for (std::size_t r = 0; r < ctx_.nodes; ++r) {
+      if (link_plans_[plan][r] == 0) continue;
+      text += fmt::format("{}rank {}: {} at {}", text.empty() ? "" : ", ", r,
+                          link_plans_[plan][r], rate_text(link_rates_[r]));
+    }
+    const bool uniform = std::all_of(link_plans_[plan].begin(), link_plans_[plan].end(),
+                                     [&](std::size_t q) { return q == 0 || q == partitions; });
+    spdlog::log(uniform ? spdlog::level::debug : spdlog::level::info,
+                "ako: plan {} per link (measured rates{}): {}", plan,
+                uniform ? ", equal within the probe's spread" : "; p_i = ceil(p x mean / rate)",
+                text);
+  }
   agreed_.store(plan + 1, std::memory_order_release);
   clocks_.set_slack(static_cast<std::uint64_t>(partitions) + ctx_.options.ako.staleness);
   if (ctx_.nodes > 1 && channel_.connected()) post_pump();

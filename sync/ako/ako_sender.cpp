@@ -28,22 +28,22 @@ void AkoStage::pump() {
       if (agreed == 0) {
         start_phase(Phase::kWarmup, 1);
       } else {
-        start_phase(phase_after(agreed), plans_[agreed - 1]);
+        start_phase(phase_after(agreed), agreed - 1);
       }
     }
     if (phase_ == Phase::kWarmup && agreed >= 1) {
       // Every warm-up round delivered its gradients whole (p = 1): the ring at p starts empty, and
       // the gradients folded since the last warm-up round, never sent, open its first round.
       const std::unique_ptr<ako::AccumulationQueue> warm = std::move(queue_);
-      start_phase(phase_after(agreed), plans_[agreed - 1]);
+      start_phase(phase_after(agreed), agreed - 1);
       if (warm->pending() > 0) queue_->add(warm->accumulated());  // p = 1: g* = the unsent ones
     }
     if (phase_ == Phase::kProbe && agreed == kPlans) {
-      if (plans_[1] != partition_->partitions()) {
+      if (!same_links(1)) {
         // Each peer gets, whole, what it lacks of this node's gradients; then a fresh ring at p.
         send_undelivered(folded_);
         sent_clock_.store(folded_, std::memory_order_release);
-        start_phase(Phase::kSteady, plans_[1]);
+        start_phase(Phase::kSteady, 1);
       } else {
         phase_ = Phase::kSteady;  // the probe confirmed p1: keep the ring
       }
@@ -80,6 +80,15 @@ void AkoStage::pump() {
   flushed_.notify_all();
 }
 
+bool AkoStage::same_links(std::size_t plan) const {
+  for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
+    if (peer == ctx_.rank || dead(peer)) continue;
+    const std::size_t now = links_[peer] ? links_[peer]->partitions() : 0;
+    if (now != link_plans_[plan][peer]) return false;
+  }
+  return true;
+}
+
 bool AkoStage::have_buffers(std::size_t buffers) {
   if (pool_->available() >= buffers) {
     waiting_for_buffers_.store(false, std::memory_order_release);
@@ -92,23 +101,30 @@ bool AkoStage::have_buffers(std::size_t buffers) {
   return false;
 }
 
-void AkoStage::start_phase(Phase phase, std::size_t partitions) {
+void AkoStage::start_phase(Phase phase, std::size_t plan) {
   // Once per phase (at most three per job): the ring and the send buffers, allocated up front.
   if (pool_) pool_->set_on_release({});  // its buffers still in the transport return to it
   pool_.reset();
   queue_.reset();
   phase_ = phase;
+  for (auto& link : links_) link.reset();
   if (phase == Phase::kWarmup) {
-    partition_.reset();
     queue_ = std::make_unique<ako::AccumulationQueue>(floats_, 1);
     // One m-float buffer per round; one round in flight, so the switch to p finds at most one
     // warm-up round still to be written (see settle_seconds_).
     pool_ = std::make_unique<ako::PayloadPool>(1, floats_);
   } else {
-    partition_.emplace(floats_, partitions);
-    queue_ = std::make_unique<ako::AccumulationQueue>(floats_, partitions);
-    pool_ = std::make_unique<ako::PayloadPool>(kRoundsInFlight * (ctx_.nodes - 1),
-                                               partition_->max_range_floats());
+    // The ring holds the most partitions any link has; a buffer, the largest range of any link.
+    std::size_t ring = 1, range_floats = 1;
+    for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
+      const std::size_t p = link_plans_[plan][peer];
+      if (p == 0) continue;  // this node, or a peer dead when the plan was agreed
+      links_[peer].emplace(floats_, p);
+      ring = std::max(ring, p);
+      range_floats = std::max(range_floats, links_[peer]->max_range_floats());
+    }
+    queue_ = std::make_unique<ako::AccumulationQueue>(floats_, ring);
+    pool_ = std::make_unique<ako::PayloadPool>(kRoundsInFlight * (ctx_.nodes - 1), range_floats);
   }
   pool_->set_on_release([this] {
     if (waiting_for_buffers_.load(std::memory_order_acquire)) post_pump();
@@ -128,22 +144,25 @@ void AkoStage::send_warmup_round(std::uint64_t t) {
 
 void AkoStage::send_round(std::uint64_t t) {
   const std::uint64_t rotation = queue_->round();  // ako::undelivered() assumes this rotation
-  const std::size_t p = partition_->partitions();
-  const std::span<const float> accumulated = queue_->accumulated();
+  const bool steady = phase_ == Phase::kSteady && !flushing_.load(std::memory_order_acquire);
   double wire = 0;
   for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
-    if (peer == ctx_.rank || dead(peer)) continue;
-    const std::size_t k = partition_->range_for(peer, rotation);
-    const ako::Range r = partition_->range(k);
+    if (peer == ctx_.rank || dead(peer) || !links_[peer]) continue;
+    const ako::RangePartition& link = *links_[peer];
+    const std::size_t p = link.partitions();
+    const std::size_t k = link.range_for(peer, rotation);
+    const ako::Range r = link.range(k);
     ako::PayloadPool::Lease lease = pool_->acquire();
-    std::memcpy(lease.data().data(), accumulated.data() + r.offset, r.size * sizeof(float));
+    // The sum of the link's last p round gradients over range k (g*_r when p is the ring's).
+    queue_->window_sum(r, p, lease.data().first(r.size));
     wire += static_cast<double>(r.size * sizeof(float)) + partition_frame_overhead_;
+    if (steady) round_bytes_[peer] += static_cast<double>(r.size * sizeof(float));
     const std::uint64_t key = (static_cast<std::uint64_t>(p) << kPartitionShift) | k;
     send_to(peer, partition_stage_, ako::Kind::kPartition, key, t, lease.payload(r.size));
   }
   queue_->advance();
   rounds_sent_.fetch_add(1, std::memory_order_relaxed);
-  if (phase_ == Phase::kSteady && !flushing_.load(std::memory_order_acquire)) {
+  if (steady) {
     const auto now = Clock::now();
     if (steady_rounds_++ == 0) {
       steady_first_ = now;
@@ -159,10 +178,10 @@ void AkoStage::send_round(std::uint64_t t) {
 void AkoStage::send_undelivered(std::uint64_t t) {
   // Once or twice per job (a switch of p, the end): allocates one m-float payload per peer.
   for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
-    if (peer == ctx_.rank || dead(peer)) continue;
+    if (peer == ctx_.rank || dead(peer) || !links_[peer]) continue;
     net::Payload payload = net::Payload::allocate(floats_ * sizeof(float));
     const std::span<std::byte> bytes = payload.mutable_bytes();
-    ako::undelivered(*queue_, *partition_, peer,
+    ako::undelivered(*queue_, *links_[peer], peer,
                      std::span<float>(reinterpret_cast<float*>(bytes.data()), floats_));
     send_to(peer, full_round_stage_, ako::Kind::kFullRound, 0, t, std::move(payload));
   }

@@ -67,6 +67,15 @@ AkoStage::AkoStage(SyncContext context)
     choices_[plan].nodes = ctx_.nodes;
   }
   if (ctx_.nodes > 1) handoff_.emplace(floats_, handoff_slots(floats_));
+  links_.resize(ctx_.nodes);
+  round_bytes_.assign(ctx_.nodes, 0.0);
+  if (ctx_.measured != nullptr && ctx_.nodes > 1 &&
+      ctx_.measured->links.bandwidth.size() == ctx_.nodes * ctx_.nodes) {
+    const auto row = ctx_.measured->links.bandwidth.begin() +
+                     static_cast<std::ptrdiff_t>(ctx_.rank * ctx_.nodes);
+    link_rates_.assign(row, row + static_cast<std::ptrdiff_t>(ctx_.nodes));
+    link_rates_[ctx_.rank] = 0;
+  }
   if (auto_partitions_ && ctx_.nodes > 1) {
     // Warm-up (p = 1) runs under the loosest bound auto p can end with, p_max + tau: unbounded,
     // one node that starts faster ran 900 iterations ahead and then stalled for seconds.
@@ -78,9 +87,9 @@ AkoStage::AkoStage(SyncContext context)
     choices_[0].partitions = p;
     spdlog::info("ako: p = {} (sync.ako.partitions), tau = {}, m = {} floats, {} nodes", p,
                  o.staleness, floats_, ctx_.nodes);
-    agree(0, p);
+    agree(0, p, static_cast<double>(p));
   } else if (ctx_.nodes == 1) {
-    for (std::size_t plan = 0; plan < kPlans; ++plan) agree(plan, 1);
+    for (std::size_t plan = 0; plan < kPlans; ++plan) agree(plan, 1, 1.0);
   }
   if (ctx_.nodes > 1 && o.final_model == AkoFinal::kAverage) {
     const StageId average_stage =

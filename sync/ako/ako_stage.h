@@ -106,6 +106,16 @@ namespace gradmesh::sync {
 /// A partition message names its p, so a node may receive p1 and p rounds, in any mix, from peers
 /// that switch before or after it. Every gradient still reaches every peer exactly once.
 ///
+/// Links of different speeds (issue 14, beyond eq. 3's single B): when the start-up probe measured
+/// this node's links (SyncContext::measured) and their rates differ by more than
+/// topo::kEqualLinksRatio, each link gets its own count p_i = ceil(p x mean rate / its rate)
+/// (topo::link_partitions; p = eq. 3's unrounded value, or the explicit p), so the bytes each link
+/// carries per round follow its rate and every link finishes a round in the same time; with equal
+/// links every p_i is p, eq. 3. The ring holds max p_i rounds; peer i receives range
+/// (i + r) mod p_i of the sum of the last p_i round gradients (g*_r when p_i is the ring's,
+/// AccumulationQueue::window_sum() otherwise), so every gradient reaches every peer exactly once
+/// on every link. Receivers need nothing new: each message names its p.
+///
 /// End of the job (finish()): the node sends the rounds of every gradient it produced (so the
 /// peers' staleness clocks reach its last one), then ako::Kind::kDone, and waits (bounded) for
 /// every peer's. Then, by sync.ako.final:
@@ -182,7 +192,9 @@ class AkoStage final : public SyncStage {
   /// bytes/s), "eq3" (the unrounded eq. 3 value), "warmup_gamma" and "warmup_partitions" (the
   /// first plan, auto p; else 0), "staleness" (tau), "gradients" (c_j), "rounds_sent" (every round,
   /// full ones included), "full_rounds" (ako::Kind::kFullRound sent: warm-up, switch, end),
-  /// "partitions_received", "full_rounds_received", "staleness_waits", "profile_iterations"
+  /// "partitions_received", "full_rounds_received", "staleness_waits", "profile_iterations",
+  /// per peer r "link_partitions_<r>" (its link's p at the final plan) and "link_round_bytes_<r>"
+  /// (payload bytes per round sent to it at the final plan during training; 0 without such rounds)
   /// (gradients before the final p was planned); and, over the rounds at the final p during training
   /// (class comment; 0 with fewer than 2 such rounds): "measured_send_rate" (wire bytes/s),
   /// "measured_gamma" (gradients/s those rounds carried), "measured_seconds" (the window).
@@ -219,7 +231,10 @@ class AkoStage final : public SyncStage {
   // network side (under pump_mutex_)
   void post_pump();
   void pump();
-  void start_phase(Phase phase, std::size_t partitions);
+  /// Opens `phase`: the warm-up's p = 1 ring, or a ring at plan `plan`'s per-link counts.
+  void start_phase(Phase phase, std::size_t plan);
+  /// Whether plan `plan`'s per-link counts equal the ring's (over the live peers).
+  [[nodiscard]] bool same_links(std::size_t plan) const;
   void send_warmup_round(std::uint64_t round);
   void send_round(std::uint64_t round);
   void send_undelivered(std::uint64_t round);
@@ -246,7 +261,9 @@ class AkoStage final : public SyncStage {
   /// that arrives from a live peer (bounded wait). Returns how many replicas were averaged.
   std::size_t average_survivors();
   void record_profile(std::size_t from, std::size_t plan, std::span<const double> values);
-  void agree(std::size_t plan, std::size_t partitions);
+  /// Sets plan `plan`: p, and each link's count from p_exact (eq. 3 unrounded, or the explicit p)
+  /// and the measured link rates (topo::link_partitions).
+  void agree(std::size_t plan, std::size_t partitions, double p_exact);
   void record_local_gamma(double gamma);
   void apply_partition(std::size_t from, const net::Message& message);
   void apply_full_round(std::size_t from, const net::Message& message);
@@ -268,6 +285,10 @@ class AkoStage final : public SyncStage {
   // Agreed partition counts: plans_[0] = p1 (auto) or the explicit p, plans_[1] = the final auto
   // p. Each is set once, before agreed_ is raised past it (release); read after (acquire).
   std::array<std::size_t, kPlans> plans_{};
+  // Per plan, per rank: the link's partition count (0: this node, or a peer dead at agreement).
+  std::array<std::vector<std::size_t>, kPlans> link_plans_;
+  // Per rank: B of the link to it as the start-up probe measured (bytes/s); empty: not measured.
+  std::vector<double> link_rates_;
   std::atomic<std::size_t> agreed_{0};  // plans agreed so far
   [[nodiscard]] std::size_t plans_needed() const noexcept { return auto_partitions_ ? kPlans : 1; }
 
@@ -287,7 +308,10 @@ class AkoStage final : public SyncStage {
   // Network side, under pump_mutex_.
   mutable std::mutex pump_mutex_;
   Phase phase_ = Phase::kWarmup;
-  std::optional<ako::RangePartition> partition_;   // the p rounds are sent at (not in warm-up)
+  // Per rank: the partitions rounds send that peer (its link's p; not in warm-up; none for this
+  // node). The ring holds the largest of them.
+  std::vector<std::optional<ako::RangePartition>> links_;
+  std::vector<double> round_bytes_;  // per rank: payload bytes sent in steady rounds
   std::unique_ptr<ako::AccumulationQueue> queue_;  // p = 1 in warm-up
   std::unique_ptr<ako::PayloadPool> pool_;
   std::uint64_t folded_ = 0;  // gradients folded into the queue: the next round's tag

@@ -9,7 +9,9 @@
 
 #include <catch2/catch.hpp>
 
+#include "sync/probe/link_probe.h"
 #include "tests/sync/support/inproc_cluster.h"
+#include "topo/cost_model.h"
 
 using namespace gradmesh;
 using gradmesh::testing::InProcCluster;
@@ -121,4 +123,52 @@ TEST_CASE("ako's final model by default: the mean of the replicas, the same bits
   double worst = 0;
   for (std::size_t i = 0; i < w0.size(); ++i) worst = std::max(worst, std::abs(w0[i] - mean[i]));
   CHECK(worst <= 1e-5);
+}
+
+TEST_CASE("ako with links of different speeds: per-link partitions follow the measured rates, "
+          "and every gradient still reaches every replica once",
+          "[sync][ako][inproc][links]") {
+  // The start-up probe measured every link at R except those of rank 2, at R / 2. Rank 0's links:
+  // R to rank 1, R / 2 to rank 2 -> p_i = ceil(8 x mean / r_i): 6 and 12; rank 2's are equal: 8.
+  const double rate = 100e6;
+  sync::JobMeasurements measured;
+  measured.links = topo::LinkMatrix::uniform(3, 1e-4, rate);
+  for (std::size_t i = 0; i < 3; ++i) {
+    for (std::size_t j = 0; j < 3; ++j) {
+      if (i != j && (i == 2 || j == 2)) measured.links.bandwidth[i * 3 + j] = rate / 2;
+    }
+  }
+  SyntheticJob job;
+  job.sgd.momentum = 0.0f;
+  job.options.ako.partitions = 8;
+  job.options.ako.staleness = 2;
+  job.options.ako.final_model = sync::AkoFinal::kFold;  // every gradient applied everywhere
+  job.measured = &measured;
+  InProcCluster cluster(job, "ako", 3);
+  cluster.train(48);
+  cluster.finish();
+  const std::vector<std::vector<double>> expected = {{0, 6, 12}, {6, 0, 12}, {8, 8, 0}};
+  for (std::size_t r = 0; r < 3; ++r) {
+    INFO("rank " << r);
+    CHECK(testing::max_abs_difference(cluster.node(r).model().parameters(),
+                                      cluster.node(0).model().parameters()) <= 1e-4);
+    const auto summary = cluster.node(r).stage().summary();
+    CHECK(summary.at("partitions") == 8.0);
+    CHECK(cluster.node(r).stage().rejected_messages() == 0);
+    for (std::size_t peer = 0; peer < 3; ++peer) {
+      if (peer == r) continue;
+      INFO("link to rank " << peer);
+      CHECK(summary.at("link_partitions_" + std::to_string(peer)) == expected[r][peer]);
+    }
+  }
+  // Per-link payload bytes per round follow the rates (R : R / 2) within 10%.
+  for (std::size_t r = 0; r < 2; ++r) {
+    const auto summary = cluster.node(r).stage().summary();
+    const double fast = summary.at("link_round_bytes_" + std::to_string(1 - r));
+    const double slow = summary.at("link_round_bytes_2");
+    INFO("rank " << r << ": " << fast << " bytes per round to the fast link, " << slow
+                 << " to the slow one");
+    REQUIRE(fast > 0);
+    CHECK(slow / fast == Approx(0.5).epsilon(0.1));
+  }
 }

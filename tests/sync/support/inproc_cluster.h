@@ -33,6 +33,8 @@ struct SyntheticJob {
   /// When set, makes each node's compute backend (e.g. tests/tasks/emulated_device.h, so the
   /// Model's device path runs); unset: the CPU backend.
   std::function<std::unique_ptr<tasks::Backend>()> backend;
+  /// What the stage is told the start-up probe measured (SyncContext::measured); nullptr: nothing.
+  const sync::JobMeasurements* measured = nullptr;
 };
 
 /// Node `rank`'s batch of iteration `iteration`: K rows of `features` floats and K labels in
