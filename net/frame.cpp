@@ -103,7 +103,8 @@ std::unique_ptr<OutgoingFrame> encode_hello(const HelloFields& hello, std::size_
   const auto job_name = builder.CreateString(hello.job_name);
   const auto hello_table =
       schema::CreateHello(builder, hello.protocol_version, static_cast<std::uint32_t>(hello.rank),
-                          job_name, hello.config_hash, peers_vector, hello.view);
+                          job_name, hello.config_hash, peers_vector, hello.view,
+                          hello.rejoin);
   return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Hello, hello_table.Union()),
                                          Payload(), control_stage, FrameRole::kControl);
 }
@@ -202,6 +203,7 @@ HelloFields decode_hello(const schema::Hello& hello) {
   fields.job_name = hello.job_name() ? hello.job_name()->str() : std::string();
   fields.config_hash = hello.config_hash();
   fields.view = hello.view();
+  fields.rejoin = hello.rejoin();
   if (hello.peers()) {
     fields.peers.reserve(hello.peers()->size());
     for (const auto* peer : *hello.peers()) fields.peers.push_back(peer ? peer->str() : "");

@@ -25,7 +25,7 @@
 namespace gradmesh::net {
 
 /// Version of this wire protocol; a Hello with another version is refused.
-inline constexpr std::uint32_t kProtocolVersion = 5;  // 4: Challenge/Proof; 5: Heartbeat
+inline constexpr std::uint32_t kProtocolVersion = 6;  // 4: Challenge/Proof; 5: Heartbeat; 6: rejoin
 /// Bytes of the frame prefix (u32 header_bytes, u32 payload_bytes).
 inline constexpr std::size_t kPrefixBytes = 8;
 
@@ -124,6 +124,7 @@ struct HelloFields {
   std::uint64_t config_hash = 0;
   std::vector<std::string> peers;  ///< "host:port", index = rank
   std::uint32_t view = 0;          ///< TransportOptions::view
+  bool rejoin = false;             ///< TransportOptions::rejoin
 };
 
 /// Frame builders. `control_stage` is the counter stage id of "control". Thread safe (each thread

@@ -53,8 +53,16 @@ class Transport {
   Transport& operator=(const Transport&) = delete;
   virtual ~Transport() = default;
 
+  /// Called on the delivery thread when a peer that failed restarted and took its rank back
+  /// (TransportOptions::rejoin on its side): sends to it work again from then on, and a later
+  /// failure of it is reported again. Must not block.
+  using RejoinHandler = std::function<void(std::size_t rank)>;
+
   /// Sets the handlers; call before start(). Either may be empty (messages / failures dropped).
   virtual void set_handlers(MessageHandler on_message, FailureHandler on_failure) = 0;
+  /// Sets the rejoin handler; call before start(). A backend that cannot take a failed peer back
+  /// (net/inproc) ignores it: its failed peers stay failed.
+  virtual void set_rejoin_handler(RejoinHandler on_rejoin) { (void)on_rejoin; }
 
   /// Connects to every peer; blocks until all are connected. Throws PeerError naming the rank and
   /// address of a peer that could not be reached or refused us.

@@ -31,6 +31,11 @@ struct TransportOptions {
   /// (apps/pipeline: run_with_recovery). A dialer of a newer view that reaches a node still in
   /// an older one (leaving it) is refused with "retry" and dials again, until connect_timeout_s.
   std::uint32_t view = 0;
+  /// This node restarted after it failed and rejoins a running job under its old rank: start()
+  /// dials every peer (not only the lower ranks) and says so in its Challenge and Hello; a peer
+  /// that has seen this rank fail takes it back (Transport::RejoinHandler), one that still holds
+  /// a live connection for it answers "retry" until it notices the old one is gone.
+  bool rejoin = false;
   /// The job secret (any bytes, any length), the same on every peer: both ends of every connection
   /// prove they hold it before any other frame is read (net/tcp/auth.h). Empty: no authentication,
   /// and a peer with a secret refuses this node. Never logged; the transport keeps only a key

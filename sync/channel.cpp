@@ -32,6 +32,7 @@ Channel::Channel(net::Transport* transport, std::size_t rank, std::size_t nodes)
   transport_->set_handlers(
       [this](std::size_t from, net::Message&& message) { dispatch(from, std::move(message)); },
       [this](const PeerError& error) { fail(error); });
+  transport_->set_rejoin_handler([this](std::size_t peer) { rejoined(peer); });
 }
 
 StageId Channel::route(std::string_view name, Handler handler) {
@@ -93,6 +94,20 @@ void Channel::dispatch(std::size_t from, net::Message&& message) {
     return;
   }
   (*handler)(from, std::move(message));
+}
+
+void Channel::on_rejoin(RejoinHandler handler) {
+  const std::lock_guard lock(mutex_);
+  rejoin_handlers_.push_back(std::make_shared<RejoinHandler>(std::move(handler)));
+}
+
+void Channel::rejoined(std::size_t rank) {
+  std::vector<std::shared_ptr<RejoinHandler>> handlers;
+  {
+    const std::lock_guard lock(mutex_);
+    handlers = rejoin_handlers_;
+  }
+  for (const auto& handler : handlers) (*handler)(rank);
 }
 
 void Channel::fail(const PeerError& error) {

@@ -68,6 +68,10 @@ class Channel {
 
   /// Adds a handler told of every peer failure (each scheme fails its waiting tasks with it).
   void on_failure(FailureHandler handler);
+  using RejoinHandler = std::function<void(std::size_t rank)>;
+  /// Adds a handler told when a failed peer restarted and took its rank back
+  /// (net::Transport::RejoinHandler; only the TCP transport does this).
+  void on_rejoin(RejoinHandler handler);
 
   /// Sends `message` to `peer` (not this rank). A failed peer is returned as a value (the failure
   /// handlers hear of it from the transport too); other errors throw as net::Transport::send().
@@ -99,6 +103,7 @@ class Channel {
  private:
   void dispatch(std::size_t from, net::Message&& message);
   void fail(const PeerError& error);
+  void rejoined(std::size_t rank);
 
   net::Transport* transport_;
   std::size_t rank_;
@@ -108,6 +113,7 @@ class Channel {
   std::size_t stages_;
   std::mutex mutex_;
   std::vector<std::shared_ptr<FailureHandler>> failure_handlers_;  // under mutex_
+  std::vector<std::shared_ptr<RejoinHandler>> rejoin_handlers_;    // under mutex_
   std::atomic<std::uint64_t> rejected_{0};
 };
 

@@ -88,6 +88,12 @@ std::vector<std::string> strategy_names() {
   return names;
 }
 
+std::uint64_t SyncStage::join() {
+  throw ConfigError("sync.strategy = \"" + std::string(name()) +
+                    "\" cannot take a restarted node back (--rejoin works under ako; a BSP job "
+                    "with checkpoint.dir goes on without it: README \"When a peer fails\")");
+}
+
 std::unique_ptr<SyncStage> make_sync_stage(std::string_view name, SyncContext context) {
   for (const Entry& e : registry()) {
     if (e.name != name) continue;

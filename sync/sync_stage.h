@@ -61,6 +61,9 @@ struct SyncContext {
   /// What the start-up probe measured, identical on every node (nullptr: nothing measured; the
   /// planner then assumes AssumedRates). Must outlive the stage's construction.
   const JobMeasurements* measured = nullptr;
+  /// This node restarted after it failed and rejoins the running job under its old rank
+  /// (gradmesh-node --rejoin): the stage takes its state from a live peer (SyncStage::join()).
+  bool rejoin = false;
 };
 
 /// One row of the per-layer plan (DESIGN.md metrics "plan"; `gradmesh-node plan`).
@@ -115,6 +118,12 @@ class SyncStage : public engine::Checkpointable {
   /// Why this strategy cannot be checkpointed and resumed ("" when it can): the node refuses
   /// checkpoint.dir and --resume with this reason. Default: "".
   [[nodiscard]] virtual std::string checkpoint_refusal() const { return {}; }
+  /// With SyncContext::rejoin, before the first iteration: takes this node's state from a live
+  /// peer (its replica and what the strategy needs to go on) and returns the iteration to continue
+  /// from (the pipeline's data cursor). Blocks until the peer answers (bounded). Default: throws
+  /// ConfigError (the strategy cannot take a restarted node back). Throws PeerError if the peer
+  /// fails or does not answer.
+  virtual std::uint64_t join();
   void save_state(engine::StateWriter& out) override { (void)out; }
   void load_state(engine::StateReader& in) override { (void)in; }
   /// Messages received that broke the strategy's protocol (wrong size, unknown key, stale round);

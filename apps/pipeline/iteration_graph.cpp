@@ -93,6 +93,11 @@ void IterationGraph::load_state(engine::StateReader& in) {
                           std::to_string(iterations_per_epoch_) +
                           " (another data set, data.train_limit, batch size or node count)");
   }
+  continue_from(done);
+}
+
+void IterationGraph::continue_from(std::uint64_t done) {
+  GRADMESH_CHECK_EQ(graph_.runs(), std::uint64_t{0}, "IterationGraph::continue_from after a step");
   first_iteration_ = done;
 }
 

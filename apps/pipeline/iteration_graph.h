@@ -75,6 +75,9 @@ class IterationGraph final : public engine::Checkpointable {
   /// CheckpointError when the saved iterations per epoch differ (another data set, n or batch
   /// size), ContractError after the first step().
   void load_state(engine::StateReader& in) override;
+  /// Continues from iteration `done` (a node that rejoined a running job: SyncStage::join()):
+  /// the next step() fills that batch. ContractError after a step.
+  void continue_from(std::uint64_t done);
   [[nodiscard]] engine::Graph& graph() noexcept { return graph_; }
   [[nodiscard]] const PipelineTasks& tasks() const noexcept { return tasks_; }
 

@@ -142,6 +142,7 @@ void Pipeline::build() {
     t.connect_timeout_s = config.net.connect_timeout;
     t.peer_timeout_s = config.net.peer_timeout;
     t.view = static_cast<std::uint32_t>(s.options.rollbacks);
+    t.rejoin = s.options.rejoin;
     t.max_frame_bytes = config.net.max_frame_bytes;
     t.stages = sync::stage_names();
     t.max_send_rate = config.net.max_send_rate.value_or(0.0);
@@ -163,6 +164,16 @@ void Pipeline::build() {
   // Routed on every node, resuming or not, so a resuming peer's list is never an unrouted stage.
   s.agreement.emplace(*s.channel, std::max(60.0, config.net.connect_timeout));
 
+  if (s.options.rejoin) {
+    if (nodes < 2) throw ConfigError("--rejoin needs peers (--peers): a job of one node has none");
+    if (s.options.resume)
+      throw ConfigError("--rejoin and --resume exclude each other: a rejoining node takes a live "
+                        "peer's state, a resumed job a checkpoint's");
+    if (config.sync.strategy != "ako")
+      throw ConfigError("--rejoin needs sync.strategy = \"ako\" (is \"" + config.sync.strategy +
+                        "\"): a BSP job with checkpoint.dir rolls back and goes on without the "
+                        "failed node (README \"When a peer fails\")");
+  }
   if (s.transport) {
     spdlog::info("listening on {}, connecting to {} peer(s) (timeout {:.0f} s)",
                  s.peers[s.rank].address(), nodes - 1, config.net.connect_timeout);
@@ -183,7 +194,9 @@ void Pipeline::build() {
     }
   }
   std::optional<sync::JobMeasurements> measured;
-  if (config.planner.probe) measured = measure_job(*s.probe, model, batch, config.job.seed, nodes);
+  // The probe is every node's at once: the peers of a rejoining node are past it.
+  if (config.planner.probe && !s.options.rejoin)
+    measured = measure_job(*s.probe, model, batch, config.job.seed, nodes);
 
   const ShardInfo shard{s.rank, nodes, batch, config.job.seed};
   // The stage needs the iterations per epoch (Ako's gamma probe spans one); the source tells.
@@ -191,7 +204,8 @@ void Pipeline::build() {
   s.stage = sync::make_sync_stage(
       config.sync.strategy,
       sync::SyncContext{model, s.executor, *s.channel, s.rank, nodes, batch, *s.optimizer,
-                        sync_options(config), per_epoch, measured ? &*measured : nullptr});
+                        sync_options(config), per_epoch, measured ? &*measured : nullptr,
+                        s.options.rejoin});
   s.graph.emplace(model, *s.source, std::move(s.preprocess), s.executor, *s.stage, shard,
                   per_epoch);
   log_summary(*s.stage);
@@ -214,8 +228,9 @@ void Pipeline::build() {
                                          : std::string("epoch"),
                  config.checkpoint.keep);
   }
-  // Every node has routed its stage's messages before any node sends one.
-  if (s.transport) s.probe->barrier(1);
+  // Every node has routed its stage's messages before any node sends one (a rejoining node's
+  // peers routed theirs long ago).
+  if (s.transport && !s.options.rejoin) s.probe->barrier(1);
 }
 
 engine::Graph& Pipeline::graph() {
@@ -247,7 +262,12 @@ NodeMetrics Pipeline::run() {
     s.checkpoints.load(*s.resume_from, s.resume_source);
     s.resume_from.reset();
   }
-  const std::uint64_t start = iteration.iterations();  // > 0 after a resume
+  if (s.options.rejoin) {
+    // A live peer's replica and clock: this node goes on from its iteration (the data cursor is
+    // a pure function of the iteration number, so it lands in the same epoch and batch).
+    iteration.continue_from(stage.join());
+  }
+  const std::uint64_t start = iteration.iterations();  // > 0 after a resume or a rejoin
 
   const std::size_t per_epoch = iteration.iterations_per_epoch();
   const std::uint64_t limit =
@@ -262,6 +282,14 @@ NodeMetrics Pipeline::run() {
   if (schedule.kind != tasks::LrScheduleKind::kConstant) {
     spdlog::info("learning rate: {} schedule from {} over {} iterations", config.optimizer.schedule,
                  config.optimizer.lr, limit);
+  }
+  if (s.options.rejoin) {
+    std::printf("[rank %zu] rejoined at iteration %llu (epoch %llu, iteration %llu of it) from a "
+                "live peer's replica\n",
+                s.rank, static_cast<unsigned long long>(start),
+                static_cast<unsigned long long>(start / per_epoch + 1),
+                static_cast<unsigned long long>(start % per_epoch));
+    std::fflush(stdout);
   }
   if (s.options.resume) {
     std::printf("[rank %zu] resumed from iteration %llu (epoch %llu, iteration %llu of it) of %s\n",
@@ -394,7 +422,7 @@ NodeMetrics Pipeline::run() {
   metrics.job = config.job.name;
   metrics.iterations = done - start;
   metrics.samples = (done - start) * batch;
-  if (s.options.resume) metrics.resumed_from_iteration = start;
+  if (s.options.resume || s.options.rejoin) metrics.resumed_from_iteration = start;
   metrics.rollbacks = s.options.rollbacks;
   metrics.samples_per_second = static_cast<double>(metrics.samples) / std::max(train_seconds, 1e-9);
   metrics.bytes_sent_per_iteration =

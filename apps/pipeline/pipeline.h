@@ -49,6 +49,10 @@ struct NodeOptions {
   /// --resume DIR: continue from the newest checkpoint under DIR (DIR/node-<rank>/) that every
   /// node holds (README "Checkpoints and resume").
   std::optional<std::filesystem::path> resume;
+  /// --rejoin: this node restarted after it failed and takes its rank back in the running job
+  /// (same --peers and --rank as before), from a live peer's state (sync::SyncStage::join(); ako
+  /// only). No start-up probe, no checkpoints to resume.
+  bool rejoin = false;
   bool save_parameters = false;              ///< --save-parameters: DIR/parameters-<rank>.f32
   bool trace = false;                        ///< --trace: DIR/trace-<rank>.json (Chrome trace of every task)
   bool verbose = false;                      ///< -v: debug logging, the effective config printed

@@ -121,18 +121,19 @@ std::optional<ChallengeFields> decode_challenge(const schema::Challenge& challen
   std::copy(nonce->begin(), nonce->end(), fields.nonce.begin());
   fields.secret = challenge.secret();
   if (const auto* mac = challenge.mac()) fields.mac = {mac->data(), mac->size()};
+  fields.rejoin = challenge.rejoin();
   return fields;
 }
 
 std::unique_ptr<OutgoingFrame> encode_challenge(std::size_t rank, const Nonce& nonce, bool secret,
                                                 std::span<const std::uint8_t> mac,
-                                                std::size_t control_stage) {
+                                                std::size_t control_stage, bool rejoin) {
   auto& builder = thread_builder();
   const auto nonce_vector = builder.CreateVector(nonce.data(), nonce.size());
   const auto mac_vector = builder.CreateVector(mac.data(), mac.size());
   const auto body = schema::CreateChallenge(builder, kProtocolVersion,
                                             static_cast<std::uint32_t>(rank), nonce_vector, secret,
-                                            mac_vector);
+                                            mac_vector, rejoin);
   return finish(builder, schema::Body::Challenge, body.Union(), control_stage);
 }
 

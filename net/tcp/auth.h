@@ -91,6 +91,7 @@ struct ChallengeFields {
   Nonce nonce{};
   bool secret = false;
   std::span<const std::uint8_t> mac;  ///< points into the received frame
+  bool rejoin = false;  ///< the dialer restarted and takes its rank back (TransportOptions::rejoin)
 };
 
 /// The fields of a verified `challenge`; std::nullopt with `error` set when its nonce is missing or
@@ -98,11 +99,13 @@ struct ChallengeFields {
 [[nodiscard]] std::optional<ChallengeFields> decode_challenge(const schema::Challenge& challenge,
                                                               std::string& error);
 
-/// Frame builders (control frames, counted under `control_stage`). `mac` empty without a secret.
+/// Frame builders (control frames, counted under `control_stage`). `mac` empty without a secret;
+/// `rejoin` only from a dialer that restarted (ChallengeFields::rejoin).
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_challenge(std::size_t rank, const Nonce& nonce,
                                                               bool secret,
                                                               std::span<const std::uint8_t> mac,
-                                                              std::size_t control_stage);
+                                                              std::size_t control_stage,
+                                                              bool rejoin = false);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_proof(std::span<const std::uint8_t> mac,
                                                           std::size_t control_stage);
 

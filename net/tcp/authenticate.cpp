@@ -36,7 +36,8 @@ void TcpTransport::Impl::send_challenge(Connection& connection) noexcept {
   connection.our_nonce = auth::make_nonce();
   try {
     queue_frame(connection, auth::encode_challenge(options_.rank, connection.our_nonce,
-                                                   key_.has_value(), {}, control_stage_));
+                                                   key_.has_value(), {}, control_stage_,
+                                                   options_.rejoin));
   } catch (const std::exception& e) {
     fail_start(PeerError(rank, peers_[rank].address,
                          std::string("cannot encode Challenge: ") + e.what()));
@@ -107,11 +108,13 @@ void TcpTransport::Impl::handle_challenge(Connection& connection, const schema::
   std::string why;
   const auto theirs = auth::decode_challenge(*header.body_as_Challenge(), why);
   if (theirs) why = check_challenge(*theirs, options_.rank, peers_.size(), key_.has_value());
+  bool retry = false;
+  if (why.empty()) why = rejoin_refusal(theirs->rank, theirs->rejoin, retry);
   if (why.empty() && peers_[theirs->rank].connection != nullptr)
     why = "rank " + std::to_string(theirs->rank) + " is already connected";
   if (!why.empty()) {
     counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire, 1);
-    refuse(connection, theirs ? theirs->rank : kNoRank, why, false);
+    refuse(connection, theirs ? theirs->rank : kNoRank, why, false, retry);
     return;
   }
   const std::size_t rank = theirs->rank;

@@ -18,10 +18,11 @@ std::string version_error(std::uint32_t theirs) {
          std::to_string(theirs);
 }
 
-std::string rank_error(std::size_t theirs, std::size_t ours, std::size_t peers) {
+std::string rank_error(std::size_t theirs, std::size_t ours, std::size_t peers, bool rejoin) {
   if (theirs >= peers)
     return "rank " + std::to_string(theirs) + " out of range: " + std::to_string(peers) + " peers";
-  if (theirs <= ours)
+  if (theirs == ours && rejoin) return "rank " + std::to_string(theirs) + " is this node's own rank";
+  if (theirs <= ours && !rejoin)
     return "rank " + std::to_string(theirs) + " must not dial rank " + std::to_string(ours) +
            " (only higher ranks dial lower ones)";
   return {};
@@ -48,13 +49,13 @@ std::string check_hello(const HelloFields& ours, const HelloFields& theirs) {
     if (theirs.peers[r] != ours.peers[r])
       return "peer list differs at rank " + std::to_string(r) + ": ours " + ours.peers[r] +
              ", theirs " + theirs.peers[r];
-  return rank_error(theirs.rank, ours.rank, ours.peers.size());
+  return rank_error(theirs.rank, ours.rank, ours.peers.size(), theirs.rejoin);
 }
 
 std::string check_challenge(const auth::ChallengeFields& theirs, std::size_t own_rank,
                             std::size_t peers, bool own_secret) {
   std::string reason = version_error(theirs.protocol_version);
-  if (reason.empty()) reason = rank_error(theirs.rank, own_rank, peers);
+  if (reason.empty()) reason = rank_error(theirs.rank, own_rank, peers, theirs.rejoin);
   if (reason.empty()) reason = auth::secret_mismatch(own_rank, own_secret, theirs.rank, theirs.secret);
   return reason;
 }

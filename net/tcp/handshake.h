@@ -13,13 +13,15 @@ namespace gradmesh::net {
 /// reason to refuse, naming what differs and both values, e.g.
 /// "config hash differs: ours 0x00000000000004d2, theirs 0x000000000000162e".
 /// Checks protocol version, job name, view, config hash, the peer list (size and each entry), and
-/// that the claimed rank is in range and above `ours.rank` (ranks dial only lower ranks).
+/// that the claimed rank is in range and above `ours.rank` (ranks dial only lower ranks; a dialer
+/// that rejoins, HelloFields::rejoin, dials every rank and may be below).
 /// Duplicate claims are the transport's check (it knows which ranks are connected). Never throws
 /// except std::bad_alloc.
 [[nodiscard]] std::string check_hello(const HelloFields& ours, const HelloFields& theirs);
 
 /// The acceptor's check of a dialer's Challenge, before any proof: protocol version, the claimed
-/// rank (in range of `peers`, above `own_rank`), and that both sides agree on using a job secret.
+/// rank (in range of `peers`, above `own_rank` unless the Challenge says it rejoins), and that both
+/// sides agree on using a job secret.
 /// Returns "" or the reason to refuse, naming both values. Never throws except std::bad_alloc.
 [[nodiscard]] std::string check_challenge(const auth::ChallengeFields& theirs,
                                           std::size_t own_rank, std::size_t peers,

@@ -142,7 +142,8 @@ void TcpTransport::Impl::close_all() noexcept {
   close(&listener_);
   close(&pace_timer_);
   close(&heartbeat_timer_);
-  for (std::size_t r = 0; r < options_.rank; ++r) close(&peers_[r].retry_timer);
+  for (std::size_t r = 0; r < peers_.size(); ++r)
+    if (dials(r)) close(&peers_[r].retry_timer);
   for (auto& peer : peers_)
     if (peer.connection != nullptr) close_connection(*peer.connection);
   while (!pending_inbound_.empty()) close_connection(*pending_inbound_.back());

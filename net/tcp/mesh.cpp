@@ -36,7 +36,8 @@ void TcpTransport::Impl::start() {
   }
   uv_tcp_init(&loop_, &listener_);
   listener_.data = this;
-  for (std::size_t r = 0; r < self; ++r) {
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    if (!dials(r)) continue;
     uv_timer_init(&loop_, &peers_[r].retry_timer);
     peers_[r].retry_timer.data = this;
   }
@@ -56,7 +57,9 @@ void TcpTransport::Impl::start() {
     stop_and_join();  // runs the loop once to close the handles
     throw PeerError(self, peers_[self].address, "cannot listen: " + uv_error_text(rc));
   }
-  for (std::size_t r = 0; r < self; ++r) dial(r);  // before the thread exists: no race
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    if (dials(r)) dial(r);  // before the thread exists: no race
+  }
   thread_ = std::thread([this] { run_loop(); });
 
   const auto deadline = std::chrono::steady_clock::now() +
@@ -119,8 +122,8 @@ void TcpTransport::Impl::schedule_retry(std::size_t rank) noexcept {
 
 void TcpTransport::Impl::on_retry(uv_timer_t* timer) noexcept {
   auto* self = static_cast<Impl*>(timer->data);
-  for (std::size_t r = 0; r < self->options_.rank; ++r)
-    if (&self->peers_[r].retry_timer == timer) self->dial(r);
+  for (std::size_t r = 0; r < self->peers_.size(); ++r)
+    if (self->dials(r) && &self->peers_[r].retry_timer == timer) self->dial(r);
 }
 
 void TcpTransport::Impl::on_connected(Connection& connection, int status) noexcept {
@@ -219,6 +222,15 @@ void TcpTransport::Impl::handle_hello(Connection& connection, const schema::Hell
     refuse(connection, theirs.rank, reason, rank_valid && !duplicate);
     return;
   }
+  if (reason.empty()) {
+    bool retry = false;
+    reason = rejoin_refusal(theirs.rank, theirs.rejoin, retry);
+    if (!reason.empty()) {
+      counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire, 1);
+      refuse(connection, theirs.rank, reason, false, retry);
+      return;
+    }
+  }
   connection.set_peer_rank(theirs.rank);
   counters_.add_received(theirs.rank, control_stage_, wire, 1);
   std::erase(pending_inbound_, &connection);
@@ -229,8 +241,44 @@ void TcpTransport::Impl::handle_hello(Connection& connection, const schema::Hell
     fail_start(PeerError(theirs.rank, peers_[theirs.rank].address, "cannot encode HelloAck"));
     return;
   }
+  if (theirs.rejoin) {
+    // The restarted node takes its rank back: it is live again, and may fail again.
+    const std::lock_guard lock(mutex_);
+    peers_[theirs.rank].failure.reset();
+    peers_[theirs.rank].done = false;
+    peers_[theirs.rank].last_refusal.clear();
+  }
   mark_connected(connection);
   pump();
+  if (!theirs.rejoin) return;
+  spdlog::warn("net rank {}: rank {} ({}) restarted and rejoined the job", options_.rank,
+               theirs.rank, peers_[theirs.rank].address);
+  if (!on_rejoin_) return;
+  try {
+    on_rejoin_(theirs.rank);
+  } catch (const std::exception& e) {
+    spdlog::error("net rank {}: rejoin handler threw: {}", options_.rank, e.what());
+  } catch (...) {
+    spdlog::error("net rank {}: rejoin handler threw a non-exception", options_.rank);
+  }
+}
+
+std::string TcpTransport::Impl::rejoin_refusal(std::size_t rank, bool rejoin, bool& retry) noexcept {
+  retry = false;
+  const std::lock_guard lock(mutex_);
+  const bool failed = peers_[rank].failure.has_value();
+  if (!rejoin) {
+    if (!failed || !started_) return {};
+    return "rank " + std::to_string(rank) + " failed earlier in this job; a restarted node "
+           "takes its rank back with gradmesh-node --rejoin";
+  }
+  if (!started_ || shutdown_requested_ || shutting_down_)
+    return "this node is not running a job it can be rejoined in (starting or shutting down)";
+  if (!failed || peers_[rank].connection != nullptr) {
+    retry = true;  // its old connection has not failed here yet (a hung peer takes peer_timeout)
+    return "rank " + std::to_string(rank) + " is still live here: dial again";
+  }
+  return {};
 }
 
 void TcpTransport::Impl::handle_dialer_reply(Connection& connection, const schema::Header& header,
@@ -243,8 +291,14 @@ void TcpTransport::Impl::handle_dialer_reply(Connection& connection, const schem
   }
   std::string why;
   if (header.body_type() == schema::Body::Refuse && header.body_as_Refuse()->retry()) {
-    spdlog::debug("net rank {}: rank {} ({}) is still leaving an older view: dialing again",
-                  options_.rank, rank, peers_[rank].address);
+    const auto* reason = header.body_as_Refuse()->reason();
+    const std::string why_retry = reason != nullptr ? reason->str() : std::string();
+    spdlog::debug("net rank {}: rank {} ({}) asks us to dial again ({})", options_.rank, rank,
+                  peers_[rank].address, why_retry);
+    {
+      const std::lock_guard lock(mutex_);  // named if start() times out
+      peers_[rank].last_refusal = why_retry;
+    }
     close_connection(connection);
     schedule_retry(rank);
     return;

@@ -105,6 +105,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   std::size_t control_stage_;
   MessageHandler on_message_;
   FailureHandler on_failure_;
+  RejoinHandler on_rejoin_;
   CounterBook counters_;
 
  private:
@@ -143,6 +144,13 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   // Heartbeat on each connection that has carried nothing for a quarter of it (lifecycle.cpp).
   static void on_heartbeat(uv_timer_t* timer) noexcept;
   void run_loop() noexcept;
+  // The ranks this node dials: the lower ones, or every other one when it rejoins.
+  [[nodiscard]] bool dials(std::size_t rank) const noexcept {
+    return rank != options_.rank && (rank < options_.rank || options_.rejoin);
+  }
+  // Why a Challenge claiming `rank` (rejoining or not) cannot go on now, or "" (acceptor); sets
+  // `retry` when the dialer should dial again.
+  [[nodiscard]] std::string rejoin_refusal(std::size_t rank, bool rejoin, bool& retry) noexcept;
   void dial(std::size_t rank) noexcept;
   void schedule_retry(std::size_t rank) noexcept;
   void handle_hello(Connection& connection, const schema::Hello& hello, std::size_t wire) noexcept;

@@ -39,6 +39,7 @@ HelloFields TcpTransport::Impl::our_hello() const {
   hello.job_name = options_.job_name;
   hello.config_hash = options_.config_hash;
   hello.view = options_.view;
+  hello.rejoin = options_.rejoin;
   for (const auto& peer : peers_) hello.peers.push_back(peer.address);
   return hello;
 }
@@ -102,6 +103,10 @@ TcpTransport::~TcpTransport() = default;
 void TcpTransport::set_handlers(MessageHandler on_message, FailureHandler on_failure) {
   impl_->on_message_ = std::move(on_message);
   impl_->on_failure_ = std::move(on_failure);
+}
+
+void TcpTransport::set_rejoin_handler(RejoinHandler on_rejoin) {
+  impl_->on_rejoin_ = std::move(on_rejoin);
 }
 
 void TcpTransport::start() { impl_->start(); }

@@ -45,6 +45,7 @@ class TcpTransport final : public Transport {
   ~TcpTransport() override;
 
   void set_handlers(MessageHandler on_message, FailureHandler on_failure) override;
+  void set_rejoin_handler(RejoinHandler on_rejoin) override;
 
   /// Listens on peers[rank] (SO_REUSEADDR, set by libuv), starts the loop thread, dials lower
   /// ranks (retrying with back-off 50 ms doubling to 1 s) and handshakes. Blocks until every peer

@@ -102,15 +102,16 @@ void AkoStage::try_agree(std::size_t plan) {
 void AkoStage::agree(std::size_t plan, std::size_t partitions, double p_exact) {
   plans_[plan] = partitions;
   // Each live link's count (topo::link_partitions): p on every link unless the measured rates
-  // differ; the explicit p may exceed the auto cap, and the ring then holds what it asks for.
+  // differ. An explicit p is every link's: the user's number, not the probe's.
+  const bool by_rate = auto_partitions_ && !link_rates_.empty();
   std::vector<double> rates(ctx_.nodes, 0.0);
   for (std::size_t r = 0; r < ctx_.nodes; ++r) {
     if (r == ctx_.rank || dead(r)) continue;
-    rates[r] = link_rates_.empty() ? 1.0 : link_rates_[r];
+    rates[r] = by_rate ? link_rates_[r] : 1.0;
   }
   const std::size_t most = std::min(floats_, std::max(partitions, ako::max_auto_partitions(floats_)));
   link_plans_[plan] = topo::link_partitions(p_exact, partitions, rates, most);
-  if (!link_rates_.empty() && ctx_.nodes > 1) {
+  if (by_rate && ctx_.nodes > 1) {
     std::string text;
     for (std::size_t r = 0; r < ctx_.nodes; ++r) {
       if (link_plans_[plan][r] == 0) continue;

@@ -10,6 +10,10 @@ using namespace ako_internal;
 // ====================================================================== receiving
 
 void AkoStage::on_message(std::size_t from, net::Message&& message) {
+  if (!constructed_.load(std::memory_order_acquire)) {
+    channel_.reject(from, message.stage, "a message before this node's ako stage was built");
+    return;
+  }
   switch (static_cast<ako::Kind>(message.kind)) {
     case ako::Kind::kProfile:
       if (message.payload.size() != kProfileDoubles * sizeof(double)) {
@@ -65,6 +69,26 @@ void AkoStage::on_message(std::size_t from, net::Message&& message) {
       flushed_.notify_all();
       return;
     }
+    case ako::Kind::kJoinRequest: {
+      if (!message.payload.empty() || message.key > 1) {
+        reject(from, "a malformed join request");
+        return;
+      }
+      take_back(from);  // its stage is routed: rounds to it may go again
+      if (message.key == 0) return;
+      {
+        const std::lock_guard lock(join_mutex_);
+        join_requests_.push_back(from);
+      }
+      join_requested_.store(true, std::memory_order_release);
+      spdlog::info("ako: rank {} asks for this node's replica to rejoin; it goes at this node's "
+                   "next iteration boundary",
+                   from);
+      return;
+    }
+    case ako::Kind::kJoinState:
+      record_join_state(from, std::move(message));
+      return;
     default:
       break;
   }
@@ -97,7 +121,7 @@ void AkoStage::apply_partition(std::size_t from, const net::Message& message) {
   last_round_[from] = message.round;
   stage(r.offset, message.payload.as<float>());
   received_.fetch_add(1, std::memory_order_relaxed);
-  clocks_.advance(from, message.round);  // line 14
+  advance_clock(from, message.round);
 }
 
 void AkoStage::apply_full_round(std::size_t from, const net::Message& message) {
@@ -115,7 +139,15 @@ void AkoStage::apply_full_round(std::size_t from, const net::Message& message) {
   last_round_[from] = message.round;
   stage(0, message.payload.as<float>());
   full_received_.fetch_add(1, std::memory_order_relaxed);
-  clocks_.advance(from, message.round);  // line 14
+  advance_clock(from, message.round);
+}
+
+void AkoStage::advance_clock(std::size_t from, std::uint64_t round) {
+  if (readmit_[from] != 0) {  // a rejoined peer's first round: back in the bound (on_rejoin)
+    readmit_[from] = 0;
+    clocks_.readmit(from, round);
+  }
+  clocks_.advance(from, round);  // line 14
 }
 
 void AkoStage::stage(std::size_t offset, std::span<const float> values) {
@@ -136,6 +168,7 @@ void AkoStage::on_failure(const PeerError& error) {
   }
   if (dead_[peer].exchange(true, std::memory_order_acq_rel)) return;  // reported already
   failed_.store(true, std::memory_order_release);
+  failures_.fetch_add(1, std::memory_order_relaxed);
   const std::size_t live = live_nodes_.fetch_sub(1, std::memory_order_acq_rel) - 1;
   spdlog::warn("ako: {}; dropped from the staleness clocks, going on with {} of {} nodes (Ako "
                "SoCC'16 sec. 4.3)",
@@ -148,6 +181,10 @@ void AkoStage::on_failure(const PeerError& error) {
     const std::lock_guard lock(flush_mutex_);  // wakes finish() if it waits on the peers
   }
   flushed_.notify_all();
+  {
+    const std::lock_guard lock(join_mutex_);  // wakes join() if it waits on this peer
+  }
+  join_changed_.notify_all();
 }
 
 std::size_t AkoStage::peers_pending_locked() const {

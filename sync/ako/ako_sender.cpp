@@ -48,6 +48,14 @@ void AkoStage::pump() {
         phase_ = Phase::kSteady;  // the probe confirmed p1: keep the ring
       }
     }
+    // A peer that rejoined but had no link in the plan (it died before the plan was agreed)
+    // gets one at the ring's p: its ranges fit the send buffers, and g* is its window.
+    if (phase_ != Phase::kWarmup) {
+      for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
+        if (peer != ctx_.rank && !dead(peer) && !links_[peer])
+          links_[peer].emplace(floats_, queue_->partitions());
+      }
+    }
     // One round per handed-off slot (a slot holds several gradients only if the ring filled up).
     // In warm-up every slot folds into the open round, which goes out when the previous warm-up
     // round has been written (one in flight: the transport's send cap paces them).
@@ -56,6 +64,12 @@ void AkoStage::pump() {
     // waiting gradient folds into the open round at once (sec. 4.2), so none waits in the ring
     // and goes out later, staler. (Queueing them instead made 8 nodes at p = 24 diverge.)
     bool behind = false;
+    // At most a ring's worth of slots per call, then the pump posts itself again: with compute
+    // faster than the rounds (a full ring folds into its newest slot, so compute never waits),
+    // an unbounded loop held the serialised network arena for good, and the jobs queued behind
+    // it (this node's gamma profile broadcast) never ran.
+    std::size_t claimed = 0;
+    bool more = false;
     while (true) {
       if (!warmup && !behind && queue_->pending() > 0) {
         if (have_buffers(ctx_.nodes - 1)) {
@@ -65,12 +79,18 @@ void AkoStage::pump() {
           behind = true;  // a returning buffer posts the pump, which sends the open round
         }
       }
+      if (claimed == handoff_->slots()) {
+        more = true;
+        break;
+      }
       const auto slot = handoff_->claim();
       if (!slot) break;
       queue_->add(slot->gradient);
       folded_ += slot->count;
       handoff_->release();
+      ++claimed;
     }
+    if (more) post_pump();
     if (warmup && queue_->pending() > 0 && have_buffers(1)) {
       send_warmup_round(folded_);
       sent_clock_.store(folded_, std::memory_order_release);

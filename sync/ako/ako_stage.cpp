@@ -41,6 +41,7 @@ AkoStage::AkoStage(SyncContext context)
       dead_(new std::atomic<bool>[ctx_.nodes]),
       live_nodes_(ctx_.nodes),
       last_round_(ctx_.nodes, 0),
+      readmit_(ctx_.nodes, 0),
       staging_(floats_, 0.0f),
       dirty_((floats_ + kStagingBlock - 1) / kStagingBlock, 0) {
   for (std::size_t r = 0; r < ctx_.nodes; ++r) dead_[r].store(false, std::memory_order_relaxed);
@@ -52,11 +53,13 @@ AkoStage::AkoStage(SyncContext context)
     if (!measured && ctx_.measured != nullptr) {
       measured = topo::slowest_link(ctx_.measured->links).bandwidth;
     }
-    if (ctx_.nodes > 1) bandwidth_ = ako::eq3_bandwidth(o, measured);  // ConfigError: none known
+    // A rejoining node takes p from its donor (join()): it plans nothing.
+    if (ctx_.nodes > 1 && !ctx_.rejoin) bandwidth_ = ako::eq3_bandwidth(o, measured);
   } else {
     bandwidth_ = o.max_send_rate.value_or(o.bandwidth.value_or(0.0));
   }
-  if (auto_partitions_ && ctx_.nodes > 1) {
+  if (ctx_.rejoin) bandwidth_ = o.max_send_rate.value_or(o.bandwidth.value_or(bandwidth_));
+  if (auto_partitions_ && ctx_.nodes > 1 && bandwidth_ > 0) {
     settle_seconds_ = 2.0 * static_cast<double>(floats_ * sizeof(float)) *
                       static_cast<double>(ctx_.nodes - 1) / bandwidth_;
   }
@@ -99,6 +102,12 @@ AkoStage::AkoStage(SyncContext context)
     average_.emplace(channel_, average_stage, 0, floats_);
   }
   channel_.on_failure([this](const PeerError& error) { on_failure(error); });
+  channel_.on_rejoin([this](std::size_t peer) { on_rejoin(peer); });
+  if (ctx_.rejoin) {
+    profiles_sent_ = plans_needed();  // no profile: the donor's p (join())
+    failed_.store(true);  // this node failed once: the end is the survivors' mean
+  }
+  constructed_.store(true, std::memory_order_release);
 }
 
 AkoStage::~AkoStage() {
@@ -143,18 +152,22 @@ void AkoStage::gate(engine::TaskContext& task) {
 }
 
 void AkoStage::apply_staging() {
-  const std::lock_guard lock(staging_mutex_);
-  const std::span<float> w = ctx_.model.parameters();
-  for (std::size_t b = 0; b < dirty_.size(); ++b) {
-    if (dirty_[b] == 0) continue;
-    const std::size_t begin = b * kStagingBlock;
-    const std::size_t end = std::min(floats_, begin + kStagingBlock);
-    for (std::size_t i = begin; i < end; ++i) {
-      w[i] += staging_[i];
-      staging_[i] = 0.0f;
+  {
+    const std::lock_guard lock(staging_mutex_);
+    const std::span<float> w = ctx_.model.parameters();
+    for (std::size_t b = 0; b < dirty_.size(); ++b) {
+      if (dirty_[b] == 0) continue;
+      const std::size_t begin = b * kStagingBlock;
+      const std::size_t end = std::min(floats_, begin + kStagingBlock);
+      for (std::size_t i = begin; i < end; ++i) {
+        w[i] += staging_[i];
+        staging_[i] = 0.0f;
+      }
+      dirty_[b] = 0;
     }
-    dirty_[b] = 0;
   }
+  // An iteration boundary: the replica holds every update applied so far and nothing runs on it.
+  if (join_requested_.load(std::memory_order_acquire)) donate_replica();
 }
 
 void AkoStage::step_layer(std::size_t layer) {

@@ -106,10 +106,11 @@ namespace gradmesh::sync {
 /// A partition message names its p, so a node may receive p1 and p rounds, in any mix, from peers
 /// that switch before or after it. Every gradient still reaches every peer exactly once.
 ///
-/// Links of different speeds (issue 14, beyond eq. 3's single B): when the start-up probe measured
-/// this node's links (SyncContext::measured) and their rates differ by more than
+/// Links of different speeds (issue 14, beyond eq. 3's single B): with auto p, when the start-up
+/// probe measured this node's links (SyncContext::measured) and their rates differ by more than
 /// topo::kEqualLinksRatio, each link gets its own count p_i = ceil(p x mean rate / its rate)
-/// (topo::link_partitions; p = eq. 3's unrounded value, or the explicit p), so the bytes each link
+/// (topo::link_partitions; p = eq. 3's unrounded value; an explicit p is every link's), so the
+/// bytes each link
 /// carries per round follow its rate and every link finishes a round in the same time; with equal
 /// links every p_i is p, eq. 3. The ring holds max p_i rounds; peer i receives range
 /// (i + r) mod p_i of the sum of the last p_i round gradients (g*_r when p_i is the ring's,
@@ -208,6 +209,18 @@ class AkoStage final : public SyncStage {
            "replica while compute runs: no iteration boundary is a consistent state; use ps, "
            "poseidon, allreduce or auto, or unset checkpoint.dir and --resume)";
   }
+  /// A restarted node (SyncContext::rejoin), once its transport has taken its rank back, sends
+  /// every peer a join request (ako::Kind::kJoinRequest): each sends it rounds again and re-admits
+  /// it to its staleness clocks at its first round; the lowest other rank, the donor, also answers
+  /// at its next iteration boundary, once its plan is agreed, with its replica, clock and p
+  /// (ako::Kind::kJoinState). This node then starts from that replica (fresh momentum), at that
+  /// clock and p, without profiling. Ako SoCC'16 sec. 4.3: a restarted worker takes the current model
+  /// from its peers. The gradients in flight when it died, and those its donor had not yet
+  /// applied, are not replayed to it: the exchange's exactly-once holds again from its return.
+  /// Returns the donor's clock (its iterations done). Waits at most kJoinTimeoutSeconds.
+  /// Throws PeerError if the donor fails first, gradmesh::Error if it does not answer in time.
+  std::uint64_t join() override;
+  static constexpr double kJoinTimeoutSeconds = 120.0;
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
     return channel_.rejected();
   }
@@ -252,6 +265,14 @@ class AkoStage final : public SyncStage {
   void on_message(std::size_t from, net::Message&& message);
   /// Drops the failed peer (class comment); idempotent per peer. Any thread.
   void on_failure(const PeerError& error);
+  /// The transport took a failed peer back (it restarted): logged only; take_back() follows
+  /// its join request, once its stage is routed (rounds sent before would be rejected there).
+  void on_rejoin(std::size_t peer);
+  /// Re-admits a rejoining peer to the sends, and to the clocks at its first round.
+  void take_back(std::size_t peer);
+  /// At an iteration boundary (ako_apply): answers pending kJoinRequests with this replica.
+  void donate_replica();
+  void record_join_state(std::size_t from, net::Message&& message);
   /// Agrees on plan `plan`'s p once every live node's gamma is in (record_profile, on_failure).
   void try_agree(std::size_t plan);
   /// sync.ako.final = average: the parameters become the mean of the n replicas (finish()).
@@ -267,11 +288,17 @@ class AkoStage final : public SyncStage {
   void record_local_gamma(double gamma);
   void apply_partition(std::size_t from, const net::Message& message);
   void apply_full_round(std::size_t from, const net::Message& message);
+  /// s_from = round (line 14); a rejoined peer re-enters the clocks here. Under receive_mutex_.
+  void advance_clock(std::size_t from, std::uint64_t round);
   /// Adds -lr x `values` to the staging delta at `offset` (line 13); marks its blocks.
   void stage(std::size_t offset, std::span<const float> values);
   void reject(std::size_t from, const std::string& why);
 
   SyncContext ctx_;
+  // Set at the end of the constructor: the stages are routed before the members their handlers
+  // use exist, and a peer may send at once (a rejoining node's peers do); until then messages are
+  // rejected, not handled.
+  std::atomic<bool> constructed_{false};
   std::size_t floats_;   // m, floats
   bool auto_partitions_;
   double bandwidth_ = 0;  // B for eq. 3, bytes/s; 0 when unknown
@@ -327,9 +354,19 @@ class AkoStage final : public SyncStage {
   std::atomic<bool> flushing_{false};  // finish() sends what is left: not counted as training
   std::atomic<bool> stopped_{false};  // no more sends: finish() is done with them
   std::atomic<bool> failed_{false};   // a peer failed
-  // Per rank: the peer failed and was dropped (sec. 4.3). Set once, by on_failure().
+  // Per rank: the peer failed and was dropped (sec. 4.3). Set by on_failure(), cleared by
+  // on_rejoin() when it comes back.
   std::unique_ptr<std::atomic<bool>[]> dead_;
   std::atomic<std::size_t> live_nodes_;  // this node and the peers not dead
+  std::atomic<std::uint64_t> failures_{0};  // peers that failed (a rejoined one counts too)
+  std::atomic<std::uint64_t> rejoins_{0};   // failed peers taken back
+  // Rejoining (join()): the peers that asked this node for its replica, the answer this node got.
+  std::mutex join_mutex_;
+  std::condition_variable join_changed_;
+  std::vector<std::size_t> join_requests_;    // under join_mutex_
+  std::atomic<bool> join_requested_{false};   // join_requests_ is not empty
+  std::optional<net::Message> join_state_;    // under join_mutex_
+  bool rejoined_ = false;                     // this node joined from a donor's replica
   [[nodiscard]] bool dead(std::size_t peer) const noexcept {
     return dead_[peer].load(std::memory_order_acquire);
   }
@@ -342,6 +379,7 @@ class AkoStage final : public SyncStage {
   // Receiving, under receive_mutex_.
   std::mutex receive_mutex_;
   std::vector<std::uint64_t> last_round_;  // per peer: the last round tag received
+  std::vector<char> readmit_;  // per peer: rejoined; back in the clocks at its first round
 
   // Staging delta: -lr x received partitions, folded into the parameters by ako_apply.
   std::mutex staging_mutex_;

@@ -26,6 +26,11 @@ enum class Kind : std::uint16_t {
   kReplica = 8,    ///< key = 0, round = 0, payload = the sender's whole replica (m floats): the
                    ///< end-of-job mean among survivors after a peer failed (sync.ako.final =
                    ///< average)
+  kJoinRequest = 9,  ///< key = 1 to the donor (send your replica), else 0; no payload: the
+                     ///< sender restarted, its stage is routed, rounds to it may go again
+  kJoinState = 10,   ///< key = final p << 32 | p1 (auto; p << 32 | p for an explicit p), round =
+                     ///< the sender's clock c_j (its iterations done), payload = its replica
+                     ///< (m floats) at an iteration boundary: what a rejoining node starts from
 };
 
 }  // namespace gradmesh::sync::ako

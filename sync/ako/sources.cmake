@@ -4,6 +4,7 @@ target_sources(gradmesh_sync PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/ako_finish.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ako_profile.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ako_receiver.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/ako_rejoin.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ako_sender.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ako_stage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/handoff_ring.cpp

@@ -98,6 +98,15 @@ void StalenessClocks::drop(std::size_t peer) {
   if (error) ready.fail(error); else ready.complete();
 }
 
+void StalenessClocks::readmit(std::size_t peer, std::uint64_t clock) {
+  GRADMESH_CHECK_LT(peer, clocks_.size(), "StalenessClocks::readmit: rank outside the peer list");
+  GRADMESH_CHECK(peer != self_, "StalenessClocks::readmit on this node's own rank");
+  const std::lock_guard lock(mutex_);
+  if (dropped_[peer] == 0) return;
+  dropped_[peer] = 0;
+  clocks_[peer] = clock;
+}
+
 std::uint64_t StalenessClocks::clock(std::size_t peer) const {
   const std::lock_guard lock(mutex_);
   GRADMESH_CHECK_LT(peer, clocks_.size(), "StalenessClocks::clock: rank outside the peer list");

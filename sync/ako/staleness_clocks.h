@@ -50,6 +50,12 @@ class StalenessClocks {
   /// dropped the bound always holds. Idempotent. ContractError for self or a rank >= nodes.
   void drop(std::size_t peer);
 
+  /// Takes a dropped peer back (it restarted and rejoined, Ako SoCC'16 sec. 4.3): its clock is
+  /// set to `clock`, from where advance() raises it as its partitions arrive. AkoStage passes the
+  /// round of its first partition since it rejoined (before that it holds no one back). No-op if
+  /// the peer is not dropped. ContractError for self or a rank >= nodes.
+  void readmit(std::size_t peer, std::uint64_t clock);
+
   /// Peer `peer`'s clock.
   [[nodiscard]] std::uint64_t clock(std::size_t peer) const;
   /// min over the peers not dropped of their clock; nullopt without such peers.

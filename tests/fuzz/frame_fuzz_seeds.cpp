@@ -73,6 +73,8 @@ int main(int argc, char** argv) {
   const auth::Mac mac{};
   frames.emplace_back("challenge", auth::encode_challenge(1, nonce, false, {}, control));
   frames.emplace_back("challenge_mac", auth::encode_challenge(0, nonce, true, mac, control));
+  frames.emplace_back("challenge_rejoin",
+                      auth::encode_challenge(2, nonce, false, {}, control, /*rejoin=*/true));
   frames.emplace_back("proof", auth::encode_proof(mac, control));
 
   std::vector<std::byte> all{kStageCount, kLimits};

@@ -114,6 +114,8 @@ TEST_CASE("control frames verify and decode", "[net][frame]") {
   hello.job_name = "job";
   hello.config_hash = 0xabcdef;
   hello.peers = {"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4"};
+  hello.view = 2;
+  hello.rejoin = true;
   const auto frame = encode_hello(hello, 9);
   CHECK(frame->stage() == 9);
   const HeaderCheck check = verify_header(header_of(*frame), 0);
@@ -125,6 +127,8 @@ TEST_CASE("control frames verify and decode", "[net][frame]") {
   CHECK(decoded.job_name == "job");
   CHECK(decoded.config_hash == 0xabcdef);
   CHECK(decoded.peers == hello.peers);
+  CHECK(decoded.view == 2);
+  CHECK(decoded.rejoin);
 
   const auto refuse = encode_refuse("because", 0);
   CHECK(refuse->role() == FrameRole::kRefuse);
@@ -170,6 +174,10 @@ TEST_CASE("check_hello names what differs with both values", "[net][handshake]")
         "peer list differs: ours has 3 peers, theirs 2");
   CHECK_THAT(differ([](HelloFields& t) { t.rank = 3; }), Catch::Contains("out of range"));
   CHECK_THAT(differ([](HelloFields& t) { t.rank = 0; }), Catch::Contains("must not dial"));
+  // A node that rejoins dials every rank (ours is 0: here it claims rank 2 either way), never ours.
+  CHECK(differ([](HelloFields& t) { t.rejoin = true; }).empty());
+  CHECK_THAT(differ([](HelloFields& t) { t.rank = 0; t.rejoin = true; }),
+             Catch::Contains("this node's own rank"));
 }
 
 TEST_CASE("payload owns, copies, views and reinterprets", "[net][payload]") {

@@ -34,12 +34,22 @@ Process::Process(const std::vector<std::string>& argv, const std::filesystem::pa
 Process::Process(Process&& other) noexcept
     : pid_(std::exchange(other.pid_, -1)), status_(other.status_) {}
 
-Process::~Process() {
+Process::~Process() { kill_and_reap(); }
+
+void Process::kill_and_reap() noexcept {
   if (pid_ > 0 && !status_) {
     ::kill(pid_, SIGKILL);
     int status = 0;
     ::waitpid(pid_, &status, 0);
   }
+}
+
+Process& Process::operator=(Process&& other) noexcept {
+  if (this == &other) return *this;
+  kill_and_reap();
+  pid_ = std::exchange(other.pid_, -1);
+  status_ = other.status_;
+  return *this;
 }
 
 std::optional<int> Process::wait_for(std::chrono::milliseconds limit) {

@@ -20,6 +20,8 @@ class Process {
   Process(Process&& other) noexcept;
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
+  /// Kills and reaps this one if still running, then takes `other`'s child.
+  Process& operator=(Process&& other) noexcept;
   ~Process();
 
   /// Waits up to `limit` for the exit; returns the exit status (128 + signal if killed), or
@@ -29,6 +31,7 @@ class Process {
   [[nodiscard]] pid_t pid() const noexcept { return pid_; }
 
  private:
+  void kill_and_reap() noexcept;  // if still running
   pid_t pid_ = -1;
   std::optional<int> status_;
 };

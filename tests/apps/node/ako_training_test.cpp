@@ -295,6 +295,55 @@ TEST_CASE("ako, 4 node processes, one SIGSTOPped mid-run: after net.peer_timeout
                         "sent nothing for");
 }
 
+TEST_CASE("ako, 4 node processes, one SIGKILLed mid-run and restarted with --rejoin: it takes a "
+          "live replica, rejoins and finishes with the others",
+          "[e2e][ako][failure][rejoin]") {
+  // Ako SoCC'16 sec. 4.3: the survivors go on; the restarted node takes its rank back, starts
+  // from a live peer's replica and clock, and the 4 end with the survivors' mean.
+  constexpr std::size_t kNodes = 4, kDead = 3;
+  // 12 epochs (about 30 s on a quiet machine): long enough for the restarted process to load
+  // the data set (about 5 s) and rejoin well before the end.
+  Cluster cluster("ako-rejoin", kNodes, demo_config());
+  cluster.start({"--save-parameters", "--set", "data.test_limit=2000", "--set", "job.epochs=12"});
+  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(kDead), "epoch 1/12",
+                                           std::chrono::seconds(120)));
+  cluster.process(kDead).kill_now();
+  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(0), "going on with 3 of 4 nodes",
+                                           std::chrono::seconds(30)));
+  cluster.restart(kDead, {"--rejoin"});
+  const auto code = cluster.process(kDead).wait_for(std::chrono::seconds(240));
+  INFO(cluster.all_logs() << "\n--- restarted rank 3:\n"
+                          << gradmesh::testing::read_file(cluster.restarted_log(kDead)));
+  REQUIRE(code.has_value());
+  CHECK(*code == 0);
+  for (std::size_t r = 0; r < kDead; ++r) {
+    const auto survivor = cluster.process(r).wait_for(std::chrono::seconds(120));
+    REQUIRE(survivor.has_value());
+    CHECK(*survivor == 0);
+  }
+  const std::string rejoined_log = gradmesh::testing::read_file(cluster.restarted_log(kDead));
+  CHECK_THAT(rejoined_log, Catch::Contains("rejoined at iteration") &&
+                               Catch::Contains("rejoined from rank 0's replica"));
+  const auto joiner = cluster.metrics(kDead);
+  INFO("rank 3: " << joiner.dump());
+  CHECK(joiner["resumed_from_iteration"].get<double>() > 0);
+  CHECK(joiner["epochs"] == 12);
+  CHECK(joiner["sync"]["rejoined"] == 1);
+  CHECK(joiner["test_accuracy"].get<double>() >= 0.83);
+  for (std::size_t r = 0; r < kNodes; ++r) {
+    const auto m = cluster.metrics(r);
+    INFO("rank " << r << ": " << m.dump());
+    CHECK(m["rejected_messages"] == 0);
+    CHECK(m["final_test_accuracy"].get<double>() >= 0.83);
+    if (r == kDead) continue;
+    CHECK(m["sync"]["peers_failed"] == 1);
+    CHECK(m["sync"]["peers_rejoined"] == 1);
+    CHECK_THAT(cluster.log_text(r), Catch::Contains("rank 3 restarted and rejoined"));
+  }
+  // The end: the mean of the 4 live replicas, the same bits on each (the rejoined one included).
+  CHECK(worst_replica_difference(cluster, kNodes) == 0.0f);
+}
+
 TEST_CASE("ako, p = auto: a peer killed in the warm-up, the survivors agree on p among themselves",
           "[e2e][ako][failure][eq3]") {
   // Killed before its gamma profile (1 s of warm-up) can reach the others: the plans are agreed

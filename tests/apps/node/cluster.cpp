@@ -28,7 +28,18 @@ void Cluster::start(const std::vector<std::string>& extra,
       argv.insert(argv.end(), more.begin(), more.end());
     }
     processes_.emplace_back(argv, log(r));
+    argv_.push_back(std::move(argv));
   }
+}
+
+void Cluster::restart(std::size_t rank, const std::vector<std::string>& more) {
+  std::vector<std::string> argv = argv_.at(rank);
+  argv.insert(argv.end(), more.begin(), more.end());
+  processes_.at(rank) = Process(argv, restarted_log(rank));  // the old one is reaped
+}
+
+std::filesystem::path Cluster::restarted_log(std::size_t rank) const {
+  return dir_ / ("log-" + std::to_string(rank) + "-restarted.txt");
 }
 
 std::vector<int> Cluster::wait(std::chrono::seconds limit) {

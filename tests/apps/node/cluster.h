@@ -26,6 +26,10 @@ class Cluster {
   /// rank-specific arguments.
   void start(const std::vector<std::string>& extra = {},
              const std::function<std::vector<std::string>(std::size_t)>& per_rank = nullptr);
+  /// Starts rank `rank` again (its process must have ended: killed, say) with start()'s arguments
+  /// and `more`; it logs to restarted_log(rank). process(rank) is then the new one.
+  void restart(std::size_t rank, const std::vector<std::string>& more);
+  [[nodiscard]] std::filesystem::path restarted_log(std::size_t rank) const;
   /// Waits (bounded) for every node; returns exit statuses (-1 for a node that timed out and was
   /// killed).
   std::vector<int> wait(std::chrono::seconds limit);
@@ -44,6 +48,7 @@ class Cluster {
   std::size_t nodes_;
   std::vector<int> ports_;
   std::vector<Process> processes_;
+  std::vector<std::vector<std::string>> argv_;  // per rank, as start() ran it
   std::string binary_ = GRADMESH_NODE_BINARY;
 };
 

@@ -95,10 +95,19 @@ TEST_CASE("the Challenge checks name what differs", "[net][auth]") {
   CHECK(check_challenge(theirs, 0, 3, false).empty());
   theirs.protocol_version = 3;
   CHECK_THAT(check_challenge(theirs, 0, 3, false),
-             Catch::Contains("protocol version differs: ours 5, theirs 3"));
+             Catch::Contains("protocol version differs: ours " +
+                             std::to_string(kProtocolVersion) + ", theirs 3"));
   theirs.protocol_version = kProtocolVersion;
   CHECK_THAT(check_challenge(theirs, 0, 2, false), Catch::Contains("rank 2 out of range"));
   CHECK_THAT(check_challenge(theirs, 2, 3, false), Catch::Contains("must not dial rank 2"));
+  // A node that rejoins dials every rank, higher ones too, but never claims the acceptor's.
+  theirs.rejoin = true;
+  theirs.rank = 0;
+  CHECK(check_challenge(theirs, 1, 3, false).empty());
+  CHECK_THAT(check_challenge(theirs, 0, 3, false), Catch::Contains("this node's own rank"));
+  theirs.rejoin = false;
+  CHECK_THAT(check_challenge(theirs, 1, 3, false), Catch::Contains("must not dial rank 1"));
+  theirs.rank = 2;
   CHECK_THAT(check_challenge(theirs, 0, 3, true),
              Catch::Contains("rank 0 has a job secret, rank 2 has none"));
   theirs.secret = true;
@@ -202,8 +211,9 @@ TEST_CASE("a host without the secret, or of an older protocol, is refused and na
   hello.protocol_version = 3;
   hello.rank = 1;
   CHECK_THAT(refusal_of(exchange_raw(ports[0], *encode_hello(hello, 0))),
-             Catch::Contains("expected a Challenge (protocol version 5), got a Hello of protocol "
-                             "version 3"));
+             Catch::Contains("expected a Challenge (protocol version " +
+                             std::to_string(kProtocolVersion) +
+                             "), got a Hello of protocol version 3"));
   wait_rejected(nodes[0]->transport, 2);
   CHECK(nodes[0]->transport.counters().rejected_connections == 2);
   try {

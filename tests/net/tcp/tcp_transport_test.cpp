@@ -374,3 +374,57 @@ TEST_CASE("send-rate cap holds within 5% over a 2 s loopback transfer", "[net][t
   CHECK(seconds > 1.9);
   CHECK(rate == Approx(kRate).epsilon(0.05));
 }
+
+TEST_CASE("a restarted node rejoins under its old rank: its peers take it back and both ways work",
+          "[net][transport][rejoin]") {
+  std::vector<std::uint16_t> ports;
+  auto nodes = make_nodes(3, {}, &ports);
+  start_all_ok(nodes);
+  nodes[1]->transport.close();  // rank 1 dies: a lower and a higher peer see it fail
+  for (const std::size_t r : {0, 2}) {
+    REQUIRE(nodes[r]->wait([](Node& n) { return n.failures.size() == 1; }, 5s));
+    CHECK_THROWS_AS(nodes[r]->transport.send(1, Message{0, 1, 2, 3, Payload{}}), PeerError);
+  }
+  // A restarted rank 1 that does not say it rejoins is refused, naming the flag.
+  {
+    auto options = options_for(1, ports);
+    options.connect_timeout_s = 1.0;
+    Node stale(std::move(options));
+    CHECK_THROWS_WITH(stale.transport.start(), Catch::Contains("--rejoin"));
+  }
+  // With rejoin it dials both (rank 0 below it, rank 2 above it) and is taken back.
+  auto options = options_for(1, ports);
+  options.rejoin = true;
+  nodes[1] = std::make_unique<Node>(std::move(options));
+  REQUIRE_NOTHROW(nodes[1]->transport.start());
+  for (const std::size_t r : {0, 2}) {
+    INFO("rank " << r);
+    REQUIRE(nodes[r]->wait([](Node& n) { return n.rejoined.size() == 1; }, 5s));
+    const std::lock_guard lock(nodes[r]->mutex);
+    CHECK(nodes[r]->rejoined[0] == 1);
+  }
+  nodes[0]->transport.send(1, Message{0, 1, 10, 0, Payload{}});
+  nodes[2]->transport.send(1, Message{0, 1, 12, 0, Payload{}});
+  nodes[1]->transport.send(0, Message{0, 1, 21, 0, Payload{}});
+  nodes[1]->transport.send(2, Message{0, 1, 21, 0, Payload{}});
+  REQUIRE(nodes[1]->wait([](Node& n) { return n.received.size() == 2; }));
+  REQUIRE(nodes[0]->wait([](Node& n) { return n.received.size() == 1; }));
+  REQUIRE(nodes[2]->wait([](Node& n) { return n.received.size() == 1; }));
+  // A second node claiming rank 1 while the first is live is told to retry, and gives up.
+  {
+    auto again = options_for(1, ports);
+    again.peers[1].port = free_ports(1)[0];  // another process on another port
+    again.rejoin = true;
+    again.connect_timeout_s = 1.0;
+    Node second(std::move(again));
+    CHECK_THROWS_WITH(second.transport.start(), Catch::Contains("still live here"));
+  }
+  // It may fail again, and is reported again; then the mesh shuts down cleanly.
+  nodes[1]->transport.close();
+  for (const std::size_t r : {0, 2}) {
+    REQUIRE(nodes[r]->wait([](Node& n) { return n.failures.size() == 2; }, 5s));
+  }
+  auto stop0 = std::async(std::launch::async, [&] { nodes[0]->transport.shutdown(2.0); });
+  nodes[2]->transport.shutdown(2.0);
+  stop0.get();
+}

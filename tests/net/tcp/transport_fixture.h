@@ -70,6 +70,11 @@ struct Node {
           failures.push_back(error);
           changed.notify_all();
         });
+    transport.set_rejoin_handler([this](std::size_t rank) {
+      const std::lock_guard lock(mutex);
+      rejoined.push_back(rank);
+      changed.notify_all();
+    });
   }
   // Waits up to `timeout` for `predicate` over this node's state (under its mutex).
   template <class Predicate>
@@ -84,6 +89,7 @@ struct Node {
   std::vector<std::pair<std::size_t, Message>> received;
   std::vector<std::chrono::steady_clock::time_point> arrivals;
   std::vector<PeerError> failures;
+  std::vector<std::size_t> rejoined;  // ranks that restarted and took their rank back
   TcpTransport transport;
 };
 

@@ -1,0 +1,155 @@
+// AkoStage: a restarted node rejoins the running job (Ako SoCC'16 sec. 4.3): the donor's replica
+// and plan for it, its peers taking it back into their clocks and sends.
+#include "sync/ako/ako_internal.h"
+
+#include <cstring>
+
+namespace gradmesh::sync {
+
+using namespace ako_internal;
+
+std::uint64_t AkoStage::join() {
+  GRADMESH_CHECK(ctx_.rejoin, "AkoStage::join without SyncContext::rejoin");
+  if (ctx_.nodes == 1) return 0;
+  // start() connected to every peer, so all are live: the lowest other rank gives its replica.
+  const std::size_t donor = ctx_.rank == 0 ? 1 : 0;
+  spdlog::info("ako: rejoining: asking rank {} for its replica, clock and p", donor);
+  // To every peer: this stage is routed now, send to it again (key 1: and you, the donor, send
+  // your replica).
+  for (std::size_t r = 0; r < ctx_.nodes; ++r) {
+    if (r != ctx_.rank) send_to(r, control_stage_, ako::Kind::kJoinRequest, r == donor, 0, {});
+  }
+  net::Message state;
+  {
+    std::unique_lock lock(join_mutex_);
+    const bool answered =
+        join_changed_.wait_for(lock, std::chrono::duration<double>(kJoinTimeoutSeconds), [&] {
+          return join_state_.has_value() || dead(donor);
+        });
+    if (!join_state_) {
+      throw Error("ako: rank " + std::to_string(donor) +
+                  (answered ? " failed" : " sent no replica within " +
+                                              std::to_string(static_cast<int>(kJoinTimeoutSeconds)) +
+                                              " s") +
+                  " before this node could rejoin; start it again to rejoin through another peer");
+    }
+    state = std::move(*join_state_);
+  }
+  const std::uint64_t clock = state.round;
+  const auto p1 = static_cast<std::size_t>(state.key & 0xffffffffu);
+  const auto p = static_cast<std::size_t>(state.key >> kPartitionShift);
+  // Nothing runs yet: the replica is this node's to overwrite.
+  std::memcpy(ctx_.model.parameters().data(), state.payload.bytes().data(),
+              floats_ * sizeof(float));
+  {
+    const std::lock_guard lock(pump_mutex_);
+    local_clock_.store(clock);
+    folded_ = clock;
+    sent_clock_.store(clock);
+  }
+  // The peers are where the donor is, within the staleness bound: start their clocks there, so
+  // the first gate does not wait for a round from each.
+  for (std::size_t r = 0; r < ctx_.nodes; ++r) {
+    if (r != ctx_.rank) clocks_.advance(r, clock);
+  }
+  if (auto_partitions_) {
+    {
+      const std::lock_guard lock(profile_mutex_);
+      for (std::size_t plan = 0; plan < kPlans; ++plan) agreed_plan_[plan] = true;
+      choices_[0].partitions = p1;
+      choices_[1].partitions = p;
+    }
+    agree(0, p1, static_cast<double>(p1));
+    agree(1, p, static_cast<double>(p));
+  }
+  rejoined_ = true;
+  spdlog::warn("ako: rejoined from rank {}'s replica at its clock {} (p = {}); the peers take this "
+               "node back into their staleness clocks (Ako SoCC'16 sec. 4.3)",
+               donor, clock, p);
+  return clock;
+}
+
+void AkoStage::record_join_state(std::size_t from, net::Message&& message) {
+  if (!ctx_.rejoin || from != (ctx_.rank == 0 ? 1u : 0u)) {
+    reject(from, "a replica to rejoin with, which this node did not ask for");
+    return;
+  }
+  const std::uint64_t p1 = message.key & 0xffffffffu;
+  const std::uint64_t p = message.key >> kPartitionShift;
+  if (message.payload.size() != floats_ * sizeof(float) || p1 < 1 || p < 1 || p1 > floats_ ||
+      p > floats_) {
+    reject(from, "a replica to rejoin with of " + std::to_string(message.payload.size()) +
+                     " bytes at p = " + std::to_string(p) + " (expected " +
+                     std::to_string(floats_ * sizeof(float)) + " bytes, 1 <= p <= m)");
+    return;
+  }
+  {
+    const std::lock_guard lock(join_mutex_);
+    if (join_state_) {
+      reject(from, "a second replica to rejoin with");
+      return;
+    }
+    join_state_ = std::move(message);
+  }
+  join_changed_.notify_all();
+}
+
+void AkoStage::donate_replica() {
+  // The plan must be agreed: the joiner takes p from it and does not profile.
+  const std::size_t needed = plans_needed();
+  if (agreed_.load(std::memory_order_acquire) < needed) return;  // a later iteration answers
+  std::vector<std::size_t> requests;
+  {
+    const std::lock_guard lock(join_mutex_);
+    requests.swap(join_requests_);
+    join_requested_.store(false, std::memory_order_release);
+  }
+  const std::uint64_t key =
+      (static_cast<std::uint64_t>(plans_[needed - 1]) << kPartitionShift) | plans_[0];
+  const std::uint64_t clock = local_clock_.load();
+  for (const std::size_t peer : requests) {
+    if (dead(peer)) continue;
+    net::Payload payload = net::Payload::allocate(floats_ * sizeof(float));  // once per rejoin
+    std::memcpy(payload.mutable_bytes().data(), ctx_.model.parameters().data(),
+                floats_ * sizeof(float));
+    send_to(peer, control_stage_, ako::Kind::kJoinState, key, clock, std::move(payload));
+    spdlog::info("ako: sent rank {} this node's replica at clock {} to rejoin with", peer, clock);
+  }
+}
+
+void AkoStage::on_rejoin(std::size_t peer) {
+  spdlog::info("ako: rank {} reconnected; it comes back into the exchange when its stage asks "
+               "(a join request)",
+               peer);
+}
+
+void AkoStage::take_back(std::size_t peer) {
+  if (peer >= ctx_.nodes || peer == ctx_.rank || !dead(peer)) {
+    spdlog::warn("ako: rank {} asks to rejoin, but it was not dropped here; nothing to do", peer);
+    return;
+  }
+  {
+    const std::lock_guard lock(receive_mutex_);
+    last_round_[peer] = 0;  // its rounds start again from its donor's clock
+  }
+  {
+    const std::lock_guard lock(flush_mutex_);
+    done_[peer] = 0;
+    replicas_[peer].reset();
+  }
+  {
+    // Its clock comes back with its first round (apply_partition): until then it holds no one
+    // back, or its donor, gated on it, would never reach the iteration boundary that answers it.
+    const std::lock_guard lock(receive_mutex_);
+    readmit_[peer] = 1;
+  }
+  dead_[peer].store(false, std::memory_order_release);
+  const std::size_t live = live_nodes_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  rejoins_.fetch_add(1, std::memory_order_relaxed);
+  spdlog::warn("ako: rank {} restarted and rejoined: back in the staleness clocks and the rounds, "
+               "{} of {} nodes live (Ako SoCC'16 sec. 4.3)",
+               peer, live, ctx_.nodes);
+  post_pump();
+}
+
+}  // namespace gradmesh::sync
