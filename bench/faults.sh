@@ -11,10 +11,15 @@
 # started again as a job of n - 1 (the "iterations in all" line of the new view, the slowest
 # survivor), and their accuracy at the end against an undisturbed `ps` run.
 #
+# Then `ako` with the killed node restarted with --rejoin once the survivors went on (REJOIN_EPOCHS
+# epochs, so the restarted process has time to load the data and rejoin): the time from the
+# restart to its "rejoined from rank" line (start-up included) and from its connection to it (the
+# rejoin itself), and the 4 nodes' final model against an undisturbed run of as many epochs.
+#
 #   bash bench/faults.sh [CONFIG] [NODES]
 #   (defaults configs/fashion-mnist-mlp-ako.toml, 4; needs a built tree: scripts/build.sh)
 # Env: PEER_TIMEOUT (net.peer_timeout for the SIGSTOP runs, default 2), TEST_LIMIT (default 2000),
-#      CKPT_EVERY (default 200), OUT (default out/bench-faults).
+#      CKPT_EVERY (default 200), REJOIN_EPOCHS (default 12), OUT (default out/bench-faults).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config=${1:-configs/fashion-mnist-mlp-ako.toml}
@@ -22,6 +27,7 @@ nodes=${2:-4}
 peer_timeout=${PEER_TIMEOUT:-2}
 test_limit=${TEST_LIMIT:-2000}
 ckpt_every=${CKPT_EVERY:-200}
+rejoin_epochs=${REJOIN_EPOCHS:-12}
 out=${OUT:-out/bench-faults}
 rm -rf "$out"
 mkdir -p "$out"
@@ -37,8 +43,11 @@ for s in socks: s.close()
 PY
 }
 
-# run NAME STRATEGY SIGNAL(none|KILL|STOP): NODES processes; the victim gets SIGNAL during its first
-# epoch. Writes $out/NAME/{log-R.txt,node-R.json,signal_at}.
+now() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
+
+# run NAME STRATEGY SIGNAL(none|KILL|STOP|REJOIN) [EPOCHS]: NODES processes; the victim gets SIGNAL
+# during its first epoch (REJOIN: SIGKILL, then it is started again with --rejoin once rank 0 has
+# gone on without it). Writes $out/NAME/{log-R.txt,node-R.json,signal_at[,restart_at]}.
 run() {
   local name=$1 strategy=$2 signal=$3 dir="$out/$1"
   mkdir -p "$dir"
@@ -46,6 +55,7 @@ run() {
   if [[ $strategy != ako ]]; then
     extra=(--set checkpoint.dir="$dir/ckpt" --set checkpoint.every="$ckpt_every")
   fi
+  if [[ -n ${4:-} ]]; then extra+=(--set job.epochs="$4"); fi
   local peers
   peers=$(free_ports "$nodes")
   local pids=()
@@ -59,8 +69,21 @@ run() {
     local mark="epoch 1/"
     [[ $strategy != ako ]] && mark="checkpoint of iteration $ckpt_every:"
     until grep -q "$mark" "$dir/log-$victim.txt" 2>/dev/null; do sleep 0.05; done
-    python3 -c 'import time; print(f"{time.time():.3f}")' > "$dir/signal_at"
-    kill -"$signal" "${pids[$victim]}"
+    now > "$dir/signal_at"
+    if [[ $signal == REJOIN ]]; then
+      kill -KILL "${pids[$victim]}"
+      wait "${pids[$victim]}" 2>/dev/null || true
+      until grep -q "going on with" "$dir/log-0.txt" 2>/dev/null; do sleep 0.05; done
+      now > "$dir/restart_at"
+      ./build/bin/gradmesh-node --config "$config" --peers "$peers" --rank "$victim" \
+        --metrics-out "$dir" --set sync.strategy="$strategy" --set data.test_limit="$test_limit" \
+        --set net.peer_timeout="$peer_timeout" "${extra[@]}" --rejoin \
+        > "$dir/log-$victim-rejoined.txt" 2>&1 &
+      pids[$victim]=$!
+      signal=none  # waited for below like the others
+    else
+      kill -"$signal" "${pids[$victim]}"
+    fi
   fi
   for ((r = 0; r < nodes; r++)); do
     if [[ $signal != none && $r == "$victim" ]]; then continue; fi
@@ -76,6 +99,8 @@ echo "== ako, SIGSTOP" >&2;     run ako-stop ako STOP
 echo "== ps undisturbed" >&2;  run ps-undisturbed ps none
 echo "== ps, SIGKILL" >&2;      run ps-kill ps KILL
 echo "== ps, SIGSTOP" >&2;      run ps-stop ps STOP
+echo "== ako undisturbed, $rejoin_epochs epochs" >&2; run ako-long ako none "$rejoin_epochs"
+echo "== ako, SIGKILL, restarted with --rejoin" >&2;   run ako-rejoin ako REJOIN "$rejoin_epochs"
 
 python3 - "$out" "$nodes" "$victim" "$config" "$peer_timeout" <<'PY'
 import datetime, glob, json, os, re, sys
@@ -143,3 +168,24 @@ for name in ("ps-kill", "ps-stop"):
     print(f"{name:16} {latency:>16} {100 * acc:8.2f}% {start if start is not None else '-':>6}  "
           f"({len(rows)} of {nodes - 1} survivors finished, rollbacks "
           f"{[r.get('rollbacks') for r in rows]}; vs undisturbed: {100 * (acc - ps_acc):+.2f} points)")
+long = metrics("ako-long", range(nodes))
+long_final = sum(r["final_test_accuracy"] for r in long) / len(long)
+name = "ako-rejoin"
+restart = float(open(f"{out}/{name}/restart_at").read())
+signal_at = float(open(f"{out}/{name}/signal_at").read())
+day = datetime.datetime.fromtimestamp(restart).date()
+log = f"{out}/{name}/log-{victim}-rejoined.txt"
+rejoined = first_time(log, "rejoined from rank", day)
+connected = first_time(log, "connected to every peer", day)
+rows = metrics(name, range(nodes))
+final = sum(r["final_test_accuracy"] for r in rows) / max(1, len(rows))
+same = len({r["final_test_accuracy"] for r in rows}) == 1
+joiner = rows[victim] if len(rows) == nodes else {}
+print(f"{'run':16} {'restart->rejoined':>18} {'connect->rejoined':>18} {'final':>7}  (undisturbed "
+      f"ako, as many epochs: final {100 * long_final:.2f}%)")
+print(f"{name:16} {(f'{rejoined - restart:.2f} s' if rejoined else '-'):>18} "
+      f"{(f'{rejoined - connected:.2f} s' if rejoined and connected else '-'):>18} "
+      f"{100 * final:6.2f}%  ({len(rows)} of {nodes} finished, final model the same on all: {same}; "
+      f"restarted {restart - signal_at:.2f} s after the kill; it took over at iteration "
+      f"{joiner.get('resumed_from_iteration')}; vs undisturbed: {100 * (final - long_final):+.2f} points)")
+PY

@@ -108,8 +108,11 @@ void TcpTransport::Impl::handle_challenge(Connection& connection, const schema::
   std::string why;
   const auto theirs = auth::decode_challenge(*header.body_as_Challenge(), why);
   if (theirs) why = check_challenge(*theirs, options_.rank, peers_.size(), key_.has_value());
+  // A rejoin claim is checked here; a plain claim of a failed rank only at the Hello, after its
+  // view: a survivor of a rollback, renumbered in a newer view, may claim a rank that failed in
+  // this node's older view, and must be told to dial again, not refused.
   bool retry = false;
-  if (why.empty()) why = rejoin_refusal(theirs->rank, theirs->rejoin, retry);
+  if (why.empty() && theirs->rejoin) why = rejoin_refusal(theirs->rank, true, retry);
   if (why.empty() && peers_[theirs->rank].connection != nullptr)
     why = "rank " + std::to_string(theirs->rank) + " is already connected";
   if (!why.empty()) {

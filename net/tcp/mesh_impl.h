@@ -148,8 +148,9 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   [[nodiscard]] bool dials(std::size_t rank) const noexcept {
     return rank != options_.rank && (rank < options_.rank || options_.rejoin);
   }
-  // Why a Challenge claiming `rank` (rejoining or not) cannot go on now, or "" (acceptor); sets
-  // `retry` when the dialer should dial again.
+  // Why a handshake claiming `rank` (rejoining or not) cannot go on now, or "" (acceptor); sets
+  // `retry` when the dialer should dial again. A plain claim of a failed rank is refused (it must
+  // say it rejoins): called for it at the Hello only, after the view check.
   [[nodiscard]] std::string rejoin_refusal(std::size_t rank, bool rejoin, bool& retry) noexcept;
   void dial(std::size_t rank) noexcept;
   void schedule_retry(std::size_t rank) noexcept;

@@ -200,15 +200,17 @@ class AkoStage final : public SyncStage {
   /// (class comment; 0 with fewer than 2 such rounds): "measured_send_rate" (wire bytes/s),
   /// "measured_gamma" (gradients/s those rounds carried), "measured_seconds" (the window).
   [[nodiscard]] std::map<std::string, double> summary() const override;
-  /// Ako is not checkpointed yet: its network tasks write the replica while compute runs, so no
-  /// iteration boundary is a quiescent state to save (Ako sec. 4.3 saves the partial model and
-  /// the staleness counters and drops the accumulation queue; that needs a pause of the exchange
-  /// not built yet). README "Checkpoints and resume".
-  [[nodiscard]] std::string checkpoint_refusal() const override {
-    return "sync.strategy = \"ako\" cannot be checkpointed yet (its network tasks update the "
-           "replica while compute runs: no iteration boundary is a consistent state; use ps, "
-           "poseidon, allreduce or auto, or unset checkpoint.dir and --resume)";
-  }
+  /// Checkpoints (Ako SoCC'16 sec. 4.3: "the partial model and the staleness counters"; the
+  /// accumulation queue is dropped): between two iterations the replica and this node's momentum
+  /// are quiescent (only ako_apply and ako_step, compute tasks of the iteration, write them; the
+  /// network side writes the staging delta), so the pipeline's sections ("model", "optimizer",
+  /// "cursor") hold a consistent partial model. This stage saves nothing of its own: every node
+  /// resumes from the same iteration (the newest common checkpoint), so the staleness clocks
+  /// start again level, and p is profiled again (auto) or given. What is lost on a resume: the
+  /// updates staged but not yet applied, the partitions in flight and the gradients not yet sent
+  /// (in the replica of the node that made them, not in its peers'). The same node count only
+  /// (the replicas differ: no re-split).
+  [[nodiscard]] std::string checkpoint_refusal() const override { return {}; }
   /// A restarted node (SyncContext::rejoin), once its transport has taken its rank back, sends
   /// every peer a join request (ako::Kind::kJoinRequest): each sends it rounds again and re-admits
   /// it to its staleness clocks at its first round; the lowest other rank, the donor, also answers

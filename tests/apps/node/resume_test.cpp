@@ -211,12 +211,44 @@ TEST_CASE("resume fails clearly for a missing folder or another config or node c
   }
 }
 
-TEST_CASE("ako with checkpoint.dir is refused with the reason", "[e2e][resume][ako]") {
-  Cluster c("resume-ako", kNodes, job_toml("ako"));
-  c.start({"--set", "checkpoint.dir=" + (c.dir() / "ckpt").string(), "--set",
-           "sync.ako.partitions=2"});
-  const auto codes = c.wait(std::chrono::seconds(60));
-  INFO(c.all_logs());
-  CHECK(codes == std::vector<int>{2, 2});
-  CHECK_THAT(c.log_text(0), Catch::Contains("sync.strategy = \"ako\" cannot be checkpointed yet"));
+TEST_CASE("ako: checkpoints of the partial model; every node resumes from the newest common one",
+          "[e2e][resume][ako]") {
+  // Ako SoCC'16 sec. 4.3: the partial model is saved, the accumulation queue dropped.
+  const std::string toml = job_toml("ako");
+  Cluster first("resume-ako-first", kNodes, toml);
+  const std::string ckpt = (first.dir() / "ckpt").string();
+  const std::vector<std::string> ako = {"sync.ako.partitions=2", "checkpoint.dir=" + ckpt,
+                                        "checkpoint.every=10"};
+  auto with = [&](std::vector<std::string> sets, const std::string& more) {
+    sets.insert(sets.begin(), ako.begin(), ako.end());
+    sets.push_back(more);
+    return sets;
+  };
+  run_ok(first, with({}, "job.max_iterations=20"));
+  for (std::size_t r = 0; r < kNodes; ++r) {
+    INFO("rank " << r);
+    CHECK(first.metrics(r)["checkpoints_written"].get<int>() == 2);  // iterations 10 and 20
+  }
+  // Resumed with no iteration left: each node loads its replica of iteration 20 and the job ends
+  // as the first one did (the mean of those replicas): the same bits.
+  Cluster same("resume-ako-none", kNodes, toml);
+  run_ok(same, with({}, "job.max_iterations=20"), {"--resume", ckpt});
+  for (std::size_t r = 0; r < kNodes; ++r) {
+    INFO(same.all_logs());
+    CHECK(same.metrics(r)["resumed_from_iteration"].get<std::uint64_t>() == 20);
+    CHECK(file_bytes(same.dir() / ("parameters-" + std::to_string(r) + ".f32")) ==
+          file_bytes(first.dir() / ("parameters-" + std::to_string(r) + ".f32")));
+  }
+  // Resumed to iteration 30: the exchange starts again from there, and the job ends as usual.
+  Cluster on("resume-ako-on", kNodes, toml);
+  run_ok(on, with({}, "job.max_iterations=30"), {"--resume", ckpt});
+  for (std::size_t r = 0; r < kNodes; ++r) {
+    INFO(on.all_logs());
+    const auto m = on.metrics(r);
+    CHECK(m["resumed_from_iteration"].get<std::uint64_t>() == 20);
+    CHECK(m["iterations"].get<std::uint64_t>() == 10);
+    CHECK(m["rejected_messages"] == 0);
+    CHECK(m["sync"]["gradients"] == 10);
+  }
+  CHECK(file_bytes(on.dir() / "parameters-0.f32") == file_bytes(on.dir() / "parameters-1.f32"));
 }

@@ -428,3 +428,32 @@ TEST_CASE("a restarted node rejoins under its old rank: its peers take it back a
   nodes[2]->transport.shutdown(2.0);
   stop0.get();
 }
+
+TEST_CASE("a node of a newer view claiming a rank that failed in this node's older view is told "
+          "to dial again, not refused",
+          "[net][transport][rejoin][view]") {
+  // A rollback renumbers the survivors: a rank that failed here (it aborted for another's
+  // failure) comes back as a live node of the next view, while this node still leaves the old.
+  std::vector<std::uint16_t> ports;
+  auto nodes = make_nodes(3, {}, &ports);
+  start_all_ok(nodes);
+  nodes[1]->transport.close();
+  REQUIRE(nodes[0]->wait([](Node& n) { return n.failures.size() == 1; }, 5s));
+  auto options = options_for(1, ports);
+  options.view = 1;
+  options.connect_timeout_s = 1.0;
+  Node newer(std::move(options));
+  const auto error = [&] {
+    try {
+      newer.transport.start();
+    } catch (...) {
+      return std::current_exception();
+    }
+    return std::exception_ptr{};
+  }();
+  REQUIRE(error != nullptr);
+  CHECK_THAT(message_of(error), Catch::Contains("dial again") && !Catch::Contains("--rejoin"));
+  auto stop0 = std::async(std::launch::async, [&] { nodes[0]->transport.shutdown(2.0); });
+  nodes[2]->transport.shutdown(2.0);
+  stop0.get();
+}
