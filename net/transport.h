@@ -34,8 +34,10 @@ namespace gradmesh::net {
 ///    order per peer; they must not block. An exception a message handler throws is caught, counted
 ///    as a malformed frame and logged.
 ///  - A peer's failure is a value: it is reported once to the FailureHandler (a PeerError naming
-///    the rank and address) and rethrown by every later send() to that peer. Nothing is thrown or
-///    aborted on the delivery thread.
+///    the rank and address) and rethrown by every later send() to that peer, until the peer,
+///    restarted, takes its rank back (TransportOptions::rejoin on its side; RejoinHandler here):
+///    then sends work again, and a later failure is reported again. Nothing is thrown or aborted
+///    on the delivery thread.
 ///  - The payload is shared, not copied, until the backend is done with it; a received payload is
 ///    an owned buffer.
 ///

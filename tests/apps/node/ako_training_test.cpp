@@ -344,6 +344,26 @@ TEST_CASE("ako, 4 node processes, one SIGKILLed mid-run and restarted with --rej
   CHECK(worst_replica_difference(cluster, kNodes) == 0.0f);
 }
 
+TEST_CASE("--rejoin is refused under a BSP strategy and on a job of one node, naming why",
+          "[e2e][config][rejoin]") {
+  {
+    Cluster cluster("rejoin-ps", 2, short_config("2", 10));
+    cluster.start({"--set", "sync.strategy=ps", "--rejoin"});
+    const auto codes = cluster.wait(std::chrono::seconds(60));
+    INFO(cluster.all_logs());
+    CHECK(codes == std::vector<int>(2, 2));
+    CHECK_THAT(cluster.log_text(0), Catch::Contains("--rejoin needs sync.strategy = \"ako\""));
+  }
+  {
+    Cluster cluster("rejoin-one", 1, short_config("2", 10));
+    cluster.start({"--rejoin"});
+    const auto codes = cluster.wait(std::chrono::seconds(60));
+    INFO(cluster.all_logs());
+    CHECK(codes == std::vector<int>{2});
+    CHECK_THAT(cluster.log_text(0), Catch::Contains("--rejoin needs peers"));
+  }
+}
+
 TEST_CASE("ako, p = auto: a peer killed in the warm-up, the survivors agree on p among themselves",
           "[e2e][ako][failure][eq3]") {
   // Killed before its gamma profile (1 s of warm-up) can reach the others: the plans are agreed
