@@ -344,7 +344,7 @@ TEST_CASE("ako, 4 node processes, one SIGKILLed mid-run and restarted with --rej
   CHECK(worst_replica_difference(cluster, kNodes) == 0.0f);
 }
 
-TEST_CASE("--rejoin is refused under a BSP strategy and on a job of one node, naming why",
+TEST_CASE("a node started with --rejoin under a BSP strategy or alone is refused, naming why",
           "[e2e][config][rejoin]") {
   {
     Cluster cluster("rejoin-ps", 2, short_config("2", 10));
