@@ -8,11 +8,18 @@ namespace gradmesh::sync {
 
 using namespace ako_internal;
 
+namespace {
+
+// The peer a rejoining node takes its state from: the lowest other rank (every peer is live: the
+// rejoining node's start() connected to each).
+std::size_t donor_of(std::size_t rank) noexcept { return rank == 0 ? 1 : 0; }
+
+}  // namespace
+
 std::uint64_t AkoStage::join() {
   GRADMESH_CHECK(ctx_.rejoin, "AkoStage::join without SyncContext::rejoin");
   if (ctx_.nodes == 1) return 0;
-  // start() connected to every peer, so all are live: the lowest other rank gives its replica.
-  const std::size_t donor = ctx_.rank == 0 ? 1 : 0;
+  const std::size_t donor = donor_of(ctx_.rank);
   spdlog::info("ako: rejoining: asking rank {} for its replica, clock and p", donor);
   // To every peer: this stage is routed now, send to it again (key 1: and you, the donor, send
   // your replica).
@@ -70,7 +77,7 @@ std::uint64_t AkoStage::join() {
 }
 
 void AkoStage::record_join_state(std::size_t from, net::Message&& message) {
-  if (!ctx_.rejoin || from != (ctx_.rank == 0 ? 1u : 0u)) {
+  if (!ctx_.rejoin || from != donor_of(ctx_.rank)) {
     reject(from, "a replica to rejoin with, which this node did not ask for");
     return;
   }
@@ -131,17 +138,14 @@ void AkoStage::take_back(std::size_t peer) {
   {
     const std::lock_guard lock(receive_mutex_);
     last_round_[peer] = 0;  // its rounds start again from its donor's clock
+    // Its clock comes back with its first round (advance_clock): until then it holds no one
+    // back, or its donor, gated on it, would never reach the iteration boundary that answers it.
+    readmit_[peer] = 1;
   }
   {
     const std::lock_guard lock(flush_mutex_);
     done_[peer] = 0;
     replicas_[peer].reset();
-  }
-  {
-    // Its clock comes back with its first round (apply_partition): until then it holds no one
-    // back, or its donor, gated on it, would never reach the iteration boundary that answers it.
-    const std::lock_guard lock(receive_mutex_);
-    readmit_[peer] = 1;
   }
   dead_[peer].store(false, std::memory_order_release);
   const std::size_t live = live_nodes_.fetch_add(1, std::memory_order_acq_rel) + 1;
