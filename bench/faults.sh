@@ -15,6 +15,9 @@
 # epochs, so the restarted process has time to load the data and rejoin): the time from the
 # restart to its "rejoined from rank" line (start-up included) and from its connection to it (the
 # rejoin itself), and the 4 nodes' final model against an undisturbed run of as many epochs.
+# Then `ps` with the killed node restarted with --rejoin once the survivors rolled back: the time
+# from the restart to the survivors' checkpoint boundary that admitted it (their "rejoined at the
+# checkpoint" line), from there to the grown view's first iteration, and the accuracy at the end.
 #
 #   bash bench/faults.sh [CONFIG] [NODES]
 #   (defaults configs/fashion-mnist-mlp-ako.toml, 4; needs a built tree: scripts/build.sh)
@@ -101,6 +104,7 @@ echo "== ps, SIGKILL" >&2;      run ps-kill ps KILL
 echo "== ps, SIGSTOP" >&2;      run ps-stop ps STOP
 echo "== ako undisturbed, $rejoin_epochs epochs" >&2; run ako-long ako none "$rejoin_epochs"
 echo "== ako, SIGKILL, restarted with --rejoin" >&2;   run ako-rejoin ako REJOIN "$rejoin_epochs"
+echo "== ps, SIGKILL, restarted with --rejoin" >&2;    run ps-rejoin ps REJOIN
 
 python3 - "$out" "$nodes" "$victim" "$config" "$peer_timeout" <<'PY'
 import datetime, glob, json, os, re, sys
@@ -188,4 +192,22 @@ print(f"{name:16} {(f'{rejoined - restart:.2f} s' if rejoined else '-'):>18} "
       f"{100 * final:6.2f}%  ({len(rows)} of {nodes} finished, final model the same on all: {same}; "
       f"restarted {restart - signal_at:.2f} s after the kill; it took over at iteration "
       f"{joiner.get('resumed_from_iteration')}; vs undisturbed: {100 * (final - long_final):+.2f} points)")
+name = "ps-rejoin"
+restart = float(open(f"{out}/{name}/restart_at").read())
+day = datetime.datetime.fromtimestamp(restart).date()
+admitted = first_time(f"{out}/{name}/log-0.txt", "node(s) rejoined at the checkpoint", day)
+going = None
+for line in open(f"{out}/{name}/log-{victim}-rejoined.txt", errors="replace"):
+    if "iterations in all" in line:
+        going = stamp(line, day)
+rows = metrics(name, range(nodes))
+acc = sum(r["test_accuracy"] for r in rows) / max(1, len(rows))
+same = len({r["test_accuracy"] for r in rows}) == 1
+print(f"{'run':16} {'restart->admitted':>18} {'admitted->going':>18} {'accuracy':>9}  (undisturbed "
+      f"ps: {100 * ps_acc:.2f}%)")
+print(f"{name:16} {(f'{admitted - restart:.2f} s' if admitted else '-'):>18} "
+      f"{(f'{going - admitted:.2f} s' if going and admitted else '-'):>18} {100 * acc:8.2f}%  "
+      f"({len(rows)} of {nodes} finished, the same accuracy on all: {same}; views "
+      f"{[r.get('view') for r in rows]}, rejoined {[r.get('rejoined') for r in rows]}; vs "
+      f"undisturbed: {100 * (acc - ps_acc):+.2f} points)")
 PY

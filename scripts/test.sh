@@ -5,4 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh -DGRADMESH_BUILD_TESTS=ON
+# CTest runs each Catch2 test by its name: a ';' splits the name in two (a CMake list) and a
+# leading '-' reads as a flag, and either way the test passes without running. Refuse both.
+bad=$(find build/tests -type f -executable -name '*tests' -exec {} --list-test-names-only \; \
+      | grep -E ';|^-' || true)
+if [[ -n $bad ]]; then
+  echo "test names CTest cannot run (no ';', no leading '-'):" >&2
+  echo "$bad" >&2
+  exit 1
+fi
 ctest --test-dir build --output-on-failure -j 2 --timeout 600

@@ -46,6 +46,9 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
                                      ? nlohmann::json(*m.resumed_from_iteration)
                                      : nlohmann::json(nullptr)},
       {"rollbacks", m.rollbacks},
+      {"view", m.view},
+      {"rejoins_admitted", m.rejoins_admitted},
+      {"rejoined", m.rejoined},
       {"checkpoints_written", m.checkpoints_written},
       {"checkpoint_bytes", m.checkpoint_bytes},
       {"checkpoint_seconds", m.checkpoint_seconds},

@@ -29,6 +29,13 @@ struct NodeMetrics {
   /// Times this node rolled back to a checkpoint and went on without a failed peer
   /// (run_with_recovery); its rank and the node count are the last view's.
   std::size_t rollbacks = 0;
+  /// The membership view this node ended in: 0 at the start, one more per rollback or growth.
+  std::size_t view = 0;
+  /// Restarted nodes that rejoined at a checkpoint boundary of this node's views (BSP, issue 13).
+  std::size_t rejoins_admitted = 0;
+  /// Whether this node is a restarted one that rejoined (--rejoin: ako at once, BSP at a
+  /// checkpoint boundary).
+  bool rejoined = false;
   std::uint64_t checkpoints_written = 0;  ///< checkpoint files this node wrote (checkpoint.dir)
   std::uint64_t checkpoint_bytes = 0;     ///< size of the last one, bytes
   /// Time iterations waited for them, seconds: the state's copy, and the previous file's write

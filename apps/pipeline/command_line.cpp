@@ -33,8 +33,9 @@ CommandLine parse_node_command_line(int argc, const char* const* argv, std::stri
                  "continue from the newest checkpoint under DIR that every node has (the "
                  "checkpoint.dir of the run to continue; README \"Checkpoints and resume\")");
   app.add_flag("--rejoin", node.rejoin,
-               "this node restarted after it failed: take its rank back in the running job, "
-               "starting from a live peer's replica (sync.strategy = ako; README \"When a peer "
+               "this node restarted after it failed: take its place back in the running job "
+               "(ako: at once, from a live peer's replica; a BSP strategy with checkpoint.dir: "
+               "at the next checkpoint boundary, from that checkpoint; README \"When a peer "
                "fails\")");
   app.add_flag("--save-parameters", node.save_parameters,
                "also write the final parameters to DIR/parameters-<rank>.f32 (float32, raw)");

@@ -12,6 +12,7 @@
 #include "apps/config/rate.h"
 #include "apps/pipeline/job_options.h"
 #include "apps/pipeline/job_secret.h"
+#include "apps/pipeline/join_request.h"
 #include "apps/pipeline/pipeline_state.h"
 #include "apps/pipeline/progress.h"
 #include "apps/pipeline/start_up.h"
@@ -141,7 +142,7 @@ void Pipeline::build() {
     t.config_hash = config.hash();
     t.connect_timeout_s = config.net.connect_timeout;
     t.peer_timeout_s = config.net.peer_timeout;
-    t.view = static_cast<std::uint32_t>(s.options.rollbacks);
+    t.view = static_cast<std::uint32_t>(s.options.view);
     t.rejoin = s.options.rejoin;
     t.max_frame_bytes = config.net.max_frame_bytes;
     t.stages = sync::stage_names();
@@ -170,9 +171,11 @@ void Pipeline::build() {
       throw ConfigError("--rejoin and --resume exclude each other: a rejoining node takes a live "
                         "peer's state, a resumed job a checkpoint's");
     if (config.sync.strategy != "ako")
-      throw ConfigError("--rejoin needs sync.strategy = \"ako\" (is \"" + config.sync.strategy +
-                        "\"): a BSP job with checkpoint.dir rolls back and goes on without the "
-                        "failed node (README \"When a peer fails\")");
+      throw ConfigError("Pipeline: --rejoin needs sync.strategy = \"ako\" (is \"" +
+                        config.sync.strategy +
+                        "\"); a BSP job with checkpoint.dir takes a restarted node back at a "
+                        "checkpoint boundary through run_with_recovery() (README \"When a peer "
+                        "fails\")");
   }
   if (s.transport) {
     spdlog::info("listening on {}, connecting to {} peer(s) (timeout {:.0f} s)",
@@ -324,6 +327,7 @@ NodeMetrics Pipeline::run() {
     if (done == limit) return true;
     return config.checkpoint.every ? done % *config.checkpoint.every == 0 : in_epoch == per_epoch;
   };
+  bool admit_at_epoch_end = false;
   try {
     for (std::size_t epoch = done / per_epoch; done < limit; ++epoch) {
       double loss_sum = 0;
@@ -344,7 +348,13 @@ NodeMetrics Pipeline::run() {
         }
         ++in_epoch;
         ++done;
-        if (checkpoint_due(in_epoch)) write_checkpoint(done, metrics);
+        if (checkpoint_due(in_epoch)) {
+          write_checkpoint(done, metrics);
+          // Restarted nodes come back at a checkpoint boundary; at an epoch's end after its
+          // evaluation (the boundary is the same on every node: BSP).
+          if (in_epoch < epoch_iterations) admit_rejoins(done, done == limit, metrics);
+          else admit_at_epoch_end = true;
+        }
         if (progress.due(in_epoch == epoch_iterations)) {
           const double seconds =
               std::max(std::chrono::duration<double>(Clock::now() - epoch_start).count(), 1e-9);
@@ -378,6 +388,10 @@ NodeMetrics Pipeline::run() {
                   static_cast<double>((done - start) * batch) / std::max(train_seconds, 1e-9),
                   sent / 1e6);
       std::fflush(stdout);
+      if (admit_at_epoch_end) {
+        admit_at_epoch_end = false;
+        admit_rejoins(done, done == limit, metrics);
+      }
     }
     finish_checkpoint_write(metrics);
     // The stage completes its exchange; an asynchronous one (Ako) then folds in every peer's last
@@ -394,6 +408,11 @@ NodeMetrics Pipeline::run() {
       metrics.final_test_accuracy = metrics.test_accuracy;
       metrics.final_test_loss = metrics.test_loss;
     }
+  } catch (const ViewGrowth&) {
+    // Every node stops here, at the same boundary, its checkpoint on disk: a clean close, so no
+    // peer takes it for failed; run_with_recovery() starts the grown view.
+    if (transport) transport->shutdown(10.0);
+    throw;
   } catch (const PeerError& e) {
     // Tell the peers why this node stops, naming the rank that failed (a peer that stopped for
     // another's failure passes that one on), so each names the root cause, not this node's
@@ -424,6 +443,9 @@ NodeMetrics Pipeline::run() {
   metrics.samples = (done - start) * batch;
   if (s.options.resume || s.options.rejoin) metrics.resumed_from_iteration = start;
   metrics.rollbacks = s.options.rollbacks;
+  metrics.view = s.options.view;
+  metrics.rejoins_admitted = s.options.rejoins_admitted;
+  metrics.rejoined = s.options.rejoin || s.options.rejoined;
   metrics.samples_per_second = static_cast<double>(metrics.samples) / std::max(train_seconds, 1e-9);
   metrics.bytes_sent_per_iteration =
       metrics.iterations > 0

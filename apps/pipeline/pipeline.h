@@ -49,9 +49,11 @@ struct NodeOptions {
   /// --resume DIR: continue from the newest checkpoint under DIR (DIR/node-<rank>/) that every
   /// node holds (README "Checkpoints and resume").
   std::optional<std::filesystem::path> resume;
-  /// --rejoin: this node restarted after it failed and takes its rank back in the running job
-  /// (same --peers and --rank as before), from a live peer's state (sync::SyncStage::join(); ako
-  /// only). No start-up probe, no checkpoints to resume.
+  /// --rejoin: this node restarted after it failed and takes its place back in the running job
+  /// (same --peers and --rank as before). Under ako, at once, from a live peer's state
+  /// (sync::SyncStage::join(); no start-up probe, no checkpoints to resume). Under a BSP strategy
+  /// with checkpoint.dir, through run_with_recovery(): at the next checkpoint boundary, from that
+  /// checkpoint (README "When a peer fails").
   bool rejoin = false;
   bool save_parameters = false;              ///< --save-parameters: DIR/parameters-<rank>.f32
   bool trace = false;                        ///< --trace: DIR/trace-<rank>.json (Chrome trace of every task)
@@ -59,6 +61,18 @@ struct NodeOptions {
   /// Set by run_with_recovery() (not a flag): how many times this node has rolled back after a
   /// peer failed ("rollbacks" in the metrics).
   std::size_t rollbacks = 0;
+  /// Set by run_with_recovery() (not a flag): the membership view's number, 0 at the start, one
+  /// more after each rollback or growth; the transport's handshake compares it ("view" in the
+  /// metrics).
+  std::size_t view = 0;
+  /// Set by run_with_recovery() (not a flag): view 0's checkpoint.dir under a BSP strategy. At
+  /// every checkpoint boundary the nodes exchange the join requests filed there and take the
+  /// restarted nodes back (apps/pipeline/join_request.h). Empty: no restarted node is admitted.
+  std::filesystem::path join_root;
+  /// Set by run_with_recovery() (not a flag): restarted nodes this node's views took back
+  /// ("rejoins_admitted" in the metrics), and whether this node is one ("rejoined").
+  std::size_t rejoins_admitted = 0;
+  bool rejoined = false;
 };
 
 /// The result of parse_node_command_line: the options, or (options empty) the exit status the
@@ -172,6 +186,11 @@ class Pipeline {
   void write_checkpoint(std::uint64_t iteration, NodeMetrics& metrics);
   /// Waits for the background write, if any; rethrows its CheckpointError.
   void finish_checkpoint_write(NodeMetrics& metrics);
+  /// At the checkpoint boundary of `iteration` (options.join_root set): exchanges the join
+  /// requests every node has seen; on any, finishes the checkpoint write and throws ViewGrowth
+  /// (apps/pipeline/join_request.h), unless `iteration` is the job's last (`last`): then the
+  /// requests are refused. Throws PeerError as the stage does for a failed or silent peer.
+  void admit_rejoins(std::uint64_t iteration, bool last, NodeMetrics& metrics);
 
   struct State;
   std::unique_ptr<State> state_;

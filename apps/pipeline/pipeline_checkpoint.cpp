@@ -15,6 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "apps/pipeline/join_request.h"
 #include "apps/pipeline/pipeline.h"
 #include "apps/pipeline/pipeline_state.h"
 #include "apps/pipeline/resplit.h"
@@ -259,6 +260,51 @@ void Pipeline::finish_checkpoint_write(NodeMetrics& metrics) {
   metrics.checkpoint_write_seconds += seconds;
   spdlog::info("checkpoint of iteration {} written in {:.1f} ms ({})", s.checkpoint_writing,
                seconds * 1e3, s.store->path(s.checkpoint_writing).string());
+}
+
+void Pipeline::admit_rejoins(std::uint64_t iteration, bool last, NodeMetrics& metrics) {
+  State& s = *state_;
+  const std::filesystem::path& root = s.options.join_root;
+  if (root.empty()) return;
+  const std::vector<std::string> members = peer_addresses();
+  std::vector<JoinRequest> seen;
+  for (JoinRequest& request : read_join_requests(root)) {
+    const auto live = std::find(members.begin(), members.end(), request.address);
+    if (live == members.end()) {
+      seen.push_back(std::move(request));
+    } else if (s.rank == 0 && !find_join_refusal(root, request)) {
+      const std::size_t rank = static_cast<std::size_t>(live - members.begin());
+      spdlog::warn("a join request from {} refused: rank {} of view {} has that address and is live",
+                   request.address, rank, s.options.view);
+      write_join_refusal(root, request,
+                         "rank " + std::to_string(rank) + " of view " +
+                             std::to_string(s.options.view) + " has the address " +
+                             request.address + " and is live");
+    }
+  }
+  // Every node decides on the union of what each has seen: the same joiners everywhere.
+  std::vector<JoinRequest> joiners =
+      merge_join_requests(s.agreement->exchange(encode_join_requests(seen), iteration));
+  if (joiners.empty()) return;
+  std::string who;
+  for (const JoinRequest& j : joiners) who += (who.empty() ? "" : ", ") + j.address;
+  if (last) {
+    spdlog::warn("{} asked to rejoin, but iteration {} is the job's last: refused", who,
+                 iteration);
+    if (s.rank == 0) {
+      for (const JoinRequest& j : joiners) {
+        write_join_refusal(root, j,
+                           "the job ended at iteration " + std::to_string(iteration) +
+                               " before a checkpoint boundary could take this node back");
+      }
+    }
+    return;
+  }
+  spdlog::warn("{} restarted and asked to rejoin: every node stops at the checkpoint of iteration "
+               "{} and goes on from it with {} nodes",
+               who, iteration, s.nodes() + joiners.size());
+  finish_checkpoint_write(metrics);  // on disk before any node of the grown view reads it
+  throw ViewGrowth(iteration, std::move(joiners));
 }
 
 }  // namespace gradmesh::app

@@ -1,12 +1,17 @@
 // run_with_recovery (declared in pipeline.h): a node's job that survives failed peers under the
-// BSP strategies (issue 13; README "When a peer fails").
+// BSP strategies, and takes restarted ones back at a checkpoint boundary (issue 13; README "When
+// a peer fails").
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "apps/pipeline/join_request.h"
 #include "apps/pipeline/pipeline.h"
 #include "engine/checkpoint.h"
 #include "engine/error.h"
@@ -15,13 +20,25 @@ namespace gradmesh::app {
 
 namespace {
 
+namespace fs = std::filesystem;
+
+/// How long a node started with --rejoin under a BSP strategy waits for a checkpoint boundary
+/// to take it back before it gives up, seconds.
+constexpr double kAdmissionWaitSeconds = 3600;
+
 bool is_bsp(const std::string& strategy) {
   return strategy == "ps" || strategy == "poseidon" || strategy == "allreduce" ||
          strategy == "auto";
 }
 
+/// A membership view's checkpoint folder and node count.
+struct View {
+  fs::path dir;
+  std::size_t nodes = 0;
+};
+
 /// Whether `dir` holds a checkpoint that verifies in any node-<r> folder, r < nodes.
-bool holds_checkpoint(const std::filesystem::path& dir, std::size_t nodes) {
+bool holds_checkpoint(const fs::path& dir, std::size_t nodes) {
   for (std::size_t r = 0; r < nodes; ++r) {
     std::vector<std::string> problems;
     if (!engine::CheckpointStore(dir, r).valid_iterations(problems).empty()) return true;
@@ -29,35 +46,148 @@ bool holds_checkpoint(const std::filesystem::path& dir, std::size_t nodes) {
   return false;
 }
 
+std::string joined(const std::vector<std::string>& peers) {
+  std::string out;
+  for (const std::string& p : peers) out += (out.empty() ? "" : ",") + p;
+  return out;
+}
+
+/// --rejoin under a BSP strategy: files a join request under `root` (view 0's checkpoint.dir)
+/// and waits until a checkpoint boundary of the running job admits it (a view.json naming its
+/// request) or refuses it. Returns the options of the view it joins (its peers and rank, the
+/// checkpoint to resume from); `views` becomes that checkpoint's view and the new one. Throws
+/// gradmesh::Error when refused or after kAdmissionWaitSeconds.
+NodeOptions await_admission(NodeOptions options, const fs::path& root, std::vector<View>& views) {
+  std::string address;
+  {
+    const Pipeline own(options);  // this node's peer list and rank; opens no socket
+    address = own.peer_addresses()[own.rank()];
+  }
+  const JoinRequest request = file_join_request(root, address);
+  spdlog::info("--rejoin: asked to rejoin the job as {} (request {:016x} under {}); waiting for "
+               "its next checkpoint boundary",
+               address, request.nonce, root.string());
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto next_note = start + std::chrono::seconds(30);
+  std::optional<ViewAdmission> admission;
+  for (;;) {
+    admission = find_view_admission(root, request.nonce);
+    if (admission) break;
+    if (const auto reason = find_join_refusal(root, request)) {
+      withdraw_join_request(root, request);
+      throw Error("--rejoin: the job refused to take " + address + " back: " + *reason);
+    }
+    const auto now = Clock::now();
+    if (now - start > std::chrono::duration<double>(kAdmissionWaitSeconds)) {
+      withdraw_join_request(root, request);
+      throw Error("--rejoin: no checkpoint boundary took " + address + " back within " +
+                  std::to_string(static_cast<int>(kAdmissionWaitSeconds)) +
+                  " s (is the job running, with checkpoint.dir = " + root.string() + "?)");
+    }
+    if (now >= next_note) {
+      next_note = now + std::chrono::seconds(30);
+      spdlog::info("--rejoin: still waiting for a checkpoint boundary to take {} back ({:.0f} s)",
+                   address, std::chrono::duration<double>(now - start).count());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  withdraw_join_request(root, request);
+  const auto me = std::find(admission->peers.begin(), admission->peers.end(), address);
+  if (me == admission->peers.end()) {
+    throw Error(root.string() + ": view " + std::to_string(admission->view) +
+                " admits this node's request but does not list its address " + address);
+  }
+  const std::size_t rank = static_cast<std::size_t>(me - admission->peers.begin());
+  options.peers = joined(admission->peers);
+  options.peers_file.clear();
+  options.rank = static_cast<long long>(rank);
+  options.resume = admission->resume;
+  options.overrides.push_back("checkpoint.dir=" + view_dir(root, admission->view).string());
+  options.view = admission->view;
+  options.rejoin = false;
+  options.rejoined = true;
+  views = {View{admission->resume, admission->resume_nodes},
+           View{view_dir(root, admission->view), admission->peers.size()}};
+  std::printf("[rank %zu] admitted into view %llu of %zu nodes: resuming from the checkpoint of "
+              "iteration %llu (%s)\n",
+              rank, static_cast<unsigned long long>(admission->view), admission->peers.size(),
+              static_cast<unsigned long long>(admission->iteration),
+              admission->resume.string().c_str());
+  std::fflush(stdout);
+  return options;
+}
+
 }  // namespace
 
 void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>& configure) {
-  // Checkpoint folders, one per view (node set): view 0 is checkpoint.dir, view k its
-  // "view-<k>" subfolder, so no folder mixes checkpoints of two node counts.
-  std::vector<std::filesystem::path> views;
+  // Checkpoint folders, one per membership view (node set): view 0's is checkpoint.dir, view k's
+  // its "view-<k>" subfolder (join_request.h: view_dir), so no folder mixes checkpoints of two
+  // node counts. Restarted nodes file their join requests under view 0's folder.
+  const JobConfig first = load_job_config(options.config, options.overrides);
+  const fs::path root = first.checkpoint.dir;
+  const bool recoverable = is_bsp(first.sync.strategy) && !root.empty();
+  std::vector<View> views;
+  if (options.rejoin && is_bsp(first.sync.strategy)) {
+    if (root.empty()) {
+      throw ConfigError("--rejoin under sync.strategy = \"" + first.sync.strategy +
+                        "\" needs checkpoint.dir (the folder the job's nodes share): a BSP job "
+                        "takes a restarted node back at a checkpoint boundary");
+    }
+    options = await_admission(std::move(options), root, views);
+  }
+  if (recoverable) options.join_root = root;
   for (;;) {
     std::optional<Pipeline> pipeline;
     pipeline.emplace(options);
     const JobConfig& config = pipeline->config();
-    if (views.empty()) views.emplace_back(config.checkpoint.dir);
+    if (views.empty()) views.push_back(View{config.checkpoint.dir, pipeline->nodes()});
     configure(*pipeline);
-    pipeline->build();  // a peer lost at start-up is an error: nothing to roll back to
+    // A peer lost at the start-up of the first view is an error (nothing to roll back to); at a
+    // later one's (a joiner that never came), run() builds and the view rolls back.
+    if (options.view == 0) pipeline->build();
     try {
-      pipeline->run();
-      return;
+      try {
+        pipeline->run();
+        return;
+      } catch (const ViewGrowth& growth) {
+        std::vector<std::string> peers = pipeline->peer_addresses();
+        const std::size_t old_nodes = peers.size(), rank = pipeline->rank();
+        ViewAdmission admission;
+        for (const JoinRequest& j : growth.joiners()) {
+          peers.push_back(j.address);
+          admission.admitted.push_back(j.nonce);
+        }
+        pipeline.reset();  // its transport closed cleanly and its checkpoint is on disk
+        options.view += 1;
+        admission.view = options.view;
+        admission.peers = peers;
+        admission.resume = views.back().dir;
+        admission.resume_nodes = old_nodes;
+        admission.iteration = growth.iteration();
+        // One node tells the joiners where to go; the others go there too.
+        if (rank == 0) write_view_admission(root, admission);
+        views.push_back(View{view_dir(root, options.view), peers.size()});
+        options.peers = joined(peers);
+        options.peers_file.clear();
+        options.rank = static_cast<long long>(rank);
+        options.resume = admission.resume;
+        options.overrides.push_back("checkpoint.dir=" + views.back().dir.string());
+        options.rejoins_admitted += growth.joiners().size();
+        spdlog::warn("view {}: {} node(s) rejoined at the checkpoint of iteration {}; going on "
+                     "with {} nodes from it (this node stays rank {})",
+                     options.view, growth.joiners().size(), growth.iteration(), peers.size(),
+                     rank);
+      }
     } catch (const PeerError& e) {
       const std::size_t nodes = pipeline->nodes();
       const std::size_t rank = pipeline->rank();
       const std::size_t dead = e.root_rank();
-      if (!is_bsp(config.sync.strategy) || config.checkpoint.dir.empty() || nodes < 2 ||
-          dead >= nodes || dead == rank) {
-        throw;
-      }
+      if (!recoverable || nodes < 2 || dead >= nodes || dead == rank) throw;
       // The newest view that holds a checkpoint: the job rolls back to it (resumed on n - 1).
-      // View k had one node more than view k + 1; this one (the last) has `nodes`.
-      std::optional<std::filesystem::path> from;
+      std::optional<fs::path> from;
       for (std::size_t k = views.size(); k-- > 0 && !from;) {
-        if (holds_checkpoint(views[k], nodes + (views.size() - 1 - k))) from = views[k];
+        if (holds_checkpoint(views[k].dir, views[k].nodes)) from = views[k].dir;
       }
       if (!from) {
         spdlog::error("{}: no checkpoint written yet to roll back to", e.what());
@@ -68,19 +198,18 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
       peers.erase(peers.begin() + static_cast<std::ptrdiff_t>(dead));
       const std::size_t new_rank = rank > dead ? rank - 1 : rank;
       pipeline.reset();  // closes this view's transport and waits for a checkpoint write
-      views.push_back(views.front() / ("view-" + std::to_string(views.size())));
-      std::string joined;
-      for (const std::string& p : peers) joined += (joined.empty() ? "" : ",") + p;
-      options.peers = joined;
+      options.view += 1;
+      views.push_back(View{view_dir(root, options.view), peers.size()});
+      options.peers = joined(peers);
       options.peers_file.clear();
       options.rank = static_cast<long long>(new_rank);
       options.resume = *from;
-      options.overrides.push_back("checkpoint.dir=" + views.back().string());
+      options.overrides.push_back("checkpoint.dir=" + views.back().dir.string());
       ++options.rollbacks;
       spdlog::warn("peer rank {} ({}) is gone ({}): rolling back to the newest checkpoint in {} "
                    "and going on with {} nodes; this node is rank {} of them (view {})",
                    dead, dead_address, e.what(), from->string(), peers.size(), new_rank,
-                   views.size() - 1);
+                   options.view);
     }
   }
 }

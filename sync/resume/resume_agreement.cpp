@@ -18,7 +18,7 @@ std::string list_text(const std::vector<std::uint64_t>& iterations) {
 }  // namespace
 
 ResumeAgreement::ResumeAgreement(Channel& channel, double timeout_s)
-    : channel_(channel), timeout_(timeout_s), received_(channel.nodes()) {
+    : channel_(channel), timeout_(timeout_s) {
   GRADMESH_CHECK(timeout_s > 0, "ResumeAgreement: timeout " + std::to_string(timeout_s) + " s");
   stage_ = channel_.route(kResumeStage, [this](std::size_t from, net::Message&& message) {
     on_message(from, std::move(message));
@@ -44,30 +44,47 @@ void ResumeAgreement::on_message(std::size_t from, net::Message&& message) {
   if (bytes > 0) std::memcpy(iterations.data(), message.payload.bytes().data(), bytes);
   {
     const std::lock_guard lock(mutex_);
-    if (received_[from]) {
-      channel_.reject(from, stage_, "a second list of checkpoint iterations");
+    if (finished_ && message.round <= *finished_) {
+      channel_.reject(from, stage_, "a list of round " + std::to_string(message.round) +
+                                        ", finished already");
       return;
     }
-    received_[from] = std::move(iterations);
+    auto& lists = received_[message.round];
+    lists.resize(channel_.nodes());
+    if (lists[from]) {
+      channel_.reject(from, stage_,
+                      "a second list of round " + std::to_string(message.round));
+      return;
+    }
+    lists[from] = std::move(iterations);
   }
   changed_.notify_all();
 }
 
 std::vector<std::vector<std::uint64_t>> ResumeAgreement::exchange(
-    std::span<const std::uint64_t> valid) {
+    std::span<const std::uint64_t> valid, std::uint64_t round) {
   const std::size_t n = channel_.nodes(), me = channel_.rank();
   std::vector<std::vector<std::uint64_t>> lists(n);
   lists[me].assign(valid.begin(), valid.end());
+  {
+    const std::lock_guard lock(mutex_);
+    GRADMESH_CHECK(!started_ || round > *started_,
+                   "ResumeAgreement::exchange: round " + std::to_string(round) +
+                       " after round " + std::to_string(started_.value_or(0)));
+    started_ = round;
+  }
   if (n == 1) return lists;
   const net::Payload payload = net::Payload::copy_of(std::as_bytes(valid));
-  throw_first(channel_.broadcast(net::Message{stage_, 0, valid.size(), 0, payload, 0}));
+  throw_first(channel_.broadcast(net::Message{stage_, 0, valid.size(), round, payload, 0}));
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
   std::unique_lock lock(mutex_);
   for (;;) {
+    auto& in = received_[round];
+    in.resize(n);
     std::size_t missing = n;
     for (std::size_t peer = 0; peer < n && missing == n; ++peer) {
-      if (peer != me && !received_[peer]) missing = peer;
+      if (peer != me && !in[peer]) missing = peer;
     }
     // Every list in: done, even if a peer has failed since (it may have stopped right after
     // sending, on an error of its own that this node is about to find too).
@@ -75,13 +92,21 @@ std::vector<std::vector<std::uint64_t>> ResumeAgreement::exchange(
     if (failure_) throw *failure_;
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
       throw PeerError(missing, "rank " + std::to_string(missing),
-                      "sent no list of its checkpoints within " +
-                          std::to_string(timeout_.count()) + " s (is it resuming too?)");
+                      round == 0 ? "sent no list of its checkpoints within " +
+                                       std::to_string(timeout_.count()) +
+                                       " s (is it resuming too?)"
+                                 : "sent no list of the join requests it has seen at the "
+                                   "checkpoint boundary of iteration " +
+                                       std::to_string(round) + " within " +
+                                       std::to_string(timeout_.count()) + " s");
     }
   }
+  auto& in = received_[round];
   for (std::size_t peer = 0; peer < n; ++peer) {
-    if (peer != me) lists[peer] = std::move(*received_[peer]);
+    if (peer != me) lists[peer] = std::move(*in[peer]);
   }
+  received_.erase(round);
+  finished_ = round;
   return lists;
 }
 

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -23,11 +24,14 @@ namespace gradmesh::sync {
 inline constexpr std::string_view kResumeStage = "resume";
 
 /// Routes kResumeStage on a node's channel (before the transport starts, as the link probe) and
-/// agrees once on the iteration to resume from.
+/// exchanges lists of numbers among all nodes, in rounds: round 0 agrees on the iteration to
+/// resume from (--resume); a BSP job's checkpoint boundaries exchange the join requests each node
+/// has seen, with the boundary's iteration as the round (apps/pipeline: a restarted node rejoins
+/// at the next checkpoint boundary).
 ///
-/// Thread safety: agree() from the node's thread; the handler runs on the transport's delivery
-/// thread (internally locked). Errors: a message that is not a list of iterations is rejected
-/// through the channel.
+/// Thread safety: exchange() from the node's thread; the handler runs on the transport's delivery
+/// thread (internally locked). Errors: a message that is not a list of numbers, a second list of
+/// one round, or a list of a round already finished is rejected through the channel.
 class ResumeAgreement {
  public:
   /// `timeout_s`: how long agree() waits for every peer (seconds, > 0).
@@ -35,11 +39,14 @@ class ResumeAgreement {
   ResumeAgreement(const ResumeAgreement&) = delete;
   ResumeAgreement& operator=(const ResumeAgreement&) = delete;
 
-  /// Sends `valid` (the iterations of this node's valid checkpoints, any order) to every peer and
-  /// returns, once every peer's list is in, each node's list (index = rank), the same on every
-  /// node. One node: {valid} at once. Throws PeerError for a failed or silent peer.
+  /// Sends `valid` (the iterations of this node's valid checkpoints, any order; or any other list
+  /// of numbers) to every peer as round `round` and returns, once every peer's list of that round
+  /// is in, each node's list (index = rank), the same on every node. Every node must call it for
+  /// the same rounds, in increasing order (a peer's list of a later round waits for its call).
+  /// One node: {valid} at once. Throws PeerError for a failed or silent peer (net.connect_timeout,
+  /// at least 60 s), ContractError for a round not above the previous call's.
   [[nodiscard]] std::vector<std::vector<std::uint64_t>> exchange(
-      std::span<const std::uint64_t> valid);
+      std::span<const std::uint64_t> valid, std::uint64_t round = 0);
 
   /// The newest iteration in every list of `lists` (index = rank). Throws CheckpointError naming
   /// every rank's iterations when no iteration is common to all.
@@ -54,7 +61,10 @@ class ResumeAgreement {
   StageId stage_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<std::optional<std::vector<std::uint64_t>>> received_;  // by rank
+  // Lists in by round, then by rank; a round's entry is erased when its exchange returns.
+  std::map<std::uint64_t, std::vector<std::optional<std::vector<std::uint64_t>>>> received_;
+  std::optional<std::uint64_t> started_;   // the round of the last exchange() call
+  std::optional<std::uint64_t> finished_;  // the last round exchange() returned
   std::optional<PeerError> failure_;
 };
 

@@ -62,7 +62,7 @@ TEST_CASE("Model rejects bad construction", "[tasks][model]") {
                     Catch::StartsWith("model.layers[1] 'conv': expected one of dense"));
 }
 
-TEST_CASE("Model chains shapes from the input shape; a dense layer reads any shape flat",
+TEST_CASE("Model chains shapes from the input shape, a dense layer reads any shape flat",
           "[tasks][model]") {
   const auto specs = parse_layer_specs({"dense:8", "relu", "dense:3", "softmax_cross_entropy"});
   Model image(specs, Shape{2, 3, 4}, 5, 11);

@@ -92,7 +92,7 @@ TEST_CASE("the optimizer step: every node's after SFB and all-reduce, none on th
                     Catch::Contains("step") && Catch::Contains("-1"));
 }
 
-TEST_CASE("the formulas use the slowest link: max alpha, min B; the diagonal is unused",
+TEST_CASE("the formulas use the slowest link: max alpha, min B, the diagonal is unused",
           "[topo][cost]") {
   LinkMatrix links = LinkMatrix::uniform(3, 1e-4, 1e9);
   links.alpha[0 * 3 + 2] = 5e-4;     // 0 -> 2 is slow to start

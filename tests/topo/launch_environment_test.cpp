@@ -106,7 +106,7 @@ TEST_CASE("torchrun-style: every rank on MASTER_ADDR, ports after MASTER_PORT, R
   CHECK(env.launch(1234)->peers.size() == 3);
 }
 
-TEST_CASE("torchrun-style errors name the variable; several hosts are refused", "[topo][launch]") {
+TEST_CASE("torchrun-style errors name the variable, several hosts are refused", "[topo][launch]") {
   FakeEnvironment env;
   env.variables = {{"MASTER_ADDR", "h"}, {"WORLD_SIZE", "2"}, {"RANK", "0"}};
   CHECK_THROWS_WITH(env.launch(1),

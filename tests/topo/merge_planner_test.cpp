@@ -177,7 +177,7 @@ TEST_CASE(
         Approx(brute_force_minimum(0, small, slow)));
 }
 
-TEST_CASE("buckets never span a PS or SFB layer; local layers are skipped", "[topo][mgwfbp]") {
+TEST_CASE("buckets never span a PS or SFB layer, local layers are skipped", "[topo][mgwfbp]") {
   const AllReduceCost slow{1.0, 0.001};
   // 3: all-reduce, 2: ReLU (local), 1: all-reduce, 0: PS.
   const std::vector<WfbpLayer> layers{

@@ -50,7 +50,7 @@ TEST_CASE("topo eq. 3 rejects bad inputs, printing the value", "[topo][eq3]") {
   CHECK_THROWS_WITH(partitions_for(1, 10, 0, 1e6), Catch::Contains("nodes n = 0"));
 }
 
-TEST_CASE("per-link p: equal links reduce to eq. 3; a slower link gets smaller partitions in "
+TEST_CASE("per-link p: equal links reduce to eq. 3, a slower link gets smaller partitions in "
           "proportion",
           "[topo][eq3][links]") {
   const double gbit = 125e6;

@@ -171,7 +171,13 @@ TEST_CASE("p = auto: warm-up at p = 1, probe at p1, then every node runs the sam
   CHECK(first["warmup_gamma"].get<double>() > 0);
   CHECK(first["bandwidth"] == 12.5e6);
   CHECK(first["nodes"] == 3);
-  CHECK(first["predicted_send_rate"].get<double>() <= 12.5e6 * 1.0000001);
+  if (first["eq3"].get<double>() <= first["partitions"].get<double>()) {
+    CHECK(first["predicted_send_rate"].get<double>() <= 12.5e6 * 1.0000001);
+  } else {
+    // A fast machine (seen: over 11,000 gradients/s per node on an AMD EPYC) needs more than the
+    // accumulation queue's cap on p: the planner says so, and the network is the bottleneck.
+    CHECK_THAT(cluster.log_text(0), Catch::Contains("ako: p is capped at"));
+  }
   for (std::size_t r = 0; r < 3; ++r) {
     const auto m = cluster.metrics(r);
     const auto& s = m["sync"];
@@ -346,7 +352,8 @@ TEST_CASE("ako, 4 node processes, one SIGKILLed mid-run and restarted with --rej
   CHECK(worst_replica_difference(cluster, kNodes) == 0.0f);
 }
 
-TEST_CASE("a node started with --rejoin under a BSP strategy or alone is refused, naming why",
+TEST_CASE("a node started with --rejoin under a BSP strategy without checkpoints or alone is "
+          "refused, naming why",
           "[e2e][config][rejoin]") {
   {
     Cluster cluster("rejoin-ps", 2, short_config("2", 10));
@@ -354,7 +361,8 @@ TEST_CASE("a node started with --rejoin under a BSP strategy or alone is refused
     const auto codes = cluster.wait(std::chrono::seconds(60));
     INFO(cluster.all_logs());
     CHECK(codes == std::vector<int>(2, 2));
-    CHECK_THAT(cluster.log_text(0), Catch::Contains("--rejoin needs sync.strategy = \"ako\""));
+    CHECK_THAT(cluster.log_text(0),
+               Catch::Contains("--rejoin under sync.strategy = \"ps\" needs checkpoint.dir"));
   }
   {
     Cluster cluster("rejoin-one", 1, short_config("2", 10));

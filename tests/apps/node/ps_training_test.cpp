@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "tasks/cpu/blas.h"
 #include "tasks/data/fashion_mnist.h"
 #include "tasks/data/shard_sampler.h"
 #include "tasks/layers/layer_spec.h"
@@ -66,7 +67,9 @@ std::string config_text(const Job& job, const std::string& strategy) {
 enum class Reduction {
   kUnionBatch,  ///< one forward/backward on the n*K images
   kShardMean,   ///< each rank's K images on their own, the n gradients summed in rank order and
-                ///< scaled by 1/n (as a KV shard reduces): the same mean, the nodes' rounding
+                ///< scaled by 1/n (as a KV shard reduces): the same mean, the nodes' rounding.
+                ///< On one BLAS thread, as the nodes must be (compute.threads = 1): a GEMM's
+                ///< rounding depends on how many threads share it (OpenBLAS's AVX-512 kernels)
 };
 
 /// Single-process SGD on the union of the n nodes' batches: one model, the batches of rank
@@ -78,6 +81,7 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
   const bool union_batch = reduction == Reduction::kUnionBatch;
   gradmesh::tasks::Model model(specs, gradmesh::tasks::sample_shape(train),
                                union_batch ? nodes * job.batch : job.batch, job.seed);
+  if (!union_batch) gradmesh::tasks::cpu::set_blas_threads(1);
   const gradmesh::tasks::Sgd sgd({static_cast<float>(job.lr), static_cast<float>(job.momentum),
                                   static_cast<float>(job.weight_decay)});
   const std::size_t parameters = model.parameter_count();
@@ -190,14 +194,27 @@ TEST_CASE("ps and poseidon train the Fashion-MNIST CNN on 2 node processes as si
   cnn.iterations = 10;
   // Against one forward/backward on the 64 images the replicas drift from rounding: 7e-9 after 3
   // iterations, 6e-7 after 5, 2e-4 after 10 (measured): growth by jumps, as when a ReLU or
-  // max-pool decision near a tie flips and the flip compounds (the MLPs above stay under 1e-5). The reference therefore sums the two shards' gradients as the
-  // nodes do; what is tested is that the sync stage moves and applies exactly those gradients.
-  SECTION("ps") { check_equivalence("ps", 2, {}, "PS", cnn, Reduction::kShardMean); }
+  // max-pool decision near a tie flips and the flip compounds (the MLPs above stay under 1e-5).
+  // The reference therefore sums the two shards' gradients as the nodes do, on one BLAS thread
+  // as they are (a GEMM's rounding depends on its thread count: on more threads than the nodes,
+  // 4e-9 after one iteration); what is tested is that the sync stage moves and applies exactly
+  // those gradients (ps: bitwise the same after 10 iterations).
+  SECTION("ps") {
+    check_equivalence("ps", 2, {"--set", "compute.threads=1"}, "PS", cnn, Reduction::kShardMean);
+  }
   // By bytes, the 3136 x 1024 dense layer goes to SFB; conv layers have no sufficient factors and
   // stay on PS (Poseidon ATC'17 sec. 3.2), so one job runs both schemes.
   SECTION("poseidon") {
-    check_equivalence("poseidon", 2, {"--set", "sync.poseidon.choose=bytes"}, "SFB", cnn,
-                      Reduction::kShardMean);
+    // SFB rebuilds the dense layer's summed gradient as one GEMM over both nodes' stacked factors
+    // (K = 2 x 32), whose rounding is not the sum of two GEMMs of K = 32: 4e-9 after 1
+    // iteration, 7e-9 after 3, then growth by tie flips (6e-7 after 5, 2e-5 after 7, 2e-4 after
+    // 10; measured on an AMD EPYC with AVX-512). 3 iterations keep a 1000x margin to the bound,
+    // and a gradient moved or applied wrongly is off by about lr x gradient (1e-3).
+    Job sfb = cnn;
+    sfb.iterations = 3;
+    check_equivalence("poseidon", 2,
+                      {"--set", "sync.poseidon.choose=bytes", "--set", "compute.threads=1"}, "SFB",
+                      sfb, Reduction::kShardMean);
   }
 }
 
@@ -327,6 +344,11 @@ TEST_CASE("a peer that stops answering (SIGSTOP) makes the others exit non-zero 
 
 namespace {
 
+/// The rejoin test's job (with job.epochs = 3): long enough (iterations of a 3-node job, about
+/// 15 s on a quiet machine) that, after the rollback at iteration 200, the restarted process
+/// files its request and the survivors reach a checkpoint boundary well before the end.
+constexpr std::size_t kRejoinIterations = 3000;
+
 /// ps on 3 node processes with a checkpoint every 100 iterations; rank 2 is sent `signal` after
 /// its checkpoint of iteration 200. The other two roll back to the newest checkpoint they share,
 /// go on as a job of 2 (the checkpoint re-split) and finish.
@@ -373,6 +395,59 @@ TEST_CASE("ps, 3 node processes, one SIGSTOPped: after net.peer_timeout the othe
           "and finish",
           "[e2e][ps][failure][rollback][heartbeat]") {
   check_survivors_roll_back("ps-rollback-stop", SIGSTOP, {"--set", "net.peer_timeout=2"});
+}
+
+TEST_CASE("ps, 3 node processes, one SIGKILLed and restarted with --rejoin: the other 2 roll back, "
+          "take it back at the next checkpoint boundary, and the 3 finish as one job",
+          "[e2e][ps][failure][rollback][rejoin]") {
+  // Issue 13: "a restarted node can rejoin at the next checkpoint boundary". Views: 0 (3 nodes),
+  // 1 (2 nodes, after the rollback), 2 (3 nodes again, from view 1's checkpoint re-split).
+  Job job;
+  job.iterations = kRejoinIterations;
+  Cluster cluster("ps-rejoin", 3, config_text(job, "ps"));
+  cluster.start({"--save-parameters", "--set",
+                 "checkpoint.dir=" + (cluster.dir() / "ckpt").string(), "--set",
+                 "checkpoint.every=100", "--set", "job.epochs=3"});
+  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(2), "checkpoint of iteration 200",
+                                           std::chrono::seconds(120)));
+  cluster.process(2).kill_now();
+  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(0), "rolling back",
+                                           std::chrono::seconds(60)));
+  cluster.restart(2, {"--rejoin"});
+  const auto joiner_code = cluster.process(2).wait_for(std::chrono::seconds(240));
+  std::vector<std::optional<int>> codes;
+  for (std::size_t r = 0; r < 2; ++r) codes.push_back(cluster.process(r).wait_for(std::chrono::seconds(60)));
+  const std::string joiner_log = gradmesh::testing::read_file(cluster.restarted_log(2));
+  INFO(cluster.all_logs() << "\n--- restarted rank 2:\n" << joiner_log);
+  REQUIRE(joiner_code.has_value());
+  CHECK(*joiner_code == 0);
+  CHECK_THAT(joiner_log, Catch::Contains("waiting for its next checkpoint boundary") &&
+                             Catch::Contains("admitted into view 2 of 3 nodes") &&
+                             Catch::Contains("re-split over 3 nodes"));
+  for (std::size_t r = 0; r < 3; ++r) {
+    const auto m = cluster.metrics(r);
+    INFO("rank " << r << ": " << m.dump());
+    CHECK(m["nodes"] == 3);
+    CHECK(m["view"] == 2);
+    CHECK(m["rejected_messages"] == 0);
+    CHECK(m["iterations"].get<std::uint64_t>() > 0);
+    CHECK(m["test_accuracy"].get<double>() > 0.7);
+    if (r == 2) {
+      CHECK(m["rejoined"] == true);
+      CHECK(m["rollbacks"] == 0);
+      continue;
+    }
+    REQUIRE(codes[r].has_value());
+    CHECK(*codes[r] == 0);
+    CHECK(m["rejoined"] == false);
+    CHECK(m["rollbacks"] == 1);
+    CHECK(m["rejoins_admitted"] == 1);
+    CHECK_THAT(cluster.log_text(r), Catch::Contains("asked to rejoin") &&
+                                        Catch::Contains("1 node(s) rejoined at the checkpoint"));
+  }
+  // BSP: the three replicas agree, the rejoined one included.
+  CHECK(cluster.parameters(0) == cluster.parameters(1));
+  CHECK(cluster.parameters(0) == cluster.parameters(2));
 }
 
 TEST_CASE("nodes with different configs refuse each other with a clear error", "[e2e][handshake]") {

@@ -211,7 +211,7 @@ TEST_CASE("resume fails clearly for a missing folder or another config or node c
   }
 }
 
-TEST_CASE("ako: checkpoints of the partial model; every node resumes from the newest common one",
+TEST_CASE("ako: checkpoints of the partial model, every node resumes from the newest common one",
           "[e2e][resume][ako]") {
   // Ako SoCC'16 sec. 4.3: the partial model is saved, the accumulation queue dropped.
   const std::string toml = job_toml("ako");

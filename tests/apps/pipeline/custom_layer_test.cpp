@@ -85,7 +85,7 @@ TEST_CASE("a registered layer kind is named in model.layers like a built-in one"
   }
 }
 
-TEST_CASE("unknown layer kinds list the registered ones; kinds register once", "[pipeline]") {
+TEST_CASE("unknown layer kinds list the registered ones, kinds register once", "[pipeline]") {
   register_once();
   try {
     (void)tasks::parse_layer_spec("swish");

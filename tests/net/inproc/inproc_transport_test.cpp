@@ -134,7 +134,7 @@ TEST_CASE("inproc: delivery releases the sender's payload, as a socket write doe
   shutdown_all(mesh);
 }
 
-TEST_CASE("inproc: a closed rank is a PeerError everywhere; a clean shutdown fails no one") {
+TEST_CASE("inproc: a closed rank is a PeerError everywhere, a clean shutdown fails no one") {
   auto mesh = make_inproc_mesh(3, {"s"});
   std::vector<Seen> seen(3);
   for (std::size_t r = 0; r < 3; ++r) seen[r].attach(*mesh[r]);

@@ -88,7 +88,7 @@ TEST_CASE("control frames go first and the Goodbye last, whatever the data's pri
   CHECK(queue.empty());
 }
 
-TEST_CASE("by stage each stage offers its best frame; otherwise one order over all stages",
+TEST_CASE("by stage each stage offers its best frame, otherwise one order over all stages",
           "[net][schedule]") {
   WriteQueue queue;
   const auto* s0_late = push(queue, data(0, 3, 1));

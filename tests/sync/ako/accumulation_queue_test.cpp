@@ -359,7 +359,7 @@ TEST_CASE("switching p mid-job: undelivered, then a fresh queue, loses and repea
   }
 }
 
-TEST_CASE("window_sum: the last w round gradients over a range; w = p is g*",
+TEST_CASE("window_sum: the last w round gradients over a range, w = p is g*",
           "[ako][accumulation]") {
   AccumulationQueue q(4, 3);
   std::vector<float> out(2);

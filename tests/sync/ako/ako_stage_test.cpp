@@ -41,7 +41,7 @@ TEST_CASE("ako with a fixed p: every gradient reaches every replica once, replic
   }
 }
 
-TEST_CASE("ako: a peer that fails is dropped; the survivors run past its bound and finish",
+TEST_CASE("ako: a peer that fails is dropped, the survivors run past its bound and finish",
           "[sync][ako][inproc][failure]") {
   // Ako SoCC'16 sec. 4.3: the remaining nodes go on.
   SyntheticJob job;

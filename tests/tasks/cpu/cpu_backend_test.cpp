@@ -96,7 +96,7 @@ TEST_CASE("CpuBackend max pooling: first maximum wins ties, backward routes dy t
   CHECK(dx == std::vector<float>{0, 3, 3, 0, 0, 5, 0, 6, 4, 0, 0, 0});
 }
 
-TEST_CASE("CpuBackend dropout masks are SplitMix64's stream; pack / unpack invert each other",
+TEST_CASE("CpuBackend dropout masks are SplitMix64's stream, pack / unpack invert each other",
           "[tasks][cpu][backend]") {
   CpuBackend be;
   const std::vector<float> x = random_floats(1000, 3);

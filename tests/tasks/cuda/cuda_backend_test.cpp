@@ -337,7 +337,7 @@ TEST_CASE("CUDA sgd_step and scale equal the CPU's, velocity carried over three 
   check_close(dev.download(dw), w, "scale");
 }
 
-TEST_CASE("A layer stepped on the CUDA device equals the host step; host reads download it",
+TEST_CASE("A layer stepped on the CUDA device equals the host step, host reads download it",
           "[tasks][cuda]") {
   auto gpu = gpu_or_skip();
   if (!gpu) return;
