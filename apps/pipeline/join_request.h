@@ -11,7 +11,9 @@
 // The survivors exchange the requests each has seen at every checkpoint boundary (a round of
 // sync::ResumeAgreement); on any, they finish the checkpoint, close the view cleanly and start
 // view k + 1 with the joiners appended to the peer list, resuming from that checkpoint re-split
-// over the larger node count; the joiner reads view.json and starts with them.
+// over the larger node count; the joiner reads view.json and starts with them. The node that
+// writes view.json takes the admitted requests down, so a joiner that dies before it connects is
+// admitted once, not at every boundary.
 //
 // Thread safety: free functions, no shared state. Errors: CheckpointError naming the path for a
 // file that cannot be written; a malformed file is skipped (and logged), never fatal.

@@ -165,8 +165,13 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
         admission.resume = views.back().dir;
         admission.resume_nodes = old_nodes;
         admission.iteration = growth.iteration();
-        // One node tells the joiners where to go; the others go there too.
-        if (rank == 0) write_view_admission(root, admission);
+        // One node tells the joiners where to go (the others go there too) and takes their
+        // requests down: a joiner that dies before it connects is not admitted again and again
+        // (the grown view's start-up fails on it and rolls back without it).
+        if (rank == 0) {
+          write_view_admission(root, admission);
+          for (const JoinRequest& j : growth.joiners()) withdraw_join_request(root, j);
+        }
         views.push_back(View{view_dir(root, options.view), peers.size()});
         options.peers = joined(peers);
         options.peers_file.clear();

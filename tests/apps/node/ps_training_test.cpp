@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <map>
 #include <sstream>
@@ -448,6 +450,46 @@ TEST_CASE("ps, 3 node processes, one SIGKILLed and restarted with --rejoin: the 
   // BSP: the three replicas agree, the rejoined one included.
   CHECK(cluster.parameters(0) == cluster.parameters(1));
   CHECK(cluster.parameters(0) == cluster.parameters(2));
+}
+
+TEST_CASE("a joiner admitted at a checkpoint boundary that never connects: the others roll back "
+          "without it, once, and finish",
+          "[e2e][ps][failure][rollback][rejoin]") {
+  // A join request filed by a process that died before the boundary (written here by hand, for
+  // an address no one listens on). The 2 nodes admit it at iteration 100, time out on it in the
+  // grown view's start-up (net.connect_timeout), roll back to that checkpoint as the 2 they were,
+  // and are not held up by the same request again (it was taken down at admission).
+  Job job;
+  job.iterations = 400;
+  Cluster cluster("ps-ghost-joiner", 2, config_text(job, "ps"));
+  const auto ckpt = cluster.dir() / "ckpt";
+  const std::string ghost = "127.0.0.1:" + std::to_string(gradmesh::testing::free_ports(1)[0]);
+  std::string stem = ghost;
+  std::replace(stem.begin(), stem.end(), ':', '_');
+  std::filesystem::create_directories(ckpt / "join-requests");
+  std::ofstream(ckpt / "join-requests" / (stem + ".json"))
+      << R"({"nonce": 12345, "address": ")" << ghost << R"("})";
+  cluster.start({"--save-parameters", "--set", "checkpoint.dir=" + ckpt.string(), "--set",
+                 "checkpoint.every=100", "--set", "net.connect_timeout=3"});
+  const auto codes = cluster.wait(std::chrono::seconds(120));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>(2, 0));
+  for (std::size_t r = 0; r < 2; ++r) {
+    const auto m = cluster.metrics(r);
+    INFO("rank " << r << ": " << m.dump());
+    CHECK(m["nodes"] == 2);
+    CHECK(m["view"] == 2);  // grown to 3, back to 2
+    CHECK(m["rejoins_admitted"] == 1);
+    CHECK(m["rollbacks"] == 1);
+    CHECK(m["resumed_from_iteration"] == 100);
+    const std::string log = cluster.log_text(r);
+    CHECK_THAT(log, Catch::Contains(ghost + " restarted and asked to rejoin") &&
+                        Catch::Contains("peer rank 2 (" + ghost + ") is gone"));
+    // Admitted once: later boundaries did not see the request again.
+    CHECK(log.find("asked to rejoin") == log.rfind("asked to rejoin"));
+  }
+  CHECK_FALSE(std::filesystem::exists(ckpt / "join-requests" / (stem + ".json")));
+  CHECK(cluster.parameters(0) == cluster.parameters(1));
 }
 
 TEST_CASE("nodes with different configs refuse each other with a clear error", "[e2e][handshake]") {
