@@ -21,8 +21,12 @@
 #
 #   bash bench/faults.sh [CONFIG] [NODES]
 #   (defaults configs/fashion-mnist-mlp-ako.toml, 4; needs a built tree: scripts/build.sh)
+# Last, the checkpoint of the large MLP (LARGE_CONFIG): NODES nodes under ps, a checkpoint every
+# 4 of 12 iterations; its size per node, the iteration's wait and the background write.
+# The 10-minute soak (resident memory, no hang) is bench/soak.sh.
 # Env: PEER_TIMEOUT (net.peer_timeout for the SIGSTOP runs, default 2), TEST_LIMIT (default 2000),
-#      CKPT_EVERY (default 200), REJOIN_EPOCHS (default 12), OUT (default out/bench-faults).
+#      CKPT_EVERY (default 200), REJOIN_EPOCHS (default 12), OUT (default out/bench-faults),
+#      LARGE_CONFIG (default configs/fashion-mnist-mlp-large.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config=${1:-configs/fashion-mnist-mlp-ako.toml}
@@ -31,6 +35,7 @@ peer_timeout=${PEER_TIMEOUT:-2}
 test_limit=${TEST_LIMIT:-2000}
 ckpt_every=${CKPT_EVERY:-200}
 rejoin_epochs=${REJOIN_EPOCHS:-12}
+large_config=${LARGE_CONFIG:-configs/fashion-mnist-mlp-large.toml}
 out=${OUT:-out/bench-faults}
 rm -rf "$out"
 mkdir -p "$out"
@@ -105,6 +110,21 @@ echo "== ps, SIGSTOP" >&2;      run ps-stop ps STOP
 echo "== ako undisturbed, $rejoin_epochs epochs" >&2; run ako-long ako none "$rejoin_epochs"
 echo "== ako, SIGKILL, restarted with --rejoin" >&2;   run ako-rejoin ako REJOIN "$rejoin_epochs"
 echo "== ps, SIGKILL, restarted with --rejoin" >&2;    run ps-rejoin ps REJOIN
+
+# The large MLP's checkpoint: NODES nodes, ps, a checkpoint every 4 iterations, 12 iterations.
+echo "== checkpoints of $large_config" >&2
+large_peers=$(free_ports "$nodes")
+mkdir -p "$out/checkpoint"
+large_pids=()
+for ((r = 0; r < nodes; r++)); do
+  ./build/bin/gradmesh-node --config "$large_config" --peers "$large_peers" --rank "$r" \
+    --metrics-out "$out/checkpoint" --set sync.strategy=ps --set data.test_limit=200 \
+    --set job.max_iterations=12 --set checkpoint.every=4 \
+    --set checkpoint.dir="$out/checkpoint/ckpt" > "$out/checkpoint/log-$r.txt" 2>&1 &
+  large_pids+=($!)
+done
+for pid in "${large_pids[@]}"; do wait "$pid" || echo "   (a checkpoint run node exited $?)" >&2; done
+rm -rf "$out/checkpoint/ckpt"
 
 python3 - "$out" "$nodes" "$victim" "$config" "$peer_timeout" <<'PY'
 import datetime, glob, json, os, re, sys
@@ -210,4 +230,18 @@ print(f"{name:16} {(f'{admitted - restart:.2f} s' if admitted else '-'):>18} "
       f"({len(rows)} of {nodes} finished, the same accuracy on all: {same}; views "
       f"{[r.get('view') for r in rows]}, rejoined {[r.get('rejoined') for r in rows]}; vs "
       f"undisturbed: {100 * (acc - ps_acc):+.2f} points)")
+rows = metrics("checkpoint", range(nodes))
+if rows:
+    def span(values, fmt):
+        return fmt.format(min(values)) + ("" if min(values) == max(values) else "-" + fmt.format(max(values)))
+    n = [max(1, r["checkpoints_written"]) for r in rows]
+    print(f"checkpoints of the large MLP (ps, {nodes} nodes, one every 4 of 12 iterations): "
+          f"{span([r['checkpoint_bytes'] / 1e6 for r in rows], '{:.1f}')} MB per node; the "
+          f"iteration waits {span([1e3 * r['checkpoint_seconds'] / k for r, k in zip(rows, n)], '{:.0f}')} ms "
+          f"per checkpoint (the copy; the first touches the buffer), the background write takes "
+          f"{span([1e3 * r['checkpoint_write_seconds'] / k for r, k in zip(rows, n)], '{:.0f}')} ms "
+          f"(write, fsync, rename; {len(rows)} of {nodes} nodes, {rows[0]['checkpoints_written']} "
+          f"checkpoints each)")
+else:
+    print("checkpoints of the large MLP: no metrics (see the checkpoint run's logs)")
 PY
