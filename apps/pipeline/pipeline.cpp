@@ -20,6 +20,7 @@
 #include "engine/executor.h"
 #include "engine/trace_recorder.h"
 #include "net/tcp/tcp_transport.h"
+#include "sync/ako/partition_count.h"
 #include "sync/channel.h"
 #include "sync/probe/link_probe.h"
 #include "sync/sync_stage.h"
@@ -176,6 +177,13 @@ void Pipeline::build() {
                         "\"); a BSP job with checkpoint.dir takes a restarted node back at a "
                         "checkpoint boundary through run_with_recovery() (README \"When a peer "
                         "fails\")");
+  }
+  // A config error that every node finds alike is raised before any connection: found after it,
+  // the first node to stop looks like a failed peer to a slower one still starting.
+  if (config.sync.strategy == "ako" && nodes > 1 && !s.options.rejoin &&
+      !config.sync.ako.partitions && !config.planner.probe) {
+    const sync::SyncOptions o = sync_options(config);
+    (void)sync::ako::eq3_bandwidth(o.ako, o.planner.bandwidth);  // throws naming the keys
   }
   if (s.transport) {
     spdlog::info("listening on {}, connecting to {} peer(s) (timeout {:.0f} s)",
