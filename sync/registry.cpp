@@ -90,8 +90,9 @@ std::vector<std::string> strategy_names() {
 
 std::uint64_t SyncStage::join() {
   throw ConfigError("sync.strategy = \"" + std::string(name()) +
-                    "\" cannot take a restarted node back (--rejoin works under ako; a BSP job "
-                    "with checkpoint.dir goes on without it: README \"When a peer fails\")");
+                    "\" cannot take a restarted node back from a live peer's state (ako can; a "
+                    "BSP job with checkpoint.dir takes it back at a checkpoint boundary through "
+                    "app::run_with_recovery: README \"When a peer fails\")");
 }
 
 std::unique_ptr<SyncStage> make_sync_stage(std::string_view name, SyncContext context) {
