@@ -8,6 +8,9 @@ namespace gradmesh::sync {
 
 namespace {
 
+/// Rounds whose lists may wait for this node's exchange() at once.
+constexpr std::size_t kMaxPendingRounds = 4;
+
 std::string list_text(const std::vector<std::uint64_t>& iterations) {
   if (iterations.empty()) return "none";
   std::string out;
@@ -47,6 +50,14 @@ void ResumeAgreement::on_message(std::size_t from, net::Message&& message) {
     if (finished_ && message.round <= *finished_) {
       channel_.reject(from, stage_, "a list of round " + std::to_string(message.round) +
                                         ", finished already");
+      return;
+    }
+    // A peer is at most a round or two ahead of this node; lists of many rounds to come are a
+    // misbehaving peer's, and would only take memory.
+    if (!received_.contains(message.round) && received_.size() >= kMaxPendingRounds) {
+      channel_.reject(from, stage_,
+                      "a list of round " + std::to_string(message.round) + " while " +
+                          std::to_string(received_.size()) + " rounds wait already");
       return;
     }
     auto& lists = received_[message.round];

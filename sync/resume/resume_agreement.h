@@ -31,7 +31,8 @@ inline constexpr std::string_view kResumeStage = "resume";
 ///
 /// Thread safety: exchange() from the node's thread; the handler runs on the transport's delivery
 /// thread (internally locked). Errors: a message that is not a list of numbers, a second list of
-/// one round, or a list of a round already finished is rejected through the channel.
+/// one round, a list of a round already finished, or of a new round while 4 rounds' lists wait
+/// already (a misbehaving peer's; memory stays bounded) is rejected through the channel.
 class ResumeAgreement {
  public:
   /// `timeout_s`: how long agree() waits for every peer (seconds, > 0).

@@ -99,4 +99,12 @@ TEST_CASE("exchanges in rounds: each round's lists, a late list of a finished ro
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   CHECK(channels[0]->rejected() == before + 1);
+  // Lists of many rounds to come (a misbehaving peer's) are rejected past a few, never kept.
+  for (std::uint64_t round = 1000; round < 1010; ++round) {
+    mesh[1]->send(0, net::Message{sync::stage_id(sync::kResumeStage), 0, 0, round, {}, 0});
+  }
+  for (int i = 0; i < 200 && channels[0]->rejected() < before + 7; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(channels[0]->rejected() == before + 1 + 6);  // 4 rounds kept, 6 rejected
 }
