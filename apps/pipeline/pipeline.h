@@ -205,10 +205,15 @@ class Pipeline {
 /// newest checkpoint (re-split over n - 1 nodes: "On another node count" in the README); later
 /// checkpoints go to checkpoint.dir/view-<k>. A node whose view differs is refused by the
 /// others' handshake (the peer list is part of it). Each rollback is logged with the rank and
-/// address of the peer that is gone and counted ("rollbacks" in the metrics). Anything else
-/// (another strategy, no checkpoint.dir, no checkpoint written yet, a failure during start-up)
-/// throws as Pipeline::run() does.
+/// address of the peer that is gone and counted ("rollbacks" in the metrics). Restarted nodes
+/// come back too: at every checkpoint boundary the nodes take in the join requests filed under
+/// checkpoint.dir (options.rejoin on the restarted node: it files one and waits, at most an hour,
+/// for a view that admits it), stop at that checkpoint and start again with the joiners after
+/// the old ranks (apps/pipeline/join_request.h; "rejoins_admitted" and "rejoined" in the
+/// metrics). Anything else (another strategy, no checkpoint.dir, no checkpoint written yet, a
+/// failure during the first view's start-up) throws as Pipeline::run() does; --rejoin under a
+/// BSP strategy without checkpoint.dir throws ConfigError, and a refused or never admitted
+/// joiner gradmesh::Error.
 void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>& configure);
-
 
 }  // namespace gradmesh::app

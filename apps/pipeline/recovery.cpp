@@ -46,10 +46,22 @@ bool holds_checkpoint(const fs::path& dir, std::size_t nodes) {
   return false;
 }
 
-std::string joined(const std::vector<std::string>& peers) {
-  std::string out;
-  for (const std::string& p : peers) out += (out.empty() ? "" : ",") + p;
-  return out;
+/// Points `options` at membership view `view`: its peers ("host:port" in rank order; they
+/// replace --peers-file), this node's `rank` in it, the checkpoint folder to `resume` from, and
+/// the view's own checkpoint folder, view_dir(root, view), which it returns.
+fs::path enter_view(NodeOptions& options, const fs::path& root, std::size_t view,
+                    const std::vector<std::string>& peers, std::size_t rank,
+                    const fs::path& resume) {
+  std::string list;
+  for (const std::string& p : peers) list += (list.empty() ? "" : ",") + p;
+  options.view = view;
+  options.peers = list;
+  options.peers_file.clear();
+  options.rank = static_cast<long long>(rank);
+  options.resume = resume;
+  const fs::path dir = view_dir(root, view);
+  options.overrides.push_back("checkpoint.dir=" + dir.string());
+  return dir;
 }
 
 /// --rejoin under a BSP strategy: files a join request under `root` (view 0's checkpoint.dir)
@@ -99,16 +111,11 @@ NodeOptions await_admission(NodeOptions options, const fs::path& root, std::vect
                 " admits this node's request but does not list its address " + address);
   }
   const std::size_t rank = static_cast<std::size_t>(me - admission->peers.begin());
-  options.peers = joined(admission->peers);
-  options.peers_file.clear();
-  options.rank = static_cast<long long>(rank);
-  options.resume = admission->resume;
-  options.overrides.push_back("checkpoint.dir=" + view_dir(root, admission->view).string());
-  options.view = admission->view;
+  const fs::path dir =
+      enter_view(options, root, admission->view, admission->peers, rank, admission->resume);
   options.rejoin = false;
   options.rejoined = true;
-  views = {View{admission->resume, admission->resume_nodes},
-           View{view_dir(root, admission->view), admission->peers.size()}};
+  views = {View{admission->resume, admission->resume_nodes}, View{dir, admission->peers.size()}};
   std::printf("[rank %zu] admitted into view %llu of %zu nodes: resuming from the checkpoint of "
               "iteration %llu (%s)\n",
               rank, static_cast<unsigned long long>(admission->view), admission->peers.size(),
@@ -147,43 +154,35 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
     // later one's (a joiner that never came), run() builds and the view rolls back.
     if (options.view == 0) pipeline->build();
     try {
-      try {
-        pipeline->run();
-        return;
-      } catch (const ViewGrowth& growth) {
-        std::vector<std::string> peers = pipeline->peer_addresses();
-        const std::size_t old_nodes = peers.size(), rank = pipeline->rank();
-        ViewAdmission admission;
-        for (const JoinRequest& j : growth.joiners()) {
-          peers.push_back(j.address);
-          admission.admitted.push_back(j.nonce);
-        }
-        pipeline.reset();  // its transport closed cleanly and its checkpoint is on disk
-        options.view += 1;
-        admission.view = options.view;
-        admission.peers = peers;
-        admission.resume = views.back().dir;
-        admission.resume_nodes = old_nodes;
-        admission.iteration = growth.iteration();
-        // One node tells the joiners where to go (the others go there too) and takes their
-        // requests down: a joiner that dies before it connects is not admitted again and again
-        // (the grown view's start-up fails on it and rolls back without it).
-        if (rank == 0) {
-          write_view_admission(root, admission);
-          for (const JoinRequest& j : growth.joiners()) withdraw_join_request(root, j);
-        }
-        views.push_back(View{view_dir(root, options.view), peers.size()});
-        options.peers = joined(peers);
-        options.peers_file.clear();
-        options.rank = static_cast<long long>(rank);
-        options.resume = admission.resume;
-        options.overrides.push_back("checkpoint.dir=" + views.back().dir.string());
-        options.rejoins_admitted += growth.joiners().size();
-        spdlog::warn("view {}: {} node(s) rejoined at the checkpoint of iteration {}; going on "
-                     "with {} nodes from it (this node stays rank {})",
-                     options.view, growth.joiners().size(), growth.iteration(), peers.size(),
-                     rank);
+      pipeline->run();
+      return;
+    } catch (const ViewGrowth& growth) {
+      std::vector<std::string> peers = pipeline->peer_addresses();
+      const std::size_t old_nodes = peers.size(), rank = pipeline->rank();
+      ViewAdmission admission;
+      for (const JoinRequest& j : growth.joiners()) {
+        peers.push_back(j.address);
+        admission.admitted.push_back(j.nonce);
       }
+      pipeline.reset();  // its transport closed cleanly and its checkpoint is on disk
+      admission.view = options.view + 1;
+      admission.peers = peers;
+      admission.resume = views.back().dir;
+      admission.resume_nodes = old_nodes;
+      admission.iteration = growth.iteration();
+      // One node tells the joiners where to go (the others go there too) and takes their
+      // requests down: a joiner that dies before it connects is not admitted again and again
+      // (the grown view's start-up fails on it and rolls back without it).
+      if (rank == 0) {
+        write_view_admission(root, admission);
+        for (const JoinRequest& j : growth.joiners()) withdraw_join_request(root, j);
+      }
+      views.push_back(View{enter_view(options, root, admission.view, peers, rank, admission.resume),
+                           peers.size()});
+      options.rejoins_admitted += growth.joiners().size();
+      spdlog::warn("view {}: {} node(s) rejoined at the checkpoint of iteration {}; going on "
+                   "with {} nodes from it (this node stays rank {})",
+                   options.view, growth.joiners().size(), growth.iteration(), peers.size(), rank);
     } catch (const PeerError& e) {
       const std::size_t nodes = pipeline->nodes();
       const std::size_t rank = pipeline->rank();
@@ -203,13 +202,8 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
       peers.erase(peers.begin() + static_cast<std::ptrdiff_t>(dead));
       const std::size_t new_rank = rank > dead ? rank - 1 : rank;
       pipeline.reset();  // closes this view's transport and waits for a checkpoint write
-      options.view += 1;
-      views.push_back(View{view_dir(root, options.view), peers.size()});
-      options.peers = joined(peers);
-      options.peers_file.clear();
-      options.rank = static_cast<long long>(new_rank);
-      options.resume = *from;
-      options.overrides.push_back("checkpoint.dir=" + views.back().dir.string());
+      views.push_back(
+          View{enter_view(options, root, options.view + 1, peers, new_rank, *from), peers.size()});
       ++options.rollbacks;
       spdlog::warn("peer rank {} ({}) is gone ({}): rolling back to the newest checkpoint in {} "
                    "and going on with {} nodes; this node is rank {} of them (view {})",

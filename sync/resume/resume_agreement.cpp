@@ -90,9 +90,9 @@ std::vector<std::vector<std::uint64_t>> ResumeAgreement::exchange(
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
   std::unique_lock lock(mutex_);
+  auto& in = received_[round];  // std::map: the reference outlives other rounds' insertions
+  in.resize(n);
   for (;;) {
-    auto& in = received_[round];
-    in.resize(n);
     std::size_t missing = n;
     for (std::size_t peer = 0; peer < n && missing == n; ++peer) {
       if (peer != me && !in[peer]) missing = peer;
@@ -112,7 +112,6 @@ std::vector<std::vector<std::uint64_t>> ResumeAgreement::exchange(
                                        std::to_string(timeout_.count()) + " s");
     }
   }
-  auto& in = received_[round];
   for (std::size_t peer = 0; peer < n; ++peer) {
     if (peer != me) lists[peer] = std::move(*in[peer]);
   }
