@@ -90,7 +90,10 @@ connect_timeout = 30.0
       REQUIRE(losses.size() == 2);
       INFO("rank " << r << ": epoch losses " << losses[0] << ", " << losses[1]);
       CHECK(losses[1] < 0.8 * losses[0]);
-      CHECK(m["test_accuracy"].get<double>() > 0.5);
+      // The job's model (under ako the replicas' mean, the same on both nodes): one ako replica
+      // after 50 asynchronous iterations is noisier (48-69% over 11 runs on an AMD EPYC, against
+      // 51-69% for the mean over 10).
+      CHECK(m["final_test_accuracy"].get<double>() > 0.5);
     }
   }
 }
