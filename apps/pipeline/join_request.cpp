@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/checkpoint.h"
+#include "topo/peer_list.h"
 
 namespace gradmesh::app {
 
@@ -92,6 +93,14 @@ std::vector<JoinRequest> read_join_requests(const fs::path& root) {
       if (request.address.empty() || request_path(root, request.address) != path) {
         spdlog::warn("skipping {}: its address '{}' is not the one its name says", path.string(),
                      request.address);
+        continue;
+      }
+      try {
+        // Admitted, an address that is not one HOST:PORT would fail every node's next view.
+        if (topo::PeerList::parse(request.address).size() != 1) throw ConfigError("several");
+      } catch (const ConfigError& e) {
+        spdlog::warn("skipping {}: '{}' is not one HOST:PORT ({})", path.string(),
+                     request.address, e.what());
         continue;
       }
       out.push_back(std::move(request));

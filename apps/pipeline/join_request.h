@@ -16,7 +16,8 @@
 // admitted once, not at every boundary.
 //
 // Thread safety: free functions, no shared state. Errors: CheckpointError naming the path for a
-// file that cannot be written; a malformed file is skipped (and logged), never fatal.
+// file that cannot be written; a malformed file (not JSON, a name that is not its address, an
+// address that is not one HOST:PORT) is skipped and logged, never fatal.
 
 #include <cstddef>
 #include <cstdint>

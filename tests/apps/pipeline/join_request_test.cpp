@@ -55,6 +55,8 @@ TEST_CASE("a malformed or misnamed request file is skipped, not fatal", "[pipeli
   std::ofstream(dir.path / "join-requests" / "10.0.0.2_9000.json")
       << R"({"nonce": 5, "address": "10.0.0.9:9000"})";  // its name says another address
   std::ofstream(dir.path / "join-requests" / "10.0.0.3_9000.json") << R"({"nonce": "x"})";
+  std::ofstream(dir.path / "join-requests" / "no-port.json")
+      << R"({"nonce": 6, "address": "no-port"})";  // admitted, it would fail the next view
   CHECK(read_join_requests(dir.path) == std::vector<JoinRequest>{good});
 }
 
