@@ -133,6 +133,7 @@ constexpr std::array<std::string_view, 2> kChooseBy{"time", "bytes"};
 constexpr std::array<std::string_view, 2> kAkoFinal{"average", "fold"};
 constexpr std::array<std::string_view, 2> kLrSchedules{"constant", "cosine"};
 constexpr std::array<std::string_view, 1> kDatasets{"fashion-mnist"};
+constexpr std::array<std::string_view, 2> kNormalizations{"none", "standardize"};
 constexpr std::array<std::string_view, 2> kDevices{"cpu", "cuda"};
 
 constexpr std::string_view kSendRateExpected =
@@ -145,7 +146,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 38> kKeys{{
+constexpr std::array<KeySpec, 39> kKeys{{
     {"checkpoint.dir",
      "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
      OverrideKind::kString,
@@ -175,6 +176,14 @@ constexpr std::array<KeySpec, 38> kKeys{{
      OverrideKind::kString,
      [](JobConfig& c, const toml::node& n) { return set_choice(c.data.dataset, n, kDatasets); },
      [](const JobConfig& c) { return toml_quote(c.data.dataset); }},
+    {"data.normalize",
+     "\"none\" or \"standardize\" (inputs mapped to the training set's zero mean and unit "
+     "standard deviation)",
+     OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) {
+       return set_choice(c.data.normalize, n, kNormalizations);
+     },
+     [](const JobConfig& c) { return toml_quote(c.data.normalize); }},
     {"data.path", "a non-empty string (the folder holding the dataset's files)",
      OverrideKind::kString,
      [](JobConfig& c, const toml::node& n) { return set_non_empty_string(c.data.path, n); },

@@ -40,6 +40,10 @@ struct JobConfig {
     /// data.test_limit: evaluate on only the first N test images (>= 1; for quick benchmarks);
     /// unset ("none"): all 10,000.
     std::optional<std::size_t> test_limit;
+    /// data.normalize: "none" (pixels in [0, 1] as read) or "standardize" (every input
+    /// x -> (x - mean) / stddev with the training set's one mean and standard deviation,
+    /// tasks::fit_standardization).
+    std::string normalize = "none";
     friend bool operator==(const Data&, const Data&) = default;
   } data;
 

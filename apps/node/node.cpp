@@ -4,6 +4,8 @@
 #include <memory>
 #include <optional>
 
+#include <spdlog/spdlog.h>
+
 #include "apps/config/job_config.h"
 #include "apps/config/rate.h"
 #include "apps/node/metrics.h"
@@ -32,6 +34,14 @@ int run_node(const NodeOptions& options) {
         }
         if (config.data.test_limit) {
           data->test = tasks::take_first(data->test, *config.data.test_limit);
+        }
+        if (config.data.normalize == "standardize") {
+          // The training set's pair for both sets: the test set stays unseen.
+          const tasks::Standardization s = tasks::fit_standardization(data->train);
+          tasks::standardize(data->train, s);
+          tasks::standardize(data->test, s);
+          spdlog::info("inputs standardized: mean {:.4f}, stddev {:.4f} (the training set's)",
+                       s.mean, s.stddev);
         }
       }
       pipeline.set_source(std::make_unique<DatasetSource>(data->train));

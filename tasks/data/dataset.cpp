@@ -1,6 +1,7 @@
 #include "tasks/data/dataset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "engine/error.h"
@@ -43,6 +44,28 @@ Dataset take_first(const Dataset& d, std::size_t n) {
   out.x.assign(d.x.begin(), d.x.begin() + nx);
   out.y.assign(d.y.begin(), d.y.begin() + static_cast<std::ptrdiff_t>(out.count));
   return out;
+}
+
+Standardization fit_standardization(const Dataset& d) {
+  if (d.x.empty()) throw DataError("data set: cannot standardize an empty data set");
+  double sum = 0.0, sum_sq = 0.0;
+  for (const float v : d.x) {
+    sum += v;
+    sum_sq += static_cast<double>(v) * v;
+  }
+  const auto n = static_cast<double>(d.x.size());
+  const double mean = sum / n;
+  const double variance = std::max(0.0, sum_sq / n - mean * mean);
+  const double stddev = std::sqrt(variance);
+  if (!(stddev > 1e-12)) {
+    throw DataError("data set: cannot standardize: every feature equals " + std::to_string(mean));
+  }
+  return Standardization{static_cast<float>(mean), static_cast<float>(stddev)};
+}
+
+void standardize(Dataset& d, const Standardization& s) noexcept {
+  const float scale = 1.0f / s.stddev;
+  for (float& v : d.x) v = (v - s.mean) * scale;
 }
 
 }  // namespace gradmesh::tasks

@@ -36,4 +36,23 @@ void validate(const Dataset& d);
 /// Never throws except std::bad_alloc.
 Dataset take_first(const Dataset& d, std::size_t n);
 
+/// One scale for every input feature: x' = (x - mean) / stddev.
+struct Standardization {
+  float mean = 0.0f;    ///< the training set's mean feature value
+  float stddev = 1.0f;  ///< the training set's (population) standard deviation, > 0
+};
+
+/// The mean and standard deviation of every feature of every example of `d` together, summed in
+/// double. One pair for the whole input, not one per feature: the pixels of a grayscale image
+/// share one scale (Fashion-MNIST: mean 0.286, stddev 0.353). Fit on the training set and apply
+/// to the training and the test set alike (LeCun, Bottou, Orr and Mueller, "Efficient
+/// BackProp", 1998, sec. 4.3: inputs of zero mean and equal variance speed SGD up). Thread
+/// safety: reads d. Throws gradmesh::DataError when d holds no features or they are all equal
+/// (a standard deviation of 0).
+[[nodiscard]] Standardization fit_standardization(const Dataset& d);
+
+/// d.x <- (d.x - s.mean) / s.stddev, in place, every float. Thread safety: writes d. Never
+/// throws.
+void standardize(Dataset& d, const Standardization& s) noexcept;
+
 }  // namespace gradmesh::tasks

@@ -42,6 +42,8 @@ const std::multimap<std::string_view, std::string_view> kOutOfRange{
     {"compute.device", "\"gpu\""},
     {"compute.threads", "-1"},
     {"data.dataset", "\"mnist\""},
+    {"data.normalize", "\"zscore\""},
+    {"data.normalize", "\"Standardize\""},
     {"data.path", "\"\""},
     {"data.test_limit", "0"},
     {"data.test_limit", "\"all\""},

@@ -361,7 +361,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 38);
+  CHECK(keys.size() == 39);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -379,7 +379,7 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "compute.device=cuda",
       "compute.threads=3",           "data.dataset=fashion-mnist",  // (unchanged: see below)
       "data.path=/other",            "data.train_limit=100",
-      "data.test_limit=100",
+      "data.test_limit=100",         "data.normalize=standardize",
       "job.epochs=2",                "job.max_iterations=10",
       "job.name=other",              "job.seed=43",
       "model.layers=dense:10",       "net.connect_timeout=31",

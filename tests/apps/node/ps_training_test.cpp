@@ -36,6 +36,16 @@ const gradmesh::tasks::TrainTest& fashion_mnist() {
   return data;
 }
 
+/// The training set as data.normalize = "standardize" gives it to the nodes.
+const gradmesh::tasks::Dataset& standardized_train() {
+  static const auto train = [] {
+    auto d = fashion_mnist().train;
+    gradmesh::tasks::standardize(d, gradmesh::tasks::fit_standardization(d));
+    return d;
+  }();
+  return train;
+}
+
 const std::vector<std::string> kDemoSpecs = {"dense:256", "relu", "dense:256",
                                              "relu", "dense:10", "softmax_cross_entropy"};
 
@@ -46,6 +56,7 @@ struct Job {
   std::size_t iterations = 20;
   std::vector<std::string> layers = kDemoSpecs;
   std::string schedule = "constant";  // optimizer.schedule
+  bool standardize = false;           // data.normalize = "standardize"
 };
 
 std::string toml_list(const std::vector<std::string>& items) {
@@ -57,7 +68,8 @@ std::string toml_list(const std::vector<std::string>& items) {
 std::string config_text(const Job& job, const std::string& strategy) {
   std::ostringstream out;
   out << "[job]\nname = \"equivalence\"\nseed = " << job.seed << "\nepochs = 1\nmax_iterations = "
-      << job.iterations << "\n[data]\npath = \"" << kData << "\"\n[model]\nlayers = "
+      << job.iterations << "\n[data]\npath = \"" << kData << "\"\nnormalize = \""
+      << (job.standardize ? "standardize" : "none") << "\"\n[model]\nlayers = "
       << toml_list(job.layers)
       << "\n[optimizer]\nlr = " << job.lr << "\nmomentum = " << job.momentum
       << "\nweight_decay = " << job.weight_decay << "\nbatch_size = " << job.batch
@@ -82,7 +94,7 @@ enum class Reduction {
 std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
                                         Reduction reduction = Reduction::kUnionBatch,
                                         const std::vector<std::size_t>& sfb_layers = {}) {
-  const auto& train = fashion_mnist().train;
+  const auto& train = job.standardize ? standardized_train() : fashion_mnist().train;
   const auto specs = gradmesh::tasks::parse_layer_specs(job.layers);
   const bool union_batch = reduction == Reduction::kUnionBatch;
   gradmesh::tasks::Model model(specs, gradmesh::tasks::sample_shape(train),
@@ -292,6 +304,23 @@ TEST_CASE("none on one process equals the same single-process SGD", "[e2e][none]
   INFO(cluster.all_logs());
   REQUIRE(codes == std::vector<int>{0});
   CHECK(max_abs_difference(cluster.parameters(0), reference_parameters(job, 1)) <= 1e-5f);
+}
+
+TEST_CASE("none with data.normalize = standardize equals single-process SGD on the standardized "
+          "images",
+          "[e2e][none][normalize]") {
+  Job job;
+  job.standardize = true;
+  Cluster cluster("none-standardized", 1, config_text(job, "none"));
+  cluster.start({"--save-parameters"});
+  const auto codes = cluster.wait(std::chrono::seconds(60));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>{0});
+  CHECK_THAT(cluster.all_logs(), Catch::Contains("inputs standardized: mean 0.2860, stddev 0.3530"));
+  const auto parameters = cluster.parameters(0);
+  CHECK(max_abs_difference(parameters, reference_parameters(job, 1)) <= 1e-5f);
+  job.standardize = false;  // and the setting is not a no-op
+  CHECK(max_abs_difference(parameters, reference_parameters(job, 1)) > 1e-3f);
 }
 
 TEST_CASE("7 node processes finish an epoch of a small model together on uneven shards",

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "engine/error.h"
 
 namespace gradmesh::tasks {
@@ -36,6 +38,32 @@ TEST_CASE("a data set's example shape is its own, else flat, and must hold its f
   CHECK(take_first(d, 1).shape == Shape{1, 2, 3});
   d.shape = Shape{1, 2, 2};
   CHECK_THROWS_WITH(validate(d), Catch::Contains("shape of 6 features, found 1x2x2"));
+}
+
+
+TEST_CASE("standardization fits one mean and standard deviation and maps them to 0 and 1",
+          "[tasks][dataset]") {
+  Dataset train{2, 2, 10, {1.0f, 3.0f, 5.0f, 7.0f}, {0, 1}};
+  const Standardization s = fit_standardization(train);
+  CHECK(s.mean == Approx(4.0f));
+  CHECK(s.stddev == Approx(std::sqrt(5.0f)));  // population: (9 + 1 + 1 + 9) / 4
+  standardize(train, s);
+  double sum = 0.0, sum_sq = 0.0;
+  for (const float v : train.x) {
+    sum += v;
+    sum_sq += static_cast<double>(v) * v;
+  }
+  CHECK(sum / 4.0 == Approx(0.0).margin(1e-6));
+  CHECK(sum_sq / 4.0 == Approx(1.0));
+  // The test set is mapped with the training set's pair, not its own.
+  Dataset test{1, 2, 10, {4.0f, 4.0f + std::sqrt(5.0f)}, {0}};
+  standardize(test, s);
+  CHECK(test.x[0] == Approx(0.0f).margin(1e-6));
+  CHECK(test.x[1] == Approx(1.0f));
+
+  Dataset flat{2, 1, 10, {0.5f, 0.5f}, {0, 1}};
+  CHECK_THROWS_WITH(fit_standardization(flat), Catch::Contains("every feature equals"));
+  CHECK_THROWS_AS(fit_standardization(Dataset{}), DataError);
 }
 
 }  // namespace gradmesh::tasks
