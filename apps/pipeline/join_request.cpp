@@ -5,7 +5,6 @@
 #include <fstream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
@@ -53,10 +52,8 @@ void write_json(const fs::path& path, const json& value) {
 std::optional<json> read_json(const fs::path& path) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
-  std::stringstream text;
-  text << in.rdbuf();
   try {
-    return json::parse(text.str());
+    return json::parse(in);
   } catch (const json::exception& e) {
     spdlog::warn("skipping {}: not JSON ({})", path.string(), e.what());
     return std::nullopt;
@@ -95,12 +92,16 @@ std::vector<JoinRequest> read_join_requests(const fs::path& root) {
                      request.address);
         continue;
       }
+      // Admitted, an address that is not one HOST:PORT would fail every node's next view.
+      std::string why;
       try {
-        // Admitted, an address that is not one HOST:PORT would fail every node's next view.
-        if (topo::PeerList::parse(request.address).size() != 1) throw ConfigError("several");
+        if (topo::PeerList::parse(request.address).size() != 1) why = "several addresses";
       } catch (const ConfigError& e) {
+        why = e.what();
+      }
+      if (!why.empty()) {
         spdlog::warn("skipping {}: '{}' is not one HOST:PORT ({})", path.string(),
-                     request.address, e.what());
+                     request.address, why);
         continue;
       }
       out.push_back(std::move(request));
@@ -185,8 +186,7 @@ std::optional<ViewAdmission> find_view_admission(const fs::path& root, std::uint
   for (const auto& entry : fs::directory_iterator(root, error)) {
     if (!entry.path().filename().string().starts_with("view-")) continue;
     const fs::path path = entry.path() / "view.json";
-    if (!fs::exists(path, error)) continue;
-    const std::optional<json> value = read_json(path);
+    const std::optional<json> value = read_json(path);  // none: a view no node grew into
     if (!value) continue;
     try {
       ViewAdmission a;

@@ -60,6 +60,10 @@ fs::path enter_view(NodeOptions& options, const fs::path& root, std::size_t view
   options.rank = static_cast<long long>(rank);
   options.resume = resume;
   const fs::path dir = view_dir(root, view);
+  // The view's folder replaces the previous view's (the last override of a key wins; the list
+  // does not grow by one per view).
+  std::erase_if(options.overrides,
+                [](const std::string& o) { return o.starts_with("checkpoint.dir="); });
   options.overrides.push_back("checkpoint.dir=" + dir.string());
   return dir;
 }

@@ -35,7 +35,7 @@ inline constexpr std::string_view kResumeStage = "resume";
 /// already (a misbehaving peer's; memory stays bounded) is rejected through the channel.
 class ResumeAgreement {
  public:
-  /// `timeout_s`: how long agree() waits for every peer (seconds, > 0).
+  /// `timeout_s`: how long exchange() waits for every peer's list (seconds, > 0).
   ResumeAgreement(Channel& channel, double timeout_s);
   ResumeAgreement(const ResumeAgreement&) = delete;
   ResumeAgreement& operator=(const ResumeAgreement&) = delete;
