@@ -3,12 +3,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "net/endpoint.h"
 
 namespace gradmesh::net {
+
+/// Maps a host name to the IP literals ("127.0.0.1", "::1") to use for it, in the order to try.
+/// Called by TcpTransport::start() on its caller's thread, once per peer-list entry; may throw
+/// (a resolution failure naming the host). Unset: the system's resolver (getaddrinfo).
+using Resolver = std::function<std::vector<std::string>(const std::string& host)>;
 
 /// Everything a Transport needs; plain struct, validated by the Transport constructor
 /// (throws gradmesh::ConfigError naming the field, the value and what was expected).
@@ -41,6 +47,12 @@ struct TransportOptions {
   /// and a peer with a secret refuses this node. Never logged; the transport keeps only a key
   /// derived from it.
   std::string secret;
+  /// How peer host names become addresses (TcpTransport). Unset (the default): getaddrinfo, every
+  /// address of the host in RFC 6724 order. A dialer tries each address of a peer until one
+  /// connects (RFC 8305: the next one starts 250 ms after the last or at once when it fails); a
+  /// node listens on every address of its own entry. Tests set it to make a resolver order (e.g.
+  /// ::1 before 127.0.0.1) without editing /etc/hosts.
+  Resolver resolver;
 };
 
 /// Name of the counter stage of handshake and goodbye frames.

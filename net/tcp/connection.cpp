@@ -4,6 +4,8 @@
 #include <cstring>
 #include <new>
 
+#include "net/tcp/resolve.h"
+
 namespace gradmesh::net::detail {
 
 namespace {
@@ -46,20 +48,7 @@ std::string Connection::remote_address() const {
   int length = sizeof(storage);
   if (uv_tcp_getpeername(&tcp_, reinterpret_cast<sockaddr*>(&storage), &length) != 0)
     return "unknown";
-  char ip[64] = {};
-  int port = 0;
-  if (storage.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&storage);
-    uv_ip6_name(in6, ip, sizeof(ip));
-    port = ntohs(in6->sin6_port);
-    std::string text(1, '[');  // appends, not "[" + std::string: avoids a GCC 12 -Wrestrict false positive
-    text.append(ip).append("]:").append(std::to_string(port));
-    return text;
-  }
-  const auto* in4 = reinterpret_cast<const sockaddr_in*>(&storage);
-  uv_ip4_name(in4, ip, sizeof(ip));
-  port = ntohs(in4->sin_port);
-  return std::string(ip) + ":" + std::to_string(port);
+  return tcp::address_text(storage);
 }
 
 // ---------------------------------------------------------------- reader

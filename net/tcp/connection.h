@@ -143,6 +143,7 @@ class Connection final {
   [[nodiscard]] std::string remote_address() const;
 
   // ---- the owner's per-connection state (the transport's handshake and shutdown bookkeeping) ----
+  std::size_t dial_address = 0;   ///< dialer: index of the address it connects to (Peer::addresses)
   bool established = false;       ///< handshake done, frames go to the owner
   bool goodbye_sent = false;       ///< our Goodbye's last byte was written
   bool goodbye_received = false;   ///< the peer's Goodbye arrived

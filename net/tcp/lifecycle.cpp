@@ -139,11 +139,16 @@ void TcpTransport::Impl::close_all() noexcept {
     if (!uv_is_closing(h)) uv_close(h, nullptr);
   };
   close(&async_);
-  close(&listener_);
+  for (auto& listener : listeners_) close(listener.get());
   close(&pace_timer_);
   close(&heartbeat_timer_);
-  for (std::size_t r = 0; r < peers_.size(); ++r)
-    if (dials(r)) close(&peers_[r].retry_timer);
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    if (!dials(r)) continue;
+    close(&peers_[r].retry_timer);
+    close(&peers_[r].attempt_timer);
+    for (Connection* attempt : peers_[r].attempts) close_connection(*attempt);
+    peers_[r].attempts.clear();
+  }
   for (auto& peer : peers_)
     if (peer.connection != nullptr) close_connection(*peer.connection);
   while (!pending_inbound_.empty()) close_connection(*pending_inbound_.back());

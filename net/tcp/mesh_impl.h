@@ -18,6 +18,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -27,6 +28,7 @@
 #include "net/tcp/connection.h"
 #include "net/frame.h"
 #include "net/tcp/handshake.h"
+#include "net/tcp/resolve.h"
 #include "net/rate_limiter.h"
 #include "net/stage_scheduler.h"
 
@@ -50,6 +52,10 @@ inline constexpr std::size_t kSliceBytes = 64 * 1024;
 inline constexpr std::size_t kMaxBytesInFlight = 256 * 1024;
 inline constexpr std::uint64_t kFirstBackoffMs = 50;
 inline constexpr std::uint64_t kMaxBackoffMs = 1000;
+// RFC 8305 sec. 5 ("Happy Eyeballs"), the Connection Attempt Delay: a dialer starts its connect to
+// a peer's next address this long after the last one began (at once when the last one fails),
+// keeping the earlier ones; the first to connect wins.
+inline constexpr std::uint64_t kAttemptDelayMs = 250;
 
 inline std::string uv_error_text(int status) {
   return std::string(uv_err_name(status)) + ": " + uv_strerror(status);
@@ -59,23 +65,6 @@ inline std::string seconds_text(double seconds) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f", seconds);
   return text;
-}
-
-// Blocking name resolution (start() only, on the caller's thread).
-inline sockaddr_storage resolve(std::size_t rank, const Endpoint& endpoint) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* result = nullptr;
-  const std::string port = std::to_string(endpoint.port);
-  const int rc = getaddrinfo(endpoint.host.c_str(), port.c_str(), &hints, &result);
-  if (rc != 0 || result == nullptr)
-    throw PeerError(rank, endpoint.to_string(),
-                    std::string("cannot resolve host: ") + gai_strerror(rc));
-  sockaddr_storage storage{};
-  std::memcpy(&storage, result->ai_addr, result->ai_addrlen);
-  freeaddrinfo(result);
-  return storage;
 }
 
 inline const char* body_name(schema::Body type) {
@@ -111,9 +100,12 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
  private:
   struct Peer {
     std::string address;           // Endpoint::to_string()
-    sockaddr_storage socket_address{};
+    std::vector<tcp::ResolvedAddress> addresses;  // every address of its host, in the order tried
     // loop thread
     Connection* connection = nullptr;
+    std::vector<Connection*> attempts;  // dialer: TCP connects in flight, one per address tried
+    std::size_t next_address = 0;       // dialer: the address the round tries next
+    uv_timer_t attempt_timer{};         // dialer: starts the next address (kAttemptDelayMs)
     uv_timer_t retry_timer{};
     std::uint64_t backoff_ms = tcp::kFirstBackoffMs;
     // guarded by mutex_
@@ -121,6 +113,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
     bool done = false;  // shutdown finished for this peer (goodbyes exchanged, failed or absent)
     std::optional<PeerError> failure;
     std::string last_refusal;  // why we last refused a connection claiming this rank (start())
+    std::vector<std::string> dial_errors;  // dialer, per address: why its last connect failed
   };
 
   // ---- ConnectionListener (loop thread) ----
@@ -139,6 +132,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   static void on_async(uv_async_t* handle) noexcept;
   static void on_new_connection(uv_stream_t* server, int status) noexcept;
   static void on_retry(uv_timer_t* timer) noexcept;
+  static void on_attempt_delay(uv_timer_t* timer) noexcept;
   static void on_pace(uv_timer_t* timer) noexcept;
   // Every quarter of peer_timeout_s: fails the peers silent for longer than it, and sends a
   // Heartbeat on each connection that has carried nothing for a quarter of it (lifecycle.cpp).
@@ -152,7 +146,15 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   // `retry` when the dialer should dial again. A plain claim of a failed rank is refused (it must
   // say it rejoins): called for it at the Hello only, after the view check.
   [[nodiscard]] std::string rejoin_refusal(std::size_t rank, bool rejoin, bool& retry) noexcept;
+  // A dialing round: connects to the peer's addresses in order, racing them (kAttemptDelayMs);
+  // when every one has failed, dials again after a back-off (schedule_retry).
   void dial(std::size_t rank) noexcept;
+  void try_next_address(std::size_t rank) noexcept;
+  void note_dial_error(std::size_t rank, std::size_t address, const std::string& why) noexcept;
+  // "; [::1]:4000: ECONNREFUSED: ...; 127.0.0.1:4000: ..." for start()'s timeout (under mutex_).
+  [[nodiscard]] std::string dial_errors_locked(std::size_t rank) const;
+  // Binds and listens on every address of this node's own entry (start()); throws PeerError.
+  void listen_on_own_addresses();
   void schedule_retry(std::size_t rank) noexcept;
   void handle_hello(Connection& connection, const schema::Hello& hello, std::size_t wire) noexcept;
   // authenticate.cpp
@@ -203,7 +205,8 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
 
   uv_loop_t loop_{};
   uv_async_t async_{};
-  uv_tcp_t listener_{};
+  // One per address of this node's own entry (listen_on_own_addresses); heap: handles never move.
+  std::vector<std::unique_ptr<uv_tcp_t>> listeners_;
   uv_timer_t pace_timer_{};
   uv_timer_t heartbeat_timer_{};
   bool loop_initialised_ = false;

@@ -1,0 +1,187 @@
+// Tests for name resolution and dialing in net/tcp/ (resolve.h; mesh.cpp's dialing rounds and
+// listeners): a peer's host resolves to every address, the dialer tries each until one connects
+// (RFC 8305), a node listens on every address of its own entry, and an error names them all.
+
+#include "net/tcp/resolve.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/error.h"
+#include "tests/net/tcp/transport_fixture.h"
+
+using namespace gradmesh::net;
+using namespace gradmesh::net::testing;
+using gradmesh::PeerError;
+
+namespace {
+
+// Whether this host can bind [::1] (IPv6 loopback configured): some containers have none.
+bool has_ipv6_loopback() {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 address{};
+  address.sin6_family = AF_INET6;
+  address.sin6_addr = in6addr_loopback;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// A resolver that answers `literals` for "localhost" and fails for any other host.
+Resolver localhost_as(std::vector<std::string> literals) {
+  return [literals = std::move(literals)](const std::string& host) {
+    if (host != "localhost") throw std::runtime_error("unexpected host " + host);
+    return literals;
+  };
+}
+
+// Peer list entries naming "localhost" (ports from free_ports()).
+void name_localhost(TransportOptions& options) {
+  for (auto& peer : options.peers) peer.host = "localhost";
+}
+
+void exchange_one_message(Nodes& nodes) {
+  nodes[1]->transport.send(0, Message{0, 1, 7, 0, pattern(32, 3)});
+  REQUIRE(nodes[0]->wait([](Node& n) { return n.received.size() == 1; }));
+  const std::lock_guard lock(nodes[0]->mutex);
+  CHECK(has_pattern(nodes[0]->received[0].second.payload, 32, 3));
+}
+
+void shutdown_all(Nodes& nodes) {
+  std::vector<std::future<void>> done;
+  for (auto& n : nodes)
+    done.push_back(std::async(std::launch::async, [&n] { n->transport.shutdown(5.0); }));
+  for (auto& f : done) f.get();
+}
+
+}  // namespace
+
+TEST_CASE("resolve_all keeps every address in the resolver's order, once each", "[net][dial]") {
+  const Endpoint endpoint{"localhost", 4000};
+  const auto addresses =
+      tcp::resolve_all(0, endpoint, localhost_as({"::1", "127.0.0.1", "::1", "10.1.2.3"}));
+  REQUIRE(addresses.size() == 3);
+  CHECK(addresses[0].text == "[::1]:4000");
+  CHECK(addresses[0].socket_address.ss_family == AF_INET6);
+  CHECK(addresses[1].text == "127.0.0.1:4000");
+  CHECK(addresses[1].socket_address.ss_family == AF_INET);
+  CHECK(addresses[2].text == "10.1.2.3:4000");
+}
+
+TEST_CASE("resolve_all with the system resolver gives localhost's IPv4 loopback",
+          "[net][dial]") {
+  // Every standard /etc/hosts names 127.0.0.1 localhost; a dual-stack one names ::1 as well.
+  const auto addresses = tcp::resolve_all(0, Endpoint{"localhost", 4000}, {});
+  bool v4 = false;
+  for (const auto& a : addresses) v4 = v4 || a.text == "127.0.0.1:4000";
+  CHECK(v4);
+  // An IP literal is its own one address.
+  const auto literal = tcp::resolve_all(0, Endpoint{"::1", 4001}, {});
+  REQUIRE(literal.size() == 1);
+  CHECK(literal[0].text == "[::1]:4001");
+}
+
+TEST_CASE("resolve_all names the host and why when there is no address", "[net][dial]") {
+  const Endpoint endpoint{"localhost", 4000};
+  try {
+    (void)tcp::resolve_all(3, endpoint, localhost_as({}));
+    FAIL("no address did not throw");
+  } catch (const PeerError& e) {
+    CHECK(e.rank() == 3);
+    CHECK_THAT(e.what(), Catch::Contains("cannot resolve host 'localhost': the resolver gave no address"));
+  }
+  CHECK_THROWS_WITH(tcp::resolve_all(0, endpoint, localhost_as({"127.0.0.1", "not-an-ip"})),
+                    Catch::Contains("the resolver gave 'not-an-ip'"));
+  CHECK_THROWS_WITH(tcp::resolve_all(0, Endpoint{"elsewhere", 1}, localhost_as({"127.0.0.1"})),
+                    Catch::Contains("the resolver threw: unexpected host elsewhere"));
+  CHECK_THROWS_AS(tcp::resolve_all(0, Endpoint{"no-such-host.invalid", 1}, {}), PeerError);
+}
+
+TEST_CASE("a dialer whose first address of a peer has no listener connects through the next",
+          "[net][dial]") {
+  // The fresh-Debian case: the peer list names `localhost`, this host resolves it to ::1 first,
+  // and the peer listens on 127.0.0.1 only (here: its own resolver gives just that). Nothing
+  // listens on [::1] at that port (or this host has no IPv6 loopback): that attempt fails and
+  // the next address connects, well before connect_timeout.
+  auto nodes = make_nodes(2, [](TransportOptions& o) {
+    name_localhost(o);
+    o.connect_timeout_s = 10.0;
+    o.resolver = o.rank == 0 ? localhost_as({"127.0.0.1"}) : localhost_as({"::1", "127.0.0.1"});
+  });
+  start_all_ok(nodes);
+  exchange_one_message(nodes);
+  shutdown_all(nodes);
+}
+
+TEST_CASE("a peer list naming localhost works with the system resolver", "[net][dial]") {
+  // Whatever this host's /etc/hosts says of localhost (127.0.0.1 alone, or ::1 too, in any
+  // order), each node listens on every address of its entry and dials them in turn.
+  auto nodes = make_nodes(2, [](TransportOptions& o) {
+    name_localhost(o);
+    o.connect_timeout_s = 10.0;
+  });
+  start_all_ok(nodes);
+  exchange_one_message(nodes);
+  shutdown_all(nodes);
+}
+
+TEST_CASE("a node listens on every address of its own peer-list entry", "[net][dial]") {
+  const bool v6 = has_ipv6_loopback();
+  std::vector<std::uint16_t> ports;
+  auto nodes = make_nodes(
+      1,
+      [&](TransportOptions& o) {
+        name_localhost(o);
+        o.resolver = v6 ? localhost_as({"::1", "127.0.0.1"}) : localhost_as({"127.0.0.1"});
+      },
+      &ports);
+  nodes[0]->transport.start();  // alone: listens, dials no one
+  const int v4_fd = dial_raw(ports[0]);
+  ::close(v4_fd);
+  if (v6) {
+    const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+    sockaddr_in6 address{};
+    address.sin6_family = AF_INET6;
+    address.sin6_addr = in6addr_loopback;
+    address.sin6_port = htons(ports[0]);
+    CHECK(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+    ::close(fd);
+  } else {
+    WARN("this host has no IPv6 loopback: only 127.0.0.1 checked");
+  }
+  nodes[0]->transport.shutdown(1.0);
+}
+
+TEST_CASE("a peer none of whose addresses connects is named with every address and why",
+          "[net][dial]") {
+  std::vector<std::uint16_t> ports;
+  auto nodes = make_nodes(
+      2,
+      [](TransportOptions& o) {
+        name_localhost(o);
+        o.connect_timeout_s = 1.0;
+        o.resolver = localhost_as({"127.0.0.1", "::1"});
+      },
+      &ports);
+  nodes.erase(nodes.begin());  // rank 0 never starts; rank 1 dials it
+  try {
+    nodes[0]->transport.start();
+    FAIL("start() with a missing peer did not throw");
+  } catch (const PeerError& e) {
+    const std::string p = std::to_string(ports[0]);
+    CHECK(e.rank() == 0);
+    CHECK(e.address() == "localhost:" + p);
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("rank 0 (localhost:" + p + ") [could not connect to "));
+    CHECK_THAT(what, Catch::Contains("127.0.0.1:" + p + ": "));
+    CHECK_THAT(what, Catch::Contains("[::1]:" + p + ": "));
+  }
+}
