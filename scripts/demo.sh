@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The demo, from a fresh machine: installs the Debian packages (and the Fashion-MNIST data set),
-# builds, and trains 4 local nodes with strategy `ps` for 3 epochs. Metrics go to out/demo/.
+# The demo, from a fresh machine: installs the Debian packages it needs (scripts/setup.sh --demo:
+# no fuzzing or plotting tools) and the Fashion-MNIST data set, builds the two binaries it runs
+# (scripts/build.sh --demo: no tests, benchmarks or examples; CUDA kernels only for a visible GPU),
+# and trains 4 local nodes with strategy `ps` for 3 epochs. Metrics go to out/demo/.
 # Extra arguments are passed to gradmesh-launch (e.g. --set sync.strategy=ps --set job.epochs=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-bash scripts/build.sh > out-build.log 2>&1 || { tail -50 out-build.log; exit 1; }
+bash scripts/setup.sh --demo
+echo "demo: building gradmesh-node and gradmesh-launch (log: out-build.log)"
+bash scripts/build.sh --demo > out-build.log 2>&1 || { tail -50 out-build.log; exit 1; }
 rm -f out-build.log
 ./build/bin/gradmesh-launch -n 4 --config configs/fashion-mnist-mlp.toml --metrics-out out/demo "$@"
 python3 - <<'PY' 2>/dev/null || true

@@ -2,6 +2,7 @@
 # Installs every build, test and data dependency of gradmesh from Debian packages (python3 and
 # gnuplot-nox: scripts/report, which a test runs; clang and its libFuzzer runtime,
 # libclang-rt-14-dev, only recommended by clang 14: scripts/fuzz.sh).
+# `--demo`: what scripts/demo.sh needs only (no gnuplot, clang or its runtime).
 # Idempotent: packages already present are skipped, so a second run costs a few seconds.
 set -euo pipefail
 
@@ -11,9 +12,9 @@ packages=(
   libsodium-dev
   libcli11-dev libtomlplusplus-dev libspdlog-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist
-  python3 gnuplot-nox
-  clang libclang-rt-14-dev
+  python3
 )
+[[ ${1:-} == --demo ]] || packages+=(gnuplot-nox clang libclang-rt-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do
