@@ -112,6 +112,9 @@ class Transport {
   [[nodiscard]] virtual std::size_t rank() const noexcept = 0;
   /// Number of ranks, this one included.
   [[nodiscard]] virtual std::size_t size() const noexcept = 0;
+  /// Where rank `rank` is, as errors name it: "host:port" of its peer-list entry (net/tcp), or
+  /// "in-process rank N" (net/inproc). Thread safe. Throws ContractError for a rank >= size().
+  [[nodiscard]] virtual std::string peer_address(std::size_t rank) const = 0;
 };
 
 }  // namespace gradmesh::net

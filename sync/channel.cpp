@@ -75,6 +75,10 @@ std::vector<PeerError> Channel::broadcast(const net::Message& message) {
   return failed;
 }
 
+std::string Channel::address(std::size_t rank) const {
+  return transport_ != nullptr ? transport_->peer_address(rank) : "rank " + std::to_string(rank);
+}
+
 void Channel::reject(std::size_t from, StageId stage, const std::string& why) {
   rejected_.fetch_add(1, std::memory_order_relaxed);
   const auto& names = stage_names();

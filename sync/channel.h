@@ -97,6 +97,8 @@ class Channel {
   [[nodiscard]] std::uint64_t rejected() const noexcept;
 
   [[nodiscard]] bool connected() const noexcept { return transport_ != nullptr; }
+  /// Where `rank` is, for errors: net::Transport::peer_address(), or "rank N" with no transport.
+  [[nodiscard]] std::string address(std::size_t rank) const;
   [[nodiscard]] std::size_t rank() const noexcept { return rank_; }
   [[nodiscard]] std::size_t nodes() const noexcept { return nodes_; }
 

@@ -109,6 +109,11 @@ InProcTransport::~InProcTransport() { close(); }
 
 std::size_t InProcTransport::size() const noexcept { return mesh_->boxes.size(); }
 
+std::string InProcTransport::peer_address(std::size_t rank) const {
+  GRADMESH_CHECK_LT(rank, mesh_->boxes.size(), "peer_address() of a rank outside the mesh");
+  return "in-process rank " + std::to_string(rank);
+}
+
 void InProcTransport::set_handlers(MessageHandler on_message, FailureHandler on_failure) {
   const std::lock_guard lock(mesh_->mutex);
   Mailbox& box = mesh_->boxes[rank_];

@@ -57,6 +57,7 @@ class InProcTransport final : public Transport {
   [[nodiscard]] Counters counters() const override;
   [[nodiscard]] std::size_t rank() const noexcept override { return rank_; }
   [[nodiscard]] std::size_t size() const noexcept override;
+  [[nodiscard]] std::string peer_address(std::size_t rank) const override;
 
  private:
   void leave(bool clean, const std::string& reason) noexcept;

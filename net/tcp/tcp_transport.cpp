@@ -166,5 +166,10 @@ std::size_t TcpTransport::rank() const noexcept { return impl_->options_.rank; }
 
 std::size_t TcpTransport::size() const noexcept { return impl_->options_.peers.size(); }
 
+std::string TcpTransport::peer_address(std::size_t rank) const {
+  GRADMESH_CHECK_LT(rank, impl_->options_.peers.size(), "peer_address() of a rank outside the job");
+  return impl_->options_.peers[rank].to_string();
+}
+
 
 }  // namespace gradmesh::net

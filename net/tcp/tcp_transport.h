@@ -86,6 +86,7 @@ class TcpTransport final : public Transport {
   [[nodiscard]] Counters counters() const override;
   [[nodiscard]] std::size_t rank() const noexcept override;
   [[nodiscard]] std::size_t size() const noexcept override;
+  [[nodiscard]] std::string peer_address(std::size_t rank) const override;
 
  private:
   class Impl;

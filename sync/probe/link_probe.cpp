@@ -317,7 +317,8 @@ void LinkProbe::wait(std::unique_lock<std::mutex>& lock, Clock::time_point until
       std::ostringstream message;
       message << "did not answer the link probe (" << what << ") within " << options_.timeout_s
               << " s";
-      throw PeerError(missing(), "unknown", message.str());
+      const std::size_t rank = missing();
+      throw PeerError(rank, channel_.address(rank), message.str());
     }
   }
 }

@@ -88,8 +88,8 @@ struct NodeProfile {
 /// Errors: a malformed probe message (unknown kind, wrong size, wrong round, a pong or ack no
 /// one waits for, a bad profile) is dropped via Channel::reject and counted there. A peer's failure
 /// (Channel::on_failure), a failed send, or the timeout makes the waiting call throw PeerError
-/// naming the rank (for a timeout, the first rank whose answer is missing; its address is not
-/// known here and reads "unknown").
+/// naming the rank and its address (Channel::address; for a timeout, the first rank whose answer
+/// is missing).
 ///
 /// Thread safety: construct before the transport starts (it routes "probe" and adds a failure
 /// handler). measure_links(), exchange() and barrier() from one thread at a time; they block

@@ -102,7 +102,7 @@ std::vector<std::vector<std::uint64_t>> ResumeAgreement::exchange(
     if (missing == n) break;
     if (failure_) throw *failure_;
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      throw PeerError(missing, "rank " + std::to_string(missing),
+      throw PeerError(missing, channel_.address(missing),
                       round == 0 ? "sent no list of its checkpoints within " +
                                        std::to_string(timeout_.count()) +
                                        " s (is it resuming too?)"

@@ -144,6 +144,8 @@ TEST_CASE("a node listens on every address of its own peer-list entry", "[net][d
       },
       &ports);
   nodes[0]->transport.start();  // alone: listens, dials no one
+  CHECK(nodes[0]->transport.peer_address(0) == "localhost:" + std::to_string(ports[0]));
+  CHECK_THROWS_AS(nodes[0]->transport.peer_address(1), gradmesh::ContractError);
   const int v4_fd = dial_raw(ports[0]);
   ::close(v4_fd);
   if (v6) {
