@@ -75,6 +75,10 @@ Pipeline::Pipeline(NodeOptions options) {
   if (s.options.save_parameters && !s.options.metrics_out) {
     throw ConfigError("--save-parameters needs --metrics-out DIR");
   }
+  // Folders written only after training (metrics) or after an epoch (checkpoints) fail now.
+  if (s.options.metrics_out) check_writable_folder(*s.options.metrics_out, "--metrics-out", s.rank);
+  if (!s.config.checkpoint.dir.empty())
+    check_writable_folder(s.config.checkpoint.dir, "checkpoint.dir", s.rank);
   spdlog::info("job '{}': strategy {}, {} node(s), rank {} (from {}), config hash {:016x}",
                s.config.job.name, s.config.sync.strategy, nodes, s.rank, s.rank_source,
                s.config.hash());

@@ -1,8 +1,14 @@
 #include "apps/pipeline/start_up.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -20,6 +26,29 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 }  // namespace
+
+void check_writable_folder(const std::filesystem::path& dir, std::string_view what,
+                           std::size_t rank) {
+  const auto fail = [&](const std::string& why) {
+    throw ConfigError(std::string(what) + " = \"" + dir.string() + "\": " + why +
+                      " (checked at start-up, before any training)");
+  };
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail("cannot create the folder: " + ec.message());
+  if (!std::filesystem::is_directory(dir, ec)) fail("not a folder");
+  // One name per rank and process: nodes sharing the folder never touch each other's probe.
+  const auto probe = dir / (".gradmesh-write-test-" + std::to_string(rank) + "-" +
+                            std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(std::string("cannot write a file in it: ") + std::strerror(errno));
+  const char byte = 0;
+  const bool written = ::write(fd, &byte, 1) == 1 && ::fsync(fd) == 0;
+  const int write_errno = errno;
+  ::close(fd);
+  std::filesystem::remove(probe, ec);
+  if (!written) fail(std::string("cannot write a file in it: ") + std::strerror(write_errno));
+}
 
 topo::PeerList peer_list(const NodeOptions& options) {
   if (!options.peers.empty() && !options.peers_file.empty()) {

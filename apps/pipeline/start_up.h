@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <string_view>
 
 #include "apps/config/job_config.h"
 #include "apps/pipeline/pipeline.h"
@@ -18,6 +20,14 @@ namespace gradmesh::app {
 /// The peers of --peers or --peers-file, else one local node. Throws ConfigError when both are
 /// given, and what topo::PeerList throws for a bad list or file.
 [[nodiscard]] topo::PeerList peer_list(const NodeOptions& options);
+
+/// Creates `dir` (and its parents) and writes, syncs and removes a small file in it, so that a
+/// folder the job would write into only later (checkpoint.dir after an epoch, --metrics-out at the
+/// end) fails at start-up, before any training it should keep. `what` names the setting
+/// ("checkpoint.dir", "--metrics-out"). Throws ConfigError naming it, the path and why (exit
+/// status 2): a regular file in the way, no permission, a read-only file system, a full disk.
+void check_writable_folder(const std::filesystem::path& dir, std::string_view what,
+                           std::size_t rank);
 
 /// BLAS threads for this node: compute.threads, else this machine's cores shared by the peers on
 /// its host (at least 1).

@@ -12,6 +12,8 @@
 #include "tests/apps/node/cluster.h"
 
 using gradmesh::testing::Cluster;
+using gradmesh::testing::read_file;
+using gradmesh::testing::run_to_end;
 
 namespace {
 
@@ -251,4 +253,50 @@ TEST_CASE("ako: checkpoints of the partial model, every node resumes from the ne
     CHECK(m["sync"]["gradients"] == 10);
   }
   CHECK(file_bytes(on.dir() / "parameters-0.f32") == file_bytes(on.dir() / "parameters-1.f32"));
+}
+
+TEST_CASE("a checkpoint.dir or --metrics-out that cannot be written fails at start-up naming it",
+          "[e2e][resume][errors]") {
+  const std::string toml = job_toml("ps");
+  SECTION("checkpoint.dir is a regular file: exit 2 on every node before any iteration") {
+    Cluster c("ckpt-dir-file", kNodes, toml);
+    const auto file = c.dir() / "a-file";
+    std::ofstream(file) << "not a folder";
+    c.start({"--set", "checkpoint.dir=" + file.string()});
+    const auto codes = c.wait(std::chrono::seconds(60));
+    INFO(c.all_logs());
+    CHECK(codes == std::vector<int>{2, 2});
+    for (std::size_t r = 0; r < kNodes; ++r) {
+      CHECK_THAT(c.log_text(r), Catch::Contains("checkpoint.dir = \"" + file.string() + "\": ") &&
+                                    Catch::Contains("checked at start-up"));
+      CHECK_THAT(c.log_text(r), !Catch::Contains("iter "));  // no progress line: no training
+    }
+    CHECK(file_bytes(file) == "not a folder");  // nothing written over it
+  }
+  SECTION("checkpoint.dir on a file system that takes no folders (/proc)") {
+    Cluster c("ckpt-dir-proc", kNodes, toml);
+    c.start({"--set", "checkpoint.dir=/proc/gradmesh-no-such-folder/ckpt"});
+    const auto codes = c.wait(std::chrono::seconds(60));
+    INFO(c.all_logs());
+    CHECK(codes == std::vector<int>{2, 2});
+    CHECK_THAT(c.log_text(0), Catch::Contains("checkpoint.dir = \"/proc/gradmesh-no-such-folder/"
+                                              "ckpt\": cannot create the folder"));
+  }
+  SECTION("--metrics-out under a regular file: exit 2 at once") {
+    const auto dir = std::filesystem::temp_directory_path() / "gradmesh-metrics-out-test";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    const auto config = dir / "job.toml";
+    std::ofstream(config) << toml;
+    std::ofstream(dir / "a-file") << "x";
+    const auto log = dir / "log.txt";
+    const int code = run_to_end({GRADMESH_NODE_BINARY, "--config", config.string(),
+                                 "--metrics-out", (dir / "a-file" / "out").string()},
+                                log, std::chrono::seconds(60));
+    INFO(read_file(log));
+    CHECK(code == 2);
+    CHECK_THAT(read_file(log), Catch::Contains("--metrics-out = \"" +
+                                               (dir / "a-file" / "out").string() +
+                                               "\": cannot create the folder"));
+  }
 }
