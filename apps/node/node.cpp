@@ -28,7 +28,11 @@ int run_node(const NodeOptions& options) {
     run_with_recovery(options, [&data](Pipeline& pipeline) {
       const JobConfig& config = pipeline.config();
       if (!data) {
-        data = tasks::load_fashion_mnist(config.data.path);
+        try {
+          data = tasks::load_fashion_mnist(config.data.path);
+        } catch (const DataError& e) {  // the user's setting: a config error naming the key
+          throw ConfigError("data.path = \"" + config.data.path + "\": " + e.what());
+        }
         if (config.data.train_limit) {
           data->train = tasks::take_first(data->train, *config.data.train_limit);
         }

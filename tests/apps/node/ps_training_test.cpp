@@ -578,3 +578,14 @@ TEST_CASE("a bad config key is an error naming the key", "[e2e][config]") {
   CHECK(codes == std::vector<int>{2});
   CHECK_THAT(cluster.log_text(0), Catch::Contains("optimizer.lrr"));
 }
+
+TEST_CASE("a data.path without the data set is a config error naming the key and the folder",
+          "[e2e][config]") {
+  Cluster cluster("bad-data-path", 1, config_text(Job{}, "none"));
+  const std::string path = (cluster.dir() / "no-data-here").string();
+  cluster.start({"--set", "data.path=" + path});
+  const auto codes = cluster.wait(std::chrono::seconds(30));
+  INFO(cluster.log_text(0));
+  CHECK(codes == std::vector<int>{2});
+  CHECK_THAT(cluster.log_text(0), Catch::Contains("data.path = \"" + path + "\": "));
+}
