@@ -80,10 +80,16 @@ void TcpTransport::Impl::start() {
   if (error == nullptr) {
     std::string missing;
     std::size_t first = kNoRank;
+    std::size_t named = 0, unnamed = 0;  // a long peer list: the first kNamedMissing, then a count
     for (std::size_t r = 0; r < peers_.size(); ++r) {
       if (r == self || peers_[r].connected) continue;
       // Name a never-connected rank first: a peer that failed may only have given up on it.
       if (first == kNoRank || (peers_[first].failure && !peers_[r].failure)) first = r;
+      if (named == kNamedMissing) {
+        ++unnamed;
+        continue;
+      }
+      ++named;
       missing += (missing.empty() ? "" : ", ") + ("rank " + std::to_string(r)) + " (" +
                  peers_[r].address + ")";
       if (peers_[r].failure) missing += " [connected, then failed: " + std::string(peers_[r].failure->what()) + "]";
@@ -91,6 +97,7 @@ void TcpTransport::Impl::start() {
       else if (const std::string tried = dial_errors_locked(r); !tried.empty())
         missing += " [could not connect to " + tried + "]";
     }
+    if (unnamed > 0) missing += " and " + std::to_string(unnamed) + " more";
     error = std::make_exception_ptr(
         PeerError(first, peers_[first].address,
                   "timed out after " + seconds_text(options_.connect_timeout_s) +

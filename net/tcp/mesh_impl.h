@@ -50,6 +50,9 @@ inline constexpr std::size_t kSliceBytes = 64 * 1024;
 // (uncapped) or one slice (capped). Keeps the order in our queue, not in libuv's FIFO: a frame of
 // lower priority overtakes all but this much and the one being written.
 inline constexpr std::size_t kMaxBytesInFlight = 256 * 1024;
+// start()'s time-out error names at most this many missing peers, then counts the rest (a
+// 10,000-entry peer list must not make a 300,000-character line).
+inline constexpr std::size_t kNamedMissing = 8;
 inline constexpr std::uint64_t kFirstBackoffMs = 50;
 inline constexpr std::uint64_t kMaxBackoffMs = 1000;
 // RFC 8305 sec. 5 ("Happy Eyeballs"), the Connection Attempt Delay: a dialer starts its connect to

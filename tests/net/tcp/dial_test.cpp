@@ -187,3 +187,23 @@ TEST_CASE("a peer none of whose addresses connects is named with every address a
     CHECK_THAT(what, Catch::Contains("[::1]:" + p + ": "));
   }
 }
+
+TEST_CASE("a long peer list with most peers missing gives an error of bounded length",
+          "[net][dial]") {
+  // 1,000 peers that never start: the error names the first 8, then counts the rest (a
+  // 10,000-entry list once made a 288,952-character line). Rank 999 dials the 999 others.
+  const auto ports = free_ports(1000);  // bound and released: no one listens on them
+  TransportOptions options = options_for(999, ports);
+  options.connect_timeout_s = 0.5;
+  TcpTransport transport(std::move(options));
+  try {
+    transport.start();
+    FAIL("start() with 999 missing peers did not throw");
+  } catch (const PeerError& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("rank 7 (127.0.0.1:" + std::to_string(ports[7]) + ")"));
+    CHECK_THAT(what, !Catch::Contains("rank 8 (127.0.0.1:" + std::to_string(ports[8]) + ")"));
+    CHECK_THAT(what, Catch::Contains(" and 991 more"));
+    CHECK(what.size() < 4000);
+  }
+}
