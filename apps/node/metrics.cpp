@@ -75,6 +75,7 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"bytes_sent_by_stage", m.bytes_sent_by_stage},
       {"bytes_received_by_stage", m.bytes_received_by_stage},
       {"malformed_frames", m.malformed_frames},
+      {"rejected_connections", m.rejected_connections},
       {"rejected_messages", m.rejected_messages},
       {"parameters", m.parameters},
       {"batch_size", m.batch_size},

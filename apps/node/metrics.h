@@ -62,6 +62,7 @@ struct NodeMetrics {
   std::map<std::string, std::uint64_t> bytes_sent_by_stage;
   std::map<std::string, std::uint64_t> bytes_received_by_stage;
   std::uint64_t malformed_frames = 0;
+  std::uint64_t rejected_connections = 0;  ///< inbound connections refused in the handshake
   std::uint64_t rejected_messages = 0;
   std::size_t parameters = 0;         ///< m, floats
   std::size_t batch_size = 0;

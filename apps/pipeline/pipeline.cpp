@@ -446,6 +446,7 @@ NodeMetrics Pipeline::run() {
     metrics.bytes_sent_by_stage = counters.bytes_sent_by_stage;
     metrics.bytes_received_by_stage = counters.bytes_received_by_stage;
     metrics.malformed_frames = counters.malformed_frames;
+    metrics.rejected_connections = counters.rejected_connections;
   }
   metrics.rank = s.rank;
   metrics.nodes = nodes;

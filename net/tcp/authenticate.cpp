@@ -170,9 +170,7 @@ void TcpTransport::Impl::refused_by_dialer(Connection& connection, const schema:
   const std::string why = "rank " + std::to_string(rank) + " refused our Challenge: " +
                           (reason != nullptr ? reason->str() : std::string("no reason given"));
   counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire, 1);
-  counters_.add_rejected_connection();
-  spdlog::error("net rank {}: connection from {}: {}", options_.rank,
-                connection.remote_address(), why);
+  log_rejection(spdlog::level::err, "connection from " + connection.remote_address() + ": " + why);
   {
     const std::lock_guard lock(mutex_);
     peers_[rank].last_refusal = why;

@@ -252,10 +252,23 @@ void TcpTransport::Impl::on_new_connection(uv_stream_t* server, int status) noex
   self->pending_inbound_.push_back(connection);
 }
 
-void TcpTransport::Impl::reject_inbound(Connection& connection, const std::string& why) noexcept {
+void TcpTransport::Impl::log_rejection(spdlog::level::level_enum level,
+                                       const std::string& line) noexcept {
   counters_.add_rejected_connection();
-  spdlog::warn("net rank {}: rejected inbound connection from {}: {}", options_.rank,
-               connection.remote_address(), why);
+  const auto left_out = rejection_log_.admit(uv_now(&loop_));
+  if (!left_out) return;
+  if (*left_out == 0) {
+    spdlog::log(level, "net rank {}: {}", options_.rank, line);
+  } else {
+    spdlog::log(level, "net rank {}: {} (and {} more rejected connections in the last second "
+                "or more, not logged: rejected_connections counts them all)",
+                options_.rank, line, *left_out);
+  }
+}
+
+void TcpTransport::Impl::reject_inbound(Connection& connection, const std::string& why) noexcept {
+  log_rejection(spdlog::level::warn,
+                "rejected inbound connection from " + connection.remote_address() + ": " + why);
   close_connection(connection);
 }
 
@@ -264,9 +277,8 @@ void TcpTransport::Impl::refuse(Connection& connection, std::size_t claimed_rank
   const std::string rank =
       claimed_rank == kNoRank ? std::string("?") : std::to_string(claimed_rank);
   if (connection.role() == Connection::Role::kAcceptor) {
-    counters_.add_rejected_connection();
-    spdlog::error("net rank {}: refusing handshake from {} claiming rank {}: {}", options_.rank,
-                  connection.remote_address(), rank, why);
+    log_rejection(spdlog::level::err, "refusing handshake from " + connection.remote_address() +
+                                          " claiming rank " + rank + ": " + why);
   } else {
     spdlog::error("net rank {}: refusing rank {} ({}): {}", options_.rank, rank,
                   peers_[claimed_rank].address, why);

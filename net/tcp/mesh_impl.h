@@ -28,6 +28,7 @@
 #include "net/tcp/connection.h"
 #include "net/frame.h"
 #include "net/tcp/handshake.h"
+#include "net/tcp/log_throttle.h"
 #include "net/tcp/resolve.h"
 #include "net/rate_limiter.h"
 #include "net/stage_scheduler.h"
@@ -175,6 +176,9 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   void handle_dialer_reply(Connection& connection, const schema::Header& header,
                            std::size_t wire) noexcept;
   void reject_inbound(Connection& connection, const std::string& why) noexcept;
+  // Counts an inbound connection rejected during the handshake and logs it at `level`, one line
+  // a second at most (the next line says how many were left out).
+  void log_rejection(spdlog::level::level_enum level, const std::string& line) noexcept;
   // Sends a Refuse saying `why` and closes after it; logged, and counted when inbound. With
   // `fails_start`, start() fails naming `claimed_rank` once the Refuse is written.
   void refuse(Connection& connection, std::size_t claimed_rank, const std::string& why,
@@ -222,6 +226,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   std::vector<Connection*> ready_;          // connections with unissued frames
   std::size_t ready_cursor_ = 0;            // round-robin start in ready_ for the next choice
   std::vector<Connection*> pending_inbound_;  // accepted, not yet handshaked
+  tcp::LogThrottle rejection_log_;          // inbound rejections: one line a second at most
   std::vector<std::pair<std::size_t, std::unique_ptr<OutgoingFrame>>> draining_;
   bool stopping_ = false;
   bool shutting_down_ = false;

@@ -9,9 +9,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <catch2/catch.hpp>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/error.h"
@@ -206,4 +211,60 @@ TEST_CASE("a long peer list with most peers missing gives an error of bounded le
     CHECK_THAT(what, Catch::Contains(" and 991 more"));
     CHECK(what.size() < 4000);
   }
+}
+
+TEST_CASE("a flood of bad connections is counted one by one and logged in a bounded number of "
+          "lines",
+          "[net][dial]") {
+  // Each rejected connection used to write its own warning: 2,000 in 0.19 s wrote 2,000 lines.
+  // Now rejected_connections counts every one, and the log gets at most one line a second.
+  std::ostringstream captured;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("flood", sink));
+  std::vector<std::uint16_t> ports;
+  auto nodes = make_nodes(1, {}, &ports);
+  nodes[0]->transport.start();
+  constexpr std::uint64_t kFlood = 300;
+  const char request[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  const auto began = std::chrono::steady_clock::now();
+  for (std::uint64_t i = 0; i < kFlood; ++i) {
+    const int fd = dial_raw(ports[0]);
+    REQUIRE(::send(fd, request, sizeof(request) - 1, 0) > 0);
+    ::close(fd);
+  }
+  const auto wait_count = [&](std::uint64_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (nodes[0]->transport.counters().rejected_connections < count &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);
+  };
+  wait_count(kFlood);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  // A second later one more: its line says how many of the flood were left out.
+  std::this_thread::sleep_for(1100ms);
+  const int last = dial_raw(ports[0]);
+  REQUIRE(::send(last, request, sizeof(request) - 1, 0) > 0);
+  ::close(last);
+  wait_count(kFlood + 1);
+  CHECK(nodes[0]->transport.counters().rejected_connections == kFlood + 1);
+  nodes[0]->transport.shutdown(1.0);
+  spdlog::set_default_logger(previous);
+  const std::string log = captured.str();
+  std::size_t lines = 0;
+  std::uint64_t left_out = 0;  // the sum of every line's "(and N more ..."
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("rejected inbound connection") == std::string::npos) continue;
+    ++lines;
+    if (const auto at = line.find("(and "); at != std::string::npos)
+      left_out += std::stoull(line.substr(at + 5));
+  }
+  INFO(seconds << " s for the flood, log:\n" << log.substr(0, 3000));
+  // One line a second at most (the first at once): the flood's seconds rounded up, one more, and
+  // the last connection's.
+  CHECK(lines >= 2);
+  CHECK(lines <= static_cast<std::size_t>(seconds) + 3);
+  CHECK(lines + left_out == kFlood + 1);  // every rejection logged or counted in a later line
 }
