@@ -24,6 +24,12 @@ struct TransportOptions {
   std::string job_name;                      ///< must match on every peer (handshake)
   std::uint64_t config_hash = 0;             ///< must match on every peer (handshake)
   double connect_timeout_s = 30.0;           ///< seconds start() dials/waits before failing; > 0
+  /// Seconds an accepted connection may take from its accept to a finished handshake (the Hello
+  /// taken) before it is closed and counted as rejected: a stranger cannot hold a connection
+  /// open by sending nothing, or half a frame. > 0, finite. The accepted connections still in
+  /// their handshake are also capped (2 x peers + 64 in all, peers + 16 from one IP address):
+  /// one past a cap is closed at once.
+  double handshake_timeout_s = 5.0;
   std::size_t max_frame_bytes = 1ull << 30;  ///< prefix + header + payload; larger frames are protocol errors
   std::vector<std::string> stages;           ///< byte-counter stage names, stage id = index (< 255);
                                              ///< "control" (handshake, goodbye) is appended by the transport

@@ -146,7 +146,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 39> kKeys{{
+constexpr std::array<KeySpec, 40> kKeys{{
     {"checkpoint.dir",
      "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
      OverrideKind::kString,
@@ -261,6 +261,14 @@ constexpr std::array<KeySpec, 39> kKeys{{
        return true;
      },
      [](const JobConfig& c) { return toml_float(c.net.connect_timeout); }},
+    {"net.handshake_timeout", "a number of seconds > 0", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       const auto v = number_of(n);
+       if (!v || *v <= 0.0) return false;
+       c.net.handshake_timeout = *v;
+       return true;
+     },
+     [](const JobConfig& c) { return toml_float(c.net.handshake_timeout); }},
     {"net.max_frame_bytes", "an integer >= 1024 (bytes; the transport's least frame limit)",
      OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) { return set_size(c.net.max_frame_bytes, n, 1024); },

@@ -119,6 +119,9 @@ struct JobConfig {
     /// ("unlimited"): no cap.
     std::optional<double> max_send_rate;
     double connect_timeout = 30.0;             ///< net.connect_timeout: seconds, > 0.
+    /// net.handshake_timeout: seconds an accepted connection may take to finish its handshake
+    /// (net::TransportOptions::handshake_timeout_s), > 0.
+    double handshake_timeout = 5.0;
     /// net.peer_timeout: seconds a connected peer may stay silent before it counts as failed
     /// (heartbeats keep idle links talking; net::TransportOptions::peer_timeout_s), >= 0; 0: off.
     double peer_timeout = 10.0;

@@ -147,6 +147,7 @@ void Pipeline::build() {
     t.config_hash = config.hash();
     t.connect_timeout_s = config.net.connect_timeout;
     t.peer_timeout_s = config.net.peer_timeout;
+    t.handshake_timeout_s = config.net.handshake_timeout;
     t.view = static_cast<std::uint32_t>(s.options.view);
     t.rejoin = s.options.rejoin;
     t.max_frame_bytes = config.net.max_frame_bytes;

@@ -75,6 +75,7 @@ void TcpTransport::Impl::handle_acceptor_challenge(Connection& connection,
   std::optional<auth::Mac> mac;
   if (key_) mac = auth::prove(*key_, transcript(connection, true, rank));
   connection.step = Connection::Step::kHello;
+  connection.set_limits(limits(true, /*authenticated=*/true));  // a HelloAck, or a long Refuse
   try {
     queue_frame(connection, auth::encode_proof(mac_bytes(mac), control_stage_));
     queue_frame(connection, encode_hello(our_hello(), control_stage_));
@@ -161,6 +162,7 @@ void TcpTransport::Impl::handle_proof(Connection& connection, const schema::Head
   }
   counters_.add_received(rank, control_stage_, wire, 1);
   connection.step = Connection::Step::kHello;
+  connection.set_limits(limits(true, /*authenticated=*/true));  // its Hello: a long peer list
 }
 
 void TcpTransport::Impl::refused_by_dialer(Connection& connection, const schema::Header& header,

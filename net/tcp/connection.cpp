@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include "net/tcp/resolve.h"
 
@@ -43,12 +44,27 @@ int Connection::start_reading() noexcept {
   return uv_read_start(stream(), &Connection::on_alloc, &Connection::on_read);
 }
 
-std::string Connection::remote_address() const {
+namespace {
+
+// The remote end of `tcp`, or nothing when it has none (closed, never connected).
+std::optional<sockaddr_storage> peer_name(const uv_tcp_t& tcp) {
   sockaddr_storage storage{};
   int length = sizeof(storage);
-  if (uv_tcp_getpeername(&tcp_, reinterpret_cast<sockaddr*>(&storage), &length) != 0)
-    return "unknown";
-  return tcp::address_text(storage);
+  if (uv_tcp_getpeername(&tcp, reinterpret_cast<sockaddr*>(&storage), &length) != 0)
+    return std::nullopt;
+  return storage;
+}
+
+}  // namespace
+
+std::string Connection::remote_address() const {
+  const auto name = peer_name(tcp_);
+  return name ? tcp::address_text(*name) : std::string("unknown");
+}
+
+std::string Connection::remote_ip_address() const {
+  const auto name = peer_name(tcp_);
+  return name ? tcp::ip_text(*name) : std::string("unknown");
 }
 
 // ---------------------------------------------------------------- reader
@@ -68,10 +84,16 @@ void Connection::on_alloc(uv_handle_t* handle, std::size_t /*suggested*/,
       base = reinterpret_cast<char*>(self->prefix_bytes_.data()) + self->filled_;
       length = kPrefixBytes - self->filled_;
       break;
-    case ReadState::kHeader:
-      base = reinterpret_cast<char*>(self->header_.data()) + self->filled_;
-      length = self->prefix_.header_bytes - self->filled_;
+    case ReadState::kHeader: {
+      auto& header = self->header_;
+      if (self->filled_ == header.size()) {  // full: room for the next bytes, at most doubled
+        const std::size_t grown = std::max(header.size() * 2, kHeaderGrowthBytes);
+        header.resize(std::min<std::size_t>(self->prefix_.header_bytes, grown));
+      }
+      base = reinterpret_cast<char*>(header.data()) + self->filled_;
+      length = std::min<std::size_t>(self->prefix_.header_bytes, header.size()) - self->filled_;
       break;
+    }
     case ReadState::kPayload: {
       // The remaining region of the frame's own payload buffer: bytes land where they stay.
       const auto bytes = self->payload_.mutable_bytes();
@@ -111,12 +133,15 @@ void Connection::advance() noexcept {
         if (filled_ < kPrefixBytes) return;
         prefix_ = decode_prefix(prefix_bytes_);
         if (std::string why = check_prefix(prefix_, limits_.max_frame_bytes, limits_.handshake,
-                                           kMaxHandshakeHeaderBytes);
+                                           limits_.max_handshake_header_bytes);
             !why.empty()) {
           broken(0, why);
           return;
         }
-        if (header_.size() < prefix_.header_bytes) header_.resize(prefix_.header_bytes);
+        // Sized to what arrives (on_alloc grows it), not to what the prefix announces.
+        if (const std::size_t first = std::min<std::size_t>(prefix_.header_bytes, kHeaderGrowthBytes);
+            header_.size() < first)
+          header_.resize(first);
         read_state_ = ReadState::kHeader;
         filled_ = 0;
         break;

@@ -55,11 +55,19 @@ class ConnectionListener {
 struct ReadLimits {
   std::size_t max_frame_bytes = 1ull << 30;  ///< prefix + header + payload
   std::size_t data_stage_count = 0;          ///< Data frames need stage < this
-  bool handshake = true;  ///< before the handshake: header <= kMaxHandshakeHeaderBytes, no payload
+  bool handshake = true;  ///< before the handshake: header <= max_handshake_header_bytes, no payload
+  std::size_t max_handshake_header_bytes = 4096;  ///< kMaxPreAuthHeaderBytes or kMaxHandshakeHeaderBytes
 };
 
-/// Largest header accepted before the handshake completes (a Hello with a long peer list).
+/// Largest header accepted from a peer that has not proved itself yet: a Challenge, a Proof or a
+/// Refuse is tens to hundreds of bytes.
+inline constexpr std::size_t kMaxPreAuthHeaderBytes = 4096;
+/// Largest header accepted after the peer proved itself, before the handshake completes (a Hello
+/// with a long peer list, a Refuse naming one).
 inline constexpr std::size_t kMaxHandshakeHeaderBytes = 1u << 20;
+/// The header buffer grows by at most this much ahead of the bytes that arrived (a prefix that
+/// announces a large header reserves nothing until the bytes come).
+inline constexpr std::size_t kHeaderGrowthBytes = 4096;
 
 /// A uv_tcp_t plus framing. Create with `new` (make()); it deletes itself in its close callback,
 /// so after close() the pointer stays valid until the loop runs the close callbacks.
@@ -141,9 +149,13 @@ class Connection final {
 
   /// "ip:port" of the remote end, or "unknown".
   [[nodiscard]] std::string remote_address() const;
+  /// The remote end's IP address alone ("127.0.0.1", "::1"), or "unknown".
+  [[nodiscard]] std::string remote_ip_address() const;
 
   // ---- the owner's per-connection state (the transport's handshake and shutdown bookkeeping) ----
   std::size_t dial_address = 0;   ///< dialer: index of the address it connects to (Peer::addresses)
+  std::uint64_t accepted_ms = 0;  ///< acceptor: uv_now() at the accept (net.handshake_timeout)
+  std::string remote_ip;          ///< acceptor: the dialer's IP address (the per-address cap)
   bool established = false;       ///< handshake done, frames go to the owner
   bool goodbye_sent = false;       ///< our Goodbye's last byte was written
   bool goodbye_received = false;   ///< the peer's Goodbye arrived

@@ -142,6 +142,7 @@ void TcpTransport::Impl::close_all() noexcept {
   for (auto& listener : listeners_) close(listener.get());
   close(&pace_timer_);
   close(&heartbeat_timer_);
+  close(&handshake_timer_);
   for (std::size_t r = 0; r < peers_.size(); ++r) {
     if (!dials(r)) continue;
     close(&peers_[r].retry_timer);

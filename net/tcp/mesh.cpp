@@ -31,6 +31,13 @@ void TcpTransport::Impl::start() {
   pace_timer_.data = this;
   uv_timer_init(&loop_, &heartbeat_timer_);
   heartbeat_timer_.data = this;
+  uv_timer_init(&loop_, &handshake_timer_);
+  handshake_timer_.data = this;
+  {
+    const auto every = std::max<std::uint64_t>(
+        10, static_cast<std::uint64_t>(options_.handshake_timeout_s * 1000.0 / 4.0));
+    uv_timer_start(&handshake_timer_, &Impl::on_handshake_deadline, every, every);
+  }
   if (options_.peer_timeout_s > 0.0) {
     const auto every = std::max<std::uint64_t>(
         1, static_cast<std::uint64_t>(options_.peer_timeout_s * 1000.0 / 4.0));
@@ -245,11 +252,48 @@ void TcpTransport::Impl::on_new_connection(uv_stream_t* server, int status) noex
   }
   Connection* connection = Connection::make(&self->loop_, *self, Connection::Role::kAcceptor,
                                             kNoRank, self->limits(true));
-  if (uv_accept(server, connection->stream()) != 0 || connection->start_reading() != 0) {
+  if (uv_accept(server, connection->stream()) != 0) {
+    connection->close();
+    return;
+  }
+  connection->accepted_ms = uv_now(&self->loop_);
+  connection->remote_ip = connection->remote_ip_address();
+  // Bounded state for strangers: a connection past a cap on handshakes in progress is closed
+  // before it is read (it must be accepted to leave the listen backlog).
+  const std::size_t peers = self->peers_.size();
+  const std::size_t from_ip = static_cast<std::size_t>(
+      std::count_if(self->pending_inbound_.begin(), self->pending_inbound_.end(),
+                    [&](const Connection* c) { return c->remote_ip == connection->remote_ip; }));
+  std::string why;
+  if (self->pending_inbound_.size() >= 2 * peers + kExtraPendingHandshakes)
+    why = std::to_string(self->pending_inbound_.size()) + " handshakes in progress already";
+  else if (from_ip >= peers + kExtraPendingHandshakesPerAddress)
+    why = std::to_string(from_ip) + " handshakes from " + connection->remote_ip +
+          " in progress already";
+  if (!why.empty()) {
+    self->reject_inbound(*connection, why);
+    return;
+  }
+  if (connection->start_reading() != 0) {
     connection->close();
     return;
   }
   self->pending_inbound_.push_back(connection);
+}
+
+void TcpTransport::Impl::on_handshake_deadline(uv_timer_t* timer) noexcept {
+  auto* self = static_cast<Impl*>(timer->data);
+  if (self->stopping_) return;
+  const std::uint64_t now = uv_now(&self->loop_);
+  const auto limit_ms = static_cast<std::uint64_t>(self->options_.handshake_timeout_s * 1000.0);
+  std::vector<Connection*> late;
+  for (Connection* c : self->pending_inbound_)
+    if (!c->closing() && now - std::min(now, c->accepted_ms) > limit_ms) late.push_back(c);
+  for (Connection* c : late) {
+    self->reject_inbound(*c, "handshake not finished within " +
+                                 seconds_text(self->options_.handshake_timeout_s) +
+                                 " s (net.handshake_timeout)");
+  }
 }
 
 void TcpTransport::Impl::log_rejection(spdlog::level::level_enum level,

@@ -54,6 +54,11 @@ inline constexpr std::size_t kMaxBytesInFlight = 256 * 1024;
 // start()'s time-out error names at most this many missing peers, then counts the rest (a
 // 10,000-entry peer list must not make a 300,000-character line).
 inline constexpr std::size_t kNamedMissing = 8;
+// Accepted connections still in their handshake: at most 2 x peers + this many in all, and
+// peers + kExtraPendingHandshakesPerAddress from one IP address (every peer may share one, as on
+// loopback). One past a cap is closed at once.
+inline constexpr std::size_t kExtraPendingHandshakes = 64;
+inline constexpr std::size_t kExtraPendingHandshakesPerAddress = 16;
 inline constexpr std::uint64_t kFirstBackoffMs = 50;
 inline constexpr std::uint64_t kMaxBackoffMs = 1000;
 // RFC 8305 sec. 5 ("Happy Eyeballs"), the Connection Attempt Delay: a dialer starts its connect to
@@ -141,6 +146,9 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   // Every quarter of peer_timeout_s: fails the peers silent for longer than it, and sends a
   // Heartbeat on each connection that has carried nothing for a quarter of it (lifecycle.cpp).
   static void on_heartbeat(uv_timer_t* timer) noexcept;
+  // Every quarter of handshake_timeout_s: closes the accepted connections whose handshake has
+  // taken longer than it (counted as rejected).
+  static void on_handshake_deadline(uv_timer_t* timer) noexcept;
   void run_loop() noexcept;
   // The ranks this node dials: the lower ones, or every other one when it rejoins.
   [[nodiscard]] bool dials(std::size_t rank) const noexcept {
@@ -200,7 +208,10 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   void maybe_finish_peer(Connection& connection) noexcept;
   void mark_done(std::size_t rank) noexcept;
   void close_all() noexcept;
-  detail::ReadLimits limits(bool handshake) const noexcept;
+  // The reader's limits: before the handshake, before the peer proved itself (`authenticated`:
+  // its Challenge's or Proof's MAC checked, or the nonce exchange done without a secret) a header
+  // of at most kMaxPreAuthHeaderBytes; after the handshake, max_frame_bytes.
+  detail::ReadLimits limits(bool handshake, bool authenticated = false) const noexcept;
   HelloFields our_hello() const;
 
   // ---- caller side ----
@@ -216,6 +227,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   std::vector<std::unique_ptr<uv_tcp_t>> listeners_;
   uv_timer_t pace_timer_{};
   uv_timer_t heartbeat_timer_{};
+  uv_timer_t handshake_timer_{};  // closes accepted connections past net.handshake_timeout
   bool loop_initialised_ = false;
   std::thread thread_;
 

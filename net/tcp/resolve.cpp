@@ -12,18 +12,25 @@
 
 namespace gradmesh::net::tcp {
 
-std::string address_text(const sockaddr_storage& storage) {
+std::string ip_text(const sockaddr_storage& storage) {
   char ip[INET6_ADDRSTRLEN] = {};
+  if (storage.ss_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr, ip, sizeof(ip));
+  else
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, ip, sizeof(ip));
+  return ip;
+}
+
+std::string address_text(const sockaddr_storage& storage) {
   if (storage.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&storage);
-    inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
     std::string text(1, '[');  // appends, not "[" + std::string: GCC 12 -Wrestrict false positive
-    text.append(ip).append("]:").append(std::to_string(ntohs(in6->sin6_port)));
+    text.append(ip_text(storage))
+        .append("]:")
+        .append(std::to_string(ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port)));
     return text;
   }
-  const auto* in4 = reinterpret_cast<const sockaddr_in*>(&storage);
-  inet_ntop(AF_INET, &in4->sin_addr, ip, sizeof(ip));
-  return std::string(ip) + ":" + std::to_string(ntohs(in4->sin_port));
+  return ip_text(storage) + ":" +
+         std::to_string(ntohs(reinterpret_cast<const sockaddr_in*>(&storage)->sin_port));
 }
 
 namespace {

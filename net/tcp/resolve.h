@@ -21,6 +21,9 @@ struct ResolvedAddress {
 /// "127.0.0.1:4000" or "[::1]:4000" for an AF_INET or AF_INET6 address with its port.
 [[nodiscard]] std::string address_text(const sockaddr_storage& storage);
 
+/// "127.0.0.1" or "::1": the IP address alone of an AF_INET or AF_INET6 address.
+[[nodiscard]] std::string ip_text(const sockaddr_storage& storage);
+
 /// Every address of `endpoint.host` (port `endpoint.port`), in the order to try, without
 /// duplicates. With no `resolver`: getaddrinfo(AF_UNSPEC, SOCK_STREAM, AI_ADDRCONFIG off), whose
 /// order is RFC 6724's destination address selection (glibc sorts by it: on a standard Debian

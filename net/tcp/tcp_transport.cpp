@@ -29,8 +29,9 @@ TcpTransport::Impl::Impl(TransportOptions options)
 
 TcpTransport::Impl::~Impl() { stop_and_join(); }
 
-detail::ReadLimits TcpTransport::Impl::limits(bool handshake) const noexcept {
-  return {options_.max_frame_bytes, options_.stages.size(), handshake};
+detail::ReadLimits TcpTransport::Impl::limits(bool handshake, bool authenticated) const noexcept {
+  return {options_.max_frame_bytes, options_.stages.size(), handshake,
+          authenticated ? detail::kMaxHandshakeHeaderBytes : detail::kMaxPreAuthHeaderBytes};
 }
 
 HelloFields TcpTransport::Impl::our_hello() const {
@@ -74,6 +75,10 @@ TransportOptions validated(TransportOptions options) {
   }
   if (!(options.connect_timeout_s > 0.0) || !std::isfinite(options.connect_timeout_s))
     throw ConfigError("transport: connect_timeout_s = " + std::to_string(options.connect_timeout_s) +
+                      "; expected a finite number of seconds > 0");
+  if (!(options.handshake_timeout_s > 0.0) || !std::isfinite(options.handshake_timeout_s))
+    throw ConfigError("transport: handshake_timeout_s = " +
+                      std::to_string(options.handshake_timeout_s) +
                       "; expected a finite number of seconds > 0");
   if (options.max_frame_bytes < 1024)
     throw ConfigError("transport: max_frame_bytes = " + std::to_string(options.max_frame_bytes) +

@@ -58,6 +58,8 @@ const std::multimap<std::string_view, std::string_view> kOutOfRange{
     {"net.connect_timeout", "0"},
     {"net.connect_timeout", "-1.5"},
     {"net.connect_timeout", "inf"},
+    {"net.handshake_timeout", "0"},
+    {"net.handshake_timeout", "-2"},
     {"net.max_frame_bytes", "0"},
     {"net.max_frame_bytes", "1023"},
     {"net.max_send_rate", "0"},
