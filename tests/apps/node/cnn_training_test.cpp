@@ -81,6 +81,16 @@ connect_timeout = 30.0
     const auto codes = cluster.wait(std::chrono::seconds(240));
     INFO(strategy << "\n" << cluster.all_logs());
     REQUIRE(codes == std::vector<int>{0, 0});
+    // What was measured (2026-11-24, 2-core machine beside two -j2 builds, load average 5-8):
+    //  - ako, 30 runs: the job's model (the replicas' mean, the same on both nodes) at 48.8-71.2%
+    //    test accuracy (mean 64.8%, sd 5.2 points; a CI run had 45.8%) and test loss 0.77-1.29
+    //    (mean 1.00, sd 0.15); the replicas at 47.0-74.8%; each replica's second-epoch training
+    //    loss 0.50-0.67 of its first (mean 0.57, sd 0.04; 60 replicas).
+    //  - allreduce (BSP: the same bits every run): 64.4%, test loss 0.857, ratios 0.54.
+    // Accuracy after 50 asynchronous iterations is too noisy a measure of "loss falling" (a
+    // 50% threshold failed in 1 of those 30 runs); the checks below are the loss itself, with
+    // wide margins, and an accuracy far above chance.
+    constexpr double kUntrainedLoss = 2.302585;  // ln 10: a model that has learnt nothing
     for (std::size_t r = 0; r < 2; ++r) {
       const auto m = cluster.metrics(r);
       CHECK(m["iterations"] == 50);
@@ -88,12 +98,21 @@ connect_timeout = 30.0
       CHECK(m["rejected_messages"] == 0);
       const auto losses = m["epoch_train_loss"].get<std::vector<double>>();
       REQUIRE(losses.size() == 2);
-      INFO("rank " << r << ": epoch losses " << losses[0] << ", " << losses[1]);
+      INFO("rank " << r << ": epoch losses " << losses[0] << ", " << losses[1]
+                   << "; the job's model: test loss " << m["final_test_loss"].get<double>()
+                   << ", accuracy " << m["final_test_accuracy"].get<double>());
+      // Each node's training loss falls (ratio measured 0.50-0.67: 0.8 is 6 sd above the mean).
       CHECK(losses[1] < 0.8 * losses[0]);
-      // The job's model (under ako the replicas' mean, the same on both nodes): one ako replica
-      // after 50 asynchronous iterations is noisier (48-69% over 11 runs on an AMD EPYC, against
-      // 51-69% for the mean over 10).
-      CHECK(m["final_test_accuracy"].get<double>() > 0.5);
+      // The job's model: its test loss at most 0.8 of an untrained model's (1.84, against at
+      // most 1.29 measured: 5.7 sd above the mean).
+      CHECK(m["final_test_loss"].get<double>() < 0.8 * kUntrainedLoss);
+      if (strategy == "allreduce") {
+        // Deterministic (BSP): 64.4% on every run.
+        CHECK(m["final_test_accuracy"].get<double>() > 0.5);
+      } else {
+        // Three times chance: 6.7 sd under the mean, 18.8 points under the lowest measured.
+        CHECK(m["final_test_accuracy"].get<double>() > 0.3);
+      }
     }
   }
 }
