@@ -98,6 +98,7 @@ std::vector<std::string> Pipeline::peer_addresses() const {
 }
 std::size_t Pipeline::rank() const noexcept { return state_->rank; }
 std::size_t Pipeline::nodes() const noexcept { return state_->nodes(); }
+bool Pipeline::connected() const noexcept { return state_->connected; }
 std::size_t Pipeline::batch_size() const noexcept { return state_->config.optimizer.batch_size; }
 
 void Pipeline::set_source(std::unique_ptr<DataSource> source) {
@@ -194,6 +195,7 @@ void Pipeline::build() {
     spdlog::info("listening on {}, connecting to {} peer(s) (timeout {:.0f} s)",
                  s.peers[s.rank].address(), nodes - 1, config.net.connect_timeout);
     s.transport->start();
+    s.connected = true;
     spdlog::info("connected to every peer{}",
                  config.net.max_send_rate
                      ? ", send rate capped at " + format_rate(*config.net.max_send_rate)

@@ -125,6 +125,8 @@ class Pipeline {
   [[nodiscard]] std::size_t rank() const noexcept;
   /// n, the number of nodes in the peer list.
   [[nodiscard]] std::size_t nodes() const noexcept;
+  /// Whether this view started: its transport connected every peer (always false for one node).
+  [[nodiscard]] bool connected() const noexcept;
   /// Every node's "host:port", in rank order.
   [[nodiscard]] std::vector<std::string> peer_addresses() const;
   /// K, samples per node per iteration (optimizer.batch_size).

@@ -148,6 +148,13 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
     options = await_admission(std::move(options), root, views);
   }
   if (recoverable) options.join_root = root;
+  // Membership with a majority (the quorum rule of Raft and Viewstamped Replication): a node
+  // goes on in a view only with more than half of the members of the last view it ran in. A node
+  // cut off from the others (a pause, a partition) sees every one of them fail, one rollback after
+  // another; it stops at the first view that would leave it in a minority instead of training
+  // alone and writing its metrics over the real job's. In a 2 + 2 split both halves stop.
+  std::size_t quorum_base = 0;                // members of the last view that started here
+  std::vector<std::string> lost_since_start;  // peers gone since then ("rank r (host:port)")
   for (;;) {
     std::optional<Pipeline> pipeline;
     pipeline.emplace(options);
@@ -192,6 +199,10 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
       const std::size_t rank = pipeline->rank();
       const std::size_t dead = e.root_rank();
       if (!recoverable || nodes < 2 || dead >= nodes || dead == rank) throw;
+      if (pipeline->connected()) {
+        quorum_base = nodes;
+        lost_since_start.clear();
+      }
       // The newest view that holds a checkpoint: the job rolls back to it (resumed on n - 1).
       std::optional<fs::path> from;
       for (std::size_t k = views.size(); k-- > 0 && !from;) {
@@ -204,6 +215,18 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
       std::vector<std::string> peers = pipeline->peer_addresses();
       const std::string dead_address = peers[dead];
       peers.erase(peers.begin() + static_cast<std::ptrdiff_t>(dead));
+      lost_since_start.push_back(dead_address);
+      if (quorum_base > 0 && 2 * peers.size() <= quorum_base) {
+        std::string lost;
+        for (const auto& a : lost_since_start) lost += (lost.empty() ? "" : ", ") + a;
+        throw Error("cut off from the majority: this node lost contact with " + lost + " (" +
+                    std::to_string(lost_since_start.size()) + " of the " +
+                    std::to_string(quorum_base) + " nodes it ran with; last: " + e.what() +
+                    "); going on needs more than half of them (" +
+                    std::to_string(quorum_base / 2 + 1) + "), so this node stops and writes no "
+                    "metrics or checkpoints; the job goes on without it if the others are a "
+                    "majority");
+      }
       const std::size_t new_rank = rank > dead ? rank - 1 : rank;
       pipeline.reset();  // closes this view's transport and waits for a checkpoint write
       views.push_back(

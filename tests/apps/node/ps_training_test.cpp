@@ -589,3 +589,40 @@ TEST_CASE("a data.path without the data set is a config error naming the key and
   CHECK(codes == std::vector<int>{2});
   CHECK_THAT(cluster.log_text(0), Catch::Contains("data.path = \"" + path + "\": "));
 }
+
+TEST_CASE("ps, 4 node processes, one SIGSTOPped past net.peer_timeout and woken: the 3 finish, the "
+          "woken one stops naming the cut and writes no metrics",
+          "[e2e][ps][failure][rollback][partition]") {
+  // The woken node sees all of its peers gone. It used to roll back view after view until it was
+  // a job of one, train alone, exit 0 and write node-0.json over the real rank 0's. With the
+  // majority rule it stops at the first view that would leave it with half of its last view or
+  // less (2 of 4).
+  Job job;
+  job.iterations = 800;
+  Cluster cluster("ps-partition", 4, config_text(job, "ps"));
+  cluster.start({"--set", "checkpoint.dir=" + (cluster.dir() / "ckpt").string(), "--set",
+                 "checkpoint.every=100", "--set", "net.peer_timeout=2"});
+  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(3), "checkpoint of iteration 200", std::chrono::seconds(120)));
+  REQUIRE(::kill(cluster.process(3).pid(), SIGSTOP) == 0);
+  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(0), "rolling back", std::chrono::seconds(60)));
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // its peers silent past its peer_timeout
+  REQUIRE(::kill(cluster.process(3).pid(), SIGCONT) == 0);
+  for (std::size_t r = 0; r < 3; ++r) {
+    const auto code = cluster.process(r).wait_for(std::chrono::seconds(120));
+    INFO(cluster.all_logs());
+    REQUIRE(code.has_value());
+    CHECK(*code == 0);
+    const auto m = cluster.metrics(r);
+    CHECK(m["nodes"] == 3);
+    CHECK(m["rollbacks"] == 1);
+  }
+  const auto code = cluster.process(3).wait_for(std::chrono::seconds(120));
+  INFO(cluster.all_logs());
+  REQUIRE(code.has_value());
+  CHECK(*code == 1);
+  CHECK_THAT(cluster.log_text(3), Catch::Contains("cut off from the majority") &&
+                                      Catch::Contains("of the 4 nodes it ran with"));
+  CHECK(!std::filesystem::exists(cluster.dir() / "node-3.json"));
+  // Its only metrics would have been as a lone rank 0 or 1: the survivors' files are theirs.
+  for (std::size_t r = 0; r < 3; ++r) CHECK(cluster.metrics(r)["nodes"] == 3);
+}

@@ -44,7 +44,7 @@ bool closed_within(int fd, std::chrono::milliseconds limit) {
 }  // namespace
 
 TEST_CASE("connections that announce a large header and stall cost no memory and are closed by "
-          "the handshake deadline; the mesh beside them works",
+          "the handshake deadline, the mesh beside them working",
           "[net][pre_auth]") {
   // Before: a prefix announcing a 1 MiB header made the node allocate and zero 1 MiB for that
   // connection at once, and nothing closed it: 1,000 held +1,025 MB. Now the header buffer grows
