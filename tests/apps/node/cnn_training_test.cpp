@@ -55,7 +55,14 @@ TEST_CASE("ako and allreduce train the Fashion-MNIST CNN on 2 node processes, lo
           "[e2e][ako][allreduce][cnn]") {
   // configs/fashion-mnist-cnn.toml's model; 1,600 images over 2 nodes at 32 per batch: 25
   // iterations per epoch, 2 epochs = 50 iterations per node.
-  for (const std::string strategy : {"ako", "allreduce"}) {
+  // The least accuracy of the job's model, per strategy: allreduce is BSP (64.4% on every
+  // run); ako is asynchronous (48.8-71.2% over 30 runs), so three times chance, 6.7 sd under
+  // the mean and 18.8 points under the lowest run measured.
+  struct Case {
+    std::string strategy;
+    double min_accuracy;
+  };
+  for (const auto& [strategy, min_accuracy] : {Case{"ako", 0.3}, Case{"allreduce", 0.5}}) {
     const std::string config = std::string(R"([job]
 name = "cnn-)") + strategy + R"("
 seed = 11
@@ -106,13 +113,7 @@ connect_timeout = 30.0
       // The job's model: its test loss at most 0.8 of an untrained model's (1.84, against at
       // most 1.29 measured: 5.7 sd above the mean).
       CHECK(m["final_test_loss"].get<double>() < 0.8 * kUntrainedLoss);
-      if (strategy == "allreduce") {
-        // Deterministic (BSP): 64.4% on every run.
-        CHECK(m["final_test_accuracy"].get<double>() > 0.5);
-      } else {
-        // Three times chance: 6.7 sd under the mean, 18.8 points under the lowest measured.
-        CHECK(m["final_test_accuracy"].get<double>() > 0.3);
-      }
+      CHECK(m["final_test_accuracy"].get<double>() > min_accuracy);
     }
   }
 }

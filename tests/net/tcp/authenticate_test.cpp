@@ -22,13 +22,6 @@ auth::Transcript transcript(auth::Side side, const auth::Nonce& own, const auth:
   return {side, &own, &theirs, "job", own_rank, their_rank};
 }
 
-void shutdown_all(Nodes& nodes) {
-  std::vector<std::future<void>> done;
-  for (auto& n : nodes)
-    done.push_back(std::async(std::launch::async, [&n] { n->transport.shutdown(5.0); }));
-  for (auto& f : done) f.get();
-}
-
 // Sends `frame` on a raw connection to 127.0.0.1:port and reads the node's whole answer (until it
 // closes the connection, at most 2 s); returns its first frame's header bytes (empty if none).
 std::vector<std::byte> exchange_raw(std::uint16_t port, const OutgoingFrame& frame) {

@@ -60,13 +60,6 @@ void exchange_one_message(Nodes& nodes) {
   CHECK(has_pattern(nodes[0]->received[0].second.payload, 32, 3));
 }
 
-void shutdown_all(Nodes& nodes) {
-  std::vector<std::future<void>> done;
-  for (auto& n : nodes)
-    done.push_back(std::async(std::launch::async, [&n] { n->transport.shutdown(5.0); }));
-  for (auto& f : done) f.get();
-}
-
 }  // namespace
 
 TEST_CASE("resolve_all keeps every address in the resolver's order, once each", "[net][dial]") {

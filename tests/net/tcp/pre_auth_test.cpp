@@ -94,10 +94,7 @@ TEST_CASE("connections that announce a large header and stall cost no memory and
   CHECK(nodes[1]->failures.empty());
   nodes[1]->transport.send(0, Message{0, 1, 8, 0, pattern(64, 6)});
   REQUIRE(nodes[0]->wait([](Node& n) { return n.received.size() == 2; }));
-  std::vector<std::future<void>> done;
-  for (auto& n : nodes)
-    done.push_back(std::async(std::launch::async, [&n] { n->transport.shutdown(5.0); }));
-  for (auto& f : done) f.get();
+  shutdown_all(nodes);
 }
 
 TEST_CASE("a stranger's frame header over 4 KiB is refused before its bytes arrive",

@@ -125,6 +125,14 @@ inline std::vector<std::exception_ptr> start_all(Nodes& nodes) {
   return errors;
 }
 
+// shutdown(5 s) on every node concurrently (each waits for the others' goodbyes).
+inline void shutdown_all(Nodes& nodes) {
+  std::vector<std::future<void>> done;
+  for (auto& n : nodes)
+    done.push_back(std::async(std::launch::async, [&n] { n->transport.shutdown(5.0); }));
+  for (auto& f : done) f.get();
+}
+
 inline void start_all_ok(Nodes& nodes) {
   for (const auto& error : start_all(nodes)) REQUIRE(error == nullptr);
 }
