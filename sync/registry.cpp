@@ -31,17 +31,16 @@ struct Entry {
   std::string name;
   std::vector<std::string_view> stages;  // the transport stages it sends on
   Factory make;                          // empty: documented but not built yet
+  std::size_t max_nodes = 0;             // the most nodes it trains (0: any)
 };
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
-      {"none", {}, [](SyncContext c) -> std::unique_ptr<SyncStage> {
-         if (c.nodes != 1) {
-           throw ConfigError("sync.strategy = \"none\" trains a single node, but the peer list has " +
-                             std::to_string(c.nodes) + " nodes: use ps (or run one node)");
-         }
+      {"none", {},
+       [](SyncContext c) -> std::unique_ptr<SyncStage> {
          return make_plan_stage(std::move(c), "none");  // one node: every layer local
-       }},
+       },
+       1},
       {"ps", {ps::kPushStage, ps::kBroadcastStage},
        [](SyncContext c) { return make_plan_stage(std::move(c), "ps"); }},
       {"poseidon", {ps::kPushStage, ps::kBroadcastStage, sfb::kStage},
@@ -95,17 +94,36 @@ std::uint64_t SyncStage::join() {
                     "app::run_with_recovery: README \"When a peer fails\")");
 }
 
-std::unique_ptr<SyncStage> make_sync_stage(std::string_view name, SyncContext context) {
+namespace {
+
+const Entry& entry(std::string_view name, std::size_t nodes) {
   for (const Entry& e : registry()) {
     if (e.name != name) continue;
     if (!e.make) {
       throw ConfigError("sync.strategy = \"" + std::string(name) +
-                        "\": this strategy is not implemented yet in this build; available: none, ps, poseidon, ako, allreduce, auto");
+                        "\": this strategy is not implemented yet in this build; available: " +
+                        known_names());
     }
-    return e.make(std::move(context));
+    if (e.max_nodes != 0 && nodes > e.max_nodes) {
+      throw ConfigError("sync.strategy = \"" + std::string(name) + "\" trains " +
+                        (e.max_nodes == 1 ? std::string("a single node")
+                                          : "at most " + std::to_string(e.max_nodes) + " nodes") +
+                        ", but the peer list has " + std::to_string(nodes) +
+                        " nodes: use ps (or run one node)");
+    }
+    return e;
   }
   throw ConfigError("sync.strategy = \"" + std::string(name) + "\": expected one of " +
                     known_names());
+}
+
+}  // namespace
+
+void check_strategy(std::string_view name, std::size_t nodes) { (void)entry(name, nodes); }
+
+std::unique_ptr<SyncStage> make_sync_stage(std::string_view name, SyncContext context) {
+  const std::size_t nodes = context.nodes;
+  return entry(name, nodes).make(std::move(context));
 }
 
 }  // namespace gradmesh::sync

@@ -134,6 +134,12 @@ class SyncStage : public engine::Checkpointable {
 /// Names of every strategy the registry knows, in the order `sync.strategy` documents them.
 [[nodiscard]] std::vector<std::string> strategy_names();
 
+/// Checks, before any connection, what the registry knows of strategy `name` for a job of `nodes`
+/// nodes: that the name is known and the node count one it can train (none: 1). Throws
+/// ConfigError naming `sync.strategy`, as make_sync_stage() would after the start-up probe: found
+/// there, the first node to stop looks like a failed peer to the others.
+void check_strategy(std::string_view name, std::size_t nodes);
+
 /// Makes the strategy called `name` (the registry of STYLE.md practice 2). Throws ConfigError
 /// naming `sync.strategy`, the value and the known names when `name` is unknown or not built yet.
 /// A multi-node strategy made without a transport can plan() but not run.

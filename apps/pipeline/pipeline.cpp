@@ -186,6 +186,7 @@ void Pipeline::build() {
   }
   // A config error that every node finds alike is raised before any connection: found after it,
   // the first node to stop looks like a failed peer to a slower one still starting.
+  sync::check_strategy(config.sync.strategy, nodes);
   if (config.sync.strategy == "ako" && nodes > 1 && !s.options.rejoin &&
       !config.sync.ako.partitions && !config.planner.probe) {
     const sync::SyncOptions o = sync_options(config);

@@ -66,10 +66,41 @@ int blas_threads(const JobConfig& config, const topo::PeerList& peers, std::size
   return static_cast<int>(std::max<std::size_t>(1, cores / local));
 }
 
+namespace {
+
+// "12.5 MB/s (100 Mbit/s) from 4194304 bytes in 336 ms", and what kind of figure it is.
+std::string link_text(const sync::LinkReport& link) {
+  std::string text = fmt::format("alpha {:.0f} us, B {} from a transfer of {} bytes in {:.1f} ms",
+                                 link.alpha * 1e6, format_rate(link.bandwidth), link.bytes,
+                                 link.seconds * 1e3);
+  switch (link.kind) {
+    case sync::LinkMeasure::kMeasured:
+      break;
+    case sync::LinkMeasure::kAtBound:
+      text += " (the largest transfer: a fast link)";
+      break;
+    case sync::LinkMeasure::kEstimate:
+      text += " (an ESTIMATE: the probe's budget ran out before a transfer lasted long enough; "
+              "set planner.bandwidth if it reads wrong)";
+      break;
+  }
+  return text;
+}
+
+}  // namespace
+
 sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, std::size_t batch,
                                   std::uint64_t seed, std::size_t nodes) {
   const auto start = Clock::now();
   sync::NodeProfile local = probe.measure_links();
+  for (std::size_t peer = 0; peer < nodes; ++peer) {
+    const sync::LinkReport& link = probe.report()[peer];
+    if (link.transfers == 0) continue;  // this node
+    const auto log = link.kind == sync::LinkMeasure::kEstimate ? spdlog::level::warn
+                                                               : spdlog::level::info;
+    spdlog::log(log, "link to rank {} ({}): {}", peer, probe.peer_address(peer), link_text(link));
+  }
+  if (nodes > 1) spdlog::info("link probe took {:.2f} s", probe.took_seconds());
   // Every node profiles its compute at the same time, as they compute while training (nodes on
   // one host share its cores), and none while another still moves the link probe's bytes, which
   // on loopback takes CPU from the profile: measured apart, the GEMM rate of a 4-node job on 2

@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -23,6 +25,7 @@ struct Envelope {
   Message message;
   std::optional<PeerError> failure;
   std::size_t wire = 0;  // bytes TCP would put on the socket for `message` (counted once, at send)
+  std::chrono::steady_clock::time_point ready_at;  // delivered no sooner (set_link_rate())
 };
 
 /// One rank's state. Everything under InProcMesh::mutex.
@@ -37,6 +40,10 @@ struct Mailbox {
   std::thread thread;
   std::unique_ptr<CounterBook> counters;
   std::vector<double> stage_weights;  // stored, unused: no link to share
+  // Simulated slow links from this rank, by receiver (InProcTransport::set_link_rate()): bytes/s
+  // (0: instant) and when the link has delivered everything sent on it so far.
+  std::vector<double> link_rate;
+  std::vector<std::chrono::steady_clock::time_point> link_free_at;
 };
 
 struct InProcMesh {
@@ -44,7 +51,11 @@ struct InProcMesh {
       : stages(std::move(stage_names)), boxes(ranks) {
     std::vector<std::string> counted = stages;
     counted.emplace_back(kControlStage);
-    for (Mailbox& box : boxes) box.counters = std::make_unique<CounterBook>(ranks, counted);
+    for (Mailbox& box : boxes) {
+      box.counters = std::make_unique<CounterBook>(ranks, counted);
+      box.link_rate.assign(ranks, 0.0);
+      box.link_free_at.assign(ranks, std::chrono::steady_clock::time_point{});
+    }
   }
   std::vector<std::string> stages;
   std::mutex mutex;
@@ -65,6 +76,24 @@ using detail::Envelope;
 using detail::InProcMesh;
 using detail::Mailbox;
 
+// The first envelope in `queue` that may be delivered now: the oldest of its sender (per-peer
+// order) and past its ready_at. Otherwise queue.end(), with `next` the earliest ready_at among the
+// senders' oldest envelopes (for the wait).
+std::deque<Envelope>::iterator next_ready(std::deque<Envelope>& queue, std::size_t ranks,
+                                          std::chrono::steady_clock::time_point now,
+                                          std::chrono::steady_clock::time_point& next) {
+  next = std::chrono::steady_clock::time_point::max();
+  if (!queue.empty() && queue.front().ready_at <= now) return queue.begin();  // the common case
+  std::vector<bool> seen(ranks, false);
+  for (auto it = queue.begin(); it != queue.end(); ++it) {
+    if (seen[it->from]) continue;
+    seen[it->from] = true;
+    if (it->ready_at <= now) return it;
+    next = std::min(next, it->ready_at);
+  }
+  return queue.end();
+}
+
 // The delivery thread of `rank`: hands envelopes to the handlers, without the mesh lock held.
 void deliver(InProcMesh& mesh, std::size_t rank) {
   Mailbox& box = mesh.boxes[rank];
@@ -72,8 +101,14 @@ void deliver(InProcMesh& mesh, std::size_t rank) {
   for (;;) {
     mesh.changed.wait(lock, [&] { return !box.queue.empty() || box.state == Mailbox::State::kGone; });
     if (box.queue.empty()) return;  // gone, and drained
-    Envelope envelope = std::move(box.queue.front());
-    box.queue.pop_front();
+    auto next = std::chrono::steady_clock::time_point::max();
+    const auto ready = next_ready(box.queue, mesh.boxes.size(), std::chrono::steady_clock::now(), next);
+    if (ready == box.queue.end()) {  // only messages still on a slow link
+      mesh.changed.wait_until(lock, next);
+      continue;
+    }
+    Envelope envelope = std::move(*ready);
+    box.queue.erase(ready);
     lock.unlock();
     if (envelope.failure) {
       if (box.on_failure) box.on_failure(*envelope.failure);
@@ -148,7 +183,15 @@ void InProcTransport::send(std::size_t to_rank, Message message) {
     if (peer.state == Mailbox::State::kGone) {
       throw PeerError(to_rank, InProcMesh::address(to_rank), "has shut down");
     }
-    peer.queue.push_back(Envelope{rank_, std::move(message), std::nullopt, wire});
+    auto ready_at = std::chrono::steady_clock::now();
+    Mailbox& me = mesh.boxes[rank_];
+    if (const double rate = me.link_rate[to_rank]; rate > 0) {
+      ready_at = std::max(ready_at, me.link_free_at[to_rank]) +
+                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     std::chrono::duration<double>(static_cast<double>(wire) / rate));
+      me.link_free_at[to_rank] = ready_at;
+    }
+    peer.queue.push_back(Envelope{rank_, std::move(message), std::nullopt, wire, ready_at});
   }
   mesh.boxes[rank_].counters->add_sent(to_rank, stage, wire, 1);
   mesh.changed.notify_all();
@@ -208,13 +251,24 @@ void InProcTransport::leave(bool clean, const std::string& reason) noexcept {
       for (std::size_t r = 0; r < mesh.boxes.size(); ++r) {
         Mailbox& peer = mesh.boxes[r];
         if (r == rank_ || peer.state == Mailbox::State::kGone) continue;
-        peer.queue.push_back(Envelope{rank_, Message{}, mesh.failure_of(rank_), 0});
+        // Behind what this rank sent before (per-peer order), whatever its links' rates.
+        peer.queue.push_back(
+            Envelope{rank_, Message{}, mesh.failure_of(rank_), 0, std::chrono::steady_clock::now()});
       }
     }
     thread = std::move(box.thread);
   }
   mesh.changed.notify_all();
   if (thread.joinable()) thread.join();
+}
+
+void InProcTransport::set_link_rate(std::size_t to_rank, double bytes_per_second) {
+  GRADMESH_CHECK_LT(to_rank, mesh_->boxes.size(), "set_link_rate() to a rank outside the mesh");
+  GRADMESH_CHECK_NE(to_rank, rank_, "set_link_rate() to this node's own rank");
+  GRADMESH_CHECK(std::isfinite(bytes_per_second) && bytes_per_second >= 0,
+                 "set_link_rate(): " + std::to_string(bytes_per_second) + " bytes/s");
+  const std::lock_guard lock(mesh_->mutex);
+  mesh_->boxes[rank_].link_rate[to_rank] = bytes_per_second;
 }
 
 Counters InProcTransport::counters() const { return mesh_->boxes[rank_].counters->snapshot(); }

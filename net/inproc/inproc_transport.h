@@ -27,9 +27,10 @@ struct InProcMesh;
 ///    (address "inproc:<rank>"), and their later sends to it throw it; shutdown() is a clean
 ///    goodbye: it waits (bounded) until every peer has shut down or closed too, delivering what
 ///    arrives meanwhile, and fails no one.
-/// No rate limit, no framing errors (messages are objects), no scheduling: messages are delivered
-/// in plain send order per peer (Message::priority and stage weights are ignored, as the ordering
-/// contract allows).
+/// No framing errors (messages are objects), no scheduling: messages are delivered in plain send
+/// order per peer (Message::priority and stage weights are ignored, as the ordering contract
+/// allows). A link is instant unless set_link_rate() makes it a slow one, for tests of what waits
+/// on the network.
 /// Thread safety: as net::Transport.
 class InProcTransport final : public Transport {
  public:
@@ -58,6 +59,14 @@ class InProcTransport final : public Transport {
   [[nodiscard]] std::size_t rank() const noexcept override { return rank_; }
   [[nodiscard]] std::size_t size() const noexcept override;
   [[nodiscard]] std::string peer_address(std::size_t rank) const override;
+
+  /// Simulates a slow link from this rank to `to_rank`: each message is delivered no sooner than
+  /// its wire bytes (net::encode_data) take at `bytes_per_second` after the previous message on
+  /// that link (a serial link of that rate, store-and-forward, no latency). 0: instant (the
+  /// default). Only that direction of that pair slows; the per-peer order holds, and messages
+  /// from other ranks are not held up behind a slow one. Throws gradmesh::ContractError for a
+  /// rank outside the mesh, its own rank, or a rate < 0 or not finite. Thread safe.
+  void set_link_rate(std::size_t to_rank, double bytes_per_second);
 
  private:
   void leave(bool clean, const std::string& reason) noexcept;

@@ -13,12 +13,20 @@ using namespace ako_internal;
 
 // ====================================================================== end of job
 
+double AkoStage::network_wait_seconds(double bytes, double fixed) const noexcept {
+  return bandwidth_ > 0 ? fixed + bytes / bandwidth_ : fixed;
+}
+
 bool AkoStage::finish() {
   if (ctx_.nodes == 1 || !channel_.connected()) return false;
   // Profiles the job ended too early to complete: every node's gamma is needed for every plan.
   while (profiles_sent_ < plans_needed()) end_profile(profiles_sent_, profile_gamma());
   const std::uint64_t produced = local_clock_.load(std::memory_order_relaxed);
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  const double model_bytes = static_cast<double>(floats_ * sizeof(float));
+  const double wait_s =
+      network_wait_seconds(2.0 * static_cast<double>(ctx_.nodes - 1) * model_bytes);
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
   flushing_.store(true, std::memory_order_release);  // rounds from here on: not training's
   bool flushed = false;
   {
@@ -56,8 +64,10 @@ bool AkoStage::finish() {
     std::unique_lock lock(flush_mutex_);
     all_done = flushed_.wait_until(lock, deadline, [&] { return peers_pending_locked() == 0; });
     if (!all_done) {
-      spdlog::warn("ako: {} of {} peers did not finish sending before the deadline",
-                   peers_pending_locked(), ctx_.nodes - 1);
+      spdlog::warn("ako: {} of {} peers did not finish sending within {:.0f} s (for up to {:.1f} "
+                   "MB per peer at B = {:.3g} MB/s)",
+                   peers_pending_locked(), ctx_.nodes - 1, wait_s, model_bytes / 1e6,
+                   bandwidth_ / 1e6);
     }
   }
   if (average_ && all_done && !failed_.load(std::memory_order_acquire)) {
@@ -118,7 +128,9 @@ std::size_t AkoStage::average_survivors() {
   net::Payload mine = net::Payload::allocate(floats_ * sizeof(float));
   std::memcpy(mine.mutable_bytes().data(), w.data(), floats_ * sizeof(float));
   broadcast(full_round_stage_, ako::Kind::kReplica, 0, 0, mine);
-  const auto deadline = start + std::chrono::seconds(60);
+  const auto deadline =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                  network_wait_seconds(static_cast<double>((ctx_.nodes - 1) * floats_ * sizeof(float)))));
   std::unique_lock lock(flush_mutex_);
   flushed_.wait_until(lock, deadline, [&] {
     for (std::size_t r = 0; r < ctx_.nodes; ++r) {

@@ -28,16 +28,16 @@ std::uint64_t AkoStage::join() {
   }
   net::Message state;
   {
+    const double wait_s =
+        network_wait_seconds(static_cast<double>(floats_ * sizeof(float)), kJoinTimeoutSeconds);
     std::unique_lock lock(join_mutex_);
-    const bool answered =
-        join_changed_.wait_for(lock, std::chrono::duration<double>(kJoinTimeoutSeconds), [&] {
-          return join_state_.has_value() || dead(donor);
-        });
+    const bool answered = join_changed_.wait_for(lock, std::chrono::duration<double>(wait_s), [&] {
+      return join_state_.has_value() || dead(donor);
+    });
     if (!join_state_) {
-      throw Error("ako: rank " + std::to_string(donor) +
+      throw Error("ako: rank " + std::to_string(donor) + " (" + channel_.address(donor) + ")" +
                   (answered ? " failed" : " sent no replica within " +
-                                              std::to_string(static_cast<int>(kJoinTimeoutSeconds)) +
-                                              " s") +
+                                              std::to_string(static_cast<int>(wait_s)) + " s") +
                   " before this node could rejoin; start it again to rejoin through another peer");
     }
     state = std::move(*join_state_);

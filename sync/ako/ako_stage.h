@@ -182,8 +182,9 @@ class AkoStage final : public SyncStage {
   void build(engine::Graph& graph, const IterationTasks& tasks) override;
   [[nodiscard]] std::vector<LayerPlan> plan() const override;
   /// Sends every gradient handed off but not yet sent and, to each peer, whatever it has not
-  /// received (waiting at most 60 s for the transport); then waits for every peer's last messages
-  /// and folds them in. Returns true (the replica changed) when there are peers.
+  /// received; then waits for every peer's last messages and folds them in. Waits at most
+  /// network_wait_seconds(2 (n - 1) model bytes) in all: each peer may be owed up to a model's
+  /// ranges, and owes as much. Returns true (the replica changed) when there are peers.
   bool finish() override;
   /// Keeps the pause out of an open gamma profile's window and out of measured_send_rate's.
   void pause(bool paused) override;
@@ -219,10 +220,21 @@ class AkoStage final : public SyncStage {
   /// clock and p, without profiling. Ako SoCC'16 sec. 4.3: a restarted worker takes the current model
   /// from its peers. The gradients in flight when it died, and those its donor had not yet
   /// applied, are not replayed to it: the exchange's exactly-once holds again from its return.
-  /// Returns the donor's clock (its iterations done). Waits at most kJoinTimeoutSeconds.
+  /// Returns the donor's clock (its iterations done). Waits at most
+  /// network_wait_seconds(model bytes, kJoinTimeoutSeconds).
   /// Throws PeerError if the donor fails first, gradmesh::Error if it does not answer in time.
   std::uint64_t join() override;
   static constexpr double kJoinTimeoutSeconds = 120.0;
+  /// The fixed part of every bounded wait on the network at the end of the job and at a rejoin
+  /// (the donor's replica comes at its next iteration boundary): seconds for the peers to get
+  /// there, whatever the link.
+  static constexpr double kNetworkWaitSeconds = 60.0;
+  /// Seconds a wait that moves `bytes` over this node's slowest link may take: the fixed part
+  /// (kNetworkWaitSeconds, or kJoinTimeoutSeconds for a join) plus bytes / B, B the measured or
+  /// configured bandwidth (eq. 3's); the fixed part alone when B is unknown. So a 1 Mbit/s link
+  /// (a 20M-parameter model's ranges take 640 s per peer there) is waited for, not cut off.
+  [[nodiscard]] double network_wait_seconds(double bytes,
+                                            double fixed = kNetworkWaitSeconds) const noexcept;
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
     return channel_.rejected();
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iomanip>
 #include <memory>
 #include <span>
 #include <sstream>
@@ -17,8 +18,13 @@ namespace {
 using probe::Kind;
 
 constexpr std::size_t kMaxChunkBytes = std::size_t{256} << 10;   // one bulk message
-constexpr std::size_t kMinRatedBulkBytes = std::size_t{64} << 10;
-constexpr double kRatedBulkSeconds = 0.1;                         // bulk = rate x this, when rated
+// Each next transfer is this many times larger than the last, at least and at most (the factor
+// aims at 1.5 target_seconds from the last transfer's rate).
+constexpr double kMinGrowth = 2;
+constexpr double kMaxGrowth = 8;
+constexpr double kAimAbove = 1.5;
+// A transfer is sized to take at most this share of the round's budget left, at the B so far.
+constexpr double kBudgetUse = 0.8;
 constexpr std::uint64_t kMaxBulkBytes = std::uint64_t{1} << 30;   // a sane transfer, for checks
 constexpr std::uint64_t kMaxProfileLayers = std::uint64_t{1} << 20;
 constexpr std::size_t kProfileHeaderBytes = 2 * sizeof(std::uint64_t);
@@ -125,32 +131,31 @@ std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes, std:
 
 }  // namespace
 
-std::size_t effective_bulk_bytes(const LinkProbeOptions& options) noexcept {
-  if (!options.max_send_rate) return options.bulk_bytes;
-  const double cut =
-      std::max(static_cast<double>(kMinRatedBulkBytes), *options.max_send_rate * kRatedBulkSeconds);
-  // Compared as doubles: a huge rate must not overflow the conversion.
-  if (cut >= static_cast<double>(options.bulk_bytes)) return options.bulk_bytes;
-  return static_cast<std::size_t>(cut);
-}
-
 LinkProbe::LinkProbe(Channel& channel, LinkProbeOptions options)
     : channel_(channel),
       options_(options),
-      bulk_bytes_(0),
       stage_(0),
+      report_(channel.nodes()),
       incoming_(channel.nodes()),
       outgoing_(channel.nodes()),
       profiles_(channel.nodes()) {
   GRADMESH_CHECK_GT(options_.pings, std::size_t{0}, "LinkProbeOptions::pings");
-  GRADMESH_CHECK_GT(options_.bulk_bytes, std::size_t{0}, "LinkProbeOptions::bulk_bytes");
-  GRADMESH_CHECK(std::isfinite(options_.timeout_s) && options_.timeout_s > 0,
-                 "LinkProbeOptions::timeout_s = " + std::to_string(options_.timeout_s));
+  GRADMESH_CHECK_GT(options_.min_bulk_bytes, std::size_t{0}, "LinkProbeOptions::min_bulk_bytes");
+  GRADMESH_CHECK(options_.max_bulk_bytes >= options_.min_bulk_bytes,
+                 "LinkProbeOptions::max_bulk_bytes = " + std::to_string(options_.max_bulk_bytes) +
+                     " < min_bulk_bytes = " + std::to_string(options_.min_bulk_bytes));
+  GRADMESH_CHECK(options_.max_bulk_bytes <= kMaxBulkBytes,
+                 "LinkProbeOptions::max_bulk_bytes = " + std::to_string(options_.max_bulk_bytes));
+  for (const auto& [name, value] : {std::pair{"timeout_s", options_.timeout_s},
+                                    std::pair{"budget_s", options_.budget_s},
+                                    std::pair{"target_seconds", options_.target_seconds}}) {
+    GRADMESH_CHECK(std::isfinite(value) && value > 0,
+                   std::string("LinkProbeOptions::") + name + " = " + std::to_string(value));
+  }
   GRADMESH_CHECK(!options_.max_send_rate ||
                      (std::isfinite(*options_.max_send_rate) && *options_.max_send_rate > 0),
                  "LinkProbeOptions::max_send_rate = " +
                      std::to_string(options_.max_send_rate.value_or(0)));
-  bulk_bytes_ = effective_bulk_bytes(options_);
   stage_ = channel_.route(probe::kStage, [this](std::size_t from, net::Message&& message) {
     on_message(from, std::move(message));
   });
@@ -204,6 +209,9 @@ void LinkProbe::on_message(std::size_t from, net::Message&& message) {
     case Kind::kProfile:
       on_profile(from, message);
       return;
+    case Kind::kBulkDone:
+      on_done(from, message);
+      return;
   }
   channel_.reject(from, stage_,
                   "kind " + std::to_string(message.kind) + " with key " +
@@ -242,7 +250,6 @@ void LinkProbe::on_bulk(std::size_t from, const net::Message& message) {
         complete = true;
         in.expected = 0;
         in.received = 0;
-        ++in.completed;
       }
     }
   }
@@ -281,6 +288,25 @@ void LinkProbe::on_ack(std::size_t from, const net::Message& message) {
   changed_.notify_all();
 }
 
+void LinkProbe::on_done(std::size_t from, const net::Message& message) {
+  const std::size_t n = channel_.nodes();
+  bool expected = message.payload.empty() && message.key == 0 && message.round > 0 &&
+                  message.round < n && (from + message.round) % n == channel_.rank();
+  if (expected) {
+    const std::lock_guard lock(mutex_);
+    Incoming& in = incoming_[from];
+    expected = in.expected == 0;  // not in the middle of a transfer
+    if (expected) ++in.done;
+  }
+  if (!expected) {
+    channel_.reject(from, stage_,
+                    "end of bulk round " + std::to_string(message.round) +
+                        " matches no transfers from that rank");
+    return;
+  }
+  changed_.notify_all();
+}
+
 void LinkProbe::on_profile(std::size_t from, const net::Message& message) {
   std::string why;
   auto profile = decode_profile(message.payload.bytes(), channel_.nodes(), why);
@@ -306,26 +332,35 @@ void LinkProbe::on_failure(const PeerError& error) {
 // ---- the caller's side ----
 
 template <class Ready, class Missing>
-void LinkProbe::wait(std::unique_lock<std::mutex>& lock, Clock::time_point until, Ready ready,
-                     Missing missing, const char* what) {
+void LinkProbe::wait(std::unique_lock<std::mutex>& lock, double bound_s, Ready ready,
+                     Missing missing, const std::string& what) {
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(bound_s));
   for (;;) {
     if (failure_) throw *failure_;
     if (ready()) return;
     if (changed_.wait_until(lock, until) == std::cv_status::timeout) {
       if (failure_) throw *failure_;
       if (ready()) return;
-      std::ostringstream message;
-      message << "did not answer the link probe (" << what << ") within " << options_.timeout_s
-              << " s";
       const std::size_t rank = missing();
+      std::ostringstream message;
+      message << "did not answer the link probe (" << what << ") within " << std::setprecision(3)
+              << bound_s << " s" << measured_text(rank);
       throw PeerError(rank, channel_.address(rank), message.str());
     }
   }
 }
 
-LinkProbe::Clock::time_point LinkProbe::deadline() const {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(options_.timeout_s));
+std::string LinkProbe::measured_text(std::size_t rank) const {
+  const LinkReport& link = report_.at(rank);
+  if (link.transfers == 0 && link.alpha <= 0) return {};
+  std::ostringstream text;
+  text << std::setprecision(3) << "; its link measured alpha " << link.alpha * 1e3 << " ms";
+  if (link.transfers > 0) {
+    text << ", B " << link.bandwidth / 1e6 << " MB/s (a transfer of " << link.bytes
+         << " bytes in " << link.seconds * 1e3 << " ms)";
+  }
+  return text.str();
 }
 
 void LinkProbe::send(std::size_t peer, Kind kind, std::uint64_t key, std::uint64_t round,
@@ -342,9 +377,10 @@ NodeProfile LinkProbe::measure_links() {
   NodeProfile row;
   row.alpha.assign(n, 0.0);
   row.bandwidth.assign(n, 0.0);
+  report_.assign(n, LinkReport{});
+  took_seconds_ = 0;
   if (n == 1) return row;
   GRADMESH_CHECK(channel_.connected(), "LinkProbe::measure_links() without a transport");
-  const auto until = deadline();
   {
     const std::lock_guard lock(mutex_);
     if (failure_) throw *failure_;
@@ -352,32 +388,63 @@ NodeProfile LinkProbe::measure_links() {
   ++phases_;
   // Every node has started its transport before any ping: a pong is sent from the delivery
   // thread, and a transport may refuse sends until its own start() returned.
-  gate(Kind::kPhase, 2 * phases_, until, "the start of the probe");
+  // Gate tags: phases_ in the high bits, the gate's index in this call in the low ones.
+  const auto tag = [this](std::uint64_t index) { return (phases_ << 20) | index; };
+  gate(Kind::kPhase, tag(0), "the start of the probe");
+  const auto start = Clock::now();
+  const auto budget_end = start + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(options_.budget_s));
   // alpha: ping-pong, one peer at a time, starting at the next rank (so the load spreads).
   for (std::size_t r = 1; r < n; ++r) {
     const std::size_t peer = (me + r) % n;
-    row.alpha[peer] = ping_peer(peer, until);
+    row.alpha[peer] = report_[peer].alpha = ping_peer(peer);
   }
   // No node starts its bulk transfers before every node has finished its pings.
-  gate(Kind::kPhase, 2 * phases_ + 1, until, "the end of the pings");
+  gate(Kind::kPhase, tag(1), "the end of the pings");
   // One buffer, shared by every message (the transport keeps it alive until written).
-  auto buffer = std::make_shared<std::vector<std::byte>>(std::min(bulk_bytes_, kMaxChunkBytes));
+  auto buffer = std::make_shared<std::vector<std::byte>>(
+      std::min(options_.max_bulk_bytes, kMaxChunkBytes));
   // o: bursts of small messages to the next rank (every node at once, as a PS phase is), before
   // the bulk rounds so that a send cap's token bucket is full and paces none of them.
   const std::size_t next = (me + 1) % n;
   const std::size_t burst_bytes = kBurstMessages * kBurstMessageBytes;
   std::vector<double> bursts;
-  for (std::size_t b = 0; b < kBursts; ++b)
-    bursts.push_back(bulk_round(1, buffer, kBurstMessageBytes, burst_bytes, until));
-  // B: n - 1 rounds, one outgoing and one incoming transfer each.
+  for (std::size_t b = 0; b < kBursts; ++b) {
+    bursts.push_back(transfer(1, buffer, kBurstMessageBytes, burst_bytes, 0));
+    end_round(1, 0);
+  }
+  // B: n - 1 rounds, one outgoing and one incoming measurement each, each step with an equal
+  // share of the budget left. A round with 2r = n pairs both directions of n / 2 links: it is cut
+  // in two steps, the lower half of the ranks sending in the first, the upper in the second, so
+  // that no ack waits behind its own node's bulk bytes in the kernel's send buffer (which holds
+  // tenths of a second of bytes at 10 Mbit/s, and would add them to the peer's measurement).
+  struct Step {
+    std::size_t round;
+    bool sends;
+  };
+  std::vector<Step> steps;
   for (std::size_t r = 1; r < n; ++r) {
-    const std::size_t to = (me + r) % n;
-    const double elapsed = bulk_round(r, buffer, buffer->size(), bulk_bytes_, until);
-    // The ack's trip back is alpha; a tiny transfer must not read as infinitely fast.
-    const double transfer = std::max(elapsed - row.alpha[to], elapsed / 2);
-    row.bandwidth[to] = static_cast<double>(bulk_bytes_) / std::max(transfer, 1e-9);
-    if (options_.max_send_rate)
-      row.bandwidth[to] = std::min(row.bandwidth[to], *options_.max_send_rate);
+    if (2 * r == n) {
+      steps.push_back({r, me < n / 2});
+      steps.push_back({r, me >= n / 2});
+    } else {
+      steps.push_back({r, true});
+    }
+  }
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const auto now = Clock::now();
+    const auto share = budget_end > now ? (budget_end - now) / static_cast<long>(steps.size() - i)
+                                        : Clock::duration::zero();
+    const std::size_t to = (me + steps[i].round) % n;
+    if (steps[i].sends) {
+      measure_link(steps[i].round, buffer, now + share);
+      row.bandwidth[to] = report_[to].bandwidth;
+    } else {
+      end_round(steps[i].round, options_.budget_s);  // the peer measures its link to this node
+    }
+    // Every node ends the step before any starts the next: a node done early would otherwise
+    // send into a link, or a receiver, still busy with the step before (read slow).
+    gate(Kind::kPhase, tag(2 + i), "the end of a bulk round");
   }
   // A burst takes 2 alpha + (m - 1) o + bytes / B (first message out, ack back); the median over
   // the bursts, as alpha is a median: one burst can lose the cores to a neighbour.
@@ -387,10 +454,63 @@ NodeProfile LinkProbe::measure_links() {
     elapsed = std::max(0.0, rest / static_cast<double>(kBurstMessages - 1));
   }
   row.message_seconds = tasks::median(bursts);
+  took_seconds_ = seconds(Clock::now() - start);
   return row;
 }
 
-double LinkProbe::ping_peer(std::size_t peer, Clock::time_point until) {
+void LinkProbe::measure_link(std::size_t round,
+                             const std::shared_ptr<std::vector<std::byte>>& buffer,
+                             Clock::time_point budget_end) {
+  const std::size_t to = (channel_.rank() + round) % channel_.nodes();
+  LinkReport& link = report_[to];
+  std::uint64_t bytes = options_.min_bulk_bytes;
+  double expected_s = 0;  // what the next transfer should take at the B measured so far
+  double rate = 0;        // B of the last transfer
+  for (;;) {
+    const double elapsed = transfer(round, buffer, buffer->size(), bytes, expected_s);
+    ++link.transfers;
+    // The ack's trip back is alpha; a tiny transfer must not read as infinitely fast.
+    const double moving = std::max(elapsed - link.alpha, elapsed / 2);
+    rate = static_cast<double>(bytes) / std::max(moving, 1e-9);
+    if (options_.max_send_rate) rate = std::min(rate, *options_.max_send_rate);
+    // B: the fastest of the transfers that lasted target_seconds (a loss costs a transfer a
+    // retransmission timeout, 200 ms or more, and a descheduled thread its time slice: delays only
+    // ever make a transfer read slow), else the last. A shorter one may ride a shaper's burst
+    // allowance (tbf) and read fast.
+    const auto take = [&](LinkMeasure kind) {
+      link.bandwidth = rate;
+      link.bytes = bytes;
+      link.seconds = elapsed;
+      link.kind = kind;
+    };
+    if (elapsed >= options_.target_seconds) {
+      if (link.kind != LinkMeasure::kMeasured || rate > link.bandwidth) take(LinkMeasure::kMeasured);
+    } else if (link.kind != LinkMeasure::kMeasured) {
+      take(LinkMeasure::kEstimate);
+    }
+    if (bytes >= options_.max_bulk_bytes) {
+      if (link.kind != LinkMeasure::kMeasured) link.kind = LinkMeasure::kAtBound;
+      break;
+    }
+    // Larger, as long as the next transfer fits the round's budget at the last B (which errs
+    // low while alpha and TCP's slow start weigh on a small transfer: the prediction errs long).
+    // The longest transfer that fits measures best: scheduling noise and the ack's trip shrink
+    // against it.
+    const double growth = std::clamp(kAimAbove * options_.target_seconds / std::max(elapsed, 1e-9),
+                                     kMinGrowth, kMaxGrowth);
+    const double left = seconds(budget_end - Clock::now());
+    const double fits = kBudgetUse * rate * std::max(left, 0.0);
+    const double next = std::min({static_cast<double>(bytes) * growth,
+                                  static_cast<double>(options_.max_bulk_bytes), fits});
+    if (next < static_cast<double>(bytes) + 1) break;
+    bytes = static_cast<std::uint64_t>(next);
+    expected_s = static_cast<double>(bytes) / rate;
+  }
+  // The incoming measurement ends within its own share of the budget: about as long as ours.
+  end_round(round, std::max(options_.budget_s, link.seconds));
+}
+
+double LinkProbe::ping_peer(std::size_t peer) {
   std::vector<double> rtts;
   rtts.reserve(options_.pings);
   for (std::size_t i = 0; i < options_.pings; ++i) {
@@ -405,45 +525,58 @@ double LinkProbe::ping_peer(std::size_t peer, Clock::time_point until) {
     const auto sent = Clock::now();
     send(peer, Kind::kPing, key, 0);
     std::unique_lock lock(mutex_);
-    wait(lock, until, [this] { return !ping_waiting_; }, [peer] { return peer; }, "a ping");
+    wait(lock, options_.timeout_s, [this] { return !ping_waiting_; }, [peer] { return peer; },
+         "a ping");
     rtts.push_back(seconds(pong_at_ - sent));
   }
   return tasks::median(rtts) / 2;
 }
 
-double LinkProbe::bulk_round(std::size_t round,
-                             const std::shared_ptr<std::vector<std::byte>>& buffer,
-                             std::size_t message_bytes, std::uint64_t total,
-                             Clock::time_point until) {
-  const std::size_t n = channel_.nodes();
-  const std::size_t to = (channel_.rank() + round) % n;
-  const std::size_t from = (channel_.rank() + n - round) % n;
+double LinkProbe::transfer(std::size_t round, const std::shared_ptr<std::vector<std::byte>>& buffer,
+                           std::size_t message_bytes, std::uint64_t total, double expected_s) {
+  const std::size_t to = (channel_.rank() + round) % channel_.nodes();
   std::uint64_t acks = 0;
-  std::uint64_t awaited = 0;
   {
     const std::lock_guard lock(mutex_);
     Outgoing& out = outgoing_[to];
     acks = ++out.started;
     out.bytes = total;
-    awaited = ++incoming_[from].awaited;
   }
   const std::span<const std::byte> chunk(buffer->data(), std::min(message_bytes, buffer->size()));
   const auto start = Clock::now();
   for (std::uint64_t sent = 0; sent < total;) {
     const auto size =
         static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), total - sent));
-    send(to, Kind::kBulk, total, round, net::Payload::view(chunk.first(size), buffer));
+    // Priority 1: an ack, pong or end of round this node owes (priority 0) overtakes the bulk
+    // messages it has queued, so that a peer's measurement of the reverse link (rounds with
+    // 2r = n pair both directions at once) does not wait behind this one's transfer.
+    if (auto error = channel_.send(
+            to, net::Message{stage_, static_cast<std::uint16_t>(Kind::kBulk), total, round,
+                             net::Payload::view(chunk.first(size), buffer), 1})) {
+      throw *error;
+    }
     sent += size;
   }
   std::unique_lock lock(mutex_);
   wait(
-      lock, until,
-      [&] { return outgoing_[to].acked >= acks && incoming_[from].completed >= awaited; },
-      [&] { return outgoing_[to].acked < acks ? to : from; }, "a bulk transfer");
+      lock, expected_s + options_.timeout_s, [&] { return outgoing_[to].acked >= acks; },
+      [&] { return to; }, "a bulk transfer of " + std::to_string(total) + " bytes");
   return seconds(outgoing_[to].acked_at - start);
 }
 
-void LinkProbe::gate(Kind kind, std::uint64_t tag, Clock::time_point until, const char* what) {
+void LinkProbe::end_round(std::size_t round, double expected_s) {
+  const std::size_t n = channel_.nodes();
+  const std::size_t to = (channel_.rank() + round) % n;
+  const std::size_t from = (channel_.rank() + n - round) % n;
+  send(to, Kind::kBulkDone, 0, round);
+  std::unique_lock lock(mutex_);
+  const std::uint64_t awaited = ++incoming_[from].awaited;
+  wait(
+      lock, expected_s + options_.timeout_s, [&] { return incoming_[from].done >= awaited; },
+      [&] { return from; }, "the end of its bulk transfers");
+}
+
+void LinkProbe::gate(Kind kind, std::uint64_t tag, const char* what) {
   const std::size_t n = channel_.nodes();
   const std::size_t me = channel_.rank();
   for (std::size_t peer = 0; peer < n; ++peer) {
@@ -456,7 +589,7 @@ void LinkProbe::gate(Kind kind, std::uint64_t tag, Clock::time_point until, cons
   };
   std::unique_lock lock(mutex_);
   wait(
-      lock, until,
+      lock, options_.timeout_s,
       [&] {
         for (std::size_t peer = 0; peer < n; ++peer) {
           if (peer != me && !arrived(peer)) return false;
@@ -487,7 +620,6 @@ std::vector<NodeProfile> LinkProbe::exchange(const NodeProfile& local) {
   GRADMESH_CHECK(why.empty(), "LinkProbe::exchange(): " + why);
   if (n == 1) return {local};
   GRADMESH_CHECK(channel_.connected(), "LinkProbe::exchange() without a transport");
-  const auto until = deadline();
   {
     const std::lock_guard lock(mutex_);
     if (failure_) throw *failure_;
@@ -503,7 +635,7 @@ std::vector<NodeProfile> LinkProbe::exchange(const NodeProfile& local) {
     }
     return n;
   };
-  wait(lock, until, [&] { return missing() == n; }, missing, "its profile");
+  wait(lock, options_.timeout_s, [&] { return missing() == n; }, missing, "its profile");
   std::vector<NodeProfile> all(n);
   for (std::size_t peer = 0; peer < n; ++peer) {
     if (peer == me) {
@@ -523,7 +655,7 @@ void LinkProbe::barrier(std::uint64_t tag) {
     const std::lock_guard lock(mutex_);
     if (failure_) throw *failure_;
   }
-  gate(Kind::kBarrier, tag, deadline(), "a barrier");
+  gate(Kind::kBarrier, tag, "a barrier");
 }
 
 JobMeasurements combine(const std::vector<NodeProfile>& profiles) {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -30,21 +31,50 @@ namespace gradmesh::sync {
 struct LinkProbeOptions {
   /// Ping-pong round trips per peer; alpha = median round-trip time / 2. >= 1.
   std::size_t pings = 16;
-  /// Bytes of the bandwidth transfer to each peer (sent in messages of at most 256 KiB). >= 1.
-  std::size_t bulk_bytes = 4 << 20;
-  /// net.max_send_rate, bytes/s (> 0), when the transport paces this node's writes: bulk_bytes is
-  /// cut to at most rate x 0.1 s (at least 64 KiB) so the probe stays short, and B is capped at
+  /// Bytes of the first bandwidth transfer to each peer: small, so that the slowest link answers
+  /// it quickly (4 KiB: 33 ms at 1 Mbit/s). >= 1.
+  std::size_t min_bulk_bytes = 4 << 10;
+  /// Bytes of the largest transfer (>= min_bulk_bytes): a link that moves it in less than
+  /// target_seconds is measured from it (as fast as the probe needs to know: 4 MiB take 3.4 ms at
+  /// 10 Gbit/s).
+  std::size_t max_bulk_bytes = 4 << 20;
+  /// Seconds a transfer should last for B to be a measurement rather than an estimate: timer
+  /// resolution, wake-ups, the ack's trip (alpha) and a shaper's burst allowance (tbf: 32 KB,
+  /// 26 ms at 10 Mbit/s) are then a small part of it. > 0.
+  double target_seconds = 0.1;
+  /// Seconds the bulk rounds of measure_links() plan to take in all, whatever the links' speed
+  /// (> 0): the transfers to each peer grow only while the next one is predicted to end inside
+  /// its share of what is left. A link on which no transfer could last target_seconds inside
+  /// the budget is reported as an estimate (LinkReport::kind), never as a failure.
+  double budget_s = 1.5;
+  /// net.max_send_rate, bytes/s (> 0), when the transport paces this node's writes: B is capped at
   /// the rate (the token bucket's initial burst would otherwise read high). nullopt: no cap.
   std::optional<double> max_send_rate;
-  /// Seconds the whole measure_links() (and each exchange() and barrier()) may take; past it
-  /// they throw a PeerError naming the rank that did not answer. > 0. measure_links() needs about
-  /// (n - 1) x bulk bytes / B: on a slow link without max_send_rate set, raise it.
+  /// Seconds a peer may leave any one wait of the probe unanswered beyond the time its link was
+  /// measured (or, before that, budgeted) to need; past it the wait throws a PeerError naming the
+  /// rank, its address and what was measured of its link. Also the bound of each exchange() and
+  /// barrier(): they carry a few hundred bytes, so their time is the slowest node's, not the
+  /// link's. > 0.
   double timeout_s = 10;
 };
 
-/// The bulk transfer size the probe uses for `options`: bulk_bytes, cut to
-/// max(64 KiB, max_send_rate x 0.1 s) when a rate is set. Bytes.
-[[nodiscard]] std::size_t effective_bulk_bytes(const LinkProbeOptions& options) noexcept;
+/// How one link's B was obtained (LinkReport::kind).
+enum class LinkMeasure {
+  kMeasured,  ///< the fastest of the transfers that lasted at least target_seconds
+  kAtBound,   ///< from a transfer of max_bulk_bytes, shorter than target_seconds: a fast link
+  kEstimate,  ///< the budget ran out before a transfer lasted target_seconds: B from a shorter
+              ///< transfer, low by up to the ack's trip and TCP's slow start
+};
+
+/// What the last measure_links() found on the link from this node to one peer.
+struct LinkReport {
+  double alpha = 0;            ///< seconds (median RTT / 2)
+  double bandwidth = 0;        ///< B, bytes/s (capped at max_send_rate when set)
+  std::uint64_t bytes = 0;     ///< bytes of the transfer B comes from
+  double seconds = 0;          ///< its time from first send to ack, seconds
+  std::size_t transfers = 0;   ///< transfers sent to that peer (growing) in the last call
+  LinkMeasure kind = LinkMeasure::kEstimate;
+};
 
 /// What one node measured and computed, exchanged so every node plans from identical input.
 struct NodeProfile {
@@ -70,13 +100,26 @@ struct NodeProfile {
 /// alpha: ping-pong with empty messages, answered by the peer's handler at once on its delivery
 /// thread; alpha = median RTT / 2 over `pings` round trips per peer. Then every node tells every
 /// peer it has finished its pings and waits for theirs, so no bulk traffic delays a ping.
-/// B: n - 1 rounds; in round r node i sends effective_bulk_bytes() to (i + r) mod n, in messages
-/// of at most 256 KiB, and receives the transfer of (i - r) mod n; each receiver acks when it has
-/// the whole transfer, and B = bytes / (ack time - start - alpha) (at least half the elapsed time
-/// is kept in the denominator, so a tiny transfer cannot read as infinite). A node's round ends
-/// when its ack came and its incoming transfer is complete, so rounds stay in step and each node
-/// sends on one link at a time: B is the node's egress rate on that link (what net.max_send_rate
-/// caps), not a share of n - 1 competing transfers. Arrival times are taken on the delivery thread.
+/// B: n - 1 rounds; in round r node i measures its link to (i + r) mod n while (i - r) mod n
+/// measures its link to i (a round with 2r = n, which pairs both directions of a link, in two
+/// steps: the lower half of the ranks sends, then the upper, so no ack waits behind its own
+/// node's bulk bytes in the kernel's send buffer). A measurement is a sequence of transfers, each
+/// sent in messages of at most 256 KiB and acked by the receiver once it has all of it (acks
+/// overtake queued bulk messages): the first of min_bulk_bytes, each next one larger
+/// (x clamp(1.5 target / elapsed, 2, 8)) until one reaches max_bulk_bytes or the next would not
+/// end inside 80% of the step's share of budget_s left (predicted at the last B; the next is then
+/// cut to fit, and the sequence ends when that is no larger). A kBulkDone ends the step's
+/// sequence. A transfer's rate is bytes / (ack time - start - alpha) (at least half the elapsed
+/// time kept in the denominator, so a tiny transfer cannot read as infinite); B is the fastest
+/// transfer that lasted target_seconds (delays such as a loss's retransmission timeout only make
+/// a transfer read slow; a shorter one may ride a shaper's burst allowance and read fast), else
+/// the last one. A node's step ends when its own sequence is over and the incoming one's
+/// kBulkDone came, and the next starts when every node has ended it (a gate), so each node sends
+/// on one link and receives on one at a time: B is the node's egress rate on that link (what
+/// net.max_send_rate caps), not a share of competing transfers. So the probe takes about budget_s on a link slower than max_bulk_bytes per share
+/// (100 Mbit/s and below for 4 nodes), less on a faster one, and a slow link is a measurement,
+/// not a timeout (a fixed 4 MiB transfer took 3.4 s per round at 10 Mbit/s). Arrival times are
+/// taken on the delivery thread.
 /// o (topo::LinkCost::message_seconds): before the bulk rounds (so a send cap's token bucket is
 /// full and paces none of it), three rounds in which every node at once sends a burst of 64
 /// messages of 64 bytes to rank + 1 and times it to the ack the same way;
@@ -87,14 +130,16 @@ struct NodeProfile {
 ///
 /// Errors: a malformed probe message (unknown kind, wrong size, wrong round, a pong or ack no
 /// one waits for, a bad profile) is dropped via Channel::reject and counted there. A peer's failure
-/// (Channel::on_failure), a failed send, or the timeout makes the waiting call throw PeerError
-/// naming the rank and its address (Channel::address; for a timeout, the first rank whose answer
-/// is missing).
+/// (Channel::on_failure), a failed send, or a wait past its bound (timeout_s beyond what the link
+/// was measured to need) makes the waiting call throw PeerError naming the rank and its address
+/// (Channel::address) and, for a timeout, the first rank whose answer is missing and what was
+/// measured of its link so far.
 ///
 /// Thread safety: construct before the transport starts (it routes "probe" and adds a failure
-/// handler). measure_links(), exchange() and barrier() from one thread at a time; they block
-/// (condition variables with deadlines, no busy waiting). The handlers run on the delivery thread
-/// and never block. The Channel must outlive this object, and this object every handler call.
+/// handler). measure_links(), exchange(), barrier() and report() from one thread at a time; they
+/// block (condition variables with deadlines, no busy waiting). The handlers run on the delivery
+/// thread and never block. The Channel must outlive this object, and this object every handler
+/// call.
 class LinkProbe {
  public:
   /// Routes stage "probe" on `channel`. Throws gradmesh::ContractError for bad options (printing
@@ -105,9 +150,17 @@ class LinkProbe {
 
   /// Every node calls it at once after the transport started. Measures alpha (seconds) and B
   /// (bytes/s) from this node to every peer and returns this node's row (times and GEMM rate
-  /// left empty / 0 for the caller to fill). One node: zeros at once. Blocks at most timeout_s.
-  /// Throws PeerError (a failed or silent peer), ContractError with nodes > 1 and no transport.
+  /// left empty / 0 for the caller to fill). One node: zeros at once. Takes about budget_s at
+  /// most on any link (see the class comment); a peer silent for timeout_s beyond what its link
+  /// needs fails it. Throws PeerError (a failed or silent peer), ContractError with nodes > 1 and
+  /// no transport.
   [[nodiscard]] NodeProfile measure_links();
+
+  /// What the last measure_links() found on each link from this node (index = rank; own entry
+  /// and, before any call, every entry default). Seconds it took: took_seconds().
+  [[nodiscard]] const std::vector<LinkReport>& report() const noexcept { return report_; }
+  /// Seconds the last measure_links() took (0 before any call).
+  [[nodiscard]] double took_seconds() const noexcept { return took_seconds_; }
 
   /// Sends `local` (this node's profile: alpha and bandwidth of size n, forward and backward of
   /// equal size) to every peer and returns all n profiles (index = rank; entry rank() is `local`),
@@ -120,17 +173,20 @@ class LinkProbe {
   /// Blocks at most timeout_s. Throws PeerError for a failed or silent peer.
   void barrier(std::uint64_t tag);
 
+  /// The address of `rank` as the transport names it (Channel::address), for logs.
+  [[nodiscard]] std::string peer_address(std::size_t rank) const { return channel_.address(rank); }
+
   /// The probe's stage id.
   [[nodiscard]] StageId stage() const noexcept { return stage_; }
 
  private:
   using Clock = std::chrono::steady_clock;
 
-  struct Incoming {  // the bulk transfer this node receives from one peer
+  struct Incoming {  // the bulk transfers this node receives from one peer
     std::uint64_t expected = 0;   // bytes of the transfer under way (0: none)
     std::uint64_t received = 0;   // bytes of it so far
-    std::uint64_t completed = 0;  // whole transfers received
-    std::uint64_t awaited = 0;    // whole transfers this node's rounds have waited for so far
+    std::uint64_t done = 0;       // kBulkDone received: sequences (rounds) over
+    std::uint64_t awaited = 0;    // sequences this node's rounds have waited for so far
   };
   struct Outgoing {  // the bulk transfers this node sends to one peer
     std::uint64_t started = 0;    // transfers begun
@@ -143,29 +199,39 @@ class LinkProbe {
   void on_failure(const PeerError& error);
   void on_bulk(std::size_t from, const net::Message& message);
   void on_ack(std::size_t from, const net::Message& message);
+  void on_done(std::size_t from, const net::Message& message);
   void on_profile(std::size_t from, const net::Message& message);
 
   void send(std::size_t peer, probe::Kind kind, std::uint64_t key, std::uint64_t round,
             net::Payload payload = {});
-  double ping_peer(std::size_t peer, Clock::time_point deadline);
-  /// One transfer round: sends `total` bytes to rank + round in messages of `message_bytes`
-  /// (views of `buffer`) and waits for the ack and for the transfer of rank - round. Returns
-  /// seconds from the first send to the ack.
-  double bulk_round(std::size_t round, const std::shared_ptr<std::vector<std::byte>>& buffer,
-                    std::size_t message_bytes, std::uint64_t total, Clock::time_point deadline);
+  double ping_peer(std::size_t peer);
+  /// Measures the link to rank + round (fills report_[to]): growing transfers until one is long
+  /// enough, the bound, or `budget_end`; then ends the round (end_round()).
+  void measure_link(std::size_t round, const std::shared_ptr<std::vector<std::byte>>& buffer,
+                    Clock::time_point budget_end);
+  /// One transfer: sends `total` bytes to rank + round in messages of `message_bytes` (views of
+  /// `buffer`) and waits for the ack, `expected_s` (the time the link should need) plus timeout_s
+  /// at most. Returns seconds from the first send to the ack.
+  double transfer(std::size_t round, const std::shared_ptr<std::vector<std::byte>>& buffer,
+                  std::size_t message_bytes, std::uint64_t total, double expected_s);
+  /// Tells rank + round that this node's transfers of `round` are over and waits until rank -
+  /// round says the same of its own (`expected_s` plus timeout_s at most).
+  void end_round(std::size_t round, double expected_s);
   /// Sends (kind, tag) to every peer and waits for one from each (consumed).
-  void gate(probe::Kind kind, std::uint64_t tag, Clock::time_point deadline, const char* what);
-  /// Waits on `lock` until ready(); throws the stored failure, or at `deadline` a PeerError for
-  /// the rank missing() names.
+  void gate(probe::Kind kind, std::uint64_t tag, const char* what);
+  /// Waits on `lock` until ready(); throws the stored failure, or after `bound_s` seconds a
+  /// PeerError for the rank missing() names (with what was measured of its link).
   template <class Ready, class Missing>
-  void wait(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Ready ready,
-            Missing missing, const char* what);
-  [[nodiscard]] Clock::time_point deadline() const;
+  void wait(std::unique_lock<std::mutex>& lock, double bound_s, Ready ready, Missing missing,
+            const std::string& what);
+  /// What was measured of the link to `rank` so far, for errors ("" if nothing).
+  [[nodiscard]] std::string measured_text(std::size_t rank) const;
 
   Channel& channel_;
   LinkProbeOptions options_;
-  std::size_t bulk_bytes_;
   StageId stage_;
+  std::vector<LinkReport> report_;  // by rank; written by the caller's thread only
+  double took_seconds_ = 0;
 
   std::mutex mutex_;
   std::condition_variable changed_;

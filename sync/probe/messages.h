@@ -21,6 +21,8 @@ enum class Kind : std::uint16_t {
   kPhase = 5,    ///< key = phase number, no payload: the sender has finished its pings
   kProfile = 6,  ///< payload = the sender's NodeProfile (see link_probe.cpp for the layout)
   kBarrier = 7,  ///< key = barrier tag, no payload: the sender has reached barrier(tag)
+  kBulkDone = 8,  ///< key = 0, round = r, no payload: the sender's transfers of round r are over
+                  ///< (it sends them one after another, growing, until one lasts long enough)
 };
 
 }  // namespace gradmesh::sync::probe

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -286,6 +287,38 @@ TEST_CASE("a peer that disappears is reported within 2 s and send() to it throws
   }
   node.transport.shutdown(1.0);
   CHECK(node.failures.size() == 1);
+}
+
+TEST_CASE("a large frame on a slow link is no silence: no peer_timeout while it is in flight",
+          "[net][transport][heartbeat]") {
+  // 1 MiB at 250 kB/s takes about 4 s, eight peer timeouts; the receiver hears its bytes arrive
+  // (liveness is any byte read, not a whole frame), the sender hears the receiver's heartbeats.
+  constexpr double kRate = 250e3;
+  constexpr std::size_t kBytes = std::size_t{1} << 20;
+  auto nodes = make_nodes(2, [](TransportOptions& o) {
+    o.peer_timeout_s = 0.5;
+    o.max_send_rate = kRate;
+  });
+  start_all_ok(nodes);
+  std::vector<std::byte> bytes(kBytes);
+  for (std::size_t i = 0; i < kBytes; ++i) bytes[i] = static_cast<std::byte>(i * 7);
+  const auto start = std::chrono::steady_clock::now();
+  nodes[0]->transport.send(1, Message{0, 1, 2, 3, Payload::copy_of(bytes)});
+  REQUIRE(nodes[1]->wait([](Node& n) { return !n.received.empty() || !n.failures.empty(); }, 30s));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO("1 MiB took " << took << " s");
+  CHECK(took > 0.5 * static_cast<double>(kBytes) / kRate);  // the link was slow, far past 0.5 s
+  for (auto& node : nodes) {
+    const std::lock_guard lock(node->mutex);
+    CHECK(node->failures.empty());
+  }
+  {
+    const std::lock_guard lock(nodes[1]->mutex);
+    REQUIRE(nodes[1]->received.size() == 1);
+    const auto got = nodes[1]->received[0].second.payload.bytes();
+    CHECK(std::equal(got.begin(), got.end(), bytes.begin(), bytes.end()));
+  }
+  shutdown_all(nodes);
 }
 
 TEST_CASE("idle peers under a short peer_timeout keep talking by heartbeats and never fail",

@@ -223,28 +223,85 @@ TEST_CASE("combine: link matrix from the rows, max times, min GEMM", "[sync][pro
   CHECK_THROWS_AS(sync::combine({a, no_input_times}), ContractError);
 }
 
-TEST_CASE("effective bulk size: cut to 0.1 s of the send rate, at least 64 KiB",
-          "[sync][probe]") {
-  sync::LinkProbeOptions o;
-  CHECK(sync::effective_bulk_bytes(o) == (4u << 20));
-  o.max_send_rate = 12.5e6;  // 100 Mbit/s
-  CHECK(sync::effective_bulk_bytes(o) == 1250000);
-  o.max_send_rate = 1e5;
-  CHECK(sync::effective_bulk_bytes(o) == 64u << 10);
-  o.max_send_rate = 1e12;
-  CHECK(sync::effective_bulk_bytes(o) == (4u << 20));
-  o.max_send_rate = 1e300;
-  CHECK(sync::effective_bulk_bytes(o) == (4u << 20));
+TEST_CASE("link probe options are checked", "[sync][probe]") {
   sync::Channel alone(nullptr, 0, 1);
-  sync::LinkProbeOptions bad;
-  bad.max_send_rate = 0;
-  CHECK_THROWS_AS(sync::LinkProbe(alone, bad), ContractError);
-  bad = {};
-  bad.pings = 0;
-  CHECK_THROWS_AS(sync::LinkProbe(alone, bad), ContractError);
-  bad = {};
-  bad.timeout_s = -1;
-  CHECK_THROWS_AS(sync::LinkProbe(alone, bad), ContractError);
+  const auto refused = [&](const std::function<void(sync::LinkProbeOptions&)>& change) {
+    sync::LinkProbeOptions bad;
+    change(bad);
+    CHECK_THROWS_AS(sync::LinkProbe(alone, bad), ContractError);
+  };
+  refused([](auto& o) { o.max_send_rate = 0; });
+  refused([](auto& o) { o.pings = 0; });
+  refused([](auto& o) { o.timeout_s = -1; });
+  refused([](auto& o) { o.budget_s = 0; });
+  refused([](auto& o) { o.target_seconds = std::nan(""); });
+  refused([](auto& o) { o.min_bulk_bytes = 0; });
+  refused([](auto& o) { o.max_bulk_bytes = o.min_bulk_bytes - 1; });
+  CHECK_NOTHROW(sync::LinkProbe(alone, sync::LinkProbeOptions{}));
+}
+
+TEST_CASE("link probe on a slow link: within its budget, B within 20% of the rate",
+          "[sync][probe][inproc]") {
+  // One direction of one pair at 10 Mbit/s, one at 1 Mbit/s (where a fixed 4 MiB transfer took
+  // 34 s); the others instant. Store-and-forward of whole messages: B reads the rate itself.
+  struct Case {
+    std::size_t from, to;
+    double rate;
+  };
+  for (const Case slow : {Case{0, 1, 1.25e6}, Case{2, 0, 1.25e5}}) {
+    INFO("rank " << slow.from << " -> " << slow.to << " at " << slow.rate << " bytes/s");
+    sync::LinkProbeOptions options;
+    Cluster cluster(3, options);
+    cluster.mesh[slow.from]->set_link_rate(slow.to, slow.rate);
+    std::vector<sync::NodeProfile> rows(3);
+    std::vector<double> took(3);
+    rethrow_any(cluster.run([&](std::size_t r) {
+      cluster.ranks[r]->probe.barrier(1);
+      rows[r] = cluster.ranks[r]->probe.measure_links();
+      took[r] = cluster.ranks[r]->probe.took_seconds();
+    }));
+    const sync::LinkReport& link = cluster.ranks[slow.from]->probe.report()[slow.to];
+    INFO("B " << link.bandwidth << " bytes/s from " << link.bytes << " bytes in " << link.seconds
+              << " s, " << link.transfers << " transfers; took " << took[slow.from] << " s");
+    CHECK(rows[slow.from].bandwidth[slow.to] == link.bandwidth);
+    CHECK(link.kind == sync::LinkMeasure::kMeasured);
+    CHECK(link.seconds >= options.target_seconds);
+    CHECK(std::abs(link.bandwidth / slow.rate - 1) < 0.2);
+    CHECK(link.transfers >= 2);  // it grew from min_bulk_bytes
+    for (std::size_t r = 0; r < 3; ++r) {
+      INFO("rank " << r);
+      // The budget, plus the last transfer's overshoot and the bursts: far below a fixed 4 MiB.
+      CHECK(took[r] < options.budget_s + 1.0);
+      for (std::size_t p = 0; p < 3; ++p) {
+        if (p == r || (r == slow.from && p == slow.to)) continue;
+        // Instant links: measured at the bound, far faster than the slow one.
+        CHECK(rows[r].bandwidth[p] > 10 * slow.rate);
+      }
+      CHECK(cluster.ranks[r]->channel.rejected() == 0);
+    }
+  }
+}
+
+TEST_CASE("link probe on a link too slow for its budget: an estimate, not a failure",
+          "[sync][probe][inproc]") {
+  sync::LinkProbeOptions options;
+  options.budget_s = 0.2;
+  options.target_seconds = 0.3;  // the first 4 KiB take 41 ms at 100 kB/s; the next would not fit
+  // 3 ranks: 0 -> 1's acks travel 1 -> 0 in a round where 1 sends its transfer elsewhere (with
+  // 2 ranks they would queue behind it on the slow link, as on one TCP connection).
+  Cluster cluster(3, options);
+  cluster.mesh[1]->set_link_rate(0, 1e5);
+  const auto start = Clock::now();
+  rethrow_any(cluster.run([&](std::size_t r) { (void)cluster.ranks[r]->probe.measure_links(); }));
+  CHECK(since(start) < options.timeout_s);
+  const sync::LinkReport& link = cluster.ranks[1]->probe.report()[0];
+  INFO("B " << link.bandwidth << " from " << link.bytes << " bytes in " << link.seconds << " s");
+  CHECK(link.kind == sync::LinkMeasure::kEstimate);
+  CHECK(link.seconds < options.target_seconds);
+  CHECK(link.bandwidth > 0);
+  CHECK(link.bandwidth < 1.2e5);  // an estimate reads low, never high
+  // The other direction is instant: at the bound (or measured), never an estimate.
+  CHECK(cluster.ranks[0]->probe.report()[1].kind != sync::LinkMeasure::kEstimate);
 }
 
 TEST_CASE("link probe rejects malformed messages and still measures", "[sync][probe][inproc]") {

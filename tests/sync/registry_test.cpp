@@ -1,0 +1,36 @@
+// Tests for sync/registry.cpp: what the registry knows of each strategy, checked before any
+// connection.
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "engine/error.h"
+#include "sync/sync_stage.h"
+
+using namespace gradmesh;
+
+namespace {
+
+std::string config_error(const std::string& name, std::size_t nodes) {
+  try {
+    sync::check_strategy(name, nodes);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("check_strategy: known names, and none on one node only", "[sync][registry]") {
+  for (const std::string& name : sync::strategy_names()) {
+    INFO(name);
+    CHECK(config_error(name, 1).empty());
+    if (name != "none") CHECK(config_error(name, 4).empty());
+  }
+  const std::string none = config_error("none", 4);
+  CHECK(none.find("sync.strategy = \"none\" trains a single node") != std::string::npos);
+  CHECK(none.find("4 nodes") != std::string::npos);
+  const std::string unknown = config_error("bogus", 2);
+  CHECK(unknown.find("sync.strategy = \"bogus\": expected one of none, ps") != std::string::npos);
+}
