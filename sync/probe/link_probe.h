@@ -22,6 +22,7 @@
 #include "engine/error.h"
 #include "sync/channel.h"
 #include "sync/probe/messages.h"
+#include "sync/probe/node_profile.h"
 #include "topo/cost_model.h"
 
 namespace gradmesh::sync {
@@ -74,24 +75,6 @@ struct LinkReport {
   double seconds = 0;          ///< its time from first send to ack, seconds
   std::size_t transfers = 0;   ///< transfers sent to that peer (growing) in the last call
   LinkMeasure kind = LinkMeasure::kEstimate;
-};
-
-/// What one node measured and computed, exchanged so every node plans from identical input.
-struct NodeProfile {
-  std::vector<double> alpha;             ///< seconds, this node -> peer (index = rank; own entry 0)
-  std::vector<double> bandwidth;         ///< B, bytes/s, this node -> peer (own entry 0)
-  std::vector<double> forward_seconds;   ///< t_f per layer, seconds (may be empty)
-  std::vector<double> backward_seconds;  ///< t_b per layer, seconds (same size as forward_seconds)
-  double gemm_flops = 0;                 ///< FLOP/s (0: not measured)
-  double message_seconds = 0;            ///< o, seconds each message of a burst costs (gap)
-  /// t_b without the parameter gradients per layer (tasks::LayerTimes::backward_input_seconds),
-  /// seconds (same size as forward_seconds)
-  std::vector<double> backward_input_seconds;
-  /// The optimizer step's time per parameter (tasks::ComputeProfile), seconds/float (0: not
-  /// measured)
-  double step_seconds_per_float = 0;
-
-  friend bool operator==(const NodeProfile&, const NodeProfile&) = default;
 };
 
 /// Measures this node's links, exchanges profiles and holds start-up barriers, on stage "probe"
@@ -249,24 +232,5 @@ class LinkProbe {
   std::map<std::pair<std::uint16_t, std::uint64_t>, std::vector<std::uint64_t>> gates_;
   std::vector<std::deque<NodeProfile>> profiles_;  // received, by sender rank
 };
-
-/// The job-wide measurements the planner takes (topo::PlannerInput's links, times and GEMM rate).
-struct JobMeasurements {
-  topo::LinkMatrix links;                ///< alpha (s) and B (bytes/s); row = the measuring node
-  std::vector<double> forward_seconds;   ///< per layer, the max over nodes (BSP waits for the last)
-  std::vector<double> backward_seconds;  ///< per layer, the max over nodes
-  std::vector<double> backward_input_seconds;  ///< per layer, the max over nodes (no dW)
-  double gemm_flops = 0;                 ///< FLOP/s, the min over nodes
-  double step_seconds_per_float = 0;     ///< seconds/float, the max over nodes
-};
-
-/// Combines the n profiles (index = rank): the LinkMatrix from their rows (diagonal 0; o per
-/// node); per layer
-/// the max over nodes of t_f, of t_b and of t_b without dW (in BSP every iteration waits for the
-/// slowest node) and of the step's time per float; the
-/// min GEMM rate. Pure and deterministic, so every node computes the same from exchange()'s result.
-/// Throws ContractError (printing the sizes) for no profiles, a row not of size n, or per-layer
-/// vectors of different sizes.
-[[nodiscard]] JobMeasurements combine(const std::vector<NodeProfile>& profiles);
 
 }  // namespace gradmesh::sync
