@@ -67,7 +67,8 @@ class Transport {
   virtual void set_rejoin_handler(RejoinHandler on_rejoin) { (void)on_rejoin; }
 
   /// Connects to every peer; blocks until all are connected. Throws PeerError naming the rank and
-  /// address of a peer that could not be reached or refused us.
+  /// address of a peer that could not be reached or refused us (at the connect timeout), or, at
+  /// once, of a peer that connected and then failed while every other peer is connected.
   virtual void start() = 0;
 
   /// Queues `message` for `to_rank` and returns at once (non-blocking). Thread safe.

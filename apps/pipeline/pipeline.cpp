@@ -47,6 +47,19 @@ void save_parameters(const std::filesystem::path& dir, std::size_t rank,
   if (!out) throw Error("cannot write " + path.string());
 }
 
+/// Tells the peers why this node stops (net::Transport::abort_for): a PeerError passes on the
+/// rank that failed (a peer that stopped for another's failure names that one), so each peer names
+/// the root cause, not this node's hang-up, and survivors that roll back agree on who is gone
+/// (run_with_recovery). Nothing when there is no transport (one node). Never throws.
+void abort_peers(net::Transport* transport, const std::exception& e) noexcept {
+  if (transport == nullptr) return;
+  if (const auto* peer = dynamic_cast<const PeerError*>(&e)) {
+    transport->abort_for(e.what(), peer->root_rank());
+  } else {
+    transport->abort(e.what());
+  }
+}
+
 }  // namespace
 
 Pipeline::Pipeline(NodeOptions options) {
@@ -212,44 +225,53 @@ void Pipeline::build() {
       throw;
     }
   }
-  std::optional<sync::JobMeasurements> measured;
-  // The probe is every node's at once: the peers of a rejoining node are past it.
-  if (config.planner.probe && !s.options.rejoin)
-    measured = measure_job(*s.probe, model, batch, config.job.seed, nodes);
+  // From here on the peers are connected: a node that stops tells them why (an Abort frame),
+  // or they see only its hang-up and name it instead of the rank that failed.
+  try {
+    std::optional<sync::JobMeasurements> measured;
+    // The probe is every node's at once: the peers of a rejoining node are past it.
+    if (config.planner.probe && !s.options.rejoin)
+      measured = measure_job(*s.probe, model, batch, config.job.seed, nodes);
 
-  const ShardInfo shard{s.rank, nodes, batch, config.job.seed};
-  // The stage needs the iterations per epoch (Ako's gamma probe spans one); the source tells.
-  const std::size_t per_epoch = s.source->open(shard);
-  s.stage = sync::make_sync_stage(
-      config.sync.strategy,
-      sync::SyncContext{model, s.executor, *s.channel, s.rank, nodes, batch, *s.optimizer,
-                        sync_options(config), per_epoch, measured ? &*measured : nullptr,
-                        s.options.rejoin});
-  s.graph.emplace(model, *s.source, std::move(s.preprocess), s.executor, *s.stage, shard,
-                  per_epoch);
-  log_summary(*s.stage);
-  if (!config.checkpoint.dir.empty() || s.options.resume) {
-    const std::string refusal = s.stage->checkpoint_refusal();
-    if (!refusal.empty()) throw ConfigError(refusal);
+    const ShardInfo shard{s.rank, nodes, batch, config.job.seed};
+    // The stage needs the iterations per epoch (Ako's gamma probe spans one); the source tells.
+    const std::size_t per_epoch = s.source->open(shard);
+    s.stage = sync::make_sync_stage(
+        config.sync.strategy,
+        sync::SyncContext{model, s.executor, *s.channel, s.rank, nodes, batch, *s.optimizer,
+                          sync_options(config), per_epoch, measured ? &*measured : nullptr,
+                          s.options.rejoin});
+    s.graph.emplace(model, *s.source, std::move(s.preprocess), s.executor, *s.stage, shard,
+                    per_epoch);
+    log_summary(*s.stage);
+    if (!config.checkpoint.dir.empty() || s.options.resume) {
+      const std::string refusal = s.stage->checkpoint_refusal();
+      if (!refusal.empty()) throw ConfigError(refusal);
+    }
+    // Sections in load order: the replica and solver state first, then the stage, which derives
+    // its own (the KV shards' master copies) from them.
+    s.checkpoints.add("model", model);
+    s.checkpoints.add("optimizer", *s.optimizer);
+    s.checkpoints.add("cursor", *s.graph);
+    s.checkpoints.add("sync", *s.stage);
+    if (!config.checkpoint.dir.empty()) {
+      s.store.emplace(config.checkpoint.dir, s.rank, config.checkpoint.keep);
+      s.checkpoint_header =
+          engine::CheckpointHeader{config.training_fingerprint(), s.rank, nodes, 0,
+                                   config.sync.strategy, config.training_text()};
+      const std::string every = config.checkpoint.every
+                                    ? std::to_string(*config.checkpoint.every) + " iterations"
+                                    : std::string("epoch");
+      spdlog::info("checkpoints to {} every {} (keeping {})", s.store->node_dir().string(), every,
+                   config.checkpoint.keep);
+    }
+    // Every node has routed its stage's messages before any node sends one (a rejoining node's
+    // peers routed theirs long ago).
+    if (s.transport && !s.options.rejoin) s.probe->barrier(1);
+  } catch (const std::exception& e) {
+    abort_peers(s.transport.get(), e);
+    throw;
   }
-  // Sections in load order: the replica and solver state first, then the stage, which derives
-  // its own (the KV shards' master copies) from them.
-  s.checkpoints.add("model", model);
-  s.checkpoints.add("optimizer", *s.optimizer);
-  s.checkpoints.add("cursor", *s.graph);
-  s.checkpoints.add("sync", *s.stage);
-  if (!config.checkpoint.dir.empty()) {
-    s.store.emplace(config.checkpoint.dir, s.rank, config.checkpoint.keep);
-    s.checkpoint_header = engine::CheckpointHeader{config.training_fingerprint(), s.rank, nodes, 0,
-                                                   config.sync.strategy, config.training_text()};
-    spdlog::info("checkpoints to {} every {} (keeping {})", s.store->node_dir().string(),
-                 config.checkpoint.every ? std::to_string(*config.checkpoint.every) + " iterations"
-                                         : std::string("epoch"),
-                 config.checkpoint.keep);
-  }
-  // Every node has routed its stage's messages before any node sends one (a rejoining node's
-  // peers routed theirs long ago).
-  if (s.transport && !s.options.rejoin) s.probe->barrier(1);
 }
 
 engine::Graph& Pipeline::graph() {
@@ -275,16 +297,21 @@ NodeMetrics Pipeline::run() {
   sync::SyncStage& stage = *s.stage;
   net::Transport* transport = s.transport.get();
 
-  for (auto& [name, state] : s.own_states) s.checkpoints.add(name, *state);
-  if (s.resume_from) {
-    if (s.resplit_from_nodes != 0) adapt_resplit();
-    s.checkpoints.load(*s.resume_from, s.resume_source);
-    s.resume_from.reset();
-  }
-  if (s.options.rejoin) {
-    // A live peer's replica and clock: this node goes on from its iteration (the data cursor is
-    // a pure function of the iteration number, so it lands in the same epoch and batch).
-    iteration.continue_from(stage.join());
+  try {
+    for (auto& [name, state] : s.own_states) s.checkpoints.add(name, *state);
+    if (s.resume_from) {
+      if (s.resplit_from_nodes != 0) adapt_resplit();
+      s.checkpoints.load(*s.resume_from, s.resume_source);
+      s.resume_from.reset();
+    }
+    if (s.options.rejoin) {
+      // A live peer's replica and clock: this node goes on from its iteration (the data cursor
+      // is a pure function of the iteration number, so it lands in the same epoch and batch).
+      iteration.continue_from(stage.join());
+    }
+  } catch (const std::exception& e) {
+    abort_peers(transport, e);
+    throw;
   }
   const std::uint64_t start = iteration.iterations();  // > 0 after a resume or a rejoin
 
@@ -429,14 +456,8 @@ NodeMetrics Pipeline::run() {
     // peer takes it for failed; run_with_recovery() starts the grown view.
     if (transport) transport->shutdown(10.0);
     throw;
-  } catch (const PeerError& e) {
-    // Tell the peers why this node stops, naming the rank that failed (a peer that stopped for
-    // another's failure passes that one on), so each names the root cause, not this node's
-    // hang-up, and survivors that roll back agree on who is gone (run_with_recovery).
-    if (transport) transport->abort_for(e.what(), e.root_rank());
-    throw;
   } catch (const std::exception& e) {
-    if (transport) transport->abort(e.what());
+    abort_peers(transport, e);
     throw;
   }
   metrics.wall_seconds = std::chrono::duration<double>(Clock::now() - started).count();

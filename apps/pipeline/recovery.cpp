@@ -198,10 +198,20 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
       const std::size_t nodes = pipeline->nodes();
       const std::size_t rank = pipeline->rank();
       const std::size_t dead = e.root_rank();
-      if (!recoverable || nodes < 2 || dead >= nodes || dead == rank) throw;
+      if (!recoverable || nodes < 2 || dead >= nodes) throw;
       if (pipeline->connected()) {
         quorum_base = nodes;
         lost_since_start.clear();
+      }
+      if (dead == rank) {
+        // A peer's Abort names this node as the one gone: the others timed it out (it was
+        // paused or cut off) and went on without it. Rolling back could only make a job of the
+        // minority; stop, as when the majority rule below fails.
+        throw Error("cut off from the majority: of the " +
+                    std::to_string(quorum_base > 0 ? quorum_base : nodes) +
+                    " nodes it ran with, the others report this node (rank " +
+                    std::to_string(rank) + ") gone and go on without it, so it stops and writes "
+                    "no metrics or checkpoints (last: " + e.what() + ")");
       }
       // The newest view that holds a checkpoint: the job rolls back to it (resumed on n - 1).
       std::optional<fs::path> from;

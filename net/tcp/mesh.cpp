@@ -75,15 +75,31 @@ void TcpTransport::Impl::start() {
                             std::chrono::duration<double>(options_.connect_timeout_s));
   std::unique_lock lock(mutex_);
   const std::size_t others = peers_.size() - 1;
+  // A peer that connected and then failed (it died, or gave up) is named at once when every
+  // other peer is connected: none of them can be what it gave up on. While one is missing,
+  // start() waits for it and names both at the deadline.
+  const auto failed_with_others_in = [&]() -> const PeerError* {
+    const PeerError* failed = nullptr;
+    for (std::size_t r = 0; r < peers_.size(); ++r) {
+      if (r == self || peers_[r].connected) continue;
+      if (!peers_[r].failure) return nullptr;
+      if (failed == nullptr) failed = &*peers_[r].failure;
+    }
+    return failed;
+  };
   const bool finished = changed_.wait_until(lock, deadline, [&] {
-    return start_error_ != nullptr || count_connected_locked() == others;
+    return start_error_ != nullptr || count_connected_locked() == others ||
+           failed_with_others_in() != nullptr;
   });
-  if (finished && start_error_ == nullptr) {
+  if (finished && start_error_ == nullptr && count_connected_locked() == others) {
     started_ = true;
     sends_allowed_ = true;
     return;
   }
   std::exception_ptr error = start_error_;
+  if (error == nullptr) {
+    if (const PeerError* failed = failed_with_others_in()) error = std::make_exception_ptr(*failed);
+  }
   if (error == nullptr) {
     std::string missing;
     std::size_t first = kNoRank;

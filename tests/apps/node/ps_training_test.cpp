@@ -594,9 +594,10 @@ TEST_CASE("ps, 4 node processes, one SIGSTOPped past net.peer_timeout and woken:
           "woken one stops naming the cut and writes no metrics",
           "[e2e][ps][failure][rollback][partition]") {
   // The woken node sees all of its peers gone. It used to roll back view after view until it was
-  // a job of one, train alone, exit 0 and write node-0.json over the real rank 0's. With the
-  // majority rule it stops at the first view that would leave it with half of its last view or
-  // less (2 of 4).
+  // a job of one, train alone, exit 0 and write node-0.json over the real rank 0's. Now it stops
+  // either way it can learn of the cut: a peer's Abort that names it as the one gone (read first
+  // when it wakes), or the majority rule at the first view that would leave it with half of its
+  // last view or less (2 of 4). Which comes first is a race; both messages carry what is checked.
   Job job;
   job.iterations = 800;
   Cluster cluster("ps-partition", 4, config_text(job, "ps"));

@@ -262,6 +262,50 @@ TEST_CASE("a missing peer makes start() throw within connect_timeout naming it",
   }
 }
 
+TEST_CASE("a peer that connects and then fails during start-up is named as soon as every other "
+          "peer is connected, not at the connect timeout",
+          "[net][transport]") {
+  // Rank 2 connects to rank 0, gives up on rank 1 (absent) after 2 s and closes. Rank 0 keeps
+  // waiting while rank 1 is missing (rank 1 may be what rank 2 gave up on); once rank 1 is in,
+  // rank 2 is the only one missing and rank 0's start() names it at once, not after its 60 s.
+  std::vector<std::uint16_t> ports;
+  auto nodes = make_nodes(
+      3,
+      [](TransportOptions& o) {
+        o.connect_timeout_s = o.rank == 0 ? 60.0 : o.rank == 1 ? 6.0 : 2.0;
+      },
+      &ports);
+  auto rank0 = std::async(std::launch::async, [&] { nodes[0]->transport.start(); });
+  std::string gave_up;
+  try {
+    nodes[2]->transport.start();
+  } catch (const PeerError& e) {
+    gave_up = e.what();
+  }
+  INFO(gave_up);
+  REQUIRE_THAT(gave_up, Catch::Contains("waiting for peers: rank 1 ("));
+  REQUIRE_THAT(gave_up, !Catch::Contains("rank 0 ("));  // it was connected to rank 0
+  CHECK(rank0.wait_for(1s) == std::future_status::timeout);  // rank 1 is still missing
+  const auto start = std::chrono::steady_clock::now();
+  auto rank1 = std::async(std::launch::async, [&] {
+    try {
+      nodes[1]->transport.start();
+    } catch (const PeerError&) {
+      // rank 2 is gone for rank 1 too: it names it at its own deadline (6 s)
+    }
+  });
+  REQUIRE(rank0.wait_for(30s) == std::future_status::ready);
+  CHECK(std::chrono::steady_clock::now() - start < 30s);  // far inside the 60 s timeout
+  try {
+    rank0.get();
+    FAIL("rank 0's start() succeeded without rank 2");
+  } catch (const PeerError& e) {
+    CHECK(e.rank() == 2);
+    CHECK_THAT(e.what(), Catch::Contains("peer rank 2 (127.0.0.1:" + std::to_string(ports[2])));
+  }
+  rank1.get();
+}
+
 TEST_CASE("a peer that disappears is reported within 2 s and send() to it throws",
           "[net][transport]") {
   std::vector<std::uint16_t> ports;
