@@ -13,6 +13,9 @@
 #
 #   bash bench/compare.sh [LARGE_ITERATIONS] [DEMO_ITERATIONS] [CAPS]
 #   (defaults 8, 400, "unlimited 1gbit 100mbit"; needs a built tree: scripts/build.sh)
+#   sudo NETNS_RATE=10mbit bash bench/compare.sh 8 400 unlimited
+#   (on real links: each node in its own network namespace, joined by tbf-shaped links of that
+#   rate, ../shared/tools/netns-cluster.sh; the caps then come on top of the link)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 large_iterations=${1:-8}
@@ -23,10 +26,22 @@ out=out/bench-compare
 rm -rf "$out"
 mkdir -p "$out"
 
+if [[ -n ${NETNS_RATE:-} ]]; then
+  source bench/lib/netns_nodes.sh
+  netns_up 4 "$NETNS_RATE"
+  trap netns_down EXIT
+fi
+
 run() {  # run DIR NODES CONFIG ITERATIONS ARGS...
-  local dir=$1 nodes=$2 config=$3 iterations=$4
+  local dir=$1 nodes=$2 config=$3 iterations=$4 codes
   shift 4
   echo "== $dir" >&2
+  if [[ -n ${NETNS_RATE:-} ]]; then
+    codes=$(netns_nodes "$dir" "$nodes" "$config" --set job.max_iterations="$iterations" \
+      --set data.test_limit=1000 "$@")
+    [[ $codes =~ ^[0,]+$ ]] || { echo "exit codes $codes" >&2; tail -20 "$dir"/log-*.txt; exit 1; }
+    return
+  fi
   ./build/bin/gradmesh-launch -n "$nodes" --config "$config" --metrics-out "$dir" \
     --set job.max_iterations="$iterations" --set data.test_limit=1000 "$@" > "$dir.log" 2>&1 ||
     { tail -20 "$dir.log"; exit 1; }
@@ -45,7 +60,7 @@ for strategy in $strategies; do
 done
 
 python3 - "$out" "$caps" "$strategies" <<'PY'
-import glob, json, sys
+import glob, json, os, sys
 out, caps, strategies = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 
 def load(name):
@@ -70,12 +85,14 @@ def row(label, cap, rows):
 
 header = (f"{'strategy':10} {'cap':>9} {'samples/s':>10} {'B/iter':>12} {'B/iter pred':>12} "
           f"{'s/iter':>9} {'s pred':>9} {'meas/pred':>6} {'acc':>7}")
-print("large MLP (784-4096-4096-10), 4 nodes")
+link = os.environ.get("NETNS_RATE")
+where = f"network namespaces joined by {link} links" if link else "loopback"
+print(f"large MLP (784-4096-4096-10), 4 nodes, {where}")
 print(header)
 for cap in caps:
     for s in strategies:
         row(s, cap, load(f"large-{s}-{cap}"))
-print("\ndemo MLP (784-256-256-10), uncapped")
+print("\ndemo MLP (784-256-256-10), uncapped" + (f", {link} links" if link else ""))
 print(header)
 single = row("none x1", "unlimited", load("demo-none"))
 best = max(row(s, "unlimited", load(f"demo-{s}")) for s in strategies)

@@ -20,37 +20,23 @@ cd "$(dirname "$0")/.."
 rates=${1:-"10mbit 1mbit"}
 iterations=${2:-5}
 configs=${3:-"demo large"}
-cluster=${NETNS_CLUSTER:-../shared/tools/netns-cluster.sh}
-[ -x "$cluster" ] || { echo "bench/netns.sh: no $cluster (set NETNS_CLUSTER)" >&2; exit 2; }
-[ "$(id -u)" = 0 ] || { echo "bench/netns.sh: needs root (network namespaces)" >&2; exit 2; }
+source bench/lib/netns_nodes.sh
+netns_check || exit 2
 nodes=4
-peers=$("$cluster" peers $nodes 29500)
 out=${OUT:-out/bench-netns}
 rm -rf "$out"
 mkdir -p "$out"
-trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
+trap netns_down EXIT
 
 run() {  # run DIR CONFIG STRATEGY
-  local dir=$1 config=$2 strategy=$3 pids=() r
-  mkdir -p "$dir"
-  echo "== $dir" >&2
-  for ((r = 0; r < nodes; r++)); do
-    timeout 1800 "$cluster" run $r ./build/bin/gradmesh-node --config "$config" --peers "$peers" \
-      --rank $r --metrics-out "$dir" --set sync.strategy="$strategy" \
-      --set job.max_iterations="$iterations" --set data.test_limit=1000 \
-      > "$dir/log-$r.txt" 2>&1 &
-    pids+=($!)
-  done
-  local codes=""
-  for pid in "${pids[@]}"; do
-    if wait "$pid"; then codes+="0"; else codes+="$?"; fi
-    codes+=","
-  done
-  echo "${codes%,}" > "$dir/codes"
+  echo "== $1" >&2
+  mkdir -p "$1"
+  netns_nodes "$1" $nodes "$2" --set sync.strategy="$3" --set job.max_iterations="$iterations" \
+    --set data.test_limit=1000 > "$1/codes"
 }
 
 for rate in $rates; do
-  "$cluster" up $nodes "$rate" >&2
+  netns_up $nodes "$rate"
   for config in $configs; do
     if [ "$config" = large ]; then
       file=configs/fashion-mnist-mlp-large.toml strategies="auto poseidon"
@@ -59,7 +45,7 @@ for rate in $rates; do
     fi
     for strategy in $strategies; do run "$out/$rate-$config-$strategy" "$file" "$strategy"; done
   done
-  "$cluster" down
+  netns_down
 done
 
 python3 - "$out" "$rates" "$configs" <<'PY'

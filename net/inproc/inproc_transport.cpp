@@ -44,6 +44,7 @@ struct Mailbox {
   // (0: instant) and when the link has delivered everything sent on it so far.
   std::vector<double> link_rate;
   std::vector<std::chrono::steady_clock::time_point> link_free_at;
+  std::vector<double> link_latency;  // seconds, by receiver (set_link_latency()); 0: none
 };
 
 struct InProcMesh {
@@ -54,6 +55,7 @@ struct InProcMesh {
     for (Mailbox& box : boxes) {
       box.counters = std::make_unique<CounterBook>(ranks, counted);
       box.link_rate.assign(ranks, 0.0);
+      box.link_latency.assign(ranks, 0.0);
       box.link_free_at.assign(ranks, std::chrono::steady_clock::time_point{});
     }
   }
@@ -191,6 +193,10 @@ void InProcTransport::send(std::size_t to_rank, Message message) {
                      std::chrono::duration<double>(static_cast<double>(wire) / rate));
       me.link_free_at[to_rank] = ready_at;
     }
+    if (const double latency = me.link_latency[to_rank]; latency > 0) {
+      ready_at += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(latency));
+    }
     peer.queue.push_back(Envelope{rank_, std::move(message), std::nullopt, wire, ready_at});
   }
   mesh.boxes[rank_].counters->add_sent(to_rank, stage, wire, 1);
@@ -269,6 +275,15 @@ void InProcTransport::set_link_rate(std::size_t to_rank, double bytes_per_second
                  "set_link_rate(): " + std::to_string(bytes_per_second) + " bytes/s");
   const std::lock_guard lock(mesh_->mutex);
   mesh_->boxes[rank_].link_rate[to_rank] = bytes_per_second;
+}
+
+void InProcTransport::set_link_latency(std::size_t to_rank, double seconds) {
+  GRADMESH_CHECK_LT(to_rank, mesh_->boxes.size(), "set_link_latency() to a rank outside the mesh");
+  GRADMESH_CHECK_NE(to_rank, rank_, "set_link_latency() to this node's own rank");
+  GRADMESH_CHECK(std::isfinite(seconds) && seconds >= 0,
+                 "set_link_latency(): " + std::to_string(seconds) + " s");
+  const std::lock_guard lock(mesh_->mutex);
+  mesh_->boxes[rank_].link_latency[to_rank] = seconds;
 }
 
 Counters InProcTransport::counters() const { return mesh_->boxes[rank_].counters->snapshot(); }

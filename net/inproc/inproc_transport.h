@@ -67,6 +67,12 @@ class InProcTransport final : public Transport {
   /// from other ranks are not held up behind a slow one. Throws gradmesh::ContractError for a
   /// rank outside the mesh, its own rank, or a rate < 0 or not finite. Thread safe.
   void set_link_rate(std::size_t to_rank, double bytes_per_second);
+  /// Adds `seconds` of latency to the link from this rank to `to_rank`: each message is delivered
+  /// that much later than set_link_rate() alone would deliver it (as a message waiting in a
+  /// queue on the way: a shaper's, behind other traffic). 0: none (the default). Per-peer order
+  /// holds. Throws gradmesh::ContractError for a rank outside the mesh, its own rank, or seconds
+  /// < 0 or not finite. Thread safe.
+  void set_link_latency(std::size_t to_rank, double seconds);
 
  private:
   void leave(bool clean, const std::string& reason) noexcept;

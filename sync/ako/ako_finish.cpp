@@ -1,7 +1,11 @@
 // AkoStage: the end-of-job exchange, pauses, the measured send rate, summary and plan.
 #include "sync/ako/ako_internal.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "engine/executor.h"
 #include "engine/graph.h"
@@ -113,7 +117,41 @@ void AkoStage::average_replicas() {
     average_->start(0, input);
     average_->await(0, task.defer());
   });
-  ctx_.executor.run(graph);  // rethrows a peer's failure (PeerError)
+  // Bounded: a peer that saw another fail averages among the survivors instead and never joins
+  // the ring (with a clean Goodbye, which is no failure here). Each node sends and receives
+  // 2 (n - 1) / n of the model; past the bound the ring fails, naming the rank it receives from.
+  const double wait_s = network_wait_seconds(2.0 * static_cast<double>(floats_ * sizeof(float)));
+  std::mutex watch_mutex;
+  std::condition_variable watch_changed;
+  bool ring_over = false;
+  std::thread watchdog([&] {
+    std::unique_lock lock(watch_mutex);
+    if (watch_changed.wait_for(lock, std::chrono::duration<double>(wait_s),
+                               [&] { return ring_over; })) {
+      return;
+    }
+    const std::size_t from = (ctx_.rank + ctx_.nodes - 1) % ctx_.nodes;
+    average_->fail_all(std::make_exception_ptr(PeerError(
+        from, channel_.address(from),
+        "the final average (a ring all-reduce of the replicas) did not complete within " +
+            std::to_string(static_cast<int>(wait_s)) +
+            " s: a peer may have gone on without this node (it saw another one fail)")));
+  });
+  const auto stop_watchdog = [&] {
+    {
+      const std::lock_guard lock(watch_mutex);
+      ring_over = true;
+    }
+    watch_changed.notify_all();
+    watchdog.join();
+  };
+  try {
+    ctx_.executor.run(graph);  // rethrows a peer's failure (PeerError)
+  } catch (...) {
+    stop_watchdog();
+    throw;
+  }
+  stop_watchdog();
   const std::span<const float> sum = average_->result(0);
   const float scale = 1.0f / static_cast<float>(ctx_.nodes);
   for (std::size_t i = 0; i < floats_; ++i) w[i] = sum[i] * scale;

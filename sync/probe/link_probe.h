@@ -45,8 +45,9 @@ struct LinkProbeOptions {
   double target_seconds = 0.1;
   /// Seconds the bulk rounds of measure_links() plan to take in all, whatever the links' speed
   /// (> 0): the transfers to each peer grow only while the next one is predicted to end inside
-  /// its share of what is left. A link on which no transfer could last target_seconds inside
-  /// the budget is reported as an estimate (LinkReport::kind), never as a failure.
+  /// its share of what is left; a link with no transfer of target_seconds yet may overrun it, up
+  /// to 3 budget_s in all. A link on which no transfer could last target_seconds even then is
+  /// reported as an estimate (LinkReport::kind), never as a failure.
   double budget_s = 1.5;
   /// net.max_send_rate, bytes/s (> 0), when the transport paces this node's writes: B is capped at
   /// the rate (the token bucket's initial burst would otherwise read high). nullopt: no cap.
@@ -63,8 +64,8 @@ struct LinkProbeOptions {
 enum class LinkMeasure {
   kMeasured,  ///< the fastest of the transfers that lasted at least target_seconds
   kAtBound,   ///< from a transfer of max_bulk_bytes, shorter than target_seconds: a fast link
-  kEstimate,  ///< the budget ran out before a transfer lasted target_seconds: B from a shorter
-              ///< transfer, low by up to the ack's trip and TCP's slow start
+  kEstimate,  ///< the budget (and its overrun) ran out before a transfer lasted target_seconds:
+              ///< B from a shorter transfer, the lower of its two clocks
 };
 
 /// What the last measure_links() found on the link from this node to one peer.
@@ -72,7 +73,8 @@ struct LinkReport {
   double alpha = 0;            ///< seconds (median RTT / 2)
   double bandwidth = 0;        ///< B, bytes/s (capped at max_send_rate when set)
   std::uint64_t bytes = 0;     ///< bytes of the transfer B comes from
-  double seconds = 0;          ///< its time from first send to ack, seconds
+  double seconds = 0;          ///< its time, seconds: at the receiver, first to last message
+                               ///< (a transfer of one message: the sender's, first send to ack)
   std::size_t transfers = 0;   ///< transfers sent to that peer (growing) in the last call
   LinkMeasure kind = LinkMeasure::kEstimate;
 };
@@ -87,16 +89,22 @@ struct LinkReport {
 /// measures its link to i (a round with 2r = n, which pairs both directions of a link, in two
 /// steps: the lower half of the ranks sends, then the upper, so no ack waits behind its own
 /// node's bulk bytes in the kernel's send buffer). A measurement is a sequence of transfers, each
-/// sent in messages of at most 256 KiB and acked by the receiver once it has all of it (acks
-/// overtake queued bulk messages): the first of min_bulk_bytes, each next one larger
+/// sent in about 8 messages (1 KiB to 256 KiB each) and acked by the receiver once it has all of
+/// it (acks overtake queued bulk messages): the first of min_bulk_bytes, each next one larger
 /// (x clamp(1.5 target / elapsed, 2, 8)) until one reaches max_bulk_bytes or the next would not
-/// end inside 80% of the step's share of budget_s left (predicted at the last B; the next is then
-/// cut to fit, and the sequence ends when that is no larger). A kBulkDone ends the step's
-/// sequence. A transfer's rate is bytes / (ack time - start - alpha) (at least half the elapsed
-/// time kept in the denominator, so a tiny transfer cannot read as infinite); B is the fastest
-/// transfer that lasted target_seconds (delays such as a loss's retransmission timeout only make
-/// a transfer read slow; a shorter one may ride a shaper's burst allowance and read fast), else
-/// the last one. A node's step ends when its own sequence is over and the incoming one's
+/// end inside 80% of the step's share of budget_s left (predicted from what the last transfer
+/// cost, first send to ack; the next is then cut to fit, and the sequence ends when that is no
+/// larger). While no transfer on the link has lasted target_seconds, the sequence may overrun its
+/// share up to 3 budget_s from the probe's start. A kBulkDone ends the step's sequence. The
+/// receiver times each transfer from its first message's arrival to its last and returns that in
+/// the ack; a transfer's rate is its bytes after the first message over that time, which leaves
+/// out the ack's trip (on a shaped link the ack queues behind the receiver's own bulk transfer
+/// of the step: 0.3 s at 1 Mbit/s). A transfer of one message has only the sender's clock:
+/// bytes / (ack time - start - alpha), at least half the elapsed time kept in the denominator.
+/// B is the fastest transfer that lasted target_seconds (delays such as a loss's retransmission
+/// timeout only make a transfer read slow; a shorter one may arrive in one clump or ride a
+/// shaper's burst allowance and read fast), else the last one, as an estimate from the lower of
+/// the two clocks. A node's step ends when its own sequence is over and the incoming one's
 /// kBulkDone came, and the next starts when every node has ended it (a gate), so each node sends
 /// on one link and receives on one at a time: B is the node's egress rate on that link (what
 /// net.max_send_rate caps), not a share of competing transfers. So the probe takes about budget_s on a link slower than max_bulk_bytes per share
@@ -170,12 +178,19 @@ class LinkProbe {
     std::uint64_t received = 0;   // bytes of it so far
     std::uint64_t done = 0;       // kBulkDone received: sequences (rounds) over
     std::uint64_t awaited = 0;    // sequences this node's rounds have waited for so far
+    std::uint64_t messages = 0;   // messages of the transfer under way so far
+    Clock::time_point first_at;   // arrival of its first message
   };
   struct Outgoing {  // the bulk transfers this node sends to one peer
     std::uint64_t started = 0;    // transfers begun
     std::uint64_t acked = 0;      // transfers acknowledged
     std::uint64_t bytes = 0;      // bytes of the transfer under way
     Clock::time_point acked_at;   // arrival of the last ack
+    double receiver_seconds = 0;  // the last ack's: first to last message at the receiver
+  };
+  struct Timing {  // one transfer's times, seconds
+    double sent_to_ack = 0;       // at the sender: from the first send to the ack's arrival
+    double receiver = 0;          // at the receiver: from the first message to the last (0: one)
   };
 
   void on_message(std::size_t from, net::Message&& message);
@@ -188,14 +203,15 @@ class LinkProbe {
   void send(std::size_t peer, probe::Kind kind, std::uint64_t key, std::uint64_t round,
             net::Payload payload = {});
   double ping_peer(std::size_t peer);
-  /// Measures the link to rank + round (fills report_[to]): growing transfers until one is long
-  /// enough, the bound, or `budget_end`; then ends the round (end_round()).
+  /// Measures the link to rank + round (fills report_[to]): growing transfers until one reaches
+  /// the bound or the next would not fit before `budget_end` (before `overrun_end` while none has
+  /// lasted target_seconds); then ends the round (end_round()).
   void measure_link(std::size_t round, const std::shared_ptr<std::vector<std::byte>>& buffer,
-                    Clock::time_point budget_end);
+                    Clock::time_point budget_end, Clock::time_point overrun_end);
   /// One transfer: sends `total` bytes to rank + round in messages of `message_bytes` (views of
   /// `buffer`) and waits for the ack, `expected_s` (the time the link should need) plus timeout_s
-  /// at most. Returns seconds from the first send to the ack.
-  double transfer(std::size_t round, const std::shared_ptr<std::vector<std::byte>>& buffer,
+  /// at most. Returns its times at both ends.
+  Timing transfer(std::size_t round, const std::shared_ptr<std::vector<std::byte>>& buffer,
                   std::size_t message_bytes, std::uint64_t total, double expected_s);
   /// Tells rank + round that this node's transfers of `round` are over and waits until rank -
   /// round says the same of its own (`expected_s` plus timeout_s at most).

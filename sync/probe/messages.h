@@ -17,7 +17,9 @@ enum class Kind : std::uint16_t {
   kPong = 2,     ///< key = the ping number it answers, no payload
   kBulk = 3,     ///< key = bytes of the whole transfer, round = bulk round r (1 .. n - 1, the
                  ///< receiver is sender + r mod n), payload = up to 256 KiB of the transfer
-  kBulkAck = 4,  ///< key = bytes received, round = r: the receiver has the whole transfer
+  kBulkAck = 4,  ///< key = bytes received, round = r: the receiver has the whole transfer;
+                 ///< payload = 8 bytes, little-endian: nanoseconds from the arrival of the
+                 ///< transfer's first message to its last (0 for a transfer of one message)
   kPhase = 5,    ///< key = phase number, no payload: the sender has finished its pings
   kProfile = 6,  ///< payload = the sender's NodeProfile (see link_probe.cpp for the layout)
   kBarrier = 7,  ///< key = barrier tag, no payload: the sender has reached barrier(tag)

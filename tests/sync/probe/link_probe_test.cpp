@@ -282,6 +282,31 @@ TEST_CASE("link probe on a slow link: within its budget, B within 20% of the rat
   }
 }
 
+TEST_CASE("link probe: an ack held up on its way back does not make B read slow",
+          "[sync][probe][inproc]") {
+  // On a shaped link the receiver's ack waits in its egress queue behind its own bulk transfer of
+  // the same step (tbf's queue: 0.3 s at 1 Mbit/s). Timed at the sender, a transfer then lasts
+  // that much longer and B read a fraction of the rate; the receiver times it from its first
+  // message to its last, which the ack's trip does not touch.
+  sync::LinkProbeOptions options;
+  // Every ack, pong and gate takes the 0.3 s here (on a real link only those queued behind bulk
+  // bytes do): a budget that leaves the transfers their time, and a bound that ends them sooner.
+  options.pings = 1;
+  options.budget_s = 6.0;
+  options.max_bulk_bytes = 512 << 10;  // 0.42 s at the rate
+  Cluster cluster(2, options);
+  const double rate = 1.25e6;  // 10 Mbit/s
+  cluster.mesh[0]->set_link_rate(1, rate);
+  cluster.mesh[1]->set_link_latency(0, 0.3);  // every message 1 -> 0: the acks, the pongs
+  rethrow_any(cluster.run([&](std::size_t r) { (void)cluster.ranks[r]->probe.measure_links(); }));
+  const sync::LinkReport& link = cluster.ranks[0]->probe.report()[1];
+  INFO("B " << link.bandwidth << " bytes/s from " << link.bytes << " bytes in " << link.seconds
+            << " s, " << link.transfers << " transfers, alpha " << link.alpha);
+  CHECK(link.alpha > 0.1);  // the pongs came late: alpha is half the round trip
+  CHECK(link.kind == sync::LinkMeasure::kMeasured);
+  CHECK(std::abs(link.bandwidth / rate - 1) < 0.2);
+}
+
 TEST_CASE("link probe on a link too slow for its budget: an estimate, not a failure",
           "[sync][probe][inproc]") {
   sync::LinkProbeOptions options;
