@@ -2,4 +2,5 @@
 # barriers, on stage "probe".
 target_sources(gradmesh_sync PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/link_probe.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/link_probe_bulk.cpp
   ${CMAKE_CURRENT_LIST_DIR}/node_profile.cpp)
