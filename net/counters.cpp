@@ -10,6 +10,7 @@ CounterBook::CounterBook(std::size_t peers, std::vector<std::string> stage_names
       received_by_stage_(stage_names_.size()) {
   totals_.bytes_sent_by_peer.assign(peers, 0);
   totals_.bytes_received_by_peer.assign(peers, 0);
+  totals_.longest_silence_by_peer.assign(peers, 0.0);
 }
 
 void CounterBook::add_sent(std::size_t peer, std::size_t stage, std::uint64_t bytes,
@@ -29,9 +30,13 @@ void CounterBook::add_received(std::size_t peer, std::size_t stage, std::uint64_
   if (stage < received_by_stage_.size()) received_by_stage_[stage] += bytes;
 }
 
-void CounterBook::add_read_bytes(std::uint64_t bytes) {
+void CounterBook::add_read_bytes(std::uint64_t bytes, std::size_t peer, double silence_s) {
   const std::lock_guard lock(mutex_);
   totals_.bytes_received += bytes;
+  if (peer < totals_.longest_silence_by_peer.size()) {
+    double& longest = totals_.longest_silence_by_peer[peer];
+    if (silence_s > longest) longest = silence_s;
+  }
 }
 
 void CounterBook::add_malformed_frame() {

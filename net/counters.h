@@ -24,6 +24,11 @@ struct Counters {
   std::vector<std::uint64_t> bytes_received_by_peer;  ///< index = rank; bytes of identified peers
   std::map<std::string, std::uint64_t> bytes_sent_by_stage;      ///< every stage name, incl. "control"
   std::map<std::string, std::uint64_t> bytes_received_by_stage;  ///< well-formed frames only
+  /// index = rank: the longest time, seconds, an established connection to that peer went without
+  /// a byte read (ms resolution; the gap ends at the read that closes it, so a silence still
+  /// running is not in it). Heartbeats keep an idle link's gaps near a quarter of
+  /// TransportOptions::peer_timeout_s; a gap near the timeout is a peer about to be failed.
+  std::vector<double> longest_silence_by_peer;
 };
 
 /// The live counters behind Counters (internal to the transport, public for tests).
@@ -40,8 +45,10 @@ class CounterBook final {
 
   /// `bytes` written to `peer` for `stage`; `frames` frames completed by this write.
   void add_sent(std::size_t peer, std::size_t stage, std::uint64_t bytes, std::uint64_t frames);
-  /// `bytes` read from any socket (bytes_received; counted as they arrive, before framing).
-  void add_read_bytes(std::uint64_t bytes);
+  /// `bytes` read from any socket (bytes_received; counted as they arrive, before framing); from
+  /// `peer` (kUnknownPeer before the handshake) after `silence_s` seconds without a byte read from
+  /// it (longest_silence_by_peer).
+  void add_read_bytes(std::uint64_t bytes, std::size_t peer = kUnknownPeer, double silence_s = 0);
   /// A frame's `bytes` read from `peer` for `stage` (per-peer and per-stage counts; the total is
   /// add_read_bytes'); `frames` well-formed frames completed.
   void add_received(std::size_t peer, std::size_t stage, std::uint64_t bytes, std::uint64_t frames);

@@ -148,6 +148,24 @@ std::unique_ptr<OutgoingFrame> encode_heartbeat(std::size_t control_stage) {
       FrameRole::kControl);
 }
 
+std::unique_ptr<OutgoingFrame> encode_liveness_query(std::size_t rank, std::size_t control_stage) {
+  auto& builder = thread_builder();
+  const auto query = schema::CreateLivenessQuery(builder, static_cast<std::uint32_t>(rank));
+  return std::make_unique<OutgoingFrame>(
+      finish(builder, schema::Body::LivenessQuery, query.Union()), Payload(), control_stage,
+      FrameRole::kControl);
+}
+
+std::unique_ptr<OutgoingFrame> encode_liveness_report(std::size_t rank, std::uint32_t silent_ms,
+                                                      std::size_t control_stage) {
+  auto& builder = thread_builder();
+  const auto report =
+      schema::CreateLivenessReport(builder, static_cast<std::uint32_t>(rank), silent_ms);
+  return std::make_unique<OutgoingFrame>(
+      finish(builder, schema::Body::LivenessReport, report.Union()), Payload(), control_stage,
+      FrameRole::kControl);
+}
+
 HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_stage_count) noexcept {
   HeaderCheck check;
   try {
@@ -175,6 +193,8 @@ HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_sta
       case schema::Body::Challenge:
       case schema::Body::Proof:
       case schema::Body::Heartbeat:
+      case schema::Body::LivenessQuery:
+      case schema::Body::LivenessReport:
         break;
       case schema::Body::Data:
         if (header->body_as_Data()->stage() >= data_stage_count) {

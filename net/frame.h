@@ -25,7 +25,8 @@
 namespace gradmesh::net {
 
 /// Version of this wire protocol; a Hello with another version is refused.
-inline constexpr std::uint32_t kProtocolVersion = 6;  // 4: Challenge/Proof; 5: Heartbeat; 6: rejoin
+inline constexpr std::uint32_t kProtocolVersion = 7;  // 4: Challenge/Proof; 5: Heartbeat;
+                                                      // 6: rejoin; 7: LivenessQuery/Report
 /// Bytes of the frame prefix (u32 header_bytes, u32 payload_bytes).
 inline constexpr std::size_t kPrefixBytes = 8;
 
@@ -146,6 +147,14 @@ struct HelloFields {
     const std::string& reason, std::size_t control_stage,
     std::optional<std::size_t> failed_rank = std::nullopt);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_heartbeat(std::size_t control_stage);
+/// A LivenessQuery about `rank` (net/schema/message.fbs) and the answer to one: `silent_ms`, how
+/// long since this node read a byte from `rank` (kNotHeardMs: no connection to it).
+inline constexpr std::uint32_t kNotHeardMs = 0xFFFFFFFFu;
+[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_liveness_query(std::size_t rank,
+                                                                   std::size_t control_stage);
+[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_liveness_report(std::size_t rank,
+                                                                    std::uint32_t silent_ms,
+                                                                    std::size_t control_stage);
 
 /// The result of verify_header(): `header` on success, else `error` says what is wrong.
 struct HeaderCheck {

@@ -77,6 +77,7 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"malformed_frames", m.malformed_frames},
       {"rejected_connections", m.rejected_connections},
       {"rejected_messages", m.rejected_messages},
+      {"longest_silence_seconds_by_peer", m.longest_silence_seconds_by_peer},
       {"parameters", m.parameters},
       {"batch_size", m.batch_size},
       {"epoch_test_accuracy", m.epoch_test_accuracy},

@@ -64,6 +64,10 @@ struct NodeMetrics {
   std::uint64_t malformed_frames = 0;
   std::uint64_t rejected_connections = 0;  ///< inbound connections refused in the handshake
   std::uint64_t rejected_messages = 0;
+  /// index = rank: the longest a connection to that peer went without a byte read, seconds
+  /// (net::Counters::longest_silence_by_peer; 0 for this node's own rank). Near net.peer_timeout:
+  /// the peer was nearly taken for failed.
+  std::vector<double> longest_silence_seconds_by_peer;
   std::size_t parameters = 0;         ///< m, floats
   std::size_t batch_size = 0;
   std::vector<sync::LayerPlan> plan;

@@ -60,6 +60,27 @@ void abort_peers(net::Transport* transport, const std::exception& e) noexcept {
   }
 }
 
+/// Warns of each peer whose connection once went silent (no byte read) for over half of
+/// net.peer_timeout (`peer_timeout_s`; 0: no check): past it this node would have asked the
+/// others about it, and failed it had none heard it. On a slow, shared link TCP's retransmission backoff can hold a connection
+/// silent for seconds (docs/slow-links.md). Never throws.
+void warn_long_silences(const net::Transport& transport, const net::Counters& counters,
+                        double peer_timeout_s) noexcept {
+  if (peer_timeout_s <= 0) return;
+  for (std::size_t r = 0; r < counters.longest_silence_by_peer.size(); ++r) {
+    const double silence = counters.longest_silence_by_peer[r];
+    if (silence <= peer_timeout_s / 2) continue;
+    try {
+      spdlog::warn(
+          "peer rank {} ({}) sent nothing for {:.1f} s at one point, over half of "
+          "net.peer_timeout ({:.1f} s); past it this node asks the other peers, and fails the "
+          "peer when none hears it (on a slow or congested link raise net.peer_timeout)",
+          r, transport.peer_address(r), silence, peer_timeout_s);
+    } catch (...) {
+    }
+  }
+}
+
 }  // namespace
 
 Pipeline::Pipeline(NodeOptions options) {
@@ -472,6 +493,8 @@ NodeMetrics Pipeline::run() {
     metrics.bytes_received_by_stage = counters.bytes_received_by_stage;
     metrics.malformed_frames = counters.malformed_frames;
     metrics.rejected_connections = counters.rejected_connections;
+    metrics.longest_silence_seconds_by_peer = counters.longest_silence_by_peer;
+    warn_long_silences(*transport, counters, config.net.peer_timeout);
   }
   metrics.rank = s.rank;
   metrics.nodes = nodes;

@@ -8,7 +8,9 @@
 #                                 with --metrics-out DIR and ARGS, logs in DIR/log-<r>.txt; waits
 #                                 for all and prints their exit codes, "0,0,0,0" when all finished
 #   netns_down                   removes the namespaces (also on the caller's EXIT: trap it)
+# GRADMESH_NODE names another gradmesh-node binary (default ./build/bin/gradmesh-node).
 netns_cluster=${NETNS_CLUSTER:-../shared/tools/netns-cluster.sh}
+netns_node_binary=${GRADMESH_NODE:-./build/bin/gradmesh-node}
 
 netns_check() {
   [ -x "$netns_cluster" ] || { echo "no $netns_cluster (set NETNS_CLUSTER)" >&2; return 2; }
@@ -25,7 +27,7 @@ netns_nodes() {
   peers=$("$netns_cluster" peers "$nodes" 29500)
   mkdir -p "$dir"
   for ((r = 0; r < nodes; r++)); do
-    timeout 1800 "$netns_cluster" run $r ./build/bin/gradmesh-node --config "$config" \
+    timeout 1800 "$netns_cluster" run $r "$netns_node_binary" --config "$config" \
       --peers "$peers" --rank $r --metrics-out "$dir" "$@" > "$dir/log-$r.txt" 2>&1 &
     pids+=($!)
   done

@@ -9,6 +9,11 @@
 
 namespace gradmesh::net::detail {
 
+int Connection::set_reading_paused(bool paused) noexcept {
+  return paused ? uv_read_stop(stream())
+                : uv_read_start(stream(), &Connection::on_alloc, &Connection::on_read);
+}
+
 namespace {
 constexpr std::size_t kDiscardBytes = 64 * 1024;
 }  // namespace

@@ -94,6 +94,9 @@ class Connection final {
 
   /// Sets TCP_NODELAY and starts reading frames. Returns a libuv error or 0.
   [[nodiscard]] int start_reading() noexcept;
+  /// Stops reading (`paused`) or reads on where it stopped, mid-frame or not (a test hook's:
+  /// TcpTransport::pause_reading_for_testing). Returns a libuv error or 0.
+  int set_reading_paused(bool paused) noexcept;
 
   /// Queues `frame` in the write queue (WriteQueue's order); nothing is written until
   /// write_some(). Out of memory (a lane growing) reports on_broken() and drops the frame.

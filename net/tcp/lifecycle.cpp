@@ -39,14 +39,31 @@ void TcpTransport::Impl::fail_peer(std::size_t rank, const std::string& why,
   }
   changed_.notify_all();
   spdlog::error("net rank {}: {}", options_.rank, error.what());
-  if (during_start || !on_failure_) return;
-  try {
-    on_failure_(error);
-  } catch (const std::exception& e) {
-    spdlog::error("net rank {}: failure handler threw: {}", options_.rank, e.what());
-  } catch (...) {
-    spdlog::error("net rank {}: failure handler threw a non-exception", options_.rank);
+  if (!during_start && on_failure_) {
+    try {
+      on_failure_(error);
+    } catch (const std::exception& e) {
+      spdlog::error("net rank {}: failure handler threw: {}", options_.rank, e.what());
+    } catch (...) {
+      spdlog::error("net rank {}: failure handler threw a non-exception", options_.rank);
+    }
   }
+  // A failed peer answers no LivenessQuery: it counts as one that does not hear.
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    Peer& silent = peers_[r];
+    if (silent.query_ms == 0 || rank >= silent.asked.size() || !silent.asked[rank]) continue;
+    silent.asked[rank] = false;
+    if (--silent.reports_due == 0) settle_query(r);
+  }
+}
+
+void TcpTransport::Impl::settle_query(std::size_t rank) noexcept {
+  const Connection* silent = peers_[rank].connection;
+  if (silent == nullptr || !silent->established || silent->closing()) return;
+  const std::uint64_t now = uv_now(&loop_);
+  // Every answer is in and none heard it: failed now.
+  fail_silent(rank, now - std::min(now, silent->last_heard_ms),
+              ": hung, stopped or cut off; no other peer hears it either");
 }
 
 void TcpTransport::Impl::on_heartbeat(uv_timer_t* timer) noexcept {
@@ -64,13 +81,8 @@ void TcpTransport::Impl::on_heartbeat(uv_timer_t* timer) noexcept {
     }
     // A peer that said Goodbye is shutting down cleanly and stops its heartbeats (as this node
     // does once it shuts down: shutdown() has its own timeout).
-    const std::uint64_t silent_ms = now - std::min(now, connection->last_heard_ms);
-    if (silent_ms > timeout_ms && !connection->goodbye_received) {
-      self->fail_peer(r, "sent nothing for " + seconds_text(static_cast<double>(silent_ms) / 1e3) +
-                             " s (net.peer_timeout = " + seconds_text(timeout_s) +
-                             " s): hung, stopped or cut off");
-      continue;
-    }
+    const std::uint64_t direct_ms = now - std::min(now, connection->last_heard_ms);
+    if (!connection->goodbye_received && self->check_silence(r, now, direct_ms)) continue;
     if (now - std::min(now, connection->last_written_ms) >= every_ms) {
       try {
         self->queue_frame(*connection, encode_heartbeat(self->control_stage_));
@@ -81,6 +93,141 @@ void TcpTransport::Impl::on_heartbeat(uv_timer_t* timer) noexcept {
     }
   }
   self->pump();
+}
+
+bool TcpTransport::Impl::check_silence(std::size_t rank, std::uint64_t now,
+                                       std::uint64_t direct_ms) noexcept {
+  Peer& peer = peers_[rank];
+  const auto timeout_ms = static_cast<std::uint64_t>(options_.peer_timeout_s * 1000.0);
+  if (direct_ms > kMaxVouchedTimeouts * timeout_ms) {
+    fail_silent(rank, direct_ms,
+                ", though other peers heard from it: past " +
+                    std::to_string(kMaxVouchedTimeouts) +
+                    " x net.peer_timeout its link to this node is taken for broken");
+    return true;
+  }
+  const std::uint64_t silent_ms = std::min(direct_ms, now - std::min(now, peer.vouched_ms));
+  if (silent_ms <= timeout_ms) {
+    peer.query_ms = 0;  // heard (or vouched for) again: a query still out is moot
+    return false;
+  }
+  if (peer.query_ms == 0) {
+    if (query_liveness(rank, now)) return false;
+    fail_silent(rank, direct_ms, ": hung, stopped or cut off");
+    return true;
+  }
+  // The answers are still coming: on a slow link they wait behind bulk bytes too (seen: over
+  // 8 s at 1 Mbit/s). A peer that fails meanwhile counts as an answer (fail_peer).
+  return false;
+}
+
+void TcpTransport::Impl::fail_silent(std::size_t rank, std::uint64_t direct_ms,
+                                     const std::string& why) noexcept {
+  peers_[rank].query_ms = 0;
+  fail_peer(rank, "sent nothing for " + seconds_text(static_cast<double>(direct_ms) / 1e3) +
+                      " s (net.peer_timeout = " + seconds_text(options_.peer_timeout_s) + " s)" +
+                      why);
+}
+
+bool TcpTransport::Impl::query_liveness(std::size_t rank, std::uint64_t now) noexcept {
+  const auto timeout_ms = static_cast<std::uint64_t>(options_.peer_timeout_s * 1000.0);
+  std::size_t asked = 0;
+  std::vector<bool> asking(peers_.size(), false);
+  for (std::size_t q = 0; q < peers_.size(); ++q) {
+    Connection* other = peers_[q].connection;
+    if (q == rank || q == options_.rank || other == nullptr || !other->established ||
+        other->closing() || other->goodbye_received ||
+        now - std::min(now, other->last_heard_ms) > timeout_ms) {
+      continue;  // only a peer this node hears can answer in time
+    }
+    try {
+      queue_frame(*other, encode_liveness_query(rank, control_stage_));
+      asking[q] = true;
+      ++asked;
+    } catch (...) {
+      spdlog::error("net rank {}: cannot queue a liveness query to rank {}", options_.rank, q);
+    }
+  }
+  if (asked == 0) return false;
+  Peer& peer = peers_[rank];
+  peer.query_ms = std::max<std::uint64_t>(now, 1);
+  peer.reports_due = asked;
+  peer.asked.swap(asking);
+  spdlog::info("net rank {}: peer rank {} ({}) has sent nothing for {} s (net.peer_timeout = {} "
+               "s); asking the {} other peer(s) it hears whether they hear it",
+               options_.rank, rank, peer.address,
+               seconds_text(static_cast<double>(now - std::min(now, peer.connection->last_heard_ms)) /
+                            1e3),
+               seconds_text(options_.peer_timeout_s), asked);
+  return true;
+}
+
+bool TcpTransport::Impl::accept_liveness_frame(Connection& connection, const char* kind,
+                                               std::size_t about, bool about_allowed,
+                                               std::size_t wire_bytes) noexcept {
+  const std::size_t from = connection.peer_rank();
+  if (about >= peers_.size() || !about_allowed) {
+    on_malformed(connection,
+                 std::string(kind) + " about rank " + std::to_string(about) + " from rank " +
+                     std::to_string(from) + " (" + std::to_string(peers_.size()) + " ranks)",
+                 wire_bytes);
+    return false;
+  }
+  counters_.add_received(from, control_stage_, wire_bytes, 1);
+  return true;
+}
+
+void TcpTransport::Impl::on_liveness_query(Connection& connection,
+                                           const schema::LivenessQuery& query,
+                                           std::size_t wire_bytes) noexcept {
+  const std::size_t from = connection.peer_rank();
+  const std::size_t about = query.rank();
+  if (!accept_liveness_frame(connection, "LivenessQuery", about, about != from, wire_bytes)) return;
+  std::uint32_t silent_ms = kNotHeardMs;
+  const std::uint64_t now = uv_now(&loop_);
+  if (about == options_.rank) {
+    silent_ms = 0;  // this node hears itself
+  } else if (const Connection* c = peers_[about].connection;
+             c != nullptr && c->established && !c->closing()) {
+    silent_ms = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>(now - std::min(now, c->last_heard_ms), kNotHeardMs - 1));
+  }
+  try {
+    queue_frame(connection, encode_liveness_report(about, silent_ms, control_stage_));
+  } catch (...) {
+    spdlog::error("net rank {}: cannot queue a liveness report to rank {}", options_.rank, from);
+  }
+  pump();
+}
+
+void TcpTransport::Impl::on_liveness_report(Connection& connection,
+                                            const schema::LivenessReport& report,
+                                            std::size_t wire_bytes) noexcept {
+  const std::size_t from = connection.peer_rank();
+  const std::size_t about = report.rank();
+  if (!accept_liveness_frame(connection, "LivenessReport", about,
+                             about != from && about != options_.rank, wire_bytes)) {
+    return;
+  }
+  Peer& peer = peers_[about];
+  if (peer.query_ms == 0) return;  // no query out (answered already, or heard again)
+  const std::uint64_t now = uv_now(&loop_);
+  const auto timeout_ms = static_cast<std::uint64_t>(options_.peer_timeout_s * 1000.0);
+  // Heard within the timeout: alive, and its silence here is its link to this node. A peer that
+  // stopped at time T cannot be: this node asked after now - T passed the timeout, and the other
+  // answered later still.
+  if (report.silent_ms() < timeout_ms) {
+    peer.vouched_ms = std::max(peer.vouched_ms, now - std::min<std::uint64_t>(now, report.silent_ms()));
+    peer.query_ms = 0;
+    spdlog::info("net rank {}: rank {} heard peer rank {} {} s ago: its link to this node is slow, "
+                 "not the peer failed",
+                 options_.rank, from, about,
+                 seconds_text(static_cast<double>(report.silent_ms()) / 1e3));
+    return;
+  }
+  if (from >= peer.asked.size() || !peer.asked[from]) return;  // answered already
+  peer.asked[from] = false;
+  if (--peer.reports_due == 0) settle_query(about);
 }
 
 void TcpTransport::Impl::begin_shutdown() noexcept {

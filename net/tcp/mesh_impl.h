@@ -61,6 +61,12 @@ inline constexpr std::size_t kExtraPendingHandshakes = 64;
 inline constexpr std::size_t kExtraPendingHandshakesPerAddress = 16;
 inline constexpr std::uint64_t kFirstBackoffMs = 50;
 inline constexpr std::uint64_t kMaxBackoffMs = 1000;
+// A peer this node does not hear while others vouch for it (LivenessReport) is failed all the same
+// once this node has read nothing from it for this many peer timeouts: a connection broken one way
+// must not stall the job for good. Six (60 s at the default 10 s) outlasts TCP's retransmission
+// backoff on a congested link (0.2 s doubling: 5 lost retransmissions in a row sum to 6.2 s of
+// waiting, 6 to 12.6 s, 7 to 25.4 s).
+inline constexpr std::uint64_t kMaxVouchedTimeouts = 6;
 // RFC 8305 sec. 5 ("Happy Eyeballs"), the Connection Attempt Delay: a dialer starts its connect to
 // a peer's next address this long after the last one began (at once when the last one fails),
 // keeping the earlier ones; the first to connect wins.
@@ -97,6 +103,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   void abort(const std::string& reason, std::optional<std::size_t> failed_peer) noexcept;
   void check_rank(std::size_t to_rank) const;
   void set_stage_weights(std::vector<double> weights);
+  void pause_reading(std::size_t rank, bool paused);  // pause_reading_for_testing()
 
   TransportOptions options_;
   std::vector<std::string> stage_names_;  // options_.stages + "control"
@@ -117,6 +124,11 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
     uv_timer_t attempt_timer{};         // dialer: starts the next address (kAttemptDelayMs)
     uv_timer_t retry_timer{};
     std::uint64_t backoff_ms = tcp::kFirstBackoffMs;
+    // loop thread: the indirect probe of a silent peer (lifecycle.cpp, check_silence)
+    std::uint64_t query_ms = 0;     // uv_now() when LivenessQuery frames about it went out; 0: none
+    std::size_t reports_due = 0;    // answers to that query not yet in
+    std::vector<bool> asked;        // index = rank: asked by that query, not yet answered
+    std::uint64_t vouched_ms = 0;   // uv_now() of the last read another peer reported from it
     // guarded by mutex_
     bool connected = false;
     bool done = false;  // shutdown finished for this peer (goodbyes exchanged, failed or absent)
@@ -146,6 +158,27 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   // Every quarter of peer_timeout_s: fails the peers silent for longer than it, and sends a
   // Heartbeat on each connection that has carried nothing for a quarter of it (lifecycle.cpp).
   static void on_heartbeat(uv_timer_t* timer) noexcept;
+  // A connection silent for peer_timeout_s: the peer is failed once every other peer asked
+  // (LivenessQuery, answered by LivenessReport: SWIM's indirect probe) says it has not heard it
+  // within that either, or failed itself; or when this node itself has heard nothing from it for
+  // kMaxVouchedTimeouts x peer_timeout_s (answers slow behind bulk bytes wait until then).
+  // `direct_ms`: since the last byte read on the connection. Returns whether the peer was failed.
+  bool check_silence(std::size_t rank, std::uint64_t now, std::uint64_t direct_ms) noexcept;
+  // Sends a LivenessQuery about `rank` to every other peer heard within peer_timeout_s; false
+  // when there is none.
+  bool query_liveness(std::size_t rank, std::uint64_t now) noexcept;
+  // Every peer asked about `rank` answered no (or failed): fails it, if still connected.
+  void settle_query(std::size_t rank) noexcept;
+  // fail_peer() with "sent nothing for S s (net.peer_timeout = T s)" + `why`.
+  void fail_silent(std::size_t rank, std::uint64_t direct_ms, const std::string& why) noexcept;
+  // A liveness frame about `about` is counted (true), or malformed when `about` is out of range
+  // or not `about_allowed` (counted and logged as such: false).
+  bool accept_liveness_frame(Connection& connection, const char* kind, std::size_t about,
+                             bool about_allowed, std::size_t wire_bytes) noexcept;
+  void on_liveness_query(Connection& connection, const schema::LivenessQuery& query,
+                         std::size_t wire_bytes) noexcept;
+  void on_liveness_report(Connection& connection, const schema::LivenessReport& report,
+                          std::size_t wire_bytes) noexcept;
   // Every quarter of handshake_timeout_s: closes the accepted connections whose handshake has
   // taken longer than it (counted as rejected).
   static void on_handshake_deadline(uv_timer_t* timer) noexcept;
@@ -249,6 +282,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   std::vector<std::pair<std::size_t, std::unique_ptr<OutgoingFrame>>> incoming_;
   double incoming_since_ = 0;    // RateLimiter::steady_seconds() when incoming_ last filled
   std::optional<std::vector<double>> incoming_weights_;  // set_stage_weights(), not yet applied
+  std::vector<std::pair<std::size_t, bool>> incoming_pauses_;  // pause_reading_for_testing()
   bool loop_accepts_ = false;    // async_ is live: uv_async_send allowed
   bool sends_allowed_ = false;   // between a successful start() and shutdown()
   bool started_ = false;         // start() succeeded

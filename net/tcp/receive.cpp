@@ -8,8 +8,15 @@ using namespace tcp;
 // ---------------------------------------------------------------- frames
 
 void TcpTransport::Impl::on_bytes_read(Connection& connection, std::size_t bytes) noexcept {
-  counters_.add_read_bytes(bytes);
-  connection.last_heard_ms = uv_now(&loop_);
+  const std::uint64_t now = uv_now(&loop_);
+  if (connection.established) {
+    counters_.add_read_bytes(
+        bytes, connection.peer_rank(),
+        static_cast<double>(now - std::min(now, connection.last_heard_ms)) / 1e3);
+  } else {
+    counters_.add_read_bytes(bytes);
+  }
+  connection.last_heard_ms = now;
 }
 
 void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& header,
@@ -65,6 +72,12 @@ void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& 
     }
     case schema::Body::Heartbeat:  // last_heard_ms moved when its bytes were read
       counters_.add_received(rank, control_stage_, wire_bytes, 1);
+      return;
+    case schema::Body::LivenessQuery:  // counted there: a malformed one as such
+      on_liveness_query(connection, *header.body_as_LivenessQuery(), wire_bytes);
+      return;
+    case schema::Body::LivenessReport:
+      on_liveness_report(connection, *header.body_as_LivenessReport(), wire_bytes);
       return;
     case schema::Body::Goodbye:
       counters_.add_received(rank, control_stage_, wire_bytes, 1);

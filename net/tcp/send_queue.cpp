@@ -49,6 +49,12 @@ void TcpTransport::Impl::set_stage_weights(std::vector<double> weights) {
   if (loop_accepts_) uv_async_send(&async_);  // else the first on_async after start() applies them
 }
 
+void TcpTransport::Impl::pause_reading(std::size_t rank, bool paused) {
+  const std::lock_guard lock(mutex_);
+  incoming_pauses_.emplace_back(rank, paused);
+  if (loop_accepts_) uv_async_send(&async_);
+}
+
 void TcpTransport::Impl::shutdown(double timeout_s) noexcept {
   {
     std::unique_lock lock(mutex_);
@@ -116,10 +122,12 @@ void TcpTransport::Impl::on_async(uv_async_t* handle) noexcept {
   bool stop = false;
   double since = 0;
   std::optional<std::vector<double>> weights;
+  std::vector<std::pair<std::size_t, bool>> pauses;
   {
     const std::lock_guard lock(self->mutex_);
     self->draining_.swap(self->incoming_);
     weights.swap(self->incoming_weights_);
+    pauses.swap(self->incoming_pauses_);
     since = self->incoming_since_;
     shutdown = self->shutdown_requested_;
     stop = self->stop_requested_;
@@ -131,6 +139,11 @@ void TcpTransport::Impl::on_async(uv_async_t* handle) noexcept {
   if (weights) {
     self->scheduler_.set_weights(*weights);
     self->share_by_stage_ = true;
+  }
+  for (const auto& [rank, paused] : pauses) {
+    Connection* connection = self->peers_[rank].connection;
+    if (connection != nullptr && connection->established && !connection->closing())
+      (void)connection->set_reading_paused(paused);
   }
   for (auto& [rank, frame] : self->draining_) {
     Connection* connection = self->peers_[rank].connection;

@@ -129,6 +129,11 @@ void TcpTransport::send_raw_for_testing(std::size_t to_rank, std::span<const std
   impl_->enqueue_from_caller(to_rank, OutgoingFrame::raw(bytes, impl_->control_stage_));
 }
 
+void TcpTransport::pause_reading_for_testing(std::size_t rank, bool paused) {
+  impl_->check_rank(rank);
+  impl_->pause_reading(rank, paused);
+}
+
 void TcpTransport::set_stage_weights(std::vector<double> weights) {
   impl_->set_stage_weights(std::move(weights));
 }

@@ -70,6 +70,11 @@ class TcpTransport final : public Transport {
   /// started. Same thread safety and errors as send(); ContractError for empty `bytes`.
   void send_raw_for_testing(std::size_t to_rank, std::span<const std::byte> bytes);
 
+  /// Test hook: stops reading from `rank`'s connection (`paused`), or reads on: its bytes wait in
+  /// the kernel, as on a link whose one direction has stalled, and its silence grows here only.
+  /// Applied on the loop thread soon after the call; a connection made later reads. Thread safe.
+  void pause_reading_for_testing(std::size_t rank, bool paused);
+
   /// Clean close: sends Goodbye to every live peer after its queued frames, waits up to
   /// `timeout_s` seconds for every peer's Goodbye (logging the ones that did not come), closes
   /// every socket and joins the loop thread. Peers that said Goodbye are not failures.

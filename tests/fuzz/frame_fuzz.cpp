@@ -112,6 +112,10 @@ std::size_t read_fields(const schema::Header& header, std::size_t data_stage_cou
       return 1;
     case schema::Body::Heartbeat:
       return 2;
+    case schema::Body::LivenessQuery:  // the rank is checked against the peer count on receipt
+      return header.body_as_LivenessQuery()->rank();
+    case schema::Body::LivenessReport:
+      return header.body_as_LivenessReport()->rank() + header.body_as_LivenessReport()->silent_ms();
     default:
       fail("verify_header passed an unknown body type");
   }

@@ -1,7 +1,7 @@
 // Writes the seed corpus of frame_fuzz.cpp into the folder given as the only argument: one file a
-// frame kind (Hello, HelloAck, Refuse, Data with a payload, Goodbye, Heartbeat, Abort) and one
-// holding all of them in a row, each as frame_fuzz.cpp reads an input (the stage count byte,
-// then the frames).
+// frame kind (Hello, HelloAck, Refuse, Data with a payload, Goodbye, Heartbeat, LivenessQuery,
+// LivenessReport, Abort) and one holding all of them in a row, each as frame_fuzz.cpp reads an
+// input (the stage count byte, then the frames).
 // The frames come from net/frame.h's encoders, so the seeds follow the schema as it changes.
 
 #include <cstdio>
@@ -66,6 +66,8 @@ int main(int argc, char** argv) {
       encode_data(Message{2, 7, 42, 5, Payload::copy_of(std::as_bytes(std::span(values)))}));
   frames.emplace_back("goodbye", encode_goodbye(control));
   frames.emplace_back("heartbeat", encode_heartbeat(control));
+  frames.emplace_back("liveness-query", encode_liveness_query(2, control));
+  frames.emplace_back("liveness-report", encode_liveness_report(2, 1500, control));
   frames.emplace_back("abort", encode_abort("peer rank 2 died", control, 2));
   // The handshake's frames: Challenges without and with a MAC, a Proof.
   auth::Nonce nonce{};

@@ -139,6 +139,17 @@ TEST_CASE("control frames verify and decode", "[net][frame]") {
         schema::Body::Goodbye);
   CHECK(verify_header(header_of(*encode_hello_ack(1, 0)), 0).header->body_type() ==
         schema::Body::HelloAck);
+  const auto query = encode_liveness_query(3, 0);
+  const schema::Header* query_header = verify_header(header_of(*query), 0).header;
+  REQUIRE(query_header != nullptr);
+  REQUIRE(query_header->body_type() == schema::Body::LivenessQuery);
+  CHECK(query_header->body_as_LivenessQuery()->rank() == 3);
+  const auto report = encode_liveness_report(3, kNotHeardMs, 0);
+  const schema::Header* report_header = verify_header(header_of(*report), 0).header;
+  REQUIRE(report_header != nullptr);
+  REQUIRE(report_header->body_type() == schema::Body::LivenessReport);
+  CHECK(report_header->body_as_LivenessReport()->rank() == 3);
+  CHECK(report_header->body_as_LivenessReport()->silent_ms() == kNotHeardMs);
 
   HelloFields big = hello;  // a long peer list goes to the heap, not the inline buffer
   for (int i = 0; i < 100; ++i) big.peers.push_back("10.0.0." + std::to_string(i) + ":4000");

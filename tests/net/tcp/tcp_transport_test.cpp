@@ -382,6 +382,15 @@ TEST_CASE("idle peers under a short peer_timeout keep talking by heartbeats and 
   const auto counters = nodes[0]->transport.counters();
   CHECK(control(*nodes[0]) > before);
   CHECK(counters.frames_received >= 10);
+  // The longest silence per peer: a heartbeat period or a little more (every 0.1 s, on the 0.1 s
+  // timer tick), never this node's own rank, and below the timeout (no one failed).
+  REQUIRE(counters.longest_silence_by_peer.size() == 3);
+  CHECK(counters.longest_silence_by_peer[0] == 0.0);
+  for (std::size_t r = 1; r < 3; ++r) {
+    INFO("rank " << r);
+    CHECK(counters.longest_silence_by_peer[r] >= 0.05);
+    CHECK(counters.longest_silence_by_peer[r] < 0.4);
+  }
   // Still a working mesh.
   nodes[2]->transport.send(0, Message{0, 1, 2, 3, Payload{}});
   REQUIRE(nodes[0]->wait([](Node& n) { return n.received.size() == 1; }));
