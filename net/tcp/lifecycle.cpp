@@ -100,10 +100,13 @@ bool TcpTransport::Impl::check_silence(std::size_t rank, std::uint64_t now,
   Peer& peer = peers_[rank];
   const auto timeout_ms = static_cast<std::uint64_t>(options_.peer_timeout_s * 1000.0);
   if (direct_ms > kMaxVouchedTimeouts * timeout_ms) {
+    const std::string bound = std::to_string(kMaxVouchedTimeouts) + " x net.peer_timeout";
     fail_silent(rank, direct_ms,
-                ", though other peers heard from it: past " +
-                    std::to_string(kMaxVouchedTimeouts) +
-                    " x net.peer_timeout its link to this node is taken for broken");
+                peer.vouched_ms != 0
+                    ? ", though other peers heard from it: past " + bound +
+                          " its link to this node is taken for broken"
+                    : ": hung, stopped or cut off; the other peers' answers did not come within " +
+                          bound);
     return true;
   }
   const std::uint64_t silent_ms = std::min(direct_ms, now - std::min(now, peer.vouched_ms));
