@@ -61,9 +61,10 @@ void abort_peers(net::Transport* transport, const std::exception& e) noexcept {
 }
 
 /// Warns of each peer whose connection once went silent (no byte read) for over half of
-/// net.peer_timeout (`peer_timeout_s`; 0: no check): past it this node would have asked the
-/// others about it, and failed it had none heard it. On a slow, shared link TCP's retransmission backoff can hold a connection
-/// silent for seconds (docs/slow-links.md). Never throws.
+/// net.peer_timeout (`peer_timeout_s`, seconds; 0: no check): past it this node would have asked
+/// the others about it, and failed it had none heard it. On a slow, shared link TCP's
+/// retransmission backoff can hold a connection silent for seconds (docs/slow-links.md).
+/// Never throws.
 void warn_long_silences(const net::Transport& transport, const net::Counters& counters,
                         double peer_timeout_s) noexcept {
   if (peer_timeout_s <= 0) return;

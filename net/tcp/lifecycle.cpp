@@ -70,8 +70,7 @@ void TcpTransport::Impl::on_heartbeat(uv_timer_t* timer) noexcept {
   auto* self = static_cast<Impl*>(timer->data);
   if (self->stopping_ || self->shutting_down_) return;  // shutdown has its own timeout
   const std::uint64_t now = uv_now(&self->loop_);
-  const double timeout_s = self->options_.peer_timeout_s;
-  const auto timeout_ms = static_cast<std::uint64_t>(timeout_s * 1000.0);
+  const std::uint64_t timeout_ms = self->peer_timeout_ms();
   const std::uint64_t every_ms = std::max<std::uint64_t>(1, timeout_ms / 4);
   for (std::size_t r = 0; r < self->peers_.size(); ++r) {
     Connection* connection = self->peers_[r].connection;
@@ -98,7 +97,7 @@ void TcpTransport::Impl::on_heartbeat(uv_timer_t* timer) noexcept {
 bool TcpTransport::Impl::check_silence(std::size_t rank, std::uint64_t now,
                                        std::uint64_t direct_ms) noexcept {
   Peer& peer = peers_[rank];
-  const auto timeout_ms = static_cast<std::uint64_t>(options_.peer_timeout_s * 1000.0);
+  const std::uint64_t timeout_ms = peer_timeout_ms();
   if (direct_ms > kMaxVouchedTimeouts * timeout_ms) {
     const std::string bound = std::to_string(kMaxVouchedTimeouts) + " x net.peer_timeout";
     fail_silent(rank, direct_ms,
@@ -133,7 +132,7 @@ void TcpTransport::Impl::fail_silent(std::size_t rank, std::uint64_t direct_ms,
 }
 
 bool TcpTransport::Impl::query_liveness(std::size_t rank, std::uint64_t now) noexcept {
-  const auto timeout_ms = static_cast<std::uint64_t>(options_.peer_timeout_s * 1000.0);
+  const std::uint64_t timeout_ms = peer_timeout_ms();
   std::size_t asked = 0;
   std::vector<bool> asking(peers_.size(), false);
   for (std::size_t q = 0; q < peers_.size(); ++q) {
@@ -215,7 +214,7 @@ void TcpTransport::Impl::on_liveness_report(Connection& connection,
   Peer& peer = peers_[about];
   if (peer.query_ms == 0) return;  // no query out (answered already, or heard again)
   const std::uint64_t now = uv_now(&loop_);
-  const auto timeout_ms = static_cast<std::uint64_t>(options_.peer_timeout_s * 1000.0);
+  const std::uint64_t timeout_ms = peer_timeout_ms();
   // Heard within the timeout: alive, and its silence here is its link to this node. A peer that
   // stopped at time T cannot be: this node asked after now - T passed the timeout, and the other
   // answered later still.

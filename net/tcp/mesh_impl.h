@@ -164,6 +164,10 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   // kMaxVouchedTimeouts x peer_timeout_s (answers slow behind bulk bytes wait until then).
   // `direct_ms`: since the last byte read on the connection. Returns whether the peer was failed.
   bool check_silence(std::size_t rank, std::uint64_t now, std::uint64_t direct_ms) noexcept;
+  // TransportOptions::peer_timeout_s in uv_now() milliseconds.
+  [[nodiscard]] std::uint64_t peer_timeout_ms() const noexcept {
+    return static_cast<std::uint64_t>(options_.peer_timeout_s * 1000.0);
+  }
   // Sends a LivenessQuery about `rank` to every other peer heard within peer_timeout_s; false
   // when there is none.
   bool query_liveness(std::size_t rank, std::uint64_t now) noexcept;
