@@ -21,12 +21,22 @@
 #
 #   bash bench/faults.sh [CONFIG] [NODES]
 #   (defaults configs/fashion-mnist-mlp-ako.toml, 4; needs a built tree: scripts/build.sh)
+# Then the partition cases: `ako` and `ps` with the victim SIGSTOPped until the others have gone
+# on without it, then woken (SIGCONT): it sees every peer gone. Printed: every rank's exit status,
+# whether the woken one wrote a metrics file, and its error line (it must stop, naming the cut,
+# and write nothing: sync::Quorum). Then the stalled handshakes: while a `ps` job runs, 1,000
+# connections to rank 0 each send a frame prefix announcing a large header (half 1 MiB, half
+# 4,000 bytes) and stall, and 20 send nothing: rank 0's resident memory before and at its peak,
+# how many of the connections the node closed and how soon, and whether the job's parameters are
+# bitwise those of the undisturbed `ps` run.
 # Last, the checkpoint of the large MLP (LARGE_CONFIG): NODES nodes under ps, a checkpoint every
 # 4 of 12 iterations; its size per node, the iteration's wait and the background write.
 # The 10-minute soak (resident memory, no hang) is bench/soak.sh.
 # Env: PEER_TIMEOUT (net.peer_timeout for the SIGSTOP runs, default 2), TEST_LIMIT (default 2000),
 #      CKPT_EVERY (default 200), REJOIN_EPOCHS (default 12), OUT (default out/bench-faults),
-#      LARGE_CONFIG (default configs/fashion-mnist-mlp-large.toml).
+#      LARGE_CONFIG (default configs/fashion-mnist-mlp-large.toml), CASES (default all: the words
+#      failures rejoin partition handshake checkpoint, space-separated; `ps undisturbed` runs with
+#      any of failures, rejoin or handshake, `ako undisturbed` with failures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config=${1:-configs/fashion-mnist-mlp-ako.toml}
@@ -37,6 +47,8 @@ ckpt_every=${CKPT_EVERY:-200}
 rejoin_epochs=${REJOIN_EPOCHS:-12}
 large_config=${LARGE_CONFIG:-configs/fashion-mnist-mlp-large.toml}
 out=${OUT:-out/bench-faults}
+cases=${CASES:-failures rejoin partition handshake checkpoint}
+want() { [[ " $cases " == *" $1 "* ]]; }
 rm -rf "$out"
 mkdir -p "$out"
 victim=$((nodes - 1))
@@ -53,9 +65,11 @@ PY
 
 now() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
 
-# run NAME STRATEGY SIGNAL(none|KILL|STOP|REJOIN) [EPOCHS]: NODES processes; the victim gets SIGNAL
-# during its first epoch (REJOIN: SIGKILL, then it is started again with --rejoin once rank 0 has
-# gone on without it). Writes $out/NAME/{log-R.txt,node-R.json,signal_at[,restart_at]}.
+# run NAME STRATEGY SIGNAL(none|KILL|STOP|REJOIN|PAUSE|FLOOD) [EPOCHS]: NODES processes; the victim
+# gets SIGNAL during its first epoch (REJOIN: SIGKILL, then it is started again with --rejoin once
+# rank 0 has gone on without it; PAUSE: SIGSTOP until rank 0 has gone on without it, then
+# net.peer_timeout + 1 s more, then SIGCONT; FLOOD: no signal, the stalled handshakes at rank 0).
+# Writes $out/NAME/{log-R.txt,node-R.json,parameters-R.f32,exit-R,signal_at[,restart_at]}.
 run() {
   local name=$1 strategy=$2 signal=$3 dir="$out/$1"
   mkdir -p "$dir"
@@ -69,10 +83,16 @@ run() {
   local pids=()
   for ((r = 0; r < nodes; r++)); do
     ./build/bin/gradmesh-node --config "$config" --peers "$peers" --rank "$r" \
-      --metrics-out "$dir" --set sync.strategy="$strategy" --set data.test_limit="$test_limit" \
-      --set net.peer_timeout="$peer_timeout" "${extra[@]}" > "$dir/log-$r.txt" 2>&1 &
+      --metrics-out "$dir" --save-parameters --set sync.strategy="$strategy" \
+      --set data.test_limit="$test_limit" --set net.peer_timeout="$peer_timeout" "${extra[@]}" \
+      > "$dir/log-$r.txt" 2>&1 &
     pids+=($!)
   done
+  if [[ $signal == FLOOD ]]; then
+    until grep -q "epoch 1/" "$dir/log-0.txt" 2>/dev/null; do sleep 0.05; done
+    python3 bench/lib/stalled_handshakes.py "${peers%%,*}" "${pids[0]}" > "$dir/flood.json"
+    signal=none
+  fi
   if [[ $signal != none ]]; then
     local mark="epoch 1/"
     [[ $strategy != ako ]] && mark="checkpoint of iteration $ckpt_every:"
@@ -89,29 +109,57 @@ run() {
         > "$dir/log-$victim-rejoined.txt" 2>&1 &
       pids[$victim]=$!
       signal=none  # waited for below like the others
+    elif [[ $signal == PAUSE ]]; then
+      kill -STOP "${pids[$victim]}"
+      local gone="going on with"
+      [[ $strategy != ako ]] && gone="rolling back"
+      until grep -q "$gone" "$dir/log-0.txt" 2>/dev/null; do sleep 0.05; done
+      sleep "$(python3 -c "print($peer_timeout + 1)")"
+      now > "$dir/wake_at"
+      kill -CONT "${pids[$victim]}"
+      signal=none  # waited for below like the others
     else
       kill -"$signal" "${pids[$victim]}"
     fi
   fi
   for ((r = 0; r < nodes; r++)); do
     if [[ $signal != none && $r == "$victim" ]]; then continue; fi
-    wait "${pids[$r]}" || echo "   (rank $r exited $?)" >&2
+    local code=0
+    wait "${pids[$r]}" || code=$?
+    echo "$code" > "$dir/exit-$r"
+    [[ $code == 0 ]] || echo "   (rank $r exited $code)" >&2
   done
   if [[ $signal != none ]]; then kill -KILL "${pids[$victim]}" 2>/dev/null || true; fi
   wait 2>/dev/null || true
 }
 
-echo "== ako undisturbed" >&2;  run ako-undisturbed ako none
-echo "== ako, SIGKILL" >&2;     run ako-kill ako KILL
-echo "== ako, SIGSTOP" >&2;     run ako-stop ako STOP
-echo "== ps undisturbed" >&2;  run ps-undisturbed ps none
-echo "== ps, SIGKILL" >&2;      run ps-kill ps KILL
-echo "== ps, SIGSTOP" >&2;      run ps-stop ps STOP
-echo "== ako undisturbed, $rejoin_epochs epochs" >&2; run ako-long ako none "$rejoin_epochs"
-echo "== ako, SIGKILL, restarted with --rejoin" >&2;   run ako-rejoin ako REJOIN "$rejoin_epochs"
-echo "== ps, SIGKILL, restarted with --rejoin" >&2;    run ps-rejoin ps REJOIN
+if want failures; then
+  echo "== ako undisturbed" >&2;  run ako-undisturbed ako none
+  echo "== ako, SIGKILL" >&2;     run ako-kill ako KILL
+  echo "== ako, SIGSTOP" >&2;     run ako-stop ako STOP
+fi
+if want failures || want rejoin || want handshake; then
+  echo "== ps undisturbed" >&2;  run ps-undisturbed ps none
+fi
+if want failures; then
+  echo "== ps, SIGKILL" >&2;      run ps-kill ps KILL
+  echo "== ps, SIGSTOP" >&2;      run ps-stop ps STOP
+fi
+if want rejoin; then
+  echo "== ako undisturbed, $rejoin_epochs epochs" >&2; run ako-long ako none "$rejoin_epochs"
+  echo "== ako, SIGKILL, restarted with --rejoin" >&2;   run ako-rejoin ako REJOIN "$rejoin_epochs"
+  echo "== ps, SIGKILL, restarted with --rejoin" >&2;    run ps-rejoin ps REJOIN
+fi
+if want partition; then
+  echo "== ako, SIGSTOP past net.peer_timeout, then woken" >&2; run ako-partition ako PAUSE
+  echo "== ps, SIGSTOP past net.peer_timeout, then woken" >&2;  run ps-partition ps PAUSE
+fi
+if want handshake; then
+  echo "== ps, 1,020 stalled handshakes at rank 0" >&2; run ps-flood ps FLOOD
+fi
 
 # The large MLP's checkpoint: NODES nodes, ps, a checkpoint every 4 iterations, 12 iterations.
+if want checkpoint; then
 echo "== checkpoints of $large_config" >&2
 large_peers=$(free_ports "$nodes")
 mkdir -p "$out/checkpoint"
@@ -125,123 +173,6 @@ for ((r = 0; r < nodes; r++)); do
 done
 for pid in "${large_pids[@]}"; do wait "$pid" || echo "   (a checkpoint run node exited $?)" >&2; done
 rm -rf "$out/checkpoint/ckpt"
+fi
 
-python3 - "$out" "$nodes" "$victim" "$config" "$peer_timeout" <<'PY'
-import datetime, glob, json, os, re, sys
-out, nodes, victim, config, peer_timeout = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-
-def stamp(line, day):
-    # "[HH:MM:SS.mmm] [rank r] ..." (the local date of the run)
-    m = re.search(r"\[(\d\d):(\d\d):(\d\d)\.(\d\d\d)\]", line)
-    if not m: return None
-    h, mi, s, ms = map(int, m.groups())
-    return datetime.datetime.combine(day, datetime.time(h, mi, s, ms * 1000)).timestamp()
-
-def first_time(path, text, day):
-    for line in open(path, errors="replace"):
-        if text in line:
-            return stamp(line, day)
-    return None
-
-def survivors(name):
-    return [r for r in range(nodes) if not (name != "ako-undisturbed" and r == victim)]
-
-def metrics(name, ranks):
-    rows = []
-    for r in ranks:
-        p = f"{out}/{name}/node-{r}.json"
-        if os.path.exists(p): rows.append(json.load(open(p)))
-    return rows
-
-print(f"{config}, {nodes} nodes on 127.0.0.1, rank {victim} signalled during its first epoch; "
-      f"net.peer_timeout = {peer_timeout} s for every run")
-base = metrics("ako-undisturbed", range(nodes))
-base_acc = sum(r["test_accuracy"] for r in base) / len(base)
-base_final = sum(r["final_test_accuracy"] for r in base) / len(base)
-print(f"{'run':16} {'survivors go on':>16} {'replicas':>9} {'final':>7}  (undisturbed: replicas "
-      f"{100 * base_acc:.2f}%, final {100 * base_final:.2f}%)")
-for name in ("ako-kill", "ako-stop"):
-    at = float(open(f"{out}/{name}/signal_at").read())
-    day = datetime.datetime.fromtimestamp(at).date()
-    went_on = [first_time(f"{out}/{name}/log-{r}.txt", "going on with", day) for r in survivors(name)]
-    latency = "-" if None in went_on else f"{max(went_on) - at:.2f} s"
-    rows = metrics(name, survivors(name))
-    acc = sum(r["test_accuracy"] for r in rows) / max(1, len(rows))
-    final = sum(r["final_test_accuracy"] for r in rows) / max(1, len(rows))
-    print(f"{name:16} {latency:>16} {100 * acc:8.2f}% {100 * final:6.2f}%  "
-          f"({len(rows)} of {nodes - 1} survivors finished; vs undisturbed: "
-          f"{100 * (acc - base_acc):+.2f} points)")
-ps_base = metrics("ps-undisturbed", range(nodes))
-ps_acc = sum(r["test_accuracy"] for r in ps_base) / len(ps_base)
-print(f"{'run':16} {'rolled back, on':>16} {'accuracy':>9} {'from':>6}  (undisturbed ps: "
-      f"{100 * ps_acc:.2f}%)")
-for name in ("ps-kill", "ps-stop"):
-    at = float(open(f"{out}/{name}/signal_at").read())
-    day = datetime.datetime.fromtimestamp(at).date()
-    going = []
-    for r in survivors(name):
-        t = None
-        for line in open(f"{out}/{name}/log-{r}.txt", errors="replace"):
-            if "iterations in all" in line:
-                t = stamp(line, day)  # the last one: the new view's start
-        going.append(t)
-    latency = "-" if None in going or min(going) < at else f"{max(going) - at:.2f} s"
-    rows = metrics(name, range(nodes - 1))  # the new view's ranks 0 .. n-2
-    acc = sum(r["test_accuracy"] for r in rows) / max(1, len(rows))
-    start = rows[0].get("resumed_from_iteration") if rows else None
-    print(f"{name:16} {latency:>16} {100 * acc:8.2f}% {start if start is not None else '-':>6}  "
-          f"({len(rows)} of {nodes - 1} survivors finished, rollbacks "
-          f"{[r.get('rollbacks') for r in rows]}; vs undisturbed: {100 * (acc - ps_acc):+.2f} points)")
-long = metrics("ako-long", range(nodes))
-long_final = sum(r["final_test_accuracy"] for r in long) / len(long)
-name = "ako-rejoin"
-restart = float(open(f"{out}/{name}/restart_at").read())
-signal_at = float(open(f"{out}/{name}/signal_at").read())
-day = datetime.datetime.fromtimestamp(restart).date()
-log = f"{out}/{name}/log-{victim}-rejoined.txt"
-rejoined = first_time(log, "rejoined from rank", day)
-connected = first_time(log, "connected to every peer", day)
-rows = metrics(name, range(nodes))
-final = sum(r["final_test_accuracy"] for r in rows) / max(1, len(rows))
-same = len({r["final_test_accuracy"] for r in rows}) == 1
-joiner = rows[victim] if len(rows) == nodes else {}
-print(f"{'run':16} {'restart->rejoined':>18} {'connect->rejoined':>18} {'final':>7}  (undisturbed "
-      f"ako, as many epochs: final {100 * long_final:.2f}%)")
-print(f"{name:16} {(f'{rejoined - restart:.2f} s' if rejoined else '-'):>18} "
-      f"{(f'{rejoined - connected:.2f} s' if rejoined and connected else '-'):>18} "
-      f"{100 * final:6.2f}%  ({len(rows)} of {nodes} finished, final model the same on all: {same}; "
-      f"restarted {restart - signal_at:.2f} s after the kill; it took over at iteration "
-      f"{joiner.get('resumed_from_iteration')}; vs undisturbed: {100 * (final - long_final):+.2f} points)")
-name = "ps-rejoin"
-restart = float(open(f"{out}/{name}/restart_at").read())
-day = datetime.datetime.fromtimestamp(restart).date()
-admitted = first_time(f"{out}/{name}/log-0.txt", "node(s) rejoined at the checkpoint", day)
-going = None
-for line in open(f"{out}/{name}/log-{victim}-rejoined.txt", errors="replace"):
-    if "iterations in all" in line:
-        going = stamp(line, day)
-rows = metrics(name, range(nodes))
-acc = sum(r["test_accuracy"] for r in rows) / max(1, len(rows))
-same = len({r["test_accuracy"] for r in rows}) == 1
-print(f"{'run':16} {'restart->admitted':>18} {'admitted->going':>18} {'accuracy':>9}  (undisturbed "
-      f"ps: {100 * ps_acc:.2f}%)")
-print(f"{name:16} {(f'{admitted - restart:.2f} s' if admitted else '-'):>18} "
-      f"{(f'{going - admitted:.2f} s' if going and admitted else '-'):>18} {100 * acc:8.2f}%  "
-      f"({len(rows)} of {nodes} finished, the same accuracy on all: {same}; views "
-      f"{[r.get('view') for r in rows]}, rejoined {[r.get('rejoined') for r in rows]}; vs "
-      f"undisturbed: {100 * (acc - ps_acc):+.2f} points)")
-rows = metrics("checkpoint", range(nodes))
-if rows:
-    def span(values, fmt):
-        return fmt.format(min(values)) + ("" if min(values) == max(values) else "-" + fmt.format(max(values)))
-    n = [max(1, r["checkpoints_written"]) for r in rows]
-    print(f"checkpoints of the large MLP (ps, {nodes} nodes, one every 4 of 12 iterations): "
-          f"{span([r['checkpoint_bytes'] / 1e6 for r in rows], '{:.1f}')} MB per node; the "
-          f"iteration waits {span([1e3 * r['checkpoint_seconds'] / k for r, k in zip(rows, n)], '{:.0f}')} ms "
-          f"per checkpoint (the copy; the first touches the buffer), the background write takes "
-          f"{span([1e3 * r['checkpoint_write_seconds'] / k for r, k in zip(rows, n)], '{:.0f}')} ms "
-          f"(write, fsync, rename; {len(rows)} of {nodes} nodes, {rows[0]['checkpoints_written']} "
-          f"checkpoints each)")
-else:
-    print("checkpoints of the large MLP: no metrics (see the checkpoint run's logs)")
-PY
+python3 bench/lib/faults_report.py "$out" "$nodes" "$victim" "$config" "$peer_timeout"

@@ -64,6 +64,9 @@ struct SyncContext {
   /// This node restarted after it failed and rejoins the running job under its old rank
   /// (gradmesh-node --rejoin): the stage takes its state from a live peer (SyncStage::join()).
   bool rejoin = false;
+  /// net.min_nodes: live nodes (this one included) a stage that goes on without failed peers
+  /// needs (sync::Quorum); nullopt: more than half of `nodes`.
+  std::optional<std::size_t> min_nodes;
 };
 
 /// One row of the per-layer plan (DESIGN.md metrics "plan"; `gradmesh-node plan`).
@@ -124,6 +127,12 @@ class SyncStage : public engine::Checkpointable {
   /// ConfigError (the strategy cannot take a restarted node back). Throws PeerError if the peer
   /// fails or does not answer.
   virtual std::uint64_t join();
+  /// Throws gradmesh::Error when this node may no longer act for the job: a stage that goes on
+  /// without failed peers (Ako) lost its quorum (sync::Quorum), so this node is cut off and must
+  /// write no checkpoint and no metrics. The node calls it before each checkpoint write and
+  /// before its metrics. Any thread. Default: never throws (a BSP stage fails its iteration
+  /// instead, and the node's recovery applies the rule).
+  virtual void check_quorum() const {}
   void save_state(engine::StateWriter& out) override { (void)out; }
   void load_state(engine::StateReader& in) override { (void)in; }
   /// Messages received that broke the strategy's protocol (wrong size, unknown key, stale round);

@@ -146,7 +146,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 40> kKeys{{
+constexpr std::array<KeySpec, 41> kKeys{{
     {"checkpoint.dir",
      "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
      OverrideKind::kString,
@@ -278,6 +278,13 @@ constexpr std::array<KeySpec, 40> kKeys{{
        return set_optional_rate(c.net.max_send_rate, n, "unlimited");
      },
      [](const JobConfig& c) { return print_optional_rate(c.net.max_send_rate, "unlimited"); }},
+    {"net.min_nodes", "\"majority\" or an integer >= 1 (live nodes a node needs to go on after "
+     "peers failed)",
+     OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       return set_optional_size(c.net.min_nodes, n, 1, "majority");
+     },
+     [](const JobConfig& c) { return print_optional_size(c.net.min_nodes, "majority"); }},
     {"net.peer_timeout", "a number of seconds >= 0 (0: no heartbeats)", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
        const auto v = number_of(n);

@@ -126,6 +126,9 @@ struct JobConfig {
     /// (heartbeats keep idle links talking; net::TransportOptions::peer_timeout_s), >= 0; 0: off.
     double peer_timeout = 10.0;
     std::size_t max_frame_bytes = 1ull << 30;  ///< net.max_frame_bytes: largest frame, >= 1024.
+    /// net.min_nodes: live nodes (this one included) a node needs to go on after peers failed
+    /// (sync::Quorum); unset ("majority", the default): more than half of the nodes it ran with.
+    std::optional<std::size_t> min_nodes;
     /// net.port: the TCP port every node listens on when the peer list comes from SLURM's node
     /// list (topo/launch_environment.h); unused with --peers, --peers-file or torchrun variables.
     std::uint16_t port = 29500;

@@ -110,6 +110,11 @@ Pipeline::Pipeline(NodeOptions options) {
   if (s.options.save_parameters && !s.options.metrics_out) {
     throw ConfigError("--save-parameters needs --metrics-out DIR");
   }
+  if (s.config.net.min_nodes && *s.config.net.min_nodes > nodes) {
+    throw ConfigError("net.min_nodes = " + std::to_string(*s.config.net.min_nodes) +
+                      " is more than the job's " + std::to_string(nodes) +
+                      " node(s): the job could not go on after any failure, nor start");
+  }
   // Folders written only after training (metrics) or after an epoch (checkpoints) fail now.
   if (s.options.metrics_out) check_writable_folder(*s.options.metrics_out, "--metrics-out", s.rank);
   if (!s.config.checkpoint.dir.empty())
@@ -262,7 +267,7 @@ void Pipeline::build() {
         config.sync.strategy,
         sync::SyncContext{model, s.executor, *s.channel, s.rank, nodes, batch, *s.optimizer,
                           sync_options(config), per_epoch, measured ? &*measured : nullptr,
-                          s.options.rejoin});
+                          s.options.rejoin, config.net.min_nodes});
     s.graph.emplace(model, *s.source, std::move(s.preprocess), s.executor, *s.stage, shard,
                     per_epoch);
     log_summary(*s.stage);
@@ -473,6 +478,7 @@ NodeMetrics Pipeline::run() {
       metrics.final_test_accuracy = metrics.test_accuracy;
       metrics.final_test_loss = metrics.test_loss;
     }
+    stage.check_quorum();  // a node cut off from the job (Ako) writes no metrics
   } catch (const ViewGrowth&) {
     // Every node stops here, at the same boundary, its checkpoint on disk: a clean close, so no
     // peer takes it for failed; run_with_recovery() starts the grown view.

@@ -234,6 +234,7 @@ void Pipeline::write_checkpoint(std::uint64_t iteration, NodeMetrics& metrics) {
   State& s = *state_;
   const auto begin = Clock::now();
   finish_checkpoint_write(metrics);  // the previous file is on disk before its buffer is reused
+  s.stage->check_quorum();           // a node cut off from the job writes nothing into its folder
   s.checkpoint_header.iteration = iteration;
   s.checkpoints.save(s.checkpoint_header, s.checkpoint_file);
   const double seconds = std::chrono::duration<double>(Clock::now() - begin).count();

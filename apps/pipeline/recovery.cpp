@@ -15,6 +15,7 @@
 #include "apps/pipeline/pipeline.h"
 #include "engine/checkpoint.h"
 #include "engine/error.h"
+#include "sync/quorum.h"
 
 namespace gradmesh::app {
 
@@ -153,6 +154,7 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
   // cut off from the others (a pause, a partition) sees every one of them fail, one rollback after
   // another; it stops at the first view that would leave it in a minority instead of training
   // alone and writing its metrics over the real job's. In a 2 + 2 split both halves stop.
+  // net.min_nodes replaces the majority with a fixed minimum (sync::Quorum).
   std::size_t quorum_base = 0;                // members of the last view that started here
   std::vector<std::string> lost_since_start;  // peers gone since then ("rank r (host:port)")
   for (;;) {
@@ -226,17 +228,9 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
       const std::string dead_address = peers[dead];
       peers.erase(peers.begin() + static_cast<std::ptrdiff_t>(dead));
       lost_since_start.push_back(dead_address);
-      if (quorum_base > 0 && 2 * peers.size() <= quorum_base) {
-        std::string lost;
-        for (const auto& a : lost_since_start) lost += (lost.empty() ? "" : ", ") + a;
-        throw Error("cut off from the majority: this node lost contact with " + lost + " (" +
-                    std::to_string(lost_since_start.size()) + " of the " +
-                    std::to_string(quorum_base) + " nodes it ran with; last: " + e.what() +
-                    "); going on needs more than half of them (" +
-                    std::to_string(quorum_base / 2 + 1) + "), so this node stops and writes no "
-                    "metrics or checkpoints; the job goes on without it if the others are a "
-                    "majority");
-      }
+      const sync::Quorum quorum{quorum_base, pipeline->config().net.min_nodes};
+      if (quorum_base > 0 && !quorum.holds(peers.size()))
+        throw Error(quorum.cut_off_message(lost_since_start, e.what()));
       const std::size_t new_rank = rank > dead ? rank - 1 : rank;
       pipeline.reset();  // closes this view's transport and waits for a checkpoint write
       views.push_back(

@@ -45,6 +45,7 @@ struct Mailbox {
   std::vector<double> link_rate;
   std::vector<std::chrono::steady_clock::time_point> link_free_at;
   std::vector<double> link_latency;  // seconds, by receiver (set_link_latency()); 0: none
+  std::vector<char> cut;             // by peer: the link is cut (cut_link()); reported once
 };
 
 struct InProcMesh {
@@ -56,6 +57,7 @@ struct InProcMesh {
       box.counters = std::make_unique<CounterBook>(ranks, counted);
       box.link_rate.assign(ranks, 0.0);
       box.link_latency.assign(ranks, 0.0);
+      box.cut.assign(ranks, 0);
       box.link_free_at.assign(ranks, std::chrono::steady_clock::time_point{});
     }
   }
@@ -67,6 +69,9 @@ struct InProcMesh {
   static std::string address(std::size_t rank) { return "inproc:" + std::to_string(rank); }
   PeerError failure_of(std::size_t rank) const {
     return PeerError(rank, address(rank), boxes[rank].failure_reason);
+  }
+  static PeerError cut_of(std::size_t rank) {
+    return PeerError(rank, address(rank), "link cut (a network partition)");
   }
 };
 
@@ -181,6 +186,7 @@ void InProcTransport::send(std::size_t to_rank, Message message) {
                   (self.state == Mailbox::State::kIdle ? " before start()" : " after close()"));
     }
     Mailbox& peer = mesh.boxes[to_rank];
+    if (self.cut[to_rank]) throw InProcMesh::cut_of(to_rank);
     if (peer.failed) throw mesh.failure_of(to_rank);
     if (peer.state == Mailbox::State::kGone) {
       throw PeerError(to_rank, InProcMesh::address(to_rank), "has shut down");
@@ -225,7 +231,8 @@ void InProcTransport::shutdown(double timeout_s) noexcept {
       // As TCP waits for every peer's Goodbye: until each peer is leaving, gone or failed.
       mesh.changed.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] {
         for (std::size_t r = 0; r < mesh.boxes.size(); ++r) {
-          if (r != rank_ && mesh.boxes[r].state == Mailbox::State::kRunning) return false;
+          if (r != rank_ && box.cut[r] == 0 && mesh.boxes[r].state == Mailbox::State::kRunning)
+            return false;
         }
         return true;
       });
@@ -256,7 +263,7 @@ void InProcTransport::leave(bool clean, const std::string& reason) noexcept {
       box.failure_reason = reason;
       for (std::size_t r = 0; r < mesh.boxes.size(); ++r) {
         Mailbox& peer = mesh.boxes[r];
-        if (r == rank_ || peer.state == Mailbox::State::kGone) continue;
+        if (r == rank_ || peer.state == Mailbox::State::kGone || box.cut[r] != 0) continue;
         // Behind what this rank sent before (per-peer order), whatever its links' rates.
         peer.queue.push_back(
             Envelope{rank_, Message{}, mesh.failure_of(rank_), 0, std::chrono::steady_clock::now()});
@@ -284,6 +291,31 @@ void InProcTransport::set_link_latency(std::size_t to_rank, double seconds) {
                  "set_link_latency(): " + std::to_string(seconds) + " s");
   const std::lock_guard lock(mesh_->mutex);
   mesh_->boxes[rank_].link_latency[to_rank] = seconds;
+}
+
+void InProcTransport::cut_link(std::size_t to_rank) {
+  InProcMesh& mesh = *mesh_;
+  GRADMESH_CHECK_LT(to_rank, mesh.boxes.size(), "cut_link() to a rank outside the mesh");
+  GRADMESH_CHECK_NE(to_rank, rank_, "cut_link() to this node's own rank");
+  {
+    const std::lock_guard lock(mesh.mutex);
+    Mailbox& me = mesh.boxes[rank_];
+    Mailbox& peer = mesh.boxes[to_rank];
+    if (me.cut[to_rank] != 0) return;
+    me.cut[to_rank] = 1;
+    peer.cut[rank_] = 1;
+    const auto now = std::chrono::steady_clock::now();
+    // Each side loses what the other sent and has not delivered, then learns the link is gone
+    // (unless it is gone itself, or already holds the other's failure).
+    const auto cut_side = [&](Mailbox& box, std::size_t other) {
+      std::erase_if(box.queue, [&](const Envelope& e) { return e.from == other && !e.failure; });
+      if (box.state != Mailbox::State::kGone && !mesh.boxes[other].failed)
+        box.queue.push_back(Envelope{other, Message{}, InProcMesh::cut_of(other), 0, now});
+    };
+    cut_side(me, to_rank);
+    cut_side(peer, rank_);
+  }
+  mesh.changed.notify_all();
 }
 
 Counters InProcTransport::counters() const { return mesh_->boxes[rank_].counters->snapshot(); }

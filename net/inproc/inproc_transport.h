@@ -73,6 +73,12 @@ class InProcTransport final : public Transport {
   /// holds. Throws gradmesh::ContractError for a rank outside the mesh, its own rank, or seconds
   /// < 0 or not finite. Thread safe.
   void set_link_latency(std::size_t to_rank, double seconds);
+  /// Cuts the link between this rank and `to_rank` in both directions, for good (a network
+  /// partition, for tests of membership): messages between the two still queued are dropped,
+  /// each side's FailureHandler sees a PeerError naming the other ("link cut"), and later sends
+  /// between them throw it. Every other link is untouched. Idempotent. Throws
+  /// gradmesh::ContractError for a rank outside the mesh or its own rank. Thread safe.
+  void cut_link(std::size_t to_rank);
 
  private:
   void leave(bool clean, const std::string& reason) noexcept;

@@ -23,6 +23,7 @@ double AkoStage::network_wait_seconds(double bytes, double fixed) const noexcept
 
 bool AkoStage::finish() {
   if (ctx_.nodes == 1 || !channel_.connected()) return false;
+  check_quorum();  // a node cut off from the job does not wait for its peers' last rounds
   // Profiles the job ended too early to complete: every node's gamma is needed for every plan.
   while (profiles_sent_ < plans_needed()) end_profile(profiles_sent_, profile_gamma());
   const std::uint64_t produced = local_clock_.load(std::memory_order_relaxed);

@@ -170,9 +170,13 @@ void AkoStage::on_failure(const PeerError& error) {
   failed_.store(true, std::memory_order_release);
   failures_.fetch_add(1, std::memory_order_relaxed);
   const std::size_t live = live_nodes_.fetch_sub(1, std::memory_order_acq_rel) - 1;
-  spdlog::warn("ako: {}; dropped from the staleness clocks, going on with {} of {} nodes (Ako "
-               "SoCC'16 sec. 4.3)",
-               error.what(), live, ctx_.nodes);
+  if (quorum_.holds(live)) {
+    spdlog::warn("ako: {}; dropped from the staleness clocks, going on with {} of {} nodes (Ako "
+                 "SoCC'16 sec. 4.3)",
+                 error.what(), live, ctx_.nodes);
+  } else {
+    cut_off(error);  // fails the gates before the drop below could open one
+  }
   clocks_.drop(peer);  // a gate waiting for its clock opens
   // The end-of-job mean needs every node's replica: it can no longer complete.
   if (average_) average_->fail_all(std::make_exception_ptr(error));
@@ -185,6 +189,27 @@ void AkoStage::on_failure(const PeerError& error) {
     const std::lock_guard lock(join_mutex_);  // wakes join() if it waits on this peer
   }
   join_changed_.notify_all();
+}
+
+void AkoStage::cut_off(const PeerError& error) {
+  std::vector<std::string> lost;
+  for (std::size_t r = 0; r < ctx_.nodes; ++r) {
+    if (r != ctx_.rank && dead(r)) lost.push_back("rank " + std::to_string(r) + " (" +
+                                                  channel_.address(r) + ")");
+  }
+  const std::string why = quorum_.cut_off_message(lost, error.what());
+  {
+    const std::lock_guard lock(quorum_mutex_);
+    if (cut_off_) return;
+    cut_off_ = std::make_exception_ptr(Error(why));
+  }
+  spdlog::error("ako: {}", why);
+  clocks_.fail_all(std::make_exception_ptr(Error(why)));
+}
+
+void AkoStage::check_quorum() const {
+  const std::lock_guard lock(quorum_mutex_);
+  if (cut_off_) std::rethrow_exception(cut_off_);
 }
 
 std::size_t AkoStage::peers_pending_locked() const {

@@ -40,6 +40,7 @@ AkoStage::AkoStage(SyncContext context)
           partition_stage_, static_cast<std::uint16_t>(ako::Kind::kPartition))),
       dead_(new std::atomic<bool>[ctx_.nodes]),
       live_nodes_(ctx_.nodes),
+      quorum_{ctx_.nodes, ctx_.min_nodes},
       last_round_(ctx_.nodes, 0),
       readmit_(ctx_.nodes, 0),
       staging_(floats_, 0.0f),

@@ -27,6 +27,7 @@
 #include "sync/ako/staleness_clocks.h"
 #include "sync/allreduce/ring_allreduce.h"
 #include "sync/channel.h"
+#include "sync/quorum.h"
 #include "sync/sync_stage.h"
 
 namespace gradmesh::sync {
@@ -147,6 +148,14 @@ namespace gradmesh::sync {
 /// themselves (average_survivors(): each sends its replica whole, ako::Kind::kReplica, and takes
 /// the mean in rank order of its own and those that arrive). Each failure is logged
 /// with the peer's rank and address and counted (summary "peers_failed").
+/// The survivors go on only while they are a quorum of the job's n ranks (sync::Quorum: more than
+/// half, or net.min_nodes): Ako has no views, failures reach each node one by one in any order,
+/// and a failed rank may come back (--rejoin), so the membership counted against is the fixed n,
+/// not the last set of survivors (which would let both halves of a 2 + 2 split go on, each
+/// seeing 4 -> 3 -> 2). A node below it is cut off (a partition's small side, a node woken from a
+/// pause after the others dropped it): its gates fail with the error, it writes no checkpoint and
+/// no metrics (check_quorum()) and exits non-zero, instead of finishing alone with a replica that
+/// looks like the job's.
 ///
 /// Errors: messages that break the protocol are dropped, counted and logged.
 /// Thread safety: as SyncStage. Construction throws ConfigError for auto p without a bandwidth.
@@ -212,6 +221,8 @@ class AkoStage final : public SyncStage {
   /// (in the replica of the node that made them, not in its peers'). The same node count only
   /// (the replicas differ: no re-split).
   [[nodiscard]] std::string checkpoint_refusal() const override { return {}; }
+  /// Throws the cut-off error once fewer live nodes than the quorum remain (class comment).
+  void check_quorum() const override;
   /// A restarted node (SyncContext::rejoin), once its transport has taken its rank back, sends
   /// every peer a join request (ako::Kind::kJoinRequest): each sends it rounds again and re-admits
   /// it to its staleness clocks at its first round; the lowest other rank, the donor, also answers
@@ -279,6 +290,9 @@ class AkoStage final : public SyncStage {
   void on_message(std::size_t from, net::Message&& message);
   /// Drops the failed peer (class comment); idempotent per peer. Any thread.
   void on_failure(const PeerError& error);
+  /// The live nodes fell below the quorum after `error`: stores the cut-off error (first wins),
+  /// logs it and fails the gates, so the node stops. Any thread.
+  void cut_off(const PeerError& error);
   /// The transport took a failed peer back (it restarted): logged only; take_back() follows
   /// its join request, once its stage is routed (rounds sent before would be rejected there).
   void on_rejoin(std::size_t peer);
@@ -372,6 +386,11 @@ class AkoStage final : public SyncStage {
   // on_rejoin() when it comes back.
   std::unique_ptr<std::atomic<bool>[]> dead_;
   std::atomic<std::size_t> live_nodes_;  // this node and the peers not dead
+  // Membership (sync::Quorum over the job's n ranks): once the live nodes fall below it this
+  // node is cut off; the error fails every gate and check_quorum() throws it. Under quorum_mutex_.
+  Quorum quorum_;
+  mutable std::mutex quorum_mutex_;
+  std::exception_ptr cut_off_;
   std::atomic<std::uint64_t> failures_{0};  // peers that failed (a rejoined one counts too)
   std::atomic<std::uint64_t> rejoins_{0};   // failed peers taken back
   // Rejoining (join()): the peers that asked this node for its replica, the answer this node got.

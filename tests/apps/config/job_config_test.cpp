@@ -361,7 +361,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 40);
+  CHECK(keys.size() == 41);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -385,7 +385,7 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "model.layers=dense:10",       "net.connect_timeout=31",
       "net.max_frame_bytes=1024",    "net.max_send_rate=1gbit",
       "net.port=29501",              "net.peer_timeout=5",
-      "net.handshake_timeout=2",
+      "net.handshake_timeout=2",     "net.min_nodes=2",
       "optimizer.batch_size=65",     "optimizer.lr=0.051",
       "optimizer.momentum=0.8",      "optimizer.weight_decay=0.001",
       "optimizer.schedule=cosine",

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -304,6 +305,40 @@ TEST_CASE("ako, 4 node processes, one SIGSTOPped mid-run: after net.peer_timeout
   // A stopped process keeps its sockets open: only the silence tells (heartbeats).
   check_survivors_go_on("ako-peer-stopped", SIGSTOP, {"--set", "net.peer_timeout=2"},
                         "sent nothing for");
+}
+
+TEST_CASE("ako, 4 node processes, one SIGSTOPped past net.peer_timeout and woken: the 3 finish, "
+          "the woken one stops naming the cut and writes no metrics",
+          "[e2e][ako][failure][partition]") {
+  // The woken node sees every peer gone. It used to finish alone, exit 0 and write its own
+  // replica's accuracy as if it were the job's. Now the quorum (more than half of the job's 4
+  // ranks) fails its next gate (sync::Quorum, AkoStage).
+  constexpr std::size_t kNodes = 4, kStopped = 3;
+  Cluster cluster("ako-partition", kNodes, demo_config());
+  cluster.start({"--set", "data.test_limit=2000", "--set", "net.peer_timeout=2"});
+  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(kStopped), "epoch 1/3",
+                                           std::chrono::seconds(120)));
+  REQUIRE(::kill(cluster.process(kStopped).pid(), SIGSTOP) == 0);
+  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(0), "going on with 3 of 4 nodes",
+                                           std::chrono::seconds(60)));
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // its peers silent past its peer_timeout
+  REQUIRE(::kill(cluster.process(kStopped).pid(), SIGCONT) == 0);
+  for (std::size_t r = 0; r < kStopped; ++r) {
+    const auto code = cluster.process(r).wait_for(std::chrono::seconds(240));
+    INFO(cluster.all_logs());
+    REQUIRE(code.has_value());
+    CHECK(*code == 0);
+    const auto m = cluster.metrics(r);
+    CHECK(m["epochs"] == 3);
+    CHECK(m["sync"]["peers_failed"] == 1);
+  }
+  const auto code = cluster.process(kStopped).wait_for(std::chrono::seconds(120));
+  INFO(cluster.all_logs());
+  REQUIRE(code.has_value());
+  CHECK(*code == 1);
+  CHECK_THAT(cluster.log_text(kStopped), Catch::Contains("cut off from the majority") &&
+                                             Catch::Contains("of the 4 nodes it ran with"));
+  CHECK(!std::filesystem::exists(cluster.dir() / "node-3.json"));
 }
 
 TEST_CASE("ako, 4 node processes, one SIGKILLed mid-run and restarted with --rejoin: it takes a "

@@ -156,6 +156,41 @@ TEST_CASE("inproc: a closed rank is a PeerError everywhere, a clean shutdown fai
   CHECK(seen[1].failures.size() == 1);
 }
 
+TEST_CASE("inproc: a cut link fails the pair both ways and nothing else; shutdown waits not for it") {
+  auto mesh = make_inproc_mesh(3, {"s"});
+  std::vector<Seen> seen(3);
+  for (std::size_t r = 0; r < 3; ++r) seen[r].attach(*mesh[r]);
+  for (auto& t : mesh) t->start();
+
+  mesh[0]->cut_link(1);
+  mesh[1]->cut_link(0);  // idempotent from either side
+  for (const auto& [r, other] : {std::pair{0, 1}, std::pair{1, 0}}) {
+    REQUIRE(seen[r].wait([](Seen& s) { return s.failures.size() == 1; }));
+    CHECK(seen[r].failures[0].rank() == static_cast<std::size_t>(other));
+    CHECK_THAT(seen[r].failures[0].what(), Catch::Contains("link cut"));
+  }
+  CHECK_THROWS_AS(mesh[0]->send(1, Message{}), PeerError);
+  CHECK_THROWS_AS(mesh[1]->send(0, Message{}), PeerError);
+  // Rank 2 still reaches both, and both reach it.
+  mesh[0]->send(2, Message{});
+  mesh[1]->send(2, Message{});
+  mesh[2]->send(0, Message{});
+  REQUIRE(seen[2].wait([](Seen& s) { return s.messages.size() == 2; }));
+  REQUIRE(seen[0].wait([](Seen& s) { return s.messages.size() == 1; }));
+  CHECK(seen[2].failures.empty());
+
+  const auto start = std::chrono::steady_clock::now();
+  std::thread a([&] { mesh[1]->shutdown(5.0); });
+  std::thread b([&] { mesh[2]->shutdown(5.0); });
+  mesh[0]->shutdown(5.0);  // waits for rank 2, not for rank 1 across the cut
+  a.join();
+  b.join();
+  CHECK(std::chrono::steady_clock::now() - start < 4s);
+  CHECK(seen[0].failures.size() == 1);
+  CHECK(seen[1].failures.size() == 1);
+  CHECK(seen[2].failures.empty());
+}
+
 TEST_CASE("inproc: bad sends are contract errors") {
   auto mesh = make_inproc_mesh(2, {"s"});
   CHECK_THROWS_AS(mesh[0]->send(1, Message{}), gradmesh::Error);  // before start()

@@ -41,6 +41,48 @@ TEST_CASE("ako with a fixed p: every gradient reaches every replica once, replic
   }
 }
 
+namespace {
+
+/// Cuts the links between every rank of `a` and every rank of `b` (a network partition).
+void partition(InProcCluster& cluster, const std::vector<std::size_t>& a,
+               const std::vector<std::size_t>& b) {
+  for (const std::size_t i : a)
+    for (const std::size_t j : b) cluster.transport(i).cut_link(j);
+}
+
+/// Each of `ranks` (default: every node) on its own thread: `iterations` steps, then finish() and
+/// check_quorum(); what each threw (or null), by rank.
+std::vector<std::exception_ptr> run_on(InProcCluster& cluster, int iterations,
+                                       std::vector<std::size_t> ranks = {}) {
+  if (ranks.empty())
+    for (std::size_t r = 0; r < cluster.size(); ++r) ranks.push_back(r);
+  std::vector<std::exception_ptr> errors(cluster.size());
+  std::vector<std::thread> threads;
+  for (const std::size_t r : ranks) {
+    threads.emplace_back([&, r] {
+      try {
+        for (int i = 0; i < iterations; ++i) cluster.node(r).step();
+        cluster.node(r).stage().finish();
+        cluster.node(r).stage().check_quorum();
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+std::string message_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
 TEST_CASE("ako: a peer that fails is dropped, the survivors run past its bound and finish",
           "[sync][ako][inproc][failure]") {
   // Ako SoCC'16 sec. 4.3: the remaining nodes go on.
@@ -50,20 +92,9 @@ TEST_CASE("ako: a peer that fails is dropped, the survivors run past its bound a
   InProcCluster cluster(job, "ako", 3);
   cluster.train(2);
   cluster.transport(2).close();
-  // Far past p + tau iterations ahead of the dead peer's clock: no gate waits for it.
-  std::vector<std::thread> survivors;
-  std::vector<std::exception_ptr> errors(2);
-  for (std::size_t r = 0; r < 2; ++r) {
-    survivors.emplace_back([&, r] {
-      try {
-        for (int i = 0; i < 20; ++i) cluster.node(r).step();
-        cluster.node(r).stage().finish();
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : survivors) t.join();
+  // Far past p + tau iterations ahead of the dead peer's clock: no gate waits for it. The two left
+  // are a majority of the 3 (sync::Quorum).
+  const auto errors = run_on(cluster, 20, {0, 1});
   for (std::size_t r = 0; r < 2; ++r) {
     INFO("rank " << r);
     CHECK(errors[r] == nullptr);
@@ -72,6 +103,78 @@ TEST_CASE("ako: a peer that fails is dropped, the survivors run past its bound a
     CHECK(summary.at("gradients") == 22.0);
     CHECK(cluster.node(r).stage().rejected_messages() == 0);
     for (const float w : cluster.node(r).model().parameters()) REQUIRE(std::isfinite(w));
+  }
+}
+
+TEST_CASE("ako: a node cut off from the others stops; the majority goes on without it",
+          "[sync][ako][inproc][failure][partition]") {
+  // The small side of a partition (or a node woken from a pause after the others dropped it)
+  // sees every peer fail; Ako has no views, so the rule counts against the job's n (sync::Quorum).
+  SyntheticJob job;
+  job.options.ako.partitions = 2;
+  job.options.ako.staleness = 1;
+  InProcCluster cluster(job, "ako", 4);
+  cluster.train(2);
+  partition(cluster, {3}, {0, 1, 2});
+  const auto errors = run_on(cluster, 20);
+  for (std::size_t r = 0; r < 3; ++r) {
+    INFO("rank " << r);
+    CHECK(errors[r] == nullptr);
+    CHECK(cluster.node(r).stage().summary().at("peers_failed") == 1.0);
+    CHECK_NOTHROW(cluster.node(r).stage().check_quorum());
+  }
+  REQUIRE(errors[3] != nullptr);
+  const std::string why = message_of(errors[3]);
+  CHECK_THAT(why, Catch::StartsWith("cut off from the majority: this node lost contact with ") &&
+                      Catch::Contains("rank 0 (") && Catch::Contains("rank 1 (") &&
+                      Catch::Contains("of the 4 nodes it ran with") &&
+                      Catch::Contains("more than half of them (3)") &&
+                      Catch::Contains("writes no metrics or checkpoints"));
+  CHECK_THROWS_WITH(cluster.node(3).stage().check_quorum(), why);
+  CHECK_THROWS_WITH(cluster.node(3).stage().finish(), why);
+}
+
+TEST_CASE("ako: a 2 + 2 split stops both halves; net.min_nodes = 2 lets each go on",
+          "[sync][ako][inproc][failure][partition]") {
+  SyntheticJob job;
+  job.options.ako.partitions = 2;
+  job.options.ako.staleness = 1;
+  SECTION("majority (the default): neither half has one") {
+    InProcCluster cluster(job, "ako", 4);
+    cluster.train(2);
+    partition(cluster, {0, 1}, {2, 3});
+    const auto errors = run_on(cluster, 20);
+    for (std::size_t r = 0; r < 4; ++r) {
+      INFO("rank " << r);
+      REQUIRE(errors[r] != nullptr);
+      CHECK_THAT(message_of(errors[r]), Catch::Contains("cut off from the majority") &&
+                                            Catch::Contains("2 of the 4 nodes it ran with"));
+    }
+  }
+  SECTION("net.min_nodes = 2: the user's choice, both halves train on") {
+    job.min_nodes = 2;
+    InProcCluster cluster(job, "ako", 4);
+    cluster.train(2);
+    partition(cluster, {0, 1}, {2, 3});
+    const auto errors = run_on(cluster, 20);
+    for (std::size_t r = 0; r < 4; ++r) {
+      INFO("rank " << r);
+      CHECK(errors[r] == nullptr);
+      CHECK(cluster.node(r).stage().summary().at("peers_failed") == 2.0);
+    }
+  }
+  SECTION("net.min_nodes = 4: any failure stops a node, naming the setting") {
+    job.min_nodes = 4;
+    InProcCluster cluster(job, "ako", 4);
+    cluster.train(2);
+    partition(cluster, {3}, {0, 1, 2});
+    const auto errors = run_on(cluster, 20);
+    for (std::size_t r = 0; r < 4; ++r) {
+      INFO("rank " << r);
+      REQUIRE(errors[r] != nullptr);
+      CHECK_THAT(message_of(errors[r]), Catch::StartsWith("too few nodes left") &&
+                                            Catch::Contains("net.min_nodes = 4"));
+    }
   }
 }
 

@@ -41,6 +41,7 @@ InProcNode::InProcNode(const SyntheticJob& job, std::string strategy, std::size_
       labels_(batch_) {
   sync::SyncContext context{model_, executor_, channel_, rank, nodes, batch_, optimizer_,
                             job.options, 0, job.measured};
+  context.min_nodes = job.min_nodes;
   stage_ = job.factory ? job.factory(std::move(context))
                        : sync::make_sync_stage(strategy, std::move(context));
   const std::size_t layers = model_.num_layers();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,8 @@ struct SyntheticJob {
   std::function<std::unique_ptr<tasks::Backend>()> backend;
   /// What the stage is told the start-up probe measured (SyncContext::measured); nullptr: nothing.
   const sync::JobMeasurements* measured = nullptr;
+  /// net.min_nodes (SyncContext::min_nodes); nullopt: a majority.
+  std::optional<std::size_t> min_nodes;
 };
 
 /// Node `rank`'s batch of iteration `iteration`: K rows of `features` floats and K labels in
