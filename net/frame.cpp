@@ -1,7 +1,10 @@
 #include "net/frame.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "engine/error.h"
 
@@ -77,6 +80,62 @@ OutgoingFrame::OutgoingFrame(std::span<const std::uint8_t> header, Payload paylo
   std::memcpy(out + kPrefixBytes, header.data(), header.size());
 }
 
+namespace {
+
+// The header of every DataMore frame (it has no fields): built once.
+const std::vector<std::byte>& data_more_header() {
+  static const std::vector<std::byte> bytes = [] {
+    flatbuffers::FlatBufferBuilder builder(64);
+    const auto more = schema::CreateDataMore(builder);
+    const auto header = finish(builder, schema::Body::DataMore, more.Union());
+    const auto* begin = reinterpret_cast<const std::byte*>(header.data());
+    return std::vector<std::byte>(begin, begin + header.size());
+  }();
+  return bytes;
+}
+
+}  // namespace
+
+std::size_t data_more_head_bytes() noexcept { return kPrefixBytes + data_more_header().size(); }
+
+void OutgoingFrame::fragment(std::size_t fragment_bytes) {
+  GRADMESH_CHECK(role_ == FrameRole::kData, "OutgoingFrame::fragment of a frame that is not data");
+  GRADMESH_CHECK(issued == 0, "OutgoingFrame::fragment after bytes were issued");
+  GRADMESH_CHECK_GT(fragment_bytes, std::size_t{0}, "OutgoingFrame::fragment of 0 bytes");
+  const std::size_t total = payload_.size();
+  if (total <= fragment_bytes || fragments_ > 1) return;
+  const std::vector<std::byte>& header = data_more_header();
+  more_head_size_ = kPrefixBytes + header.size();
+  GRADMESH_CHECK_LE(more_head_size_, kMoreHeadCapacity, "DataMore head larger than its room");
+  fragment_bytes_ = fragment_bytes;
+  fragments_ = (total + fragment_bytes - 1) / fragment_bytes;
+  const std::size_t last = total - (fragments_ - 1) * fragment_bytes;
+  const auto header_size = static_cast<std::uint32_t>(header.size());
+  for (auto [head, bytes] : {std::pair{&more_head_, fragment_bytes}, std::pair{&last_head_, last}}) {
+    encode_prefix({header_size, static_cast<std::uint32_t>(bytes)},
+                  std::span<std::byte, kPrefixBytes>(head->data(), kPrefixBytes));
+    std::memcpy(head->data() + kPrefixBytes, header.data(), header.size());
+  }
+  // The first fragment: this frame's own head, its prefix now announcing one fragment's bytes.
+  encode_prefix({static_cast<std::uint32_t>(head_size_ - kPrefixBytes),
+                 static_cast<std::uint32_t>(fragment_bytes)},
+                std::span<std::byte, kPrefixBytes>(head_data(), kPrefixBytes));
+}
+
+OutgoingFrame::Fragment OutgoingFrame::fragment_at(std::size_t offset) const noexcept {
+  const std::size_t total = payload_.size();
+  if (fragments_ == 1) return {head(), 0, total, 0};
+  const std::size_t first = head_size_ + fragment_bytes_;
+  if (offset < first) return {head(), 0, fragment_bytes_, 0};
+  const std::size_t k =
+      std::min(fragments_ - 1, 1 + (offset - first) / (more_head_size_ + fragment_bytes_));
+  const std::size_t begin = k * fragment_bytes_;
+  const auto& head = k + 1 == fragments_ ? last_head_ : more_head_;
+  return {std::span<const std::byte>(head.data(), more_head_size_), begin,
+          std::min(total, begin + fragment_bytes_),
+          first + (k - 1) * (more_head_size_ + fragment_bytes_)};
+}
+
 std::unique_ptr<OutgoingFrame> OutgoingFrame::raw(std::span<const std::byte> raw,
                                                   std::size_t stage) {
   std::unique_ptr<OutgoingFrame> frame(new OutgoingFrame(raw.size(), stage, FrameRole::kControl));
@@ -87,7 +146,8 @@ std::unique_ptr<OutgoingFrame> OutgoingFrame::raw(std::span<const std::byte> raw
 std::unique_ptr<OutgoingFrame> encode_data(const Message& message) {
   auto& builder = thread_builder();
   const auto data =
-      schema::CreateData(builder, message.stage, message.kind, message.key, message.round);
+      schema::CreateData(builder, message.stage, message.kind, message.key, message.round,
+                         message.payload.size());
   auto frame = std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Data, data.Union()),
                                                message.payload, message.stage, FrameRole::kData);
   frame->priority = message.priority;
@@ -195,6 +255,7 @@ HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_sta
       case schema::Body::Heartbeat:
       case schema::Body::LivenessQuery:
       case schema::Body::LivenessReport:
+      case schema::Body::DataMore:
         break;
       case schema::Body::Data:
         if (header->body_as_Data()->stage() >= data_stage_count) {

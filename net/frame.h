@@ -25,8 +25,9 @@
 namespace gradmesh::net {
 
 /// Version of this wire protocol; a Hello with another version is refused.
-inline constexpr std::uint32_t kProtocolVersion = 7;  // 4: Challenge/Proof; 5: Heartbeat;
-                                                      // 6: rejoin; 7: LivenessQuery/Report
+inline constexpr std::uint32_t kProtocolVersion = 8;  // 4: Challenge/Proof; 5: Heartbeat;
+                                                      // 6: rejoin; 7: LivenessQuery/Report;
+                                                      // 8: fragments (Data.message_bytes, DataMore)
 /// Bytes of the frame prefix (u32 header_bytes, u32 payload_bytes).
 inline constexpr std::size_t kPrefixBytes = 8;
 
@@ -87,8 +88,11 @@ class OutgoingFrame final {
     return {large_head_ ? large_head_.get() : inline_head_.data(), head_size_};
   }
   [[nodiscard]] const Payload& payload() const noexcept { return payload_; }
-  /// head().size() + payload().size(): the bytes this frame puts on the socket.
-  [[nodiscard]] std::size_t wire_bytes() const noexcept { return head_size_ + payload_.size(); }
+  /// The bytes this frame puts on the socket: head().size() + payload().size(), plus a DataMore
+  /// head per fragment after the first once fragment() cut it.
+  [[nodiscard]] std::size_t wire_bytes() const noexcept {
+    return head_size_ + payload_.size() + (fragments_ - 1) * more_head_size_;
+  }
   [[nodiscard]] std::size_t stage() const noexcept { return stage_; }
   [[nodiscard]] FrameRole role() const noexcept { return role_; }
 
@@ -99,6 +103,32 @@ class OutgoingFrame final {
   /// Queue order on its connection, set by the loop thread when the frame is queued.
   std::uint64_t sequence = 0;
 
+  // ---- fragments (the loop thread's; net/schema/message.fbs, Data and DataMore) ----
+  /// One fragment as it goes on the wire: its head (prefix + header), its range of the payload
+  /// [payload_begin, payload_end), and its first byte's offset among the frame's wire bytes.
+  struct Fragment {
+    std::span<const std::byte> head;
+    std::size_t payload_begin = 0;
+    std::size_t payload_end = 0;
+    std::size_t wire_begin = 0;
+    [[nodiscard]] std::size_t wire_end() const noexcept {
+      return wire_begin + head.size() + (payload_end - payload_begin);
+    }
+  };
+  /// Cuts a data frame into fragments of `fragment_bytes` payload bytes (the last one shorter), so
+  /// that a control frame can go between them (a heartbeat, a liveness answer, an Abort need not
+  /// wait for a whole multi-MB message on a slow link). The first fragment is this frame's head
+  /// with its prefix announcing `fragment_bytes` (its Data header's message_bytes, set by
+  /// encode_data(), still the whole payload); each further one is a DataMore frame; wire_bytes()
+  /// grows by one DataMore head (kDataMoreHeadBytes) per further fragment. No-op when the payload
+  /// fits in one fragment. No allocation. Throws gradmesh::ContractError for a frame that is not
+  /// data, one with bytes already issued, or `fragment_bytes` == 0.
+  void fragment(std::size_t fragment_bytes);
+  /// How many fragments the frame goes in (1 unless fragment() cut it).
+  [[nodiscard]] std::size_t fragments() const noexcept { return fragments_; }
+  /// The fragment holding wire byte `offset` (< wire_bytes()).
+  [[nodiscard]] Fragment fragment_at(std::size_t offset) const noexcept;
+
   // ---- loop-thread write progress ----
   std::size_t issued = 0;               ///< bytes handed to uv_write so far
   std::size_t writes_in_flight = 0;     ///< uv_write requests not yet completed
@@ -106,6 +136,7 @@ class OutgoingFrame final {
 
  private:
   static constexpr std::size_t kInlineHeadBytes = 160;
+  static constexpr std::size_t kMoreHeadCapacity = 64;
   OutgoingFrame(std::size_t head_size, std::size_t stage, FrameRole role);
   std::byte* head_data() noexcept { return large_head_ ? large_head_.get() : inline_head_.data(); }
 
@@ -115,7 +146,19 @@ class OutgoingFrame final {
   Payload payload_;
   std::unique_ptr<std::byte[]> large_head_;  // only when the head exceeds kInlineHeadBytes
   std::array<std::byte, kInlineHeadBytes> inline_head_;
+  // fragment(): payload bytes per fragment (0: not cut), the count, and the DataMore heads of the
+  // middle fragments and of the last (their prefixes differ in payload_bytes only). Each stays
+  // valid while a write of it is in flight: the frame outlives its writes.
+  std::size_t fragment_bytes_ = 0;
+  std::size_t fragments_ = 1;
+  std::size_t more_head_size_ = 0;
+  std::array<std::byte, kMoreHeadCapacity> more_head_{};
+  std::array<std::byte, kMoreHeadCapacity> last_head_{};
 };
+
+/// Bytes of a DataMore frame's head (prefix + header): the wire cost of each fragment after a
+/// cut message's first.
+[[nodiscard]] std::size_t data_more_head_bytes() noexcept;
 
 /// The fields of a Hello (see net/handshake.h for how they are checked). Plain value type.
 struct HelloFields {

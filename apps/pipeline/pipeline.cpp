@@ -259,6 +259,15 @@ void Pipeline::build() {
     // The probe is every node's at once: the peers of a rejoining node are past it.
     if (config.planner.probe && !s.options.rejoin)
       measured = measure_job(*s.probe, model, batch, config.job.seed, nodes);
+    // Each link's rate bounds how long one frame may hold it (control frames go between
+    // fragments): the probe's measure, else the configured one.
+    if (s.transport) {
+      std::vector<double> rates(nodes, config.planner.bandwidth.value_or(0.0));
+      if (measured)
+        for (std::size_t r = 0; r < nodes; ++r)
+          rates[r] = measured->links.bandwidth[s.rank * nodes + r];
+      s.transport->set_link_rates(std::move(rates));
+    }
 
     const ShardInfo shard{s.rank, nodes, batch, config.job.seed};
     // The stage needs the iterations per epoch (Ako's gamma probe spans one); the source tells.

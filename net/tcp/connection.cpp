@@ -100,10 +100,10 @@ void Connection::on_alloc(uv_handle_t* handle, std::size_t /*suggested*/,
       break;
     }
     case ReadState::kPayload: {
-      // The remaining region of the frame's own payload buffer: bytes land where they stay.
-      const auto bytes = self->payload_.mutable_bytes();
-      base = reinterpret_cast<char*>(bytes.data()) + self->filled_;
-      length = bytes.size() - self->filled_;
+      // The rest of the frame's region (its own payload, or its part of a cut message's):
+      // bytes land where they stay.
+      base = reinterpret_cast<char*>(self->region_.data()) + self->filled_;
+      length = self->region_.size() - self->filled_;
       break;
     }
     case ReadState::kDiscard:
@@ -159,12 +159,10 @@ void Connection::advance() noexcept {
         if (check.header == nullptr) {
           malformed_why_ = check.error;
           read_state_ = ReadState::kDiscard;
-        } else if (prefix_.payload_bytes > 0) {
-          payload_ = Payload::allocate(prefix_.payload_bytes);
+        } else if (begin_payload(*check.header)) {
           read_state_ = ReadState::kPayload;
         } else {
-          payload_ = Payload();
-          read_state_ = ReadState::kPayload;
+          return;  // broken
         }
         break;
       }
@@ -172,6 +170,17 @@ void Connection::advance() noexcept {
         if (filled_ < prefix_.payload_bytes) return;
         const std::size_t wire = static_cast<std::size_t>(prefix_.frame_bytes());
         begin_prefix();
+        if (fragment_) {
+          fragment_ = false;
+          assembled_ += prefix_.payload_bytes;
+          assembly_wire_ += wire;
+          if (assembled_ < assembly_.size()) break;  // more fragments to come
+          const auto* header = schema::GetHeader(assembly_header_.data());
+          listener_.on_frame(*this, *header, std::move(assembly_), assembly_wire_);
+          assembly_ = Payload();
+          assembly_header_.clear();  // keeps its capacity
+          break;
+        }
         const auto* header = schema::GetHeader(header_.data());
         listener_.on_frame(*this, *header, std::move(payload_), wire);
         payload_ = Payload();
@@ -186,6 +195,52 @@ void Connection::advance() noexcept {
       }
     }
   }
+}
+
+bool Connection::begin_payload(const schema::Header& header) noexcept {
+  const std::size_t bytes = prefix_.payload_bytes;
+  const bool assembling = !assembly_header_.empty();
+  const auto fault = [&](const std::string& why) {
+    broken(0, why);
+    return false;
+  };
+  try {
+    if (header.body_type() == schema::Body::Data) {
+      const std::uint64_t total = header.body_as_Data()->message_bytes();
+      if (assembling)
+        return fault("a Data frame came between the fragments of a cut message (" +
+                     std::to_string(assembled_) + " of its " + std::to_string(assembly_.size()) +
+                     " bytes read)");
+      // The first fragment of a cut message; never before the handshake (a stranger's Data is
+      // refused unread, and must not make this node allocate what it announces).
+      if (total > bytes && !limits_.handshake) {
+        if (total > limits_.max_frame_bytes)
+          return fault("a cut message announces " + std::to_string(total) +
+                       " payload bytes, more than max_frame_bytes " +
+                       std::to_string(limits_.max_frame_bytes));
+        assembly_ = Payload::allocate(total);
+        assembly_header_.assign(header_.begin(),
+                                header_.begin() + static_cast<std::ptrdiff_t>(prefix_.header_bytes));
+        assembled_ = assembly_wire_ = 0;
+        fragment_ = true;
+      }
+    } else if (header.body_type() == schema::Body::DataMore) {
+      if (!assembling) return fault("a DataMore frame without a cut message in progress");
+      if (bytes == 0 || assembled_ + bytes > assembly_.size())
+        return fault("a DataMore frame of " + std::to_string(bytes) + " bytes where " +
+                     std::to_string(assembly_.size() - assembled_) + " of the message remain");
+      fragment_ = true;
+    }
+    if (fragment_) {
+      region_ = assembly_.mutable_bytes().subspan(assembled_, bytes);
+    } else {
+      payload_ = bytes > 0 ? Payload::allocate(bytes) : Payload();
+      region_ = bytes > 0 ? payload_.mutable_bytes() : std::span<std::byte>();
+    }
+  } catch (const std::exception& e) {  // std::bad_alloc
+    return fault("cannot take a " + std::to_string(bytes) + "-byte payload: " + e.what());
+  }
+  return true;
 }
 
 void Connection::broken(int status, const std::string& why) noexcept {
@@ -203,30 +258,57 @@ void Connection::enqueue(std::unique_ptr<OutgoingFrame> frame) noexcept {
   }
 }
 
+namespace {
+
+// Whether `frame` (cut into fragments) has issued a whole fragment and not yet started the next.
+bool between_fragments(const OutgoingFrame& frame) noexcept {
+  return frame.fragments() > 1 && frame.issued > 0 && frame.issued < frame.wire_bytes() &&
+         frame.fragment_at(frame.issued).wire_begin == frame.issued;
+}
+
+}  // namespace
+
+const OutgoingFrame* Connection::next_started() const noexcept {
+  if (current_ != nullptr)
+    return between_fragments(*current_) && queue_.has_control() ? nullptr : current_.get();
+  if (interrupted_ != nullptr && !queue_.has_control()) return interrupted_.get();
+  return nullptr;
+}
+
 std::size_t Connection::write_some(std::size_t max_bytes, std::size_t stage) noexcept {
   if (closing_ || max_bytes == 0) return 0;
-  if (current_ == nullptr) current_ = queue_.pop(stage);
-  if (current_ == nullptr) return 0;
+  // A control frame goes between two fragments of a cut frame; then the cut frame goes on.
+  if (current_ != nullptr && between_fragments(*current_) && queue_.has_control())
+    interrupted_ = std::move(current_);
+  if (current_ == nullptr && interrupted_ != nullptr && !queue_.has_control())
+    current_ = std::move(interrupted_);
+  if (current_ == nullptr) {
+    current_ = queue_.pop(stage);  // with a frame set aside: its control frame (pop's first)
+    if (current_ == nullptr) return 0;
+    if (fragment_bytes_ > 0 && current_->role() == FrameRole::kData && current_->issued == 0)
+      current_->fragment(fragment_bytes_);
+  }
   OutgoingFrame& frame = *current_;
-  const auto head = frame.head();
+  const OutgoingFrame::Fragment piece = frame.fragment_at(frame.issued);
   const auto payload = frame.payload().bytes();
-  const std::size_t n = std::min(max_bytes, frame.wire_bytes() - frame.issued);
+  const std::size_t n = std::min(max_bytes, piece.wire_end() - frame.issued);
 
-  // Up to two windows over the frame's own memory: the rest of the head, then payload bytes.
+  // Up to two windows over the frame's own memory: the rest of the fragment's head, then its
+  // payload bytes.
   uv_buf_t buffers[2];
   unsigned count = 0;
-  std::size_t offset = frame.issued;
+  std::size_t offset = frame.issued - piece.wire_begin;  // within the fragment
   std::size_t left = n;
-  if (offset < head.size()) {
-    const std::size_t take = std::min(left, head.size() - offset);
+  if (offset < piece.head.size()) {
+    const std::size_t take = std::min(left, piece.head.size() - offset);
     buffers[count++] = uv_buf_init(
-        const_cast<char*>(reinterpret_cast<const char*>(head.data() + offset)),
+        const_cast<char*>(reinterpret_cast<const char*>(piece.head.data() + offset)),
         static_cast<unsigned>(take));
     offset += take;
     left -= take;
   }
   if (left > 0) {
-    const std::size_t at = offset - head.size();
+    const std::size_t at = piece.payload_begin + (offset - piece.head.size());
     buffers[count++] = uv_buf_init(
         const_cast<char*>(reinterpret_cast<const char*>(payload.data() + at)),
         static_cast<unsigned>(left));
@@ -286,12 +368,15 @@ void Connection::on_write(uv_write_t* request, int status) noexcept {
 void Connection::close() noexcept {
   if (closing_) return;
   closing_ = true;
-  if (current_ && current_->writes_in_flight > 0) {
-    // Partly written: its in-flight writes still point at it; the last (cancelled) one deletes it.
-    current_->detached = true;
-    current_.release();
+  for (std::unique_ptr<OutgoingFrame>* started : {&current_, &interrupted_}) {
+    if (*started && (*started)->writes_in_flight > 0) {
+      // Partly written: its in-flight writes still point at it; the last (cancelled) one
+      // deletes it.
+      (*started)->detached = true;
+      started->release();
+    }
+    started->reset();
   }
-  current_.reset();
   queue_.clear();
   if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&tcp_)))
     uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), &Connection::on_close);

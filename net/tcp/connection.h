@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -102,7 +103,14 @@ class Connection final {
   /// write_some(). Out of memory (a lane growing) reports on_broken() and drops the frame.
   void enqueue(std::unique_ptr<OutgoingFrame> frame) noexcept;
   /// Whether bytes are waiting for write_some(): a partly issued frame or queued ones.
-  [[nodiscard]] bool has_unissued() const noexcept { return current_ != nullptr || !queue_.empty(); }
+  [[nodiscard]] bool has_unissued() const noexcept {
+    return current_ != nullptr || interrupted_ != nullptr || !queue_.empty();
+  }
+  /// Data frames with more payload bytes than `bytes` go out cut into fragments of that many
+  /// (OutgoingFrame::fragment), and a control frame queued meanwhile goes between two of them;
+  /// 0: never cut (the default). Applies to frames not yet started.
+  void set_fragment_bytes(std::size_t bytes) noexcept { fragment_bytes_ = bytes; }
+  [[nodiscard]] std::size_t fragment_bytes() const noexcept { return fragment_bytes_; }
   /// Bytes handed to uv_write that libuv has not yet written to the socket (its write queue; a
   /// write the socket took at once never counts). Bytes in the kernel's socket buffer do not
   /// count: nothing could overtake them anyway.
@@ -110,15 +118,17 @@ class Connection final {
     return uv_stream_get_write_queue_size(reinterpret_cast<const uv_stream_t*>(&tcp_));
   }
 
-  /// Calls `visit(const WriteCandidate&)` for what write_some() may write next: the partly issued
-  /// frame alone if there is one (a TCP stream finishes a frame before starting another), else
-  /// the queue's candidates (WriteQueue::for_each_candidate(by_stage, ...)).
+  /// Calls `visit(const WriteCandidate&)` for what write_some() may write next: the rest of the
+  /// partly issued frame's fragment alone if there is one (a TCP stream finishes a frame before
+  /// starting another) — unless it stands between two fragments and a control frame is queued,
+  /// which then goes first; else the queue's candidates (WriteQueue::for_each_candidate(by_stage,
+  /// ...)), only its control frames while a cut frame waits between fragments.
   template <class Visit>
   void for_each_candidate(bool by_stage, Visit&& visit) const {
-    if (current_ != nullptr) {
-      visit(WriteCandidate{current_->stage(), current_->priority,
-                           current_->wire_bytes() - current_->issued,
-                           current_->role() != FrameRole::kData});
+    if (const OutgoingFrame* next = next_started(); next != nullptr) {
+      visit(WriteCandidate{next->stage(), next->priority,
+                           next->fragment_at(next->issued).wire_end() - next->issued,
+                           next->role() != FrameRole::kData});
     } else {
       queue_.for_each_candidate(by_stage, visit);
     }
@@ -130,14 +140,16 @@ class Connection final {
   template <class Visit>
   void for_each_backlogged_stage(Visit&& visit) const {
     if (current_ != nullptr && current_->role() == FrameRole::kData) visit(current_->stage());
+    if (interrupted_ != nullptr) visit(interrupted_->stage());
     queue_.for_each_stage(visit);
   }
 
-  /// Issues one uv_write of up to `max_bytes` (> 0) bytes: of the partly issued frame if any, else
-  /// of the frame the queue pops for `stage` (the candidate chosen), as up to two uv_buf_t over
-  /// the frame's own head and payload memory (no copy). Returns the bytes issued (0 if nothing is
-  /// queued or the connection is closing). A failed uv_write closes the stream and reports
-  /// on_broken().
+  /// Issues one uv_write of up to `max_bytes` (> 0) bytes, never past the end of a fragment: of
+  /// the frame for_each_candidate() offers (the partly issued one, else the one the queue pops
+  /// for `stage`, cut into fragments first when it is data over fragment_bytes()), as up to two
+  /// uv_buf_t over the frame's own head and payload memory (no copy). Returns the bytes issued
+  /// (0 if nothing is queued or the connection is closing). A failed uv_write closes the stream
+  /// and reports on_broken().
   std::size_t write_some(std::size_t max_bytes, std::size_t stage) noexcept;
 
   /// Closes the socket (idempotent): queued frames are dropped, in-flight writes are cancelled,
@@ -195,6 +207,12 @@ class Connection final {
 
   /// Moves the reader forward after `filled_` grew; handles zero-length regions.
   void advance() noexcept;
+  /// After a verified header: where its payload lands (payload_, or the next bytes of the cut
+  /// message being put together). False when the frame breaks the fragment order (reported).
+  bool begin_payload(const schema::Header& header) noexcept;
+  /// The started frame write_some() goes on with, or null when it takes the queue's next: a
+  /// cut frame between fragments yields to a queued control frame.
+  [[nodiscard]] const OutgoingFrame* next_started() const noexcept;
   void begin_prefix() noexcept;
   void broken(int status, const std::string& why) noexcept;
 
@@ -213,11 +231,22 @@ class Connection final {
   FramePrefix prefix_;
   std::vector<std::byte> header_;  // reused; grows to the largest header seen
   Payload payload_;                // the frame's payload, read in place
+  std::span<std::byte> region_;    // where the current frame's payload lands
+  // A cut message being put together (Data.message_bytes > its first frame's payload): the whole
+  // payload, read in place fragment by fragment; the first fragment's header (delivered with it);
+  // payload and wire bytes so far. None while assembly_header_ is empty.
+  Payload assembly_;
+  std::vector<std::byte> assembly_header_;
+  std::size_t assembled_ = 0;
+  std::size_t assembly_wire_ = 0;
+  bool fragment_ = false;          // the current frame's payload goes into assembly_
   std::string malformed_why_;      // set while discarding a malformed frame's payload
   std::vector<std::byte> discard_; // scratch for skipped payloads, allocated on first use
 
   // writer: the partly issued frame, the frames not yet started, a pool of reusable write requests
   std::unique_ptr<OutgoingFrame> current_;
+  std::unique_ptr<OutgoingFrame> interrupted_;  // a cut frame set aside between two fragments
+  std::size_t fragment_bytes_ = 0;
   WriteQueue queue_;
   std::vector<std::unique_ptr<WriteRequest>> free_requests_;
   std::size_t requests_in_flight_ = 0;

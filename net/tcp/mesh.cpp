@@ -487,6 +487,7 @@ void TcpTransport::Impl::mark_connected(Connection& connection) noexcept {
   connection.established = true;
   connection.last_heard_ms = connection.last_written_ms = uv_now(&loop_);
   connection.set_limits(limits(false));
+  apply_fragment_bytes(connection);
   Peer& peer = peers_[connection.peer_rank()];
   peer.query_ms = peer.vouched_ms = 0;  // a new connection: no silence yet
   peer.reports_due = 0;

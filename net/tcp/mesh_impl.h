@@ -51,6 +51,12 @@ inline constexpr std::size_t kSliceBytes = 64 * 1024;
 // (uncapped) or one slice (capped). Keeps the order in our queue, not in libuv's FIFO: a frame of
 // lower priority overtakes all but this much and the one being written.
 inline constexpr std::size_t kMaxBytesInFlight = 256 * 1024;
+// Cut data frames (TcpTransport::set_link_rates): one fragment holds a connection for at most this
+// share of the peer timeout at the link's measured rate, and is never smaller than the floor (a
+// DataMore head is 8 + 24 bytes a fragment; the floor keeps that under 0.2%). A connection with
+// cut frames keeps at most max(fragment, floor) in libuv's queue instead of kMaxBytesInFlight.
+inline constexpr double kFragmentShare = 1.0 / 8.0;
+inline constexpr std::size_t kMinFragmentBytes = 16 * 1024;
 // start()'s time-out error names at most this many missing peers, then counts the rest (a
 // 10,000-entry peer list must not make a 300,000-character line).
 inline constexpr std::size_t kNamedMissing = 8;
@@ -104,6 +110,8 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   void check_rank(std::size_t to_rank) const;
   void set_stage_weights(std::vector<double> weights);
   void pause_reading(std::size_t rank, bool paused);  // pause_reading_for_testing()
+  void set_link_rates(std::vector<double> bytes_per_second);
+  [[nodiscard]] std::size_t fragment_bytes(std::size_t rank) const;
 
   TransportOptions options_;
   std::vector<std::string> stage_names_;  // options_.stages + "control"
@@ -230,6 +238,8 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
               bool fails_start, bool retry = false) noexcept;
   void finish_refusal(Connection& connection) noexcept;
   void mark_connected(Connection& connection) noexcept;
+  /// Gives `connection` its peer's fragment size (set_link_rates()). Loop thread.
+  void apply_fragment_bytes(Connection& connection) noexcept;
   void fail_peer(std::size_t rank, const std::string& why,
                  std::optional<std::size_t> failed_peer = std::nullopt) noexcept;
   void fail_start(PeerError error) noexcept;
@@ -287,6 +297,10 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   double incoming_since_ = 0;    // RateLimiter::steady_seconds() when incoming_ last filled
   std::optional<std::vector<double>> incoming_weights_;  // set_stage_weights(), not yet applied
   std::vector<std::pair<std::size_t, bool>> incoming_pauses_;  // pause_reading_for_testing()
+  // set_link_rates(): fragment payload bytes per peer (0: not cut); the loop thread applies them
+  // to the connections (on_async, mark_connected). Under mutex_.
+  std::vector<std::size_t> fragment_bytes_;
+  bool fragments_changed_ = false;
   bool loop_accepts_ = false;    // async_ is live: uv_async_send allowed
   bool sends_allowed_ = false;   // between a successful start() and shutdown()
   bool started_ = false;         // start() succeeded

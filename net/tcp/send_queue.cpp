@@ -13,6 +13,11 @@
 //    ~25% of loopback throughput on this VM, a syscall and a wake-up a slice). A connection
 //    over kMaxBytesInFlight waits for a write completion (on_writable pumps again), so libuv's
 //    FIFO, where priority no longer acts, holds at most that plus one frame.
+//  - Frames are written a fragment at a time: with link rates given (set_link_rates()) a data frame
+//    longer than an eighth of the peer timeout at its link's share goes cut (OutgoingFrame::
+//    fragment), a control frame goes between two fragments, and the in-flight bound drops to one
+//    fragment, so a heartbeat, a liveness answer or an Abort waits at most about a quarter of the
+//    peer timeout behind data on a slow link instead of a whole multi-MB frame.
 #include "net/tcp/mesh_impl.h"
 
 namespace gradmesh::net {
@@ -47,6 +52,43 @@ void TcpTransport::Impl::set_stage_weights(std::vector<double> weights) {
   const std::lock_guard lock(mutex_);
   incoming_weights_ = std::move(weights);
   if (loop_accepts_) uv_async_send(&async_);  // else the first on_async after start() applies them
+}
+
+void TcpTransport::Impl::set_link_rates(std::vector<double> bytes_per_second) {
+  const std::size_t n = peers_.size();
+  const double sharing = static_cast<double>(std::max<std::size_t>(1, n - 1));
+  std::vector<std::size_t> fragments(n, 0);
+  for (std::size_t r = 0; r < n && r < bytes_per_second.size(); ++r) {
+    double rate = bytes_per_second[r];
+    if (r == options_.rank || !(rate > 0) || !std::isfinite(rate) || options_.peer_timeout_s <= 0)
+      continue;
+    if (options_.max_send_rate > 0) rate = std::min(rate, options_.max_send_rate);
+    const double bytes = rate / sharing * options_.peer_timeout_s * kFragmentShare;
+    fragments[r] = static_cast<std::size_t>(
+        std::clamp(bytes, static_cast<double>(kMinFragmentBytes), static_cast<double>(1u << 31)));
+  }
+  std::size_t smallest = 0, largest = 0;
+  for (const std::size_t f : fragments) {
+    if (f == 0) continue;
+    smallest = smallest == 0 ? f : std::min(smallest, f);
+    largest = std::max(largest, f);
+  }
+  if (smallest > 0 && smallest < kMaxBytesInFlight * 64) {  // a cut that can happen in practice
+    spdlog::info("net rank {}: data frames over {} to {} KB go in fragments, so control frames "
+                 "wait at most an eighth of net.peer_timeout ({} s) at each link's measured "
+                 "rate shared by {} peers",
+                 options_.rank, smallest / 1000, largest / 1000, options_.peer_timeout_s,
+                 n - 1);
+  }
+  const std::lock_guard lock(mutex_);
+  fragment_bytes_ = std::move(fragments);
+  fragments_changed_ = true;
+  if (loop_accepts_) uv_async_send(&async_);  // else the first on_async after start() applies them
+}
+
+std::size_t TcpTransport::Impl::fragment_bytes(std::size_t rank) const {
+  const std::lock_guard lock(mutex_);
+  return rank < fragment_bytes_.size() ? fragment_bytes_[rank] : 0;
 }
 
 void TcpTransport::Impl::pause_reading(std::size_t rank, bool paused) {
@@ -123,8 +165,10 @@ void TcpTransport::Impl::on_async(uv_async_t* handle) noexcept {
   double since = 0;
   std::optional<std::vector<double>> weights;
   std::vector<std::pair<std::size_t, bool>> pauses;
+  bool fragments_changed = false;
   {
     const std::lock_guard lock(self->mutex_);
+    fragments_changed = std::exchange(self->fragments_changed_, false);
     self->draining_.swap(self->incoming_);
     weights.swap(self->incoming_weights_);
     pauses.swap(self->incoming_pauses_);
@@ -139,6 +183,11 @@ void TcpTransport::Impl::on_async(uv_async_t* handle) noexcept {
   if (weights) {
     self->scheduler_.set_weights(*weights);
     self->share_by_stage_ = true;
+  }
+  if (fragments_changed) {
+    for (Peer& peer : self->peers_)
+      if (peer.connection != nullptr && peer.connection->established)
+        self->apply_fragment_bytes(*peer.connection);
   }
   for (const auto& [rank, paused] : pauses) {
     Connection* connection = self->peers_[rank].connection;
@@ -186,7 +235,11 @@ TcpTransport::Impl::Choice TcpTransport::Impl::choose() noexcept {
   std::size_t chosen = n;
   auto writable = [&](std::size_t i) -> Connection* {
     Connection* connection = ready_[(ready_cursor_ + i) % n];
-    return connection->bytes_unwritten() < kMaxBytesInFlight ? connection : nullptr;
+    // With cut frames a control frame waits behind what libuv holds: at most one fragment.
+    const std::size_t limit = connection->fragment_bytes() > 0
+                                  ? std::min(kMaxBytesInFlight, connection->fragment_bytes())
+                                  : kMaxBytesInFlight;
+    return connection->bytes_unwritten() < limit ? connection : nullptr;
   };
 
   // Pass 1: the stages backlogged now, on the connections that may write (the scheduler raises
@@ -249,6 +302,15 @@ void TcpTransport::Impl::pump() noexcept {
     if (written == 0) break;  // cannot happen for a non-empty frame; never spin
   }
   if (limiter_ && ready_.empty()) limiter_->end_backlog();  // nothing waits: idle banks nothing
+}
+
+void TcpTransport::Impl::apply_fragment_bytes(Connection& connection) noexcept {
+  std::size_t bytes = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    if (connection.peer_rank() < fragment_bytes_.size()) bytes = fragment_bytes_[connection.peer_rank()];
+  }
+  connection.set_fragment_bytes(bytes);
 }
 
 void TcpTransport::Impl::on_writable(Connection& /*connection*/) noexcept { pump(); }

@@ -134,6 +134,14 @@ void TcpTransport::pause_reading_for_testing(std::size_t rank, bool paused) {
   impl_->pause_reading(rank, paused);
 }
 
+void TcpTransport::set_link_rates(std::vector<double> bytes_per_second) {
+  impl_->set_link_rates(std::move(bytes_per_second));
+}
+
+std::size_t TcpTransport::fragment_bytes(std::size_t rank) const {
+  return impl_->fragment_bytes(rank);
+}
+
 void TcpTransport::set_stage_weights(std::vector<double> weights) {
   impl_->set_stage_weights(std::move(weights));
 }

@@ -64,6 +64,16 @@ class TcpTransport final : public Transport {
   /// Posts the weights to the loop thread (applied before the frames sent after this call are
   /// queued). Thread safe; throws as Transport::set_stage_weights().
   void set_stage_weights(std::vector<double> weights) override;
+  /// Data frames to rank r are cut into fragments of max(kMinFragmentBytes, its share of the
+  /// link x TransportOptions::peer_timeout_s x kFragmentShare) payload bytes, its share being
+  /// bytes_per_second[r] / (peers - 1) (every peer's traffic may share this node's one egress),
+  /// capped by max_send_rate / (peers - 1). So a frame holds a connection for at most an eighth
+  /// of the peer timeout and a control frame waits no longer (plus what libuv and the socket
+  /// already hold: at most max(fragment, kMinFragmentBytes) in libuv's queue). No cut with
+  /// peer_timeout_s = 0 or a rate of 0. Thread safe; applies to frames not yet started.
+  void set_link_rates(std::vector<double> bytes_per_second) override;
+  /// Fragment payload bytes for frames to `rank` (0: not cut). Thread safe.
+  [[nodiscard]] std::size_t fragment_bytes(std::size_t rank) const;
 
   /// Test hook: writes `bytes` (not empty) verbatim on the connection to `to_rank` (counted under
   /// "control"), to inject malformed frames. A control frame: written before data frames not yet

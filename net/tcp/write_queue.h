@@ -49,6 +49,8 @@ class WriteQueue final {
   [[nodiscard]] bool empty() const noexcept {
     return control_.empty() && active_.empty() && last_.empty();
   }
+  /// Whether a control frame is queued (pop() returns it first).
+  [[nodiscard]] bool has_control() const noexcept { return !control_.empty(); }
 
   /// Calls `visit(const WriteCandidate&)` for what may start next: the first control frame if any
   /// (urgent); else, with `by_stage`, the best frame of every stage in use, without, the best data

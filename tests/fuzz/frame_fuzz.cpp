@@ -84,8 +84,10 @@ std::size_t read_fields(const schema::Header& header, std::size_t data_stage_cou
     case schema::Body::Data: {
       const schema::Data* data = header.body_as_Data();
       if (data->stage() >= data_stage_count) fail("verify_header passed a Data stage out of range");
-      return data->stage() + data->kind() + data->key() + data->round();
+      return data->stage() + data->kind() + data->key() + data->round() + data->message_bytes();
     }
+    case schema::Body::DataMore:  // no fields: the reader checks it against the cut message
+      return 3;
     case schema::Body::Challenge: {
       // What net/tcp/auth.cpp reads of a peer's Challenge, then both sides' checks of it, and
       // the acceptor's MAC check when it carries one.

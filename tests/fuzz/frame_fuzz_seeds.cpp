@@ -27,10 +27,16 @@ constexpr std::byte kLimits{15 << 1};
 /// The same limits before the handshake has completed.
 constexpr std::byte kHandshakeLimits{(15 << 1) | 1};
 
+// The frame's wire bytes, fragment by fragment (one for a frame not cut).
 void append(std::vector<std::byte>& out, const OutgoingFrame& frame) {
-  out.insert(out.end(), frame.head().begin(), frame.head().end());
   const auto payload = frame.payload().bytes();
-  out.insert(out.end(), payload.begin(), payload.end());
+  for (std::size_t at = 0; at < frame.wire_bytes();) {
+    const OutgoingFrame::Fragment piece = frame.fragment_at(at);
+    out.insert(out.end(), piece.head.begin(), piece.head.end());
+    out.insert(out.end(), payload.begin() + static_cast<std::ptrdiff_t>(piece.payload_begin),
+               payload.begin() + static_cast<std::ptrdiff_t>(piece.payload_end));
+    at = piece.wire_end();
+  }
 }
 
 void write(const std::filesystem::path& path, const std::vector<std::byte>& bytes) {
@@ -64,6 +70,11 @@ int main(int argc, char** argv) {
   frames.emplace_back(
       "data",
       encode_data(Message{2, 7, 42, 5, Payload::copy_of(std::as_bytes(std::span(values)))}));
+  {
+    auto cut = encode_data(Message{1, 3, 9, 2, Payload::copy_of(std::as_bytes(std::span(values)))});
+    cut->fragment(sizeof(values[0]) * 2);  // a message in fragments: Data, then DataMore frames
+    frames.emplace_back("data_cut", std::move(cut));
+  }
   frames.emplace_back("goodbye", encode_goodbye(control));
   frames.emplace_back("heartbeat", encode_heartbeat(control));
   frames.emplace_back("liveness-query", encode_liveness_query(2, control));
