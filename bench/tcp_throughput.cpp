@@ -5,9 +5,12 @@
 // time from the first send() to the last arrival gives MB/s of payload (1 MB = 1e6 bytes).
 // Repeated `runs` times on fresh transports. `--rate R` caps the sender at R bytes/s
 // (TransportOptions::max_send_rate; 0 = uncapped, the default), `--stages S` spreads the frames
-// round-robin over S stages given equal weights (set_stage_weights: the stages share the link).
+// round-robin over S stages given equal weights (set_stage_weights: the stages share the link),
+// `--fragment F` cuts each message into fragments of F payload bytes (a peer timeout of 8 s and a
+// link rate of F bytes/s given to set_link_rates: an eighth of 8 s at F; 0 = not cut, the default).
 //
 //   build/bench/bench_tcp_throughput [--frames N] [--bytes B] [--runs K] [--rate R] [--stages S]
+//                                    [--fragment F]
 // A benchmark, never a test: its figures go in README.md, not in assertions.
 
 #include <chrono>
@@ -31,7 +34,8 @@ using gradmesh::net::TcpTransport;
 using gradmesh::net::TransportOptions;
 
 // One run: seconds from the first send() to the last arrival.
-double run_once(std::size_t frames, std::size_t bytes, double rate, std::size_t stages) {
+double run_once(std::size_t frames, std::size_t bytes, double rate, std::size_t stages,
+                std::size_t fragment) {
   const auto ports = gradmesh::testing::free_ports(2);
   std::vector<std::unique_ptr<TcpTransport>> nodes;
   for (std::size_t r = 0; r < 2; ++r) {
@@ -41,6 +45,7 @@ double run_once(std::size_t frames, std::size_t bytes, double rate, std::size_t 
       options.peers.push_back({"127.0.0.1", static_cast<std::uint16_t>(port)});
     options.job_name = "bench-tcp-throughput";
     options.max_send_rate = r == 1 ? rate : 0.0;
+    if (fragment > 0) options.peer_timeout_s = 8.0;
     for (std::size_t s = 0; s < stages; ++s) options.stages.push_back("s" + std::to_string(s));
     nodes.push_back(std::make_unique<TcpTransport>(std::move(options)));
   }
@@ -57,6 +62,7 @@ double run_once(std::size_t frames, std::size_t bytes, double rate, std::size_t 
   nodes[1]->start();
   started.get();
   if (stages > 1) nodes[1]->set_stage_weights(std::vector<double>(stages, 1.0));
+  if (fragment > 0) nodes[1]->set_link_rates({static_cast<double>(fragment), 0.0});
 
   Payload payload = Payload::allocate(bytes);
   std::memset(payload.mutable_bytes().data(), 0x5a, bytes);
@@ -83,6 +89,7 @@ int main(int argc, char** argv) {
   std::size_t runs = 3;
   double rate = 0.0;
   std::size_t stages = 1;
+  std::size_t fragment = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const char* value = argv[i + 1];
@@ -96,10 +103,12 @@ int main(int argc, char** argv) {
       rate = std::strtod(value, nullptr);
     } else if (flag == "--stages") {
       stages = std::strtoull(value, nullptr, 10);
+    } else if (flag == "--fragment") {
+      fragment = std::strtoull(value, nullptr, 10);
     } else {
       std::fprintf(stderr,
                    "usage: bench_tcp_throughput [--frames N] [--bytes B] [--runs K] [--rate R] "
-                   "[--stages S]\n");
+                   "[--stages S] [--fragment F]\n");
       return 2;
     }
   }
@@ -107,11 +116,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_tcp_throughput: frames, runs >= 1 and 1 <= stages <= 255\n");
     return 2;
   }
-  std::printf("%zu frames x %zu bytes, rate %s, %zu stage(s)\n", frames, bytes,
-              rate > 0 ? (std::to_string(rate / 1e6) + " MB/s").c_str() : "uncapped", stages);
+  std::printf("%zu frames x %zu bytes, rate %s, %zu stage(s), %s\n", frames, bytes,
+              rate > 0 ? (std::to_string(rate / 1e6) + " MB/s").c_str() : "uncapped", stages,
+              fragment > 0 ? ("fragments of " + std::to_string(fragment) + " bytes").c_str()
+                           : "not cut");
   std::printf("%4s %10s %10s\n", "run", "seconds", "MB/s");
   for (std::size_t r = 0; r < runs; ++r) {
-    const double seconds = run_once(frames, bytes, rate, stages);
+    const double seconds = run_once(frames, bytes, rate, stages, fragment);
     std::printf("%4zu %10.3f %10.1f\n", r + 1, seconds,
                 static_cast<double>(frames * bytes) / seconds / 1e6);
   }

@@ -162,8 +162,9 @@ for name in ("ako-partition", "ps-partition"):
     codes = exits(name)
     woke_at, day = day_of(name, "wake_at")
     log = f"{out}/{name}/log-{victim}.txt"
-    cut = first_line(log, "cut off") or first_line(log, "too few nodes")
-    stopped_at = first_time(log, "cut off", day) or first_time(log, "too few nodes", day)
+    cut = first_line(log, "cut off from the majority") or first_line(log, "too few nodes left")
+    stopped_at = (first_time(log, "cut off from the majority", day) or
+                  first_time(log, "too few nodes left", day))
     wrote = os.path.exists(f"{out}/{name}/node-{victim}.json")
     finished = metrics(name, range(nodes - 1))
     print(f"{name}: exit statuses {codes} (rank {victim} woken); rank {victim} "

@@ -414,6 +414,29 @@ TEST_CASE("a silent rank makes measure_links, exchange and barrier time out, nam
   check_names_2(cluster.run([&](std::size_t r) { cluster.ranks[r]->probe.barrier(5); }, talking));
 }
 
+TEST_CASE("a rank silent after its link was measured is named with what was measured",
+          "[sync][probe][inproc]") {
+  // Issue 31, item 3: a time-out names the peer's address and its measured link, never
+  // "(unknown)" and never without the numbers when there are some.
+  sync::LinkProbeOptions options;
+  options.timeout_s = 0.5;
+  Cluster cluster(3, options);
+  for (const auto& error :
+       cluster.run([&](std::size_t r) { (void)cluster.ranks[r]->probe.measure_links(); }))
+    REQUIRE(error == nullptr);
+  const auto errors =
+      cluster.run([&](std::size_t r) { cluster.ranks[r]->probe.barrier(7); }, {0, 1});
+  for (std::size_t r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    const PeerError e = peer_error(errors[r]);
+    CHECK(e.rank() == 2);
+    CHECK_THAT(std::string(e.what()),
+               Catch::Contains("peer rank 2 (in-process rank 2): did not answer the link probe") &&
+                   Catch::Contains("; its link measured alpha ") && Catch::Contains(" ms, B ") &&
+                   Catch::Contains(" MB/s (a transfer of "));
+  }
+}
+
 // ---- loopback TCP (hidden: real sockets, run by hand and for the timings reported) ----
 
 namespace {
