@@ -74,9 +74,9 @@ void TcpTransport::Impl::set_link_rates(std::vector<double> bytes_per_second) {
     largest = std::max(largest, f);
   }
   if (smallest > 0 && smallest < kMaxBytesInFlight * 64) {  // a cut that can happen in practice
-    spdlog::info("net rank {}: data frames over {} to {} KB go in fragments, so control frames "
-                 "wait at most an eighth of net.peer_timeout ({} s) at each link's measured "
-                 "rate shared by {} peers",
+    spdlog::info("net rank {}: data frames go in fragments of {}-{} KB, so that one holds a link "
+                 "for at most an eighth of net.peer_timeout ({} s) at its measured rate shared "
+                 "by {} peers (control frames go between them)",
                  options_.rank, smallest / 1000, largest / 1000, options_.peer_timeout_s,
                  n - 1);
   }
