@@ -156,7 +156,7 @@ TEST_CASE("inproc: a closed rank is a PeerError everywhere, a clean shutdown fai
   CHECK(seen[1].failures.size() == 1);
 }
 
-TEST_CASE("inproc: a cut link fails the pair both ways and nothing else; shutdown waits not for it") {
+TEST_CASE("inproc: a cut link fails the pair both ways and nothing else, and shutdown waits not for it") {
   auto mesh = make_inproc_mesh(3, {"s"});
   std::vector<Seen> seen(3);
   for (std::size_t r = 0; r < 3; ++r) seen[r].attach(*mesh[r]);

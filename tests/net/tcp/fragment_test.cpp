@@ -26,7 +26,7 @@ std::size_t cut_wire_bytes(const Message& message, std::size_t fragment) {
 
 }  // namespace
 
-TEST_CASE("a frame cut into fragments: the first keeps the Data header, the rest are DataMore; "
+TEST_CASE("a frame cut into fragments: the first keeps the Data header, the rest are DataMore, "
           "the pieces tile the payload",
           "[net][frame][fragment]") {
   const Message message{1, 3, 9, 2, pattern(100, 1)};
@@ -73,7 +73,7 @@ TEST_CASE("a frame cut into fragments: the first keeps the Data header, the rest
   CHECK_THROWS_AS(encode_heartbeat(2)->fragment(10), gradmesh::ContractError);
 }
 
-TEST_CASE("a message cut into fragments arrives whole, once, between others; both ends count "
+TEST_CASE("a message cut into fragments arrives whole, once, between others, and both ends count "
           "every fragment's bytes",
           "[net][transport][fragment]") {
   // peer_timeout 8 s, a link of 20,000 bytes/s to one peer: fragments of 20,000 x 8 / 8 bytes.

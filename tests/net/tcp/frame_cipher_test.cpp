@@ -27,7 +27,7 @@ Nonce nonce_filled(std::uint8_t value) {
 
 }  // namespace
 
-TEST_CASE("both ends derive the same two keys, swapped; another connection gets others",
+TEST_CASE("both ends derive the same two keys, swapped, and another connection gets others",
           "[net][cipher]") {
   const Key key("job secret");
   const Nonce a = nonce_filled(1), b = nonce_filled(2), c = nonce_filled(3);

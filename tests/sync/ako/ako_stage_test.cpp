@@ -106,7 +106,7 @@ TEST_CASE("ako: a peer that fails is dropped, the survivors run past its bound a
   }
 }
 
-TEST_CASE("ako: a node cut off from the others stops; the majority goes on without it",
+TEST_CASE("ako: a node cut off from the others stops, the majority goes on without it",
           "[sync][ako][inproc][failure][partition]") {
   // The small side of a partition (or a node woken from a pause after the others dropped it)
   // sees every peer fail; Ako has no views, so the rule counts against the job's n (sync::Quorum).
@@ -134,7 +134,7 @@ TEST_CASE("ako: a node cut off from the others stops; the majority goes on witho
   CHECK_THROWS_WITH(cluster.node(3).stage().finish(), why);
 }
 
-TEST_CASE("ako: a 2 + 2 split stops both halves; net.min_nodes = 2 lets each go on",
+TEST_CASE("ako: a 2 + 2 split stops both halves, and net.min_nodes = 2 lets each go on",
           "[sync][ako][inproc][failure][partition]") {
   SyntheticJob job;
   job.options.ako.partitions = 2;
