@@ -1,6 +1,6 @@
 #pragma once
 // Membership with a majority: whether a node that lost contact with peers may go on training, or
-// is cut off and must stop (README "When a peer fails", "Only a majority goes on").
+// is cut off and must stop (docs/failures.md, "Only a majority goes on").
 
 #include <cstddef>
 #include <optional>

@@ -19,6 +19,7 @@
 #include "engine/error.h"
 #include "net/frame.h"
 #include "net/tcp/tcp_transport.h"
+#include "tests/support/threads.h"
 
 namespace gradmesh::net::testing {
 
@@ -137,14 +138,7 @@ inline void start_all_ok(Nodes& nodes) {
   for (const auto& error : start_all(nodes)) REQUIRE(error == nullptr);
 }
 
-inline std::string message_of(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return {};
-}
+using gradmesh::testing::message_of;
 
 inline Payload pattern(std::size_t bytes, unsigned seed) {
   Payload payload = Payload::allocate(bytes);

@@ -11,12 +11,14 @@
 #include <catch2/catch.hpp>
 
 #include "sync/probe/link_probe.h"
+#include "tests/support/threads.h"
 #include "tests/sync/support/inproc_cluster.h"
 #include "topo/cost_model.h"
 
 using namespace gradmesh;
 using gradmesh::testing::InProcCluster;
 using gradmesh::testing::SyntheticJob;
+using gradmesh::testing::message_of;
 
 TEST_CASE("ako with a fixed p: every gradient reaches every replica once, replicas end equal",
           "[sync][ako][inproc]") {
@@ -54,31 +56,23 @@ void partition(InProcCluster& cluster, const std::vector<std::size_t>& a,
 /// check_quorum(); what each threw (or null), by rank.
 std::vector<std::exception_ptr> run_on(InProcCluster& cluster, int iterations,
                                        std::vector<std::size_t> ranks = {}) {
-  if (ranks.empty())
-    for (std::size_t r = 0; r < cluster.size(); ++r) ranks.push_back(r);
-  std::vector<std::exception_ptr> errors(cluster.size());
-  std::vector<std::thread> threads;
-  for (const std::size_t r : ranks) {
-    threads.emplace_back([&, r] {
-      try {
+  return testing::run_on_threads(
+      cluster.size(),
+      [&](std::size_t r) {
         for (int i = 0; i < iterations; ++i) cluster.node(r).step();
         cluster.node(r).stage().finish();
         cluster.node(r).stage().check_quorum();
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
+      },
+      std::move(ranks));
 }
 
-std::string message_of(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
+/// The failure tests' job: p = 2, tau = 1 (a node runs at most p + tau = 3 gradients ahead of
+/// its slowest live peer).
+SyntheticJob failure_job() {
+  SyntheticJob job;
+  job.options.ako.partitions = 2;
+  job.options.ako.staleness = 1;
+  return job;
 }
 
 }  // namespace
@@ -86,9 +80,7 @@ std::string message_of(const std::exception_ptr& error) {
 TEST_CASE("ako: a peer that fails is dropped, the survivors run past its bound and finish",
           "[sync][ako][inproc][failure]") {
   // Ako SoCC'16 sec. 4.3: the remaining nodes go on.
-  SyntheticJob job;
-  job.options.ako.partitions = 2;
-  job.options.ako.staleness = 1;
+  SyntheticJob job = failure_job();
   InProcCluster cluster(job, "ako", 3);
   cluster.train(2);
   cluster.transport(2).close();
@@ -110,9 +102,7 @@ TEST_CASE("ako: a node cut off from the others stops, the majority goes on witho
           "[sync][ako][inproc][failure][partition]") {
   // The small side of a partition (or a node woken from a pause after the others dropped it)
   // sees every peer fail; Ako has no views, so the rule counts against the job's n (sync::Quorum).
-  SyntheticJob job;
-  job.options.ako.partitions = 2;
-  job.options.ako.staleness = 1;
+  SyntheticJob job = failure_job();
   InProcCluster cluster(job, "ako", 4);
   cluster.train(2);
   partition(cluster, {3}, {0, 1, 2});
@@ -136,9 +126,7 @@ TEST_CASE("ako: a node cut off from the others stops, the majority goes on witho
 
 TEST_CASE("ako: a 2 + 2 split stops both halves, and net.min_nodes = 2 lets each go on",
           "[sync][ako][inproc][failure][partition]") {
-  SyntheticJob job;
-  job.options.ako.partitions = 2;
-  job.options.ako.staleness = 1;
+  SyntheticJob job = failure_job();
   SECTION("majority (the default): neither half has one") {
     InProcCluster cluster(job, "ako", 4);
     cluster.train(2);

@@ -17,6 +17,7 @@
 #include "net/tcp/tcp_transport.h"
 #include "sync/probe/messages.h"
 #include "tests/support/process.h"
+#include "tests/support/threads.h"
 
 using namespace gradmesh;
 using namespace std::chrono_literals;
@@ -54,22 +55,7 @@ struct Cluster {
   // returns each rank's exception (or nullptr).
   std::vector<std::exception_ptr> run(const std::function<void(std::size_t)>& body,
                                       std::vector<std::size_t> ranks_to_run = {}) {
-    if (ranks_to_run.empty()) {
-      for (std::size_t r = 0; r < ranks.size(); ++r) ranks_to_run.push_back(r);
-    }
-    std::vector<std::exception_ptr> errors(ranks.size());
-    std::vector<std::thread> threads;
-    for (const std::size_t r : ranks_to_run) {
-      threads.emplace_back([&, r] {
-        try {
-          body(r);
-        } catch (...) {
-          errors[r] = std::current_exception();
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-    return errors;
+    return gradmesh::testing::run_on_threads(ranks.size(), body, std::move(ranks_to_run));
   }
   std::vector<std::unique_ptr<net::InProcTransport>> mesh;
   std::vector<std::unique_ptr<Rank>> ranks;
