@@ -66,6 +66,10 @@ void Channel::set_stage_weights(const std::map<std::string, double, std::less<>>
   if (transport_ != nullptr) transport_->set_stage_weights(std::move(weights));
 }
 
+void Channel::set_link_rates(std::vector<double> bytes_per_second) {
+  if (transport_ != nullptr) transport_->set_link_rates(std::move(bytes_per_second));
+}
+
 std::vector<PeerError> Channel::broadcast(const net::Message& message) {
   std::vector<PeerError> failed;
   for (std::size_t peer = 0; peer < nodes_; ++peer) {

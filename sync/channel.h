@@ -90,6 +90,11 @@ class Channel {
   /// negative or non-finite value.
   void set_stage_weights(const std::map<std::string, double, std::less<>>& bytes_by_stage);
 
+  /// Each peer's link rate, bytes/s (index = rank; 0: unknown), which bounds how long one frame
+  /// may hold that link (net::Transport::set_link_rates). No-op without a transport. Throws as
+  /// net::Transport::set_link_rates().
+  void set_link_rates(std::vector<double> bytes_per_second);
+
   /// Counts and logs a message from `from` that broke `stage`'s protocol (dropped by the caller).
   void reject(std::size_t from, StageId stage, const std::string& why);
 

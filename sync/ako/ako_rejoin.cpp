@@ -2,6 +2,7 @@
 // and plan for it, its peers taking it back into their clocks and sends.
 #include "sync/ako/ako_internal.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace gradmesh::sync {
@@ -48,6 +49,19 @@ std::uint64_t AkoStage::join() {
   // Nothing runs yet: the replica is this node's to overwrite.
   std::memcpy(ctx_.model.parameters().data(), state.payload.bytes().data(),
               floats_ * sizeof(float));
+  double donor_bandwidth = 0;
+  std::memcpy(&donor_bandwidth, state.payload.bytes().data() + floats_ * sizeof(float),
+              sizeof(double));
+  // The donor's B (the job's slowest link, measured or configured) stands in for the probe this
+  // node skipped: it bounds this node's waits and how long one frame may hold a link, unless
+  // this node has a rate of its own (a send cap, sync.ako.bandwidth, planner.bandwidth).
+  if (bandwidth_ <= 0) bandwidth_ = donor_bandwidth;
+  link_bandwidth_ = ctx_.options.planner.bandwidth.value_or(donor_bandwidth);
+  if (!ctx_.options.planner.bandwidth && donor_bandwidth > 0) {
+    std::vector<double> rates(ctx_.nodes, donor_bandwidth);
+    rates[ctx_.rank] = 0;
+    channel_.set_link_rates(std::move(rates));
+  }
   {
     const std::lock_guard lock(pump_mutex_);
     local_clock_.store(clock);
@@ -70,9 +84,9 @@ std::uint64_t AkoStage::join() {
     agree(1, p, static_cast<double>(p));
   }
   rejoined_ = true;
-  spdlog::warn("ako: rejoined from rank {}'s replica at its clock {} (p = {}); the peers take this "
-               "node back into their staleness clocks (Ako SoCC'16 sec. 4.3)",
-               donor, clock, p);
+  spdlog::warn("ako: rejoined from rank {}'s replica at its clock {} (p = {}, B = {:.0f} bytes/s); "
+               "the peers take this node back into their staleness clocks (Ako SoCC'16 sec. 4.3)",
+               donor, clock, p, donor_bandwidth);
   return clock;
 }
 
@@ -83,11 +97,16 @@ void AkoStage::record_join_state(std::size_t from, net::Message&& message) {
   }
   const std::uint64_t p1 = message.key & 0xffffffffu;
   const std::uint64_t p = message.key >> kPartitionShift;
-  if (message.payload.size() != floats_ * sizeof(float) || p1 < 1 || p < 1 || p1 > floats_ ||
-      p > floats_) {
+  const std::size_t bytes = floats_ * sizeof(float) + sizeof(double);
+  double bandwidth = -1;
+  if (message.payload.size() == bytes)
+    std::memcpy(&bandwidth, message.payload.bytes().data() + floats_ * sizeof(float),
+                sizeof(double));
+  if (message.payload.size() != bytes || p1 < 1 || p < 1 || p1 > floats_ || p > floats_ ||
+      !std::isfinite(bandwidth) || bandwidth < 0) {
     reject(from, "a replica to rejoin with of " + std::to_string(message.payload.size()) +
                      " bytes at p = " + std::to_string(p) + " (expected " +
-                     std::to_string(floats_ * sizeof(float)) + " bytes, 1 <= p <= m)");
+                     std::to_string(bytes) + " bytes: m floats and B >= 0, 1 <= p <= m)");
     return;
   }
   {
@@ -116,9 +135,13 @@ void AkoStage::donate_replica() {
   const std::uint64_t clock = local_clock_.load();
   for (const std::size_t peer : requests) {
     if (dead(peer)) continue;
-    net::Payload payload = net::Payload::allocate(floats_ * sizeof(float));  // once per rejoin
+    // The replica, then B (bytes/s, 0: unknown): the joiner skipped the probe.
+    net::Payload payload =
+        net::Payload::allocate(floats_ * sizeof(float) + sizeof(double));  // once per rejoin
     std::memcpy(payload.mutable_bytes().data(), ctx_.model.parameters().data(),
                 floats_ * sizeof(float));
+    std::memcpy(payload.mutable_bytes().data() + floats_ * sizeof(float), &link_bandwidth_,
+                sizeof(double));
     send_to(peer, control_stage_, ako::Kind::kJoinState, key, clock, std::move(payload));
     spdlog::info("ako: sent rank {} this node's replica at clock {} to rejoin with", peer, clock);
   }

@@ -60,6 +60,10 @@ AkoStage::AkoStage(SyncContext context)
     bandwidth_ = o.max_send_rate.value_or(o.bandwidth.value_or(0.0));
   }
   if (ctx_.rejoin) bandwidth_ = o.max_send_rate.value_or(o.bandwidth.value_or(bandwidth_));
+  link_bandwidth_ = ctx_.options.planner.bandwidth.value_or(
+      ctx_.measured != nullptr && ctx_.nodes > 1
+          ? topo::slowest_link(ctx_.measured->links).bandwidth
+          : bandwidth_);
   if (auto_partitions_ && ctx_.nodes > 1 && bandwidth_ > 0) {
     settle_seconds_ = 2.0 * static_cast<double>(floats_ * sizeof(float)) *
                       static_cast<double>(ctx_.nodes - 1) / bandwidth_;

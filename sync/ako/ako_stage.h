@@ -226,9 +226,11 @@ class AkoStage final : public SyncStage {
   /// A restarted node (SyncContext::rejoin), once its transport has taken its rank back, sends
   /// every peer a join request (ako::Kind::kJoinRequest): each sends it rounds again and re-admits
   /// it to its staleness clocks at its first round; the lowest other rank, the donor, also answers
-  /// at its next iteration boundary, once its plan is agreed, with its replica, clock and p
+  /// at its next iteration boundary, once its plan is agreed, with its replica, clock, p and B
   /// (ako::Kind::kJoinState). This node then starts from that replica (fresh momentum), at that
-  /// clock and p, without profiling. Ako SoCC'16 sec. 4.3: a restarted worker takes the current model
+  /// clock and p, without profiling; the donor's B (the job's slowest link) stands in for the
+  /// link probe it skipped: its waits and, without planner.bandwidth, every link's rate
+  /// (Channel::set_link_rates, so its data frames are cut as its peers' are). Ako SoCC'16 sec. 4.3: a restarted worker takes the current model
   /// from its peers. The gradients in flight when it died, and those its donor had not yet
   /// applied, are not replayed to it: the exchange's exactly-once holds again from its return.
   /// Returns the donor's clock (its iterations done). Waits at most
@@ -330,6 +332,9 @@ class AkoStage final : public SyncStage {
   std::size_t floats_;   // m, floats
   bool auto_partitions_;
   double bandwidth_ = 0;  // B for eq. 3, bytes/s; 0 when unknown
+  // The job's slowest link as this node knows it (planner.bandwidth, else the probe's, else
+  // bandwidth_), bytes/s: what it gives a peer that rejoins from its replica (join()).
+  double link_bandwidth_ = 0;
 
   ako::StalenessClocks clocks_;
   Channel& channel_;

@@ -30,7 +30,9 @@ enum class Kind : std::uint16_t {
                      ///< sender restarted, its stage is routed, rounds to it may go again
   kJoinState = 10,   ///< key = final p << 32 | p1 (auto; p << 32 | p for an explicit p), round =
                      ///< the sender's clock c_j (its iterations done), payload = its replica
-                     ///< (m floats) at an iteration boundary: what a rejoining node starts from
+                     ///< (m floats) at an iteration boundary, what a rejoining node starts from,
+                     ///< then one double: the job's slowest link B as it knows it (bytes/s;
+                     ///< 0: unknown)
 };
 
 }  // namespace gradmesh::sync::ako

@@ -370,6 +370,8 @@ TEST_CASE("ako, 4 node processes, one SIGKILLed mid-run and restarted with --rej
   const std::string rejoined_log = gradmesh::testing::read_file(cluster.restarted_log(kDead));
   CHECK_THAT(rejoined_log, Catch::Contains("rejoined at iteration") &&
                                Catch::Contains("rejoined from rank 0's replica"));
+  // With the donor's replica came its measured B (the probe the rejoined node skipped).
+  CHECK_THAT(rejoined_log, Catch::Matches(R"([\s\S]*rejoined from rank 0's replica at its clock \d+ \(p = \d+, B = [1-9]\d* bytes/s\)[\s\S]*)"));
   const auto joiner = cluster.metrics(kDead);
   INFO("rank 3: " << joiner.dump());
   CHECK(joiner["resumed_from_iteration"].get<double>() > 0);
