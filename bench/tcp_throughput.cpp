@@ -7,10 +7,13 @@
 // (TransportOptions::max_send_rate; 0 = uncapped, the default), `--stages S` spreads the frames
 // round-robin over S stages given equal weights (set_stage_weights: the stages share the link),
 // `--fragment F` cuts each message into fragments of F payload bytes (a peer timeout of 8 s and a
-// link rate of F bytes/s given to set_link_rates: an eighth of 8 s at F; 0 = not cut, the default).
+// link rate of F bytes/s given to set_link_rates: an eighth of 8 s at F; 0 = not cut, the default),
+// `--security none|auth|sealed` runs without a job secret (the default), with one and
+// TransportOptions::encrypt = false (authenticated at connect time only), or with one and every
+// frame sealed (net/tcp/frame_cipher.h).
 //
 //   build/bench/bench_tcp_throughput [--frames N] [--bytes B] [--runs K] [--rate R] [--stages S]
-//                                    [--fragment F]
+//                                    [--fragment F] [--security none|auth|sealed]
 // A benchmark, never a test: its figures go in README.md, not in assertions.
 
 #include <chrono>
@@ -35,7 +38,7 @@ using gradmesh::net::TransportOptions;
 
 // One run: seconds from the first send() to the last arrival.
 double run_once(std::size_t frames, std::size_t bytes, double rate, std::size_t stages,
-                std::size_t fragment) {
+                std::size_t fragment, const std::string& security) {
   const auto ports = gradmesh::testing::free_ports(2);
   std::vector<std::unique_ptr<TcpTransport>> nodes;
   for (std::size_t r = 0; r < 2; ++r) {
@@ -46,6 +49,8 @@ double run_once(std::size_t frames, std::size_t bytes, double rate, std::size_t 
     options.job_name = "bench-tcp-throughput";
     options.max_send_rate = r == 1 ? rate : 0.0;
     if (fragment > 0) options.peer_timeout_s = 8.0;
+    if (security != "none") options.secret = "bench-secret";
+    options.encrypt = security == "sealed";
     for (std::size_t s = 0; s < stages; ++s) options.stages.push_back("s" + std::to_string(s));
     nodes.push_back(std::make_unique<TcpTransport>(std::move(options)));
   }
@@ -90,6 +95,7 @@ int main(int argc, char** argv) {
   double rate = 0.0;
   std::size_t stages = 1;
   std::size_t fragment = 0;
+  std::string security = "none";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const char* value = argv[i + 1];
@@ -105,10 +111,14 @@ int main(int argc, char** argv) {
       stages = std::strtoull(value, nullptr, 10);
     } else if (flag == "--fragment") {
       fragment = std::strtoull(value, nullptr, 10);
+    } else if (flag == "--security" &&
+               (std::string(value) == "none" || std::string(value) == "auth" ||
+                std::string(value) == "sealed")) {
+      security = value;
     } else {
       std::fprintf(stderr,
                    "usage: bench_tcp_throughput [--frames N] [--bytes B] [--runs K] [--rate R] "
-                   "[--stages S] [--fragment F]\n");
+                   "[--stages S] [--fragment F] [--security none|auth|sealed]\n");
       return 2;
     }
   }
@@ -116,13 +126,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_tcp_throughput: frames, runs >= 1 and 1 <= stages <= 255\n");
     return 2;
   }
-  std::printf("%zu frames x %zu bytes, rate %s, %zu stage(s), %s\n", frames, bytes,
+  std::printf("%zu frames x %zu bytes, rate %s, %zu stage(s), %s, security %s\n", frames, bytes,
               rate > 0 ? (std::to_string(rate / 1e6) + " MB/s").c_str() : "uncapped", stages,
               fragment > 0 ? ("fragments of " + std::to_string(fragment) + " bytes").c_str()
-                           : "not cut");
+                           : "not cut",
+              security.c_str());
   std::printf("%4s %10s %10s\n", "run", "seconds", "MB/s");
   for (std::size_t r = 0; r < runs; ++r) {
-    const double seconds = run_once(frames, bytes, rate, stages, fragment);
+    const double seconds = run_once(frames, bytes, rate, stages, fragment, security);
     std::printf("%4zu %10.3f %10.1f\n", r + 1, seconds,
                 static_cast<double>(frames * bytes) / seconds / 1e6);
   }

@@ -49,6 +49,11 @@ void CounterBook::add_rejected_connection() {
   ++totals_.rejected_connections;
 }
 
+void CounterBook::add_unverified_frame() {
+  const std::lock_guard lock(mutex_);
+  ++totals_.unverified_frames;
+}
+
 Counters CounterBook::snapshot() const {
   const std::lock_guard lock(mutex_);
   Counters result = totals_;

@@ -20,6 +20,9 @@ struct Counters {
   std::uint64_t frames_received = 0;       ///< well-formed frames read completely
   std::uint64_t malformed_frames = 0;      ///< frames rejected from handshaked peers, and handler exceptions
   std::uint64_t rejected_connections = 0;  ///< inbound connections closed during the handshake
+  /// sealed frames that did not verify (net/tcp/frame_cipher.h): altered, forged or replayed on
+  /// the way; each closed its connection
+  std::uint64_t unverified_frames = 0;
   std::vector<std::uint64_t> bytes_sent_by_peer;      ///< index = rank; size = number of peers
   std::vector<std::uint64_t> bytes_received_by_peer;  ///< index = rank; bytes of identified peers
   std::map<std::string, std::uint64_t> bytes_sent_by_stage;      ///< every stage name, incl. "control"
@@ -54,6 +57,7 @@ class CounterBook final {
   void add_received(std::size_t peer, std::size_t stage, std::uint64_t bytes, std::uint64_t frames);
   void add_malformed_frame();
   void add_rejected_connection();
+  void add_unverified_frame();
 
   [[nodiscard]] Counters snapshot() const;
 

@@ -122,23 +122,30 @@ void OutgoingFrame::fragment(std::size_t fragment_bytes) {
                 std::span<std::byte, kPrefixBytes>(head_data(), kPrefixBytes));
 }
 
+void OutgoingFrame::add_tags(std::size_t tag_bytes) {
+  GRADMESH_CHECK(!raw_, "OutgoingFrame::add_tags of a raw frame");
+  GRADMESH_CHECK(issued == 0, "OutgoingFrame::add_tags after bytes were issued");
+  tag_bytes_ = tag_bytes;
+}
+
 OutgoingFrame::Fragment OutgoingFrame::fragment_at(std::size_t offset) const noexcept {
   const std::size_t total = payload_.size();
-  if (fragments_ == 1) return {head(), 0, total, 0};
-  const std::size_t first = head_size_ + fragment_bytes_;
-  if (offset < first) return {head(), 0, fragment_bytes_, 0};
-  const std::size_t k =
-      std::min(fragments_ - 1, 1 + (offset - first) / (more_head_size_ + fragment_bytes_));
+  if (fragments_ == 1) return {head(), 0, total, 0, tag_bytes_};
+  // Every fragment but the last carries fragment_bytes_ payload bytes (> 0) and two tags.
+  const std::size_t first = head_size_ + fragment_bytes_ + 2 * tag_bytes_;
+  if (offset < first) return {head(), 0, fragment_bytes_, 0, tag_bytes_};
+  const std::size_t more = more_head_size_ + fragment_bytes_ + 2 * tag_bytes_;
+  const std::size_t k = std::min(fragments_ - 1, 1 + (offset - first) / more);
   const std::size_t begin = k * fragment_bytes_;
   const auto& head = k + 1 == fragments_ ? last_head_ : more_head_;
   return {std::span<const std::byte>(head.data(), more_head_size_), begin,
-          std::min(total, begin + fragment_bytes_),
-          first + (k - 1) * (more_head_size_ + fragment_bytes_)};
+          std::min(total, begin + fragment_bytes_), first + (k - 1) * more, tag_bytes_};
 }
 
 std::unique_ptr<OutgoingFrame> OutgoingFrame::raw(std::span<const std::byte> raw,
                                                   std::size_t stage) {
   std::unique_ptr<OutgoingFrame> frame(new OutgoingFrame(raw.size(), stage, FrameRole::kControl));
+  frame->raw_ = true;
   if (!raw.empty()) std::memcpy(frame->head_data(), raw.data(), raw.size());
   return frame;
 }

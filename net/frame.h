@@ -25,9 +25,10 @@
 namespace gradmesh::net {
 
 /// Version of this wire protocol; a Hello with another version is refused.
-inline constexpr std::uint32_t kProtocolVersion = 8;  // 4: Challenge/Proof; 5: Heartbeat;
+inline constexpr std::uint32_t kProtocolVersion = 9;  // 4: Challenge/Proof; 5: Heartbeat;
                                                       // 6: rejoin; 7: LivenessQuery/Report;
-                                                      // 8: fragments (Data.message_bytes, DataMore)
+                                                      // 8: fragments (Data.message_bytes, DataMore);
+                                                      // 9: sealed frames (Challenge.encrypt)
 /// Bytes of the frame prefix (u32 header_bytes, u32 payload_bytes).
 inline constexpr std::size_t kPrefixBytes = 8;
 
@@ -89,9 +90,10 @@ class OutgoingFrame final {
   }
   [[nodiscard]] const Payload& payload() const noexcept { return payload_; }
   /// The bytes this frame puts on the socket: head().size() + payload().size(), plus a DataMore
-  /// head per fragment after the first once fragment() cut it.
+  /// head per fragment after the first once fragment() cut it, plus its tags once add_tags().
   [[nodiscard]] std::size_t wire_bytes() const noexcept {
-    return head_size_ + payload_.size() + (fragments_ - 1) * more_head_size_;
+    return head_size_ + payload_.size() + (fragments_ - 1) * more_head_size_ +
+           tag_bytes_ * (fragments_ + (payload_.empty() ? 0 : fragments_));
   }
   [[nodiscard]] std::size_t stage() const noexcept { return stage_; }
   [[nodiscard]] FrameRole role() const noexcept { return role_; }
@@ -105,15 +107,20 @@ class OutgoingFrame final {
 
   // ---- fragments (the loop thread's; net/schema/message.fbs, Data and DataMore) ----
   /// One fragment as it goes on the wire: its head (prefix + header), its range of the payload
-  /// [payload_begin, payload_end), and its first byte's offset among the frame's wire bytes.
+  /// [payload_begin, payload_end), its first byte's offset among the frame's wire bytes, and the
+  /// bytes of each tag that follows its header and its payload (0 when the frame has none).
   struct Fragment {
     std::span<const std::byte> head;
     std::size_t payload_begin = 0;
     std::size_t payload_end = 0;
     std::size_t wire_begin = 0;
-    [[nodiscard]] std::size_t wire_end() const noexcept {
-      return wire_begin + head.size() + (payload_end - payload_begin);
+    std::size_t tag_bytes = 0;
+    /// Wire bytes of the fragment: head, tag, payload, and the payload's tag if it has bytes.
+    [[nodiscard]] std::size_t wire_size() const noexcept {
+      const std::size_t payload = payload_end - payload_begin;
+      return head.size() + payload + tag_bytes * (payload > 0 ? 2 : 1);
     }
+    [[nodiscard]] std::size_t wire_end() const noexcept { return wire_begin + wire_size(); }
   };
   /// Cuts a data frame into fragments of `fragment_bytes` payload bytes (the last one shorter), so
   /// that a control frame can go between them (a heartbeat, a liveness answer, an Abort need not
@@ -124,6 +131,16 @@ class OutgoingFrame final {
   /// fits in one fragment. No allocation. Throws gradmesh::ContractError for a frame that is not
   /// data, one with bytes already issued, or `fragment_bytes` == 0.
   void fragment(std::size_t fragment_bytes);
+  /// Seals the frame on the wire (net/tcp/frame_cipher.h): each fragment's header goes encrypted
+  /// and followed by a `tag_bytes` tag, and so does its payload when it has bytes; the prefix stays
+  /// in clear (authenticated with the header). wire_bytes() and fragment_at() count the tags; the
+  /// writer (net/tcp/connection.cpp) seals each fragment as it starts. Throws
+  /// gradmesh::ContractError for a raw frame or one with bytes already issued.
+  void add_tags(std::size_t tag_bytes);
+  /// Bytes of each tag (0: the frame goes in clear).
+  [[nodiscard]] std::size_t tag_bytes() const noexcept { return tag_bytes_; }
+  /// Whether raw() made the frame (it goes on the wire as is, never sealed).
+  [[nodiscard]] bool is_raw() const noexcept { return raw_; }
   /// How many fragments the frame goes in (1 unless fragment() cut it).
   [[nodiscard]] std::size_t fragments() const noexcept { return fragments_; }
   /// The fragment holding wire byte `offset` (< wire_bytes()).
@@ -151,6 +168,8 @@ class OutgoingFrame final {
   // valid while a write of it is in flight: the frame outlives its writes.
   std::size_t fragment_bytes_ = 0;
   std::size_t fragments_ = 1;
+  std::size_t tag_bytes_ = 0;  // add_tags()
+  bool raw_ = false;
   std::size_t more_head_size_ = 0;
   std::array<std::byte, kMoreHeadCapacity> more_head_{};
   std::array<std::byte, kMoreHeadCapacity> last_head_{};

@@ -53,6 +53,12 @@ struct TransportOptions {
   /// and a peer with a secret refuses this node. Never logged; the transport keeps only a key
   /// derived from it.
   std::string secret;
+  /// With a secret: seal every frame after the authentication with a key of the connection's and
+  /// direction's own (net/tcp/frame_cipher.h: ChaCha20-Poly1305), so a frame altered, forged,
+  /// replayed or read on the way is detected (the connection closes, counted as
+  /// Counters::unverified_frames) or unreadable. Both ends must agree (a Challenge says it; a
+  /// mismatch is refused naming both). Without a secret there is no key: nothing is sealed.
+  bool encrypt = true;
   /// How peer host names become addresses (TcpTransport). Unset (the default): getaddrinfo, every
   /// address of the host in RFC 6724 order. A dialer tries each address of a peer until one
   /// connects (RFC 8305: the next one starts 250 ms after the last or at once when it fails); a

@@ -56,9 +56,10 @@ topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes
     }
   }
   const PlannerOptions& o = ctx.options.planner;
+  const double cipher = ctx.measured != nullptr ? ctx.measured->cipher_seconds_per_byte : 0.0;
   for (std::size_t i = 0; i < input.links.alpha.size(); ++i) {
     if (o.alpha) input.links.alpha[i] = *o.alpha;
-    if (o.bandwidth) input.links.bandwidth[i] = *o.bandwidth;
+    if (o.bandwidth) input.links.bandwidth[i] = 1.0 / (1.0 / *o.bandwidth + cipher);
   }
   if (o.message_overhead)
     input.links.message_seconds.assign(input.links.nodes, *o.message_overhead);

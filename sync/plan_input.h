@@ -30,6 +30,9 @@ struct AssumedRates {
 /// net.max_send_rate or rates.bandwidth as B, rates.message_seconds as o) and
 /// rates.step_seconds_per_float; then planner.alpha,
 /// planner.bandwidth, planner.message_overhead and planner.gemm_flops override what they name.
+/// With sealed frames (ctx.measured->cipher_seconds_per_byte c > 0) a B that planner.bandwidth gave
+/// becomes 1 / (1/B + c): a loop thread seals and writes in turn (README "Security"). A B the probe
+/// measured is not changed: its transfers went sealed, so it holds the cipher's cost already.
 /// Also the batch K, n, the frame overhead of a message, the KV chunk option and `schemes`.
 /// Thread-safe (reads the model's shapes only).
 [[nodiscard]] topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes,

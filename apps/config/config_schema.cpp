@@ -101,6 +101,13 @@ bool set_choice(std::string& out, const toml::node& n,
 }
 
 /// Any string, "" included.
+bool set_bool(bool& out, const toml::node& n) {
+  const auto* v = n.as_boolean();
+  if (v == nullptr) return false;
+  out = v->get();
+  return true;
+}
+
 bool set_string(std::string& out, const toml::node& n) {
   const auto* s = string_of(n);
   if (s != nullptr) out = *s;
@@ -146,7 +153,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 41> kKeys{{
+constexpr std::array<KeySpec, 42> kKeys{{
     {"checkpoint.dir",
      "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
      OverrideKind::kString,
@@ -356,13 +363,11 @@ constexpr std::array<KeySpec, 41> kKeys{{
      },
      [](const JobConfig& c) { return print_optional_rate(c.planner.message_overhead, "auto"); }},
     {"planner.probe", "true or false", OverrideKind::kToml,
-     [](JobConfig& c, const toml::node& n) {
-       const auto* v = n.as_boolean();
-       if (v == nullptr) return false;
-       c.planner.probe = v->get();
-       return true;
-     },
+     [](JobConfig& c, const toml::node& n) { return set_bool(c.planner.probe, n); },
      [](const JobConfig& c) { return std::string(c.planner.probe ? "true" : "false"); }},
+    {"security.encrypt", "true or false", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) { return set_bool(c.security.encrypt, n); },
+     [](const JobConfig& c) { return std::string(c.security.encrypt ? "true" : "false"); }},
     {"security.secret_file", "a string: the path of the job secret's file, or \"\" (none)",
      OverrideKind::kString,
      [](JobConfig& c, const toml::node& n) { return set_string(c.security.secret_file, n); },

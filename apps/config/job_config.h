@@ -137,8 +137,11 @@ struct JobConfig {
 
   /// [security]: who may join. security.secret_file: the path of a file whose content is the job
   /// secret (apps/pipeline/job_secret.h reads it); "" = none. Only the path is ever printed.
+  /// security.encrypt: with a secret, every frame after the authentication is encrypted and
+  /// authenticated (net::TransportOptions::encrypt); every node must say the same.
   struct Security {
     std::string secret_file;
+    bool encrypt = true;
     friend bool operator==(const Security&, const Security&) = default;
   } security;
 

@@ -76,6 +76,7 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"bytes_received_by_stage", m.bytes_received_by_stage},
       {"malformed_frames", m.malformed_frames},
       {"rejected_connections", m.rejected_connections},
+      {"unverified_frames", m.unverified_frames},
       {"rejected_messages", m.rejected_messages},
       {"longest_silence_seconds_by_peer", m.longest_silence_seconds_by_peer},
       {"parameters", m.parameters},

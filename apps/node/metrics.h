@@ -63,6 +63,7 @@ struct NodeMetrics {
   std::map<std::string, std::uint64_t> bytes_received_by_stage;
   std::uint64_t malformed_frames = 0;
   std::uint64_t rejected_connections = 0;  ///< inbound connections refused in the handshake
+  std::uint64_t unverified_frames = 0;     ///< sealed frames that did not verify (security.encrypt)
   std::uint64_t rejected_messages = 0;
   /// index = rank: the longest a connection to that peer went without a byte read, seconds
   /// (net::Counters::longest_silence_by_peer; 0 for this node's own rank). Near net.peer_timeout:

@@ -195,6 +195,7 @@ void Pipeline::build() {
     t.stages = sync::stage_names();
     t.max_send_rate = config.net.max_send_rate.value_or(0.0);
     t.secret = job_secret(config, std::getenv(kSecretEnvironmentVariable));
+    t.encrypt = config.security.encrypt;
     if (t.secret.empty())
       spdlog::warn("no job secret (security.secret_file or {}): any host that can reach {} can "
                    "join this job (README.md, \"Security\")",
@@ -202,6 +203,13 @@ void Pipeline::build() {
     else if (!config.security.secret_file.empty() && std::getenv(kSecretEnvironmentVariable))
       spdlog::info("job secret from security.secret_file ({}); {} is ignored",
                    config.security.secret_file, kSecretEnvironmentVariable);
+    s.sealed = !t.secret.empty() && t.encrypt;
+    if (s.sealed)
+      spdlog::info("connections authenticated with the job secret; every frame after that "
+                   "encrypted and authenticated (ChaCha20-Poly1305, security.encrypt)");
+    else if (!t.secret.empty())
+      spdlog::warn("security.encrypt = false: connections are authenticated when they open, then "
+                   "frames go in clear and unauthenticated (README.md, \"Security\")");
     s.transport = std::make_unique<net::TcpTransport>(std::move(t));
   }
   // One channel per node routes frames by stage: the start-up probe's, then the strategy's.
@@ -258,7 +266,7 @@ void Pipeline::build() {
     std::optional<sync::JobMeasurements> measured;
     // The probe is every node's at once: the peers of a rejoining node are past it.
     if (config.planner.probe && !s.options.rejoin)
-      measured = measure_job(*s.probe, model, batch, config.job.seed, nodes);
+      measured = measure_job(*s.probe, model, batch, config.job.seed, nodes, s.sealed);
     // Each link's rate bounds how long one frame may hold it (control frames go between
     // fragments): the probe's measure, else the configured one.
     if (s.transport) {
@@ -509,6 +517,7 @@ NodeMetrics Pipeline::run() {
     metrics.bytes_received_by_stage = counters.bytes_received_by_stage;
     metrics.malformed_frames = counters.malformed_frames;
     metrics.rejected_connections = counters.rejected_connections;
+    metrics.unverified_frames = counters.unverified_frames;
     metrics.longest_silence_seconds_by_peer = counters.longest_silence_by_peer;
     warn_long_silences(*transport, counters, config.net.peer_timeout);
   }

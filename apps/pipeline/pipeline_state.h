@@ -47,6 +47,7 @@ struct Pipeline::State {
   engine::Executor executor{{1, 1}};
   std::shared_ptr<engine::TraceRecorder> trace;
   std::unique_ptr<net::Transport> transport;
+  bool sealed = false;  // the transport seals its frames (a job secret and security.encrypt)
   bool connected = false;  // the transport started: every peer of this view connected
   std::optional<sync::Channel> channel;
   std::optional<sync::LinkProbe> probe;

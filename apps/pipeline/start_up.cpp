@@ -16,6 +16,7 @@
 
 #include "apps/config/rate.h"
 #include "engine/error.h"
+#include "net/tcp/frame_cipher.h"
 #include "tasks/profile.h"
 #include "topo/cost_model.h"
 
@@ -90,7 +91,7 @@ std::string link_text(const sync::LinkReport& link) {
 }  // namespace
 
 sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, std::size_t batch,
-                                  std::uint64_t seed, std::size_t nodes) {
+                                  std::uint64_t seed, std::size_t nodes, bool sealed) {
   const auto start = Clock::now();
   sync::NodeProfile local = probe.measure_links();
   for (std::size_t peer = 0; peer < nodes; ++peer) {
@@ -112,6 +113,7 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   local.backward_input_seconds = compute.times.backward_input_seconds;
   local.gemm_flops = compute.gemm_flops;
   local.step_seconds_per_float = compute.step_seconds_per_float;
+  if (sealed) local.cipher_seconds_per_byte = net::auth::measure_cipher_seconds_per_byte();
   const auto profiles = nodes > 1 ? probe.exchange(local) : std::vector<sync::NodeProfile>{local};
   sync::JobMeasurements m = sync::combine(profiles);
   const topo::LinkCost link = topo::slowest_link(m.links);
@@ -125,6 +127,10 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
                nodes > 1 ? format_rate(link.bandwidth) : std::string("-"),
                link.message_seconds * 1e6, m.gemm_flops / 1e9, m.step_seconds_per_float * 1e9,
                tf * 1e3, tb * 1e3);
+  if (m.cipher_seconds_per_byte > 0)
+    spdlog::info("frame cipher: {} sealed and opened per core (slowest node; in every B the probe "
+                 "measured, and added to planner.bandwidth's)",
+                 format_rate(1.0 / m.cipher_seconds_per_byte));
   return m;
 }
 

@@ -39,10 +39,12 @@ void check_writable_folder(const std::filesystem::path& dir, std::string_view wh
 /// backward times, GEMM rate (FLOP/s) and optimizer step time (seconds/float; tasks/profile.h),
 /// exchanged so that every node plans from the same figures (sync::combine: the slowest link, the
 /// slowest node's layer times). Every node calls it at once; nodes profile their compute together,
-/// after a barrier. Throws PeerError for a failed or silent peer. Logs what it measured.
+/// after a barrier. With `sealed` frames, also what the frame cipher costs a byte
+/// (net::auth::measure_cipher_seconds_per_byte; the slowest node's). Throws PeerError for a
+/// failed or silent peer. Logs what it measured.
 [[nodiscard]] sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model,
                                                 std::size_t batch, std::uint64_t seed,
-                                                std::size_t nodes);
+                                                std::size_t nodes, bool sealed = false);
 
 /// Logs the stage's predicted bytes and iteration time, when its summary has them.
 void log_summary(const sync::SyncStage& stage);

@@ -122,18 +122,20 @@ std::optional<ChallengeFields> decode_challenge(const schema::Challenge& challen
   fields.secret = challenge.secret();
   if (const auto* mac = challenge.mac()) fields.mac = {mac->data(), mac->size()};
   fields.rejoin = challenge.rejoin();
+  fields.encrypt = challenge.encrypt();
   return fields;
 }
 
 std::unique_ptr<OutgoingFrame> encode_challenge(std::size_t rank, const Nonce& nonce, bool secret,
                                                 std::span<const std::uint8_t> mac,
-                                                std::size_t control_stage, bool rejoin) {
+                                                std::size_t control_stage, bool rejoin,
+                                                bool encrypt) {
   auto& builder = thread_builder();
   const auto nonce_vector = builder.CreateVector(nonce.data(), nonce.size());
   const auto mac_vector = builder.CreateVector(mac.data(), mac.size());
   const auto body = schema::CreateChallenge(builder, kProtocolVersion,
                                             static_cast<std::uint32_t>(rank), nonce_vector, secret,
-                                            mac_vector, rejoin);
+                                            mac_vector, rejoin, encrypt);
   return finish(builder, schema::Body::Challenge, body.Union(), control_stage);
 }
 
@@ -144,13 +146,31 @@ std::unique_ptr<OutgoingFrame> encode_proof(std::span<const std::uint8_t> mac,
   return finish(builder, schema::Body::Proof, body.Union(), control_stage);
 }
 
+namespace {
+
+// "" when both ends agree on a yes / no setting, else "rank W <yes>, rank O <no> (<hint>)".
+std::string disagreement(std::size_t own_rank, bool own, std::size_t their_rank, bool theirs,
+                         std::string_view yes, std::string_view no, std::string_view hint) {
+  if (own == theirs) return {};
+  const std::size_t with = own ? own_rank : their_rank;
+  const std::size_t without = own ? their_rank : own_rank;
+  return "rank " + std::to_string(with) + " " + std::string(yes) + ", rank " +
+         std::to_string(without) + " " + std::string(no) + " (" + std::string(hint) + ")";
+}
+
+}  // namespace
+
 std::string secret_mismatch(std::size_t own_rank, bool own_secret, std::size_t their_rank,
                             bool their_secret) {
-  if (own_secret == their_secret) return {};
-  const std::size_t with = own_secret ? own_rank : their_rank;
-  const std::size_t without = own_secret ? their_rank : own_rank;
-  return "rank " + std::to_string(with) + " has a job secret, rank " + std::to_string(without) +
-         " has none (set the same security.secret_file or GRADMESH_SECRET on every node)";
+  return disagreement(own_rank, own_secret, their_rank, their_secret, "has a job secret",
+                      "has none",
+                      "set the same security.secret_file or GRADMESH_SECRET on every node");
+}
+
+std::string encrypt_mismatch(std::size_t own_rank, bool own_encrypt, std::size_t their_rank,
+                             bool their_encrypt) {
+  return disagreement(own_rank, own_encrypt, their_rank, their_encrypt, "encrypts its frames",
+                      "does not", "set the same security.encrypt on every node");
 }
 
 }  // namespace gradmesh::net::auth

@@ -14,8 +14,10 @@
 // MAC is HMAC-SHA-512-256 (libsodium crypto_auth) keyed by a key derived from the secret with
 // BLAKE2b (crypto_generichash), so a secret of any length works. Each side MACs its own nonce
 // first and labels its direction, so a proof can neither be replayed on another connection (fresh
-// nonces) nor reflected back to its sender. Traffic is authenticated at connect time only; it is
-// not encrypted, and frames after the handshake carry no MAC.
+// nonces) nor reflected back to its sender. With a secret, every frame after the Challenges and the
+// Proof is encrypted and authenticated with keys derived from this exchange: the acceptor's from
+// its Challenge on, the dialer's from its Hello on. Without a secret nothing is authenticated nor
+// sealed from then on (net/tcp/frame_cipher.h) unless security.encrypt is false.
 
 #include <array>
 #include <cstddef>
@@ -92,6 +94,7 @@ struct ChallengeFields {
   bool secret = false;
   std::span<const std::uint8_t> mac;  ///< points into the received frame
   bool rejoin = false;  ///< the dialer restarted and takes its rank back (TransportOptions::rejoin)
+  bool encrypt = false;  ///< the sender seals its frames after the authentication
 };
 
 /// The fields of a verified `challenge`; std::nullopt with `error` set when its nonce is missing or
@@ -100,12 +103,14 @@ struct ChallengeFields {
                                                               std::string& error);
 
 /// Frame builders (control frames, counted under `control_stage`). `mac` empty without a secret;
-/// `rejoin` only from a dialer that restarted (ChallengeFields::rejoin).
+/// `rejoin` only from a dialer that restarted (ChallengeFields::rejoin); `encrypt`: this end seals
+/// its frames after the authentication (TransportOptions::encrypt with a secret).
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_challenge(std::size_t rank, const Nonce& nonce,
                                                               bool secret,
                                                               std::span<const std::uint8_t> mac,
                                                               std::size_t control_stage,
-                                                              bool rejoin = false);
+                                                              bool rejoin = false,
+                                                              bool encrypt = false);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_proof(std::span<const std::uint8_t> mac,
                                                           std::size_t control_stage);
 
@@ -113,5 +118,9 @@ struct ChallengeFields {
 /// e.g. "rank 0 has a job secret, rank 1 has none (...)". Never throws except std::bad_alloc.
 [[nodiscard]] std::string secret_mismatch(std::size_t own_rank, bool own_secret,
                                           std::size_t their_rank, bool their_secret);
+/// "" when both sides agree on sealing frames, else which rank seals and which does not, naming
+/// security.encrypt. Never throws except std::bad_alloc.
+[[nodiscard]] std::string encrypt_mismatch(std::size_t own_rank, bool own_encrypt,
+                                           std::size_t their_rank, bool their_encrypt);
 
 }  // namespace gradmesh::net::auth

@@ -37,7 +37,7 @@ void TcpTransport::Impl::send_challenge(Connection& connection) noexcept {
   try {
     queue_frame(connection, auth::encode_challenge(options_.rank, connection.our_nonce,
                                                    key_.has_value(), {}, control_stage_,
-                                                   options_.rejoin));
+                                                   options_.rejoin, encrypts()));
   } catch (const std::exception& e) {
     fail_start(PeerError(rank, peers_[rank].address,
                          std::string("cannot encode Challenge: ") + e.what()));
@@ -61,7 +61,8 @@ void TcpTransport::Impl::handle_acceptor_challenge(Connection& connection,
     why = std::string("expected Challenge or Refuse, got ") + body_name(header.body_type());
   } else {
     theirs = auth::decode_challenge(*header.body_as_Challenge(), why);
-    if (theirs) why = check_acceptor_challenge(*theirs, options_.rank, rank, key_.has_value());
+    if (theirs)
+      why = check_acceptor_challenge(*theirs, options_.rank, rank, key_.has_value(), encrypts());
   }
   if (why.empty()) {
     connection.their_nonce = theirs->nonce;
@@ -76,8 +77,15 @@ void TcpTransport::Impl::handle_acceptor_challenge(Connection& connection,
   if (key_) mac = auth::prove(*key_, transcript(connection, true, rank));
   connection.step = Connection::Step::kHello;
   connection.set_limits(limits(true, /*authenticated=*/true));  // a HelloAck, or a long Refuse
+  // Sealed from here: what the acceptor sends after its Challenge, what we send after our Proof.
+  std::optional<auth::SessionKeys> keys;
+  if (encrypts()) {
+    keys = auth::derive_session_keys(*key_, transcript(connection, true, rank));
+    connection.start_opening(keys->receive);
+  }
   try {
     queue_frame(connection, auth::encode_proof(mac_bytes(mac), control_stage_));
+    if (keys) connection.start_sealing(keys->send);
     queue_frame(connection, encode_hello(our_hello(), control_stage_));
   } catch (const std::exception& e) {
     fail_start(PeerError(rank, peers_[rank].address,
@@ -108,7 +116,8 @@ void TcpTransport::Impl::handle_challenge(Connection& connection, const schema::
   }
   std::string why;
   const auto theirs = auth::decode_challenge(*header.body_as_Challenge(), why);
-  if (theirs) why = check_challenge(*theirs, options_.rank, peers_.size(), key_.has_value());
+  if (theirs)
+    why = check_challenge(*theirs, options_.rank, peers_.size(), key_.has_value(), encrypts());
   // A rejoin claim is checked here; a plain claim of a failed rank only at the Hello, after its
   // view: a survivor of a rollback, renumbered in a newer view, may claim a rank that failed in
   // this node's older view, and must be told to dial again, not refused.
@@ -132,11 +141,16 @@ void TcpTransport::Impl::handle_challenge(Connection& connection, const schema::
   try {
     queue_frame(connection, auth::encode_challenge(options_.rank, connection.our_nonce,
                                                    key_.has_value(), mac_bytes(mac),
-                                                   control_stage_));
+                                                   control_stage_, false, encrypts()));
   } catch (...) {
     reject_inbound(connection, "cannot encode Challenge");
     return;
   }
+  // Sealed from here: what we send after our Challenge (the dialer opens it once it checked our
+  // proof); what the dialer sends after its Proof is opened once we checked that (handle_proof).
+  if (encrypts())
+    connection.start_sealing(
+        auth::derive_session_keys(*key_, transcript(connection, true, rank)).send);
   pump();
 }
 
@@ -163,6 +177,9 @@ void TcpTransport::Impl::handle_proof(Connection& connection, const schema::Head
   counters_.add_received(rank, control_stage_, wire, 1);
   connection.step = Connection::Step::kHello;
   connection.set_limits(limits(true, /*authenticated=*/true));  // its Hello: a long peer list
+  if (encrypts())  // its Hello and every frame after it come sealed
+    connection.start_opening(
+        auth::derive_session_keys(*key_, transcript(connection, true, rank)).receive);
 }
 
 void TcpTransport::Impl::refused_by_dialer(Connection& connection, const schema::Header& header,

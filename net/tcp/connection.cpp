@@ -93,10 +93,10 @@ void Connection::on_alloc(uv_handle_t* handle, std::size_t /*suggested*/,
       auto& header = self->header_;
       if (self->filled_ == header.size()) {  // full: room for the next bytes, at most doubled
         const std::size_t grown = std::max(header.size() * 2, kHeaderGrowthBytes);
-        header.resize(std::min<std::size_t>(self->prefix_.header_bytes, grown));
+        header.resize(std::min(self->header_target_, grown));
       }
       base = reinterpret_cast<char*>(header.data()) + self->filled_;
-      length = std::min<std::size_t>(self->prefix_.header_bytes, header.size()) - self->filled_;
+      length = std::min(self->header_target_, header.size()) - self->filled_;
       break;
     }
     case ReadState::kPayload: {
@@ -106,10 +106,14 @@ void Connection::on_alloc(uv_handle_t* handle, std::size_t /*suggested*/,
       length = self->region_.size() - self->filled_;
       break;
     }
+    case ReadState::kTag:
+      base = reinterpret_cast<char*>(self->payload_tag_.data()) + self->filled_;
+      length = auth::kTagBytes - self->filled_;
+      break;
     case ReadState::kDiscard:
       if (self->discard_.empty()) self->discard_.resize(kDiscardBytes);
       base = reinterpret_cast<char*>(self->discard_.data());
-      length = std::min(kDiscardBytes, self->prefix_.payload_bytes - self->filled_);
+      length = std::min(kDiscardBytes, self->discard_target_ - self->filled_);
       break;
   }
   *buffer = uv_buf_init(base, static_cast<unsigned>(length));
@@ -143,58 +147,109 @@ void Connection::advance() noexcept {
           broken(0, why);
           return;
         }
+        const std::size_t tag = opener_ ? auth::kTagBytes : 0;
+        header_target_ = prefix_.header_bytes + tag;
+        frame_wire_ = static_cast<std::size_t>(prefix_.frame_bytes()) + tag +
+                      (prefix_.payload_bytes > 0 ? tag : 0);
         // Sized to what arrives (on_alloc grows it), not to what the prefix announces.
-        if (const std::size_t first = std::min<std::size_t>(prefix_.header_bytes, kHeaderGrowthBytes);
+        if (const std::size_t first = std::min(header_target_, kHeaderGrowthBytes);
             header_.size() < first)
           header_.resize(first);
         read_state_ = ReadState::kHeader;
         filled_ = 0;
         break;
       }
-      case ReadState::kHeader: {
-        if (filled_ < prefix_.header_bytes) return;
-        const std::span<const std::byte> bytes(header_.data(), prefix_.header_bytes);
-        const HeaderCheck check = verify_header(bytes, limits_.data_stage_count);
+      case ReadState::kHeader:
+        if (filled_ < header_target_) return;
         filled_ = 0;
-        if (check.header == nullptr) {
-          malformed_why_ = check.error;
-          read_state_ = ReadState::kDiscard;
-        } else if (begin_payload(*check.header)) {
-          read_state_ = ReadState::kPayload;
-        } else {
-          return;  // broken
-        }
+        if (!take_header()) return;
         break;
-      }
-      case ReadState::kPayload: {
+      case ReadState::kPayload:
         if (filled_ < prefix_.payload_bytes) return;
-        const std::size_t wire = static_cast<std::size_t>(prefix_.frame_bytes());
-        begin_prefix();
-        if (fragment_) {
-          fragment_ = false;
-          assembled_ += prefix_.payload_bytes;
-          assembly_wire_ += wire;
-          if (assembled_ < assembly_.size()) break;  // more fragments to come
-          const auto* header = schema::GetHeader(assembly_header_.data());
-          listener_.on_frame(*this, *header, std::move(assembly_), assembly_wire_);
-          assembly_ = Payload();
-          assembly_header_.clear();  // keeps its capacity
+        filled_ = 0;
+        if (opener_ && prefix_.payload_bytes > 0) {
+          read_state_ = ReadState::kTag;  // the payload's tag follows it
           break;
         }
-        const auto* header = schema::GetHeader(header_.data());
-        listener_.on_frame(*this, *header, std::move(payload_), wire);
-        payload_ = Payload();
+        if (!take_payload()) return;
         break;
-      }
+      case ReadState::kTag:
+        if (filled_ < auth::kTagBytes) return;
+        filled_ = 0;
+        if (!take_payload()) return;
+        break;
       case ReadState::kDiscard: {
-        if (filled_ < prefix_.payload_bytes) return;
-        const std::size_t wire = static_cast<std::size_t>(prefix_.frame_bytes());
+        if (filled_ < discard_target_) return;
         begin_prefix();
-        listener_.on_malformed(*this, malformed_why_, wire);
+        listener_.on_malformed(*this, malformed_why_, frame_wire_);
         break;
       }
     }
   }
+}
+
+bool Connection::take_header() noexcept {
+  const std::span<std::byte> bytes(header_.data(), prefix_.header_bytes);
+  try {
+    if (opener_ &&
+        !opener_->open(prefix_bytes_, bytes, bytes,
+                       std::span<const std::byte, auth::kTagBytes>(
+                           header_.data() + prefix_.header_bytes, auth::kTagBytes))) {
+      listener_.on_unverified(*this, "a frame's " + std::to_string(prefix_.header_bytes) +
+                                         "-byte header did not verify (altered, forged, replayed "
+                                         "or not encrypted)");
+      return false;
+    }
+    const HeaderCheck check = verify_header(bytes, limits_.data_stage_count);
+    if (check.header == nullptr) {
+      // An authenticated peer's malformed frame: its payload is skipped unread (and its message
+      // counter with it), so the stream stays in sync.
+      if (opener_ && prefix_.payload_bytes > 0) opener_->skip();
+      malformed_why_ = check.error;
+      discard_target_ = frame_wire_ - kPrefixBytes - header_target_;
+      read_state_ = ReadState::kDiscard;
+      return true;
+    }
+    if (!begin_payload(*check.header)) return false;  // broken
+  } catch (const std::exception& e) {  // the message counter spent
+    broken(0, e.what());
+    return false;
+  }
+  read_state_ = ReadState::kPayload;
+  return true;
+}
+
+bool Connection::take_payload() noexcept {
+  if (opener_ && prefix_.payload_bytes > 0) {
+    try {
+      if (!opener_->open({}, region_, region_, payload_tag_)) {
+        listener_.on_unverified(*this, "a frame's " + std::to_string(prefix_.payload_bytes) +
+                                           "-byte payload did not verify (altered, forged, "
+                                           "replayed or not encrypted)");
+        return false;
+      }
+    } catch (const std::exception& e) {  // the message counter spent
+      broken(0, e.what());
+      return false;
+    }
+  }
+  const std::size_t wire = frame_wire_;
+  begin_prefix();
+  if (fragment_) {
+    fragment_ = false;
+    assembled_ += prefix_.payload_bytes;
+    assembly_wire_ += wire;
+    if (assembled_ < assembly_.size()) return true;  // more fragments to come
+    const auto* header = schema::GetHeader(assembly_header_.data());
+    listener_.on_frame(*this, *header, std::move(assembly_), assembly_wire_);
+    assembly_ = Payload();
+    assembly_header_.clear();  // keeps its capacity
+    return true;
+  }
+  const auto* header = schema::GetHeader(header_.data());
+  listener_.on_frame(*this, *header, std::move(payload_), wire);
+  payload_ = Payload();
+  return true;
 }
 
 bool Connection::begin_payload(const schema::Header& header) noexcept {
@@ -252,6 +307,7 @@ void Connection::broken(int status, const std::string& why) noexcept {
 
 void Connection::enqueue(std::unique_ptr<OutgoingFrame> frame) noexcept {
   try {
+    if (sealer_ && !frame->is_raw()) frame->add_tags(auth::kTagBytes);
     queue_.push(std::move(frame));
   } catch (const std::bad_alloc&) {
     broken(0, "out of memory queuing a frame");
@@ -285,8 +341,11 @@ std::size_t Connection::write_some(std::size_t max_bytes, std::size_t stage) noe
   if (current_ == nullptr) {
     current_ = queue_.pop(stage);  // with a frame set aside: its control frame (pop's first)
     if (current_ == nullptr) return 0;
-    if (fragment_bytes_ > 0 && current_->role() == FrameRole::kData && current_->issued == 0)
-      current_->fragment(fragment_bytes_);
+    std::size_t cut = fragment_bytes_;
+    if (current_->tag_bytes() > 0)
+      cut = cut == 0 ? kMaxSealedFragmentBytes : std::min(cut, kMaxSealedFragmentBytes);
+    if (cut > 0 && current_->role() == FrameRole::kData && current_->issued == 0)
+      current_->fragment(cut);
   }
   OutgoingFrame& frame = *current_;
   const OutgoingFrame::Fragment piece = frame.fragment_at(frame.issued);
@@ -294,12 +353,21 @@ std::size_t Connection::write_some(std::size_t max_bytes, std::size_t stage) noe
   const std::size_t n = std::min(max_bytes, piece.wire_end() - frame.issued);
 
   // Up to two windows over the frame's own memory: the rest of the fragment's head, then its
-  // payload bytes.
+  // payload bytes; or, sealed, one over the fragment's chunk.
   uv_buf_t buffers[2];
   unsigned count = 0;
   std::size_t offset = frame.issued - piece.wire_begin;  // within the fragment
   std::size_t left = n;
-  if (offset < piece.head.size()) {
+  SealedChunk* chunk = nullptr;
+  if (piece.tag_bytes > 0) {
+    if (offset == 0) sealing_ = seal_fragment(frame, piece);
+    if (sealing_ == nullptr) return 0;  // broken
+    chunk = sealing_;
+    buffers[count++] = uv_buf_init(reinterpret_cast<char*>(chunk->data.get() + offset),
+                                   static_cast<unsigned>(n));
+    if (offset + n == piece.wire_size()) sealing_ = nullptr;  // busy until its writes complete
+    left = 0;
+  } else if (offset < piece.head.size()) {
     const std::size_t take = std::min(left, piece.head.size() - offset);
     buffers[count++] = uv_buf_init(
         const_cast<char*>(reinterpret_cast<const char*>(piece.head.data() + offset)),
@@ -330,6 +398,8 @@ std::size_t Connection::write_some(std::size_t max_bytes, std::size_t stage) noe
   const bool done = frame.issued == frame.wire_bytes();
   request->connection = this;
   request->frame = &frame;
+  request->chunk = chunk;
+  if (chunk != nullptr) ++chunk->writes_in_flight;
   request->bytes = n;
   request->frame_done = done;
   request->request.data = request.get();
@@ -345,6 +415,50 @@ std::size_t Connection::write_some(std::size_t max_bytes, std::size_t stage) noe
   return n;
 }
 
+Connection::SealedChunk* Connection::seal_fragment(const OutgoingFrame& frame,
+                                                   const OutgoingFrame::Fragment& piece) noexcept {
+  const std::size_t size = piece.wire_size();
+  SealedChunk* chunk = nullptr;
+  try {
+    // A free chunk that is large enough, else the largest free one grown, else a new one.
+    for (const auto& c : chunks_) {
+      if (c->writes_in_flight > 0) continue;
+      if (chunk == nullptr || (chunk->capacity < size && c->capacity > chunk->capacity) ||
+          (c->capacity >= size && c->capacity < chunk->capacity))
+        chunk = c.get();
+    }
+    if (chunk == nullptr) chunk = chunks_.emplace_back(std::make_unique<SealedChunk>()).get();
+    if (chunk->capacity < size) {
+      chunk->data.reset();  // its old bytes are not needed
+      chunk->data.reset(new std::byte[size]);
+      chunk->capacity = size;
+    }
+  } catch (const std::bad_alloc&) {
+    broken(0, "out of memory sealing a " + std::to_string(size) + "-byte frame");
+    return nullptr;
+  }
+  // prefix (clear, the header's associated data) | header | tag | payload | tag
+  const auto prefix = piece.head.first(kPrefixBytes);
+  const auto header = piece.head.subspan(kPrefixBytes);
+  std::byte* out = chunk->data.get();
+  std::memcpy(out, prefix.data(), prefix.size());
+  out += prefix.size();
+  const auto payload =
+      frame.payload().bytes().subspan(piece.payload_begin, piece.payload_end - piece.payload_begin);
+  try {
+    sealer_->seal(prefix, header, {out, header.size()},
+                  std::span<std::byte, auth::kTagBytes>(out + header.size(), auth::kTagBytes));
+    out += header.size() + auth::kTagBytes;
+    if (!payload.empty())
+      sealer_->seal({}, payload, {out, payload.size()},
+                    std::span<std::byte, auth::kTagBytes>(out + payload.size(), auth::kTagBytes));
+  } catch (const std::exception& e) {  // the message counter spent
+    broken(0, e.what());
+    return nullptr;
+  }
+  return chunk;
+}
+
 void Connection::on_write(uv_write_t* request, int status) noexcept {
   auto* req = static_cast<WriteRequest*>(request->data);
   Connection* self = req->connection;
@@ -353,6 +467,7 @@ void Connection::on_write(uv_write_t* request, int status) noexcept {
   const bool done = req->frame_done;
   --self->requests_in_flight_;
   --frame->writes_in_flight;
+  if (req->chunk != nullptr) --req->chunk->writes_in_flight;
   self->free_requests_.emplace_back(req);
   // Bytes that reached the socket count even when the connection is closing meanwhile (the peer's
   // EOF can be read before this callback runs); the listener skips state changes then.

@@ -9,13 +9,15 @@
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "net/frame.h"
-#include "net/tcp/auth.h"
 #include "net/payload.h"
+#include "net/tcp/auth.h"
+#include "net/tcp/frame_cipher.h"
 #include "net/tcp/write_queue.h"
 
 namespace gradmesh::net::detail {
@@ -35,6 +37,9 @@ class ConnectionListener {
   /// A frame whose header failed verification was read and skipped (the stream stays in sync).
   virtual void on_malformed(Connection& connection, const std::string& why,
                             std::size_t wire_bytes) noexcept = 0;
+  /// A sealed frame did not open (start_opening()): altered, forged, replayed, or not sealed at
+  /// all. The stream cannot go on; `why` names the part (header or payload) and its size.
+  virtual void on_unverified(Connection& connection, const std::string& why) noexcept = 0;
   /// The stream cannot go on: EOF, a read or write error, or a prefix that cannot be resynced.
   /// `why` says which; `status` is the libuv error (UV_EOF, ...) or 0 for a protocol fault.
   virtual void on_broken(Connection& connection, int status, const std::string& why) noexcept = 0;
@@ -70,6 +75,10 @@ inline constexpr std::size_t kMaxHandshakeHeaderBytes = 1u << 20;
 /// announces a large header reserves nothing until the bytes come).
 inline constexpr std::size_t kHeaderGrowthBytes = 4096;
 
+/// Data frames on a sealed connection go in fragments of at most this many payload bytes (the
+/// writer seals a whole fragment before its first byte is written, into a buffer of its own).
+inline constexpr std::size_t kMaxSealedFragmentBytes = 1u << 20;
+
 /// A uv_tcp_t plus framing. Create with `new` (make()); it deletes itself in its close callback,
 /// so after close() the pointer stays valid until the loop runs the close callbacks.
 /// Thread safety: loop thread only.
@@ -98,6 +107,18 @@ class Connection final {
   /// Stops reading (`paused`) or reads on where it stopped, mid-frame or not (a test hook's:
   /// TcpTransport::pause_reading_for_testing). Returns a libuv error or 0.
   int set_reading_paused(bool paused) noexcept;
+
+  /// From now on every frame queued (but raw ones) goes sealed with `key` (net/tcp/frame_cipher.h):
+  /// its prefix in clear, then its header encrypted and a tag, then, when it has any, its payload
+  /// encrypted and a tag, each fragment on its own (data frames are cut at
+  /// kMaxSealedFragmentBytes at most). The writer seals a fragment as it starts, in write order,
+  /// into a buffer of this connection's (reused; the payload, shared with other peers, is never
+  /// written), so the message counter follows the wire. Call once, between two enqueue()s.
+  void start_sealing(const auth::CipherKey& key) noexcept { sealer_.emplace(key); }
+  /// From the next frame read on, every frame must arrive sealed with `key` and is opened in place;
+  /// one that does not verify reports on_unverified(). Call once, from on_frame() (a frame
+  /// boundary: the reader never reads past the frame it delivers).
+  void start_opening(const auth::CipherKey& key) noexcept { opener_.emplace(key); }
 
   /// Queues `frame` in the write queue (WriteQueue's order); nothing is written until
   /// write_some(). Out of memory (a lane growing) reports on_broken() and drops the frame.
@@ -148,8 +169,9 @@ class Connection final {
   /// the frame for_each_candidate() offers (the partly issued one, else the one the queue pops
   /// for `stage`, cut into fragments first when it is data over fragment_bytes()), as up to two
   /// uv_buf_t over the frame's own head and payload memory (no copy). Returns the bytes issued
-  /// (0 if nothing is queued or the connection is closing). A failed uv_write closes the stream
-  /// and reports on_broken().
+  /// (0 if nothing is queued or the connection is closing). A sealed frame's fragment is sealed
+  /// into a buffer of the connection's when it starts and written from there, in one uv_buf_t.
+  /// A failed uv_write closes the stream and reports on_broken().
   std::size_t write_some(std::size_t max_bytes, std::size_t stage) noexcept;
 
   /// Closes the socket (idempotent): queued frames are dropped, in-flight writes are cancelled,
@@ -186,11 +208,19 @@ class Connection final {
   auth::Nonce their_nonce{};
 
  private:
-  enum class ReadState : std::uint8_t { kPrefix, kHeader, kPayload, kDiscard };
+  enum class ReadState : std::uint8_t { kPrefix, kHeader, kPayload, kTag, kDiscard };
+  // One sealed fragment's wire bytes, written from here; busy while it is being issued or any
+  // write of it is in flight, then reused for another.
+  struct SealedChunk {
+    std::unique_ptr<std::byte[]> data;
+    std::size_t capacity = 0;
+    std::size_t writes_in_flight = 0;
+  };
   struct WriteRequest {
     uv_write_t request;
     Connection* connection;
     OutgoingFrame* frame;
+    SealedChunk* chunk;  // null for a frame in clear
     std::size_t bytes;
     bool frame_done;
   };
@@ -207,6 +237,15 @@ class Connection final {
 
   /// Moves the reader forward after `filled_` grew; handles zero-length regions.
   void advance() noexcept;
+  /// After the header's bytes (and tag) arrived: opens it if sealed, verifies it, and sets where
+  /// its payload goes. False when the stream cannot go on (reported).
+  bool take_header() noexcept;
+  /// After the payload's bytes (and tag) arrived: opens them if sealed and delivers the frame (or
+  /// its cut message, once whole). False when the stream cannot go on (reported).
+  bool take_payload() noexcept;
+  /// Seals the fragment `piece` of `frame` into a free chunk, or reports on_broken() and returns
+  /// null (out of memory, or the message counter spent).
+  SealedChunk* seal_fragment(const OutgoingFrame& frame, const OutgoingFrame::Fragment& piece) noexcept;
   /// After a verified header: where its payload lands (payload_, or the next bytes of the cut
   /// message being put together). False when the frame breaks the fragment order (reported).
   bool begin_payload(const schema::Header& header) noexcept;
@@ -229,7 +268,11 @@ class Connection final {
   std::size_t filled_ = 0;  // bytes of the current region read so far
   std::array<std::byte, kPrefixBytes> prefix_bytes_{};
   FramePrefix prefix_;
+  std::size_t header_target_ = 0;  // header bytes to read: the prefix's, plus a tag when sealed
+  std::size_t discard_target_ = 0; // payload bytes to skip (plus its tag when sealed)
+  std::size_t frame_wire_ = 0;     // the current frame's wire bytes (tags included)
   std::vector<std::byte> header_;  // reused; grows to the largest header seen
+  std::array<std::byte, auth::kTagBytes> payload_tag_{};
   Payload payload_;                // the frame's payload, read in place
   std::span<std::byte> region_;    // where the current frame's payload lands
   // A cut message being put together (Data.message_bytes > its first frame's payload): the whole
@@ -250,6 +293,12 @@ class Connection final {
   WriteQueue queue_;
   std::vector<std::unique_ptr<WriteRequest>> free_requests_;
   std::size_t requests_in_flight_ = 0;
+
+  // the frame cipher (start_sealing / start_opening); chunks live as long as the connection
+  std::optional<auth::Sealer> sealer_;
+  std::optional<auth::Opener> opener_;
+  std::vector<std::unique_ptr<SealedChunk>> chunks_;
+  SealedChunk* sealing_ = nullptr;  // the chunk of the fragment being issued
 };
 
 }  // namespace gradmesh::net::detail

@@ -2,7 +2,9 @@
 
 #include <sodium.h>
 
+#include <chrono>
 #include <limits>
+#include <vector>
 
 #include "engine/error.h"
 
@@ -99,7 +101,7 @@ Sealer::~Sealer() { sodium_memzero(key_.data(), key_.size()); }
 Opener::~Opener() { sodium_memzero(key_.data(), key_.size()); }
 
 void Sealer::seal(std::span<const std::byte> associated, std::span<const std::byte> plain,
-                  std::span<std::byte> out, Tag& tag) {
+                  std::span<std::byte> out, std::span<std::byte, kTagBytes> tag) {
   GRADMESH_CHECK_EQ(out.size(), plain.size(), "Sealer::seal: output and input sizes differ");
   if (counter_ == kSpent)
     throw Error("frame cipher: 2^64 - 1 messages sealed under one key; a nonce would repeat");
@@ -112,7 +114,7 @@ void Sealer::seal(std::span<const std::byte> associated, std::span<const std::by
 }
 
 bool Opener::open(std::span<const std::byte> associated, std::span<const std::byte> cipher,
-                  std::span<std::byte> out, const Tag& tag) {
+                  std::span<std::byte> out, std::span<const std::byte, kTagBytes> tag) {
   GRADMESH_CHECK_EQ(out.size(), cipher.size(), "Opener::open: output and input sizes differ");
   if (counter_ == kSpent)
     throw Error("frame cipher: 2^64 - 1 messages opened under one key; a nonce would repeat");
@@ -124,6 +126,33 @@ bool Opener::open(std::span<const std::byte> associated, std::span<const std::by
   if (rc != 0) return false;
   ++counter_;
   return true;
+}
+
+double measure_cipher_seconds_per_byte(double min_seconds) {
+  GRADMESH_CHECK(min_seconds > 0, "measure_cipher_seconds_per_byte: min_seconds <= 0");
+  constexpr std::size_t kBytes = std::size_t{1} << 20;
+  std::vector<std::byte> message(kBytes, std::byte{0x5a});
+  CipherKey key{};
+  key[0] = 1;
+  Sealer sealer(key);
+  Opener opener(key);
+  Tag tag{};
+  std::size_t bytes = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double seconds = 0;
+  while (seconds < min_seconds) {
+    sealer.seal({}, message, message, tag);
+    if (!opener.open({}, message, message, tag)) throw Error("frame cipher: a sealed message did not open");
+    bytes += kBytes;
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return seconds / static_cast<double>(bytes);
+}
+
+void Opener::skip() {
+  if (counter_ == kSpent)
+    throw Error("frame cipher: 2^64 - 1 messages opened under one key; a nonce would repeat");
+  ++counter_;
 }
 
 }  // namespace gradmesh::net::auth

@@ -53,21 +53,26 @@ std::string check_hello(const HelloFields& ours, const HelloFields& theirs) {
 }
 
 std::string check_challenge(const auth::ChallengeFields& theirs, std::size_t own_rank,
-                            std::size_t peers, bool own_secret) {
+                            std::size_t peers, bool own_secret, bool own_encrypt) {
   std::string reason = version_error(theirs.protocol_version);
   if (reason.empty()) reason = rank_error(theirs.rank, own_rank, peers, theirs.rejoin);
   if (reason.empty()) reason = auth::secret_mismatch(own_rank, own_secret, theirs.rank, theirs.secret);
+  if (reason.empty())
+    reason = auth::encrypt_mismatch(own_rank, own_encrypt, theirs.rank, theirs.encrypt);
   return reason;
 }
 
 std::string check_acceptor_challenge(const auth::ChallengeFields& theirs, std::size_t own_rank,
-                                     std::size_t expected_rank, bool own_secret) {
+                                     std::size_t expected_rank, bool own_secret,
+                                     bool own_encrypt) {
   std::string reason = version_error(theirs.protocol_version);
   if (reason.empty() && theirs.rank != expected_rank)
     reason = "answered as rank " + std::to_string(theirs.rank) + ", expected rank " +
              std::to_string(expected_rank);
   if (reason.empty())
     reason = auth::secret_mismatch(own_rank, own_secret, theirs.rank, theirs.secret);
+  if (reason.empty())
+    reason = auth::encrypt_mismatch(own_rank, own_encrypt, theirs.rank, theirs.encrypt);
   return reason;
 }
 

@@ -21,17 +21,18 @@ namespace gradmesh::net {
 
 /// The acceptor's check of a dialer's Challenge, before any proof: protocol version, the claimed
 /// rank (in range of `peers`, above `own_rank` unless the Challenge says it rejoins), and that both
-/// sides agree on using a job secret.
+/// sides agree on using a job secret and on sealing frames (`own_encrypt`).
 /// Returns "" or the reason to refuse, naming both values. Never throws except std::bad_alloc.
 [[nodiscard]] std::string check_challenge(const auth::ChallengeFields& theirs,
                                           std::size_t own_rank, std::size_t peers,
-                                          bool own_secret);
+                                          bool own_secret, bool own_encrypt);
 
 /// The dialer's check of the acceptor's Challenge, before its proof: protocol version, that it
 /// answers as `expected_rank` (the rank we dialed), and that both sides agree on using a job
-/// secret. Returns "" or the reason to refuse. Never throws except std::bad_alloc.
+/// secret and on sealing frames. Returns "" or the reason to refuse. Never throws except
+/// std::bad_alloc.
 [[nodiscard]] std::string check_acceptor_challenge(const auth::ChallengeFields& theirs,
                                                    std::size_t own_rank, std::size_t expected_rank,
-                                                   bool own_secret);
+                                                   bool own_secret, bool own_encrypt);
 
 }  // namespace gradmesh::net

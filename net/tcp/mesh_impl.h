@@ -151,6 +151,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
                 std::size_t wire_bytes) noexcept override;
   void on_malformed(Connection& connection, const std::string& why,
                     std::size_t wire_bytes) noexcept override;
+  void on_unverified(Connection& connection, const std::string& why) noexcept override;
   void on_broken(Connection& connection, int status, const std::string& why) noexcept override;
   void on_written(Connection& connection, const OutgoingFrame& frame, std::size_t bytes,
                   bool frame_done) noexcept override;
@@ -223,6 +224,8 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
                                  std::size_t wire) noexcept;
   void refused_by_dialer(Connection& connection, const schema::Header& header,
                          std::size_t wire) noexcept;
+  // Whether frames after the authentication are sealed (a secret and TransportOptions::encrypt).
+  [[nodiscard]] bool encrypts() const noexcept { return key_.has_value() && options_.encrypt; }
   // What our proof (`ours`) or the peer's covers on `connection` to `peer_rank`.
   [[nodiscard]] auth::Transcript transcript(const Connection& connection, bool ours,
                                             std::size_t peer_rank) const noexcept;

@@ -125,6 +125,19 @@ void TcpTransport::Impl::on_malformed(Connection& connection, const std::string&
                 options_.rank, wire_bytes, rank, peers_[rank].address, why);
 }
 
+void TcpTransport::Impl::on_unverified(Connection& connection, const std::string& why) noexcept {
+  counters_.add_unverified_frame();
+  const std::size_t rank = connection.peer_rank();
+  const std::string address = rank < peers_.size() ? peers_[rank].address : "unknown";
+  spdlog::error("net rank {}: closing the connection to rank {} ({}, from {}): {}", options_.rank,
+                rank, address, connection.remote_address(), why);
+  if (!connection.established) {
+    on_broken(connection, 0, why);
+    return;
+  }
+  fail_peer(rank, why);
+}
+
 void TcpTransport::Impl::on_broken(Connection& connection, int status,
                                 const std::string& why) noexcept {
   const std::size_t rank = connection.peer_rank();

@@ -21,7 +21,11 @@ namespace gradmesh::net {
 /// version, job name, config hash and the peer list. A refused inbound connection is logged
 /// (rank, address, why) and counted (Counters::rejected_connections); one that never proved the
 /// secret does not fail start(), which names it among the missing ranks at its timeout. Frames are
-/// prefix + verified FlatBuffers header + raw payload (net/frame.h).
+/// prefix + verified FlatBuffers header + raw payload (net/frame.h); with a secret and
+/// TransportOptions::encrypt, every frame after the Challenges and the Proof goes sealed
+/// (net/tcp/frame_cipher.h: header and payload encrypted, each followed by a tag; data in
+/// fragments of at most 1 MiB), and one that does not verify fails its peer and is counted
+/// (Counters::unverified_frames).
 ///
 /// Sending: each connection writes one frame at a time (a frame that has started is finished before
 /// another starts on that connection). The loop thread picks what to write next over all

@@ -44,6 +44,8 @@ std::string profile_problem(const NodeProfile& profile, std::size_t nodes) {
       why << "message_seconds = " << profile.message_seconds;
     if (why.tellp() == 0 && bad(profile.step_seconds_per_float))
       why << "step_seconds_per_float = " << profile.step_seconds_per_float;
+    if (why.tellp() == 0 && bad(profile.cipher_seconds_per_byte))
+      why << "cipher_seconds_per_byte = " << profile.cipher_seconds_per_byte;
   }
   return why.str();
 }
@@ -54,6 +56,7 @@ net::Payload encode_profile(const NodeProfile& profile) {
   values.push_back(profile.gemm_flops);
   values.push_back(profile.message_seconds);
   values.push_back(profile.step_seconds_per_float);
+  values.push_back(profile.cipher_seconds_per_byte);
   for (const auto* part : {&profile.alpha, &profile.bandwidth, &profile.forward_seconds,
                            &profile.backward_seconds, &profile.backward_input_seconds}) {
     values.insert(values.end(), part->begin(), part->end());
@@ -79,7 +82,7 @@ std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes, std:
           " layers, expected " + std::to_string(nodes) + " nodes";
     return std::nullopt;
   }
-  const std::uint64_t doubles = 3 + 2 * header[0] + 3 * header[1];
+  const std::uint64_t doubles = 4 + 2 * header[0] + 3 * header[1];
   if (bytes.size() != kProfileHeaderBytes + doubles * sizeof(double)) {
     why = "profile of " + std::to_string(bytes.size()) + " bytes, expected " +
           std::to_string(kProfileHeaderBytes + doubles * sizeof(double));
@@ -92,6 +95,7 @@ std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes, std:
   profile.gemm_flops = *at++;
   profile.message_seconds = *at++;
   profile.step_seconds_per_float = *at++;
+  profile.cipher_seconds_per_byte = *at++;
   const auto take = [&at](std::vector<double>& part, std::uint64_t count) {
     part.assign(at, at + static_cast<std::ptrdiff_t>(count));
     at += static_cast<std::ptrdiff_t>(count);
@@ -146,6 +150,8 @@ JobMeasurements combine(const std::vector<NodeProfile>& profiles) {
     }
     job.gemm_flops = std::min(job.gemm_flops, p.gemm_flops);
     job.step_seconds_per_float = std::max(job.step_seconds_per_float, p.step_seconds_per_float);
+    job.cipher_seconds_per_byte =
+        std::max(job.cipher_seconds_per_byte, p.cipher_seconds_per_byte);
   }
   return job;
 }

@@ -28,6 +28,9 @@ struct NodeProfile {
   /// The optimizer step's time per parameter (tasks::ComputeProfile), seconds/float (0: not
   /// measured)
   double step_seconds_per_float = 0;
+  /// What a sealed byte costs the loop threads of its two ends (net::auth::
+  /// measure_cipher_seconds_per_byte: seal + open), seconds/byte (0: frames go in clear)
+  double cipher_seconds_per_byte = 0;
 
   friend bool operator==(const NodeProfile&, const NodeProfile&) = default;
 };
@@ -40,6 +43,7 @@ struct JobMeasurements {
   std::vector<double> backward_input_seconds;  ///< per layer, the max over nodes (no dW)
   double gemm_flops = 0;                 ///< FLOP/s, the min over nodes
   double step_seconds_per_float = 0;     ///< seconds/float, the max over nodes
+  double cipher_seconds_per_byte = 0;    ///< seconds/byte, the max over nodes (0: in clear)
 };
 
 /// Combines the n profiles (index = rank): the LinkMatrix from their rows (diagonal 0; o per
@@ -58,9 +62,10 @@ namespace probe {
 [[nodiscard]] std::string profile_problem(const NodeProfile& profile, std::size_t nodes);
 
 /// `profile` as a kProfile payload: u64 nodes, u64 layers, then doubles gemm_flops,
-/// message_seconds, step_seconds_per_float, alpha[nodes], bandwidth[nodes], forward_seconds,
-/// backward_seconds, backward_input_seconds [layers each]; host byte order (the job's nodes share
-/// one build, as the handshake's config hash assumes). Bytes: 16 + 8 (3 + 2 nodes + 3 layers).
+/// message_seconds, step_seconds_per_float, cipher_seconds_per_byte, alpha[nodes],
+/// bandwidth[nodes], forward_seconds, backward_seconds, backward_input_seconds [layers each]; host
+/// byte order (the job's nodes share one build, as the handshake's config hash assumes).
+/// Bytes: 16 + 8 (4 + 2 nodes + 3 layers).
 [[nodiscard]] net::Payload encode_profile(const NodeProfile& profile);
 
 /// The profile in `bytes` for a job of `nodes` nodes, or nullopt with `why` set (a short, wrong

@@ -97,9 +97,9 @@ std::size_t read_fields(const schema::Header& header, std::size_t data_stage_cou
       if (fields.has_value() == !error.empty()) fail("decode_challenge: neither fields nor error");
       if (!fields) return error.size();
       std::size_t sum = fields->rank + fields->mac.size();
-      sum += check_challenge(*fields, 1, 3, true).size();
-      sum += check_challenge(*fields, 0, 2, false).size();
-      sum += check_acceptor_challenge(*fields, 2, 1, true).size();
+      sum += check_challenge(*fields, 1, 3, true, true).size();
+      sum += check_challenge(*fields, 0, 2, false, false).size();
+      sum += check_acceptor_challenge(*fields, 2, 1, true, true).size();
       sum += auth::verify(handshake().key, handshake().transcript(), fields->mac) ? 1 : 0;
       return sum;
     }

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "sync/channel.h"
+#include "sync/probe/node_profile.h"
 #include "tasks/layers/layer_spec.h"
 #include "tasks/optim/optimizer.h"
 
@@ -85,4 +86,27 @@ TEST_CASE("poseidon plans conv layers on PS, even with SFB forced on", "[sync][p
       CHECK(plan[7].scheme == "SFB");
     }
   }
+}
+
+TEST_CASE("sealed frames: a B that planner.bandwidth gives pays the measured cipher, a probed B "
+          "holds it already",
+          "[sync][plan]") {
+  tasks::Model model = small_cnn();
+  engine::Executor executor({1, 1});
+  sync::Channel channel(nullptr, 0, kNodes);
+  tasks::Optimizer optimizer({0.05f, 0.9f, 0.0f}, model.parameter_count());
+  sync::JobMeasurements measured;
+  measured.links = topo::LinkMatrix::uniform(kNodes, 50e-6, 4e8);
+  measured.links.message_seconds.assign(kNodes, 10e-6);
+  measured.cipher_seconds_per_byte = 1.0 / 7.5e8;  // seal + open at 750 MB/s
+  sync::SyncOptions options;
+  sync::SyncContext ctx{model, executor, channel, 0, kNodes, kBatch, optimizer, options};
+  ctx.measured = &measured;
+  const auto schemes = topo::SchemeSet::for_strategy("ps");
+  CHECK(sync::planner_input(ctx, schemes).links.bandwidth[1] == 4e8);  // measured sealed
+  ctx.options.planner.bandwidth = 1.25e9;  // 10 Gbit/s as given: 1 / (1/B + c)
+  CHECK(sync::planner_input(ctx, schemes).links.bandwidth[1] ==
+        Approx(1.0 / (1.0 / 1.25e9 + 1.0 / 7.5e8)));
+  measured.cipher_seconds_per_byte = 0;  // in clear: B as given
+  CHECK(sync::planner_input(ctx, schemes).links.bandwidth[1] == 1.25e9);
 }

@@ -361,7 +361,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 41);
+  CHECK(keys.size() == 42);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -397,7 +397,7 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "sync.ps.chunk_bytes=4096",    "sync.strategy=ako",
       "security.secret_file=/run/secret", "sync.ako.final=fold",
       "checkpoint.dir=/tmp/ckpt",    "checkpoint.every=10",
-      "checkpoint.keep=3",
+      "checkpoint.keep=3",           "security.encrypt=false",
   };
   std::set<std::uint64_t> hashes{base.hash()};
   std::set<std::string> keys_changed;

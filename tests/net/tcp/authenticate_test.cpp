@@ -85,28 +85,37 @@ TEST_CASE("a proof verifies only under the same secret, side, nonces, job and ra
 TEST_CASE("the Challenge checks name what differs", "[net][auth]") {
   auth::ChallengeFields theirs;
   theirs.rank = 2;
-  CHECK(check_challenge(theirs, 0, 3, false).empty());
+  CHECK(check_challenge(theirs, 0, 3, false, false).empty());
   theirs.protocol_version = 3;
-  CHECK_THAT(check_challenge(theirs, 0, 3, false),
+  CHECK_THAT(check_challenge(theirs, 0, 3, false, false),
              Catch::Contains("protocol version differs: ours " +
                              std::to_string(kProtocolVersion) + ", theirs 3"));
   theirs.protocol_version = kProtocolVersion;
-  CHECK_THAT(check_challenge(theirs, 0, 2, false), Catch::Contains("rank 2 out of range"));
-  CHECK_THAT(check_challenge(theirs, 2, 3, false), Catch::Contains("must not dial rank 2"));
+  CHECK_THAT(check_challenge(theirs, 0, 2, false, false), Catch::Contains("rank 2 out of range"));
+  CHECK_THAT(check_challenge(theirs, 2, 3, false, false), Catch::Contains("must not dial rank 2"));
   // A node that rejoins dials every rank, higher ones too, but never claims the acceptor's.
   theirs.rejoin = true;
   theirs.rank = 0;
-  CHECK(check_challenge(theirs, 1, 3, false).empty());
-  CHECK_THAT(check_challenge(theirs, 0, 3, false), Catch::Contains("this node's own rank"));
+  CHECK(check_challenge(theirs, 1, 3, false, false).empty());
+  CHECK_THAT(check_challenge(theirs, 0, 3, false, false), Catch::Contains("this node's own rank"));
   theirs.rejoin = false;
-  CHECK_THAT(check_challenge(theirs, 1, 3, false), Catch::Contains("must not dial rank 1"));
+  CHECK_THAT(check_challenge(theirs, 1, 3, false, false), Catch::Contains("must not dial rank 1"));
   theirs.rank = 2;
-  CHECK_THAT(check_challenge(theirs, 0, 3, true),
+  CHECK_THAT(check_challenge(theirs, 0, 3, true, false),
              Catch::Contains("rank 0 has a job secret, rank 2 has none"));
   theirs.secret = true;
-  CHECK_THAT(check_challenge(theirs, 0, 3, false),
+  CHECK_THAT(check_challenge(theirs, 0, 3, false, false),
              Catch::Contains("rank 2 has a job secret, rank 0 has none"));
-  CHECK_THAT(check_acceptor_challenge(theirs, 3, 1, true), Catch::Contains("answered as rank 2"));
+  CHECK_THAT(check_acceptor_challenge(theirs, 3, 1, true, false), Catch::Contains("answered as rank 2"));
+  // Both ends seal their frames, or neither does.
+  CHECK(check_challenge(theirs, 0, 3, true, false).empty());
+  CHECK_THAT(check_challenge(theirs, 0, 3, true, true),
+             Catch::Contains("rank 0 encrypts its frames, rank 2 does not") &&
+                 Catch::Contains("security.encrypt"));
+  theirs.encrypt = true;
+  CHECK(check_challenge(theirs, 0, 3, true, true).empty());
+  CHECK_THAT(check_acceptor_challenge(theirs, 3, 2, true, false),
+             Catch::Contains("rank 2 encrypts its frames, rank 3 does not"));
 }
 
 // ---------------------------------------------------------------- transports
@@ -175,7 +184,8 @@ TEST_CASE("a Challenge for a rank already live is refused, the node keeps runnin
   std::vector<std::uint16_t> ports;
   auto nodes = make_nodes(2, [](TransportOptions& o) { o.secret = "s3cret"; }, &ports);
   start_all_ok(nodes);
-  const auto challenge = auth::encode_challenge(1, auth::make_nonce(), true, {}, 0);
+  const auto challenge = auth::encode_challenge(1, auth::make_nonce(), true, {}, 0, false,
+                                                /*encrypt=*/true);
   CHECK_THAT(refusal_of(exchange_raw(ports[0], *challenge)),
              Catch::Contains("rank 1 is already connected"));
   wait_rejected(nodes[0]->transport, 1);

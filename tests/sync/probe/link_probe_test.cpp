@@ -86,6 +86,7 @@ void fill_compute(sync::NodeProfile& p, std::size_t rank) {
   p.backward_seconds = {0.003, 0.0005 * static_cast<double>(rank + 1)};
   p.backward_input_seconds = {0.001, 0.0002 * static_cast<double>(rank + 1)};
   p.gemm_flops = 1e9 * static_cast<double>(rank + 2);
+  p.cipher_seconds_per_byte = 1e-9 * static_cast<double>(rank + 1);
 }
 
 // measure_links, exchange, combine and barriers on n in-process ranks; returns the slowest
@@ -133,6 +134,7 @@ double measure_exchange_combine(std::size_t n) {
   }
   const sync::JobMeasurements job = sync::combine(all[0]);
   CHECK(job.links.nodes == n);
+  CHECK(job.cipher_seconds_per_byte == 1e-9 * static_cast<double>(n));  // through the exchange
   CHECK_NOTHROW(topo::slowest_link(job.links));
   CHECK(job.links.alpha[0 * n + 1] == rows[0].alpha[1]);
   CHECK(job.links.bandwidth[(n - 1) * n + 0] == rows[n - 1].bandwidth[0]);
@@ -189,6 +191,10 @@ TEST_CASE("combine: link matrix from the rows, max times, min GEMM", "[sync][pro
   CHECK(job.backward_seconds == std::vector<double>{3.5, 1.0});
   CHECK(job.backward_input_seconds == std::vector<double>{2.0, 0.25});
   CHECK(job.gemm_flops == 2e9);
+  CHECK(job.cipher_seconds_per_byte == 0);  // neither sealed
+  a.cipher_seconds_per_byte = 1.3e-9;
+  b.cipher_seconds_per_byte = 0.9e-9;
+  CHECK(sync::combine({a, b}).cipher_seconds_per_byte == 1.3e-9);  // the slower node's
   const topo::LinkCost slowest = topo::slowest_link(job.links);
   CHECK(slowest.alpha == 2e-4);
   CHECK(slowest.bandwidth == 5e7);
