@@ -74,6 +74,7 @@ std::string link_text(const sync::LinkReport& link) {
   std::string text = fmt::format("alpha {:.0f} us, B {} from a transfer of {} bytes in {:.1f} ms",
                                  link.alpha * 1e6, format_rate(link.bandwidth), link.bytes,
                                  link.seconds * 1e3);
+  if (link.steady) text += " (its steady part, before a stall at the receiver)";
   switch (link.kind) {
     case sync::LinkMeasure::kMeasured:
       break;

@@ -76,6 +76,9 @@ struct LinkReport {
   double seconds = 0;          ///< its time, seconds: at the receiver, first to last message
                                ///< (a transfer of one message: the sender's, first send to ack)
   std::size_t transfers = 0;   ///< transfers sent to that peer (growing) in the last call
+  /// Whether B comes from the steady part of its transfer, before a stall at the receiver (the
+  /// class comment), rather than from the whole of it.
+  bool steady = false;
   LinkMeasure kind = LinkMeasure::kEstimate;
 };
 
@@ -104,7 +107,11 @@ struct LinkReport {
 /// B is the fastest transfer that lasted target_seconds (delays such as a loss's retransmission
 /// timeout only make a transfer read slow; a shorter one may arrive in one clump or ride a
 /// shaper's burst allowance and read fast), else the last one, as an estimate from the lower of
-/// the two clocks. A node's step ends when its own sequence is over and the incoming one's
+/// the two clocks. A transfer's rate on the receiver's clock is the faster of its whole spread's
+/// and its steady part's (from its second message on, while each gap between two arrivals stays
+/// within 1.5 times the median of its first three, at least two gaps and target_seconds / 3):
+/// a lost segment's tail-loss probe or retransmission timeout leaves the link idle for tens to
+/// hundreds of ms, and at 10 Mbit/s that made a link read 0.3-0.7 of its rate. A node's step ends when its own sequence is over and the incoming one's
 /// kBulkDone came, and the next starts when every node has ended it (a gate), so each node sends
 /// on one link and receives on one at a time: B is the node's egress rate on that link (what
 /// net.max_send_rate caps), not a share of competing transfers. So the probe takes about budget_s on a link slower than max_bulk_bytes per share
@@ -180,6 +187,9 @@ class LinkProbe {
     std::uint64_t awaited = 0;    // sequences this node's rounds have waited for so far
     std::uint64_t messages = 0;   // messages of the transfer under way so far
     Clock::time_point first_at;   // arrival of its first message
+    Clock::time_point last_at;    // arrival of its latest message
+    // from its second message on: each one's gap since the one before, and its bytes (reused)
+    std::vector<std::pair<Clock::duration, std::size_t>> arrivals;
   };
   struct Outgoing {  // the bulk transfers this node sends to one peer
     std::uint64_t started = 0;    // transfers begun
@@ -187,10 +197,14 @@ class LinkProbe {
     std::uint64_t bytes = 0;      // bytes of the transfer under way
     Clock::time_point acked_at;   // arrival of the last ack
     double receiver_seconds = 0;  // the last ack's: first to last message at the receiver
+    double steady_seconds = 0;    // the last ack's: its steady part's time (0: none)
+    std::uint64_t steady_bytes = 0;  // and bytes
   };
   struct Timing {  // one transfer's times, seconds
     double sent_to_ack = 0;       // at the sender: from the first send to the ack's arrival
     double receiver = 0;          // at the receiver: from the first message to the last (0: one)
+    double steady = 0;            // at the receiver: its steady part's time (0: none)
+    std::uint64_t steady_bytes = 0;  // and bytes
   };
 
   void on_message(std::size_t from, net::Message&& message);

@@ -2,7 +2,11 @@
 // one transfer timed at both ends (the receiver's first-to-last-message time comes back in its
 // ack), and the receiving side that counts a transfer's messages and acks it once complete.
 #include <algorithm>
+#include <array>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "sync/probe/link_probe_internal.h"
 
@@ -10,6 +14,7 @@ namespace gradmesh::sync {
 
 using namespace probe::detail;
 using probe::Kind;
+
 
 void LinkProbe::on_bulk(std::size_t from, const net::Message& message) {
   const auto now = Clock::now();
@@ -28,6 +33,8 @@ void LinkProbe::on_bulk(std::size_t from, const net::Message& message) {
   }
   bool complete = false;
   Clock::duration spread{};  // first to last message of a complete transfer
+  Clock::duration steady{};  // its steady part (link_probe_internal.h), and its bytes
+  std::uint64_t steady_bytes = 0;
   if (why.empty()) {
     const std::lock_guard lock(mutex_);
     Incoming& in = incoming_[from];
@@ -40,13 +47,18 @@ void LinkProbe::on_bulk(std::size_t from, const net::Message& message) {
       if (in.expected == 0) {
         in.messages = 0;
         in.first_at = now;
+        in.arrivals.clear();  // keeps its capacity
+      } else {
+        in.arrivals.emplace_back(now - in.last_at, size);
       }
+      in.last_at = now;
       in.expected = message.key;
       in.received += size;
       ++in.messages;
       if (in.received == in.expected) {
         complete = true;
         if (in.messages >= 2) spread = now - in.first_at;
+        std::tie(steady, steady_bytes) = steady_part(in.arrivals);
         in.expected = 0;
         in.received = 0;
       }
@@ -60,7 +72,7 @@ void LinkProbe::on_bulk(std::size_t from, const net::Message& message) {
     changed_.notify_all();
     (void)channel_.send(from, net::Message{stage_, static_cast<std::uint16_t>(Kind::kBulkAck),
                                            message.key, message.round,
-                                           encode_nanoseconds(spread)});
+                                           encode_ack(spread, steady, steady_bytes)});
   }
 }
 
@@ -78,7 +90,10 @@ void LinkProbe::on_ack(std::size_t from, const net::Message& message) {
     if (expected) {
       ++out.acked;
       out.acked_at = now;
-      out.receiver_seconds = decode_seconds(message.payload.bytes());
+      const auto payload = message.payload.bytes();
+      out.receiver_seconds = static_cast<double>(decode_u64(payload, 0)) * 1e-9;
+      out.steady_seconds = static_cast<double>(decode_u64(payload, 8)) * 1e-9;
+      out.steady_bytes = decode_u64(payload, 16);
     }
   }
   if (!expected) {
@@ -120,8 +135,19 @@ void LinkProbe::measure_link(std::size_t round,
     // Long enough (target_seconds on its clock): the receiver's rate. Shorter: an estimate, the
     // lower of the two (a short transfer may arrive in one clump, or ride a shaper's burst
     // allowance: its receiver's rate can read anything).
-    const double receiver_rate =
+    double receiver_rate =
         spread ? static_cast<double>(bytes - first) / timing.receiver : sender_rate;
+    // The steady part before a stall (link_probe_internal.h), if it lasted a third of
+    // target_seconds: a stall left the link idle; the whole spread counts that idle time.
+    bool steady = false;
+    if (spread && elapsed >= options_.target_seconds &&
+        timing.steady >= options_.target_seconds / 3) {
+      const double steady_rate = static_cast<double>(timing.steady_bytes) / timing.steady;
+      if (steady_rate > receiver_rate) {
+        receiver_rate = steady_rate;
+        steady = true;
+      }
+    }
     rate = elapsed >= options_.target_seconds ? receiver_rate
                                               : std::min(sender_rate, receiver_rate);
     if (options_.max_send_rate) rate = std::min(rate, *options_.max_send_rate);
@@ -130,6 +156,7 @@ void LinkProbe::measure_link(std::size_t round,
     // ever make a transfer read slow), else the last. A shorter one may ride a shaper's burst
     // allowance (tbf) and read fast.
     const auto take = [&](LinkMeasure kind) {
+      link.steady = steady;
       link.bandwidth = rate;
       link.bytes = bytes;
       link.seconds = elapsed;
@@ -208,7 +235,9 @@ LinkProbe::Timing LinkProbe::transfer(std::size_t round,
   wait(
       lock, expected_s + options_.timeout_s, [&] { return outgoing_[to].acked >= acks; },
       [&] { return to; }, "a bulk transfer of " + std::to_string(total) + " bytes");
-  return Timing{seconds(outgoing_[to].acked_at - start), outgoing_[to].receiver_seconds};
+  const Outgoing& out = outgoing_[to];
+  return Timing{seconds(out.acked_at - start), out.receiver_seconds, out.steady_seconds,
+                out.steady_bytes};
 }
 
 }  // namespace gradmesh::sync

@@ -18,8 +18,10 @@ enum class Kind : std::uint16_t {
   kBulk = 3,     ///< key = bytes of the whole transfer, round = bulk round r (1 .. n - 1, the
                  ///< receiver is sender + r mod n), payload = up to 256 KiB of the transfer
   kBulkAck = 4,  ///< key = bytes received, round = r: the receiver has the whole transfer;
-                 ///< payload = 8 bytes, little-endian: nanoseconds from the arrival of the
-                 ///< transfer's first message to its last (0 for a transfer of one message)
+                 ///< payload = 24 bytes, three little-endian u64: nanoseconds from the arrival
+                 ///< of the transfer's first message to its last (0 for a transfer of one
+                 ///< message), then the time (ns, 0: none) and bytes of its steady part
+                 ///< (link_probe_internal.h: the messages before a stall)
   kPhase = 5,    ///< key = phase number, no payload: the sender has finished its pings
   kProfile = 6,  ///< payload = the sender's NodeProfile (see link_probe.cpp for the layout)
   kBarrier = 7,  ///< key = barrier tag, no payload: the sender has reached barrier(tag)

@@ -15,6 +15,7 @@
 
 #include "net/inproc/inproc_transport.h"
 #include "net/tcp/tcp_transport.h"
+#include "sync/probe/link_probe_internal.h"
 #include "sync/probe/messages.h"
 #include "tests/support/process.h"
 #include "tests/support/threads.h"
@@ -499,4 +500,43 @@ TEST_CASE("link probe timings on the in-process transport", "[.][timing][sync][p
   for (std::size_t n = 2; n <= 4; ++n) {
     std::printf("inproc n=%zu: measure_links %.4f s\n", n, measure_exchange_combine(n));
   }
+}
+
+namespace {
+
+// A transfer's arrivals after its first message: gaps in ms, `bytes` each.
+std::vector<std::pair<Clock::duration, std::size_t>> arrivals(std::initializer_list<double> gaps_ms,
+                                                              std::size_t bytes) {
+  std::vector<std::pair<Clock::duration, std::size_t>> out;
+  for (const double ms : gaps_ms)
+    out.emplace_back(std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double, std::milli>(ms)),
+                     bytes);
+  return out;
+}
+
+double steady_ms(const std::pair<Clock::duration, std::uint64_t>& steady) {
+  return std::chrono::duration<double, std::milli>(steady.first).count();
+}
+
+}  // namespace
+
+TEST_CASE("a transfer's steady part: the messages before a stall, not a clump or a burst",
+          "[sync][probe]") {
+  using sync::probe::detail::steady_part;
+  // Gaps measured at 10 Mbit/s (tbf, 4 namespaces; messages of 24,953 bytes): a tail loss left
+  // the link idle after three even gaps; the whole spread read 0.66 of the rate, these 0.94.
+  const auto stalled = steady_part(arrivals({21.6, 20.1, 21.8, 43.2, 74.3, 32.0, 2.2, 0.0}, 24953));
+  CHECK(steady_ms(stalled) == Approx(63.5).epsilon(0.01));
+  CHECK(stalled.second == 3 * 24953);
+  // A loss recovered by fast retransmit: the bytes behind the hole come in one clump, the link
+  // was busy all along, and the whole spread (0.95 of the rate) is right: no steady part.
+  CHECK(steady_part(arrivals({27.8, 98.1, 19.2, 16.9, 15.7, 14.6, 0.0}, 32768)).second == 0);
+  // A shaper's burst allowance (tbf's 32 KB at 1 Mbit/s) lets the first messages through fast;
+  // the even gaps after it are the rate, not a stall.
+  CHECK(steady_part(arrivals({1.0, 1.2, 105, 104, 106, 105, 104}, 12000)).second == 0);
+  // Even all along: the whole spread reads right.
+  CHECK(steady_part(arrivals({21.7, 20.4, 21.1, 22.0, 21.8, 20.9}, 24953)).second == 0);
+  // Too few gaps to call any of them a stall.
+  CHECK(steady_part(arrivals({21.7, 90.0}, 24953)).second == 0);
 }
