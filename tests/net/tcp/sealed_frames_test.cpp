@@ -246,7 +246,7 @@ TEST_CASE("with a job secret frames go sealed: no plaintext on the wire, message
   }
 }
 
-TEST_CASE("a bit flipped on the wire in a sealed frame closes the connection and is counted; "
+TEST_CASE("a bit flipped on the wire in a sealed frame closes the connection and is counted, "
           "nothing altered is delivered",
           "[net][transport][cipher]") {
   const Message message{0, 0, 7, 0, pattern(50000, 7)};
