@@ -117,21 +117,28 @@ TEST_CASE("an Abort goes between the fragments of a long message on a slow link"
   // The sender is capped at 200 kB/s and its peer timeout is 0.8 s: fragments of
   // 200,000 x 0.8 / 8 = 20,000 bytes (0.1 s each). A 2 MB message holds the link 10 s. Its Abort,
   // queued 0.3 s in, must reach the peer before abort_for()'s 1 s wait for it ends: whole, the
-  // frame would hold it 9.7 s more and the peer would see only the connection close.
-  auto nodes = make_nodes(2, [](TransportOptions& o) {
-    o.peer_timeout_s = 0.8;
-    if (o.rank == 1) o.max_send_rate = 200e3;
-  });
-  start_all_ok(nodes);
-  nodes[1]->transport.set_link_rates({1e9, 0.0});  // the cap, not the link, is the rate
-  CHECK(nodes[1]->transport.fragment_bytes(0) == 20000);
-  nodes[1]->transport.send(0, Message{0, 1, 1, 0, pattern(2'000'000, 7)});
-  std::this_thread::sleep_for(300ms);
-  nodes[1]->transport.abort_for("a test's abort", std::nullopt);
-  REQUIRE(nodes[0]->wait([](Node& n) { return !n.failures.empty(); }, 5s));
-  const std::lock_guard lock(nodes[0]->mutex);
-  CHECK_THAT(nodes[0]->failures[0].what(), Catch::Contains("aborted the job: a test's abort"));
-  CHECK(nodes[0]->received.empty());  // the message never completed
+  // frame would hold it 9.7 s more and the peer would see only the connection close. Sealed
+  // (a job secret), each fragment and the Abort between two of them open in wire order.
+  for (const bool sealed : {false, true}) {
+    DYNAMIC_SECTION((sealed ? "sealed" : "in clear")) {
+      auto nodes = make_nodes(2, [&](TransportOptions& o) {
+        o.peer_timeout_s = 0.8;
+        if (o.rank == 1) o.max_send_rate = 200e3;
+        if (sealed) o.secret = "s3cret";
+      });
+      start_all_ok(nodes);
+      nodes[1]->transport.set_link_rates({1e9, 0.0});  // the cap, not the link, is the rate
+      CHECK(nodes[1]->transport.fragment_bytes(0) == 20000);
+      nodes[1]->transport.send(0, Message{0, 1, 1, 0, pattern(2'000'000, 7)});
+      std::this_thread::sleep_for(300ms);
+      nodes[1]->transport.abort_for("a test's abort", std::nullopt);
+      REQUIRE(nodes[0]->wait([](Node& n) { return !n.failures.empty(); }, 5s));
+      const std::lock_guard lock(nodes[0]->mutex);
+      CHECK_THAT(nodes[0]->failures[0].what(), Catch::Contains("aborted the job: a test's abort"));
+      CHECK(nodes[0]->received.empty());  // the message never completed
+      CHECK(nodes[0]->transport.counters().unverified_frames == 0);
+    }
+  }
 }
 
 TEST_CASE("fragments out of order break the connection, naming why", "[net][transport][fragment]") {
