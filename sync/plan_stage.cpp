@@ -147,24 +147,11 @@ void PlanStage::load_state(engine::StateReader& in) {
   if (ps_) ps_->reload_masters();
 }
 
-std::unique_ptr<SyncStage> make_plan_stage(SyncContext context, std::string_view strategy) {
-  // `none` (one node): the planner makes every layer local whatever the schemes.
-  topo::PlannerInput input = planner_input(
-      context, strategy == "none" ? topo::SchemeSet{} : topo::SchemeSet::for_strategy(strategy));
-  if (strategy == "poseidon") {
-    const std::string& sfb = context.options.poseidon.sfb;
-    input.choose = topo::parse_choose_by(context.options.poseidon.choose);
-    if (sfb == "never") {
-      input.schemes.sfb = false;
-    } else if (sfb == "always") {
-      input.fixed_schemes.resize(input.layers.size());
-      for (std::size_t l = 0; l < input.layers.size(); ++l) {
-        if (input.layers[l].sufficient_factors) input.fixed_schemes[l] = topo::LayerScheme::kSfb;
-      }
-    } else if (sfb != "auto") {
-      throw ConfigError("sync.poseidon.sfb = \"" + sfb + "\": expected one of auto, always, never");
-    }
-  }
+std::unique_ptr<SyncStage> make_plan_stage(
+    SyncContext context, std::string_view strategy, const topo::SchemeSet& schemes,
+    const std::function<void(const SyncOptions&, topo::PlannerInput&)>& adjust) {
+  topo::PlannerInput input = planner_input(context, schemes);
+  if (adjust) adjust(context.options, input);
   topo::Plan plan = topo::make_plan(input);
   return std::make_unique<PlanStage>(std::move(context), std::string(strategy), std::move(plan));
 }

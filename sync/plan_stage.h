@@ -6,6 +6,7 @@
 // {all three}.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "sync/channel.h"
 #include "sync/poseidon/sfb_scheme.h"
 #include "sync/ps/ps_scheme.h"
+#include "topo/planner.h"
 #include "sync/sync_stage.h"
 #include "topo/planner.h"
 
@@ -62,11 +64,12 @@ class PlanStage final : public SyncStage {
   std::unique_ptr<AllReduceScheme> allreduce_;
 };
 
-/// The plan stage for `strategy` (none, ps, poseidon, allreduce, auto) from the job's options: the
-/// planner's input (planner_input), the schemes of the strategy, and for poseidon
-/// sync.poseidon.sfb (always: SFB fixed on every layer with sufficient factors; never: PS only)
-/// and sync.poseidon.choose. Throws ConfigError naming a bad option.
-[[nodiscard]] std::unique_ptr<SyncStage> make_plan_stage(SyncContext context,
-                                                        std::string_view strategy);
+/// The plan stage of strategy `strategy` (its name, for the plan and the metrics) from the job's
+/// options: the planner's input (planner_input) over `schemes` (StrategyTraits::schemes; none on
+/// one node, which makes every layer local), then `adjust` (a strategy's own options, e.g.
+/// apply_poseidon_options), then the plan. Throws ConfigError naming a bad option.
+[[nodiscard]] std::unique_ptr<SyncStage> make_plan_stage(
+    SyncContext context, std::string_view strategy, const topo::SchemeSet& schemes,
+    const std::function<void(const SyncOptions&, topo::PlannerInput&)>& adjust = {});
 
 }  // namespace gradmesh::sync

@@ -8,6 +8,7 @@
 #include "engine/error.h"
 #include "sync/ako/ako_stage.h"
 #include "sync/ako/messages.h"
+#include "sync/ako/partition_count.h"
 #include "sync/allreduce/messages.h"
 #include "sync/channel.h"
 #include "sync/plan_stage.h"
@@ -22,37 +23,62 @@ namespace gradmesh::sync {
 namespace {
 
 using Factory = std::function<std::unique_ptr<SyncStage>(SyncContext)>;
+/// A strategy's own check of its options before any connection (StartFacts); may be empty.
+using Check = std::function<void(const SyncOptions&, const StartFacts&)>;
 
 /// Stages every job has, whatever its strategy (the start-up link probe, the resume agreement):
 /// listed first, so the probe's id is 0 whatever strategies the registry holds.
 constexpr std::string_view kCommonStages[] = {probe::kStage, kResumeStage};
 
+/// What a job of several nodes plans with when its strategy trains one (strategy_for_nodes).
+constexpr std::string_view kDefaultStrategy = "ps";
+
 struct Entry {
   std::string name;
   std::vector<std::string_view> stages;  // the transport stages it sends on
   Factory make;                          // empty: documented but not built yet
-  std::size_t max_nodes = 0;             // the most nodes it trains (0: any)
+  StrategyTraits traits;
+  Check check;
 };
 
+// The planned strategies: a plan stage over their schemes.
+Factory planned(std::string_view name, topo::SchemeSet schemes,
+                std::function<void(const SyncOptions&, topo::PlannerInput&)> adjust = {}) {
+  return [name, schemes, adjust = std::move(adjust)](SyncContext c) {
+    return make_plan_stage(std::move(c), name, schemes, adjust);
+  };
+}
+
 const std::vector<Entry>& registry() {
+  // Traits: {bsp, live_membership, max_nodes, schemes {ps, sfb, allreduce}}.
   static const std::vector<Entry> entries = {
       {"none", {},
-       [](SyncContext c) -> std::unique_ptr<SyncStage> {
-         return make_plan_stage(std::move(c), "none");  // one node: every layer local
-       },
-       1},
-      {"ps", {ps::kPushStage, ps::kBroadcastStage},
-       [](SyncContext c) { return make_plan_stage(std::move(c), "ps"); }},
+       // one node: the planner makes every layer local whatever the schemes (it is given the
+       // default set, as before traits)
+       planned("none", topo::SchemeSet{}), {false, false, 1, {false, false, false}}, {}},
+      {"ps", {ps::kPushStage, ps::kBroadcastStage}, planned("ps", {true, false, false}),
+       {true, false, 0, {true, false, false}}, {}},
       {"poseidon", {ps::kPushStage, ps::kBroadcastStage, sfb::kStage},
-       [](SyncContext c) { return make_plan_stage(std::move(c), "poseidon"); }},
+       planned("poseidon", {true, true, false},
+               [](const SyncOptions& o, topo::PlannerInput& input) {
+                 apply_poseidon_options(o.poseidon, input);
+               }),
+       {true, false, 0, {true, true, false}}, {}},
       {"ako", {ako::kPartitionStage, ako::kControlStage, ako::kFullRoundStage, ako::kAverageStage},
        [](SyncContext c) -> std::unique_ptr<SyncStage> {
          return std::make_unique<AkoStage>(std::move(c));
+       },
+       {false, true, 0, {false, false, false}},
+       [](const SyncOptions& o, const StartFacts& facts) {
+         // eq. 3's automatic p needs B: a rejoining node takes p from its donor, a probe measures
+         // it; without either it must be configured (throws naming the keys).
+         if (facts.nodes > 1 && !facts.rejoin && !o.ako.partitions && !facts.probe)
+           (void)ako::eq3_bandwidth(o.ako, o.planner.bandwidth);
        }},
-      {"allreduce", {allreduce::kStage},
-       [](SyncContext c) { return make_plan_stage(std::move(c), "allreduce"); }},
+      {"allreduce", {allreduce::kStage}, planned("allreduce", {false, false, true}),
+       {true, false, 0, {false, false, true}}, {}},
       {"auto", {ps::kPushStage, ps::kBroadcastStage, sfb::kStage, allreduce::kStage},
-       [](SyncContext c) { return make_plan_stage(std::move(c), "auto"); }},
+       planned("auto", {true, true, true}), {true, false, 0, {true, true, true}}, {}},
   };
   return entries;
 }
@@ -96,30 +122,55 @@ std::uint64_t SyncStage::join() {
 
 namespace {
 
-const Entry& entry(std::string_view name, std::size_t nodes) {
+const Entry& known(std::string_view name) {
   for (const Entry& e : registry()) {
-    if (e.name != name) continue;
-    if (!e.make) {
-      throw ConfigError("sync.strategy = \"" + std::string(name) +
-                        "\": this strategy is not implemented yet in this build; available: " +
-                        known_names());
-    }
-    if (e.max_nodes != 0 && nodes > e.max_nodes) {
-      throw ConfigError("sync.strategy = \"" + std::string(name) + "\" trains " +
-                        (e.max_nodes == 1 ? std::string("a single node")
-                                          : "at most " + std::to_string(e.max_nodes) + " nodes") +
-                        ", but the peer list has " + std::to_string(nodes) +
-                        " nodes: use ps (or run one node)");
-    }
-    return e;
+    if (e.name == name) return e;
   }
   throw ConfigError("sync.strategy = \"" + std::string(name) + "\": expected one of " +
                     known_names());
 }
 
+const Entry& entry(std::string_view name, std::size_t nodes) {
+  const Entry& e = known(name);
+  if (!e.make) {
+    throw ConfigError("sync.strategy = \"" + std::string(name) +
+                      "\": this strategy is not implemented yet in this build; available: " +
+                      known_names());
+  }
+  const std::size_t max_nodes = e.traits.max_nodes;
+  if (max_nodes != 0 && nodes > max_nodes) {
+    throw ConfigError("sync.strategy = \"" + std::string(name) + "\" trains " +
+                      (max_nodes == 1 ? std::string("a single node")
+                                      : "at most " + std::to_string(max_nodes) + " nodes") +
+                      ", but the peer list has " + std::to_string(nodes) + " nodes: use " +
+                      std::string(kDefaultStrategy) + " (or run one node)");
+  }
+  return e;
+}
+
 }  // namespace
 
-void check_strategy(std::string_view name, std::size_t nodes) { (void)entry(name, nodes); }
+const StrategyTraits& strategy_traits(std::string_view name) { return known(name).traits; }
+
+std::string strategies_with(bool StrategyTraits::*trait) {
+  std::string out;
+  for (const Entry& e : registry()) {
+    if (!(e.traits.*trait)) continue;
+    if (!out.empty()) out += ", ";
+    out += e.name;
+  }
+  return out;
+}
+
+std::string strategy_for_nodes(std::string_view name, std::size_t nodes) {
+  const std::size_t max_nodes = strategy_traits(name).max_nodes;
+  return max_nodes != 0 && nodes > max_nodes ? std::string(kDefaultStrategy) : std::string(name);
+}
+
+void check_strategy(std::string_view name, const StartFacts& facts, const SyncOptions& options) {
+  const Entry& e = entry(name, facts.nodes);
+  if (e.check) e.check(options, facts);
+}
 
 std::unique_ptr<SyncStage> make_sync_stage(std::string_view name, SyncContext context) {
   const std::size_t nodes = context.nodes;

@@ -22,6 +22,7 @@
 #include "sync/ps/options.h"
 #include "tasks/model.h"
 #include "tasks/optim/optimizer.h"
+#include "topo/planner.h"
 
 namespace gradmesh::sync {
 
@@ -143,11 +144,51 @@ class SyncStage : public engine::Checkpointable {
 /// Names of every strategy the registry knows, in the order `sync.strategy` documents them.
 [[nodiscard]] std::vector<std::string> strategy_names();
 
-/// Checks, before any connection, what the registry knows of strategy `name` for a job of `nodes`
-/// nodes: that the name is known and the node count one it can train (none: 1). Throws
-/// ConfigError naming `sync.strategy`, as make_sync_stage() would after the start-up probe: found
-/// there, the first node to stop looks like a failed peer to the others.
-void check_strategy(std::string_view name, std::size_t nodes);
+/// What the rest of a node asks of a strategy, instead of comparing its name: kept in the registry
+/// (sync/registry.cpp) beside its factory, so a new strategy touches the registry and its own
+/// folder only (issue 27). Plain value type.
+struct StrategyTraits {
+  /// Bulk synchronous: every node applies the same update each iteration. A failed peer is then
+  /// survived by rolling back to checkpoint.dir in a smaller view, a restarted node is taken back
+  /// at a checkpoint boundary, and a checkpoint resumes on another node count (a re-split):
+  /// apps/pipeline/recovery.cpp. (ps, poseidon, allreduce, auto.)
+  bool bsp = false;
+  /// Goes on without a failed peer by itself and takes a restarted one back while the job runs
+  /// (`--rejoin` without checkpoints). (ako.)
+  bool live_membership = false;
+  /// The most nodes it trains (0: any). (none: 1.)
+  std::size_t max_nodes = 0;
+  /// The per-layer schemes the planner may choose from, for the strategies made of planned
+  /// layers (PlanStage); all false for the others.
+  topo::SchemeSet schemes{false, false, false};
+};
+
+/// The traits of strategy `name`. Throws ConfigError naming `sync.strategy`, the value and the
+/// known names when `name` is unknown.
+[[nodiscard]] const StrategyTraits& strategy_traits(std::string_view name);
+
+/// The strategies with `trait` set, "a, b" (for messages such as "--rejoin needs ...").
+[[nodiscard]] std::string strategies_with(bool StrategyTraits::*trait);
+
+/// The strategy a plan of a job of `nodes` uses for `name`: `name`, or, when it trains fewer nodes
+/// (none on several), the registry's default strategy (ps), as `gradmesh-node plan` shows it.
+/// Throws as strategy_traits().
+[[nodiscard]] std::string strategy_for_nodes(std::string_view name, std::size_t nodes);
+
+/// What a strategy's own options need before any connection (job facts the registry passes on).
+struct StartFacts {
+  std::size_t nodes = 1;
+  bool rejoin = false;  ///< this node rejoins a running job (--rejoin)
+  bool probe = true;    ///< the start-up probe measures the links (planner.probe, not rejoining)
+};
+
+/// Checks, before any connection, what the registry knows of strategy `name` for a job: that the
+/// name is known, the node count one it can train (none: 1), and its own options (`options`;
+/// e.g. ako's automatic p needs a bandwidth when nothing will measure one). Throws ConfigError
+/// naming the key, as make_sync_stage() would after the start-up probe: found there, the first
+/// node to stop looks like a failed peer to the others.
+void check_strategy(std::string_view name, const StartFacts& facts,
+                    const SyncOptions& options = {});
 
 /// Makes the strategy called `name` (the registry of STYLE.md practice 2). Throws ConfigError
 /// naming `sync.strategy`, the value and the known names when `name` is unknown or not built yet.

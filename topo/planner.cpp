@@ -203,15 +203,6 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
 
 }  // namespace
 
-SchemeSet SchemeSet::for_strategy(std::string_view strategy) {
-  if (strategy == "ps") return {true, false, false};
-  if (strategy == "poseidon") return {true, true, false};
-  if (strategy == "allreduce") return {false, false, true};
-  if (strategy == "auto") return {true, true, true};
-  throw ConfigError("sync.strategy = \"" + std::string(strategy) +
-                    "\": the planner's schemes are defined for ps, poseidon, allreduce, auto");
-}
-
 ChooseBy parse_choose_by(std::string_view text) {
   if (text == "time") return ChooseBy::kTime;
   if (text == "bytes") return ChooseBy::kBytes;

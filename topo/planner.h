@@ -59,9 +59,7 @@ struct SchemeSet {
   bool ps = true;
   bool sfb = true;
   bool allreduce = true;
-  /// `sync.strategy`'s set: "ps" = {PS}, "poseidon" = {PS, SFB}, "allreduce" = {all-reduce},
-  /// "auto" = all three. Throws ConfigError naming sync.strategy and the value for any other.
-  [[nodiscard]] static SchemeSet for_strategy(std::string_view strategy);
+  // Which strategy allows which: sync::StrategyTraits::schemes (the registry), not topo.
 };
 
 /// How a layer's scheme is chosen among the allowed ones.

@@ -19,6 +19,7 @@
 
 #include "apps/config/job_config.h"
 #include "engine/error.h"
+#include "sync/sync_stage.h"
 #include "tasks/layers/layer_registry.h"
 
 namespace gradmesh::app {
@@ -506,9 +507,10 @@ int run_launcher(const LaunchOptions& options) {
   // Jobs that go on without a failed node (README "When a peer fails"): the launcher then lets
   // the others run after the first failure instead of stopping them after the grace period.
   std::string survivable;
-  if (config.sync.strategy == "ako") {
-    survivable = "sync.strategy = ako";
-  } else if (config.sync.strategy != "none" && !config.checkpoint.dir.empty()) {
+  const sync::StrategyTraits& traits = sync::strategy_traits(config.sync.strategy);
+  if (traits.live_membership) {
+    survivable = "sync.strategy = " + config.sync.strategy;
+  } else if (traits.bsp && !config.checkpoint.dir.empty()) {
     survivable = "sync.strategy = " + config.sync.strategy + " rolls back to checkpoint.dir";
   }
   check_node_binary(options.node_binary);

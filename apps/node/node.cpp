@@ -63,8 +63,7 @@ int run_plan(const PlanOptions& options) {
     tasks::Model model(specs, tasks::kFashionMnistShape, config.optimizer.batch_size,
                        config.job.seed);
     engine::Executor executor({1, 1});
-    const std::string strategy =
-        config.sync.strategy == "none" && options.nodes > 1 ? "ps" : config.sync.strategy;
+    const std::string strategy = sync::strategy_for_nodes(config.sync.strategy, options.nodes);
     tasks::Optimizer optimizer(sgd_options(config), model.parameter_count());
     sync::Channel channel(nullptr, 0, options.nodes);
     sync::SyncOptions sync = sync_options(config);

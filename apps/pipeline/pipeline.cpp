@@ -225,21 +225,20 @@ void Pipeline::build() {
     if (s.options.resume)
       throw ConfigError("--rejoin and --resume exclude each other: a rejoining node takes a live "
                         "peer's state, a resumed job a checkpoint's");
-    if (config.sync.strategy != "ako")
-      throw ConfigError("Pipeline: --rejoin needs sync.strategy = \"ako\" (is \"" +
-                        config.sync.strategy +
+    if (!sync::strategy_traits(config.sync.strategy).live_membership)
+      throw ConfigError("Pipeline: --rejoin needs a strategy that takes a node back while the "
+                        "job runs (sync.strategy = " +
+                        sync::strategies_with(&sync::StrategyTraits::live_membership) +
+                        "; is \"" + config.sync.strategy +
                         "\"); a BSP job with checkpoint.dir takes a restarted node back at a "
                         "checkpoint boundary through run_with_recovery() (README \"When a peer "
                         "fails\")");
   }
   // A config error that every node finds alike is raised before any connection: found after it,
   // the first node to stop looks like a failed peer to a slower one still starting.
-  sync::check_strategy(config.sync.strategy, nodes);
-  if (config.sync.strategy == "ako" && nodes > 1 && !s.options.rejoin &&
-      !config.sync.ako.partitions && !config.planner.probe) {
-    const sync::SyncOptions o = sync_options(config);
-    (void)sync::ako::eq3_bandwidth(o.ako, o.planner.bandwidth);  // throws naming the keys
-  }
+  sync::check_strategy(config.sync.strategy,
+                       sync::StartFacts{nodes, s.options.rejoin, config.planner.probe},
+                       sync_options(config));
   if (s.transport) {
     spdlog::info("listening on {}, connecting to {} peer(s) (timeout {:.0f} s)",
                  s.peers[s.rank].address(), nodes - 1, config.net.connect_timeout);

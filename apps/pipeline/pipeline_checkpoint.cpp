@@ -22,6 +22,7 @@
 #include "engine/checkpoint.h"
 #include "engine/error.h"
 #include "sync/resume/resume_agreement.h"
+#include "sync/sync_stage.h"
 
 namespace gradmesh::app {
 
@@ -140,7 +141,7 @@ void Pipeline::agree_on_checkpoint() {
 void Pipeline::agree_on_resplit(std::size_t old_nodes) {
   State& s = *state_;
   const std::filesystem::path& dir = *s.options.resume;
-  if (s.config.sync.strategy == "ako" || s.config.sync.strategy == "none") {
+  if (!sync::strategy_traits(s.config.sync.strategy).bsp) {
     throw CheckpointError("--resume " + dir.string() + ": written by a job of " +
                           std::to_string(old_nodes) + " nodes, this one has " +
                           std::to_string(s.nodes()) + ": sync.strategy = \"" +

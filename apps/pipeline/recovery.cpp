@@ -16,6 +16,7 @@
 #include "engine/checkpoint.h"
 #include "engine/error.h"
 #include "sync/quorum.h"
+#include "sync/sync_stage.h"
 
 namespace gradmesh::app {
 
@@ -27,10 +28,7 @@ namespace fs = std::filesystem;
 /// to take it back before it gives up, seconds.
 constexpr double kAdmissionWaitSeconds = 3600;
 
-bool is_bsp(const std::string& strategy) {
-  return strategy == "ps" || strategy == "poseidon" || strategy == "allreduce" ||
-         strategy == "auto";
-}
+bool is_bsp(const std::string& strategy) { return sync::strategy_traits(strategy).bsp; }
 
 /// A membership view's checkpoint folder and node count.
 struct View {

@@ -3,6 +3,10 @@
 
 #include <string>
 
+namespace gradmesh::topo {
+struct PlannerInput;
+}
+
 namespace gradmesh::sync {
 
 /// sync.poseidon.*.
@@ -14,5 +18,10 @@ struct PoseidonOptions {
   /// GEMM against the bytes it saves) or "bytes" (Poseidon's BestScheme, ATC'17 Algorithm 1).
   std::string choose = "time";
 };
+
+/// Applies `options` to the planner's input of strategy poseidon: `choose`; sfb = never: no SFB;
+/// always: SFB fixed on every layer with sufficient factors. Throws ConfigError naming a bad
+/// option.
+void apply_poseidon_options(const PoseidonOptions& options, topo::PlannerInput& input);
 
 }  // namespace gradmesh::sync

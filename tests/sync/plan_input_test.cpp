@@ -49,7 +49,7 @@ TEST_CASE("planner_input gives conv layers no sufficient factors and their flops
   const sync::SyncContext ctx{model, executor, channel, 0, kNodes, kBatch, optimizer, {}};
   const sync::AssumedRates rates;
   const topo::PlannerInput input =
-      sync::planner_input(ctx, topo::SchemeSet::for_strategy("poseidon"), rates);
+      sync::planner_input(ctx, sync::strategy_traits("poseidon").schemes, rates);
   REQUIRE(input.layers.size() == model.num_layers());
 
   const topo::LayerProfile& conv = input.layers[0];
@@ -102,7 +102,7 @@ TEST_CASE("sealed frames: a B that planner.bandwidth gives pays the measured cip
   sync::SyncOptions options;
   sync::SyncContext ctx{model, executor, channel, 0, kNodes, kBatch, optimizer, options};
   ctx.measured = &measured;
-  const auto schemes = topo::SchemeSet::for_strategy("ps");
+  const auto schemes = sync::strategy_traits("ps").schemes;
   CHECK(sync::planner_input(ctx, schemes).links.bandwidth[1] == 4e8);  // measured sealed
   ctx.options.planner.bandwidth = 1.25e9;  // 10 Gbit/s as given: 1 / (1/B + c)
   CHECK(sync::planner_input(ctx, schemes).links.bandwidth[1] ==

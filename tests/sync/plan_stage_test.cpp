@@ -48,7 +48,7 @@ void check_equals_union(const SyntheticJob& job, const std::string& strategy, st
 std::function<std::unique_ptr<sync::SyncStage>(sync::SyncContext)> fixed_plan(
     std::vector<topo::LayerScheme> schemes) {
   return [schemes](sync::SyncContext c) -> std::unique_ptr<sync::SyncStage> {
-    auto input = sync::planner_input(c, topo::SchemeSet::for_strategy("auto"));
+    auto input = sync::planner_input(c, sync::strategy_traits("auto").schemes);
     input.fixed_schemes.resize(input.layers.size());
     for (std::size_t i = 0; i < schemes.size(); ++i) input.fixed_schemes[2 * i] = schemes[i];
     return std::make_unique<sync::PlanStage>(std::move(c), "auto", topo::make_plan(input));

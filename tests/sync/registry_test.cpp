@@ -14,7 +14,7 @@ namespace {
 
 std::string config_error(const std::string& name, std::size_t nodes) {
   try {
-    sync::check_strategy(name, nodes);
+    sync::check_strategy(name, sync::StartFacts{nodes});
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -36,4 +36,47 @@ TEST_CASE("check_strategy: known names, and none on one node only", "[sync][regi
   CHECK(none.find("4 nodes") != std::string::npos);
   const std::string unknown = config_error("bogus", 2);
   CHECK(unknown.find("sync.strategy = \"bogus\": expected one of none, ps") != std::string::npos);
+}
+
+TEST_CASE("strategy traits: what the node asks of a strategy instead of its name",
+          "[sync][registry]") {
+  // BSP: a failed peer survived by a rollback, a checkpoint re-split on another node count.
+  std::vector<std::string> bsp, live;
+  for (const std::string& name : sync::strategy_names()) {
+    const sync::StrategyTraits& t = sync::strategy_traits(name);
+    if (t.bsp) bsp.push_back(name);
+    if (t.live_membership) live.push_back(name);
+    CHECK_FALSE((t.bsp && t.live_membership));
+  }
+  CHECK(bsp == std::vector<std::string>{"ps", "poseidon", "allreduce", "auto"});
+  CHECK(live == std::vector<std::string>{"ako"});
+  CHECK(sync::strategies_with(&sync::StrategyTraits::live_membership) == "ako");
+  // The planner's scheme sets (they were topo::SchemeSet::for_strategy).
+  const auto schemes = [](const char* name) { return sync::strategy_traits(name).schemes; };
+  CHECK((schemes("ps").ps && !schemes("ps").sfb && !schemes("ps").allreduce));
+  CHECK((schemes("poseidon").ps && schemes("poseidon").sfb && !schemes("poseidon").allreduce));
+  CHECK((!schemes("allreduce").ps && !schemes("allreduce").sfb && schemes("allreduce").allreduce));
+  CHECK((schemes("auto").ps && schemes("auto").sfb && schemes("auto").allreduce));
+  CHECK((!schemes("ako").ps && !schemes("ako").sfb && !schemes("ako").allreduce));
+  CHECK(sync::strategy_traits("none").max_nodes == 1);
+  // A plan of several nodes for `none` shows the default strategy's.
+  CHECK(sync::strategy_for_nodes("none", 4) == "ps");
+  CHECK(sync::strategy_for_nodes("none", 1) == "none");
+  CHECK(sync::strategy_for_nodes("ako", 4) == "ako");
+  CHECK_THROWS_WITH(sync::strategy_traits("bogus"),
+                    Catch::Contains("sync.strategy = \"bogus\": expected one of none, ps"));
+}
+
+TEST_CASE("a strategy checks its own options before any connection", "[sync][registry]") {
+  sync::SyncOptions options;  // ako with p = auto and no bandwidth anywhere
+  // Nothing will measure B: eq. 3 has no rate, named by its keys.
+  CHECK_THROWS_AS(sync::check_strategy("ako", sync::StartFacts{4, false, false}, options),
+                  ConfigError);
+  // The probe measures it, a rejoining node takes p from its donor, one node needs none.
+  CHECK_NOTHROW(sync::check_strategy("ako", sync::StartFacts{4, false, true}, options));
+  CHECK_NOTHROW(sync::check_strategy("ako", sync::StartFacts{4, true, false}, options));
+  CHECK_NOTHROW(sync::check_strategy("ako", sync::StartFacts{1, false, false}, options));
+  options.ako.partitions = 4;  // an explicit p needs no rate
+  CHECK_NOTHROW(sync::check_strategy("ako", sync::StartFacts{4, false, false}, options));
+  CHECK_NOTHROW(sync::check_strategy("ps", sync::StartFacts{4, false, false}, options));
 }

@@ -17,6 +17,15 @@ using namespace gradmesh::topo;
 
 namespace {
 
+// The scheme sets of sync.strategy's planned strategies (sync::StrategyTraits::schemes; topo
+// knows no strategy names).
+SchemeSet schemes_of(std::string_view strategy) {
+  if (strategy == "ps") return {true, false, false};
+  if (strategy == "poseidon") return {true, true, false};
+  if (strategy == "allreduce") return {false, false, true};
+  return {true, true, true};  // auto
+}
+
 LayerProfile dense(std::string name, std::size_t outputs, std::size_t inputs, double t_f = 1e-3,
                    double t_b = 2e-3) {
   return LayerProfile{std::move(name), outputs * inputs + outputs, true, outputs, inputs, t_f, t_b};
@@ -42,7 +51,7 @@ PlannerInput input_for(std::vector<LayerProfile> layers, std::size_t batch, std:
   in.links = LinkMatrix::uniform(nodes, alpha, bandwidth);
   in.gemm_flops = gemm_flops;
   in.frame_overhead_bytes = 64;
-  in.schemes = SchemeSet::for_strategy(strategy);
+  in.schemes = schemes_of(strategy);
   return in;
 }
 
@@ -242,7 +251,7 @@ TEST_CASE("auto puts a small model's many KV chunks on one bucket once messages 
   // the backward pass of the layers below, so it costs the iteration nothing).
   for (const std::size_t l : {0u, 2u}) CHECK(costly.layers[l].scheme == LayerScheme::kAllReduce);
   CHECK(costly.link.message_seconds == 40e-6);
-  in.schemes = SchemeSet::for_strategy("ps");
+  in.schemes = schemes_of("ps");
   const Plan ps = make_plan(in);
   CHECK(ps.iteration_seconds > costly.iteration_seconds + 100 * 40e-6);
 }
@@ -264,20 +273,6 @@ TEST_CASE("the plan uses the slowest link and gives Ako's p from eq. 3", "[topo]
   for (const auto& [stage, bytes] : plan.stage_bytes) stages += bytes;
   CHECK(stages == Approx(plan.bytes_sent));
   CHECK(plan.iteration_seconds >= plan.forward_seconds + plan.backward_seconds);
-}
-
-TEST_CASE("strategies map to scheme sets", "[topo][planner]") {
-  const SchemeSet ps = SchemeSet::for_strategy("ps");
-  CHECK((ps.ps && !ps.sfb && !ps.allreduce));
-  const SchemeSet poseidon = SchemeSet::for_strategy("poseidon");
-  CHECK((poseidon.ps && poseidon.sfb && !poseidon.allreduce));
-  const SchemeSet ar = SchemeSet::for_strategy("allreduce");
-  CHECK((!ar.ps && !ar.sfb && ar.allreduce));
-  const SchemeSet all = SchemeSet::for_strategy("auto");
-  CHECK((all.ps && all.sfb && all.allreduce));
-  CHECK_THROWS_AS(SchemeSet::for_strategy("ako"), gradmesh::ConfigError);
-  CHECK_THROWS_WITH(SchemeSet::for_strategy("ako"),
-                    Catch::Contains("sync.strategy") && Catch::Contains("ako"));
 }
 
 TEST_CASE("bad planner inputs throw ContractError naming the value", "[topo][planner]") {
