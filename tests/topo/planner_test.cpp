@@ -17,14 +17,12 @@ using namespace gradmesh::topo;
 
 namespace {
 
-// The scheme sets of sync.strategy's planned strategies (sync::StrategyTraits::schemes; topo
-// knows no strategy names).
-SchemeSet schemes_of(std::string_view strategy) {
-  if (strategy == "ps") return {true, false, false};
-  if (strategy == "poseidon") return {true, true, false};
-  if (strategy == "allreduce") return {false, false, true};
-  return {true, true, true};  // auto
-}
+// Scheme sets as the strategies' traits give them (sync::StrategyTraits::schemes): PS only,
+// PS or SFB, all-reduce only, all three.
+constexpr SchemeSet kPs{true, false, false};
+constexpr SchemeSet kPsSfb{true, true, false};
+constexpr SchemeSet kAllReduce{false, false, true};
+constexpr SchemeSet kAll{true, true, true};
 
 LayerProfile dense(std::string name, std::size_t outputs, std::size_t inputs, double t_f = 1e-3,
                    double t_b = 2e-3) {
@@ -43,7 +41,7 @@ std::vector<LayerProfile> mlp() {
 
 PlannerInput input_for(std::vector<LayerProfile> layers, std::size_t batch, std::size_t nodes,
                        double alpha, double bandwidth, double gemm_flops,
-                       std::string_view strategy) {
+                       SchemeSet schemes) {
   PlannerInput in;
   in.layers = std::move(layers);
   in.batch = batch;
@@ -51,7 +49,7 @@ PlannerInput input_for(std::vector<LayerProfile> layers, std::size_t batch, std:
   in.links = LinkMatrix::uniform(nodes, alpha, bandwidth);
   in.gemm_flops = gemm_flops;
   in.frame_overhead_bytes = 64;
-  in.schemes = schemes_of(strategy);
+  in.schemes = schemes;
   return in;
 }
 
@@ -62,7 +60,7 @@ TEST_CASE("the scheme is chosen by predicted time: SFB on a slow link, PS on a f
   // One 4096 x 4096 dense layer, K = 64, n = 4.
   const std::vector<LayerProfile> layer{dense("fc", 4096, 4096)};
   SECTION("100 Mbit/s and a fast GEMM: SFB's 6 MB beat PS's 100 MB") {
-    const Plan plan = make_plan(input_for(layer, 64, 4, 1e-4, 12.5e6, 1e12, "auto"));
+    const Plan plan = make_plan(input_for(layer, 64, 4, 1e-4, 12.5e6, 1e12, kAll));
     REQUIRE(plan.layers.size() == 1);
     CHECK(plan.layers[0].scheme == LayerScheme::kSfb);
     CHECK(plan.layers[0].sfb->seconds() < plan.layers[0].ps->seconds());
@@ -70,18 +68,18 @@ TEST_CASE("the scheme is chosen by predicted time: SFB on a slow link, PS on a f
     CHECK(plan.stage_bytes.at("sf_broadcast") == Approx(plan.bytes_sent));
   }
   SECTION("5 GB/s and a slow GEMM: rebuilding dW costs more than sending it") {
-    for (std::string_view strategy : {"poseidon", "auto"}) {
-      const Plan plan = make_plan(input_for(layer, 64, 4, 1e-4, 5e9, 2e10, strategy));
-      INFO(strategy);
+    for (const SchemeSet schemes : {kPsSfb, kAll}) {
+      const Plan plan = make_plan(input_for(layer, 64, 4, 1e-4, 5e9, 2e10, schemes));
+      INFO("all-reduce allowed: " << schemes.allreduce);
       CHECK(plan.layers[0].scheme != LayerScheme::kSfb);
       CHECK(plan.layers[0].sfb->compute_seconds > 0.4);  // 8.6 GFLOP at 20 GFLOP/s
       CHECK(plan.stage_bytes.at("sf_broadcast") == 0);
     }
-    CHECK(make_plan(input_for(layer, 64, 4, 1e-4, 5e9, 2e10, "poseidon")).layers[0].scheme ==
+    CHECK(make_plan(input_for(layer, 64, 4, 1e-4, 5e9, 2e10, kPsSfb)).layers[0].scheme ==
           LayerScheme::kPs);
   }
   SECTION("choose = bytes keeps Poseidon's BestScheme, which ignores the GEMM") {
-    PlannerInput in = input_for(layer, 64, 4, 1e-4, 5e9, 2e10, "poseidon");
+    PlannerInput in = input_for(layer, 64, 4, 1e-4, 5e9, 2e10, kPsSfb);
     in.choose = ChooseBy::kBytes;
     CHECK(make_plan(in).layers[0].scheme == LayerScheme::kSfb);
   }
@@ -96,7 +94,7 @@ TEST_CASE("an SFB layer's backward skips dW: the plan takes t_b without it, and 
                                    dense("fc1", 1024, 1024, 0.02, 0.04)};
   layers[0].backward_input_seconds = 0.0;
   layers[1].backward_input_seconds = 0.02;
-  const Plan plan = make_plan(input_for(layers, 32, 4, 1e-4, 125e6, 2e10, "poseidon"));
+  const Plan plan = make_plan(input_for(layers, 32, 4, 1e-4, 125e6, 2e10, kPsSfb));
   REQUIRE(plan.layers[1].scheme == LayerScheme::kSfb);
   REQUIRE(plan.layers[0].scheme == LayerScheme::kSfb);
   CHECK(plan.backward_seconds == Approx(0.02));
@@ -111,15 +109,15 @@ TEST_CASE("an SFB layer's backward skips dW: the plan takes t_b without it, and 
   // Without the measured saving SFB pays its rebuild on top of a full backward; with a slow GEMM
   // that tips the choice to PS, and the saving tips it back.
   std::vector<LayerProfile> one{dense("fc", 1024, 1024, 0.02, 0.04)};
-  const PlannerInput slow_gemm = input_for(one, 32, 4, 1e-4, 125e6, 3e9, "poseidon");
+  const PlannerInput slow_gemm = input_for(one, 32, 4, 1e-4, 125e6, 3e9, kPsSfb);
   CHECK(make_plan(slow_gemm).layers[0].scheme == LayerScheme::kPs);  // 89 + 6 ms vs PS's 50 ms
   one[0].backward_input_seconds = 0.0;  // e.g. layer 0: SFB saves the whole 40 ms backward
-  PlannerInput saving = input_for(one, 32, 4, 1e-4, 125e6, 3e9, "poseidon");
+  PlannerInput saving = input_for(one, 32, 4, 1e-4, 125e6, 3e9, kPsSfb);
   CHECK(make_plan(saving).layers[0].scheme == LayerScheme::kPs);  // 89 + 6 - 40 > 50: still PS
   saving.gemm_flops = 5e9;  // 54 ms rebuild: 54 + 6 - 40 = 20 ms < 50 ms
   CHECK(make_plan(saving).layers[0].scheme == LayerScheme::kSfb);
   one[0].backward_input_seconds.reset();
-  PlannerInput no_saving = input_for(one, 32, 4, 1e-4, 125e6, 5e9, "poseidon");
+  PlannerInput no_saving = input_for(one, 32, 4, 1e-4, 125e6, 5e9, kPsSfb);
   CHECK(make_plan(no_saving).layers[0].scheme == LayerScheme::kPs);  // 54 + 6 > 50
 }
 
@@ -128,7 +126,7 @@ TEST_CASE("choose = bytes reproduces topo::best_scheme", "[topo][planner]") {
     for (std::size_t batch : {1u, 32u, 128u, 1024u}) {
       for (auto [m, n] :
            {std::pair<std::size_t, std::size_t>{4096, 4096}, {1000, 1024}, {10, 256}, {256, 784}}) {
-        PlannerInput in = input_for({dense("fc", m, n)}, batch, nodes, 1e-4, 1e9, 1e11, "poseidon");
+        PlannerInput in = input_for({dense("fc", m, n)}, batch, nodes, 1e-4, 1e9, 1e11, kPsSfb);
         in.choose = ChooseBy::kBytes;
         const LayerScheme expected = best_scheme(true, m, n, batch, nodes, nodes) == Scheme::kSfb
                                          ? LayerScheme::kSfb
@@ -145,7 +143,7 @@ TEST_CASE("choose = bytes reproduces topo::best_scheme", "[topo][planner]") {
 
 TEST_CASE("the MLP under ps: predicted bytes are the sum of the layers' PS bytes",
           "[topo][planner]") {
-  const Plan plan = make_plan(input_for(mlp(), 32, 4, 1e-4, 1e8, 1e10, "ps"));
+  const Plan plan = make_plan(input_for(mlp(), 32, 4, 1e-4, 1e8, 1e10, kPs));
   const std::size_t total = 784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10;
   CHECK(plan.kv_chunk_floats == KvPlacement::auto_chunk_floats(total, 4));
   const ClusterCost cluster{4, plan.link, 64, 1e10};
@@ -173,7 +171,7 @@ TEST_CASE("the MLP under ps: predicted bytes are the sum of the layers' PS bytes
   CHECK(plan.groups.empty());
   CHECK(plan.iteration_seconds > plan.forward_seconds + plan.backward_seconds);
   // An explicit chunk size: 4 KiB = 1024 floats.
-  PlannerInput in = input_for(mlp(), 32, 4, 1e-4, 1e8, 1e10, "ps");
+  PlannerInput in = input_for(mlp(), 32, 4, 1e-4, 1e8, 1e10, kPs);
   in.kv_chunk_bytes = 4096;
   const Plan chunked = make_plan(in);
   CHECK(chunked.kv_chunk_floats == 1024);
@@ -181,7 +179,7 @@ TEST_CASE("the MLP under ps: predicted bytes are the sum of the layers' PS bytes
 }
 
 TEST_CASE("one node: every layer is local, nothing is sent", "[topo][planner]") {
-  PlannerInput in = input_for(mlp(), 32, 1, 0, 1, 0, "auto");
+  PlannerInput in = input_for(mlp(), 32, 1, 0, 1, 0, kAll);
   in.gamma = 50;
   const Plan plan = make_plan(in);
   for (const PlannedLayer& row : plan.layers) {
@@ -200,7 +198,7 @@ TEST_CASE("one node: every layer is local, nothing is sent", "[topo][planner]") 
 TEST_CASE("allreduce: buckets cover every layer with parameters, merged when start-up dominates",
           "[topo][planner]") {
   SECTION("high latency, quick backward: one bucket") {
-    const Plan plan = make_plan(input_for(mlp(), 32, 4, 5e-3, 1e9, 0, "allreduce"));
+    const Plan plan = make_plan(input_for(mlp(), 32, 4, 5e-3, 1e9, 0, kAllReduce));
     REQUIRE(plan.groups.size() == 1);
     CHECK(plan.groups[0].first == 0);
     CHECK(plan.groups[0].last == 4);
@@ -215,7 +213,7 @@ TEST_CASE("allreduce: buckets cover every layer with parameters, merged when sta
   SECTION("no latency, slow backward: one bucket per layer, all hidden but the first") {
     std::vector<LayerProfile> layers = mlp();
     for (LayerProfile& layer : layers) layer.backward_seconds = 1.0;
-    const Plan plan = make_plan(input_for(layers, 32, 4, 0, 1e9, 0, "allreduce"));
+    const Plan plan = make_plan(input_for(layers, 32, 4, 0, 1e9, 0, kAllReduce));
     CHECK(plan.groups.size() == 3);
     double bytes = 0;
     for (const MergeGroup& group : plan.groups) bytes += group.bytes_sent;
@@ -228,10 +226,10 @@ TEST_CASE("auto buckets many small layers when PS or SFB would pay a start-up pe
           "[topo][planner]") {
   std::vector<LayerProfile> layers;
   for (int l = 0; l < 8; ++l) layers.push_back(dense("fc" + std::to_string(l), 16, 16, 1e-5, 1e-5));
-  const Plan plan = make_plan(input_for(layers, 8, 4, 1e-2, 1e9, 1e10, "auto"));
+  const Plan plan = make_plan(input_for(layers, 8, 4, 1e-2, 1e9, 1e10, kAll));
   for (const PlannedLayer& row : plan.layers) CHECK(row.scheme == LayerScheme::kAllReduce);
   CHECK(plan.groups.size() == 1);
-  const Plan ps = make_plan(input_for(layers, 8, 4, 1e-2, 1e9, 1e10, "ps"));
+  const Plan ps = make_plan(input_for(layers, 8, 4, 1e-2, 1e9, 1e10, kPs));
   CHECK(plan.iteration_seconds < ps.iteration_seconds);
 }
 
@@ -240,7 +238,7 @@ TEST_CASE("auto puts a small model's many KV chunks on one bucket once messages 
   // The demo MLP on 4 nodes, fast link: with o = 0 PS's chunks cost only their bytes and PS wins;
   // with o = 40 us (what 4 nodes on 2 loopback cores measure) ~200 chunk messages per iteration
   // cost ~8 ms and the one all-reduce bucket (6 one-message steps) wins.
-  PlannerInput in = input_for(mlp(), 64, 4, 1e-4, 1.25e9, 2e10, "auto");
+  PlannerInput in = input_for(mlp(), 64, 4, 1e-4, 1.25e9, 2e10, kAll);
   in.kv_chunk_bytes = 8448;  // 2112 floats, the PS stage's auto chunk for this model on 4 nodes
   in.links.message_seconds.assign(4, 0.0);
   const Plan cheap = make_plan(in);
@@ -251,13 +249,13 @@ TEST_CASE("auto puts a small model's many KV chunks on one bucket once messages 
   // the backward pass of the layers below, so it costs the iteration nothing).
   for (const std::size_t l : {0u, 2u}) CHECK(costly.layers[l].scheme == LayerScheme::kAllReduce);
   CHECK(costly.link.message_seconds == 40e-6);
-  in.schemes = schemes_of("ps");
+  in.schemes = kPs;
   const Plan ps = make_plan(in);
   CHECK(ps.iteration_seconds > costly.iteration_seconds + 100 * 40e-6);
 }
 
 TEST_CASE("the plan uses the slowest link and gives Ako's p from eq. 3", "[topo][planner]") {
-  PlannerInput in = input_for(mlp(), 32, 3, 1e-4, 1e9, 1e10, "auto");
+  PlannerInput in = input_for(mlp(), 32, 3, 1e-4, 1e9, 1e10, kAll);
   in.links.bandwidth[2 * 3 + 0] = 12.5e6;
   in.links.alpha[1 * 3 + 2] = 2e-3;
   in.gamma = 40;
@@ -276,18 +274,18 @@ TEST_CASE("the plan uses the slowest link and gives Ako's p from eq. 3", "[topo]
 }
 
 TEST_CASE("bad planner inputs throw ContractError naming the value", "[topo][planner]") {
-  PlannerInput in = input_for(mlp(), 32, 4, 1e-4, 1e9, 1e10, "auto");
+  PlannerInput in = input_for(mlp(), 32, 4, 1e-4, 1e9, 1e10, kAll);
   in.nodes = 0;
   in.links = LinkMatrix::uniform(0, 1e-4, 1e9);
   CHECK_THROWS_AS(make_plan(in), gradmesh::ContractError);
   CHECK_THROWS_WITH(make_plan(in), Catch::Contains("nodes n = 0"));
 
-  in = input_for(mlp(), 32, 4, 1e-4, 0, 1e10, "auto");
+  in = input_for(mlp(), 32, 4, 1e-4, 0, 1e10, kAll);
   CHECK_THROWS_WITH(make_plan(in), Catch::Contains("bandwidth") && Catch::Contains("= 0"));
-  in = input_for(mlp(), 32, 4, 1e-4, -1e6, 1e10, "auto");
+  in = input_for(mlp(), 32, 4, 1e-4, -1e6, 1e10, kAll);
   CHECK_THROWS_WITH(make_plan(in), Catch::Contains("-1e+06"));
 
-  in = input_for(mlp(), 32, 4, 1e-4, 1e9, 1e10, "auto");
+  in = input_for(mlp(), 32, 4, 1e-4, 1e9, 1e10, kAll);
   in.layers[2].backward_seconds = -0.5;
   CHECK_THROWS_AS(make_plan(in), gradmesh::ContractError);
   CHECK_THROWS_WITH(make_plan(in),

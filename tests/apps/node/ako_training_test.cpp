@@ -116,7 +116,7 @@ TEST_CASE("ako with momentum 0.9 on 4 node processes reaches 84% after 3 epochs"
   // steady state as plain SGD's 0.12), annealed by the cosine schedule. Each node's velocity is
   // what travels (ako_stage.h). At a constant rate the last evaluation caught the replicas
   // mid-oscillation: final model 83.35-86.85% over 9 runs (CI failed at 83.35%); annealed,
-  // 86.25-86.35% in 3 runs (2026-11-24; README, "Momentum").
+  // 86.25-86.35% in 3 runs (2026-11-24; docs/measured.md, "Momentum").
   Cluster cluster("ako-momentum", 4, demo_config());
   cluster.start({"--set", "optimizer.momentum=0.9", "--set", "optimizer.lr=0.012", "--set",
                  "optimizer.schedule=cosine", "--set", "data.test_limit=2000"});
@@ -137,7 +137,7 @@ TEST_CASE("ako with momentum 0.9 on 4 node processes reaches 84% after 3 epochs"
 TEST_CASE("ako's final model, p = auto on 4 node processes: at least the replicas' mean accuracy",
           "[e2e][ako][final]") {
   // At 100 Mbit/s the Ako config's p is about 100: folding every peer's staged partial sums in
-  // at once landed at 37% against replicas at 85% (README, "Ako's final model"); the mean of
+  // at once landed at 37% against replicas at 85% (docs/measured.md, "Ako's final model"); the mean of
   // the replicas (sync.ako.final = average, the default) must not fall below their mean accuracy
   // by more than 0.5 points.
   Cluster cluster("ako-final", 4, demo_config());

@@ -66,6 +66,15 @@ std::vector<std::exception_ptr> run_on(InProcCluster& cluster, int iterations,
       std::move(ranks));
 }
 
+/// Two steps of every node together, then the links between `a` and `b` cut (partition()), then
+/// 20 steps on each node, finish() and check_quorum(): what each threw (or null), by rank.
+std::vector<std::exception_ptr> run_split(InProcCluster& cluster, const std::vector<std::size_t>& a,
+                                          const std::vector<std::size_t>& b) {
+  cluster.train(2);
+  partition(cluster, a, b);
+  return run_on(cluster, 20);
+}
+
 /// The failure tests' job: p = 2, tau = 1 (a node runs at most p + tau = 3 gradients ahead of
 /// its slowest live peer).
 SyntheticJob failure_job() {
@@ -104,9 +113,7 @@ TEST_CASE("ako: a node cut off from the others stops, the majority goes on witho
   // sees every peer fail; Ako has no views, so the rule counts against the job's n (sync::Quorum).
   SyntheticJob job = failure_job();
   InProcCluster cluster(job, "ako", 4);
-  cluster.train(2);
-  partition(cluster, {3}, {0, 1, 2});
-  const auto errors = run_on(cluster, 20);
+  const auto errors = run_split(cluster, {3}, {0, 1, 2});
   for (std::size_t r = 0; r < 3; ++r) {
     INFO("rank " << r);
     CHECK(errors[r] == nullptr);
@@ -129,9 +136,7 @@ TEST_CASE("ako: a 2 + 2 split stops both halves, and net.min_nodes = 2 lets each
   SyntheticJob job = failure_job();
   SECTION("majority (the default): neither half has one") {
     InProcCluster cluster(job, "ako", 4);
-    cluster.train(2);
-    partition(cluster, {0, 1}, {2, 3});
-    const auto errors = run_on(cluster, 20);
+    const auto errors = run_split(cluster, {0, 1}, {2, 3});
     for (std::size_t r = 0; r < 4; ++r) {
       INFO("rank " << r);
       REQUIRE(errors[r] != nullptr);
@@ -142,9 +147,7 @@ TEST_CASE("ako: a 2 + 2 split stops both halves, and net.min_nodes = 2 lets each
   SECTION("net.min_nodes = 2: the user's choice, both halves train on") {
     job.min_nodes = 2;
     InProcCluster cluster(job, "ako", 4);
-    cluster.train(2);
-    partition(cluster, {0, 1}, {2, 3});
-    const auto errors = run_on(cluster, 20);
+    const auto errors = run_split(cluster, {0, 1}, {2, 3});
     for (std::size_t r = 0; r < 4; ++r) {
       INFO("rank " << r);
       CHECK(errors[r] == nullptr);
@@ -154,9 +157,7 @@ TEST_CASE("ako: a 2 + 2 split stops both halves, and net.min_nodes = 2 lets each
   SECTION("net.min_nodes = 4: any failure stops a node, naming the setting") {
     job.min_nodes = 4;
     InProcCluster cluster(job, "ako", 4);
-    cluster.train(2);
-    partition(cluster, {3}, {0, 1, 2});
-    const auto errors = run_on(cluster, 20);
+    const auto errors = run_split(cluster, {3}, {0, 1, 2});
     for (std::size_t r = 0; r < 4; ++r) {
       INFO("rank " << r);
       REQUIRE(errors[r] != nullptr);
