@@ -25,10 +25,11 @@
 namespace gradmesh::net {
 
 /// Version of this wire protocol; a Hello with another version is refused.
-inline constexpr std::uint32_t kProtocolVersion = 9;  // 4: Challenge/Proof; 5: Heartbeat;
-                                                      // 6: rejoin; 7: LivenessQuery/Report;
-                                                      // 8: fragments (Data.message_bytes, DataMore);
-                                                      // 9: sealed frames (Challenge.encrypt)
+inline constexpr std::uint32_t kProtocolVersion = 10;  // 4: Challenge/Proof; 5: Heartbeat;
+                                                       // 6: rejoin; 7: LivenessQuery/Report;
+                                                       // 8: fragments (Data.message_bytes, DataMore);
+                                                       // 9: sealed frames (Challenge.encrypt);
+                                                       // 10: start-up collectives (round, key 0)
 /// Bytes of the frame prefix (u32 header_bytes, u32 payload_bytes).
 inline constexpr std::size_t kPrefixBytes = 8;
 

@@ -11,13 +11,8 @@ void LayerArrivals::expect(std::size_t layer, std::uint64_t round, std::size_t p
   GRADMESH_CHECK_LT(layer, layers_, "LayerArrivals::expect: no such layer");
   Slot& slot = slots_[layer];
   std::lock_guard lock(slot.mutex);
-  bool failed = false;
-  {
-    std::lock_guard error_lock(error_mutex_);
-    failed = error_ != nullptr;
-  }
   // After a failure a round may never complete: a new one simply replaces it (awaits fail anyway).
-  GRADMESH_CHECK(failed || !slot.open || slot.remaining == 0,
+  GRADMESH_CHECK(failed() || !slot.open || slot.remaining == 0,
                  "layer " + std::to_string(layer) + " opened round " + std::to_string(round) +
                      " while round " + std::to_string(slot.round) + " still misses " +
                      std::to_string(slot.remaining) + " parts");
@@ -29,43 +24,35 @@ void LayerArrivals::expect(std::size_t layer, std::uint64_t round, std::size_t p
 bool LayerArrivals::arrive(std::size_t layer, std::uint64_t round) {
   if (layer >= layers_) return false;
   Slot& slot = slots_[layer];
-  engine::Completion done;
+  collective::Settlement done;
   {
     std::lock_guard lock(slot.mutex);
     if (!slot.open || slot.round != round || slot.remaining == 0) return false;
-    if (--slot.remaining == 0) done = std::exchange(slot.waiting, engine::Completion{});
+    if (--slot.remaining == 0) done = slot.done.release();
   }
-  done.complete();  // outside the lock: it may schedule successors
+  std::move(done).run();  // outside the lock: it may schedule successors
   return true;
 }
 
 void LayerArrivals::await(std::size_t layer, std::uint64_t round, engine::Completion done) {
   GRADMESH_CHECK_LT(layer, layers_, "LayerArrivals::await: no such layer");
   Slot& slot = slots_[layer];
-  std::exception_ptr error;
+  collective::Settlement settled;
   {
     std::lock_guard lock(slot.mutex);
-    {
-      // Read under the slot's lock: fail_all() sets the error before it visits the slots, so a
-      // completion parked here after that read is still found and failed by it.
-      std::lock_guard error_lock(error_mutex_);
-      error = error_;
-    }
-    if (!error) {
-      GRADMESH_CHECK(slot.open && slot.round == round,
-                     "await of layer " + std::to_string(layer) + " round " +
-                         std::to_string(round) + " before expect()");
-      if (slot.remaining != 0) {
-        slot.waiting = std::move(done);
-        return;
-      }
-    }
+    // Once fail_all() began, the slot fails the task or parks it: fail_all() sets the error
+    // before it visits the slots, so it fails a task parked here.
+    GRADMESH_CHECK(failed() || (slot.open && slot.round == round),
+                   "await of layer " + std::to_string(layer) + " round " + std::to_string(round) +
+                       " before expect()");
+    settled = slot.done.wait(std::move(done), slot.remaining == 0);
   }
-  if (error) {
-    done.fail(error);
-  } else {
-    done.complete();
-  }
+  std::move(settled).run();
+}
+
+bool LayerArrivals::failed() {
+  std::lock_guard error_lock(error_mutex_);
+  return error_ != nullptr;
 }
 
 void LayerArrivals::fail_all(std::exception_ptr error) {
@@ -75,12 +62,12 @@ void LayerArrivals::fail_all(std::exception_ptr error) {
     error = error_;
   }
   for (std::size_t l = 0; l < layers_; ++l) {
-    engine::Completion done;
+    collective::Settlement failed;
     {
       std::lock_guard lock(slots_[l].mutex);
-      done = std::exchange(slots_[l].waiting, engine::Completion{});
+      failed = slots_[l].done.fail(error);
     }
-    done.fail(error);
+    std::move(failed).run();
   }
 }
 

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "engine/task.h"
+#include "sync/collective/latch.h"
 
 namespace gradmesh::sync {
 
@@ -32,17 +33,20 @@ class LayerArrivals {
   void fail_all(std::exception_ptr error);
 
  private:
+  /// Whether fail_all() was called.
+  [[nodiscard]] bool failed();
+
   struct Slot {
     std::mutex mutex;
     std::uint64_t round = 0;
     std::size_t remaining = 0;
     bool open = false;
-    engine::Completion waiting;
+    collective::CompletionLatch done;  // the layer's waiting task; the error of fail_all()
   };
   std::unique_ptr<Slot[]> slots_;
   std::size_t layers_;
   std::mutex error_mutex_;
-  std::exception_ptr error_;
+  std::exception_ptr error_;  // the first error of fail_all(), given to every slot
 };
 
 }  // namespace gradmesh::sync

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "sync/allreduce/messages.h"
+#include "sync/collective/ring_allreduce.h"
 #include "sync/channel.h"
 #include "sync/probe/link_probe.h"
 
@@ -65,7 +66,7 @@ topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes
     input.links.message_seconds.assign(input.links.nodes, *o.message_overhead);
   if (o.gemm_flops) input.gemm_flops = *o.gemm_flops;
   input.frame_overhead_bytes = frame_overhead_bytes(
-      stage_id(allreduce::kStage), static_cast<std::uint16_t>(allreduce::Kind::kReduceScatter));
+      stage_id(allreduce::kStage), static_cast<std::uint16_t>(collective::RingKind::kReduceScatter));
   input.kv_chunk_bytes = ctx.options.ps.chunk_bytes;
   input.schemes = schemes;
   return input;

@@ -25,7 +25,7 @@
 #include "sync/ako/payload_pool.h"
 #include "sync/ako/range_partition.h"
 #include "sync/ako/staleness_clocks.h"
-#include "sync/allreduce/ring_allreduce.h"
+#include "sync/collective/ring_allreduce.h"
 #include "sync/channel.h"
 #include "sync/quorum.h"
 #include "sync/sync_stage.h"
@@ -340,7 +340,7 @@ class AkoStage final : public SyncStage {
   Channel& channel_;
   StageId partition_stage_, control_stage_, full_round_stage_;
   // The end-of-job mean of the replicas (sync.ako.final = average, with peers).
-  std::optional<RingAllReduce> average_;
+  std::optional<collective::RingAllReduce> average_;
 
   // Agreed partition counts: plans_[0] = p1 (auto) or the explicit p, plans_[1] = the final auto
   // p. Each is set once, before agreed_ is raised past it (release); read after (acquire).

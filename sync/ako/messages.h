@@ -13,7 +13,7 @@ inline constexpr std::string_view kControlStage = "ako_control";
 /// worker -> peer: whole-model rounds (p = 1 warm-up, a switch of p, the end of the job).
 inline constexpr std::string_view kFullRoundStage = "ako_full_round";
 /// ring neighbours: the end-of-job mean of the replicas (sync.ako.final = average), a
-/// RingAllReduce of the parameters (sync/allreduce/ring_allreduce.h).
+/// RingAllReduce of the parameters (sync/collective/ring_allreduce.h).
 inline constexpr std::string_view kAverageStage = "ako_average";
 
 /// Message::kind values of Ako's stages.

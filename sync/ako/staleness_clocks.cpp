@@ -24,78 +24,67 @@ bool StalenessClocks::holds_locked(std::uint64_t local_clock) const {
   return local_clock <= slowest + *slack_;
 }
 
-engine::Completion StalenessClocks::take_ready_locked() {
-  if (!pending_.valid()) return {};
-  if (!error_ && !holds_locked(pending_clock_)) return {};
-  return std::exchange(pending_, engine::Completion{});
+collective::Settlement StalenessClocks::take_ready_locked() {
+  if (!gate_.waiting() || !holds_locked(pending_clock_)) return {};
+  return gate_.release();
 }
 
 void StalenessClocks::set_slack(std::uint64_t slack) {
-  engine::Completion ready;
-  std::exception_ptr error;
+  collective::Settlement ready;
   {
     const std::lock_guard lock(mutex_);
     slack_ = slack;
     ready = take_ready_locked();
-    error = error_;
   }
-  // Outside the lock: completing schedules the gate's successors on the executor.
-  if (error) ready.fail(error); else ready.complete();
+  std::move(ready).run();  // outside the lock: completing schedules the gate's successors
 }
 
 void StalenessClocks::advance(std::size_t peer, std::uint64_t clock) {
   GRADMESH_CHECK_LT(peer, clocks_.size(), "StalenessClocks::advance: rank outside the peer list");
   GRADMESH_CHECK(peer != self_, "StalenessClocks::advance on this node's own rank");
-  engine::Completion ready;
-  std::exception_ptr error;
+  collective::Settlement ready;
   {
     const std::lock_guard lock(mutex_);
     clocks_[peer] = std::max(clocks_[peer], clock);
     ready = take_ready_locked();
-    error = error_;
   }
-  if (error) ready.fail(error); else ready.complete();
+  std::move(ready).run();
 }
 
 void StalenessClocks::await(std::uint64_t local_clock, engine::Completion gate) {
-  std::exception_ptr error;
+  collective::Settlement settled;
   {
     const std::lock_guard lock(mutex_);
-    GRADMESH_CHECK(!pending_.valid(), "StalenessClocks::await while another await is pending");
-    error = error_;
-    if (!error && !holds_locked(local_clock)) {
-      pending_ = std::move(gate);
+    GRADMESH_CHECK(!gate_.waiting(), "StalenessClocks::await while another await is pending");
+    const bool holds = holds_locked(local_clock);
+    settled = gate_.wait(std::move(gate), holds);
+    if (gate_.waiting()) {
       pending_clock_ = local_clock;
       ++waits_;
-      return;
     }
   }
-  if (error) gate.fail(error); else gate.complete();
+  std::move(settled).run();
 }
 
 void StalenessClocks::fail_all(std::exception_ptr error) {
-  engine::Completion pending;
+  collective::Settlement failed;
   {
     const std::lock_guard lock(mutex_);
-    if (!error_) error_ = std::move(error);
-    error = error_;
-    pending = std::exchange(pending_, engine::Completion{});
+    failed = gate_.fail(std::move(error));
   }
-  pending.fail(error);
+  std::move(failed).run();
 }
 
 void StalenessClocks::drop(std::size_t peer) {
   GRADMESH_CHECK_LT(peer, clocks_.size(), "StalenessClocks::drop: rank outside the peer list");
   GRADMESH_CHECK(peer != self_, "StalenessClocks::drop on this node's own rank");
-  engine::Completion ready;
-  std::exception_ptr error;
+  collective::Settlement ready;
   {
     const std::lock_guard lock(mutex_);
     dropped_[peer] = 1;
     ready = take_ready_locked();
-    error = error_;
   }
-  if (error) ready.fail(error); else ready.complete();
+  std::move(ready).run();
 }
 
 void StalenessClocks::readmit(std::size_t peer, std::uint64_t clock) {
@@ -124,7 +113,7 @@ std::optional<std::uint64_t> StalenessClocks::slowest() const {
 
 bool StalenessClocks::blocked() const {
   const std::lock_guard lock(mutex_);
-  return pending_.valid();
+  return gate_.waiting();
 }
 
 std::uint64_t StalenessClocks::waits() const {

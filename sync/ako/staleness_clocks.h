@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/task.h"
+#include "sync/collective/latch.h"
 
 namespace gradmesh::sync::ako {
 
@@ -67,16 +68,15 @@ class StalenessClocks {
 
  private:
   [[nodiscard]] bool holds_locked(std::uint64_t local_clock) const;
-  /// Takes the pending completion if its bound now holds (or an error is set).
-  [[nodiscard]] engine::Completion take_ready_locked();
+  /// Releases the pending await() if its bound now holds.
+  [[nodiscard]] collective::Settlement take_ready_locked();
 
   mutable std::mutex mutex_;
   std::vector<std::uint64_t> clocks_;
   std::vector<char> dropped_;  // per rank: 1 once drop()ped
   std::size_t self_;
   std::optional<std::uint64_t> slack_;
-  std::exception_ptr error_;
-  engine::Completion pending_;
+  collective::CompletionLatch gate_;  // the pending await(); the error of fail_all()
   std::uint64_t pending_clock_ = 0;
   std::uint64_t waits_ = 0;
 };

@@ -17,7 +17,7 @@ AllReduceScheme::AllReduceScheme(const SyncContext& ctx, Channel& channel,
     b.offset = ctx_.model.parameter_offset(first);
     b.floats = ctx_.model.parameter_offset(last + 1) - b.offset;
     if (b.floats == 0) continue;
-    b.ring = std::make_unique<RingAllReduce>(channel_, stage_,
+    b.ring = std::make_unique<collective::RingAllReduce>(channel_, stage_,
                                              static_cast<std::uint32_t>(buckets_.size()), b.floats,
                                              static_cast<std::uint32_t>(first));
     buckets_.push_back(std::move(b));

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "sync/allreduce/ring_allreduce.h"
+#include "sync/collective/ring_allreduce.h"
 #include "sync/channel.h"
 #include "sync/sync_stage.h"
 
@@ -37,7 +37,7 @@ class AllReduceScheme {
   struct Bucket {
     std::size_t first = 0, last = 0;  // layers
     std::size_t offset = 0, floats = 0;
-    std::unique_ptr<RingAllReduce> ring;
+    std::unique_ptr<collective::RingAllReduce> ring;
   };
   void apply(const Bucket& bucket, std::uint64_t round);
   void on_message(std::size_t from, net::Message&& message);

@@ -46,7 +46,7 @@ bool SfbLayer::store(std::size_t from, std::uint64_t round, net::Payload factors
     *why = "sender rank " + std::to_string(from) + " out of range";
     return false;
   }
-  engine::Completion done;
+  collective::Settlement done;
   {
     std::lock_guard lock(mutex_);
     if (round != current_ && round != current_ + 1) {
@@ -61,41 +61,33 @@ bool SfbLayer::store(std::size_t from, std::uint64_t round, net::Payload factors
       return false;
     }
     r.factors[from] = std::move(factors);
-    if (++r.received == nodes_) done = std::exchange(r.waiting, engine::Completion{});
+    if (++r.received == nodes_) done = r.done.release();
   }
-  done.complete();
+  std::move(done).run();
   return true;
 }
 
 void SfbLayer::await(std::uint64_t round, engine::Completion done) {
-  std::exception_ptr error;
+  collective::Settlement settled;
   {
     std::lock_guard lock(mutex_);
-    error = error_;
-    if (!error) {
+    Round& r = rounds_[round % 2];
+    if (!r.done.failed()) {
       GRADMESH_CHECK_EQ(round, current_, "await of an SFB round that is not the current one");
-      Round& r = rounds_[round % 2];
-      if (r.received != nodes_) {
-        r.waiting = std::move(done);
-        return;
-      }
     }
+    settled = r.done.wait(std::move(done), r.received == nodes_);
   }
-  if (error) {
-    done.fail(error);
-  } else {
-    done.complete();
-  }
+  std::move(settled).run();
 }
 
 void SfbLayer::fail_all(std::exception_ptr error) {
-  std::array<engine::Completion, 2> waiting;
+  std::array<collective::Settlement, 2> failed;
   {
     std::lock_guard lock(mutex_);
-    if (!error_) error_ = error;
-    for (std::size_t i = 0; i < 2; ++i) waiting[i] = std::exchange(rounds_[i].waiting, {});
+    failed[0] = rounds_[0].done.fail(std::move(error));
+    failed[1] = rounds_[1].done.fail(rounds_[0].done.error());  // the same (first) error
   }
-  for (auto& done : waiting) done.fail(error);
+  for (collective::Settlement& s : failed) std::move(s).run();
 }
 
 SfbLayer::Round& SfbLayer::stack(std::uint64_t round) {

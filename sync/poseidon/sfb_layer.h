@@ -17,6 +17,7 @@
 
 #include "engine/task.h"
 #include "net/payload.h"
+#include "sync/collective/latch.h"
 #include "tasks/backend.h"
 
 namespace gradmesh::sync {
@@ -77,7 +78,7 @@ class SfbLayer {
   struct Round {
     std::vector<net::Payload> factors;  // by rank
     std::size_t received = 0;
-    engine::Completion waiting;
+    collective::CompletionLatch done;  // the round's waiting task; the error of fail_all()
   };
 
   /// Checks that round `round` is complete and current, and stacks its n factors into u_all_ and
@@ -91,7 +92,6 @@ class SfbLayer {
   std::mutex mutex_;
   std::uint64_t current_ = 0;         // the oldest round not yet rebuilt
   std::array<Round, 2> rounds_;       // by round parity
-  std::exception_ptr error_;
   std::array<std::vector<float>, 2> send_;  // this node's [U | V], by round parity
   tasks::Buffer<float> u_all_, v_all_;      // nK x M and nK x N, rank order (device: staging)
   tasks::Buffer<float> u_device_, v_device_;  // device copies of the stack; empty on the host

@@ -27,11 +27,13 @@ using probe::profile_problem;
 LinkProbe::LinkProbe(Channel& channel, LinkProbeOptions options)
     : channel_(channel),
       options_(options),
-      stage_(0),
+      stage_(stage_id(probe::kStage)),
       report_(channel.nodes()),
       incoming_(channel.nodes()),
       outgoing_(channel.nodes()),
-      profiles_(channel.nodes()) {
+      phase_gate_(channel, stage_, static_cast<std::uint16_t>(probe::Kind::kPhase)),
+      barrier_(channel, stage_, static_cast<std::uint16_t>(probe::Kind::kBarrier)),
+      profiles_(channel, stage_, static_cast<std::uint16_t>(probe::Kind::kProfile)) {
   GRADMESH_CHECK_GT(options_.pings, std::size_t{0}, "LinkProbeOptions::pings");
   GRADMESH_CHECK_GT(options_.min_bulk_bytes, std::size_t{0}, "LinkProbeOptions::min_bulk_bytes");
   GRADMESH_CHECK(options_.max_bulk_bytes >= options_.min_bulk_bytes,
@@ -49,7 +51,7 @@ LinkProbe::LinkProbe(Channel& channel, LinkProbeOptions options)
                      (std::isfinite(*options_.max_send_rate) && *options_.max_send_rate > 0),
                  "LinkProbeOptions::max_send_rate = " +
                      std::to_string(options_.max_send_rate.value_or(0)));
-  stage_ = channel_.route(probe::kStage, [this](std::size_t from, net::Message&& message) {
+  channel_.route(probe::kStage, [this](std::size_t from, net::Message&& message) {
     on_message(from, std::move(message));
   });
   channel_.on_failure([this](const PeerError& error) { on_failure(error); });
@@ -88,19 +90,13 @@ void LinkProbe::on_message(std::size_t from, net::Message&& message) {
       on_ack(from, message);
       return;
     case Kind::kPhase:
-    case Kind::kBarrier: {
-      if (!empty) break;
-      {
-        const std::lock_guard lock(mutex_);
-        auto& arrivals = gates_[{message.kind, message.key}];
-        arrivals.resize(channel_.nodes(), 0);
-        ++arrivals[from];
-      }
-      changed_.notify_all();
+      phase_gate_.on_message(from, std::move(message));
       return;
-    }
+    case Kind::kBarrier:
+      barrier_.on_message(from, std::move(message));
+      return;
     case Kind::kProfile:
-      on_profile(from, message);
+      on_profile(from, std::move(message));
       return;
     case Kind::kBulkDone:
       on_done(from, message);
@@ -132,18 +128,14 @@ void LinkProbe::on_done(std::size_t from, const net::Message& message) {
   changed_.notify_all();
 }
 
-void LinkProbe::on_profile(std::size_t from, const net::Message& message) {
+void LinkProbe::on_profile(std::size_t from, net::Message&& message) {
   std::string why;
   auto profile = decode_profile(message.payload.bytes(), channel_.nodes(), why);
   if (!profile) {
     channel_.reject(from, stage_, why);
     return;
   }
-  {
-    const std::lock_guard lock(mutex_);
-    profiles_[from].push_back(std::move(*profile));
-  }
-  changed_.notify_all();
+  profiles_.on_message(from, std::move(message));  // decoded again by exchange()
 }
 
 void LinkProbe::on_failure(const PeerError& error) {
@@ -152,6 +144,9 @@ void LinkProbe::on_failure(const PeerError& error) {
     if (!failure_) failure_ = error;
   }
   changed_.notify_all();
+  phase_gate_.fail(error);
+  barrier_.fail(error);
+  profiles_.fail(error);
 }
 
 // ---- the caller's side ----
@@ -195,7 +190,7 @@ NodeProfile LinkProbe::measure_links() {
   // thread, and a transport may refuse sends until its own start() returned.
   // Gate tags: phases_ in the high bits, the gate's index in this call in the low ones.
   const auto tag = [this](std::uint64_t index) { return (phases_ << 20) | index; };
-  gate(Kind::kPhase, tag(0), "the start of the probe");
+  gate(tag(0), "the start of the probe");
   const auto start = Clock::now();
   const auto budget_end = start + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(options_.budget_s));
@@ -208,7 +203,7 @@ NodeProfile LinkProbe::measure_links() {
     row.alpha[peer] = report_[peer].alpha = ping_peer(peer);
   }
   // No node starts its bulk transfers before every node has finished its pings.
-  gate(Kind::kPhase, tag(1), "the end of the pings");
+  gate(tag(1), "the end of the pings");
   // One buffer, shared by every message (the transport keeps it alive until written).
   auto buffer = std::make_shared<std::vector<std::byte>>(
       std::min(options_.max_bulk_bytes, kMaxChunkBytes));
@@ -253,7 +248,7 @@ NodeProfile LinkProbe::measure_links() {
     }
     // Every node ends the step before any starts the next: a node done early would otherwise
     // send into a link, or a receiver, still busy with the step before (read slow).
-    gate(Kind::kPhase, tag(2 + i), "the end of a bulk round");
+    gate(tag(2 + i), "the end of a bulk round");
   }
   // A burst takes 2 alpha + (m - 1) o + bytes / B (first message out, ack back); the median over
   // the bursts, as alpha is a median: one burst can lose the cores to a neighbour.
@@ -301,74 +296,40 @@ void LinkProbe::end_round(std::size_t round, double expected_s) {
       [&] { return from; }, "the end of its bulk transfers");
 }
 
-void LinkProbe::gate(Kind kind, std::uint64_t tag, const char* what) {
-  const std::size_t n = channel_.nodes();
-  const std::size_t me = channel_.rank();
-  for (std::size_t peer = 0; peer < n; ++peer) {
-    if (peer != me) send(peer, kind, tag, 0);
-  }
-  const std::pair<std::uint16_t, std::uint64_t> key{static_cast<std::uint16_t>(kind), tag};
-  const auto arrived = [&](std::size_t peer) {
-    const auto it = gates_.find(key);
-    return it != gates_.end() && it->second[peer] > 0;
-  };
-  std::unique_lock lock(mutex_);
-  wait(
-      lock, options_.timeout_s,
-      [&] {
-        for (std::size_t peer = 0; peer < n; ++peer) {
-          if (peer != me && !arrived(peer)) return false;
-        }
-        return true;
-      },
-      [&] {
-        for (std::size_t peer = 0; peer < n; ++peer) {
-          if (peer != me && !arrived(peer)) return peer;
-        }
-        return me;
-      },
-      what);
-  auto it = gates_.find(key);
-  bool drained = true;
-  for (std::size_t peer = 0; peer < n; ++peer) {
-    if (peer == me) continue;
-    --it->second[peer];
-    drained = drained && it->second[peer] == 0;
-  }
-  if (drained) gates_.erase(it);
+std::string LinkProbe::silent_text(std::size_t rank, double bound_s,
+                                   const std::string& what) const {
+  std::ostringstream message;
+  message << "did not answer the link probe (" << what << ") within " << std::setprecision(3)
+          << bound_s << " s" << measured_text(rank);
+  return message.str();
+}
+
+void LinkProbe::gate(std::uint64_t tag, const char* what) {
+  phase_gate_.arrive_and_wait(tag, options_.timeout_s, [&](std::size_t rank) {
+    return silent_text(rank, options_.timeout_s, what);
+  });
 }
 
 std::vector<NodeProfile> LinkProbe::exchange(const NodeProfile& local) {
   const std::size_t n = channel_.nodes();
-  const std::size_t me = channel_.rank();
   const std::string why = profile_problem(local, n);
   GRADMESH_CHECK(why.empty(), "LinkProbe::exchange(): " + why);
   if (n == 1) return {local};
   GRADMESH_CHECK(channel_.connected(), "LinkProbe::exchange() without a transport");
-  {
-    const std::lock_guard lock(mutex_);
-    if (failure_) throw *failure_;
-  }
-  const net::Payload payload = encode_profile(local);
-  for (std::size_t peer = 0; peer < n; ++peer) {
-    if (peer != me) send(peer, Kind::kProfile, 0, 0, payload);
-  }
-  std::unique_lock lock(mutex_);
-  const auto missing = [&]() -> std::size_t {
-    for (std::size_t peer = 0; peer < n; ++peer) {
-      if (peer != me && profiles_[peer].empty()) return peer;
-    }
-    return n;
-  };
-  wait(lock, options_.timeout_s, [&] { return missing() == n; }, missing, "its profile");
+  const std::uint64_t round = exchanges_++;
+  profiles_.start(round, encode_profile(local));
+  const std::vector<net::Payload> payloads =
+      profiles_.wait(round, options_.timeout_s, [&](std::size_t rank) {
+        return silent_text(rank, options_.timeout_s, "its profile");
+      });
   std::vector<NodeProfile> all(n);
   for (std::size_t peer = 0; peer < n; ++peer) {
-    if (peer == me) {
+    if (peer == channel_.rank()) {
       all[peer] = local;
-    } else {
-      all[peer] = std::move(profiles_[peer].front());
-      profiles_[peer].pop_front();
+      continue;
     }
+    std::string problem;  // on_profile() let only well-formed profiles in
+    all[peer] = decode_profile(payloads[peer].bytes(), n, problem).value();
   }
   return all;
 }
@@ -376,11 +337,9 @@ std::vector<NodeProfile> LinkProbe::exchange(const NodeProfile& local) {
 void LinkProbe::barrier(std::uint64_t tag) {
   if (channel_.nodes() == 1) return;
   GRADMESH_CHECK(channel_.connected(), "LinkProbe::barrier() without a transport");
-  {
-    const std::lock_guard lock(mutex_);
-    if (failure_) throw *failure_;
-  }
-  gate(Kind::kBarrier, tag, "a barrier");
+  barrier_.arrive_and_wait(tag, options_.timeout_s, [&](std::size_t rank) {
+    return silent_text(rank, options_.timeout_s, "a barrier");
+  });
 }
 
 }  // namespace gradmesh::sync

@@ -10,8 +10,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +19,7 @@
 
 #include "engine/error.h"
 #include "sync/channel.h"
+#include "sync/collective/all_gather.h"
 #include "sync/probe/messages.h"
 #include "sync/probe/node_profile.h"
 #include "topo/cost_model.h"
@@ -167,8 +166,9 @@ class LinkProbe {
   [[nodiscard]] std::vector<NodeProfile> exchange(const NodeProfile& local);
 
   /// Returns once every node has called barrier() with the same `tag` (e.g. after each node routed
-  /// its sync stage's handlers). A tag may be reused: each call consumes one arrival per peer.
-  /// Blocks at most timeout_s. Throws PeerError for a failed or silent peer.
+  /// its sync stage's handlers): a collective::Barrier whose round is the tag, so tags increase
+  /// from call to call. Blocks at most timeout_s. Throws PeerError for a failed or silent peer,
+  /// ContractError for a tag not above the previous call's.
   void barrier(std::uint64_t tag);
 
   /// The address of `rank` as the transport names it (Channel::address), for logs.
@@ -212,7 +212,7 @@ class LinkProbe {
   void on_bulk(std::size_t from, const net::Message& message);
   void on_ack(std::size_t from, const net::Message& message);
   void on_done(std::size_t from, const net::Message& message);
-  void on_profile(std::size_t from, const net::Message& message);
+  void on_profile(std::size_t from, net::Message&& message);
 
   void send(std::size_t peer, probe::Kind kind, std::uint64_t key, std::uint64_t round,
             net::Payload payload = {});
@@ -231,7 +231,11 @@ class LinkProbe {
   /// round says the same of its own (`expected_s` plus timeout_s at most).
   void end_round(std::size_t round, double expected_s);
   /// Sends (kind, tag) to every peer and waits for one from each (consumed).
-  void gate(probe::Kind kind, std::uint64_t tag, const char* what);
+  /// Every node at the same point of measure_links() (a barrier of round `tag` on kPhase).
+  void gate(std::uint64_t tag, const char* what);
+  /// The text of a PeerError for `rank`, silent past `bound_s` while this node waited for `what`.
+  [[nodiscard]] std::string silent_text(std::size_t rank, double bound_s,
+                                        const std::string& what) const;
   /// Waits on `lock` until ready(); throws the stored failure, or after `bound_s` seconds a
   /// PeerError for the rank missing() names (with what was measured of its link).
   template <class Ready, class Missing>
@@ -258,9 +262,10 @@ class LinkProbe {
   std::uint64_t phases_ = 0;  // measure_links() calls so far
   std::vector<Incoming> incoming_;  // by sender rank
   std::vector<Outgoing> outgoing_;  // by receiver rank
-  // Arrivals per (kind, tag) and rank, for kPhase and kBarrier.
-  std::map<std::pair<std::uint16_t, std::uint64_t>, std::vector<std::uint64_t>> gates_;
-  std::vector<std::deque<NodeProfile>> profiles_;  // received, by sender rank
+  collective::Barrier phase_gate_;  // kPhase: every node at the same point of measure_links()
+  collective::Barrier barrier_;     // kBarrier: barrier()
+  collective::AllGather profiles_;  // kProfile: exchange()
+  std::uint64_t exchanges_ = 0;     // exchange() calls so far: the next one's round
 };
 
 }  // namespace gradmesh::sync

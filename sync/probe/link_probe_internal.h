@@ -127,10 +127,7 @@ void LinkProbe::wait(std::unique_lock<std::mutex>& lock, double bound_s, Ready r
       if (failure_) throw *failure_;
       if (ready()) return;
       const std::size_t rank = missing();
-      std::ostringstream message;
-      message << "did not answer the link probe (" << what << ") within " << std::setprecision(3)
-              << bound_s << " s" << measured_text(rank);
-      throw PeerError(rank, channel_.address(rank), message.str());
+      throw PeerError(rank, channel_.address(rank), silent_text(rank, bound_s, what));
     }
   }
 }

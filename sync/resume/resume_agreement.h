@@ -4,19 +4,15 @@
 // exactly"): each node may hold different checkpoints (one crashed mid-write, one kept fewer), so
 // the nodes exchange the iterations of their valid checkpoints and all take the newest common one.
 
-#include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "engine/error.h"
 #include "sync/channel.h"
+#include "sync/collective/all_gather.h"
 
 namespace gradmesh::sync {
 
@@ -24,15 +20,15 @@ namespace gradmesh::sync {
 inline constexpr std::string_view kResumeStage = "resume";
 
 /// Routes kResumeStage on a node's channel (before the transport starts, as the link probe) and
-/// exchanges lists of numbers among all nodes, in rounds: round 0 agrees on the iteration to
+/// exchanges lists of numbers among all nodes, in rounds (a collective::AllGather): round 0 agrees on the iteration to
 /// resume from (--resume); a BSP job's checkpoint boundaries exchange the join requests each node
 /// has seen, with the boundary's iteration as the round (apps/pipeline: a restarted node rejoins
 /// at the next checkpoint boundary).
 ///
 /// Thread safety: exchange() from the node's thread; the handler runs on the transport's delivery
-/// thread (internally locked). Errors: a message that is not a list of numbers, a second list of
-/// one round, a list of a round already finished, or of a new round while 4 rounds' lists wait
-/// already (a misbehaving peer's; memory stays bounded) is rejected through the channel.
+/// thread (internally locked). Errors: a message that is not a list of numbers (or as
+/// collective::AllGather: a second list of one round, a list of a round already finished, or of a
+/// new round while 4 rounds' lists wait already) is rejected through the channel.
 class ResumeAgreement {
  public:
   /// `timeout_s`: how long exchange() waits for every peer's list (seconds, > 0).
@@ -55,18 +51,10 @@ class ResumeAgreement {
       const std::vector<std::vector<std::uint64_t>>& lists);
 
  private:
-  void on_message(std::size_t from, net::Message&& message);
-
   Channel& channel_;
-  std::chrono::duration<double> timeout_;
+  double timeout_s_;
   StageId stage_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  // Lists in by round, then by rank; a round's entry is erased when its exchange returns.
-  std::map<std::uint64_t, std::vector<std::optional<std::vector<std::uint64_t>>>> received_;
-  std::optional<std::uint64_t> started_;   // the round of the last exchange() call
-  std::optional<std::uint64_t> finished_;  // the last round exchange() returned
-  std::optional<PeerError> failure_;
+  collective::AllGather lists_;
 };
 
 }  // namespace gradmesh::sync

@@ -106,7 +106,8 @@ double measure_exchange_combine(std::size_t n) {
     fill_compute(rows[r], r);
     all[r] = probe.exchange(rows[r]);
     probe.barrier(2);
-    probe.barrier(2);  // a tag may be reused
+    probe.barrier(3);
+    CHECK_THROWS_AS(probe.barrier(3), ContractError);  // tags increase from call to call
   }));
   for (std::size_t r = 0; r < n; ++r) {
     INFO("n " << n << ", rank " << r);

@@ -1,5 +1,5 @@
 #pragma once
-// One bucket's ring all-reduce (MG-WFBP sec. II-D, Table II "ring": 2 (n - 1) steps, each sending
+// A ring all-reduce of one buffer (MG-WFBP sec. II-D, Table II "ring": 2 (n - 1) steps, each sending
 // 1/n of the bucket to the next rank): reduce-scatter, then all-gather, driven by arrivals.
 
 #include <cstddef>
@@ -12,13 +12,22 @@
 
 #include "engine/task.h"
 #include "net/payload.h"
-#include "sync/allreduce/messages.h"
 #include "sync/channel.h"
+#include "sync/collective/latch.h"
 
-namespace gradmesh::sync {
+namespace gradmesh::sync::collective {
 
-/// Sums a bucket of floats over the n ranks of a ring (rank r sends to r + 1 and receives from
-/// r - 1), leaving every rank the same bits.
+/// Message::kind values of a ring all-reduce, on whichever stage its owner routes (`allreduce`,
+/// `ako_partition` for Ako's final average). key = bucket << 32 | step, round = the owner's round
+/// (an iteration), payload = one segment of the bucket (floats).
+enum class RingKind : std::uint16_t {
+  kReduceScatter = 1,  ///< a partial sum, to be added in (steps 0 .. n - 2)
+  kAllGather = 2,      ///< a fully reduced segment, to be stored and passed on (steps 0 .. n - 2)
+};
+
+/// Sums a buffer ("bucket") of floats over the n ranks of a ring (rank r sends to r + 1 and receives
+/// from r - 1), leaving every rank the same bits. Any buffer: a merged group of layers' gradients
+/// (AllReduceScheme), a whole replica (Ako's final average). With one rank the sum is the input.
 ///
 /// The bucket is split into n segments (sizes differ by at most one float; empty ones are sent
 /// too). Reduce-scatter step s: rank r sends segment (r - s) mod n and adds the arriving segment
@@ -44,9 +53,10 @@ namespace gradmesh::sync {
 /// and fail_all() from the delivery thread; await() from a task. Internally locked.
 class RingAllReduce {
  public:
-  /// Bucket `bucket` of `floats` floats on `channel` (n = channel.nodes() >= 2 ranks, else
-  /// ContractError), sending on stage `stage` with send priority `priority` (net::Message::priority:
-  /// the bucket's first layer, so that the next forward pass's first layers go first).
+  /// Bucket `bucket` of `floats` floats on `channel` (n = channel.nodes() ranks), sending on stage
+  /// `stage` (routed by the owner, which hands this bucket's messages to on_message()) with send
+  /// priority `priority` (net::Message::priority: the bucket's first layer, so that the next
+  /// forward pass's first layers go first).
   RingAllReduce(Channel& channel, StageId stage, std::uint32_t bucket, std::size_t floats,
                 std::uint32_t priority = 0);
 
@@ -83,15 +93,14 @@ class RingAllReduce {
     std::vector<char> have_step;       // reduce-scatter steps applied, by step
     std::vector<char> have_gather;     // all-gather steps stored, by step
     std::size_t segments_done = 0;     // segments of the result complete
-    engine::Completion waiting;
   };
 
   // Under mutex_; sends happen with it held (the channel never calls back synchronously).
-  [[nodiscard]] engine::Completion reduce_step(Round& r, std::size_t step, std::span<const float> values);
-  [[nodiscard]] engine::Completion gather_step(Round& r, std::size_t step, std::span<const float> values);
-  /// One more segment of the result is final; returns the completion to fire when it was the last.
-  [[nodiscard]] engine::Completion finish_segment(Round& r);
-  void send(std::uint64_t round, allreduce::Kind kind, std::size_t step, std::span<const float> values);
+  Settlement reduce_step(Round& r, std::size_t step, std::span<const float> values);
+  Settlement gather_step(Round& r, std::size_t step, std::span<const float> values);
+  /// One more segment of the result is final; releases the round's latch when it was the last.
+  Settlement finish_segment(Round& r);
+  void send(std::uint64_t round, RingKind kind, std::size_t step, std::span<const float> values);
   Round* round_for(std::uint64_t round);
   void reset(Round& r, std::uint64_t round) const;
   [[nodiscard]] std::size_t mod(std::int64_t value) const noexcept;
@@ -106,8 +115,8 @@ class RingAllReduce {
   std::mutex mutex_;
   std::uint64_t current_ = 0;            // the oldest round not yet complete
   Round rounds_[2];                      // by round parity
+  CompletionLatch done_[2];              // by round parity; holds the error of fail_all()
   std::vector<float> results_[2];        // by round parity
-  std::exception_ptr error_;
 };
 
-}  // namespace gradmesh::sync
+}  // namespace gradmesh::sync::collective

@@ -1,6 +1,6 @@
-// Tests for sync/allreduce/ring_allreduce.h: ranks as threads on the in-process transport.
+// Tests for sync/collective/ring_allreduce.h: ranks as threads on the in-process transport.
 
-#include "sync/allreduce/ring_allreduce.h"
+#include "sync/collective/ring_allreduce.h"
 
 #include <catch2/catch.hpp>
 #include <memory>
@@ -22,12 +22,12 @@ struct Rank {
         stage(channel.route("allreduce", [this](std::size_t from, net::Message&& m) {
           ring->on_message(from, std::move(m));
         })),
-        ring(std::make_unique<sync::RingAllReduce>(channel, stage, 0, floats)),
+        ring(std::make_unique<sync::collective::RingAllReduce>(channel, stage, 0, floats)),
         input(floats),
         sums(0) {}
   sync::Channel channel;
   sync::StageId stage;
-  std::unique_ptr<sync::RingAllReduce> ring;
+  std::unique_ptr<sync::collective::RingAllReduce> ring;
   std::vector<float> input;
   std::vector<std::vector<float>> sums;  // by round
 };
@@ -96,38 +96,64 @@ void run_ring(std::size_t nodes, std::size_t floats, std::uint64_t rounds) {
 
 }  // namespace
 
-TEST_CASE("ring all-reduce sums exactly for n = 2..5 and odd sizes", "[sync][allreduce][inproc]") {
-  for (std::size_t nodes = 2; nodes <= 5; ++nodes) {
-    for (const std::size_t floats : {1, 3, 7, 1001, 40961}) {
+TEST_CASE("ring all-reduce sums exactly for n = 1..5 and odd sizes", "[sync][collective][inproc]") {
+  for (std::size_t nodes = 1; nodes <= 5; ++nodes) {
+    for (const std::size_t floats : {0, 1, 3, 7, 1001, 40961}) {
       INFO("n " << nodes << ", " << floats << " floats");
       run_ring(nodes, floats, 4);  // back-to-back rounds: peers run a round ahead
     }
   }
 }
 
-TEST_CASE("ring segments cover the bucket, sizes within one float", "[sync][allreduce]") {
+TEST_CASE("ring segments cover the bucket, sizes within one float", "[sync][collective]") {
   auto mesh = net::make_inproc_mesh(3, sync::stage_names());
   sync::Channel channel(mesh[0].get(), 0, 3);
-  const sync::RingAllReduce ring(channel, sync::stage_id("allreduce"), 0, 10);
+  const sync::collective::RingAllReduce ring(channel, sync::stage_id("allreduce"), 0, 10);
   CHECK(ring.segment_begin(0) == 0);
   CHECK(ring.segment_size(0) == 4);
   CHECK(ring.segment_begin(1) == 4);
   CHECK(ring.segment_size(1) == 3);
   CHECK(ring.segment_begin(2) == 7);
   CHECK(ring.segment_size(2) == 3);
-  sync::Channel alone(nullptr, 0, 1);
-  CHECK_THROWS_AS(sync::RingAllReduce(alone, 0, 0, 10), ContractError);
+  sync::Channel alone(nullptr, 0, 1);  // one rank: one segment, the whole buffer
+  const sync::collective::RingAllReduce single(alone, 0, 0, 10);
+  CHECK(single.segment_begin(0) == 0);
+  CHECK(single.segment_size(0) == 10);
+}
+
+TEST_CASE("a failed ring fails the waiting and every later round, with the first error",
+          "[sync][collective][inproc]") {
+  auto mesh = net::make_inproc_mesh(2, sync::stage_names());
+  sync::Channel channel(mesh[0].get(), 0, 2);
+  sync::collective::RingAllReduce ring(channel, sync::stage_id("allreduce"), 0, 8);
+  engine::Executor executor({1, 1});
+  engine::Graph graph;
+  std::vector<float> input(8, 1.0f);
+  auto start = graph.emplace("start", engine::Arena::kNetwork, [&](engine::TaskContext& t) {
+    ring.start(t.run(), input);
+  });
+  auto wait = graph.emplace("wait", engine::Arena::kNetwork, [&](engine::TaskContext& t) {
+    ring.await(t.run(), t.defer());
+    // The peer never answers: this rank's failure handler would fail the ring; here, at once.
+    ring.fail_all(std::make_exception_ptr(PeerError(1, "rank 1", "first")));
+    ring.fail_all(std::make_exception_ptr(PeerError(1, "rank 1", "second")));
+  });
+  start.precede(wait);
+  mesh[0]->start();  // rank 1 never starts: its segment waits unread
+  CHECK_THROWS_WITH(executor.run(graph), Catch::Contains("first"));
+  CHECK_THROWS_WITH(ring.start(1, input), Catch::Contains("first"));
+  mesh[0]->close();
 }
 
 TEST_CASE("ring all-reduce rejects a wrong size, a wrong sender and a stale round",
-          "[sync][allreduce][inproc]") {
+          "[sync][collective][inproc]") {
   auto mesh = net::make_inproc_mesh(3, sync::stage_names());
   sync::Channel channel(mesh[1].get(), 1, 3);
-  sync::RingAllReduce ring(channel, sync::stage_id("allreduce"), 0, 9);
+  sync::collective::RingAllReduce ring(channel, sync::stage_id("allreduce"), 0, 9);
   const auto segment = [](std::size_t floats) {
     return net::Payload::copy_of(std::as_bytes(std::span<const float>(std::vector<float>(floats))));
   };
-  using K = sync::allreduce::Kind;
+  using K = sync::collective::RingKind;
   const auto stage = sync::stage_id("allreduce");
   ring.on_message(0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(2)});
   ring.on_message(2, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});

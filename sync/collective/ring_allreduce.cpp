@@ -1,11 +1,11 @@
-#include "sync/allreduce/ring_allreduce.h"
+#include "sync/collective/ring_allreduce.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "engine/error.h"
 
-namespace gradmesh::sync {
+namespace gradmesh::sync::collective {
 
 namespace {
 constexpr unsigned kBucketShift = 32;  // key = bucket << 32 | step
@@ -22,7 +22,7 @@ RingAllReduce::RingAllReduce(Channel& channel, StageId stage, std::uint32_t buck
       rank_(channel.rank()),
       left_((rank_ + nodes_ - 1) % nodes_),
       right_((rank_ + 1) % nodes_) {
-  GRADMESH_CHECK_GT(nodes_, std::size_t{1}, "RingAllReduce needs at least 2 ranks");
+  GRADMESH_CHECK_GT(nodes_, std::size_t{0}, "RingAllReduce needs a rank");
   for (std::uint64_t parity = 0; parity < 2; ++parity) {
     reset(rounds_[parity], parity);
     results_[parity].assign(floats_, 0.0f);
@@ -40,7 +40,6 @@ void RingAllReduce::reset(Round& r, std::uint64_t round) const {
   r.have_step.assign(nodes_, 0);
   r.have_gather.assign(nodes_, 0);
   r.segments_done = 0;
-  r.waiting = engine::Completion{};
 }
 
 std::size_t RingAllReduce::segment_begin(std::size_t j) const noexcept {
@@ -63,7 +62,7 @@ RingAllReduce::Round* RingAllReduce::round_for(std::uint64_t round) {
   return r.round == round ? &r : nullptr;
 }
 
-void RingAllReduce::send(std::uint64_t round, allreduce::Kind kind, std::size_t step,
+void RingAllReduce::send(std::uint64_t round, RingKind kind, std::size_t step,
                          std::span<const float> values) {
   const net::Message message{stage_,
                              static_cast<std::uint16_t>(kind),
@@ -76,84 +75,84 @@ void RingAllReduce::send(std::uint64_t round, allreduce::Kind kind, std::size_t 
 
 void RingAllReduce::start(std::uint64_t round, std::span<float> input) {
   GRADMESH_CHECK_EQ(input.size(), floats_, "RingAllReduce::start: input size");
-  engine::Completion done;
+  Settlement done;
   {
     const std::lock_guard lock(mutex_);
-    if (error_) std::rethrow_exception(error_);
+    if (done_[0].failed()) std::rethrow_exception(done_[0].error());
     Round* r = round_for(round);
     GRADMESH_CHECK(r != nullptr && round == current_ && !r->started,
                    "RingAllReduce::start of round " + std::to_string(round) + " while at round " +
                        std::to_string(current_));
     r->started = true;
     r->input = input;
-    send(round, allreduce::Kind::kReduceScatter, 0,
-         input.subspan(segment_begin(rank_), segment_size(rank_)));
-    // Steps that arrived before this rank started, in order (one neighbour: FIFO).
-    for (std::size_t step = 0; step + 1 < nodes_ && r->arrived_early[step]; ++step) {
-      const net::Payload payload = std::move(r->early[step]);
-      done = reduce_step(*r, step, payload.as<float>());
+    if (nodes_ == 1) {  // the sum of one rank's input
+      std::copy(input.begin(), input.end(), result_buffer(round).begin());
+      done = finish_segment(*r);
+    } else {
+      send(round, RingKind::kReduceScatter, 0,
+           input.subspan(segment_begin(rank_), segment_size(rank_)));
+      // Steps that arrived before this rank started, in order (one neighbour: FIFO).
+      for (std::size_t step = 0; step + 1 < nodes_ && r->arrived_early[step]; ++step) {
+        const net::Payload payload = std::move(r->early[step]);
+        done = reduce_step(*r, step, payload.as<float>());
+      }
     }
   }
-  if (done.valid()) done.complete();
+  std::move(done).run();
 }
 
-engine::Completion RingAllReduce::reduce_step(Round& r, std::size_t step,
+Settlement RingAllReduce::reduce_step(Round& r, std::size_t step,
                                               std::span<const float> values) {
   r.have_step[step] = 1;
   const std::size_t j = mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step) - 1);
   const std::span<float> segment = r.input.subspan(segment_begin(j), segment_size(j));
   for (std::size_t i = 0; i < segment.size(); ++i) segment[i] += values[i];
   if (step + 2 < nodes_) {
-    send(r.round, allreduce::Kind::kReduceScatter, step + 1, segment);
+    send(r.round, RingKind::kReduceScatter, step + 1, segment);
     return {};
   }
   // The last reduce-scatter step: segment j = rank + 1 holds the full sum. Publish and pass on.
   std::vector<float>& result = result_buffer(r.round);
   std::copy(segment.begin(), segment.end(),
             result.begin() + static_cast<std::ptrdiff_t>(segment_begin(j)));
-  send(r.round, allreduce::Kind::kAllGather, 0,
+  send(r.round, RingKind::kAllGather, 0,
        std::span<const float>(result).subspan(segment_begin(j), segment.size()));
   return finish_segment(r);
 }
 
-engine::Completion RingAllReduce::gather_step(Round& r, std::size_t step,
+Settlement RingAllReduce::gather_step(Round& r, std::size_t step,
                                               std::span<const float> values) {
   r.have_gather[step] = 1;
   const std::size_t j = mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step));
   std::vector<float>& result = result_buffer(r.round);
   std::copy(values.begin(), values.end(), result.begin() + static_cast<std::ptrdiff_t>(segment_begin(j)));
   if (step + 2 < nodes_) {
-    send(r.round, allreduce::Kind::kAllGather, step + 1,
+    send(r.round, RingKind::kAllGather, step + 1,
          std::span<const float>(result).subspan(segment_begin(j), values.size()));
   }
   return finish_segment(r);
 }
 
-engine::Completion RingAllReduce::finish_segment(Round& r) {
+Settlement RingAllReduce::finish_segment(Round& r) {
   if (++r.segments_done < nodes_) return {};
   // Round complete: the slot opens for round + 2, the result stays until then.
-  engine::Completion waiting = std::move(r.waiting);
+  Settlement done = done_[r.round % 2].release();
   current_ = r.round + 1;
   reset(r, r.round + 2);
-  return waiting;
+  return done;
 }
 
 void RingAllReduce::await(std::uint64_t round, engine::Completion done) {
+  Settlement settled;
   {
     const std::lock_guard lock(mutex_);
-    if (error_) {
-      done.fail(error_);
-      return;
-    }
-    if (round >= current_) {
-      Round* r = round_for(round);
-      GRADMESH_CHECK(r != nullptr, "RingAllReduce::await of round " + std::to_string(round) +
-                                       " while at round " + std::to_string(current_));
-      r->waiting = std::move(done);
-      return;
-    }
+    const bool complete = round < current_;
+    GRADMESH_CHECK(complete || round_for(round) != nullptr,
+                   "RingAllReduce::await of round " + std::to_string(round) + " while at round " +
+                       std::to_string(current_));
+    settled = done_[round % 2].wait(std::move(done), complete);
   }
-  done.complete();  // already complete
+  std::move(settled).run();
 }
 
 std::span<const float> RingAllReduce::result(std::uint64_t round) const {
@@ -162,8 +161,8 @@ std::span<const float> RingAllReduce::result(std::uint64_t round) const {
 
 void RingAllReduce::on_message(std::size_t from, net::Message&& message) {
   const std::size_t step = message.key & ((std::uint64_t{1} << kBucketShift) - 1);
-  const auto kind = static_cast<allreduce::Kind>(message.kind);
-  engine::Completion done;
+  const auto kind = static_cast<RingKind>(message.kind);
+  Settlement done;
   try {
     const std::lock_guard lock(mutex_);
     if (from != left_) {
@@ -179,14 +178,14 @@ void RingAllReduce::on_message(std::size_t from, net::Message&& message) {
                               std::to_string(current_));
     }
     const std::size_t j =
-        kind == allreduce::Kind::kReduceScatter
+        kind == RingKind::kReduceScatter
             ? mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step) - 1)
             : mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step));
     if (message.payload.size() != segment_size(j) * sizeof(float)) {
       return reject(from, "segment of " + std::to_string(message.payload.size()) +
                               " bytes, expected " + std::to_string(segment_size(j) * sizeof(float)));
     }
-    if (kind == allreduce::Kind::kReduceScatter) {
+    if (kind == RingKind::kReduceScatter) {
       if (r->have_step[step] || r->arrived_early[step]) {
         return reject(from, "duplicate reduce-scatter step " + std::to_string(step));
       }
@@ -197,7 +196,7 @@ void RingAllReduce::on_message(std::size_t from, net::Message&& message) {
         return;
       }
       done = reduce_step(*r, step, message.payload.as<float>());
-    } else if (kind == allreduce::Kind::kAllGather) {
+    } else if (kind == RingKind::kAllGather) {
       if (!r->started || r->have_gather[step]) {
         return reject(from, "all-gather step " + std::to_string(step) +
                                 " duplicate or before this rank started");
@@ -209,23 +208,21 @@ void RingAllReduce::on_message(std::size_t from, net::Message&& message) {
   } catch (const PeerError&) {
     return;  // the right neighbour failed: the failure handler fails the round
   }
-  if (done.valid()) done.complete();
+  std::move(done).run();
 }
 
 void RingAllReduce::fail_all(std::exception_ptr error) {
-  engine::Completion waiting[2];
+  Settlement settled[2];
   {
     const std::lock_guard lock(mutex_);
-    if (!error_) error_ = error;
-    for (int i = 0; i < 2; ++i) waiting[i] = std::move(rounds_[i].waiting);
+    settled[0] = done_[0].fail(std::move(error));
+    settled[1] = done_[1].fail(done_[0].error());  // the same (first) error
   }
-  for (auto& w : waiting) {
-    if (w.valid()) w.fail(error);
-  }
+  for (Settlement& s : settled) std::move(s).run();
 }
 
 void RingAllReduce::reject(std::size_t from, const std::string& why) {
   channel_.reject(from, stage_, why);
 }
 
-}  // namespace gradmesh::sync
+}  // namespace gradmesh::sync::collective
