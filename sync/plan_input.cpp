@@ -6,10 +6,11 @@
 #include "sync/collective/ring_allreduce.h"
 #include "sync/channel.h"
 #include "sync/probe/link_probe.h"
+#include "sync/scheme.h"
 
 namespace gradmesh::sync {
 
-topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes,
+topo::PlannerInput planner_input(const SyncContext& ctx, const std::vector<std::string>& schemes,
                                  const AssumedRates& rates) {
   topo::PlannerInput input;
   const double k = static_cast<double>(ctx.batch_size);
@@ -68,7 +69,7 @@ topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes
   input.frame_overhead_bytes = frame_overhead_bytes(
       stage_id(allreduce::kStage), static_cast<std::uint16_t>(collective::RingKind::kReduceScatter));
   input.kv_chunk_bytes = ctx.options.ps.chunk_bytes;
-  input.schemes = schemes;
+  input.schemes = scheme_models(schemes);
   return input;
 }
 

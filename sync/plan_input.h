@@ -1,6 +1,9 @@
 #pragma once
 // What the planner (topo/planner.h) is given about this job, from the model and the options.
 
+#include <string>
+#include <vector>
+
 #include "sync/sync_stage.h"
 #include "topo/planner.h"
 
@@ -33,9 +36,11 @@ struct AssumedRates {
 /// With sealed frames (ctx.measured->cipher_seconds_per_byte c > 0) a B that planner.bandwidth gave
 /// becomes 1 / (1/B + c): a loop thread seals and writes in turn (README "Security"). A B the probe
 /// measured is not changed: its transfers went sealed, so it holds the cipher's cost already.
-/// Also the batch K, n, the frame overhead of a message, the KV chunk option and `schemes`.
-/// Thread-safe (reads the model's shapes only).
-[[nodiscard]] topo::PlannerInput planner_input(const SyncContext& ctx, topo::SchemeSet schemes,
+/// Also the batch K, n, the frame overhead of a message, the KV chunk option and the models of
+/// `schemes` (scheme ids: scheme_models()). Thread-safe (reads the model's shapes only). Throws
+/// ContractError for an unknown scheme id.
+[[nodiscard]] topo::PlannerInput planner_input(const SyncContext& ctx,
+                                               const std::vector<std::string>& schemes,
                                                const AssumedRates& rates = {});
 
 }  // namespace gradmesh::sync

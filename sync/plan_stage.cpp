@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "engine/error.h"
 #include "sync/layer_plan.h"
 #include "sync/plan_input.h"
@@ -13,74 +15,46 @@ PlanStage::PlanStage(SyncContext context, std::string name, topo::Plan plan)
     : ctx_(std::move(context)),
       name_(std::move(name)),
       plan_(std::move(plan)),
-      channel_(ctx_.channel) {
+      channel_(ctx_.channel),
+      scheme_of_(plan_.layers.size(), nullptr) {
   GRADMESH_CHECK_EQ(plan_.layers.size(), ctx_.model.num_layers(), "plan: layers");
-  std::vector<std::size_t> ps_layers, sfb_layers;
+  // Each scheme's layers, ids in order of first use.
+  std::vector<std::pair<std::string, std::vector<std::size_t>>> by_scheme;
   for (const topo::PlannedLayer& row : plan_.layers) {
-    if (row.scheme == topo::LayerScheme::kPs) ps_layers.push_back(row.layer);
-    if (row.scheme == topo::LayerScheme::kSfb) sfb_layers.push_back(row.layer);
+    if (row.scheme == topo::kLocalScheme) continue;
+    auto it = std::find_if(by_scheme.begin(), by_scheme.end(),
+                           [&](const auto& entry) { return entry.first == row.scheme; });
+    if (it == by_scheme.end()) it = by_scheme.insert(by_scheme.end(), {row.scheme, {}});
+    it->second.push_back(row.layer);
   }
-  if (!ps_layers.empty()) {
-    ps_ = std::make_unique<PsScheme>(ctx_, channel_, ps_layers, plan_.kv_chunk_floats);
-  }
-  if (!sfb_layers.empty()) sfb_ = std::make_unique<SfbScheme>(ctx_, channel_, sfb_layers);
-  if (!plan_.groups.empty()) {
-    std::vector<std::pair<std::size_t, std::size_t>> buckets;
-    for (const topo::MergeGroup& g : plan_.groups) buckets.emplace_back(g.first, g.last);
-    allreduce_ = std::make_unique<AllReduceScheme>(ctx_, channel_, buckets);
+  for (const auto& [id, layers] : by_scheme) {
+    schemes_.push_back(scheme_entry(id).make(ctx_, channel_, plan_, layers));
+    for (const std::size_t l : layers) scheme_of_[l] = schemes_.back().get();
   }
   // The planner's byte budgets share the link: a stage that must send more per iteration gets the
   // larger share, so the stages of one iteration finish together (Poseidon arXiv'15 4.3.3).
   channel_.set_stage_weights(plan_.stage_bytes);
   channel_.on_failure([this](const PeerError& error) {
     const auto e = std::make_exception_ptr(error);
-    if (ps_) ps_->fail_all(e);
-    if (sfb_) sfb_->fail_all(e);
-    if (allreduce_) allreduce_->fail_all(e);
+    for (const auto& scheme : schemes_) scheme->fail_all(e);
   });
 }
 
 void PlanStage::build(engine::Graph& graph, const IterationTasks& tasks) {
   for (const topo::PlannedLayer& row : plan_.layers) {
-    if (row.scheme != topo::LayerScheme::kLocal || row.parameters == 0) continue;
-    const std::size_t l = row.layer;
-    auto step = graph.emplace("step_" + std::to_string(l), engine::Arena::kCompute,
-                              [this, l](engine::TaskContext&) {
-                                ctx_.optimizer.step(ctx_.model.parameter_offset(l),
-                                                    ctx_.model.layer_parameters(l),
-                                                    ctx_.model.layer_gradients(l));
-                              });
-    tasks.backward[l].precede(step);
-    step.precede(tasks.done);
+    if (row.scheme != topo::kLocalScheme || row.parameters == 0) continue;
+    (void)add_local_step(graph, tasks, ctx_, row.layer);
   }
-  if (ps_) ps_->build(graph, tasks);
-  if (sfb_) sfb_->build(graph, tasks);
-  if (allreduce_) allreduce_->build(graph, tasks);
+  for (const auto& scheme : schemes_) scheme->build(graph, tasks);
 }
 
 std::vector<LayerPlan> PlanStage::plan() const {
   std::vector<LayerPlan> rows;
   for (const topo::PlannedLayer& p : plan_.layers) {
     const std::size_t l = p.layer;
-    std::string scheme = "local";
-    double bytes = 0;
-    switch (p.scheme) {
-      case topo::LayerScheme::kPs:
-        scheme = "PS";
-        bytes = ps_->bytes_sent(l);
-        break;
-      case topo::LayerScheme::kSfb:
-        scheme = "SFB";
-        bytes = sfb_->bytes_sent(l);
-        break;
-      case topo::LayerScheme::kAllReduce:
-        scheme = "allreduce b" + std::to_string(p.group.value_or(0));
-        bytes = p.bytes_sent;
-        break;
-      case topo::LayerScheme::kLocal:
-        break;
-    }
-    LayerPlan row = describe_layer(ctx_.model, l, scheme);
+    const Scheme* scheme = scheme_of_[l];
+    LayerPlan row =
+        describe_layer(ctx_.model, l, scheme ? scheme->describe(l) : std::string("local"));
     if (row.parameters > 0) {
       tasks::Layer& layer = ctx_.model.layer(l);
       if (layer.has_sufficient_factors()) {  // Table 1's M x N weight matrix
@@ -90,8 +64,8 @@ std::vector<LayerPlan> PlanStage::plan() const {
       } else {  // a convolution's filters: its parameters, whatever its activations' sizes
         row.ps_floats = topo::ps_floats(row.parameters, 1, ctx_.nodes, ctx_.nodes);
       }
-      row.chunks = ps_ ? ps_->chunks(l) : 0;
-      row.predicted_bytes_sent = bytes;
+      row.chunks = scheme ? scheme->chunks(l) : 0;
+      row.predicted_bytes_sent = scheme ? scheme->bytes_sent(l) : 0.0;
       row.predicted_seconds = p.comm_seconds + p.compute_seconds;
     }
     rows.push_back(std::move(row));
@@ -118,11 +92,21 @@ std::map<std::string, double> PlanStage::summary() const {
 
 namespace {
 
+/// The number the signature gives a built-in scheme (as before schemes had ids, so that a
+/// checkpoint of an earlier build still matches), else its id.
+std::string signature_scheme(const std::string& id) {
+  if (id == topo::kLocalScheme) return "0";
+  if (id == topo::kPsScheme) return "1";
+  if (id == topo::kSfbScheme) return "2";
+  if (id == topo::kAllReduceScheme) return "3";
+  return id;
+}
+
 /// What decides the order of every sum: per layer its scheme, chunks and bucket; the chunk size.
 std::string plan_signature(const topo::Plan& plan) {
   std::string out = "kv_chunk_floats " + std::to_string(plan.kv_chunk_floats) + "\n";
   for (const topo::PlannedLayer& l : plan.layers) {
-    out += "layer " + std::to_string(l.layer) + " scheme " + std::to_string(static_cast<int>(l.scheme)) +
+    out += "layer " + std::to_string(l.layer) + " scheme " + signature_scheme(l.scheme) +
            " chunks " + std::to_string(l.chunks) + " bucket " +
            (l.group ? std::to_string(*l.group) : std::string("-")) + "\n";
   }
@@ -134,7 +118,10 @@ std::string plan_signature(const topo::Plan& plan) {
 
 }  // namespace
 
-void PlanStage::save_state(engine::StateWriter& out) { out.write_string(plan_signature(plan_)); }
+void PlanStage::save_state(engine::StateWriter& out) {
+  out.write_string(plan_signature(plan_));
+  for (const auto& scheme : schemes_) scheme->save_state(out);
+}
 
 void PlanStage::load_state(engine::StateReader& in) {
   const std::string saved = in.read_string();
@@ -144,11 +131,11 @@ void PlanStage::load_state(engine::StateReader& in) {
                  "the uninterrupted one. The checkpoint's plan:\n{}This run's:\n{}",
                  in.source(), saved, plan_signature(plan_));
   }
-  if (ps_) ps_->reload_masters();
+  for (const auto& scheme : schemes_) scheme->load_state(in);
 }
 
 std::unique_ptr<SyncStage> make_plan_stage(
-    SyncContext context, std::string_view strategy, const topo::SchemeSet& schemes,
+    SyncContext context, std::string_view strategy, const std::vector<std::string>& schemes,
     const std::function<void(const SyncOptions&, topo::PlannerInput&)>& adjust) {
   topo::PlannerInput input = planner_input(context, schemes);
   if (adjust) adjust(context.options, input);

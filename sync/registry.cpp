@@ -1,21 +1,29 @@
-// The strategy registry (STYLE.md practice 2): each strategy's name, the stages it sends on and its
-// factory. Adding a strategy touches this file and its own folder, nothing else shared.
+// The strategy registry (STYLE.md practice 2): each strategy's name, the stages it sends on, its
+// factory and traits; and the per-layer schemes (sync/scheme.h): each one's planner model, stages
+// and factory. Adding a strategy or a scheme touches this file and its own folder, nothing else
+// shared.
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <iterator>
+#include <mutex>
 
 #include "engine/error.h"
 #include "sync/ako/ako_stage.h"
 #include "sync/ako/messages.h"
 #include "sync/ako/partition_count.h"
+#include "sync/allreduce/allreduce_scheme.h"
 #include "sync/allreduce/messages.h"
 #include "sync/channel.h"
 #include "sync/plan_stage.h"
 #include "sync/poseidon/messages.h"
+#include "sync/poseidon/sfb_scheme.h"
 #include "sync/probe/messages.h"
 #include "sync/ps/messages.h"
+#include "sync/ps/ps_scheme.h"
 #include "sync/resume/resume_agreement.h"
+#include "sync/scheme.h"
 #include "sync/sync_stage.h"
 
 namespace gradmesh::sync {
@@ -41,8 +49,32 @@ struct Entry {
   Check check;
 };
 
-// The planned strategies: a plan stage over their schemes.
-Factory planned(std::string_view name, topo::SchemeSet schemes,
+// The per-layer schemes PlanStage executes: the planner's model, the stages, the factory.
+const std::vector<SchemeEntry>& builtin_schemes() {
+  static const std::vector<SchemeEntry> entries = {
+      {topo::ps_scheme_model(), {ps::kPushStage, ps::kBroadcastStage},
+       [](const SyncContext& ctx, Channel& channel, const topo::Plan& plan,
+          const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
+         return std::make_unique<PsScheme>(ctx, channel, layers, plan.kv_chunk_floats);
+       }},
+      {topo::sfb_scheme_model(), {sfb::kStage},
+       [](const SyncContext& ctx, Channel& channel, const topo::Plan&,
+          const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
+         return std::make_unique<SfbScheme>(ctx, channel, layers);
+       }},
+      {topo::allreduce_scheme_model(), {allreduce::kStage},
+       [](const SyncContext& ctx, Channel& channel, const topo::Plan& plan,
+          const std::vector<std::size_t>&) -> std::unique_ptr<Scheme> {
+         std::vector<std::pair<std::size_t, std::size_t>> buckets;
+         for (const topo::MergeGroup& g : plan.groups) buckets.emplace_back(g.first, g.last);
+         return std::make_unique<AllReduceScheme>(ctx, channel, buckets);
+       }},
+  };
+  return entries;
+}
+
+// The planned strategies: a plan stage over their schemes (ids, in the planner's tie order).
+Factory planned(std::string_view name, std::vector<std::string> schemes,
                 std::function<void(const SyncOptions&, topo::PlannerInput&)> adjust = {}) {
   return [name, schemes, adjust = std::move(adjust)](SyncContext c) {
     return make_plan_stage(std::move(c), name, schemes, adjust);
@@ -50,35 +82,34 @@ Factory planned(std::string_view name, topo::SchemeSet schemes,
 }
 
 const std::vector<Entry>& registry() {
-  // Traits: {bsp, live_membership, max_nodes, schemes {ps, sfb, allreduce}}.
+  const std::string ps_id(topo::kPsScheme), sfb_id(topo::kSfbScheme), ar_id(topo::kAllReduceScheme);
+  // Traits: {bsp, live_membership, max_nodes, schemes (ids, in the planner's tie order)}.
   static const std::vector<Entry> entries = {
       {"none", {},
-       // one node: the planner makes every layer local whatever the schemes (it is given the
-       // default set, as before traits)
-       planned("none", topo::SchemeSet{}), {false, false, 1, {false, false, false}}, {}},
-      {"ps", {ps::kPushStage, ps::kBroadcastStage}, planned("ps", {true, false, false}),
-       {true, false, 0, {true, false, false}}, {}},
+       // one node: the planner makes every layer local
+       planned("none", {}), {false, false, 1, {}}, {}},
+      {"ps", {ps::kPushStage, ps::kBroadcastStage}, planned("ps", {ps_id}), {true, false, 0, {ps_id}},
+       {}},
       {"poseidon", {ps::kPushStage, ps::kBroadcastStage, sfb::kStage},
-       planned("poseidon", {true, true, false},
+       planned("poseidon", {ps_id, sfb_id},
                [](const SyncOptions& o, topo::PlannerInput& input) {
                  apply_poseidon_options(o.poseidon, input);
                }),
-       {true, false, 0, {true, true, false}}, {}},
+       {true, false, 0, {ps_id, sfb_id}}, {}},
       {"ako", {ako::kPartitionStage, ako::kControlStage, ako::kFullRoundStage, ako::kAverageStage},
        [](SyncContext c) -> std::unique_ptr<SyncStage> {
          return std::make_unique<AkoStage>(std::move(c));
        },
-       {false, true, 0, {false, false, false}},
+       {false, true, 0, {}},
        [](const SyncOptions& o, const StartFacts& facts) {
          // eq. 3's automatic p needs B: a rejoining node takes p from its donor, a probe measures
          // it; without either it must be configured (throws naming the keys).
          if (facts.nodes > 1 && !facts.rejoin && !o.ako.partitions && !facts.probe)
            (void)ako::eq3_bandwidth(o.ako, o.planner.bandwidth);
        }},
-      {"allreduce", {allreduce::kStage}, planned("allreduce", {false, false, true}),
-       {true, false, 0, {false, false, true}}, {}},
+      {"allreduce", {allreduce::kStage}, planned("allreduce", {ar_id}), {true, false, 0, {ar_id}}, {}},
       {"auto", {ps::kPushStage, ps::kBroadcastStage, sfb::kStage, allreduce::kStage},
-       planned("auto", {true, true, true}), {true, false, 0, {true, true, true}}, {}},
+       planned("auto", {ps_id, ar_id, sfb_id}), {true, false, 0, {ps_id, ar_id, sfb_id}}, {}},
   };
   return entries;
 }
@@ -175,6 +206,58 @@ void check_strategy(std::string_view name, const StartFacts& facts, const SyncOp
 std::unique_ptr<SyncStage> make_sync_stage(std::string_view name, SyncContext context) {
   const std::size_t nodes = context.nodes;
   return entry(name, nodes).make(std::move(context));
+}
+
+namespace {
+
+std::mutex& added_schemes_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+/// Schemes added by register_scheme() (a deque: references stay valid as it grows).
+std::deque<SchemeEntry>& added_schemes() {
+  static std::deque<SchemeEntry> entries;
+  return entries;
+}
+
+const SchemeEntry* find_scheme(std::string_view id) {  // under added_schemes_mutex()
+  for (const SchemeEntry& e : builtin_schemes()) {
+    if (e.model.id == id) return &e;
+  }
+  for (const SchemeEntry& e : added_schemes()) {
+    if (e.model.id == id) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const SchemeEntry& scheme_entry(std::string_view id) {
+  const std::lock_guard lock(added_schemes_mutex());
+  if (const SchemeEntry* e = find_scheme(id)) return *e;
+  std::string known;
+  for (const SchemeEntry& e : builtin_schemes()) known += (known.empty() ? "" : ", ") + e.model.id;
+  for (const SchemeEntry& e : added_schemes()) known += ", " + e.model.id;
+  throw ContractError("no per-layer scheme '" + std::string(id) + "' (known: " + known + ")");
+}
+
+std::vector<topo::SchemeModel> scheme_models(const std::vector<std::string>& ids) {
+  std::vector<topo::SchemeModel> models;
+  for (const std::string& id : ids) models.push_back(scheme_entry(id).model);
+  return models;
+}
+
+void register_scheme(SchemeEntry entry) {
+  const std::string& id = entry.model.id;
+  GRADMESH_CHECK(!id.empty() && id != topo::kLocalScheme,
+                 "register_scheme: id '" + id + "' (not empty, not 'local')");
+  GRADMESH_CHECK(static_cast<bool>(entry.model.cost) && static_cast<bool>(entry.make),
+                 "register_scheme: scheme '" + id + "' without a cost function or factory");
+  for (const std::string_view stage : entry.stages) (void)stage_id(stage);  // declared stages
+  const std::lock_guard lock(added_schemes_mutex());
+  GRADMESH_CHECK(find_scheme(id) == nullptr, "register_scheme: scheme '" + id + "' exists");
+  added_schemes().push_back(std::move(entry));
 }
 
 }  // namespace gradmesh::sync

@@ -158,9 +158,9 @@ struct StrategyTraits {
   bool live_membership = false;
   /// The most nodes it trains (0: any). (none: 1.)
   std::size_t max_nodes = 0;
-  /// The per-layer schemes the planner may choose from, for the strategies made of planned
-  /// layers (PlanStage); all false for the others.
-  topo::SchemeSet schemes{false, false, false};
+  /// The per-layer schemes (sync/scheme.h ids) the planner may choose from, in its tie order,
+  /// for the strategies made of planned layers (PlanStage); empty for the others.
+  std::vector<std::string> schemes;
 };
 
 /// The traits of strategy `name`. Throws ConfigError naming `sync.strategy`, the value and the

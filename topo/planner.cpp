@@ -7,7 +7,6 @@
 #include "topo/input_check.h"
 #include "topo/kv_placement.h"
 #include "topo/merge_planner.h"
-#include "topo/poseidon_cost.h"
 
 namespace gradmesh::topo {
 
@@ -53,71 +52,102 @@ void check_input(const PlannerInput& input) {
   }
 }
 
-bool sfb_applies(const PlannerInput& input, const LayerProfile& layer) {
-  return input.schemes.sfb && layer.sufficient_factors;
+/// The allowed model of scheme `id` (nullptr for kLocalScheme or an id not allowed).
+const SchemeModel* model_of(const PlannerInput& input, std::string_view id) {
+  for (const SchemeModel& m : input.schemes) {
+    if (m.id == id) return &m;
+  }
+  return nullptr;
 }
 
-std::size_t chunk_floats_for(const PlannerInput& input, std::size_t ps_floats) {
+bool fits(const SchemeModel& model, const LayerProfile& layer) {
+  return layer.parameters > 0 && (!model.fits || model.fits(layer));
+}
+
+const SchemeModel* bucketed_model(const PlannerInput& input) {
+  for (const SchemeModel& m : input.schemes) {
+    if (m.bucketed) return &m;
+  }
+  return nullptr;
+}
+
+std::string allowed_ids(const PlannerInput& input) {
+  std::string out;
+  for (const SchemeModel& m : input.schemes) out += (out.empty() ? "" : ", ") + m.id;
+  return out.empty() ? "none" : out;
+}
+
+void check_schemes(const PlannerInput& input) {
+  std::size_t bucketed = 0;
+  for (std::size_t i = 0; i < input.schemes.size(); ++i) {
+    const SchemeModel& m = input.schemes[i];
+    detail::require(!m.id.empty() && m.id != kLocalScheme && model_of(input, m.id) == &m,
+                    "scheme id", "'" + m.id + "'", "a unique id other than 'local'");
+    detail::require(static_cast<bool>(m.cost), "scheme " + m.id + "'s cost function", "none",
+                    "one");
+    bucketed += m.bucketed ? 1 : 0;
+  }
+  detail::require(bucketed <= 1, "bucketed schemes", allowed_ids(input), "at most one");
+  if (input.nodes == 1) return;  // every layer is local: fixed schemes are ignored
+  for (std::size_t l = 0; l < input.fixed_schemes.size(); ++l) {
+    if (!input.fixed_schemes[l] || input.layers[l].parameters == 0) continue;
+    const SchemeModel* m = model_of(input, *input.fixed_schemes[l]);
+    detail::require(m != nullptr && fits(*m, input.layers[l]),
+                    layer_label(input, l) + "fixed scheme", *input.fixed_schemes[l],
+                    "an allowed scheme (" + allowed_ids(input) + ") that fits the layer");
+  }
+}
+
+std::size_t chunk_floats_for(const PlannerInput& input, std::size_t chunked_floats) {
   if (input.kv_chunk_bytes) return std::max<std::size_t>(1, *input.kv_chunk_bytes / sizeof(float));
-  return KvPlacement::auto_chunk_floats(ps_floats, input.nodes);
+  return KvPlacement::auto_chunk_floats(chunked_floats, input.nodes);
 }
 
-/// The scheme of layer `l` chosen on its own (n > 1, parameters > 0).
-LayerScheme choose_scheme(const PlannerInput& input, const ClusterCost& cluster, std::size_t l,
+/// The layer's time alone under `model`: its cost, less the dW time its backward skips (SFB).
+double seconds_alone(const SchemeModel& model, const SchemeCost& cost, const LayerProfile& layer) {
+  const double saved = model.skips_parameter_gradients
+                           ? layer.backward_seconds - layer.backward_seconds_under(true)
+                           : 0.0;
+  return cost.seconds() - saved;
+}
+
+/// The scheme of layer `l` chosen on its own (n > 1, parameters > 0): the least time alone.
+std::string choose_scheme(const PlannerInput& input, const ClusterCost& cluster, std::size_t l,
                           std::size_t chunk_floats) {
   const LayerProfile& layer = input.layers[l];
-  const bool sfb = sfb_applies(input, layer);
-  detail::require(input.schemes.ps || input.schemes.allreduce || sfb,
-                  layer_label(input, l) + "schemes allowed (ps, sfb, allreduce)",
-                  std::string(input.schemes.ps ? "1" : "0") + (input.schemes.sfb ? "1" : "0") +
-                      (input.schemes.allreduce ? "1" : "0"),
-                  "one that fits the layer (SFB needs sufficient factors)");
-  if (input.choose == ChooseBy::kBytes) {
-    const bool dense_scheme = input.schemes.ps || input.schemes.allreduce;
-    const LayerScheme dense = input.schemes.ps ? LayerScheme::kPs : LayerScheme::kAllReduce;
-    if (!sfb) return dense;
-    if (!dense_scheme) return LayerScheme::kSfb;
-    return best_scheme(true, layer.rows, layer.cols, input.batch, input.nodes, input.nodes) ==
-                   Scheme::kSfb
-               ? LayerScheme::kSfb
-               : dense;
-  }
-  LayerScheme best = LayerScheme::kLocal;
+  const SchemeCostInput in{cluster, input.batch, chunk_floats};
+  const SchemeModel* best = nullptr;
   double best_seconds = 0;
-  const auto consider = [&](LayerScheme scheme, double seconds) {
-    if (best == LayerScheme::kLocal || seconds < best_seconds) {
-      best = scheme;
+  for (const SchemeModel& m : input.schemes) {
+    if (!fits(m, layer)) continue;
+    const double seconds = seconds_alone(m, m.cost(in, layer), layer);
+    if (best == nullptr || seconds < best_seconds) {
+      best = &m;
       best_seconds = seconds;
     }
-  };
-  if (input.schemes.ps) {
-    consider(LayerScheme::kPs, ps_cost(cluster, layer.parameters, chunk_floats).seconds());
   }
-  if (input.schemes.allreduce) {
-    consider(LayerScheme::kAllReduce, allreduce_cost(cluster, layer.parameters).seconds());
-  }
-  if (sfb) {
-    // SFB's backward skips the dW GEMM that the others compute: that time is its saving.
-    const double saved = layer.backward_seconds - layer.backward_seconds_under(true);
-    consider(LayerScheme::kSfb,
-             sfb_cost(cluster, input.batch, layer.rows, layer.cols).seconds() - saved);
-  }
-  return best;
+  detail::require(best != nullptr, layer_label(input, l) + "schemes allowed", allowed_ids(input),
+                  "one that fits the layer (SFB needs sufficient factors)");
+  return best->id;
 }
 
 /// The plan for given per-layer schemes: chunks, costs, merge groups, timeline, budgets.
 Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
-              const std::vector<LayerScheme>& schemes) {
+              const std::vector<std::string>& schemes) {
   Plan plan;
   plan.link = cluster.link;
   plan.allreduce = ring_allreduce_cost(cluster.link, cluster.nodes, cluster.frame_overhead_bytes);
-  std::size_t ps_floats = 0;
+  std::size_t chunked_floats = 0;
   for (std::size_t l = 0; l < schemes.size(); ++l) {
-    if (schemes[l] == LayerScheme::kPs) ps_floats += input.layers[l].parameters;
+    const SchemeModel* m = model_of(input, schemes[l]);
+    if (m != nullptr && m->chunked) chunked_floats += input.layers[l].parameters;
   }
-  plan.kv_chunk_floats = chunk_floats_for(input, ps_floats);
+  plan.kv_chunk_floats = chunk_floats_for(input, chunked_floats);
+  const SchemeCostInput cost_input{cluster, input.batch, plan.kv_chunk_floats};
 
   std::vector<WfbpLayer> pipeline(input.layers.size());
+  std::vector<double> bucket_bytes(input.layers.size(), 0.0);  // a bucketed layer's payload
+  const SchemeModel* bucketed = nullptr;
   for (std::size_t l = 0; l < input.layers.size(); ++l) {
     const LayerProfile& layer = input.layers[l];
     PlannedLayer& row = plan.layers.emplace_back();
@@ -125,45 +155,32 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
     row.name = layer.name;
     row.scheme = schemes[l];
     row.parameters = layer.parameters;
+    const SchemeModel* model = model_of(input, row.scheme);
     plan.forward_seconds += layer.forward_seconds;
-    const double backward = layer.backward_seconds_under(row.scheme == LayerScheme::kSfb);
+    const double backward =
+        layer.backward_seconds_under(model != nullptr && model->skips_parameter_gradients);
     plan.backward_seconds += backward;
     pipeline[l].backward_seconds = backward;
-    if (row.scheme == LayerScheme::kLocal) continue;
-    if (input.schemes.ps || row.scheme == LayerScheme::kPs) {
-      row.ps = ps_cost(cluster, layer.parameters, plan.kv_chunk_floats);
+    if (model == nullptr) continue;  // local
+    for (const SchemeModel& m : input.schemes) {
+      if (fits(m, layer)) row.costs.emplace(m.id, m.cost(cost_input, layer));
     }
-    if (input.schemes.allreduce || row.scheme == LayerScheme::kAllReduce) {
-      row.allreduce = allreduce_cost(cluster, layer.parameters);
+    const SchemeCost& cost = row.costs.at(row.scheme);
+    if (model->chunked) row.chunks = chunks_of(layer.parameters, plan.kv_chunk_floats);
+    row.compute_seconds = cost.compute_seconds;
+    pipeline[l].after_comm_seconds = cost.compute_seconds;
+    if (model->bucketed) {
+      bucketed = model;
+      bucket_bytes[l] = model->bucket_bytes
+                            ? model->bucket_bytes(layer)
+                            : kFloatBytes * static_cast<double>(layer.parameters);
+      row.bytes_sent = ring_allreduce_bytes(bucket_bytes[l], cluster.nodes);  // overheads: bucket
+      pipeline[l].allreduce_bytes = bucket_bytes[l];
+      continue;
     }
-    if (layer.sufficient_factors && (input.schemes.sfb || row.scheme == LayerScheme::kSfb)) {
-      row.sfb = sfb_cost(cluster, input.batch, layer.rows, layer.cols);
-    }
-    switch (row.scheme) {
-      case LayerScheme::kPs:
-        row.chunks = chunks_of(layer.parameters, plan.kv_chunk_floats);
-        row.bytes_sent = row.ps->bytes_sent;
-        pipeline[l].comm_seconds = row.ps->comm_seconds;
-        plan.stage_bytes[std::string(kStageKvPush)] += row.bytes_sent / 2;
-        plan.stage_bytes[std::string(kStageKvBroadcast)] += row.bytes_sent / 2;
-        break;
-      case LayerScheme::kSfb:
-        row.bytes_sent = row.sfb->bytes_sent;
-        row.compute_seconds = row.sfb->compute_seconds;
-        pipeline[l].comm_seconds = row.sfb->comm_seconds;
-        pipeline[l].after_comm_seconds = row.sfb->compute_seconds;
-        plan.stage_bytes[std::string(kStageSfBroadcast)] += row.bytes_sent;
-        break;
-      case LayerScheme::kAllReduce:
-        row.bytes_sent = ring_allreduce_bytes(kFloatBytes * static_cast<double>(layer.parameters),
-                                              cluster.nodes);  // overheads: on the bucket
-        row.compute_seconds = row.allreduce->compute_seconds;
-        pipeline[l].allreduce_bytes = kFloatBytes * static_cast<double>(layer.parameters);
-        pipeline[l].after_comm_seconds = row.allreduce->compute_seconds;
-        break;
-      case LayerScheme::kLocal:
-        break;
-    }
+    row.bytes_sent = cost.bytes_sent;
+    pipeline[l].comm_seconds = cost.comm_seconds;
+    for (const auto& [stage, share] : model->stages) plan.stage_bytes[stage] += share * cost.bytes_sent;
   }
 
   const std::vector<std::size_t> merged =
@@ -176,24 +193,28 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
   std::vector<bool> is_merged(schemes.size(), false);
   for (std::size_t l : merged) is_merged[l] = true;
   std::optional<MergeGroup> open;
+  double open_bytes = 0;
   for (std::size_t l = schemes.size(); l-- > 0;) {
     PlannedLayer& row = plan.layers[l];
     row.backward_start = timeline.backward_start[l];
     row.comm_start = timeline.comm_start[l];
     row.comm_seconds = timeline.comm_seconds[l];
-    if (row.scheme != LayerScheme::kAllReduce) continue;
-    if (!open) open = MergeGroup{l, l, 0, 0, 0, 0};
+    if (bucketed == nullptr || row.scheme != bucketed->id) continue;
+    if (!open) {
+      open = MergeGroup{l, l, 0, 0, 0, 0};
+      open_bytes = 0;
+    }
     open->first = l;
     open->floats += row.parameters;
+    open_bytes += bucket_bytes[l];
     row.group = plan.groups.size();
     if (is_merged[l]) continue;
     const double overhead = ring_allreduce_bytes(0, cluster.nodes, cluster.frame_overhead_bytes);
     row.bytes_sent += overhead;
-    open->bytes_sent = ring_allreduce_bytes(kFloatBytes * static_cast<double>(open->floats),
-                                            cluster.nodes, cluster.frame_overhead_bytes);
+    open->bytes_sent = ring_allreduce_bytes(open_bytes, cluster.nodes, cluster.frame_overhead_bytes);
     open->comm_start = row.comm_start;
     open->comm_seconds = row.comm_seconds;
-    plan.stage_bytes[std::string(kStageAllReduce)] += open->bytes_sent;
+    plan.stage_bytes[bucketed->stages.at(0).first] += open->bytes_sent;
     plan.groups.push_back(*open);
     open.reset();
   }
@@ -203,21 +224,15 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
 
 }  // namespace
 
-ChooseBy parse_choose_by(std::string_view text) {
-  if (text == "time") return ChooseBy::kTime;
-  if (text == "bytes") return ChooseBy::kBytes;
-  throw ConfigError("sync.poseidon.choose = \"" + std::string(text) +
-                    "\": expected one of time, bytes");
-}
-
 Plan make_plan(const PlannerInput& input) {
   check_input(input);
+  check_schemes(input);
   const ClusterCost cluster{input.nodes, slowest_link(input.links), input.frame_overhead_bytes,
                             input.gemm_flops, input.step_seconds_per_float};
   std::size_t total_floats = 0;
   for (const LayerProfile& layer : input.layers) total_floats += layer.parameters;
 
-  std::vector<LayerScheme> schemes(input.layers.size(), LayerScheme::kLocal);
+  std::vector<std::string> schemes(input.layers.size(), std::string(kLocalScheme));
   if (input.nodes > 1) {
     const std::size_t chunk_floats = chunk_floats_for(input, total_floats);
     for (std::size_t l = 0; l < input.layers.size(); ++l) {
@@ -227,23 +242,28 @@ Plan make_plan(const PlannerInput& input) {
     }
   }
   Plan plan = evaluate(input, cluster, schemes);
-  const auto not_bucketed = [](LayerScheme s) {
-    return s == LayerScheme::kPs || s == LayerScheme::kSfb;
-  };
+  const SchemeModel* bucketed = bucketed_model(input);
   const bool any_fixed = std::any_of(input.fixed_schemes.begin(), input.fixed_schemes.end(),
                                      [](const auto& s) { return s.has_value(); });
-  if (input.choose == ChooseBy::kTime && input.schemes.allreduce && !any_fixed &&
-      std::any_of(schemes.begin(), schemes.end(), not_bucketed)) {
-    std::vector<LayerScheme> bucketed = schemes;
-    std::replace_if(bucketed.begin(), bucketed.end(), not_bucketed, LayerScheme::kAllReduce);
-    Plan alternative = evaluate(input, cluster, bucketed);
-    if (alternative.iteration_seconds < plan.iteration_seconds) plan = std::move(alternative);
+  if (bucketed != nullptr && !any_fixed) {
+    std::vector<std::string> all_bucketed = schemes;
+    bool changed = false;
+    for (std::size_t l = 0; l < schemes.size(); ++l) {
+      if (schemes[l] == kLocalScheme || schemes[l] == bucketed->id ||
+          !fits(*bucketed, input.layers[l]))
+        continue;
+      all_bucketed[l] = bucketed->id;
+      changed = true;
+    }
+    if (changed) {
+      Plan alternative = evaluate(input, cluster, all_bucketed);
+      if (alternative.iteration_seconds < plan.iteration_seconds) plan = std::move(alternative);
+    }
   }
   plan.gemm_flops = input.gemm_flops;
   plan.step_seconds_per_float = input.step_seconds_per_float;
-  for (std::string_view stage :
-       {kStageKvPush, kStageKvBroadcast, kStageSfBroadcast, kStageAllReduce}) {
-    plan.stage_bytes.try_emplace(std::string(stage), 0.0);
+  for (const SchemeModel& m : input.schemes) {
+    for (const auto& [stage, share] : m.stages) plan.stage_bytes.try_emplace(stage, 0.0);
   }
   if (input.gamma && total_floats >= 1) {
     if (input.nodes > 1) {

@@ -1,7 +1,9 @@
 #pragma once
 // The bandwidth-aware planner (DESIGN.md, "The planner is pure"): from the model's layer shapes
-// and measured times, the batch size K, the number of nodes n and the measured links, the plan
-// the strategies execute — each layer's scheme (PS, SFB, all-reduce bucket or local), the
+// and measured times, the batch size K, the number of nodes n, the measured links and the schemes
+// it may use (topo/scheme_model.h: each an id and a cost function; the planner knows none by
+// name), the plan the strategies execute — each layer's scheme (PS, SFB, all-reduce bucket,
+// another registered scheme, or local), the
 // all-reduce merge groups (MG-WFBP), the KV chunk size, Ako's partition count p (Ako eq. 3), each
 // stage's byte budget, and the predicted bytes and time of one iteration.
 //
@@ -15,8 +17,8 @@
 // layer with all of the node's cores, so two compute tasks at once take as long as one after the
 // other); a PS layer's step runs on the KV owners chunk by chunk, under the push phase. The
 // iteration ends when the last communication or compute ends.
-// Each scheme's time and bytes come from topo/cost_model.h, on the slowest link
-// (slowest_link()).
+// Each scheme's time and bytes come from its SchemeModel::cost (the built-ins':
+// topo/cost_model.h), on the slowest link (slowest_link()).
 //
 // Thread safety: every function is pure.
 
@@ -30,6 +32,7 @@
 
 #include "topo/cost_model.h"
 #include "topo/partition_count.h"
+#include "topo/scheme_model.h"
 
 namespace gradmesh::topo {
 
@@ -54,36 +57,6 @@ struct LayerProfile {
   }
 };
 
-/// The schemes a strategy lets the planner use.
-struct SchemeSet {
-  bool ps = true;
-  bool sfb = true;
-  bool allreduce = true;
-  // Which strategy allows which: sync::StrategyTraits::schemes (the registry), not topo.
-};
-
-/// How a layer's scheme is chosen among the allowed ones.
-enum class ChooseBy : unsigned char {
-  /// Least predicted time of the layer alone (communication; for SFB plus the rebuild, less the
-  /// dW time its backward skips; ties go to PS, then all-reduce, then SFB); then the
-  /// all-reduce-only plan if its iteration is shorter.
-  kTime,
-  /// Poseidon's BestScheme (topo::best_scheme, floats per node) between SFB and PS (all-reduce
-  /// in PS's place when PS is not allowed: the same floats). `sync.poseidon.choose = bytes`.
-  kBytes,
-};
-
-/// "time" or "bytes" (`sync.poseidon.choose`). Throws ConfigError naming the key and the value.
-[[nodiscard]] ChooseBy parse_choose_by(std::string_view text);
-
-/// How one layer is synchronised.
-enum class LayerScheme : unsigned char {
-  kLocal,      ///< nothing to send: one node, or a layer without parameters
-  kPs,         ///< KV chunks pushed to their owners, parameters broadcast back (Poseidon 4.1)
-  kSfb,        ///< sufficient factors broadcast, dW rebuilt on every node (Poseidon 2.1)
-  kAllReduce,  ///< part of a ring all-reduce bucket (MG-WFBP)
-};
-
 /// Everything the planner needs; measurements are taken by net/ and sync/ and passed in.
 struct PlannerInput {
   std::vector<LayerProfile> layers;
@@ -96,27 +69,23 @@ struct PlannerInput {
   double frame_overhead_bytes = 0;  ///< bytes each message adds besides its payload
   std::optional<std::size_t> kv_chunk_bytes;  ///< KV chunk size; nullopt: auto
   std::optional<double> gamma;                ///< Ako's gradient rate, gradients/s; nullopt: no p
-  SchemeSet schemes;
-  ChooseBy choose = ChooseBy::kTime;
-  /// Per layer (empty, or one entry a layer): a scheme the caller fixes instead of choosing
-  /// (`sync.poseidon.sfb = always` fixes SFB on every layer with sufficient factors). Ignored for
+  /// The schemes the planner may use (sync::StrategyTraits::schemes' models), in tie order: of
+  /// two with the same predicted time the earlier wins.
+  std::vector<SchemeModel> schemes;
+  /// Per layer (empty, or one entry a layer): the id of a scheme of `schemes` the caller fixes
+  /// instead of choosing (`sync.poseidon.sfb = always` fixes SFB on every layer with sufficient
+  /// factors; `sync.poseidon.choose = bytes` every layer by Poseidon's BestScheme). Ignored for
   /// one node and for layers without parameters; a fixed layer is never re-bucketed.
-  std::vector<std::optional<LayerScheme>> fixed_schemes;
+  std::vector<std::optional<std::string>> fixed_schemes;
 };
-
-/// Stage names of Plan::stage_bytes (as the transport's byte counters name them).
-inline constexpr std::string_view kStageKvPush = "kv_push";
-inline constexpr std::string_view kStageKvBroadcast = "kv_broadcast";
-inline constexpr std::string_view kStageSfBroadcast = "sf_broadcast";
-inline constexpr std::string_view kStageAllReduce = "allreduce";
 
 /// One layer of the plan.
 struct PlannedLayer {
   std::size_t layer = 0;
   std::string name;
-  LayerScheme scheme = LayerScheme::kLocal;
+  std::string scheme{kLocalScheme};  ///< a SchemeModel::id, or kLocalScheme
   std::size_t parameters = 0;        ///< floats
-  std::size_t chunks = 0;            ///< KV chunks (PS), else 0
+  std::size_t chunks = 0;            ///< KV chunks (a chunked scheme: PS), else 0
   std::optional<std::size_t> group;  ///< index in Plan::groups (all-reduce)
   /// Bytes this node sends for the layer per iteration (payload + frame overhead; PS: the mean
   /// over nodes). All-reduce: the layer's share of its bucket's payload; the bucket's frame
@@ -127,9 +96,9 @@ struct PlannedLayer {
                                ///< an all-reduce layer's step
   double backward_start = 0;   ///< tau_b, seconds from the start of the forward pass
   double comm_start = 0;       ///< tau_c, seconds from the start of the forward pass
-  /// Each allowed scheme's cost for this layer alone (for the plan table): nullopt when not
-  /// allowed or not applicable (SFB needs sufficient factors), and for local layers.
-  std::optional<SchemeCost> ps, sfb, allreduce;
+  /// Each allowed scheme's cost for this layer alone, by id (for the plan table): the schemes
+  /// that fit the layer (SFB needs sufficient factors); empty for local layers.
+  std::map<std::string, SchemeCost, std::less<>> costs;
 };
 
 /// A bucket of consecutive all-reduce layers sent as one ring all-reduce (MG-WFBP): layers
@@ -146,10 +115,11 @@ struct MergeGroup {
 /// The planner's output: what each strategy executes and what it should cost.
 struct Plan {
   std::vector<PlannedLayer> layers;
-  std::vector<MergeGroup> groups;      ///< all-reduce buckets in the order they are sent
-  std::size_t kv_chunk_floats = 0;     ///< KV chunk size of the PS layers, floats
+  std::vector<MergeGroup> groups;      ///< buckets (of the bucketed scheme) in send order
+  std::size_t kv_chunk_floats = 0;     ///< KV chunk size of the chunked (PS) layers, floats
   std::optional<PartitionChoice> ako;  ///< eq. 3, when gamma was given and the model has parameters
-  /// Bytes this node sends per iteration by stage (kStage*; every stage present, 0 if unused).
+  /// Bytes this node sends per iteration by stage (every stage of the allowed schemes present,
+  /// 0 if unused).
   std::map<std::string, double, std::less<>> stage_bytes;
   LinkCost link;                 ///< the slowest link the formulas used
   AllReduceCost allreduce;       ///< T_ar(M) = a + b M on that link
@@ -162,18 +132,20 @@ struct Plan {
 };
 
 /// Plans one job. Schemes: with one node, or for a layer without parameters, local; else the
-/// allowed scheme chosen by input.choose (SFB only for layers with sufficient factors). With
-/// ChooseBy::kTime and all-reduce allowed, the plan that puts every layer with parameters on
-/// all-reduce is also tried, and kept if its predicted iteration is shorter (many small layers:
-/// one bucket pays the ring's start-up once, which a choice layer by layer cannot see; PS pays
-/// 2 alpha and SFB alpha per layer). Merge groups: optimal_merge_set()
+/// fixed one, or the allowed scheme that fits with the least predicted time of the layer alone
+/// (its cost's seconds, less the dW time its backward skips; ties to the earlier in
+/// input.schemes). When a bucketed scheme is allowed and no layer is fixed, the plan that puts
+/// every layer with parameters on it is also tried, and kept if its predicted iteration is
+/// shorter (many small layers: one bucket pays the ring's start-up once, which a choice layer by
+/// layer cannot see; PS pays 2 alpha and SFB alpha per layer). Merge groups: optimal_merge_set()
 /// over the whole pipeline. KV chunk: kv_chunk_bytes / 4 (at least 1), else
-/// KvPlacement::auto_chunk_floats(floats of the PS layers, n), as the PS stage places them (the
-/// time-based choice itself assumes the auto size of all the model's floats). Ako: partitions_for
+/// KvPlacement::auto_chunk_floats(floats of the chunked layers, n), as the PS stage places them
+/// (the choice itself assumes the auto size of all the model's floats). Ako: partitions_for
 /// (gamma, all floats, n, B of the slowest link).
 /// Throws ContractError (printing the bad value) on n == 0, a link matrix that is not n x n or
 /// has a bad alpha or B, K == 0, a negative or non-finite time, a sufficient-factor layer whose
-/// parameters are not rows x cols + rows, gemm_flops <= 0 when SFB may apply, or a layer with
+/// parameters are not rows x cols + rows, gemm_flops <= 0 when SFB may apply, two schemes of one
+/// id or two bucketed ones, a fixed scheme that is not allowed or does not fit, or a layer with
 /// parameters that no allowed scheme fits.
 [[nodiscard]] Plan make_plan(const PlannerInput& input);
 

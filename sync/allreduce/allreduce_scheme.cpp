@@ -1,6 +1,7 @@
 #include "sync/allreduce/allreduce_scheme.h"
 
 #include "sync/allreduce/messages.h"
+#include "topo/cost_model.h"
 
 namespace gradmesh::sync {
 
@@ -10,8 +11,10 @@ AllReduceScheme::AllReduceScheme(const SyncContext& ctx, Channel& channel,
       channel_(channel),
       stage_(channel.route(allreduce::kStage,
                            [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })) {
-  for (const auto& [first, last] : buckets) {
+  for (std::size_t i = 0; i < buckets.size(); ++i) {
+    const auto [first, last] = buckets[i];
     Bucket b;
+    b.index = i;
     b.first = first;
     b.last = last;
     b.offset = ctx_.model.parameter_offset(first);
@@ -22,6 +25,32 @@ AllReduceScheme::AllReduceScheme(const SyncContext& ctx, Channel& channel,
                                              static_cast<std::uint32_t>(first));
     buckets_.push_back(std::move(b));
   }
+}
+
+std::size_t AllReduceScheme::bucket_of(std::size_t layer) const noexcept {
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    if (buckets_[i].first <= layer && layer <= buckets_[i].last) return i;
+  }
+  return buckets_.size();
+}
+
+double AllReduceScheme::bytes_sent(std::size_t layer) const {
+  const std::size_t i = bucket_of(layer);
+  if (i == buckets_.size()) return 0;
+  const std::size_t n = channel_.nodes();
+  const double floats = static_cast<double>(ctx_.model.layer_parameters(layer).size());
+  double bytes = topo::ring_allreduce_bytes(sizeof(float) * floats, n);
+  if (layer == buckets_[i].first) {
+    const double overhead = frame_overhead_bytes(
+        stage_, static_cast<std::uint16_t>(collective::RingKind::kReduceScatter));
+    bytes += topo::ring_allreduce_bytes(0, n, overhead);
+  }
+  return bytes;
+}
+
+std::string AllReduceScheme::describe(std::size_t layer) const {
+  const std::size_t i = bucket_of(layer);
+  return "allreduce b" + std::to_string(i == buckets_.size() ? 0 : buckets_[i].index);
 }
 
 void AllReduceScheme::build(engine::Graph& graph, const IterationTasks& tasks) {

@@ -10,6 +10,7 @@
 
 #include "sync/collective/ring_allreduce.h"
 #include "sync/channel.h"
+#include "sync/scheme.h"
 #include "sync/sync_stage.h"
 
 namespace gradmesh::sync {
@@ -23,23 +24,32 @@ namespace gradmesh::sync {
 /// the same bits (the ring's sums are the same on every rank). Needs n >= 2.
 ///
 /// Errors and thread safety: as PsScheme.
-class AllReduceScheme {
+class AllReduceScheme final : public Scheme {
  public:
   /// `buckets`: (first, last) layer ranges in any order. Routes the allreduce stage.
   AllReduceScheme(const SyncContext& ctx, Channel& channel,
                   const std::vector<std::pair<std::size_t, std::size_t>>& buckets);
 
-  void build(engine::Graph& graph, const IterationTasks& tasks);
-  void fail_all(std::exception_ptr error);
+  void build(engine::Graph& graph, const IterationTasks& tasks) override;
+  void fail_all(std::exception_ptr error) override;
   [[nodiscard]] std::size_t buckets() const noexcept { return buckets_.size(); }
+  /// Wire bytes this rank sends for layer l per iteration: its share of its bucket's ring,
+  /// 2 (n - 1)/n of its floats, plus the bucket's 2 (n - 1) frame overheads on the bucket's first
+  /// layer (the one whose backward releases it), as the planner counts them.
+  [[nodiscard]] double bytes_sent(std::size_t layer) const override;
+  /// "allreduce b<i>": i the bucket's index in the order given (the plan's send order).
+  [[nodiscard]] std::string describe(std::size_t layer) const override;
 
  private:
   struct Bucket {
+    std::size_t index = 0;            // in the order given (the plan's)
     std::size_t first = 0, last = 0;  // layers
     std::size_t offset = 0, floats = 0;
     std::unique_ptr<collective::RingAllReduce> ring;
   };
   void apply(const Bucket& bucket, std::uint64_t round);
+  /// The index of the bucket holding `layer`, or buckets() when none does.
+  [[nodiscard]] std::size_t bucket_of(std::size_t layer) const noexcept;
   void on_message(std::size_t from, net::Message&& message);
 
   const SyncContext& ctx_;

@@ -19,9 +19,10 @@ struct PoseidonOptions {
   std::string choose = "time";
 };
 
-/// Applies `options` to the planner's input of strategy poseidon: `choose`; sfb = never: no SFB;
-/// always: SFB fixed on every layer with sufficient factors. Throws ConfigError naming a bad
-/// option.
+/// Applies `options` to the planner's input of strategy poseidon: sfb = never: no SFB; always: SFB
+/// fixed on every layer with sufficient factors; choose = bytes: every other layer with parameters
+/// fixed by Poseidon's BestScheme (topo::best_scheme, floats per node; SFB or PS), on several
+/// nodes; time: the planner chooses by predicted time. Throws ConfigError naming a bad option.
 void apply_poseidon_options(const PoseidonOptions& options, topo::PlannerInput& input);
 
 }  // namespace gradmesh::sync

@@ -9,6 +9,7 @@
 
 #include "sync/channel.h"
 #include "sync/poseidon/sfb_layer.h"
+#include "sync/scheme.h"
 #include "sync/sync_stage.h"
 
 namespace gradmesh::sync {
@@ -31,15 +32,20 @@ namespace gradmesh::sync {
 ///
 /// Errors and thread safety: as PsScheme (see SfbLayer for the buffers). The constructor throws
 /// ContractError for a device model whose executor has more than one compute thread.
-class SfbScheme {
+class SfbScheme final : public Scheme {
  public:
   /// Routes the sf_broadcast stage on `channel`. `layers` must have sufficient factors.
   SfbScheme(const SyncContext& ctx, Channel& channel, const std::vector<std::size_t>& layers);
 
-  void build(engine::Graph& graph, const IterationTasks& tasks);
-  void fail_all(std::exception_ptr error);
+  void build(engine::Graph& graph, const IterationTasks& tasks) override;
+  void fail_all(std::exception_ptr error) override;
   /// Wire bytes this rank sends for layer l per iteration: (n - 1) (K (M + N) floats + header).
-  [[nodiscard]] double bytes_sent(std::size_t layer) const;
+  [[nodiscard]] double bytes_sent(std::size_t layer) const override;
+  /// "SFB".
+  [[nodiscard]] std::string describe(std::size_t layer) const override {
+    (void)layer;
+    return "SFB";
+  }
 
  private:
   void send_factors(std::size_t layer, std::uint64_t round);

@@ -13,6 +13,7 @@
 #include "sync/channel.h"
 #include "sync/layer_arrivals.h"
 #include "sync/ps/kv_shard.h"
+#include "sync/scheme.h"
 #include "sync/sync_stage.h"
 #include "topo/kv_placement.h"
 
@@ -34,7 +35,7 @@ namespace gradmesh::sync {
 /// peer throws its PeerError from the push task; a message that breaks the protocol is rejected
 /// through the channel. Thread safety: build() before the first run; the rest from tasks and the
 /// delivery thread (internally locked).
-class PsScheme {
+class PsScheme final : public Scheme {
  public:
   /// `layers`: the layers (with parameters) this scheme synchronises; `chunk_floats`: the KV chunk
   /// size. Routes the kv_push and kv_broadcast stages on `channel`.
@@ -42,20 +43,28 @@ class PsScheme {
            std::size_t chunk_floats);
 
   /// Adds push_l -> pull_l after tasks.backward[l], before tasks.done, for each of its layers.
-  void build(engine::Graph& graph, const IterationTasks& tasks);
+  void build(engine::Graph& graph, const IterationTasks& tasks) override;
   /// Refreshes the KV shard's master copies from the replica after a checkpoint was loaded into
-  /// it (KvShard::reload). Between iterations only.
-  void reload_masters() { shard_.reload(ctx_.model.parameters()); }
+  /// it (KvShard::reload); reads nothing. Between iterations only.
+  void load_state(engine::StateReader& in) override {
+    (void)in;
+    shard_.reload(ctx_.model.parameters());
+  }
   /// Fails every waiting and later pull with `error`.
-  void fail_all(std::exception_ptr error);
+  void fail_all(std::exception_ptr error) override;
+  /// "PS".
+  [[nodiscard]] std::string describe(std::size_t layer) const override {
+    (void)layer;
+    return "PS";
+  }
 
   [[nodiscard]] const topo::KvPlacement& placement() const noexcept { return placement_; }
   /// KV chunks of layer l (0 unless it is one of this scheme's layers).
-  [[nodiscard]] std::size_t chunks(std::size_t layer) const;
+  [[nodiscard]] std::size_t chunks(std::size_t layer) const override;
   /// Wire bytes this rank sends for layer l per iteration: its pushes to remote owners plus n - 1
   /// copies of each chunk it owns (payload + frame overhead). Over all nodes this averages
   /// Poseidon's 2MN(P1 + P2 - 2)/P2 floats (ATC'17 Table 1, P1 = P2 = n).
-  [[nodiscard]] double bytes_sent(std::size_t layer) const;
+  [[nodiscard]] double bytes_sent(std::size_t layer) const override;
 
  private:
   void push_layer(std::size_t layer, std::uint64_t round);

@@ -46,11 +46,13 @@ void check_equals_union(const SyntheticJob& job, const std::string& strategy, st
 
 // A plan stage whose layers 0, 2, 4 (the dense layers) are fixed to `schemes`.
 std::function<std::unique_ptr<sync::SyncStage>(sync::SyncContext)> fixed_plan(
-    std::vector<topo::LayerScheme> schemes) {
+    std::vector<std::string_view> schemes) {
   return [schemes](sync::SyncContext c) -> std::unique_ptr<sync::SyncStage> {
     auto input = sync::planner_input(c, sync::strategy_traits("auto").schemes);
     input.fixed_schemes.resize(input.layers.size());
-    for (std::size_t i = 0; i < schemes.size(); ++i) input.fixed_schemes[2 * i] = schemes[i];
+    for (std::size_t i = 0; i < schemes.size(); ++i) {
+      input.fixed_schemes[2 * i] = std::string(schemes[i]);
+    }
     return std::make_unique<sync::PlanStage>(std::move(c), "auto", topo::make_plan(input));
   };
 }
@@ -73,11 +75,10 @@ TEST_CASE("ps, poseidon (SFB everywhere), allreduce and auto equal training on t
 
 TEST_CASE("one plan mixes PS, SFB and an all-reduce bucket on one transport",
           "[sync][plan][inproc]") {
-  using S = topo::LayerScheme;
   SyntheticJob job;
-  job.factory = fixed_plan({S::kPs, S::kSfb, S::kAllReduce});
+  job.factory = fixed_plan({topo::kPsScheme, topo::kSfbScheme, topo::kAllReduceScheme});
   for (const std::size_t nodes : {2, 3, 4}) check_equals_union(job, "auto", nodes);
-  job.factory = fixed_plan({S::kAllReduce, S::kPs, S::kAllReduce});  // two buckets around PS
+  job.factory = fixed_plan({topo::kAllReduceScheme, topo::kPsScheme, topo::kAllReduceScheme});  // two buckets around PS
   check_equals_union(job, "auto", 3);
 }
 
@@ -85,7 +86,6 @@ TEST_CASE("on a device model, poseidon and mixed PS / SFB / all-reduce plans equ
           "the union batches", "[sync][plan][inproc][device]") {
   // SFB layers are updated on the (emulated) device and stay current there; PS and all-reduce
   // layers are stepped on the host and uploaded: neither may clobber the other's copy.
-  using S = topo::LayerScheme;
   SyntheticJob job;
   job.options.ps.chunk_bytes = 96;
   job.backend = [] {
@@ -94,17 +94,16 @@ TEST_CASE("on a device model, poseidon and mixed PS / SFB / all-reduce plans equ
   SyntheticJob sfb = job;
   sfb.options.poseidon.sfb = "always";
   check_equals_union(sfb, "poseidon", 3);
-  job.factory = fixed_plan({S::kPs, S::kSfb, S::kAllReduce});
+  job.factory = fixed_plan({topo::kPsScheme, topo::kSfbScheme, topo::kAllReduceScheme});
   check_equals_union(job, "auto", 3);
-  job.factory = fixed_plan({S::kSfb, S::kPs, S::kSfb});
+  job.factory = fixed_plan({topo::kSfbScheme, topo::kPsScheme, topo::kSfbScheme});
   check_equals_union(job, "auto", 2);
 }
 
 TEST_CASE("a plan stage shares its node's link among stages by the plan's byte budgets",
           "[sync][plan][inproc]") {
-  using S = topo::LayerScheme;
   SyntheticJob job;
-  job.factory = fixed_plan({S::kPs, S::kSfb, S::kAllReduce});
+  job.factory = fixed_plan({topo::kPsScheme, topo::kSfbScheme, topo::kAllReduceScheme});
   InProcCluster cluster(job, "auto", 3);
   for (std::size_t r = 0; r < 3; ++r) {
     const auto summary = cluster.node(r).stage().summary();
@@ -121,9 +120,8 @@ TEST_CASE("a plan stage shares its node's link among stages by the plan's byte b
 
 TEST_CASE("predicted bytes per node per iteration are within 5% of the measured, every strategy",
           "[sync][plan][inproc]") {
-  using S = topo::LayerScheme;
   SyntheticJob mixed;
-  mixed.factory = fixed_plan({S::kPs, S::kSfb, S::kAllReduce});
+  mixed.factory = fixed_plan({topo::kPsScheme, topo::kSfbScheme, topo::kAllReduceScheme});
   SyntheticJob sfb;
   sfb.options.poseidon.sfb = "always";
   const std::vector<std::pair<std::string, SyntheticJob>> runs = {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "sync/scheme.h"
 #include "sync/sync_stage.h"
 
 using namespace gradmesh;
@@ -51,13 +52,17 @@ TEST_CASE("strategy traits: what the node asks of a strategy instead of its name
   CHECK(bsp == std::vector<std::string>{"ps", "poseidon", "allreduce", "auto"});
   CHECK(live == std::vector<std::string>{"ako"});
   CHECK(sync::strategies_with(&sync::StrategyTraits::live_membership) == "ako");
-  // The planner's scheme sets (they were topo::SchemeSet::for_strategy).
+  // The planner's schemes, in its tie order (PS, then all-reduce, then SFB).
+  using Ids = std::vector<std::string>;
   const auto schemes = [](const char* name) { return sync::strategy_traits(name).schemes; };
-  CHECK((schemes("ps").ps && !schemes("ps").sfb && !schemes("ps").allreduce));
-  CHECK((schemes("poseidon").ps && schemes("poseidon").sfb && !schemes("poseidon").allreduce));
-  CHECK((!schemes("allreduce").ps && !schemes("allreduce").sfb && schemes("allreduce").allreduce));
-  CHECK((schemes("auto").ps && schemes("auto").sfb && schemes("auto").allreduce));
-  CHECK((!schemes("ako").ps && !schemes("ako").sfb && !schemes("ako").allreduce));
+  CHECK(schemes("ps") == Ids{"ps"});
+  CHECK(schemes("poseidon") == Ids{"ps", "sfb"});
+  CHECK(schemes("allreduce") == Ids{"allreduce"});
+  CHECK(schemes("auto") == Ids{"ps", "allreduce", "sfb"});
+  CHECK(schemes("ako").empty());
+  CHECK(schemes("none").empty());
+  for (const std::string& id : schemes("auto")) CHECK(sync::scheme_entry(id).model.id == id);
+  CHECK_THROWS_WITH(sync::scheme_entry("fp17"), Catch::Contains("fp17") && Catch::Contains("sfb"));
   CHECK(sync::strategy_traits("none").max_nodes == 1);
   // A plan of several nodes for `none` shows the default strategy's.
   CHECK(sync::strategy_for_nodes("none", 4) == "ps");

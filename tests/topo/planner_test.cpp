@@ -1,5 +1,6 @@
-// The planner: schemes by time (and Poseidon's BestScheme by bytes), merge groups, chunk size,
-// Ako's p, stage budgets and predicted bytes and time.
+// The planner: schemes by time over the scheme models it is given, merge groups, chunk size,
+// Ako's p, stage budgets and predicted bytes and time. (Poseidon's BestScheme by bytes is
+// sync.poseidon.choose, applied before the planner: tests/sync/poseidon/options_test.cpp.)
 
 #include "topo/planner.h"
 
@@ -11,18 +12,18 @@
 #include "engine/error.h"
 #include "topo/kv_placement.h"
 #include "topo/merge_planner.h"
-#include "topo/poseidon_cost.h"
 
 using namespace gradmesh::topo;
 
 namespace {
 
-// Scheme sets as the strategies' traits give them (sync::StrategyTraits::schemes): PS only,
-// PS or SFB, all-reduce only, all three.
-constexpr SchemeSet kPs{true, false, false};
-constexpr SchemeSet kPsSfb{true, true, false};
-constexpr SchemeSet kAllReduce{false, false, true};
-constexpr SchemeSet kAll{true, true, true};
+// Scheme sets as the strategies' traits give them (sync::StrategyTraits::schemes, in tie order):
+// PS only, PS or SFB, all-reduce only, all three.
+const std::vector<SchemeModel> kPs{ps_scheme_model()};
+const std::vector<SchemeModel> kPsSfb{ps_scheme_model(), sfb_scheme_model()};
+const std::vector<SchemeModel> kAllReduce{allreduce_scheme_model()};
+const std::vector<SchemeModel> kAll{ps_scheme_model(), allreduce_scheme_model(),
+                                    sfb_scheme_model()};
 
 LayerProfile dense(std::string name, std::size_t outputs, std::size_t inputs, double t_f = 1e-3,
                    double t_b = 2e-3) {
@@ -41,7 +42,7 @@ std::vector<LayerProfile> mlp() {
 
 PlannerInput input_for(std::vector<LayerProfile> layers, std::size_t batch, std::size_t nodes,
                        double alpha, double bandwidth, double gemm_flops,
-                       SchemeSet schemes) {
+                       const std::vector<SchemeModel>& schemes) {
   PlannerInput in;
   in.layers = std::move(layers);
   in.batch = batch;
@@ -62,26 +63,21 @@ TEST_CASE("the scheme is chosen by predicted time: SFB on a slow link, PS on a f
   SECTION("100 Mbit/s and a fast GEMM: SFB's 6 MB beat PS's 100 MB") {
     const Plan plan = make_plan(input_for(layer, 64, 4, 1e-4, 12.5e6, 1e12, kAll));
     REQUIRE(plan.layers.size() == 1);
-    CHECK(plan.layers[0].scheme == LayerScheme::kSfb);
-    CHECK(plan.layers[0].sfb->seconds() < plan.layers[0].ps->seconds());
+    CHECK(plan.layers[0].scheme == kSfbScheme);
+    CHECK(plan.layers[0].costs.at("sfb").seconds() < plan.layers[0].costs.at("ps").seconds());
     CHECK(plan.layers[0].compute_seconds == Approx(2.0 * 4 * 64 * 4096 * 4096 / 1e12));
     CHECK(plan.stage_bytes.at("sf_broadcast") == Approx(plan.bytes_sent));
   }
   SECTION("5 GB/s and a slow GEMM: rebuilding dW costs more than sending it") {
-    for (const SchemeSet schemes : {kPsSfb, kAll}) {
-      const Plan plan = make_plan(input_for(layer, 64, 4, 1e-4, 5e9, 2e10, schemes));
-      INFO("all-reduce allowed: " << schemes.allreduce);
-      CHECK(plan.layers[0].scheme != LayerScheme::kSfb);
-      CHECK(plan.layers[0].sfb->compute_seconds > 0.4);  // 8.6 GFLOP at 20 GFLOP/s
+    for (const auto* schemes : {&kPsSfb, &kAll}) {
+      const Plan plan = make_plan(input_for(layer, 64, 4, 1e-4, 5e9, 2e10, *schemes));
+      INFO("schemes allowed: " << schemes->size());
+      CHECK(plan.layers[0].scheme != kSfbScheme);
+      CHECK(plan.layers[0].costs.at("sfb").compute_seconds > 0.4);  // 8.6 GFLOP at 20 GFLOP/s
       CHECK(plan.stage_bytes.at("sf_broadcast") == 0);
     }
     CHECK(make_plan(input_for(layer, 64, 4, 1e-4, 5e9, 2e10, kPsSfb)).layers[0].scheme ==
-          LayerScheme::kPs);
-  }
-  SECTION("choose = bytes keeps Poseidon's BestScheme, which ignores the GEMM") {
-    PlannerInput in = input_for(layer, 64, 4, 1e-4, 5e9, 2e10, kPsSfb);
-    in.choose = ChooseBy::kBytes;
-    CHECK(make_plan(in).layers[0].scheme == LayerScheme::kSfb);
+          kPsScheme);
   }
 }
 
@@ -95,8 +91,8 @@ TEST_CASE("an SFB layer's backward skips dW: the plan takes t_b without it, and 
   layers[0].backward_input_seconds = 0.0;
   layers[1].backward_input_seconds = 0.02;
   const Plan plan = make_plan(input_for(layers, 32, 4, 1e-4, 125e6, 2e10, kPsSfb));
-  REQUIRE(plan.layers[1].scheme == LayerScheme::kSfb);
-  REQUIRE(plan.layers[0].scheme == LayerScheme::kSfb);
+  REQUIRE(plan.layers[1].scheme == kSfbScheme);
+  REQUIRE(plan.layers[0].scheme == kSfbScheme);
   CHECK(plan.backward_seconds == Approx(0.02));
   CHECK(plan.layers[0].backward_start == Approx(0.04 + 0.02));
   // The rebuilds queue after the backward pass (t_f + t_b = 0.06 s), one after the other.
@@ -110,35 +106,15 @@ TEST_CASE("an SFB layer's backward skips dW: the plan takes t_b without it, and 
   // that tips the choice to PS, and the saving tips it back.
   std::vector<LayerProfile> one{dense("fc", 1024, 1024, 0.02, 0.04)};
   const PlannerInput slow_gemm = input_for(one, 32, 4, 1e-4, 125e6, 3e9, kPsSfb);
-  CHECK(make_plan(slow_gemm).layers[0].scheme == LayerScheme::kPs);  // 89 + 6 ms vs PS's 50 ms
+  CHECK(make_plan(slow_gemm).layers[0].scheme == kPsScheme);  // 89 + 6 ms vs PS's 50 ms
   one[0].backward_input_seconds = 0.0;  // e.g. layer 0: SFB saves the whole 40 ms backward
   PlannerInput saving = input_for(one, 32, 4, 1e-4, 125e6, 3e9, kPsSfb);
-  CHECK(make_plan(saving).layers[0].scheme == LayerScheme::kPs);  // 89 + 6 - 40 > 50: still PS
+  CHECK(make_plan(saving).layers[0].scheme == kPsScheme);  // 89 + 6 - 40 > 50: still PS
   saving.gemm_flops = 5e9;  // 54 ms rebuild: 54 + 6 - 40 = 20 ms < 50 ms
-  CHECK(make_plan(saving).layers[0].scheme == LayerScheme::kSfb);
+  CHECK(make_plan(saving).layers[0].scheme == kSfbScheme);
   one[0].backward_input_seconds.reset();
   PlannerInput no_saving = input_for(one, 32, 4, 1e-4, 125e6, 5e9, kPsSfb);
-  CHECK(make_plan(no_saving).layers[0].scheme == LayerScheme::kPs);  // 54 + 6 > 50
-}
-
-TEST_CASE("choose = bytes reproduces topo::best_scheme", "[topo][planner]") {
-  for (std::size_t nodes : {2u, 4u, 8u, 16u}) {
-    for (std::size_t batch : {1u, 32u, 128u, 1024u}) {
-      for (auto [m, n] :
-           {std::pair<std::size_t, std::size_t>{4096, 4096}, {1000, 1024}, {10, 256}, {256, 784}}) {
-        PlannerInput in = input_for({dense("fc", m, n)}, batch, nodes, 1e-4, 1e9, 1e11, kPsSfb);
-        in.choose = ChooseBy::kBytes;
-        const LayerScheme expected = best_scheme(true, m, n, batch, nodes, nodes) == Scheme::kSfb
-                                         ? LayerScheme::kSfb
-                                         : LayerScheme::kPs;
-        INFO("n = " << nodes << ", K = " << batch << ", " << m << " x " << n);
-        CHECK(make_plan(in).layers[0].scheme == expected);
-      }
-    }
-  }
-  CHECK(parse_choose_by("bytes") == ChooseBy::kBytes);
-  CHECK(parse_choose_by("time") == ChooseBy::kTime);
-  CHECK_THROWS_AS(parse_choose_by("floats"), gradmesh::ConfigError);
+  CHECK(make_plan(no_saving).layers[0].scheme == kPsScheme);  // 54 + 6 > 50
 }
 
 TEST_CASE("the MLP under ps: predicted bytes are the sum of the layers' PS bytes",
@@ -150,24 +126,24 @@ TEST_CASE("the MLP under ps: predicted bytes are the sum of the layers' PS bytes
   double sum = 0;
   for (std::size_t l : {0u, 2u, 4u}) {
     const PlannedLayer& row = plan.layers[l];
-    CHECK(row.scheme == LayerScheme::kPs);
+    CHECK(row.scheme == kPsScheme);
     CHECK(row.chunks == chunks_of(row.parameters, plan.kv_chunk_floats));
     CHECK(row.bytes_sent ==
           Approx(ps_cost(cluster, row.parameters, plan.kv_chunk_floats).bytes_sent));
-    CHECK_FALSE(row.sfb.has_value());
-    CHECK_FALSE(row.allreduce.has_value());
+    CHECK_FALSE(row.costs.contains("sfb"));
+    CHECK_FALSE(row.costs.contains("allreduce"));
     sum += row.bytes_sent;
   }
-  CHECK(plan.layers[1].scheme == LayerScheme::kLocal);
-  CHECK(plan.layers[3].scheme == LayerScheme::kLocal);
+  CHECK(plan.layers[1].scheme == kLocalScheme);
+  CHECK(plan.layers[3].scheme == kLocalScheme);
   CHECK(plan.layers[1].bytes_sent == 0);
   CHECK(plan.bytes_sent == Approx(sum));
   // 2 (n - 1)/n of the model plus the headers, half pushed, half broadcast.
   CHECK(plan.bytes_sent > 1.5 * 4 * total);
   CHECK(plan.stage_bytes.at("kv_push") == Approx(sum / 2));
   CHECK(plan.stage_bytes.at("kv_broadcast") == Approx(sum / 2));
-  CHECK(plan.stage_bytes.at("sf_broadcast") == 0);
-  CHECK(plan.stage_bytes.at("allreduce") == 0);
+  CHECK_FALSE(plan.stage_bytes.contains("sf_broadcast"));  // stages of the allowed schemes only
+  CHECK_FALSE(plan.stage_bytes.contains("allreduce"));
   CHECK(plan.groups.empty());
   CHECK(plan.iteration_seconds > plan.forward_seconds + plan.backward_seconds);
   // An explicit chunk size: 4 KiB = 1024 floats.
@@ -183,7 +159,7 @@ TEST_CASE("one node: every layer is local, nothing is sent", "[topo][planner]") 
   in.gamma = 50;
   const Plan plan = make_plan(in);
   for (const PlannedLayer& row : plan.layers) {
-    CHECK(row.scheme == LayerScheme::kLocal);
+    CHECK(row.scheme == kLocalScheme);
     CHECK(row.bytes_sent == 0);
   }
   CHECK(plan.bytes_sent == 0);
@@ -227,7 +203,7 @@ TEST_CASE("auto buckets many small layers when PS or SFB would pay a start-up pe
   std::vector<LayerProfile> layers;
   for (int l = 0; l < 8; ++l) layers.push_back(dense("fc" + std::to_string(l), 16, 16, 1e-5, 1e-5));
   const Plan plan = make_plan(input_for(layers, 8, 4, 1e-2, 1e9, 1e10, kAll));
-  for (const PlannedLayer& row : plan.layers) CHECK(row.scheme == LayerScheme::kAllReduce);
+  for (const PlannedLayer& row : plan.layers) CHECK(row.scheme == kAllReduceScheme);
   CHECK(plan.groups.size() == 1);
   const Plan ps = make_plan(input_for(layers, 8, 4, 1e-2, 1e9, 1e10, kPs));
   CHECK(plan.iteration_seconds < ps.iteration_seconds);
@@ -242,12 +218,12 @@ TEST_CASE("auto puts a small model's many KV chunks on one bucket once messages 
   in.kv_chunk_bytes = 8448;  // 2112 floats, the PS stage's auto chunk for this model on 4 nodes
   in.links.message_seconds.assign(4, 0.0);
   const Plan cheap = make_plan(in);
-  CHECK(cheap.layers[0].scheme == LayerScheme::kPs);
+  CHECK(cheap.layers[0].scheme == kPsScheme);
   in.links.message_seconds.assign(4, 40e-6);
   const Plan costly = make_plan(in);
   // The big layers go to the bucket; the classifier's 2 chunks may stay on PS (its push overlaps
   // the backward pass of the layers below, so it costs the iteration nothing).
-  for (const std::size_t l : {0u, 2u}) CHECK(costly.layers[l].scheme == LayerScheme::kAllReduce);
+  for (const std::size_t l : {0u, 2u}) CHECK(costly.layers[l].scheme == kAllReduceScheme);
   CHECK(costly.link.message_seconds == 40e-6);
   in.schemes = kPs;
   const Plan ps = make_plan(in);
@@ -310,10 +286,88 @@ TEST_CASE("bad planner inputs throw ContractError naming the value", "[topo][pla
   in.batch = 0;
   CHECK_THROWS_WITH(make_plan(in), Catch::Contains("batch K = 0"));
   in.batch = 32;
-  in.schemes = SchemeSet{false, true, false};  // SFB alone cannot carry a layer without factors
+  in.schemes = {sfb_scheme_model()};  // SFB alone cannot carry a layer without factors
   in.layers[1].parameters = 10;
   CHECK_THROWS_AS(make_plan(in), gradmesh::ContractError);
   in.gamma = -1;
-  in.schemes = SchemeSet{};
+  in.schemes = kAll;
   CHECK_THROWS_WITH(make_plan(in), Catch::Contains("gamma"));
+}
+
+TEST_CASE("the planner prices any scheme model it is given, by id, in tie order",
+          "[topo][planner]") {
+  // A scheme that costs half of PS (as if it sent fp16), on a stage of its own.
+  SchemeModel half = ps_scheme_model();
+  half.id = "half";
+  half.chunked = false;
+  half.cost = [](const SchemeCostInput& in, const LayerProfile& layer) {
+    SchemeCost c = ps_cost(in.cluster, layer.parameters, in.kv_chunk_floats);
+    c.bytes_sent /= 2;
+    c.comm_seconds /= 2;
+    return c;
+  };
+  half.stages = {{"half_stage", 1.0}};
+  PlannerInput in = input_for(mlp(), 32, 4, 1e-4, 1e8, 1e10, {ps_scheme_model(), half});
+  const Plan plan = make_plan(in);
+  double bytes = 0;
+  for (std::size_t l : {0u, 2u, 4u}) {
+    const PlannedLayer& row = plan.layers[l];
+    CHECK(row.scheme == "half");
+    CHECK(row.chunks == 0);  // not chunked
+    CHECK(row.costs.at("half").bytes_sent == Approx(row.costs.at("ps").bytes_sent / 2));
+    CHECK(row.bytes_sent == Approx(row.costs.at("half").bytes_sent));
+    bytes += row.bytes_sent;
+  }
+  CHECK(plan.stage_bytes.at("half_stage") == Approx(bytes));
+  CHECK(plan.stage_bytes.at("kv_push") == 0);  // allowed, unused
+  // Equal costs: the earlier scheme wins.
+  SchemeModel same = ps_scheme_model();
+  same.id = "same";
+  in.schemes = {same, ps_scheme_model()};
+  for (std::size_t l : {0u, 2u, 4u}) CHECK(make_plan(in).layers[l].scheme == "same");
+  in.schemes = {ps_scheme_model(), same};
+  for (std::size_t l : {0u, 2u, 4u}) CHECK(make_plan(in).layers[l].scheme == kPsScheme);
+}
+
+TEST_CASE("a bucketed scheme's payload per layer sizes its buckets", "[topo][planner]") {
+  SchemeModel fp16 = allreduce_scheme_model();
+  fp16.id = "allreduce_fp16";
+  fp16.bucket_bytes = [](const LayerProfile& layer) {
+    return 2.0 * static_cast<double>(layer.parameters);
+  };
+  const Plan plan = make_plan(input_for(mlp(), 32, 4, 5e-3, 1e9, 0, {fp16}));
+  REQUIRE(plan.groups.size() == 1);
+  CHECK(plan.groups[0].bytes_sent ==
+        Approx(ring_allreduce_bytes(2.0 * plan.groups[0].floats, 4, 64)));
+  CHECK(plan.stage_bytes.at("allreduce") == Approx(plan.bytes_sent));
+  for (std::size_t l : {0u, 2u, 4u}) CHECK(plan.layers[l].scheme == "allreduce_fp16");
+}
+
+TEST_CASE("bad scheme sets throw ContractError naming the scheme", "[topo][planner]") {
+  PlannerInput in = input_for(mlp(), 32, 4, 1e-4, 1e9, 1e10, {ps_scheme_model(), ps_scheme_model()});
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("'ps'") && Catch::Contains("unique"));
+  SchemeModel local = ps_scheme_model();
+  local.id = "local";
+  in.schemes = {local};
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("'local'"));
+  SchemeModel other = allreduce_scheme_model();
+  other.id = "other";
+  in.schemes = {allreduce_scheme_model(), other};
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("bucketed") && Catch::Contains("at most one"));
+  SchemeModel no_cost = ps_scheme_model();
+  no_cost.id = "no_cost";
+  no_cost.cost = nullptr;
+  in.schemes = {no_cost};
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("no_cost") && Catch::Contains("cost function"));
+  in.schemes = kPs;
+  in.fixed_schemes.assign(in.layers.size(), std::nullopt);
+  in.fixed_schemes[0] = std::string(kSfbScheme);  // not allowed
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("dense0") && Catch::Contains("sfb"));
+  in.schemes = kPsSfb;
+  in.fixed_schemes[0] = std::nullopt;
+  in.fixed_schemes[1] = std::string(kSfbScheme);  // a ReLU: no parameters, ignored
+  CHECK_NOTHROW(make_plan(in));
+  in.layers[0].sufficient_factors = false;  // SFB does not fit a layer without factors
+  in.fixed_schemes[0] = std::string(kSfbScheme);
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("dense0") && Catch::Contains("fits"));
 }
