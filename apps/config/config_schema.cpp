@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "apps/config/rate.h"
+#include "sync/sync_stage.h"
 #include "tasks/layers/layer_spec.h"
 
 namespace gradmesh::app::detail {
@@ -133,8 +134,6 @@ std::string print_optional_rate(const std::optional<double>& v, std::string_view
   return v ? toml_float(*v) : toml_quote(word);
 }
 
-constexpr std::array<std::string_view, 6> kStrategies{"none", "ps", "poseidon", "ako", "allreduce",
-                                                      "auto"};
 constexpr std::array<std::string_view, 3> kSfbModes{"auto", "always", "never"};
 constexpr std::array<std::string_view, 2> kChooseBy{"time", "bytes"};
 constexpr std::array<std::string_view, 2> kAkoFinal{"average", "fold"};
@@ -409,8 +408,20 @@ constexpr std::array<KeySpec, 42> kKeys{{
        return true;
      },
      [](const JobConfig& c) { return print_optional_size(c.sync.ps.chunk_bytes, "auto"); }},
-    {"sync.strategy", "one of none, ps, poseidon, ako, allreduce, auto", OverrideKind::kString,
-     [](JobConfig& c, const toml::node& n) { return set_choice(c.sync.strategy, n, kStrategies); },
+    {"sync.strategy", "a strategy", OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) {
+       // The registry's names (the registry is the one place that lists strategies).
+       const std::vector<std::string> names = sync::strategy_names();
+       const auto* s = string_of(n);
+       if (s == nullptr || std::find(names.begin(), names.end(), *s) == names.end()) {
+         std::string known;
+         for (const std::string& name : names) known += (known.empty() ? "" : ", ") + name;
+         throw std::invalid_argument("sync.strategy = " + detail::toml_value_text(n) +
+                                     ": expected a strategy, one of " + known);
+       }
+       c.sync.strategy = *s;
+       return true;
+     },
      [](const JobConfig& c) { return toml_quote(c.sync.strategy); }},
 }};
 
@@ -432,66 +443,6 @@ bool is_table(std::string_view name) noexcept {
   return !name.empty() && std::any_of(kKeys.begin(), kKeys.end(), [name](const KeySpec& s) {
     return s.key.size() > name.size() && s.key.starts_with(name) && s.key[name.size()] == '.';
   });
-}
-
-std::string toml_quote(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
-      case '\f': out += "\\f"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-          std::array<char, 8> buf{};
-          std::snprintf(buf.data(), buf.size(), "\\u%04x", static_cast<unsigned>(c));
-          out += buf.data();
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-std::string toml_float(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  std::array<char, 64> buf{};
-  const auto result = std::to_chars(buf.data(), buf.data() + buf.size(), value);
-  std::string out(buf.data(), result.ptr);
-  if (out.find_first_of(".e") == std::string::npos) out += ".0";
-  return out;
-}
-
-std::string toml_value_text(const toml::node& value) {
-  if (const auto* s = value.as_string()) return toml_quote(s->get());
-  if (const auto* f = value.as_floating_point()) return toml_float(f->get());
-  if (const auto* a = value.as_array()) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < a->size(); ++i) {
-      if (i > 0) out += ", ";
-      out += toml_value_text((*a)[i]);
-    }
-    return out + "]";
-  }
-  if (const auto* t = value.as_table()) {
-    std::string out = "{";
-    bool first = true;
-    for (const auto& [k, v] : *t) {
-      out += first ? " " : ", ";
-      first = false;
-      out += std::string(k.str()) + " = " + toml_value_text(v);
-    }
-    return out + (first ? "}" : " }");
-  }
-  std::ostringstream out;
-  value.visit([&out](const auto& v) { out << v; });
-  return out.str();
 }
 
 }  // namespace gradmesh::app::detail

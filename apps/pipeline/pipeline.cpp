@@ -15,6 +15,7 @@
 #include "apps/pipeline/join_request.h"
 #include "apps/pipeline/pipeline_state.h"
 #include "apps/pipeline/progress.h"
+#include "apps/pipeline/run_report.h"
 #include "apps/pipeline/start_up.h"
 #include "engine/error.h"
 #include "engine/executor.h"
@@ -37,16 +38,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void save_parameters(const std::filesystem::path& dir, std::size_t rank,
-                     std::span<const float> parameters) {
-  std::filesystem::create_directories(dir);
-  const auto path = dir / ("parameters-" + std::to_string(rank) + ".f32");
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(parameters.data()),
-            static_cast<std::streamsize>(parameters.size_bytes()));
-  if (!out) throw Error("cannot write " + path.string());
-}
-
 /// Tells the peers why this node stops (net::Transport::abort_for): a PeerError passes on the
 /// rank that failed (a peer that stopped for another's failure names that one), so each peer names
 /// the root cause, not this node's hang-up, and survivors that roll back agree on who is gone
@@ -57,28 +48,6 @@ void abort_peers(net::Transport* transport, const std::exception& e) noexcept {
     transport->abort_for(e.what(), peer->root_rank());
   } else {
     transport->abort(e.what());
-  }
-}
-
-/// Warns of each peer whose connection once went silent (no byte read) for over half of
-/// net.peer_timeout (`peer_timeout_s`, seconds; 0: no check): past it this node would have asked
-/// the others about it, and failed it had none heard it. On a slow, shared link TCP's
-/// retransmission backoff can hold a connection silent for seconds (docs/slow-links.md).
-/// Never throws.
-void warn_long_silences(const net::Transport& transport, const net::Counters& counters,
-                        double peer_timeout_s) noexcept {
-  if (peer_timeout_s <= 0) return;
-  for (std::size_t r = 0; r < counters.longest_silence_by_peer.size(); ++r) {
-    const double silence = counters.longest_silence_by_peer[r];
-    if (silence <= peer_timeout_s / 2) continue;
-    try {
-      spdlog::warn(
-          "peer rank {} ({}) sent nothing for {:.1f} s at one point, over half of "
-          "net.peer_timeout ({:.1f} s); past it this node asks the other peers, and fails the "
-          "peer when none hears it (on a slow or congested link raise net.peer_timeout)",
-          r, transport.peer_address(r), silence, peer_timeout_s);
-    } catch (...) {
-    }
   }
 }
 
@@ -507,50 +476,11 @@ NodeMetrics Pipeline::run() {
   metrics.wall_seconds = std::chrono::duration<double>(Clock::now() - started).count();
   metrics.train_seconds = train_seconds;
 
-  if (transport) {
-    transport->shutdown(10.0);
-    const net::Counters counters = transport->counters();
-    metrics.bytes_sent = counters.bytes_sent;
-    metrics.bytes_received = counters.bytes_received;
-    metrics.bytes_sent_by_stage = counters.bytes_sent_by_stage;
-    metrics.bytes_received_by_stage = counters.bytes_received_by_stage;
-    metrics.malformed_frames = counters.malformed_frames;
-    metrics.rejected_connections = counters.rejected_connections;
-    metrics.unverified_frames = counters.unverified_frames;
-    metrics.longest_silence_seconds_by_peer = counters.longest_silence_by_peer;
-    warn_long_silences(*transport, counters, config.net.peer_timeout);
-  }
-  metrics.rank = s.rank;
-  metrics.nodes = nodes;
-  metrics.strategy = std::string(stage.name());
-  metrics.job = config.job.name;
-  metrics.iterations = done - start;
-  metrics.samples = (done - start) * batch;
-  if (s.options.resume || s.options.rejoin) metrics.resumed_from_iteration = start;
-  metrics.rollbacks = s.options.rollbacks;
-  metrics.view = s.options.view;
-  metrics.rejoins_admitted = s.options.rejoins_admitted;
-  metrics.rejoined = s.options.rejoin || s.options.rejoined;
-  metrics.samples_per_second = static_cast<double>(metrics.samples) / std::max(train_seconds, 1e-9);
-  metrics.bytes_sent_per_iteration =
-      metrics.iterations > 0
-          ? static_cast<double>(metrics.bytes_sent) / static_cast<double>(metrics.iterations)
-          : 0.0;
-  metrics.rejected_messages = stage.rejected_messages();
-  metrics.parameters = model.parameter_count();
-  metrics.batch_size = batch;
-  metrics.plan = stage.plan();
-  metrics.sync = stage.summary();
-
-  spdlog::info("done: {} iterations in {:.1f} s, {:.0f} samples/s, test accuracy {:.2f}%, {:.0f} "
-               "bytes sent per iteration",
-               metrics.iterations, metrics.wall_seconds, metrics.samples_per_second,
-               100.0 * metrics.test_accuracy, metrics.bytes_sent_per_iteration);
-  if (const auto& dir = s.options.metrics_out) {
-    write_metrics(*dir, metrics);
-    if (s.options.save_parameters) save_parameters(*dir, s.rank, model.parameters());
-    if (s.trace) s.trace->write_chrome_trace(*dir / ("trace-" + std::to_string(s.rank) + ".json"));
-  }
+  if (transport) transport->shutdown(10.0);
+  const CompletedRun run{transport, stage,  model,  config, s.options,    s.rank,
+                         nodes,     batch,  start,  done,   train_seconds};
+  complete_metrics(metrics, run);
+  report_run(metrics, run, s.trace.get());
   return metrics;
 }
 

@@ -168,7 +168,7 @@ TEST_CASE("every bad value is an error naming the key, the value and what was ex
   };
   const Row rows[] = {
       {"[sync]\nstrategy = \"foo\"", "sync.strategy", "\"foo\"",
-       "expected one of none, ps, poseidon, ako, allreduce"},
+       "expected a strategy, one of none, ps, poseidon, ako, allreduce"},
       {"[optimizer]\nlr = -1", "optimizer.lr", "-1", "expected a number > 0"},
       {"[optimizer]\nlr = 0", "optimizer.lr", "0", "> 0"},
       {"[optimizer]\nlr = \"fast\"", "optimizer.lr", "\"fast\"", "a number > 0"},
@@ -311,8 +311,8 @@ TEST_CASE("bad --set options are errors naming the key and value", "[config][set
                         Catch::Contains("did you mean 'optimizer.lr'?"));
   CHECK_THROWS_WITH(parse(kMinimal, {"optimizer=1"}), Catch::Contains("'optimizer' is a table"));
   CHECK_THROWS_WITH(parse(kMinimal, {"sync.strategy=foo"}),
-                    Catch::Equals("--set: sync.strategy = \"foo\": expected one of none, ps, "
-                                  "poseidon, ako, allreduce, auto"));
+                    Catch::Equals("--set: sync.strategy = \"foo\": expected a strategy, one of "
+                                  "none, ps, poseidon, ako, allreduce, auto"));
   CHECK_THROWS_WITH(parse(kMinimal, {"optimizer.lr=-1"}),
                     Catch::Equals("--set: optimizer.lr = -1: expected a number > 0"));
   CHECK_THROWS_WITH(parse(kMinimal, {"optimizer.lr=fast"}),

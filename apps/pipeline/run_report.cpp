@@ -1,0 +1,102 @@
+#include "apps/pipeline/run_report.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <span>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/error.h"
+
+namespace gradmesh::app {
+
+namespace {
+
+void save_parameters(const std::filesystem::path& dir, std::size_t rank,
+                     std::span<const float> parameters) {
+  std::filesystem::create_directories(dir);
+  const auto path = dir / ("parameters-" + std::to_string(rank) + ".f32");
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(parameters.data()),
+            static_cast<std::streamsize>(parameters.size_bytes()));
+  if (!out) throw Error("cannot write " + path.string());
+}
+
+/// Warns of each peer whose connection once went silent (no byte read) for over half of
+/// net.peer_timeout (`peer_timeout_s`, seconds; 0: no check): past it this node would have asked
+/// the others about it, and failed it had none heard it. On a slow, shared link TCP's
+/// retransmission backoff can hold a connection silent for seconds (docs/slow-links.md).
+/// Never throws.
+void warn_long_silences(const net::Transport& transport, const net::Counters& counters,
+                        double peer_timeout_s) noexcept {
+  if (peer_timeout_s <= 0) return;
+  for (std::size_t r = 0; r < counters.longest_silence_by_peer.size(); ++r) {
+    const double silence = counters.longest_silence_by_peer[r];
+    if (silence <= peer_timeout_s / 2) continue;
+    try {
+      spdlog::warn(
+          "peer rank {} ({}) sent nothing for {:.1f} s at one point, over half of "
+          "net.peer_timeout ({:.1f} s); past it this node asks the other peers, and fails the "
+          "peer when none hears it (on a slow or congested link raise net.peer_timeout)",
+          r, transport.peer_address(r), silence, peer_timeout_s);
+    } catch (...) {
+    }
+  }
+}
+
+}  // namespace
+
+void complete_metrics(NodeMetrics& metrics, const CompletedRun& run) {
+  if (run.transport != nullptr) {
+    const net::Counters counters = run.transport->counters();
+    metrics.bytes_sent = counters.bytes_sent;
+    metrics.bytes_received = counters.bytes_received;
+    metrics.bytes_sent_by_stage = counters.bytes_sent_by_stage;
+    metrics.bytes_received_by_stage = counters.bytes_received_by_stage;
+    metrics.malformed_frames = counters.malformed_frames;
+    metrics.rejected_connections = counters.rejected_connections;
+    metrics.unverified_frames = counters.unverified_frames;
+    metrics.longest_silence_seconds_by_peer = counters.longest_silence_by_peer;
+    warn_long_silences(*run.transport, counters, run.config.net.peer_timeout);
+  }
+  const NodeOptions& options = run.options;
+  metrics.rank = run.rank;
+  metrics.nodes = run.nodes;
+  metrics.strategy = std::string(run.stage.name());
+  metrics.job = run.config.job.name;
+  metrics.iterations = run.done - run.start;
+  metrics.samples = (run.done - run.start) * run.batch;
+  if (options.resume || options.rejoin) metrics.resumed_from_iteration = run.start;
+  metrics.rollbacks = options.rollbacks;
+  metrics.view = options.view;
+  metrics.rejoins_admitted = options.rejoins_admitted;
+  metrics.rejoined = options.rejoin || options.rejoined;
+  metrics.samples_per_second =
+      static_cast<double>(metrics.samples) / std::max(run.train_seconds, 1e-9);
+  metrics.bytes_sent_per_iteration =
+      metrics.iterations > 0
+          ? static_cast<double>(metrics.bytes_sent) / static_cast<double>(metrics.iterations)
+          : 0.0;
+  metrics.rejected_messages = run.stage.rejected_messages();
+  metrics.parameters = run.model.parameter_count();
+  metrics.batch_size = run.batch;
+  metrics.plan = run.stage.plan();
+  metrics.sync = run.stage.summary();
+}
+
+void report_run(const NodeMetrics& metrics, const CompletedRun& run,
+                const engine::TraceRecorder* trace) {
+  spdlog::info("done: {} iterations in {:.1f} s, {:.0f} samples/s, test accuracy {:.2f}%, {:.0f} "
+               "bytes sent per iteration",
+               metrics.iterations, metrics.wall_seconds, metrics.samples_per_second,
+               100.0 * metrics.test_accuracy, metrics.bytes_sent_per_iteration);
+  if (const auto& dir = run.options.metrics_out) {
+    write_metrics(*dir, metrics);
+    if (run.options.save_parameters) save_parameters(*dir, run.rank, run.model.parameters());
+    if (trace) trace->write_chrome_trace(*dir / ("trace-" + std::to_string(run.rank) + ".json"));
+  }
+}
+
+}  // namespace gradmesh::app
