@@ -9,8 +9,8 @@
 //
 // Then the per-round cost with 3 peers of copying their partitions out (AkoStage::send_round):
 // equal links (every peer at p: ranges of g*) against links of different speeds (one peer's link
-// at half the rate: it gets 2p partitions, the ring holds 2p rounds, and the two fast links' p-round
-// windows are summed from the ring: AccumulationQueue::window_sum).
+// at half the rate: it gets 2p partitions, the ring holds 2p rounds, and the two fast links'
+// p-round windows are summed from the ring: AccumulationQueue::window_sum).
 //
 //   build/bench/bench_ako_queue [--floats M] [--rounds N]
 // A benchmark, never a test: its figures go in README.md, not in assertions.
@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
       sink += queue.accumulated()[r % floats];
       queue.advance();
     }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double per = s / static_cast<double>(rounds);
     std::printf("%6zu %14.1f %12.3f %10.2f%s\n", p, per * 1e6,
                 per * 1e9 / static_cast<double>(floats),
@@ -92,7 +93,8 @@ int main(int argc, char** argv) {
         queue.add(g);
         for (std::size_t peer = 0; peer < parts.size(); ++peer) {
           const auto range = parts[peer].range(parts[peer].range_for(peer, queue.round()));
-          queue.window_sum(range, parts[peer].partitions(), std::span<float>(out).first(range.size));
+          queue.window_sum(range, parts[peer].partitions(),
+                           std::span<float>(out).first(range.size));
           sink += out[0];
         }
         queue.advance();

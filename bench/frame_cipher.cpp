@@ -19,9 +19,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::size_t value = std::strtoull(argv[i + 1], nullptr, 10);
-    if (flag == "--bytes") bytes = value;
-    else if (flag == "--messages") messages = value;
-    else if (flag == "--runs") runs = value;
+    if (flag == "--bytes")
+      bytes = value;
+    else if (flag == "--messages")
+      messages = value;
+    else if (flag == "--runs")
+      runs = value;
     else {
       std::fprintf(stderr, "usage: bench_frame_cipher [--bytes B] [--messages N] [--runs K]\n");
       return 2;

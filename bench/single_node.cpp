@@ -38,8 +38,8 @@ double seconds_since(Clock::time_point t) {
 
 double sgemm_gflops(std::size_t n) {
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n, 0.0f);
-  gradmesh::tasks::cpu::sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
-                              c.data(), n);  // warm-up
+  gradmesh::tasks::cpu::sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
+                              n);  // warm-up
   int reps = 0;
   const auto start = Clock::now();
   do {
@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
   gradmesh::tasks::Model model(specs, gradmesh::tasks::sample_shape(data.train), batch, 42);
   double flops_per_sample = 0;
   for (std::size_t l = 0; l < model.num_layers(); ++l) {
-    if (model.layer(l).parameter_count() > 0) flops_per_sample += 3.0 * model.layer(l).forward_flops();
+    if (model.layer(l).parameter_count() > 0)
+      flops_per_sample += 3.0 * model.layer(l).forward_flops();
   }
   gradmesh::engine::Executor executor({1, 1});
   gradmesh::tasks::Optimizer optimizer({0.05f, 0.9f, 0.0f}, model.parameter_count());
@@ -102,10 +103,12 @@ int main(int argc, char** argv) {
   const double elapsed = seconds_since(start);
   const double samples_per_s = static_cast<double>(iterations * batch) / elapsed;
   const double model_gflops = flops_per_sample * samples_per_s / 1e9;
-  std::printf("none, %s (%zu parameters, %.1f MFLOP per sample), batch %zu: %.0f samples/s (%.3f ms/iteration)\n",
-              cnn ? "CNN of configs/fashion-mnist-cnn.toml" : "demo MLP 784-256-256-10",
-              model.parameter_count(), flops_per_sample / 1e6, batch, samples_per_s,
-              1e3 * elapsed / iterations);
+  std::printf(
+      "none, %s (%zu parameters, %.1f MFLOP per sample), batch %zu: %.0f samples/s (%.3f "
+      "ms/iteration)\n",
+      cnn ? "CNN of configs/fashion-mnist-cnn.toml" : "demo MLP 784-256-256-10",
+      model.parameter_count(), flops_per_sample / 1e6, batch, samples_per_s,
+      1e3 * elapsed / iterations);
   std::printf("model: %.1f GFLOP/s = %.2f of sgemm's %.1f GFLOP/s\n", model_gflops,
               model_gflops / peak, peak);
   const auto times = gradmesh::tasks::profile_layers(model, batch, 20, 42);

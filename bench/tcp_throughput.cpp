@@ -126,11 +126,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_tcp_throughput: frames, runs >= 1 and 1 <= stages <= 255\n");
     return 2;
   }
-  std::printf("%zu frames x %zu bytes, rate %s, %zu stage(s), %s, security %s\n", frames, bytes,
-              rate > 0 ? (std::to_string(rate / 1e6) + " MB/s").c_str() : "uncapped", stages,
-              fragment > 0 ? ("fragments of " + std::to_string(fragment) + " bytes").c_str()
-                           : "not cut",
-              security.c_str());
+  std::printf(
+      "%zu frames x %zu bytes, rate %s, %zu stage(s), %s, security %s\n", frames, bytes,
+      rate > 0 ? (std::to_string(rate / 1e6) + " MB/s").c_str() : "uncapped", stages,
+      fragment > 0 ? ("fragments of " + std::to_string(fragment) + " bytes").c_str() : "not cut",
+      security.c_str());
   std::printf("%4s %10s %10s\n", "run", "seconds", "MB/s");
   for (std::size_t r = 0; r < runs; ++r) {
     const double seconds = run_once(frames, bytes, rate, stages, fragment, security);

@@ -202,7 +202,8 @@ Checkpoint decode_checkpoint(std::span<const std::byte> bytes, const std::string
   for (std::uint64_t i = 0; i < count; ++i) {
     std::string name = in.read_string();
     const auto section = in.read_bytes(in.read_u64());
-    if (!out.sections.emplace(name, std::vector<std::byte>(section.begin(), section.end())).second) {
+    if (!out.sections.emplace(name, std::vector<std::byte>(section.begin(), section.end()))
+             .second) {
       throw CheckpointError(source + ": section '" + name + "' twice");
     }
   }
@@ -230,7 +231,8 @@ void write_file_atomically(const std::filesystem::path& path, std::span<const st
     ::close(fd);
     throw CheckpointError("cannot fsync " + temporary.string() + ": " + why);
   }
-  if (::close(fd) != 0) throw CheckpointError("cannot close " + temporary.string() + ": " + system_reason());
+  if (::close(fd) != 0)
+    throw CheckpointError("cannot close " + temporary.string() + ": " + system_reason());
   if (::rename(temporary.c_str(), path.c_str()) != 0) {
     throw CheckpointError("cannot rename " + temporary.string() + " to " + path.string() + ": " +
                           system_reason());
@@ -238,7 +240,8 @@ void write_file_atomically(const std::filesystem::path& path, std::span<const st
   // The rename is durable once the directory entry is.
   const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) throw CheckpointError("cannot open folder " + dir.string() + ": " + system_reason());
+  if (dir_fd < 0)
+    throw CheckpointError("cannot open folder " + dir.string() + ": " + system_reason());
   const int synced = ::fsync(dir_fd);
   const std::string why = synced != 0 ? system_reason() : std::string();
   ::close(dir_fd);
@@ -366,7 +369,8 @@ std::vector<std::uint64_t> CheckpointStore::iterations() const {
   return out;
 }
 
-std::vector<std::uint64_t> CheckpointStore::valid_iterations(std::vector<std::string>& problems) const {
+std::vector<std::uint64_t> CheckpointStore::valid_iterations(
+    std::vector<std::string>& problems) const {
   std::vector<std::uint64_t> out;
   for (const std::uint64_t iteration : iterations()) {
     try {

@@ -81,7 +81,9 @@ class StateReader {
   [[nodiscard]] std::vector<double> read_f64s();
   [[nodiscard]] std::string read_string();
   /// The next `size` raw bytes (a view into the reader's bytes).
-  [[nodiscard]] std::span<const std::byte> read_bytes(std::size_t size) { return take(size, "bytes"); }
+  [[nodiscard]] std::span<const std::byte> read_bytes(std::size_t size) {
+    return take(size, "bytes");
+  }
   /// Throws CheckpointError unless every byte was read.
   void expect_end() const;
   [[nodiscard]] const std::string& source() const noexcept { return source_; }
@@ -184,7 +186,8 @@ class CheckpointStore {
   /// Reads and verifies every checkpoint file present, newest first; returns the iterations of
   /// those that decode, and appends to `problems` one line per file that does not (its path and
   /// why: torn, corrupt, another version), so the caller can warn.
-  [[nodiscard]] std::vector<std::uint64_t> valid_iterations(std::vector<std::string>& problems) const;
+  [[nodiscard]] std::vector<std::uint64_t> valid_iterations(
+      std::vector<std::string>& problems) const;
 
   /// Reads and verifies the checkpoint of `iteration`. Throws CheckpointError naming the path.
   [[nodiscard]] Checkpoint load(std::uint64_t iteration) const;

@@ -5,9 +5,9 @@
 // stored as a value (std::exception_ptr) and rethrown on the caller's thread.
 
 #include <cstddef>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -92,23 +92,22 @@ template <typename A, typename B>
 }  // namespace gradmesh
 
 /// Contract checks that print both operands, like gloo's ENFORCE_EQ. Throw gradmesh::ContractError.
-#define GRADMESH_CHECK_OP(a, op, b, what)                                                       \
-  do {                                                                                          \
-    const auto& gm_check_a_ = (a);                                                              \
-    const auto& gm_check_b_ = (b);                                                              \
-    if (!(gm_check_a_ op gm_check_b_))                                                          \
+#define GRADMESH_CHECK_OP(a, op, b, what)                                                         \
+  do {                                                                                            \
+    const auto& gm_check_a_ = (a);                                                                \
+    const auto& gm_check_b_ = (b);                                                                \
+    if (!(gm_check_a_ op gm_check_b_))                                                            \
       ::gradmesh::detail::check_failed(#a, #op, #b, gm_check_a_, gm_check_b_, __FILE__, __LINE__, \
-                                       (what));                                                 \
+                                       (what));                                                   \
   } while (false)
 #define GRADMESH_CHECK_EQ(a, b, what) GRADMESH_CHECK_OP(a, ==, b, what)
 #define GRADMESH_CHECK_LE(a, b, what) GRADMESH_CHECK_OP(a, <=, b, what)
 #define GRADMESH_CHECK_LT(a, b, what) GRADMESH_CHECK_OP(a, <, b, what)
 #define GRADMESH_CHECK_NE(a, b, what) GRADMESH_CHECK_OP(a, !=, b, what)
 #define GRADMESH_CHECK_GT(a, b, what) GRADMESH_CHECK_OP(a, >, b, what)
-#define GRADMESH_CHECK(cond, what)                                                       \
-  do {                                                                                   \
-    if (!(cond))                                                                         \
-      throw ::gradmesh::ContractError(std::string(__FILE__) + ":" +                      \
-                                      std::to_string(__LINE__) + ": check failed: " #cond \
-                                      ": " + std::string(what));                         \
+#define GRADMESH_CHECK(cond, what)                                                             \
+  do {                                                                                         \
+    if (!(cond))                                                                               \
+      throw ::gradmesh::ContractError(std::string(__FILE__) + ":" + std::to_string(__LINE__) + \
+                                      ": check failed: " #cond ": " + std::string(what));      \
   } while (false)

@@ -20,8 +20,8 @@ struct RunState {
   // Per deferred task: what must still happen before it ends — its function returning and its
   // Completion firing (2 after defer()); whoever brings it to 0 finishes the task.
   std::vector<std::atomic<int>> holds;
-  std::vector<std::atomic<bool>> completed;       // per task: its Completion fired once
-  std::atomic<std::size_t> remaining{0};          // tasks not yet finished
+  std::vector<std::atomic<bool>> completed;  // per task: its Completion fired once
+  std::atomic<std::size_t> remaining{0};     // tasks not yet finished
   std::atomic<bool> failed{false};
 
   std::mutex mutex;
@@ -190,8 +190,13 @@ void Executor::execute(const std::shared_ptr<detail::RunState>& state, std::size
     finish(state, task, true);  // skipped: an earlier task of this run failed
     return;
   }
-  TaskEvent event{TaskEvent::Kind::kStart, graph.name(task), task, graph.arena(task), state->run.load(),
-                  std::chrono::steady_clock::now(), false};
+  TaskEvent event{TaskEvent::Kind::kStart,
+                  graph.name(task),
+                  task,
+                  graph.arena(task),
+                  state->run.load(),
+                  std::chrono::steady_clock::now(),
+                  false};
   for (const auto& observer : observers_) observer->on_task_start(event);
 
   TaskContext ctx(state, task, state->run.load(), graph.name(task));
@@ -215,8 +220,13 @@ void Executor::finish(const std::shared_ptr<detail::RunState>& state, std::size_
   if (task >= state->finished.size() || state->finished[task].exchange(true)) return;
   const Graph& graph = *state->graph;
   if (!observers_.empty()) {
-    TaskEvent event{TaskEvent::Kind::kEnd, graph.name(task), task, graph.arena(task), state->run.load(),
-                    std::chrono::steady_clock::now(), failed};
+    TaskEvent event{TaskEvent::Kind::kEnd,
+                    graph.name(task),
+                    task,
+                    graph.arena(task),
+                    state->run.load(),
+                    std::chrono::steady_clock::now(),
+                    failed};
     for (const auto& observer : observers_) observer->on_task_end(event);
   }
   for (std::size_t next : graph.successors(task)) {

@@ -83,9 +83,9 @@ class Executor {
   const Graph* checked_graph_ = nullptr;            // the graph last checked for cycles
   std::uint64_t checked_version_ = 0;               // ... at this Graph::version()
 
-  std::mutex mutex_;                  // guards outstanding_ waits and background_error_
+  std::mutex mutex_;  // guards outstanding_ waits and background_error_
   std::condition_variable idle_;
-  std::size_t outstanding_ = 0;       // jobs queued or running on the arenas
+  std::size_t outstanding_ = 0;  // jobs queued or running on the arenas
   std::exception_ptr background_error_;
 };
 

@@ -73,8 +73,8 @@ class Graph {
   [[nodiscard]] State& state(TaskHandle task) {
     check_handle(task);
     auto* holder = dynamic_cast<StateHolder<State>*>(nodes_[task.index()].state.get());
-    GRADMESH_CHECK(holder != nullptr, "task '" + nodes_[task.index()].name +
-                                          "' has no state of the requested type");
+    GRADMESH_CHECK(holder != nullptr,
+                   "task '" + nodes_[task.index()].name + "' has no state of the requested type");
     return holder->value;
   }
 

@@ -16,11 +16,11 @@ struct TaskEvent {
   enum class Kind : std::uint8_t { kStart, kEnd };
   Kind kind = Kind::kStart;
   std::string_view name;
-  std::size_t task = 0;     ///< index of the task in its graph
+  std::size_t task = 0;  ///< index of the task in its graph
   Arena arena = Arena::kCompute;
-  std::uint64_t run = 0;    ///< TaskContext::run() of that execution
+  std::uint64_t run = 0;  ///< TaskContext::run() of that execution
   std::chrono::steady_clock::time_point time;
-  bool failed = false;      ///< kEnd only: the task threw or its Completion failed
+  bool failed = false;  ///< kEnd only: the task threw or its Completion failed
 };
 
 /// Sees every task start and end. Thread safety: called concurrently from the compute and network

@@ -49,9 +49,10 @@ void TraceRecorder::write_chrome_trace(const std::filesystem::path& path) const 
   for (const Entry& e : entries()) {
     if (!first) out << ",\n";
     first = false;
-    out << R"({"name":")" << e.name << R"(","ph":")" << (e.kind == TaskEvent::Kind::kStart ? "B" : "E")
-        << R"(","ts":)" << static_cast<long long>(e.seconds * 1e6) << R"(,"pid":0,"tid":")"
-        << to_string(e.arena) << R"(","args":{"run":)" << e.run << "}}";
+    out << R"({"name":")" << e.name << R"(","ph":")"
+        << (e.kind == TaskEvent::Kind::kStart ? "B" : "E") << R"(","ts":)"
+        << static_cast<long long>(e.seconds * 1e6) << R"(,"pid":0,"tid":")" << to_string(e.arena)
+        << R"(","args":{"run":)" << e.run << "}}";
   }
   out << "\n]\n";
   if (!out) throw Error("failed writing trace file " + path.string());

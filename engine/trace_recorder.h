@@ -22,7 +22,7 @@ class TraceRecorder final : public Observer {
     std::string name;  ///< copied, so entries outlive the graph
     Arena arena;
     std::uint64_t run;
-    double seconds;    ///< since the recorder was created
+    double seconds;  ///< since the recorder was created
     bool failed;
   };
 

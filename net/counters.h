@@ -14,18 +14,19 @@ namespace gradmesh::net {
 /// (8-byte prefix + FlatBuffers header + payload) actually written to / read from sockets.
 /// Plain value type.
 struct Counters {
-  std::uint64_t bytes_sent = 0;            ///< bytes written to all sockets
-  std::uint64_t bytes_received = 0;        ///< bytes read from all sockets, including rejected ones
-  std::uint64_t frames_sent = 0;           ///< frames whose last byte was written
-  std::uint64_t frames_received = 0;       ///< well-formed frames read completely
-  std::uint64_t malformed_frames = 0;      ///< frames rejected from handshaked peers, and handler exceptions
+  std::uint64_t bytes_sent = 0;       ///< bytes written to all sockets
+  std::uint64_t bytes_received = 0;   ///< bytes read from all sockets, including rejected ones
+  std::uint64_t frames_sent = 0;      ///< frames whose last byte was written
+  std::uint64_t frames_received = 0;  ///< well-formed frames read completely
+  std::uint64_t malformed_frames =
+      0;  ///< frames rejected from handshaked peers, and handler exceptions
   std::uint64_t rejected_connections = 0;  ///< inbound connections closed during the handshake
   /// sealed frames that did not verify (net/tcp/frame_cipher.h): altered, forged or replayed on
   /// the way; each closed its connection
   std::uint64_t unverified_frames = 0;
   std::vector<std::uint64_t> bytes_sent_by_peer;      ///< index = rank; size = number of peers
   std::vector<std::uint64_t> bytes_received_by_peer;  ///< index = rank; bytes of identified peers
-  std::map<std::string, std::uint64_t> bytes_sent_by_stage;      ///< every stage name, incl. "control"
+  std::map<std::string, std::uint64_t> bytes_sent_by_stage;  ///< every stage name, incl. "control"
   std::map<std::string, std::uint64_t> bytes_received_by_stage;  ///< well-formed frames only
   /// index = rank: the longest time, seconds, an established connection to that peer went without
   /// a byte read (ms resolution; the gap ends at the read that closes it, so a silence still

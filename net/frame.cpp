@@ -21,8 +21,8 @@ flatbuffers::FlatBufferBuilder& thread_builder() {
   return builder;
 }
 
-std::span<const std::uint8_t> finish(flatbuffers::FlatBufferBuilder& builder,
-                                     schema::Body type, flatbuffers::Offset<void> body) {
+std::span<const std::uint8_t> finish(flatbuffers::FlatBufferBuilder& builder, schema::Body type,
+                                     flatbuffers::Offset<void> body) {
   const auto header = schema::CreateHeader(builder, type, body);
   schema::FinishHeaderBuffer(builder, header);
   return {builder.GetBufferPointer(), builder.GetSize()};
@@ -37,16 +37,18 @@ void encode_prefix(const FramePrefix& prefix, std::span<std::byte, kPrefixBytes>
   }
 }
 
-std::string check_prefix(const FramePrefix& prefix, std::uint64_t max_frame_bytes,
-                         bool handshake, std::size_t max_handshake_header_bytes) {
+std::string check_prefix(const FramePrefix& prefix, std::uint64_t max_frame_bytes, bool handshake,
+                         std::size_t max_handshake_header_bytes) {
   if (prefix.frame_bytes() > max_frame_bytes) {
     return "frame prefix announces " + std::to_string(prefix.frame_bytes()) +
            " bytes, more than max_frame_bytes " + std::to_string(max_frame_bytes);
   }
-  if (handshake && (prefix.header_bytes > max_handshake_header_bytes || prefix.payload_bytes != 0)) {
+  if (handshake &&
+      (prefix.header_bytes > max_handshake_header_bytes || prefix.payload_bytes != 0)) {
     return "handshake frame prefix announces a " + std::to_string(prefix.header_bytes) +
-           "-byte header and a " + std::to_string(prefix.payload_bytes) + "-byte payload (at most " +
-           std::to_string(max_handshake_header_bytes) + " and 0 expected)";
+           "-byte header and a " + std::to_string(prefix.payload_bytes) +
+           "-byte payload (at most " + std::to_string(max_handshake_header_bytes) +
+           " and 0 expected)";
   }
   return {};
 }
@@ -74,9 +76,9 @@ OutgoingFrame::OutgoingFrame(std::span<const std::uint8_t> header, Payload paylo
                         " bytes; each must be < 4 GiB");
   payload_ = std::move(payload);
   std::byte* out = head_data();
-  encode_prefix({static_cast<std::uint32_t>(header.size()),
-                 static_cast<std::uint32_t>(payload_.size())},
-                std::span<std::byte, kPrefixBytes>(out, kPrefixBytes));
+  encode_prefix(
+      {static_cast<std::uint32_t>(header.size()), static_cast<std::uint32_t>(payload_.size())},
+      std::span<std::byte, kPrefixBytes>(out, kPrefixBytes));
   std::memcpy(out + kPrefixBytes, header.data(), header.size());
 }
 
@@ -111,7 +113,8 @@ void OutgoingFrame::fragment(std::size_t fragment_bytes) {
   fragments_ = (total + fragment_bytes - 1) / fragment_bytes;
   const std::size_t last = total - (fragments_ - 1) * fragment_bytes;
   const auto header_size = static_cast<std::uint32_t>(header.size());
-  for (auto [head, bytes] : {std::pair{&more_head_, fragment_bytes}, std::pair{&last_head_, last}}) {
+  for (auto [head, bytes] :
+       {std::pair{&more_head_, fragment_bytes}, std::pair{&last_head_, last}}) {
     encode_prefix({header_size, static_cast<std::uint32_t>(bytes)},
                   std::span<std::byte, kPrefixBytes>(head->data(), kPrefixBytes));
     std::memcpy(head->data() + kPrefixBytes, header.data(), header.size());
@@ -152,9 +155,8 @@ std::unique_ptr<OutgoingFrame> OutgoingFrame::raw(std::span<const std::byte> raw
 
 std::unique_ptr<OutgoingFrame> encode_data(const Message& message) {
   auto& builder = thread_builder();
-  const auto data =
-      schema::CreateData(builder, message.stage, message.kind, message.key, message.round,
-                         message.payload.size());
+  const auto data = schema::CreateData(builder, message.stage, message.kind, message.key,
+                                       message.round, message.payload.size());
   auto frame = std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Data, data.Union()),
                                                message.payload, message.stage, FrameRole::kData);
   frame->priority = message.priority;
@@ -170,8 +172,7 @@ std::unique_ptr<OutgoingFrame> encode_hello(const HelloFields& hello, std::size_
   const auto job_name = builder.CreateString(hello.job_name);
   const auto hello_table =
       schema::CreateHello(builder, hello.protocol_version, static_cast<std::uint32_t>(hello.rank),
-                          job_name, hello.config_hash, peers_vector, hello.view,
-                          hello.rejoin);
+                          job_name, hello.config_hash, peers_vector, hello.view, hello.rejoin);
   return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Hello, hello_table.Union()),
                                          Payload(), control_stage, FrameRole::kControl);
 }
@@ -239,8 +240,8 @@ HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_sta
     const auto* data = reinterpret_cast<const std::uint8_t*>(bytes.data());
     flatbuffers::Verifier verifier(data, bytes.size(), /*max_depth=*/16, /*max_tables=*/4096);
     if (bytes.size() < 8 || !schema::VerifyHeaderBuffer(verifier)) {
-      check.error = "header of " + std::to_string(bytes.size()) +
-                    " bytes fails FlatBuffers verification";
+      check.error =
+          "header of " + std::to_string(bytes.size()) + " bytes fails FlatBuffers verification";
       return check;
     }
     const schema::Header* header = schema::GetHeader(data);
@@ -272,8 +273,8 @@ HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_sta
         }
         break;
       default:
-        check.error = "unknown body type " +
-                      std::to_string(static_cast<unsigned>(header->body_type()));
+        check.error =
+            "unknown body type " + std::to_string(static_cast<unsigned>(header->body_type()));
         return check;
     }
     check.header = header;

@@ -25,11 +25,12 @@
 namespace gradmesh::net {
 
 /// Version of this wire protocol; a Hello with another version is refused.
-inline constexpr std::uint32_t kProtocolVersion = 10;  // 4: Challenge/Proof; 5: Heartbeat;
-                                                       // 6: rejoin; 7: LivenessQuery/Report;
-                                                       // 8: fragments (Data.message_bytes, DataMore);
-                                                       // 9: sealed frames (Challenge.encrypt);
-                                                       // 10: start-up collectives (round, key 0)
+inline constexpr std::uint32_t kProtocolVersion =
+    10;  // 4: Challenge/Proof; 5: Heartbeat;
+         // 6: rejoin; 7: LivenessQuery/Report;
+         // 8: fragments (Data.message_bytes, DataMore);
+         // 9: sealed frames (Challenge.encrypt);
+         // 10: start-up collectives (round, key 0)
 /// Bytes of the frame prefix (u32 header_bytes, u32 payload_bytes).
 inline constexpr std::size_t kPrefixBytes = 8;
 
@@ -148,9 +149,9 @@ class OutgoingFrame final {
   [[nodiscard]] Fragment fragment_at(std::size_t offset) const noexcept;
 
   // ---- loop-thread write progress ----
-  std::size_t issued = 0;               ///< bytes handed to uv_write so far
-  std::size_t writes_in_flight = 0;     ///< uv_write requests not yet completed
-  bool detached = false;                ///< dropped by a closed connection while partly written
+  std::size_t issued = 0;            ///< bytes handed to uv_write so far
+  std::size_t writes_in_flight = 0;  ///< uv_write requests not yet completed
+  bool detached = false;             ///< dropped by a closed connection while partly written
 
  private:
   static constexpr std::size_t kInlineHeadBytes = 160;

@@ -58,7 +58,8 @@ class Payload final {
   template <class T>
   [[nodiscard]] std::span<const T> as() const {
     static_assert(std::is_trivially_copyable_v<T>, "Payload::as<T>() needs a trivially copyable T");
-    GRADMESH_CHECK_EQ(size_ % sizeof(T), std::size_t{0}, "payload size is not a multiple of sizeof(T)");
+    GRADMESH_CHECK_EQ(size_ % sizeof(T), std::size_t{0},
+                      "payload size is not a multiple of sizeof(T)");
     GRADMESH_CHECK_EQ(reinterpret_cast<std::uintptr_t>(data_) % alignof(T), std::uintptr_t{0},
                       "payload bytes are not aligned for T");
     return {reinterpret_cast<const T*>(data_), size_ / sizeof(T)};

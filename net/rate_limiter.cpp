@@ -70,10 +70,12 @@ void RateLimiter::end_backlog() {
 
 std::size_t RateLimiter::available() {
   refill();
-  // The tolerance absorbs rounding, so that waiting seconds_until(n) always yields available() >= n.
+  // The tolerance absorbs rounding, so that waiting seconds_until(n) always yields available() >=
+  // n.
   constexpr double kRoundingTolerance = 1e-6;
-  return tokens_ + kRoundingTolerance <= 0.0 ? 0
-                                             : static_cast<std::size_t>(tokens_ + kRoundingTolerance);
+  return tokens_ + kRoundingTolerance <= 0.0
+             ? 0
+             : static_cast<std::size_t>(tokens_ + kRoundingTolerance);
 }
 
 void RateLimiter::consume(std::size_t bytes) {

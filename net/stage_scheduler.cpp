@@ -16,13 +16,12 @@ constexpr double kRebaseAbove = 1099511627776.0;  // 2^40
 
 void check_stage_weights(std::span<const double> weights, std::size_t stages) {
   if (weights.size() > stages)
-    throw ConfigError("transport: " + std::to_string(weights.size()) +
-                      " stage weights for " + std::to_string(stages) +
-                      " stages; expected at most one weight per stage");
+    throw ConfigError("transport: " + std::to_string(weights.size()) + " stage weights for " +
+                      std::to_string(stages) + " stages; expected at most one weight per stage");
   for (std::size_t s = 0; s < weights.size(); ++s)
     if (!std::isfinite(weights[s]) || weights[s] < 0.0)
-      throw ConfigError("transport: stage weight [" + std::to_string(s) + "] = " +
-                        std::to_string(weights[s]) +
+      throw ConfigError("transport: stage weight [" + std::to_string(s) +
+                        "] = " + std::to_string(weights[s]) +
                         "; expected a finite number >= 0 (0 = the default weight 1)");
 }
 

@@ -67,7 +67,7 @@ class StageScheduler final {
   std::uint64_t epoch_ = 1;                // current choice; 0 = never offered
   double continuing_floor_ = 0;            // least v among stages offered now and before
   bool have_continuing_ = false;
-  double system_ = 0;                      // start tag of the last charge
+  double system_ = 0;  // start tag of the last charge
 };
 
 }  // namespace gradmesh::net

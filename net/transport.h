@@ -90,8 +90,8 @@ class Transport {
   virtual void set_stage_weights(std::vector<double> weights) = 0;
 
   /// The measured rate of the link to each peer, bytes/s (index = rank; this node's own entry and
-  /// entries of 0 are ignored), e.g. from the start-up probe. A transport that writes one frame at a
-  /// time on a connection uses it to bound how long one frame holds the link: a data message that
+  /// entries of 0 are ignored), e.g. from the start-up probe. A transport that writes one frame at
+  /// a time on a connection uses it to bound how long one frame holds the link: a data message that
   /// would take longer than a fraction of the peer timeout at its share of that rate goes cut into
   /// fragments, so control frames (heartbeat answers, liveness answers, an Abort) go between them
   /// (net/tcp: TcpTransport). May be called at any time, from any thread, and again. Default:

@@ -19,21 +19,22 @@ using Resolver = std::function<std::vector<std::string>(const std::string& host)
 /// Everything a Transport needs; plain struct, validated by the Transport constructor
 /// (throws gradmesh::ConfigError naming the field, the value and what was expected).
 struct TransportOptions {
-  std::size_t rank = 0;                      ///< this node's index into `peers`
-  std::vector<Endpoint> peers;               ///< index = rank; includes this node; >= 1 entry
-  std::string job_name;                      ///< must match on every peer (handshake)
-  std::uint64_t config_hash = 0;             ///< must match on every peer (handshake)
-  double connect_timeout_s = 30.0;           ///< seconds start() dials/waits before failing; > 0
+  std::size_t rank = 0;             ///< this node's index into `peers`
+  std::vector<Endpoint> peers;      ///< index = rank; includes this node; >= 1 entry
+  std::string job_name;             ///< must match on every peer (handshake)
+  std::uint64_t config_hash = 0;    ///< must match on every peer (handshake)
+  double connect_timeout_s = 30.0;  ///< seconds start() dials/waits before failing; > 0
   /// Seconds an accepted connection may take from its accept to a finished handshake (the Hello
   /// taken) before it is closed and counted as rejected: a stranger cannot hold a connection
   /// open by sending nothing, or half a frame. > 0, finite. The accepted connections still in
   /// their handshake are also capped (2 x peers + 64 in all, peers + 16 from one IP address):
   /// one past a cap is closed at once.
   double handshake_timeout_s = 5.0;
-  std::size_t max_frame_bytes = 1ull << 30;  ///< prefix + header + payload; larger frames are protocol errors
-  std::vector<std::string> stages;           ///< byte-counter stage names, stage id = index (< 255);
-                                             ///< "control" (handshake, goodbye) is appended by the transport
-  double max_send_rate = 0.0;                ///< bytes/s over all peers; 0 = unlimited (token bucket)
+  std::size_t max_frame_bytes =
+      1ull << 30;  ///< prefix + header + payload; larger frames are protocol errors
+  std::vector<std::string> stages;  ///< byte-counter stage names, stage id = index (< 255);
+                                    ///< "control" (handshake, goodbye) is appended by the transport
+  double max_send_rate = 0.0;       ///< bytes/s over all peers; 0 = unlimited (token bucket)
   /// Seconds an established peer may stay silent (not a byte read from it) before it is failed
   /// as hung or unreachable; every connection that has carried nothing for a quarter of this gets
   /// a Heartbeat frame, so only a peer that stopped (SIGSTOP, a frozen host, a cut link) falls

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs every build, test and data dependency of gradmesh from Debian packages (python3 and
 # gnuplot-nox: scripts/report, which a test runs; clang and its libFuzzer runtime,
-# libclang-rt-14-dev, only recommended by clang 14: scripts/fuzz.sh).
-# `--demo`: what scripts/demo.sh needs only (no gnuplot, clang or its runtime).
+# libclang-rt-14-dev, only recommended by clang 14: scripts/fuzz.sh; clang-format: scripts/format.sh,
+# which .ci/run runs).
+# `--demo`: what scripts/demo.sh needs only (no gnuplot, clang, its runtime or clang-format).
 # Idempotent: packages already present are skipped, so a second run costs a few seconds.
 set -euo pipefail
 
@@ -14,7 +15,7 @@ packages=(
   dataset-fashion-mnist
   python3
 )
-[[ ${1:-} == --demo ]] || packages+=(gnuplot-nox clang libclang-rt-14-dev)
+[[ ${1:-} == --demo ]] || packages+=(gnuplot-nox clang libclang-rt-14-dev clang-format)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -91,14 +91,17 @@ void Channel::reject(std::size_t from, StageId stage, const std::string& why) {
                from, why);
 }
 
-std::uint64_t Channel::rejected() const noexcept { return rejected_.load(std::memory_order_relaxed); }
+std::uint64_t Channel::rejected() const noexcept {
+  return rejected_.load(std::memory_order_relaxed);
+}
 
 void Channel::dispatch(std::size_t from, net::Message&& message) {
   Handler* handler =
       message.stage < stages_ ? handlers_[message.stage].load(std::memory_order_acquire) : nullptr;
   if (handler == nullptr) {
-    reject(from, message.stage, "no scheme of this node's strategy owns this stage (kind " +
-                                    std::to_string(message.kind) + ")");
+    reject(from, message.stage,
+           "no scheme of this node's strategy owns this stage (kind " +
+               std::to_string(message.kind) + ")");
     return;
   }
   (*handler)(from, std::move(message));

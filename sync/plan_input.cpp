@@ -3,8 +3,8 @@
 #include <string>
 
 #include "sync/allreduce/messages.h"
-#include "sync/collective/ring_allreduce.h"
 #include "sync/channel.h"
+#include "sync/collective/ring_allreduce.h"
 #include "sync/probe/link_probe.h"
 #include "sync/scheme.h"
 
@@ -37,8 +37,8 @@ topo::PlannerInput planner_input(const SyncContext& ctx, const std::vector<std::
   }
   input.batch = ctx.batch_size;
   input.nodes = ctx.nodes;
-  input.links = topo::LinkMatrix::uniform(
-      ctx.nodes, rates.alpha, ctx.options.ako.max_send_rate.value_or(rates.bandwidth));
+  input.links = topo::LinkMatrix::uniform(ctx.nodes, rates.alpha,
+                                          ctx.options.ako.max_send_rate.value_or(rates.bandwidth));
   input.links.message_seconds.assign(ctx.nodes, rates.message_seconds);
   input.gemm_flops = rates.gemm_flops;
   input.step_seconds_per_float = rates.step_seconds_per_float;
@@ -66,8 +66,9 @@ topo::PlannerInput planner_input(const SyncContext& ctx, const std::vector<std::
   if (o.message_overhead)
     input.links.message_seconds.assign(input.links.nodes, *o.message_overhead);
   if (o.gemm_flops) input.gemm_flops = *o.gemm_flops;
-  input.frame_overhead_bytes = frame_overhead_bytes(
-      stage_id(allreduce::kStage), static_cast<std::uint16_t>(collective::RingKind::kReduceScatter));
+  input.frame_overhead_bytes =
+      frame_overhead_bytes(stage_id(allreduce::kStage),
+                           static_cast<std::uint16_t>(collective::RingKind::kReduceScatter));
   input.kv_chunk_bytes = ctx.options.ps.chunk_bytes;
   input.schemes = scheme_models(schemes);
   return input;

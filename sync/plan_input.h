@@ -12,9 +12,9 @@ namespace gradmesh::sync {
 /// Figures the planner takes when nothing was measured (yet): the rates below. Measured values
 /// (start-up probes of alpha and B, per-layer timings, the GEMM rate) replace them.
 struct AssumedRates {
-  double gemm_flops = 2e10;  ///< FLOP/s of one node's GEMM (about one core of this machine)
-  double alpha = 100e-6;     ///< seconds of start-up per message
-  double bandwidth = 1.25e9; ///< bytes/s a node sends (10 Gbit/s) when net.max_send_rate is unset
+  double gemm_flops = 2e10;   ///< FLOP/s of one node's GEMM (about one core of this machine)
+  double alpha = 100e-6;      ///< seconds of start-up per message
+  double bandwidth = 1.25e9;  ///< bytes/s a node sends (10 Gbit/s) when net.max_send_rate is unset
   /// o, seconds each message costs (a kernel TCP send plus receive, wake-ups
   /// and dispatch on an idle core: ~10 us; topo/cost_model.h)
   double message_seconds = 10e-6;

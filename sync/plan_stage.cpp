@@ -76,16 +76,15 @@ std::vector<LayerPlan> PlanStage::plan() const {
 std::map<std::string, double> PlanStage::summary() const {
   double bytes = 0;
   for (const LayerPlan& row : plan()) bytes += row.predicted_bytes_sent;
-  std::map<std::string, double> out{
-      {"predicted_bytes_sent", bytes},
-      {"predicted_iteration_seconds", plan_.iteration_seconds},
-      {"alpha", plan_.link.alpha},
-      {"message_overhead", plan_.link.message_seconds},
-      {"bandwidth", plan_.link.bandwidth},
-      {"gemm_flops", plan_.gemm_flops},
-      {"step_seconds_per_float", plan_.step_seconds_per_float},
-      {"kv_chunk_floats", static_cast<double>(plan_.kv_chunk_floats)},
-      {"buckets", static_cast<double>(plan_.groups.size())}};
+  std::map<std::string, double> out{{"predicted_bytes_sent", bytes},
+                                    {"predicted_iteration_seconds", plan_.iteration_seconds},
+                                    {"alpha", plan_.link.alpha},
+                                    {"message_overhead", plan_.link.message_seconds},
+                                    {"bandwidth", plan_.link.bandwidth},
+                                    {"gemm_flops", plan_.gemm_flops},
+                                    {"step_seconds_per_float", plan_.step_seconds_per_float},
+                                    {"kv_chunk_floats", static_cast<double>(plan_.kv_chunk_floats)},
+                                    {"buckets", static_cast<double>(plan_.groups.size())}};
   for (const auto& [stage, budget] : plan_.stage_bytes) out["budget_" + stage] = budget;
   return out;
 }
@@ -126,10 +125,11 @@ void PlanStage::save_state(engine::StateWriter& out) {
 void PlanStage::load_state(engine::StateReader& in) {
   const std::string saved = in.read_string();
   if (saved != plan_signature(plan_)) {
-    spdlog::warn("{}: the plan differs from the checkpoint's (the planner measured again at "
-                 "start-up: planner.probe): sums run in another order, so this run is not bitwise "
-                 "the uninterrupted one. The checkpoint's plan:\n{}This run's:\n{}",
-                 in.source(), saved, plan_signature(plan_));
+    spdlog::warn(
+        "{}: the plan differs from the checkpoint's (the planner measured again at "
+        "start-up: planner.probe): sums run in another order, so this run is not bitwise "
+        "the uninterrupted one. The checkpoint's plan:\n{}This run's:\n{}",
+        in.source(), saved, plan_signature(plan_));
   }
   for (const auto& scheme : schemes_) scheme->load_state(in);
 }

@@ -1,6 +1,6 @@
 #pragma once
-// Strategies `none`, `ps`, `poseidon`, `allreduce` and `auto`: one stage that executes the planner's
-// per-layer plan (topo/planner.h), each layer on its scheme (sync/scheme.h) — PS, SFB, an
+// Strategies `none`, `ps`, `poseidon`, `allreduce` and `auto`: one stage that executes the
+// planner's per-layer plan (topo/planner.h), each layer on its scheme (sync/scheme.h) — PS, SFB, an
 // all-reduce bucket or any registered one — all on one transport (DESIGN.md "Strategies share one
 // transport"). The strategies differ only in the schemes the planner may use
 // (StrategyTraits::schemes): ps {PS}, poseidon {PS, SFB}, allreduce {all-reduce}, auto {all three}.
@@ -34,8 +34,9 @@ class PlanStage final : public SyncStage {
 
   [[nodiscard]] std::string_view name() const noexcept override { return name_; }
   void build(engine::Graph& graph, const IterationTasks& tasks) override;
-  /// Per layer: the scheme (Scheme::describe: "PS", "SFB", "allreduce b<bucket>"; "local"), KV chunks, Poseidon's
-  /// Table 1 floats under PS and SFB, and this rank's predicted wire bytes per iteration.
+  /// Per layer: the scheme (Scheme::describe: "PS", "SFB", "allreduce b<bucket>"; "local"), KV
+  /// chunks, Poseidon's Table 1 floats under PS and SFB, and this rank's predicted wire bytes per
+  /// iteration.
   [[nodiscard]] std::vector<LayerPlan> plan() const override;
   /// The plan's figures: "predicted_bytes_sent" (this rank, bytes per iteration),
   /// "predicted_iteration_seconds", "alpha" (s), "bandwidth" (bytes/s) and "message_overhead"

@@ -52,17 +52,20 @@ struct Entry {
 // The per-layer schemes PlanStage executes: the planner's model, the stages, the factory.
 const std::vector<SchemeEntry>& builtin_schemes() {
   static const std::vector<SchemeEntry> entries = {
-      {topo::ps_scheme_model(), {ps::kPushStage, ps::kBroadcastStage},
+      {topo::ps_scheme_model(),
+       {ps::kPushStage, ps::kBroadcastStage},
        [](const SyncContext& ctx, Channel& channel, const topo::Plan& plan,
           const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
          return std::make_unique<PsScheme>(ctx, channel, layers, plan.kv_chunk_floats);
        }},
-      {topo::sfb_scheme_model(), {sfb::kStage},
+      {topo::sfb_scheme_model(),
+       {sfb::kStage},
        [](const SyncContext& ctx, Channel& channel, const topo::Plan&,
           const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
          return std::make_unique<SfbScheme>(ctx, channel, layers);
        }},
-      {topo::allreduce_scheme_model(), {allreduce::kStage},
+      {topo::allreduce_scheme_model(),
+       {allreduce::kStage},
        [](const SyncContext& ctx, Channel& channel, const topo::Plan& plan,
           const std::vector<std::size_t>&) -> std::unique_ptr<Scheme> {
          std::vector<std::pair<std::size_t, std::size_t>> buckets;
@@ -85,18 +88,27 @@ const std::vector<Entry>& registry() {
   const std::string ps_id(topo::kPsScheme), sfb_id(topo::kSfbScheme), ar_id(topo::kAllReduceScheme);
   // Traits: {bsp, live_membership, max_nodes, schemes (ids, in the planner's tie order)}.
   static const std::vector<Entry> entries = {
-      {"none", {},
+      {"none",
+       {},
        // one node: the planner makes every layer local
-       planned("none", {}), {false, false, 1, {}}, {}},
-      {"ps", {ps::kPushStage, ps::kBroadcastStage}, planned("ps", {ps_id}), {true, false, 0, {ps_id}},
+       planned("none", {}),
+       {false, false, 1, {}},
        {}},
-      {"poseidon", {ps::kPushStage, ps::kBroadcastStage, sfb::kStage},
+      {"ps",
+       {ps::kPushStage, ps::kBroadcastStage},
+       planned("ps", {ps_id}),
+       {true, false, 0, {ps_id}},
+       {}},
+      {"poseidon",
+       {ps::kPushStage, ps::kBroadcastStage, sfb::kStage},
        planned("poseidon", {ps_id, sfb_id},
                [](const SyncOptions& o, topo::PlannerInput& input) {
                  apply_poseidon_options(o.poseidon, input);
                }),
-       {true, false, 0, {ps_id, sfb_id}}, {}},
-      {"ako", {ako::kPartitionStage, ako::kControlStage, ako::kFullRoundStage, ako::kAverageStage},
+       {true, false, 0, {ps_id, sfb_id}},
+       {}},
+      {"ako",
+       {ako::kPartitionStage, ako::kControlStage, ako::kFullRoundStage, ako::kAverageStage},
        [](SyncContext c) -> std::unique_ptr<SyncStage> {
          return std::make_unique<AkoStage>(std::move(c));
        },
@@ -107,9 +119,16 @@ const std::vector<Entry>& registry() {
          if (facts.nodes > 1 && !facts.rejoin && !o.ako.partitions && !facts.probe)
            (void)ako::eq3_bandwidth(o.ako, o.planner.bandwidth);
        }},
-      {"allreduce", {allreduce::kStage}, planned("allreduce", {ar_id}), {true, false, 0, {ar_id}}, {}},
-      {"auto", {ps::kPushStage, ps::kBroadcastStage, sfb::kStage, allreduce::kStage},
-       planned("auto", {ps_id, ar_id, sfb_id}), {true, false, 0, {ps_id, ar_id, sfb_id}}, {}},
+      {"allreduce",
+       {allreduce::kStage},
+       planned("allreduce", {ar_id}),
+       {true, false, 0, {ar_id}},
+       {}},
+      {"auto",
+       {ps::kPushStage, ps::kBroadcastStage, sfb::kStage, allreduce::kStage},
+       planned("auto", {ps_id, ar_id, sfb_id}),
+       {true, false, 0, {ps_id, ar_id, sfb_id}},
+       {}},
   };
   return entries;
 }
@@ -164,9 +183,9 @@ const Entry& known(std::string_view name) {
 const Entry& entry(std::string_view name, std::size_t nodes) {
   const Entry& e = known(name);
   if (!e.make) {
-    throw ConfigError("sync.strategy = \"" + std::string(name) +
-                      "\": this strategy is not implemented yet in this build; available: " +
-                      known_names());
+    throw ConfigError(
+        "sync.strategy = \"" + std::string(name) +
+        "\": this strategy is not implemented yet in this build; available: " + known_names());
   }
   const std::size_t max_nodes = e.traits.max_nodes;
   if (max_nodes != 0 && nodes > max_nodes) {

@@ -41,20 +41,21 @@ struct SyncOptions {
 /// The tasks of one training iteration that a sync stage hooks into. Indexed by layer; entries of
 /// layers without parameters are valid handles too (a stage simply ignores those layers).
 struct IterationTasks {
-  std::vector<engine::TaskHandle> forward;   ///< forward_l: computes layer l's output
-  std::vector<engine::TaskHandle> backward;  ///< backward_l: when it ends, layer l's gradient is final
-  engine::TaskHandle done;                   ///< the iteration's last task: every stage task must precede it
+  std::vector<engine::TaskHandle> forward;  ///< forward_l: computes layer l's output
+  std::vector<engine::TaskHandle>
+      backward;             ///< backward_l: when it ends, layer l's gradient is final
+  engine::TaskHandle done;  ///< the iteration's last task: every stage task must precede it
 };
 
 /// Everything a strategy needs from the node. References must outlive the stage.
 struct SyncContext {
   tasks::Model& model;
   engine::Executor& executor;
-  Channel& channel;                     ///< the node's channel (no transport for a single node)
+  Channel& channel;  ///< the node's channel (no transport for a single node)
   std::size_t rank = 0;
   std::size_t nodes = 1;
-  std::size_t batch_size = 0;           ///< K, samples per node per iteration
-  tasks::Optimizer& optimizer;          ///< the node's one optimizer state (every scheme steps it)
+  std::size_t batch_size = 0;   ///< K, samples per node per iteration
+  tasks::Optimizer& optimizer;  ///< the node's one optimizer state (every scheme steps it)
   SyncOptions options;
   /// This node's iterations per epoch (its shard over batch_size; 0: unknown). Ako's gamma probe
   /// spans one epoch, so that per-epoch work (evaluation) weighs in it as in the run.
@@ -73,21 +74,23 @@ struct SyncContext {
 /// One row of the per-layer plan (DESIGN.md metrics "plan"; `gradmesh-node plan`).
 struct LayerPlan {
   std::size_t layer = 0;
-  std::string name;         ///< e.g. "dense0"
-  std::string shape;        ///< per-sample input -> output: "784->256" (a dense layer's N inputs
-                            ///< -> M outputs), "1x28x28->32x28x28" (C x H x W)
+  std::string name;   ///< e.g. "dense0"
+  std::string shape;  ///< per-sample input -> output: "784->256" (a dense layer's N inputs
+                      ///< -> M outputs), "1x28x28->32x28x28" (C x H x W)
   std::size_t parameters = 0;
-  std::string scheme;       ///< "PS", "SFB", "local", ...
-  std::size_t chunks = 0;   ///< KV chunks of the layer (PS)
-  double ps_floats = 0;     ///< Poseidon Table 1: floats per node per iteration under PS (a layer
-                            ///< without sufficient factors: its parameter count as M, N = 1)
-  double sfb_floats = 0;    ///< Poseidon Table 1: floats per node per iteration under SFB (dense only)
+  std::string scheme;      ///< "PS", "SFB", "local", ...
+  std::size_t chunks = 0;  ///< KV chunks of the layer (PS)
+  double ps_floats = 0;    ///< Poseidon Table 1: floats per node per iteration under PS (a layer
+                           ///< without sufficient factors: its parameter count as M, N = 1)
+  double sfb_floats =
+      0;  ///< Poseidon Table 1: floats per node per iteration under SFB (dense only)
   double predicted_bytes_sent = 0;  ///< this node, per iteration, payload + frame header bytes
-  double predicted_seconds = 0;     ///< the planner's time of the layer's communication (+ SFB GEMM)
+  double predicted_seconds = 0;  ///< the planner's time of the layer's communication (+ SFB GEMM)
 };
 
 /// A sync strategy. Lifetime: made by make_sync_stage() before the transport starts (it installs
-/// the transport's handlers), used for the whole job, then finish() before the transport shuts down.
+/// the transport's handlers), used for the whole job, then finish() before the transport shuts
+/// down.
 ///
 /// Thread safety: build() on the caller's thread before the first run; the tasks it adds run on
 /// the executor's arenas; message and failure handlers run on the transport's loop thread.
@@ -101,9 +104,9 @@ class SyncStage : public engine::Checkpointable {
   ~SyncStage() override = default;
   /// The strategy's name as in the job config (`sync.strategy`).
   [[nodiscard]] virtual std::string_view name() const noexcept = 0;
-  /// Adds the stage's tasks for one iteration to `graph`, wired after `tasks.backward[l]` and before
-  /// `tasks.done`. When a run of the graph ends, every replica holds the same updated parameters
-  /// (BSP) — or, for asynchronous strategies, the locally applied ones.
+  /// Adds the stage's tasks for one iteration to `graph`, wired after `tasks.backward[l]` and
+  /// before `tasks.done`. When a run of the graph ends, every replica holds the same updated
+  /// parameters (BSP) — or, for asynchronous strategies, the locally applied ones.
   virtual void build(engine::Graph& graph, const IterationTasks& tasks) = 0;
   /// The per-layer plan (schemes, chunks, predicted traffic).
   [[nodiscard]] virtual std::vector<LayerPlan> plan() const = 0;
@@ -193,6 +196,7 @@ void check_strategy(std::string_view name, const StartFacts& facts,
 /// Makes the strategy called `name` (the registry of STYLE.md practice 2). Throws ConfigError
 /// naming `sync.strategy`, the value and the known names when `name` is unknown or not built yet.
 /// A multi-node strategy made without a transport can plan() but not run.
-[[nodiscard]] std::unique_ptr<SyncStage> make_sync_stage(std::string_view name, SyncContext context);
+[[nodiscard]] std::unique_ptr<SyncStage> make_sync_stage(std::string_view name,
+                                                         SyncContext context);
 
 }  // namespace gradmesh::sync

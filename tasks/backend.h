@@ -48,7 +48,8 @@ class Buffer {
   Buffer(T* data, std::size_t count, Release release) noexcept
       : data_(data), size_(count), release_(release) {}
   Buffer(Buffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)),
+      : data_(std::exchange(o.data_, nullptr)),
+        size_(std::exchange(o.size_, 0)),
         release_(std::exchange(o.release_, nullptr)) {}
   Buffer& operator=(Buffer&& o) noexcept {
     if (this != &o) {
@@ -159,8 +160,8 @@ class Backend {
   /// C = alpha op(A) op(B) + beta C, row-major, exactly as cpu::sgemm documents (op(A) m x k,
   /// op(B) k x n, C m x n; lda/ldb/ldc row strides of A, B, C as stored). Sizes of 0: no-op.
   virtual void sgemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
-                     float alpha, const float* a, std::size_t lda, const float* b,
-                     std::size_t ldb, float beta, float* c, std::size_t ldc) = 0;
+                     float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb,
+                     float beta, float* c, std::size_t ldc) = 0;
 
   // ---- element-wise and reductions (dense bias, flatten, dropout) ----
   /// y (rows x cols) = `row` (cols) repeated on every row.
@@ -220,8 +221,8 @@ class Backend {
   // ---- pooling ----
   /// For each of `planes` planes: y[o] = max of the window of output o, argmax[o] = the index of
   /// that max in the input plane (ties: the first in row-major order).
-  virtual void max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g,
-                                float* y, std::uint32_t* argmax) = 0;
+  virtual void max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g, float* y,
+                                std::uint32_t* argmax) = 0;
   /// dx (planes x H x W) = 0, then dx[argmax[o]] += dy[o] per plane (overlapping windows add).
   virtual void max_pool_backward(const float* dy, const std::uint32_t* argmax, std::size_t planes,
                                  const PoolGeometry& g, float* dx) = 0;

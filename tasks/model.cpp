@@ -33,8 +33,10 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
         throw ConfigError(where + "expected 'softmax_cross_entropy' only as the last entry");
       }
       if (!shape.is_flat()) {
-        throw ConfigError(where + "expected flat logits (classes x 1 x 1) from the layer before, "
-                          "got " + to_string(shape) + ": end the network with 'dense:<classes>'");
+        throw ConfigError(where +
+                          "expected flat logits (classes x 1 x 1) from the layer before, "
+                          "got " +
+                          to_string(shape) + ": end the network with 'dense:<classes>'");
       }
       continue;
     }
@@ -69,8 +71,8 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
   if (device) {
     host_activations_.resize(layers_.size() + 1);
     host_deltas_.resize(layers_.size() + 1);
-    host_activations_[0] = be.allocate<float>(max_batch * input_shape.size(),
-                                              MemoryKind::kHostStaging);
+    host_activations_[0] =
+        be.allocate<float>(max_batch * input_shape.size(), MemoryKind::kHostStaging);
   }
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const std::size_t out = max_batch * layers_[l]->output_size();
@@ -84,7 +86,8 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
     layers_[l]->bind(layer_slice(parameters_, l), layer_slice(gradients_, l));
     layers_[l]->reserve(max_batch);
     layers_[l]->initialize(derive_seed(seed, l));
-    if (device) layers_[l]->bind(layer_slice(device_parameters_, l), layer_slice(device_gradients_, l));
+    if (device)
+      layers_[l]->bind(layer_slice(device_parameters_, l), layer_slice(device_gradients_, l));
   }
 }
 
@@ -210,8 +213,8 @@ void Model::backward_layer(std::size_t l, std::size_t batch) {
   if (on_device()) {
     const std::size_t count = offsets_[l + 1] - offsets_[l];
     if (count > 0 && layers_[l]->parameter_gradients_enabled()) {
-      backend_->copy_to_host(gradients_.data() + offsets_[l], device_gradients_.data() + offsets_[l],
-                             count * sizeof(float));
+      backend_->copy_to_host(gradients_.data() + offsets_[l],
+                             device_gradients_.data() + offsets_[l], count * sizeof(float));
     }
     // The sync stage / optimizer writes the host parameters next (unless the layer is updated
     // on the device: then its device copy stays the current one).

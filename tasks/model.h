@@ -186,7 +186,8 @@ class Model final : public engine::Checkpointable {
   /// Gradient of the mean loss wrt layer l's output, from the last backward pass (valid once
   /// backward_layer(l) may run): batch x layer(l).output_size(). For a Dense layer this is U of its
   /// sufficient factors: dW = U^T V.
-  [[nodiscard]] std::span<const float> layer_output_gradient(std::size_t l, std::size_t batch) const;
+  [[nodiscard]] std::span<const float> layer_output_gradient(std::size_t l,
+                                                             std::size_t batch) const;
   /// Logits of the last forward: batch x output_size().
   [[nodiscard]] std::span<const float> output(std::size_t batch) const;
 
@@ -199,8 +200,8 @@ class Model final : public engine::Checkpointable {
     double accuracy;  ///< fraction of examples whose argmax logit is the label, in [0, 1]
   };
   /// Forward over all of `d` in batches of max_batch(), in evaluation mode (the mode is restored
-  /// after); touches no gradients (but overwrites the activations). Throws gradmesh::ConfigError if d.features != input_size() or d.classes !=
-  /// output_size(). An empty data set gives {0, 0}.
+  /// after); touches no gradients (but overwrites the activations). Throws gradmesh::ConfigError if
+  /// d.features != input_size() or d.classes != output_size(). An empty data set gives {0, 0}.
   Evaluation evaluate(const Dataset& d);
 
   /// Writes parameters() and every layer's random_state() (a device model downloads first).
@@ -240,10 +241,10 @@ class Model final : public engine::Checkpointable {
   Buffer<float> device_gradients_;
   std::vector<Buffer<float>> activations_;  // backend memory: [0] input, [l + 1] output of layer l
   std::vector<Buffer<float>> deltas_;       // [l] d loss / d activations_[l]; [0] unused
-  std::vector<Buffer<float>> host_activations_;  // device only: staging mirrors of activations_
-  std::vector<Buffer<float>> host_deltas_;       // device only: staging mirrors of deltas_
+  std::vector<Buffer<float>> host_activations_;      // device only: staging mirrors of activations_
+  std::vector<Buffer<float>> host_deltas_;           // device only: staging mirrors of deltas_
   std::unique_ptr<std::atomic<Current>[]> current_;  // device only: by layer
-  std::size_t forward_batch_ = 0;                // batch of the last forward_layer(L - 1)
+  std::size_t forward_batch_ = 0;                    // batch of the last forward_layer(L - 1)
 };
 
 }  // namespace gradmesh::tasks

@@ -62,17 +62,16 @@ LayerTimes profile_layers(Model& model, std::size_t batch, std::size_t iteration
   for (std::size_t l = 0; l < layers; ++l) {
     times.forward_seconds.push_back(median(forward[l]));
     times.backward_seconds.push_back(median(backward[l]));
-    times.backward_input_seconds.push_back(backward_input[l].empty()
-                                               ? times.backward_seconds.back()
-                                               : median(backward_input[l]));
+    times.backward_input_seconds.push_back(backward_input[l].empty() ? times.backward_seconds.back()
+                                                                     : median(backward_input[l]));
   }
   return times;
 }
 
 double measure_gemm_flops(std::size_t m, std::size_t n, std::size_t k, double min_seconds) {
-  GRADMESH_CHECK(m > 0 && n > 0 && k > 0,
-                 "measure_gemm_flops: shape " + std::to_string(m) + " x " + std::to_string(n) +
-                     " x " + std::to_string(k) + " has a 0");
+  GRADMESH_CHECK(m > 0 && n > 0 && k > 0, "measure_gemm_flops: shape " + std::to_string(m) + " x " +
+                                              std::to_string(n) + " x " + std::to_string(k) +
+                                              " has a 0");
   GRADMESH_CHECK(std::isfinite(min_seconds) && min_seconds >= 0,
                  "measure_gemm_flops: min_seconds = " + std::to_string(min_seconds));
   SplitMix64 rng(0x9E3779B97F4A7C15ULL);
@@ -137,7 +136,8 @@ ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t node
       cols = model.layer(l).input_size();
     }
   }
-  profile.gemm_flops = measure_gemm_flops(rows, cols, batch * std::max<std::size_t>(1, nodes), 0.05);
+  profile.gemm_flops =
+      measure_gemm_flops(rows, cols, batch * std::max<std::size_t>(1, nodes), 0.05);
   std::size_t largest = 1;
   for (std::size_t l = 0; l < model.num_layers(); ++l) {
     largest = std::max(largest, model.layer(l).parameter_count());

@@ -133,8 +133,8 @@ SchemeCost sfb_cost(const ClusterCost& cluster, std::size_t batch, std::size_t r
   cost.bytes_sent = (n - 1.0) * (kFloatBytes * k * (m + c) + cluster.frame_overhead_bytes);
   cost.messages = n - 1.0;
   cost.comm_seconds = phase_seconds(cluster.link, cost.messages, cost.bytes_sent);
-  cost.compute_seconds = 2.0 * n * k * m * c / cluster.gemm_flops +
-                         (m * c + m) * cluster.step_seconds_per_float;
+  cost.compute_seconds =
+      2.0 * n * k * m * c / cluster.gemm_flops + (m * c + m) * cluster.step_seconds_per_float;
   return cost;
 }
 

@@ -116,7 +116,8 @@ class HostlistParser {
       const std::string_view low = text.substr(0, dash);
       const std::string_view high = dash == std::string_view::npos ? low : text.substr(dash + 1);
       const std::uint64_t from = number(low, item);
-      const std::uint64_t to = number(high, dash == std::string_view::npos ? item : item + dash + 1);
+      const std::uint64_t to =
+          number(high, dash == std::string_view::npos ? item : item + dash + 1);
       if (to < from) {
         fail(item, "range '" + std::string(text) + "' ends below its start");
       }

@@ -15,8 +15,8 @@ KvPlacement::KvPlacement(std::span<const ParameterBlock> blocks, std::size_t nod
     if (block.layer >= by_layer_.size()) by_layer_.resize(block.layer + 1);
     for (std::size_t begin = 0; begin < block.size; begin += chunk_floats) {
       const std::size_t size = std::min(chunk_floats, block.size - begin);
-      const auto owner = static_cast<std::size_t>(
-          std::min_element(load_.begin(), load_.end()) - load_.begin());
+      const auto owner =
+          static_cast<std::size_t>(std::min_element(load_.begin(), load_.end()) - load_.begin());
       const std::size_t id = chunks_.size();
       chunks_.push_back(KvChunk{id, block.layer, block.offset + begin, size, owner});
       load_[owner] += size;

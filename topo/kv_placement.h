@@ -18,7 +18,7 @@ struct ParameterBlock {
 
 /// One KV chunk (Poseidon's "KV pair"): a slice of one layer's parameters, owned by one node.
 struct KvChunk {
-  std::size_t id = 0;      ///< index in KvPlacement::chunks()
+  std::size_t id = 0;  ///< index in KvPlacement::chunks()
   std::size_t layer = 0;
   std::size_t offset = 0;  ///< first float in the model's flat parameter vector
   std::size_t size = 0;    ///< floats (<= chunk size; the last chunk of a layer may be shorter)

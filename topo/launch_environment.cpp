@@ -57,7 +57,8 @@ LaunchEnvironment from_torchrun(const EnvLookup& env, std::optional<long long> c
   }
   if (master_port + world > 65535) {
     throw ConfigError("MASTER_PORT='" + std::to_string(master_port) + "' with WORLD_SIZE='" +
-                      std::to_string(world) + "': the ports MASTER_PORT+1..MASTER_PORT+WORLD_SIZE "
+                      std::to_string(world) +
+                      "': the ports MASTER_PORT+1..MASTER_PORT+WORLD_SIZE "
                       "pass 65535");
   }
   std::vector<Peer> peers;
@@ -68,8 +69,8 @@ LaunchEnvironment from_torchrun(const EnvLookup& env, std::optional<long long> c
   out.peers = PeerList(std::move(peers));
   out.rank = resolve_rank(cli_rank, env, out.peers.size(), {"RANK"});
   out.source = "MASTER_ADDR='" + *master + "', WORLD_SIZE=" + std::to_string(world) +
-               " (rank r on MASTER_PORT + 1 + r: ports " + std::to_string(master_port + 1) +
-               ".." + std::to_string(master_port + world) + ")";
+               " (rank r on MASTER_PORT + 1 + r: ports " + std::to_string(master_port + 1) + ".." +
+               std::to_string(master_port + world) + ")";
   return out;
 }
 

@@ -52,8 +52,8 @@ struct WfbpTimeline {
   double iteration_seconds = 0;
 };
 
-/// Eqs. 6-8 (plus the compute queue) for `layers` with forward time t_f (`forward_seconds`) and the merged-gradient layers
-/// `merged` (indices, any order), bucket costs by `cost`:
+/// Eqs. 6-8 (plus the compute queue) for `layers` with forward time t_f (`forward_seconds`) and the
+/// merged-gradient layers `merged` (indices, any order), bucket costs by `cost`:
 ///   tau_b[L-1] = t_f,            tau_b[l] = tau_b[l+1] + t_b[l+1];
 ///   tau_c[L-1] = tau_b[L-1] + t_b[L-1],
 ///   tau_c[l]   = max(tau_c[l+1] + t_c[l+1], tau_b[l] + t_b[l]);

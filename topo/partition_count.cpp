@@ -61,8 +61,9 @@ std::vector<std::size_t> link_partitions(double p_exact, std::size_t partitions,
     if (rates[i] <= 0) continue;
     // The ceiling of a value the float error of the mean may have pushed just past an integer.
     const double exact = p_exact * mean / rates[i];
-    out[i] = equal ? partitions
-                   : static_cast<std::size_t>(std::clamp(std::ceil(exact * (1 - 1e-12)), 1.0, most));
+    out[i] = equal
+                 ? partitions
+                 : static_cast<std::size_t>(std::clamp(std::ceil(exact * (1 - 1e-12)), 1.0, most));
   }
   return out;
 }

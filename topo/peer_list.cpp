@@ -14,7 +14,8 @@ namespace {
 Peer parse_peer(std::string_view entry, const std::string& where) {
   const auto trim = [](std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+      s.remove_suffix(1);
     return s;
   };
   entry = trim(entry);
@@ -24,8 +25,10 @@ Peer parse_peer(std::string_view entry, const std::string& where) {
   }
   unsigned port = 0;
   const std::string_view port_text = entry.substr(colon + 1);
-  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 || port > 65535) {
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 ||
+      port > 65535) {
     throw ConfigError(where + " '" + std::string(entry) + "': port must be a number in 1..65535");
   }
   return Peer{std::string(entry.substr(0, colon)), static_cast<std::uint16_t>(port)};
@@ -117,7 +120,8 @@ RankChoice resolve_rank(std::optional<long long> cli_rank, const EnvLookup& env,
       if (!text) continue;
       const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
       if (ec != std::errc() || end != text->data() + text->size()) {
-        throw ConfigError(std::string(name) + "='" + *text + "': expected a rank (an integer >= 0)");
+        throw ConfigError(std::string(name) + "='" + *text +
+                          "': expected a rank (an integer >= 0)");
       }
       choice.source = name;
       break;

@@ -51,7 +51,8 @@ class PeerList {
 /// Where a node's rank came from, for the start-up message.
 struct RankChoice {
   std::size_t rank = 0;
-  std::string source;  ///< "--rank", "GRADMESH_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK" or "RANK"
+  std::string
+      source;  ///< "--rank", "GRADMESH_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK" or "RANK"
 };
 
 /// Looks up an environment variable (injected so nothing deep in the code reads the environment).

@@ -171,16 +171,16 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
     pipeline[l].after_comm_seconds = cost.compute_seconds;
     if (model->bucketed) {
       bucketed = model;
-      bucket_bytes[l] = model->bucket_bytes
-                            ? model->bucket_bytes(layer)
-                            : kFloatBytes * static_cast<double>(layer.parameters);
+      bucket_bytes[l] = model->bucket_bytes ? model->bucket_bytes(layer)
+                                            : kFloatBytes * static_cast<double>(layer.parameters);
       row.bytes_sent = ring_allreduce_bytes(bucket_bytes[l], cluster.nodes);  // overheads: bucket
       pipeline[l].allreduce_bytes = bucket_bytes[l];
       continue;
     }
     row.bytes_sent = cost.bytes_sent;
     pipeline[l].comm_seconds = cost.comm_seconds;
-    for (const auto& [stage, share] : model->stages) plan.stage_bytes[stage] += share * cost.bytes_sent;
+    for (const auto& [stage, share] : model->stages)
+      plan.stage_bytes[stage] += share * cost.bytes_sent;
   }
 
   const std::vector<std::size_t> merged =
@@ -211,7 +211,8 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
     if (is_merged[l]) continue;
     const double overhead = ring_allreduce_bytes(0, cluster.nodes, cluster.frame_overhead_bytes);
     row.bytes_sent += overhead;
-    open->bytes_sent = ring_allreduce_bytes(open_bytes, cluster.nodes, cluster.frame_overhead_bytes);
+    open->bytes_sent =
+        ring_allreduce_bytes(open_bytes, cluster.nodes, cluster.frame_overhead_bytes);
     open->comm_start = row.comm_start;
     open->comm_seconds = row.comm_seconds;
     plan.stage_bytes[bucketed->stages.at(0).first] += open->bytes_sent;

@@ -60,13 +60,13 @@ struct LayerProfile {
 /// Everything the planner needs; measurements are taken by net/ and sync/ and passed in.
 struct PlannerInput {
   std::vector<LayerProfile> layers;
-  std::size_t batch = 1;            ///< K, samples per node per iteration
-  std::size_t nodes = 1;            ///< n
-  LinkMatrix links;                 ///< n x n measured alpha (seconds) and B (bytes/s)
-  double gemm_flops = 0;            ///< measured GEMM rate, FLOP/s (needed when SFB may apply)
+  std::size_t batch = 1;  ///< K, samples per node per iteration
+  std::size_t nodes = 1;  ///< n
+  LinkMatrix links;       ///< n x n measured alpha (seconds) and B (bytes/s)
+  double gemm_flops = 0;  ///< measured GEMM rate, FLOP/s (needed when SFB may apply)
   /// The optimizer step's time per parameter, seconds/float (measured; 0: steps are free)
   double step_seconds_per_float = 0;
-  double frame_overhead_bytes = 0;  ///< bytes each message adds besides its payload
+  double frame_overhead_bytes = 0;            ///< bytes each message adds besides its payload
   std::optional<std::size_t> kv_chunk_bytes;  ///< KV chunk size; nullopt: auto
   std::optional<double> gamma;                ///< Ako's gradient rate, gradients/s; nullopt: no p
   /// The schemes the planner may use (sync::StrategyTraits::schemes' models), in tie order: of
@@ -121,13 +121,13 @@ struct Plan {
   /// Bytes this node sends per iteration by stage (every stage of the allowed schemes present,
   /// 0 if unused).
   std::map<std::string, double, std::less<>> stage_bytes;
-  LinkCost link;                 ///< the slowest link the formulas used
-  AllReduceCost allreduce;       ///< T_ar(M) = a + b M on that link
-  double bytes_sent = 0;         ///< this node per iteration, sum over layers (and stages)
-  double forward_seconds = 0;    ///< t_f
-  double backward_seconds = 0;   ///< t_b
-  double iteration_seconds = 0;  ///< predicted t_iter (the time model above)
-  double gemm_flops = 0;         ///< the GEMM rate the plan assumed (FLOP/s)
+  LinkCost link;                      ///< the slowest link the formulas used
+  AllReduceCost allreduce;            ///< T_ar(M) = a + b M on that link
+  double bytes_sent = 0;              ///< this node per iteration, sum over layers (and stages)
+  double forward_seconds = 0;         ///< t_f
+  double backward_seconds = 0;        ///< t_b
+  double iteration_seconds = 0;       ///< predicted t_iter (the time model above)
+  double gemm_flops = 0;              ///< the GEMM rate the plan assumed (FLOP/s)
   double step_seconds_per_float = 0;  ///< the optimizer step's time the plan assumed (s/float)
 };
 

@@ -20,11 +20,13 @@ enum class Scheme : unsigned char {
 /// Floats a node that is both worker and server sends and receives per iteration for an M x N
 /// fully-connected layer under PS: 2MN(P1 + P2 - 2)/P2 (Table 1, "Server & Worker"), with P1
 /// workers and P2 servers. P2 == 0 gives 0.
-[[nodiscard]] double ps_floats(std::size_t m, std::size_t n, std::size_t p1, std::size_t p2) noexcept;
+[[nodiscard]] double ps_floats(std::size_t m, std::size_t n, std::size_t p1,
+                               std::size_t p2) noexcept;
 
 /// Floats a worker sends and receives per iteration for an M x N layer under SFB with per-worker
 /// batch K: 2K(P1 - 1)(M + N) (Table 1, "Worker").
-[[nodiscard]] double sfb_floats(std::size_t k, std::size_t m, std::size_t n, std::size_t p1) noexcept;
+[[nodiscard]] double sfb_floats(std::size_t k, std::size_t m, std::size_t n,
+                                std::size_t p1) noexcept;
 
 /// Algorithm 1 (BestScheme): SFB for a fully-connected layer when
 /// 2K(P1 - 1)(M + N) <= 2MN(P1 + P2 - 2)/P2, else PS; every other layer PS.

@@ -209,8 +209,7 @@ constexpr std::array<KeySpec, 42> kKeys{{
     {"job.epochs", "an integer >= 1", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) { return set_size(c.job.epochs, n, 1); },
      [](const JobConfig& c) { return print_size(c.job.epochs); }},
-    {"job.max_iterations", "\"none\" or an integer >= 1 (iterations per node)",
-     OverrideKind::kToml,
+    {"job.max_iterations", "\"none\" or an integer >= 1 (iterations per node)", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
        return set_optional_size(c.job.max_iterations, n, 1, "none");
      },
@@ -284,7 +283,8 @@ constexpr std::array<KeySpec, 42> kKeys{{
        return set_optional_rate(c.net.max_send_rate, n, "unlimited");
      },
      [](const JobConfig& c) { return print_optional_rate(c.net.max_send_rate, "unlimited"); }},
-    {"net.min_nodes", "\"majority\" or an integer >= 1 (live nodes a node needs to go on after "
+    {"net.min_nodes",
+     "\"majority\" or an integer >= 1 (live nodes a node needs to go on after "
      "peers failed)",
      OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
@@ -299,7 +299,8 @@ constexpr std::array<KeySpec, 42> kKeys{{
        return true;
      },
      [](const JobConfig& c) { return toml_float(c.net.peer_timeout); }},
-    {"net.port", "an integer in 1..65535 (the TCP port each node listens on when the peer list "
+    {"net.port",
+     "an integer in 1..65535 (the TCP port each node listens on when the peer list "
      "comes from SLURM)",
      OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
@@ -343,7 +344,9 @@ constexpr std::array<KeySpec, 42> kKeys{{
      },
      [](const JobConfig& c) { return toml_float(c.optimizer.weight_decay); }},
     {"planner.alpha", "\"auto\" (measured) or a number of seconds > 0", OverrideKind::kToml,
-     [](JobConfig& c, const toml::node& n) { return set_optional_positive(c.planner.alpha, n, "auto"); },
+     [](JobConfig& c, const toml::node& n) {
+       return set_optional_positive(c.planner.alpha, n, "auto");
+     },
      [](const JobConfig& c) { return print_optional_rate(c.planner.alpha, "auto"); }},
     {"planner.bandwidth", kBandwidthExpected, OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {

@@ -86,8 +86,8 @@ void set_key(JobConfig& config, const KeySpec& spec, const toml::node& value,
 void apply_table(JobConfig& config, const toml::table& table, const std::string& prefix,
                  std::string_view source) {
   for (const auto& [name, value] : table) {
-    const std::string key = prefix.empty() ? std::string(name.str())
-                                           : prefix + "." + std::string(name.str());
+    const std::string key =
+        prefix.empty() ? std::string(name.str()) : prefix + "." + std::string(name.str());
     const Origin origin{source, value.source().begin.line};
     if (const KeySpec* spec = detail::find_key(key)) {
       set_key(config, *spec, value, origin);
@@ -171,8 +171,8 @@ void apply_override(JobConfig& config, std::string_view text) {
   if (spec == nullptr) {
     if (detail::is_table(key)) {
       throw ConfigError("--set: '" + std::string(key) +
-                        "' is a table: expected a key inside it, e.g. --set " +
-                        std::string(key) + ".KEY=VALUE");
+                        "' is a table: expected a key inside it, e.g. --set " + std::string(key) +
+                        ".KEY=VALUE");
     }
     unknown_key(key, origin);
   }
@@ -206,8 +206,8 @@ JobConfig load_job_config(const std::filesystem::path& path,
   if (!in) {
     std::error_code ec;
     const bool exists = std::filesystem::exists(path, ec);
-    throw ConfigError("job config '" + path.string() + "': " +
-                      (exists ? "cannot be read" : "no such file") +
+    throw ConfigError("job config '" + path.string() +
+                      "': " + (exists ? "cannot be read" : "no such file") +
                       ": expected a readable TOML file (see configs/README.md)");
   }
   std::ostringstream text;
@@ -247,9 +247,9 @@ std::uint64_t fingerprint(const std::string& text) {
 }
 
 /// Keys (or tables, ending in '.') that do not shape the training trajectory.
-constexpr std::string_view kNotTraining[] = {"checkpoint.", "compute.threads", "data.test_limit",
-                                             "job.epochs", "job.max_iterations", "job.name",
-                                             "net.", "security."};
+constexpr std::string_view kNotTraining[] = {"checkpoint.", "compute.threads",    "data.test_limit",
+                                             "job.epochs",  "job.max_iterations", "job.name",
+                                             "net.",        "security."};
 
 }  // namespace
 
@@ -258,11 +258,10 @@ std::uint64_t JobConfig::hash() const { return fingerprint(canonical_text()); }
 std::string JobConfig::training_text() const {
   std::string out;
   for (const KeySpec& spec : detail::key_specs()) {
-    const bool excluded = std::any_of(std::begin(kNotTraining), std::end(kNotTraining),
-                                      [&spec](std::string_view k) {
-                                        return k.ends_with('.') ? spec.key.starts_with(k)
-                                                                : spec.key == k;
-                                      });
+    const bool excluded =
+        std::any_of(std::begin(kNotTraining), std::end(kNotTraining), [&spec](std::string_view k) {
+          return k.ends_with('.') ? spec.key.starts_with(k) : spec.key == k;
+        });
     if (!excluded) out += std::string(spec.key) + " = " + spec.print(*this) + "\n";
   }
   return out;

@@ -31,7 +31,7 @@ struct JobConfig {
 
   /// [data]: the training and test set.
   struct Data {
-    std::string dataset = "fashion-mnist";                ///< data.dataset: only "fashion-mnist".
+    std::string dataset = "fashion-mnist";  ///< data.dataset: only "fashion-mnist".
     /// data.path: the folder of the dataset's files.
     std::string path = "/usr/share/datasets/fashion-mnist";
     /// data.train_limit: use only the first N training images (>= 1; for tests); unset
@@ -57,9 +57,9 @@ struct JobConfig {
 
   /// [optimizer]: SGD with momentum, run where the parameters are updated.
   struct Optimizer {
-    double lr = 0.05;            ///< optimizer.lr: learning rate, > 0.
-    double momentum = 0.9;       ///< optimizer.momentum: in [0, 1).
-    double weight_decay = 0.0;   ///< optimizer.weight_decay: L2 coefficient, >= 0.
+    double lr = 0.05;           ///< optimizer.lr: learning rate, > 0.
+    double momentum = 0.9;      ///< optimizer.momentum: in [0, 1).
+    double weight_decay = 0.0;  ///< optimizer.weight_decay: L2 coefficient, >= 0.
     /// optimizer.schedule: the learning rate over the job, "constant" (lr throughout) or
     /// "cosine" (annealed from lr to 0 over the job's iterations; tasks/optim/lr_schedule.h).
     std::string schedule = "constant";
@@ -118,7 +118,7 @@ struct JobConfig {
     /// net.max_send_rate: per-node send cap in bytes/s (> 0; a rate string or number); unset
     /// ("unlimited"): no cap.
     std::optional<double> max_send_rate;
-    double connect_timeout = 30.0;             ///< net.connect_timeout: seconds, > 0.
+    double connect_timeout = 30.0;  ///< net.connect_timeout: seconds, > 0.
     /// net.handshake_timeout: seconds an accepted connection may take to finish its handshake
     /// (net::TransportOptions::handshake_timeout_s), > 0.
     double handshake_timeout = 5.0;
@@ -162,7 +162,8 @@ struct JobConfig {
     /// checkpoint.every: iterations between checkpoints (>= 1); unset ("epoch"): at the end of
     /// every epoch (an epoch's worth, whatever its iteration count).
     std::optional<std::size_t> every;
-    std::size_t keep = 2;  ///< checkpoint.keep: how many of a node's newest checkpoints to keep, >= 1.
+    std::size_t keep =
+        2;  ///< checkpoint.keep: how many of a node's newest checkpoints to keep, >= 1.
     friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
   } checkpoint;
 

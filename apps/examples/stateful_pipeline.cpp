@@ -1,7 +1,8 @@
 // A user-defined pipeline on the gradmesh engine, without any neural network: it shows the API
 // a training pipeline is built from.
 //
-//   source (compute, stateful) -> square (compute) -> publish (network, deferred) -> sink (compute, stateful)
+//   source (compute, stateful) -> square (compute) -> publish (network, deferred) -> sink (compute,
+//   stateful)
 //                              \-> count (network) ------------------------------/
 //
 // - tasks own explicit state that persists across runs (the source's counter, the sink's sum);

@@ -252,9 +252,9 @@ class Launcher final {
             "; the other nodes go on without it (" + self.survivable_ + ")");
       } else {
         say("rank " + std::to_string(node.rank) + " " + describe_exit(node) + "; " +
-            (self.live_count() > 0 ? "the other nodes have " +
-                                         seconds(self.options_.grace_seconds) + " to finish"
-                                   : std::string("no other node is running")));
+            (self.live_count() > 0
+                 ? "the other nodes have " + seconds(self.options_.grace_seconds) + " to finish"
+                 : std::string("no other node is running")));
         self.start_grace();
       }
     }
@@ -295,8 +295,7 @@ class Launcher final {
     if (live_count() == 0) return;
     say("sending " + signal_name(signum) + " to " + live_ranks());
     send_to_live(signum);
-    uv_timer_start(&kill_timer_, &Launcher::on_kill_timeout, to_ms(options_.kill_after_seconds),
-                   0);
+    uv_timer_start(&kill_timer_, &Launcher::on_kill_timeout, to_ms(options_.kill_after_seconds), 0);
   }
 
   void send_to_live(int signum) {
@@ -325,9 +324,8 @@ class Launcher final {
   /// Once every node has exited: waits briefly for their pipes, then closes the loop's handles.
   void check_done() {
     if (finishing_ || live_count() > 0) return;
-    const bool pipes_open = std::any_of(nodes_.begin(), nodes_.end(), [](const auto& n) {
-      return n->out.open || n->err.open;
-    });
+    const bool pipes_open = std::any_of(nodes_.begin(), nodes_.end(),
+                                        [](const auto& n) { return n->out.open || n->err.open; });
     if (pipes_open) {
       if (!uv_is_active(reinterpret_cast<uv_handle_t*>(&drain_timer_))) {
         uv_timer_start(&drain_timer_, &Launcher::on_drain_timeout, kDrainMs, 0);
@@ -377,8 +375,8 @@ class Launcher final {
     }
     const std::size_t not_started = options_.nodes - nodes_.size();
     if (!failures.empty()) {
-      std::string text = std::to_string(failures.size()) + " of " +
-                         std::to_string(options_.nodes) + " nodes failed: " + join(failures, "; ");
+      std::string text = std::to_string(failures.size()) + " of " + std::to_string(options_.nodes) +
+                         " nodes failed: " + join(failures, "; ");
       if (not_started > 0) text += "; " + std::to_string(not_started) + " not started";
       say(text);
     }
@@ -401,7 +399,7 @@ class Launcher final {
   Phase phase_ = Phase::kRunning;
   const Node* first_failure_ = nullptr;
   std::string survivable_;  // why the job goes on without a failed node; empty: it does not
-  int interrupted_ = 0;  // the last signal the launcher got, 0 if none
+  int interrupted_ = 0;     // the last signal the launcher got, 0 if none
   bool finishing_ = false;
 };
 

@@ -25,10 +25,10 @@ struct LaunchOptions {
   std::vector<std::string> overrides;                ///< --set KEY=VALUE, passed in order
   /// --resume DIR, passed to every node (README "Checkpoints and resume").
   std::optional<std::filesystem::path> resume;
-  std::filesystem::path node_binary;                 ///< the gradmesh-node executable
+  std::filesystem::path node_binary;  ///< the gradmesh-node executable
   std::uint16_t base_port = 0;  ///< ports base_port..base_port+N-1; 0: free ports picked by the OS
-  std::string host = "127.0.0.1";       ///< the address every node listens on
-  std::vector<std::string> node_args;   ///< extra arguments after "--", appended to each node's
+  std::string host = "127.0.0.1";      ///< the address every node listens on
+  std::vector<std::string> node_args;  ///< extra arguments after "--", appended to each node's
   /// After the first node fails, how long the others may keep running (seconds) before they
   /// get SIGTERM; also how long after a forwarded SIGINT/SIGTERM.
   double grace_seconds = 15.0;
@@ -59,9 +59,9 @@ struct LaunchOptions {
 /// (they detect the peer failure themselves), then SIGTERM, then SIGKILL after
 /// options.kill_after_seconds. A job that goes on without a failed node (sync.strategy = ako, or
 /// a BSP strategy with checkpoint.dir: README "When a peer fails") is left running after its
-/// first failed node; a second failure starts the grace period. SIGINT and SIGTERM sent to the launcher are forwarded to the
-/// nodes, with the same escalation. Blocks the calling thread; installs libuv signal watchers for
-/// SIGINT and SIGTERM while it runs.
+/// first failed node; a second failure starts the grace period. SIGINT and SIGTERM sent to the
+/// launcher are forwarded to the nodes, with the same escalation. Blocks the calling thread;
+/// installs libuv signal watchers for SIGINT and SIGTERM while it runs.
 ///
 /// @returns 0 iff every node exited 0 and the launcher was not interrupted; 128 + the signal's
 ///          number if it was interrupted by SIGINT/SIGTERM; else 1. Whenever a node failed, a

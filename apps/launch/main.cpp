@@ -71,8 +71,8 @@ int main(int argc, char** argv) {
   options.config = config;
   if (!metrics_out.empty()) options.metrics_out = metrics_out;
   if (!resume.empty()) options.resume = resume;
-  options.node_binary = node.empty() ? gradmesh::app::default_node_binary()
-                                     : std::filesystem::path(node);
+  options.node_binary =
+      node.empty() ? gradmesh::app::default_node_binary() : std::filesystem::path(node);
 
   // Our stdout may be a pipe whose reader quits; keep managing the nodes rather than die.
   std::signal(SIGPIPE, SIG_IGN);

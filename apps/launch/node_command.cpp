@@ -59,8 +59,9 @@ std::vector<std::string> node_command(const LaunchOptions& options,
   for (const std::uint16_t port : ports) {
     peers += (peers.empty() ? "" : ",") + options.host + ":" + std::to_string(port);
   }
-  std::vector<std::string> args{options.node_binary.string(), "--config", options.config.string(),
-                                "--peers", peers, "--rank", std::to_string(rank)};
+  std::vector<std::string> args{
+      options.node_binary.string(), "--config", options.config.string(), "--peers", peers, "--rank",
+      std::to_string(rank)};
   if (options.metrics_out) {
     args.push_back("--metrics-out");
     args.push_back(options.metrics_out->string());

@@ -60,9 +60,9 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"first_iteration_seconds", m.first_iteration_seconds},
       // The mean over the iterations after the first (the steady state the planner predicts).
       {"steady_iteration_seconds",
-       m.iterations > 1 ? (m.train_seconds - m.first_iteration_seconds) /
-                              static_cast<double>(m.iterations - 1)
-                        : (m.iterations == 1 ? m.train_seconds : 0.0)},
+       m.iterations > 1
+           ? (m.train_seconds - m.first_iteration_seconds) / static_cast<double>(m.iterations - 1)
+           : (m.iterations == 1 ? m.train_seconds : 0.0)},
       {"samples_per_second", m.samples_per_second},
       {"train_loss", m.train_loss},
       {"test_accuracy", m.test_accuracy},
@@ -110,11 +110,11 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
   };
   // Widths fit the longest names and shapes of the CNN config ("max_pool2d12",
   // "32x14x14->64x14x14").
-  out << std::left << std::setw(7) << "layer" << std::setw(13) << "name" << std::setw(20)
-      << "shape" << std::right << std::setw(11) << "parameters" << "  " << std::left
-      << std::setw(14) << "scheme" << std::right << std::setw(12) << "PS floats" << std::setw(12)
-      << "SFB floats" << std::setw(8) << "chunks" << std::setw(17) << "bytes sent/iter"
-      << std::setw(10) << "comm ms" << '\n';
+  out << std::left << std::setw(7) << "layer" << std::setw(13) << "name" << std::setw(20) << "shape"
+      << std::right << std::setw(11) << "parameters"
+      << "  " << std::left << std::setw(14) << "scheme" << std::right << std::setw(12)
+      << "PS floats" << std::setw(12) << "SFB floats" << std::setw(8) << "chunks" << std::setw(17)
+      << "bytes sent/iter" << std::setw(10) << "comm ms" << '\n';
   double total = 0;
   std::size_t params = 0;
   for (const sync::LayerPlan& row : plan) {
@@ -130,9 +130,11 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
   }
   out << std::left << std::setw(40) << "total" << std::right << std::setw(11) << params
       << std::setw(65) << std::fixed << std::setprecision(0) << total << '\n';
-  out << "(PS / SFB floats: per node per iteration by Poseidon ATC'17 Table 1 with P1 = P2 = nodes;\n"
+  out << "(PS / SFB floats: per node per iteration by Poseidon ATC'17 Table 1 with P1 = P2 = "
+         "nodes;\n"
          " bytes sent/iter: this node's payload + frame headers under the chosen schemes;\n"
-         " comm ms: the planner's time of the layer's communication, a bucket's on its first layer)\n";
+         " comm ms: the planner's time of the layer's communication, a bucket's on its first "
+         "layer)\n";
   return out.str();
 }
 
@@ -170,7 +172,8 @@ std::string format_summary(const std::map<std::string, double>& summary, bool me
     out << '\n';
   } else if (!summary.empty()) {
     out << "strategy figures:";
-    for (const auto& [key, value] : summary) out << ' ' << key << ' ' << std::setprecision(4) << value;
+    for (const auto& [key, value] : summary)
+      out << ' ' << key << ' ' << std::setprecision(4) << value;
     out << '\n';
   }
   return out.str();

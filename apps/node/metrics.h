@@ -21,8 +21,8 @@ struct NodeMetrics {
   std::size_t nodes = 1;
   std::string strategy;
   std::string job;
-  std::size_t epochs = 0;             ///< epochs begun (the last may be cut by job.max_iterations)
-  std::uint64_t iterations = 0;      ///< iterations this process ran (after a resume: since it)
+  std::size_t epochs = 0;        ///< epochs begun (the last may be cut by job.max_iterations)
+  std::uint64_t iterations = 0;  ///< iterations this process ran (after a resume: since it)
   /// --resume: the iteration the job continued from (iterations done before this process);
   /// nullopt for a fresh start. "resumed_from_iteration" in the file (null when fresh).
   std::optional<std::uint64_t> resumed_from_iteration;
@@ -42,15 +42,16 @@ struct NodeMetrics {
   /// when it had not ended yet.
   double checkpoint_seconds = 0;
   double checkpoint_write_seconds = 0;  ///< the files' writes (fsync, rename), in the background, s
-  std::uint64_t samples = 0;          ///< training samples this node processed
-  double wall_seconds = 0;            ///< start of the first iteration to the end of the last evaluation
-  double train_seconds = 0;           ///< time spent in iterations (wall_seconds less evaluations)
+  std::uint64_t samples = 0;            ///< training samples this node processed
+  double wall_seconds = 0;   ///< start of the first iteration to the end of the last evaluation
+  double train_seconds = 0;  ///< time spent in iterations (wall_seconds less evaluations)
   /// The first iteration's seconds: it pays one-off costs (first touch of buffers, the transport's
   /// first large writes) that the planner's predicted iteration time does not include.
   double first_iteration_seconds = 0;
-  double samples_per_second = 0;      ///< this node's samples / train_seconds (evaluation excluded)
-  double train_loss = 0;              ///< mean training loss (nats) over the last epoch's iterations
-  double test_accuracy = 0;           ///< fraction of the test images right, this node's replica after its last iteration
+  double samples_per_second = 0;  ///< this node's samples / train_seconds (evaluation excluded)
+  double train_loss = 0;          ///< mean training loss (nats) over the last epoch's iterations
+  double test_accuracy =
+      0;  ///< fraction of the test images right, this node's replica after its last iteration
   double test_loss = 0;
   /// After SyncStage::finish(): equal to test_accuracy for BSP strategies; for Ako, the replica
   /// once every peer's last partitions are folded in (all replicas then equal).
@@ -69,7 +70,7 @@ struct NodeMetrics {
   /// (net::Counters::longest_silence_by_peer; 0 for this node's own rank). Near net.peer_timeout:
   /// the peer was nearly taken for failed.
   std::vector<double> longest_silence_seconds_by_peer;
-  std::size_t parameters = 0;         ///< m, floats
+  std::size_t parameters = 0;  ///< m, floats
   std::size_t batch_size = 0;
   std::vector<sync::LayerPlan> plan;
   std::map<std::string, double> sync;  ///< SyncStage::summary(): strategy-level figures

@@ -85,13 +85,15 @@ int run_plan(const PlanOptions& options) {
       measured->links.nodes = 0;  // not measured
     }
     auto stage = sync::make_sync_stage(
-        strategy, sync::SyncContext{model, executor, channel, 0, options.nodes,
-                                    config.optimizer.batch_size, optimizer, sync, 0,
-                                    measured ? &*measured : nullptr});
+        strategy,
+        sync::SyncContext{model, executor, channel, 0, options.nodes, config.optimizer.batch_size,
+                          optimizer, sync, 0, measured ? &*measured : nullptr});
     const auto plan = stage->plan();
-    std::printf("plan for job '%s': strategy %s, %zu node(s), batch %zu per node, %zu parameters (rank 0)\n",
-                config.job.name.c_str(), strategy.c_str(), options.nodes,
-                config.optimizer.batch_size, model.parameter_count());
+    std::printf(
+        "plan for job '%s': strategy %s, %zu node(s), batch %zu per node, %zu parameters (rank "
+        "0)\n",
+        config.job.name.c_str(), strategy.c_str(), options.nodes, config.optimizer.batch_size,
+        model.parameter_count());
     std::printf("%s", format_plan(plan).c_str());
     std::printf("%s", format_summary(stage->summary(), measured.has_value()).c_str());
     return 0;

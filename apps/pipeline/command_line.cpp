@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "apps/pipeline/pipeline.h"
 #include "engine/error.h"
@@ -23,9 +23,11 @@ CommandLine parse_node_command_line(int argc, const char* const* argv, std::stri
   app.add_option("--peers", node.peers,
                  "every node's HOST:PORT, comma-separated, in rank order (default: from SLURM's "
                  "or torchrun's variables if set, else one local node; README \"Launching\")");
-  app.add_option("--peers-file", node.peers_file, "file with one HOST:PORT per line, in rank order");
-  app.add_option("--rank", node.rank,
-                 "this node's rank (default: GRADMESH_RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or RANK)");
+  app.add_option("--peers-file", node.peers_file,
+                 "file with one HOST:PORT per line, in rank order");
+  app.add_option(
+      "--rank", node.rank,
+      "this node's rank (default: GRADMESH_RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or RANK)");
   app.add_option("--set", node.overrides, "override a config key: KEY=VALUE (repeatable)")
       ->take_all();
   app.add_option("--metrics-out", metrics_out, "write DIR/node-<rank>.json at the end");

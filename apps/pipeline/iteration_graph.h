@@ -41,8 +41,8 @@ struct PreprocessTask {
 struct PipelineTasks {
   engine::TaskHandle source;                   ///< fills the batch
   std::vector<engine::TaskHandle> preprocess;  ///< in the order added
-  sync::IterationTasks model;                  ///< forward_l, backward_l, done (what the sync stage hooks)
-  engine::TaskHandle loss;                     ///< softmax cross-entropy forward and backward
+  sync::IterationTasks model;  ///< forward_l, backward_l, done (what the sync stage hooks)
+  engine::TaskHandle loss;     ///< softmax cross-entropy forward and backward
 };
 
 /// Builds and runs one node's iteration graph. The model, source, executor and sync stage must
@@ -68,7 +68,9 @@ class IterationGraph final : public engine::Checkpointable {
   /// Iterations per epoch (DataSource::open: the same on every node).
   [[nodiscard]] std::size_t iterations_per_epoch() const noexcept { return iterations_per_epoch_; }
   /// Iterations done: those before a resume (load_state) plus the runs of this graph.
-  [[nodiscard]] std::uint64_t iterations() const noexcept { return first_iteration_ + graph_.runs(); }
+  [[nodiscard]] std::uint64_t iterations() const noexcept {
+    return first_iteration_ + graph_.runs();
+  }
   /// Writes iterations() and iterations_per_epoch().
   void save_state(engine::StateWriter& out) override;
   /// Continues from the saved iteration: the next step() fills that batch. Throws

@@ -7,8 +7,8 @@
 #include <random>
 #include <system_error>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/checkpoint.h"
 #include "topo/peer_list.h"
@@ -100,8 +100,8 @@ std::vector<JoinRequest> read_join_requests(const fs::path& root) {
         why = e.what();
       }
       if (!why.empty()) {
-        spdlog::warn("skipping {}: '{}' is not one HOST:PORT ({})", path.string(),
-                     request.address, why);
+        spdlog::warn("skipping {}: '{}' is not one HOST:PORT ({})", path.string(), request.address,
+                     why);
         continue;
       }
       out.push_back(std::move(request));
@@ -171,13 +171,12 @@ fs::path view_dir(const fs::path& root, std::uint64_t view) {
 }
 
 void write_view_admission(const fs::path& root, const ViewAdmission& a) {
-  write_json(view_dir(root, a.view) / "view.json",
-             json{{"view", a.view},
-                  {"peers", a.peers},
-                  {"resume", a.resume.string()},
-                  {"resume_nodes", a.resume_nodes},
-                  {"iteration", a.iteration},
-                  {"admitted", a.admitted}});
+  write_json(view_dir(root, a.view) / "view.json", json{{"view", a.view},
+                                                        {"peers", a.peers},
+                                                        {"resume", a.resume.string()},
+                                                        {"resume_nodes", a.resume_nodes},
+                                                        {"iteration", a.iteration},
+                                                        {"admitted", a.admitted}});
 }
 
 std::optional<ViewAdmission> find_view_admission(const fs::path& root, std::uint64_t nonce) {

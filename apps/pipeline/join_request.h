@@ -4,8 +4,8 @@
 // apps/pipeline. The files live in the job's checkpoint.dir (view 0's), which a BSP job that rolls
 // back already shares among its nodes (each node reads every node-<rank> folder to re-split):
 //
-//   <checkpoint.dir>/join-requests/<host>_<port>.json          the joiner's request (nonce, address)
-//   <checkpoint.dir>/join-requests/<host>_<port>.refused.json  a refusal (nonce, reason)
+//   <checkpoint.dir>/join-requests/<host>_<port>.json          the joiner's request (nonce,
+//   address) <checkpoint.dir>/join-requests/<host>_<port>.refused.json  a refusal (nonce, reason)
 //   <checkpoint.dir>/view-<k>/view.json                        view k's members, who was admitted
 //
 // The survivors exchange the requests each has seen at every checkpoint boundary (a round of
@@ -50,7 +50,8 @@ void withdraw_join_request(const std::filesystem::path& root, const JoinRequest&
 
 /// Requests as a list of numbers for a sync::ResumeAgreement round: per request its nonce, the
 /// address's length in bytes, then the address in 8-byte words.
-[[nodiscard]] std::vector<std::uint64_t> encode_join_requests(std::span<const JoinRequest> requests);
+[[nodiscard]] std::vector<std::uint64_t> encode_join_requests(
+    std::span<const JoinRequest> requests);
 /// The inverse of encode_join_requests. Throws ProtocolError for a list that is not one.
 [[nodiscard]] std::vector<JoinRequest> decode_join_requests(std::span<const std::uint64_t> words);
 /// The requests of every node's list (decoded), one per address: of two requests of one address

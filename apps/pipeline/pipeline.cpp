@@ -56,19 +56,19 @@ void abort_peers(net::Transport* transport, const std::exception& e) noexcept {
 Pipeline::Pipeline(NodeOptions options) {
   JobConfig config = load_job_config(options.config, options.overrides);
   // Without --peers / --peers-file, SLURM's or torchrun's variables may give peers and rank.
-  auto launched = options.peers.empty() && options.peers_file.empty()
-                      ? topo::launch_environment(topo::process_environment(), config.net.port,
-                                                 options.rank)
-                      : std::nullopt;
+  auto launched =
+      options.peers.empty() && options.peers_file.empty()
+          ? topo::launch_environment(topo::process_environment(), config.net.port, options.rank)
+          : std::nullopt;
   topo::PeerList peers = launched ? launched->peers : peer_list(options);
   state_ = std::make_unique<State>(std::move(options), std::move(config), std::move(peers));
   State& s = *state_;
   const std::size_t nodes = s.nodes();
   const topo::RankChoice choice =
-      launched                        ? launched->rank
-      : nodes == 1 && !s.options.rank ? topo::RankChoice{0, "single node"}
-                                      : topo::resolve_rank(s.options.rank,
-                                                           topo::process_environment(), nodes);
+      launched ? launched->rank
+      : nodes == 1 && !s.options.rank
+          ? topo::RankChoice{0, "single node"}
+          : topo::resolve_rank(s.options.rank, topo::process_environment(), nodes);
   s.rank = choice.rank;
   s.rank_source = choice.source;
   spdlog::set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(s.rank) + "] [%^%l%$] %v");
@@ -166,19 +166,22 @@ void Pipeline::build() {
     t.secret = job_secret(config, std::getenv(kSecretEnvironmentVariable));
     t.encrypt = config.security.encrypt;
     if (t.secret.empty())
-      spdlog::warn("no job secret (security.secret_file or {}): any host that can reach {} can "
-                   "join this job (README.md, \"Security\")",
-                   kSecretEnvironmentVariable, s.peers[s.rank].address());
+      spdlog::warn(
+          "no job secret (security.secret_file or {}): any host that can reach {} can "
+          "join this job (README.md, \"Security\")",
+          kSecretEnvironmentVariable, s.peers[s.rank].address());
     else if (!config.security.secret_file.empty() && std::getenv(kSecretEnvironmentVariable))
       spdlog::info("job secret from security.secret_file ({}); {} is ignored",
                    config.security.secret_file, kSecretEnvironmentVariable);
     s.sealed = !t.secret.empty() && t.encrypt;
     if (s.sealed)
-      spdlog::info("connections authenticated with the job secret; every frame after that "
-                   "encrypted and authenticated (ChaCha20-Poly1305, security.encrypt)");
+      spdlog::info(
+          "connections authenticated with the job secret; every frame after that "
+          "encrypted and authenticated (ChaCha20-Poly1305, security.encrypt)");
     else if (!t.secret.empty())
-      spdlog::warn("security.encrypt = false: connections are authenticated when they open, then "
-                   "frames go in clear and unauthenticated (README.md, \"Security\")");
+      spdlog::warn(
+          "security.encrypt = false: connections are authenticated when they open, then "
+          "frames go in clear and unauthenticated (README.md, \"Security\")");
     s.transport = std::make_unique<net::TcpTransport>(std::move(t));
   }
   // One channel per node routes frames by stage: the start-up probe's, then the strategy's.
@@ -192,16 +195,18 @@ void Pipeline::build() {
   if (s.options.rejoin) {
     if (nodes < 2) throw ConfigError("--rejoin needs peers (--peers): a job of one node has none");
     if (s.options.resume)
-      throw ConfigError("--rejoin and --resume exclude each other: a rejoining node takes a live "
-                        "peer's state, a resumed job a checkpoint's");
+      throw ConfigError(
+          "--rejoin and --resume exclude each other: a rejoining node takes a live "
+          "peer's state, a resumed job a checkpoint's");
     if (!sync::strategy_traits(config.sync.strategy).live_membership)
-      throw ConfigError("Pipeline: --rejoin needs a strategy that takes a node back while the "
-                        "job runs (sync.strategy = " +
-                        sync::strategies_with(&sync::StrategyTraits::live_membership) +
-                        "; is \"" + config.sync.strategy +
-                        "\"); a BSP job with checkpoint.dir takes a restarted node back at a "
-                        "checkpoint boundary through run_with_recovery() (README \"When a peer "
-                        "fails\")");
+      throw ConfigError(
+          "Pipeline: --rejoin needs a strategy that takes a node back while the "
+          "job runs (sync.strategy = " +
+          sync::strategies_with(&sync::StrategyTraits::live_membership) + "; is \"" +
+          config.sync.strategy +
+          "\"); a BSP job with checkpoint.dir takes a restarted node back at a "
+          "checkpoint boundary through run_with_recovery() (README \"When a peer "
+          "fails\")");
   }
   // A config error that every node finds alike is raised before any connection: found after it,
   // the first node to stop looks like a failed peer to a slower one still starting.
@@ -268,9 +273,9 @@ void Pipeline::build() {
     s.checkpoints.add("sync", *s.stage);
     if (!config.checkpoint.dir.empty()) {
       s.store.emplace(config.checkpoint.dir, s.rank, config.checkpoint.keep);
-      s.checkpoint_header =
-          engine::CheckpointHeader{config.training_fingerprint(), s.rank, nodes, 0,
-                                   config.sync.strategy, config.training_text()};
+      s.checkpoint_header = engine::CheckpointHeader{
+          config.training_fingerprint(), s.rank, nodes, 0, config.sync.strategy,
+          config.training_text()};
       const std::string every = config.checkpoint.every
                                     ? std::to_string(*config.checkpoint.every) + " iterations"
                                     : std::string("epoch");
@@ -342,19 +347,19 @@ NodeMetrics Pipeline::run() {
                  config.optimizer.lr, limit);
   }
   if (s.options.rejoin) {
-    std::printf("[rank %zu] rejoined at iteration %llu (epoch %llu, iteration %llu of it) from a "
-                "live peer's replica\n",
-                s.rank, static_cast<unsigned long long>(start),
-                static_cast<unsigned long long>(start / per_epoch + 1),
-                static_cast<unsigned long long>(start % per_epoch));
+    std::printf(
+        "[rank %zu] rejoined at iteration %llu (epoch %llu, iteration %llu of it) from a "
+        "live peer's replica\n",
+        s.rank, static_cast<unsigned long long>(start),
+        static_cast<unsigned long long>(start / per_epoch + 1),
+        static_cast<unsigned long long>(start % per_epoch));
     std::fflush(stdout);
   }
   if (s.options.resume) {
     std::printf("[rank %zu] resumed from iteration %llu (epoch %llu, iteration %llu of it) of %s\n",
                 s.rank, static_cast<unsigned long long>(start),
                 static_cast<unsigned long long>(start / per_epoch + 1),
-                static_cast<unsigned long long>(start % per_epoch),
-                s.resume_source.c_str());
+                static_cast<unsigned long long>(start % per_epoch), s.resume_source.c_str());
     std::fflush(stdout);
   }
 
@@ -407,16 +412,18 @@ NodeMetrics Pipeline::run() {
           write_checkpoint(done, metrics);
           // Restarted nodes come back at a checkpoint boundary; at an epoch's end after its
           // evaluation (the boundary is the same on every node: BSP).
-          if (in_epoch < epoch_iterations) admit_rejoins(done, done == limit, metrics);
-          else admit_at_epoch_end = true;
+          if (in_epoch < epoch_iterations)
+            admit_rejoins(done, done == limit, metrics);
+          else
+            admit_at_epoch_end = true;
         }
         if (progress.due(in_epoch == epoch_iterations)) {
           const double seconds =
               std::max(std::chrono::duration<double>(Clock::now() - epoch_start).count(), 1e-9);
-          progress.update(ProgressSnapshot{
-              s.rank, epoch + 1, config.job.epochs, in_epoch, epoch_iterations,
-              static_cast<double>((in_epoch - first) * batch) / seconds,
-              (bytes_sent() - sent_at_start) / 1e6 / seconds, seconds});
+          progress.update(
+              ProgressSnapshot{s.rank, epoch + 1, config.job.epochs, in_epoch, epoch_iterations,
+                               static_cast<double>((in_epoch - first) * batch) / seconds,
+                               (bytes_sent() - sent_at_start) / 1e6 / seconds, seconds});
         }
       }
       progress.finish();
@@ -437,11 +444,11 @@ NodeMetrics Pipeline::run() {
       metrics.epoch_train_seconds.push_back(train_seconds);
       const std::string accuracy =
           evaluation ? fmt::format("  test accuracy {:.2f}%", 100.0 * evaluation->accuracy) : "";
-      std::printf("[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f%s  %.0f samples/s  %.1f MB sent\n",
-                  s.rank, epoch + 1, config.job.epochs, static_cast<unsigned long long>(done),
-                  metrics.train_loss, accuracy.c_str(),
-                  static_cast<double>((done - start) * batch) / std::max(train_seconds, 1e-9),
-                  sent / 1e6);
+      std::printf(
+          "[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f%s  %.0f samples/s  %.1f MB sent\n",
+          s.rank, epoch + 1, config.job.epochs, static_cast<unsigned long long>(done),
+          metrics.train_loss, accuracy.c_str(),
+          static_cast<double>((done - start) * batch) / std::max(train_seconds, 1e-9), sent / 1e6);
       std::fflush(stdout);
       if (admit_at_epoch_end) {
         admit_at_epoch_end = false;
@@ -477,8 +484,8 @@ NodeMetrics Pipeline::run() {
   metrics.train_seconds = train_seconds;
 
   if (transport) transport->shutdown(10.0);
-  const CompletedRun run{transport, stage,  model,  config, s.options,    s.rank,
-                         nodes,     batch,  start,  done,   train_seconds};
+  const CompletedRun run{transport, stage, model, config, s.options,    s.rank,
+                         nodes,     batch, start, done,   train_seconds};
   complete_metrics(metrics, run);
   report_run(metrics, run, s.trace.get());
   return metrics;

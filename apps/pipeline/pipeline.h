@@ -16,7 +16,8 @@
 //   }
 //
 // Run it on identical nodes like gradmesh-node (same flags: --config, --peers, --rank, --set,
-// --metrics-out, --trace, --save-parameters, --resume), or with `gradmesh-launch --node ./my-trainer`.
+// --metrics-out, --trace, --save-parameters, --resume), or with `gradmesh-launch --node
+// ./my-trainer`.
 
 #include <cstddef>
 #include <cstdint>
@@ -38,13 +39,13 @@ namespace gradmesh::app {
 
 /// What a node was given on its command line (gradmesh-node's flags; DESIGN.md "Contracts: CLI").
 struct NodeOptions {
-  std::filesystem::path config;              ///< --config JOB.toml (required)
-  std::vector<std::string> overrides;        ///< --set KEY=VALUE, in order
+  std::filesystem::path config;        ///< --config JOB.toml (required)
+  std::vector<std::string> overrides;  ///< --set KEY=VALUE, in order
   /// --peers HOST:PORT,...; with neither this nor --peers-file: SLURM's or torchrun's variables
   /// (topo/launch_environment.h), else one local node.
   std::string peers;
-  std::filesystem::path peers_file;          ///< --peers-file
-  std::optional<long long> rank;             ///< --rank; else from the environment
+  std::filesystem::path peers_file;                  ///< --peers-file
+  std::optional<long long> rank;                     ///< --rank; else from the environment
   std::optional<std::filesystem::path> metrics_out;  ///< --metrics-out DIR
   /// --resume DIR: continue from the newest checkpoint under DIR (DIR/node-<rank>/) that every
   /// node holds (README "Checkpoints and resume").
@@ -55,9 +56,9 @@ struct NodeOptions {
   /// with checkpoint.dir, through run_with_recovery(): at the next checkpoint boundary, from that
   /// checkpoint (README "When a peer fails").
   bool rejoin = false;
-  bool save_parameters = false;              ///< --save-parameters: DIR/parameters-<rank>.f32
-  bool trace = false;                        ///< --trace: DIR/trace-<rank>.json (Chrome trace of every task)
-  bool verbose = false;                      ///< -v: debug logging, the effective config printed
+  bool save_parameters = false;  ///< --save-parameters: DIR/parameters-<rank>.f32
+  bool trace = false;            ///< --trace: DIR/trace-<rank>.json (Chrome trace of every task)
+  bool verbose = false;          ///< -v: debug logging, the effective config printed
   /// Set by run_with_recovery() (not a flag): how many times this node has rolled back after a
   /// peer failed ("rollbacks" in the metrics).
   std::size_t rollbacks = 0;

@@ -49,8 +49,10 @@ std::string config_difference(const std::string& saved, const std::string& curre
   };
   for (const auto& [key, value] : a) {
     const auto it = b.find(key);
-    if (it == b.end()) add(key, value, "no such key");
-    else if (it->second != value) add(key, value, it->second);
+    if (it == b.end())
+      add(key, value, "no such key");
+    else if (it->second != value)
+      add(key, value, it->second);
   }
   for (const auto& [key, value] : b) {
     if (!a.contains(key)) add(key, "no such key", value);
@@ -115,9 +117,10 @@ void Pipeline::agree_on_checkpoint() {
                           store.node_dir().string() + ")");
   }
   if (iteration != valid.front()) {
-    spdlog::warn("--resume: iteration {} is the newest checkpoint every node has; this node's "
-                 "newest valid one is {}",
-                 iteration, valid.front());
+    spdlog::warn(
+        "--resume: iteration {} is the newest checkpoint every node has; this node's "
+        "newest valid one is {}",
+        iteration, valid.front());
   }
   const std::string path = store.path(iteration).string();
   engine::Checkpoint checkpoint = store.load(iteration);
@@ -129,8 +132,8 @@ void Pipeline::agree_on_checkpoint() {
                           std::to_string(s.nodes()));
   }
   if (h.rank != s.rank) {
-    throw CheckpointError(path + ": written by rank " + std::to_string(h.rank) +
-                          ", read by rank " + std::to_string(s.rank));
+    throw CheckpointError(path + ": written by rank " + std::to_string(h.rank) + ", read by rank " +
+                          std::to_string(s.rank));
   }
   check_config(checkpoint, path, s.config);
   spdlog::info("--resume: every node continues from iteration {} ({})", iteration, path);
@@ -169,8 +172,10 @@ void Pipeline::agree_on_resplit(std::size_t old_nodes) {
   } catch (const CheckpointError& e) {
     throw CheckpointError("--resume " + dir.string() + ": " + e.what() + " (resuming the " +
                           std::to_string(old_nodes) + "-node job's checkpoints on " +
-                          std::to_string(s.nodes()) + " nodes needs every one of its node-<rank> "
-                          "folders under " + dir.string() + ")");
+                          std::to_string(s.nodes()) +
+                          " nodes needs every one of its node-<rank> "
+                          "folders under " +
+                          dir.string() + ")");
   }
   std::vector<engine::Checkpoint> old;
   for (std::size_t r = 0; r < old_nodes; ++r) {
@@ -179,8 +184,8 @@ void Pipeline::agree_on_resplit(std::size_t old_nodes) {
     const engine::CheckpointHeader& h = old.back().header;
     if (h.nodes != old_nodes || h.rank != r) {
       throw CheckpointError(path + ": written by rank " + std::to_string(h.rank) + " of " +
-                            std::to_string(h.nodes) + " nodes, expected rank " +
-                            std::to_string(r) + " of " + std::to_string(old_nodes));
+                            std::to_string(h.nodes) + " nodes, expected rank " + std::to_string(r) +
+                            " of " + std::to_string(old_nodes));
     }
     check_config(old.back(), path, s.config);
   }
@@ -189,10 +194,11 @@ void Pipeline::agree_on_resplit(std::size_t old_nodes) {
   s.resume_from = resplit_checkpoint(old, s.rank, s.nodes(), source);
   s.resume_source = source;
   s.resplit_from_nodes = old_nodes;
-  spdlog::info("--resume: the {}-node job's checkpoints of its iteration {} re-split over {} nodes "
-               "(the replica, the optimizer's velocity merged from every node, the KV chunks "
-               "re-sharded by this job's plan)",
-               old_nodes, iteration, s.nodes());
+  spdlog::info(
+      "--resume: the {}-node job's checkpoints of its iteration {} re-split over {} nodes "
+      "(the replica, the optimizer's velocity merged from every node, the KV chunks "
+      "re-sharded by this job's plan)",
+      old_nodes, iteration, s.nodes());
 }
 
 void Pipeline::adapt_resplit() {
@@ -216,9 +222,10 @@ void Pipeline::adapt_resplit() {
   out.clear();
   s.stage->save_state(out);
   c.sections["sync"].assign(out.bytes().begin(), out.bytes().end());
-  spdlog::info("--resume: the {}-node job's iteration {} ({} per epoch) is this job's iteration {} "
-               "({} per epoch: the same epoch, the same fraction of it)",
-               s.resplit_from_nodes, done, per_epoch_old, now, per_epoch);
+  spdlog::info(
+      "--resume: the {}-node job's iteration {} ({} per epoch) is this job's iteration {} "
+      "({} per epoch: the same epoch, the same fraction of it)",
+      s.resplit_from_nodes, done, per_epoch_old, now, per_epoch);
 }
 
 void Pipeline::add_checkpoint_state(std::string name, engine::Checkpointable& state) {
@@ -242,9 +249,10 @@ void Pipeline::write_checkpoint(std::uint64_t iteration, NodeMetrics& metrics) {
   ++metrics.checkpoints_written;
   metrics.checkpoint_bytes = s.checkpoint_file.size();
   metrics.checkpoint_seconds += seconds;
-  spdlog::info("checkpoint of iteration {}: {:.2f} MB of state saved in {:.1f} ms (with any wait for "
-               "the previous write); writing it in the background",
-               iteration, static_cast<double>(s.checkpoint_file.size()) / 1e6, seconds * 1e3);
+  spdlog::info(
+      "checkpoint of iteration {}: {:.2f} MB of state saved in {:.1f} ms (with any wait for "
+      "the previous write); writing it in the background",
+      iteration, static_cast<double>(s.checkpoint_file.size()) / 1e6, seconds * 1e3);
   // The write (temporary file, fsync, rename) runs beside the next iterations; the state is
   // already a copy, so training goes on at once.
   s.checkpoint_writing = iteration;
@@ -276,8 +284,9 @@ void Pipeline::admit_rejoins(std::uint64_t iteration, bool last, NodeMetrics& me
       seen.push_back(std::move(request));
     } else if (s.rank == 0 && !find_join_refusal(root, request)) {
       const std::size_t rank = static_cast<std::size_t>(live - members.begin());
-      spdlog::warn("a join request from {} refused: rank {} of view {} has that address and is live",
-                   request.address, rank, s.options.view);
+      spdlog::warn(
+          "a join request from {} refused: rank {} of view {} has that address and is live",
+          request.address, rank, s.options.view);
       write_join_refusal(root, request,
                          "rank " + std::to_string(rank) + " of view " +
                              std::to_string(s.options.view) + " has the address " +
@@ -291,8 +300,7 @@ void Pipeline::admit_rejoins(std::uint64_t iteration, bool last, NodeMetrics& me
   std::string who;
   for (const JoinRequest& j : joiners) who += (who.empty() ? "" : ", ") + j.address;
   if (last) {
-    spdlog::warn("{} asked to rejoin, but iteration {} is the job's last: refused", who,
-                 iteration);
+    spdlog::warn("{} asked to rejoin, but iteration {} is the job's last: refused", who, iteration);
     if (s.rank == 0) {
       for (const JoinRequest& j : joiners) {
         write_join_refusal(root, j,
@@ -302,9 +310,10 @@ void Pipeline::admit_rejoins(std::uint64_t iteration, bool last, NodeMetrics& me
     }
     return;
   }
-  spdlog::warn("{} restarted and asked to rejoin: every node stops at the checkpoint of iteration "
-               "{} and goes on from it with {} nodes",
-               who, iteration, s.nodes() + joiners.size());
+  spdlog::warn(
+      "{} restarted and asked to rejoin: every node stops at the checkpoint of iteration "
+      "{} and goes on from it with {} nodes",
+      who, iteration, s.nodes() + joiners.size());
   finish_checkpoint_write(metrics);  // on disk before any node of the grown view reads it
   throw ViewGrowth(iteration, std::move(joiners));
 }

@@ -47,7 +47,7 @@ struct Pipeline::State {
   engine::Executor executor{{1, 1}};
   std::shared_ptr<engine::TraceRecorder> trace;
   std::unique_ptr<net::Transport> transport;
-  bool sealed = false;  // the transport seals its frames (a job secret and security.encrypt)
+  bool sealed = false;     // the transport seals its frames (a job secret and security.encrypt)
   bool connected = false;  // the transport started: every peer of this view connected
   std::optional<sync::Channel> channel;
   std::optional<sync::LinkProbe> probe;
@@ -65,7 +65,7 @@ struct Pipeline::State {
   // The file write under way (its seconds), at most one; declared after what it uses, so that
   // its destructor (which waits for the write) runs first.
   std::future<double> checkpoint_write;
-  std::uint64_t checkpoint_writing = 0;          // the iteration being written
+  std::uint64_t checkpoint_writing = 0;           // the iteration being written
   std::optional<engine::Checkpoint> resume_from;  // agreed in build(), loaded in run()
   std::string resume_source;                      // its path
   // Resuming on another node count: the node count and iterations per epoch that wrote it (the

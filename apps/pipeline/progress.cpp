@@ -24,8 +24,8 @@ std::string clock_text(double seconds) {
 }  // namespace
 
 std::string format_progress(const ProgressSnapshot& s, std::size_t bar_width) {
-  std::string out = "[rank " + std::to_string(s.rank) + "] epoch " + std::to_string(s.epoch) +
-                    "/" + std::to_string(s.epochs) + " ";
+  std::string out = "[rank " + std::to_string(s.rank) + "] epoch " + std::to_string(s.epoch) + "/" +
+                    std::to_string(s.epochs) + " ";
   const double fraction =
       s.iterations > 0 ? static_cast<double>(s.iteration) / static_cast<double>(s.iterations) : 0;
   if (bar_width > 0) {
@@ -45,7 +45,9 @@ std::string format_progress(const ProgressSnapshot& s, std::size_t bar_width) {
 }
 
 ProgressReporter::ProgressReporter(std::FILE* out, double plain_every_seconds)
-    : out_(out), terminal_(::isatty(::fileno(out)) == 1), every_(plain_every_seconds),
+    : out_(out),
+      terminal_(::isatty(::fileno(out)) == 1),
+      every_(plain_every_seconds),
       last_(Clock::now()) {}
 
 bool ProgressReporter::due(bool last) const noexcept {

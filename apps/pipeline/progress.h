@@ -14,13 +14,13 @@ namespace gradmesh::app {
 /// Where one epoch stands.
 struct ProgressSnapshot {
   std::size_t rank = 0;
-  std::size_t epoch = 0;                 ///< 1-based
+  std::size_t epoch = 0;  ///< 1-based
   std::size_t epochs = 1;
-  std::uint64_t iteration = 0;           ///< iterations done in this epoch
-  std::uint64_t iterations = 0;          ///< iterations in this epoch (>= iteration)
-  double samples_per_second = 0;         ///< this node, this epoch so far
-  double megabytes_per_second = 0;       ///< sent by this node, this epoch so far (1e6 bytes)
-  double elapsed_seconds = 0;            ///< since the epoch began
+  std::uint64_t iteration = 0;      ///< iterations done in this epoch
+  std::uint64_t iterations = 0;     ///< iterations in this epoch (>= iteration)
+  double samples_per_second = 0;    ///< this node, this epoch so far
+  double megabytes_per_second = 0;  ///< sent by this node, this epoch so far (1e6 bytes)
+  double elapsed_seconds = 0;       ///< since the epoch began
 };
 
 /// The progress text: "[rank 0] epoch 2/5 [########------------] 412/938  2650 samples/s

@@ -79,9 +79,10 @@ NodeOptions await_admission(NodeOptions options, const fs::path& root, std::vect
     address = own.peer_addresses()[own.rank()];
   }
   const JoinRequest request = file_join_request(root, address);
-  spdlog::info("--rejoin: asked to rejoin the job as {} (request {:016x} under {}); waiting for "
-               "its next checkpoint boundary",
-               address, request.nonce, root.string());
+  spdlog::info(
+      "--rejoin: asked to rejoin the job as {} (request {:016x} under {}); waiting for "
+      "its next checkpoint boundary",
+      address, request.nonce, root.string());
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto next_note = start + std::chrono::seconds(30);
@@ -119,11 +120,11 @@ NodeOptions await_admission(NodeOptions options, const fs::path& root, std::vect
   options.rejoin = false;
   options.rejoined = true;
   views = {View{admission->resume, admission->resume_nodes}, View{dir, admission->peers.size()}};
-  std::printf("[rank %zu] admitted into view %llu of %zu nodes: resuming from the checkpoint of "
-              "iteration %llu (%s)\n",
-              rank, static_cast<unsigned long long>(admission->view), admission->peers.size(),
-              static_cast<unsigned long long>(admission->iteration),
-              admission->resume.string().c_str());
+  std::printf(
+      "[rank %zu] admitted into view %llu of %zu nodes: resuming from the checkpoint of "
+      "iteration %llu (%s)\n",
+      rank, static_cast<unsigned long long>(admission->view), admission->peers.size(),
+      static_cast<unsigned long long>(admission->iteration), admission->resume.string().c_str());
   std::fflush(stdout);
   return options;
 }
@@ -191,9 +192,10 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
       views.push_back(View{enter_view(options, root, admission.view, peers, rank, admission.resume),
                            peers.size()});
       options.rejoins_admitted += growth.joiners().size();
-      spdlog::warn("view {}: {} node(s) rejoined at the checkpoint of iteration {}; going on "
-                   "with {} nodes from it (this node stays rank {})",
-                   options.view, growth.joiners().size(), growth.iteration(), peers.size(), rank);
+      spdlog::warn(
+          "view {}: {} node(s) rejoined at the checkpoint of iteration {}; going on "
+          "with {} nodes from it (this node stays rank {})",
+          options.view, growth.joiners().size(), growth.iteration(), peers.size(), rank);
     } catch (const PeerError& e) {
       const std::size_t nodes = pipeline->nodes();
       const std::size_t rank = pipeline->rank();
@@ -210,8 +212,10 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
         throw Error("cut off from the majority: of the " +
                     std::to_string(quorum_base > 0 ? quorum_base : nodes) +
                     " nodes it ran with, the others report this node (rank " +
-                    std::to_string(rank) + ") gone and go on without it, so it stops and writes "
-                    "no metrics or checkpoints (last: " + e.what() + ")");
+                    std::to_string(rank) +
+                    ") gone and go on without it, so it stops and writes "
+                    "no metrics or checkpoints (last: " +
+                    e.what() + ")");
       }
       // The newest view that holds a checkpoint: the job rolls back to it (resumed on n - 1).
       std::optional<fs::path> from;
@@ -234,10 +238,10 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
       views.push_back(
           View{enter_view(options, root, options.view + 1, peers, new_rank, *from), peers.size()});
       ++options.rollbacks;
-      spdlog::warn("peer rank {} ({}) is gone ({}): rolling back to the newest checkpoint in {} "
-                   "and going on with {} nodes; this node is rank {} of them (view {})",
-                   dead, dead_address, e.what(), from->string(), peers.size(), new_rank,
-                   options.view);
+      spdlog::warn(
+          "peer rank {} ({}) is gone ({}): rolling back to the newest checkpoint in {} "
+          "and going on with {} nodes; this node is rank {} of them (view {})",
+          dead, dead_address, e.what(), from->string(), peers.size(), new_rank, options.view);
     }
   }
 }

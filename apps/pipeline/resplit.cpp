@@ -33,7 +33,8 @@ std::vector<float> merge_velocities(std::span<const std::vector<float>> velociti
 engine::Checkpoint resplit_checkpoint(std::span<const engine::Checkpoint> old, std::size_t rank,
                                       std::size_t nodes, const std::string& source) {
   GRADMESH_CHECK(!old.empty(), "resplit_checkpoint: no checkpoints");
-  const auto section = [&](std::size_t k, const std::string& name) -> const std::vector<std::byte>& {
+  const auto section = [&](std::size_t k,
+                           const std::string& name) -> const std::vector<std::byte>& {
     const auto it = old[k].sections.find(name);
     if (it == old[k].sections.end()) {
       throw CheckpointError(source + ": rank " + std::to_string(k) + "'s checkpoint has no '" +

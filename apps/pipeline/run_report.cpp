@@ -88,10 +88,11 @@ void complete_metrics(NodeMetrics& metrics, const CompletedRun& run) {
 
 void report_run(const NodeMetrics& metrics, const CompletedRun& run,
                 const engine::TraceRecorder* trace) {
-  spdlog::info("done: {} iterations in {:.1f} s, {:.0f} samples/s, test accuracy {:.2f}%, {:.0f} "
-               "bytes sent per iteration",
-               metrics.iterations, metrics.wall_seconds, metrics.samples_per_second,
-               100.0 * metrics.test_accuracy, metrics.bytes_sent_per_iteration);
+  spdlog::info(
+      "done: {} iterations in {:.1f} s, {:.0f} samples/s, test accuracy {:.2f}%, {:.0f} "
+      "bytes sent per iteration",
+      metrics.iterations, metrics.wall_seconds, metrics.samples_per_second,
+      100.0 * metrics.test_accuracy, metrics.bytes_sent_per_iteration);
   if (const auto& dir = run.options.metrics_out) {
     write_metrics(*dir, metrics);
     if (run.options.save_parameters) save_parameters(*dir, run.rank, run.model.parameters());

@@ -24,10 +24,10 @@ struct CompletedRun {
   const NodeOptions& options;
   std::size_t rank = 0;
   std::size_t nodes = 1;
-  std::size_t batch = 0;       ///< K, samples per node per iteration
-  std::uint64_t start = 0;     ///< the first iteration this process ran (> 0 after a resume)
-  std::uint64_t done = 0;      ///< iterations done at the end
-  double train_seconds = 0;    ///< time in iterations, seconds (evaluation left out)
+  std::size_t batch = 0;     ///< K, samples per node per iteration
+  std::uint64_t start = 0;   ///< the first iteration this process ran (> 0 after a resume)
+  std::uint64_t done = 0;    ///< iterations done at the end
+  double train_seconds = 0;  ///< time in iterations, seconds (evaluation left out)
 };
 
 /// Fills the job-level fields of `metrics` (the loop filled the per-epoch ones): the transport's

@@ -39,8 +39,8 @@ void check_writable_folder(const std::filesystem::path& dir, std::string_view wh
   if (ec) fail("cannot create the folder: " + ec.message());
   if (!std::filesystem::is_directory(dir, ec)) fail("not a folder");
   // One name per rank and process: nodes sharing the folder never touch each other's probe.
-  const auto probe = dir / (".gradmesh-write-test-" + std::to_string(rank) + "-" +
-                            std::to_string(::getpid()));
+  const auto probe =
+      dir / (".gradmesh-write-test-" + std::to_string(rank) + "-" + std::to_string(::getpid()));
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail(std::string("cannot write a file in it: ") + std::strerror(errno));
   const char byte = 0;
@@ -71,9 +71,9 @@ namespace {
 
 // "12.5 MB/s (100 Mbit/s) from 4194304 bytes in 336 ms", and what kind of figure it is.
 std::string link_text(const sync::LinkReport& link) {
-  std::string text = fmt::format("alpha {:.0f} us, B {} from a transfer of {} bytes in {:.1f} ms",
-                                 link.alpha * 1e6, format_rate(link.bandwidth), link.bytes,
-                                 link.seconds * 1e3);
+  std::string text =
+      fmt::format("alpha {:.0f} us, B {} from a transfer of {} bytes in {:.1f} ms",
+                  link.alpha * 1e6, format_rate(link.bandwidth), link.bytes, link.seconds * 1e3);
   if (link.steady) text += " (its steady part, before a stall at the receiver)";
   switch (link.kind) {
     case sync::LinkMeasure::kMeasured:
@@ -82,8 +82,9 @@ std::string link_text(const sync::LinkReport& link) {
       text += " (the largest transfer: a fast link)";
       break;
     case sync::LinkMeasure::kEstimate:
-      text += " (an ESTIMATE: the probe's budget ran out before a transfer lasted long enough; "
-              "set planner.bandwidth if it reads wrong)";
+      text +=
+          " (an ESTIMATE: the probe's budget ran out before a transfer lasted long enough; "
+          "set planner.bandwidth if it reads wrong)";
       break;
   }
   return text;
@@ -98,8 +99,8 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   for (std::size_t peer = 0; peer < nodes; ++peer) {
     const sync::LinkReport& link = probe.report()[peer];
     if (link.transfers == 0) continue;  // this node
-    const auto log = link.kind == sync::LinkMeasure::kEstimate ? spdlog::level::warn
-                                                               : spdlog::level::info;
+    const auto log =
+        link.kind == sync::LinkMeasure::kEstimate ? spdlog::level::warn : spdlog::level::info;
     spdlog::log(log, "link to rank {} ({}): {}", peer, probe.peer_address(peer), link_text(link));
   }
   if (nodes > 1) spdlog::info("link probe took {:.2f} s", probe.took_seconds());
@@ -121,17 +122,18 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   double tf = 0, tb = 0;
   for (double t : m.forward_seconds) tf += t;
   for (double t : m.backward_seconds) tb += t;
-  spdlog::info("measured in {:.2f} s: slowest link alpha {:.1f} us, B {}, o {:.1f} us; "
-               "GEMM {:.1f} GFLOP/s; step {:.2f} ns/float; t_f {:.2f} ms, t_b {:.2f} ms "
-               "(slowest node)",
-               std::chrono::duration<double>(Clock::now() - start).count(), link.alpha * 1e6,
-               nodes > 1 ? format_rate(link.bandwidth) : std::string("-"),
-               link.message_seconds * 1e6, m.gemm_flops / 1e9, m.step_seconds_per_float * 1e9,
-               tf * 1e3, tb * 1e3);
+  spdlog::info(
+      "measured in {:.2f} s: slowest link alpha {:.1f} us, B {}, o {:.1f} us; "
+      "GEMM {:.1f} GFLOP/s; step {:.2f} ns/float; t_f {:.2f} ms, t_b {:.2f} ms "
+      "(slowest node)",
+      std::chrono::duration<double>(Clock::now() - start).count(), link.alpha * 1e6,
+      nodes > 1 ? format_rate(link.bandwidth) : std::string("-"), link.message_seconds * 1e6,
+      m.gemm_flops / 1e9, m.step_seconds_per_float * 1e9, tf * 1e3, tb * 1e3);
   if (m.cipher_seconds_per_byte > 0)
-    spdlog::info("frame cipher: {} sealed and opened per core (slowest node; in every B the probe "
-                 "measured, and added to planner.bandwidth's)",
-                 format_rate(1.0 / m.cipher_seconds_per_byte));
+    spdlog::info(
+        "frame cipher: {} sealed and opened per core (slowest node; in every B the probe "
+        "measured, and added to planner.bandwidth's)",
+        format_rate(1.0 / m.cipher_seconds_per_byte));
   return m;
 }
 
@@ -142,10 +144,10 @@ void log_summary(const sync::SyncStage& stage) {
     return it == summary.end() ? -1.0 : it->second;
   };
   if (find("predicted_iteration_seconds") >= 0) {
-    spdlog::info("plan: {:.0f} bytes sent per iteration, {:.2f} ms per iteration predicted, {:.0f} "
-                 "all-reduce bucket(s)",
-                 find("predicted_bytes_sent"), find("predicted_iteration_seconds") * 1e3,
-                 find("buckets"));
+    spdlog::info(
+        "plan: {:.0f} bytes sent per iteration, {:.2f} ms per iteration predicted, {:.0f} "
+        "all-reduce bucket(s)",
+        find("predicted_bytes_sent"), find("predicted_iteration_seconds") * 1e3, find("buckets"));
   }
 }
 

@@ -32,7 +32,7 @@ struct Envelope {
 struct Mailbox {
   enum class State { kIdle, kRunning, kLeaving, kGone };
   State state = State::kIdle;
-  bool failed = false;               // closed or aborted (peers hold a PeerError for it)
+  bool failed = false;  // closed or aborted (peers hold a PeerError for it)
   std::string failure_reason;
   std::deque<Envelope> queue;
   Transport::MessageHandler on_message;
@@ -106,10 +106,12 @@ void deliver(InProcMesh& mesh, std::size_t rank) {
   Mailbox& box = mesh.boxes[rank];
   std::unique_lock lock(mesh.mutex);
   for (;;) {
-    mesh.changed.wait(lock, [&] { return !box.queue.empty() || box.state == Mailbox::State::kGone; });
+    mesh.changed.wait(lock,
+                      [&] { return !box.queue.empty() || box.state == Mailbox::State::kGone; });
     if (box.queue.empty()) return;  // gone, and drained
     auto next = std::chrono::steady_clock::time_point::max();
-    const auto ready = next_ready(box.queue, mesh.boxes.size(), std::chrono::steady_clock::now(), next);
+    const auto ready =
+        next_ready(box.queue, mesh.boxes.size(), std::chrono::steady_clock::now(), next);
     if (ready == box.queue.end()) {  // only messages still on a slow link
       mesh.changed.wait_until(lock, next);
       continue;
@@ -265,8 +267,8 @@ void InProcTransport::leave(bool clean, const std::string& reason) noexcept {
         Mailbox& peer = mesh.boxes[r];
         if (r == rank_ || peer.state == Mailbox::State::kGone || box.cut[r] != 0) continue;
         // Behind what this rank sent before (per-peer order), whatever its links' rates.
-        peer.queue.push_back(
-            Envelope{rank_, Message{}, mesh.failure_of(rank_), 0, std::chrono::steady_clock::now()});
+        peer.queue.push_back(Envelope{rank_, Message{}, mesh.failure_of(rank_), 0,
+                                      std::chrono::steady_clock::now()});
       }
     }
     thread = std::move(box.thread);

@@ -19,7 +19,8 @@ struct InProcMesh;
 /// One rank of an in-process mesh (make_inproc_mesh()). Keeps net::Transport's contract:
 ///  - per-peer FIFO, exactly once; handlers run on this rank's own delivery thread (started by
 ///    start()), never on a sender's thread;
-///  - the payload is shared until delivery, where it is copied into an owned buffer and the sender's
+///  - the payload is shared until delivery, where it is copied into an owned buffer and the
+///  sender's
 ///    reference dropped — as a socket write releases it, so pooled send buffers come back;
 ///  - byte counters count wire bytes as TCP would frame the message (net::encode_data), so traffic
 ///    predictions can be checked without sockets;

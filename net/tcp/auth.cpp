@@ -133,9 +133,9 @@ std::unique_ptr<OutgoingFrame> encode_challenge(std::size_t rank, const Nonce& n
   auto& builder = thread_builder();
   const auto nonce_vector = builder.CreateVector(nonce.data(), nonce.size());
   const auto mac_vector = builder.CreateVector(mac.data(), mac.size());
-  const auto body = schema::CreateChallenge(builder, kProtocolVersion,
-                                            static_cast<std::uint32_t>(rank), nonce_vector, secret,
-                                            mac_vector, rejoin, encrypt);
+  const auto body =
+      schema::CreateChallenge(builder, kProtocolVersion, static_cast<std::uint32_t>(rank),
+                              nonce_vector, secret, mac_vector, rejoin, encrypt);
   return finish(builder, schema::Body::Challenge, body.Union(), control_stage);
 }
 

@@ -105,12 +105,9 @@ struct ChallengeFields {
 /// Frame builders (control frames, counted under `control_stage`). `mac` empty without a secret;
 /// `rejoin` only from a dialer that restarted (ChallengeFields::rejoin); `encrypt`: this end seals
 /// its frames after the authentication (TransportOptions::encrypt with a secret).
-[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_challenge(std::size_t rank, const Nonce& nonce,
-                                                              bool secret,
-                                                              std::span<const std::uint8_t> mac,
-                                                              std::size_t control_stage,
-                                                              bool rejoin = false,
-                                                              bool encrypt = false);
+[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_challenge(
+    std::size_t rank, const Nonce& nonce, bool secret, std::span<const std::uint8_t> mac,
+    std::size_t control_stage, bool rejoin = false, bool encrypt = false);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_proof(std::span<const std::uint8_t> mac,
                                                           std::size_t control_stage);
 

@@ -23,10 +23,12 @@ auth::Transcript TcpTransport::Impl::transcript(const Connection& connection, bo
   const bool dialer = (connection.role() == Connection::Role::kDialer) == ours;
   const auto side = dialer ? auth::Side::kDialer : auth::Side::kAcceptor;
   if (ours)
-    return {side, &connection.our_nonce, &connection.their_nonce, options_.job_name,
-            options_.rank, peer_rank};
-  return {side, &connection.their_nonce, &connection.our_nonce, options_.job_name, peer_rank,
-          options_.rank};
+    return {
+        side,     &connection.our_nonce, &connection.their_nonce, options_.job_name, options_.rank,
+        peer_rank};
+  return {
+      side,         &connection.their_nonce, &connection.our_nonce, options_.job_name, peer_rank,
+      options_.rank};
 }
 
 // ---------------------------------------------------------------- dialer
@@ -35,12 +37,12 @@ void TcpTransport::Impl::send_challenge(Connection& connection) noexcept {
   const std::size_t rank = connection.peer_rank();
   connection.our_nonce = auth::make_nonce();
   try {
-    queue_frame(connection, auth::encode_challenge(options_.rank, connection.our_nonce,
-                                                   key_.has_value(), {}, control_stage_,
-                                                   options_.rejoin, encrypts()));
+    queue_frame(connection,
+                auth::encode_challenge(options_.rank, connection.our_nonce, key_.has_value(), {},
+                                       control_stage_, options_.rejoin, encrypts()));
   } catch (const std::exception& e) {
-    fail_start(PeerError(rank, peers_[rank].address,
-                         std::string("cannot encode Challenge: ") + e.what()));
+    fail_start(
+        PeerError(rank, peers_[rank].address, std::string("cannot encode Challenge: ") + e.what()));
     return;
   }
   pump();
@@ -103,10 +105,9 @@ void TcpTransport::Impl::handle_challenge(Connection& connection, const schema::
     const schema::Hello& hello = *header.body_as_Hello();
     counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire, 1);
     refuse(connection, hello.rank(),
-                   "expected a Challenge (protocol version " + std::to_string(kProtocolVersion) +
-                       "), got a Hello of protocol version " +
-                       std::to_string(hello.protocol_version()),
-                   false);
+           "expected a Challenge (protocol version " + std::to_string(kProtocolVersion) +
+               "), got a Hello of protocol version " + std::to_string(hello.protocol_version()),
+           false);
     return;
   }
   if (header.body_type() != schema::Body::Challenge) {
@@ -139,9 +140,9 @@ void TcpTransport::Impl::handle_challenge(Connection& connection, const schema::
   std::optional<auth::Mac> mac;
   if (key_) mac = auth::prove(*key_, transcript(connection, true, rank));
   try {
-    queue_frame(connection, auth::encode_challenge(options_.rank, connection.our_nonce,
-                                                   key_.has_value(), mac_bytes(mac),
-                                                   control_stage_, false, encrypts()));
+    queue_frame(connection,
+                auth::encode_challenge(options_.rank, connection.our_nonce, key_.has_value(),
+                                       mac_bytes(mac), control_stage_, false, encrypts()));
   } catch (...) {
     reject_inbound(connection, "cannot encode Challenge");
     return;

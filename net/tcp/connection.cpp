@@ -124,9 +124,9 @@ void Connection::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* /*b
   if (self->closing_ || nread == 0) return;
   if (nread < 0) {
     const int status = static_cast<int>(nread);
-    self->broken(status, status == UV_EOF ? std::string("connection closed unexpectedly")
-                                          : std::string(uv_err_name(status)) + ": " +
-                                                uv_strerror(status));
+    self->broken(status, status == UV_EOF
+                             ? std::string("connection closed unexpectedly")
+                             : std::string(uv_err_name(status)) + ": " + uv_strerror(status));
     return;
   }
   self->listener_.on_bytes_read(*self, static_cast<std::size_t>(nread));
@@ -191,10 +191,9 @@ void Connection::advance() noexcept {
 bool Connection::take_header() noexcept {
   const std::span<std::byte> bytes(header_.data(), prefix_.header_bytes);
   try {
-    if (opener_ &&
-        !opener_->open(prefix_bytes_, bytes, bytes,
-                       std::span<const std::byte, auth::kTagBytes>(
-                           header_.data() + prefix_.header_bytes, auth::kTagBytes))) {
+    if (opener_ && !opener_->open(prefix_bytes_, bytes, bytes,
+                                  std::span<const std::byte, auth::kTagBytes>(
+                                      header_.data() + prefix_.header_bytes, auth::kTagBytes))) {
       listener_.on_unverified(*this, "a frame's " + std::to_string(prefix_.header_bytes) +
                                          "-byte header did not verify (altered, forged, replayed "
                                          "or not encrypted)");
@@ -211,7 +210,7 @@ bool Connection::take_header() noexcept {
       return true;
     }
     if (!begin_payload(*check.header)) return false;  // broken
-  } catch (const std::exception& e) {  // the message counter spent
+  } catch (const std::exception& e) {                 // the message counter spent
     broken(0, e.what());
     return false;
   }
@@ -274,8 +273,8 @@ bool Connection::begin_payload(const schema::Header& header) noexcept {
                        " payload bytes, more than max_frame_bytes " +
                        std::to_string(limits_.max_frame_bytes));
         assembly_ = Payload::allocate(total);
-        assembly_header_.assign(header_.begin(),
-                                header_.begin() + static_cast<std::ptrdiff_t>(prefix_.header_bytes));
+        assembly_header_.assign(
+            header_.begin(), header_.begin() + static_cast<std::ptrdiff_t>(prefix_.header_bytes));
         assembled_ = assembly_wire_ = 0;
         fragment_ = true;
       }

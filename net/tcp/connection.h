@@ -61,8 +61,10 @@ class ConnectionListener {
 struct ReadLimits {
   std::size_t max_frame_bytes = 1ull << 30;  ///< prefix + header + payload
   std::size_t data_stage_count = 0;          ///< Data frames need stage < this
-  bool handshake = true;  ///< before the handshake: header <= max_handshake_header_bytes, no payload
-  std::size_t max_handshake_header_bytes = 4096;  ///< kMaxPreAuthHeaderBytes or kMaxHandshakeHeaderBytes
+  bool handshake =
+      true;  ///< before the handshake: header <= max_handshake_header_bytes, no payload
+  std::size_t max_handshake_header_bytes =
+      4096;  ///< kMaxPreAuthHeaderBytes or kMaxHandshakeHeaderBytes
 };
 
 /// Largest header accepted from a peer that has not proved itself yet: a Challenge, a Proof or a
@@ -194,16 +196,16 @@ class Connection final {
   std::uint64_t accepted_ms = 0;  ///< acceptor: uv_now() at the accept (net.handshake_timeout)
   std::string remote_ip;          ///< acceptor: the dialer's IP address (the per-address cap)
   bool established = false;       ///< handshake done, frames go to the owner
-  bool goodbye_sent = false;       ///< our Goodbye's last byte was written
-  bool goodbye_received = false;   ///< the peer's Goodbye arrived
-  bool in_ready_list = false;      ///< queued in the owner's write round-robin
+  bool goodbye_sent = false;      ///< our Goodbye's last byte was written
+  bool goodbye_received = false;  ///< the peer's Goodbye arrived
+  bool in_ready_list = false;     ///< queued in the owner's write round-robin
   // heartbeats (TransportOptions::peer_timeout_s): uv_now() of the last byte read / written
   std::uint64_t last_heard_ms = 0;
   std::uint64_t last_written_ms = 0;
-  std::string refusal;             ///< set when we refused this peer; reported after the write
+  std::string refusal;  ///< set when we refused this peer; reported after the write
   // authentication (net/tcp/auth.h), before `established`
   enum class Step : std::uint8_t { kChallenge, kProof, kHello, kRefused };
-  Step step = Step::kChallenge;    ///< the next handshake frame expected from the peer
+  Step step = Step::kChallenge;  ///< the next handshake frame expected from the peer
   auth::Nonce our_nonce{};
   auth::Nonce their_nonce{};
 
@@ -245,7 +247,8 @@ class Connection final {
   bool take_payload() noexcept;
   /// Seals the fragment `piece` of `frame` into a free chunk, or reports on_broken() and returns
   /// null (out of memory, or the message counter spent).
-  SealedChunk* seal_fragment(const OutgoingFrame& frame, const OutgoingFrame::Fragment& piece) noexcept;
+  SealedChunk* seal_fragment(const OutgoingFrame& frame,
+                             const OutgoingFrame::Fragment& piece) noexcept;
   /// After a verified header: where its payload lands (payload_, or the next bytes of the cut
   /// message being put together). False when the frame breaks the fragment order (reported).
   bool begin_payload(const schema::Header& header) noexcept;
@@ -268,13 +271,13 @@ class Connection final {
   std::size_t filled_ = 0;  // bytes of the current region read so far
   std::array<std::byte, kPrefixBytes> prefix_bytes_{};
   FramePrefix prefix_;
-  std::size_t header_target_ = 0;  // header bytes to read: the prefix's, plus a tag when sealed
-  std::size_t discard_target_ = 0; // payload bytes to skip (plus its tag when sealed)
-  std::size_t frame_wire_ = 0;     // the current frame's wire bytes (tags included)
-  std::vector<std::byte> header_;  // reused; grows to the largest header seen
+  std::size_t header_target_ = 0;   // header bytes to read: the prefix's, plus a tag when sealed
+  std::size_t discard_target_ = 0;  // payload bytes to skip (plus its tag when sealed)
+  std::size_t frame_wire_ = 0;      // the current frame's wire bytes (tags included)
+  std::vector<std::byte> header_;   // reused; grows to the largest header seen
   std::array<std::byte, auth::kTagBytes> payload_tag_{};
-  Payload payload_;                // the frame's payload, read in place
-  std::span<std::byte> region_;    // where the current frame's payload lands
+  Payload payload_;              // the frame's payload, read in place
+  std::span<std::byte> region_;  // where the current frame's payload lands
   // A cut message being put together (Data.message_bytes > its first frame's payload): the whole
   // payload, read in place fragment by fragment; the first fragment's header (delivered with it);
   // payload and wire bytes so far. None while assembly_header_ is empty.
@@ -282,9 +285,9 @@ class Connection final {
   std::vector<std::byte> assembly_header_;
   std::size_t assembled_ = 0;
   std::size_t assembly_wire_ = 0;
-  bool fragment_ = false;          // the current frame's payload goes into assembly_
-  std::string malformed_why_;      // set while discarding a malformed frame's payload
-  std::vector<std::byte> discard_; // scratch for skipped payloads, allocated on first use
+  bool fragment_ = false;           // the current frame's payload goes into assembly_
+  std::string malformed_why_;       // set while discarding a malformed frame's payload
+  std::vector<std::byte> discard_;  // scratch for skipped payloads, allocated on first use
 
   // writer: the partly issued frame, the frames not yet started, a pool of reusable write requests
   std::unique_ptr<OutgoingFrame> current_;

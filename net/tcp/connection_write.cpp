@@ -66,23 +66,23 @@ std::size_t Connection::write_some(std::size_t max_bytes, std::size_t stage) noe
     if (offset == 0) sealing_ = seal_fragment(frame, piece);
     if (sealing_ == nullptr) return 0;  // broken
     chunk = sealing_;
-    buffers[count++] = uv_buf_init(reinterpret_cast<char*>(chunk->data.get() + offset),
-                                   static_cast<unsigned>(n));
+    buffers[count++] =
+        uv_buf_init(reinterpret_cast<char*>(chunk->data.get() + offset), static_cast<unsigned>(n));
     if (offset + n == piece.wire_size()) sealing_ = nullptr;  // busy until its writes complete
     left = 0;
   } else if (offset < piece.head.size()) {
     const std::size_t take = std::min(left, piece.head.size() - offset);
-    buffers[count++] = uv_buf_init(
-        const_cast<char*>(reinterpret_cast<const char*>(piece.head.data() + offset)),
-        static_cast<unsigned>(take));
+    buffers[count++] =
+        uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(piece.head.data() + offset)),
+                    static_cast<unsigned>(take));
     offset += take;
     left -= take;
   }
   if (left > 0) {
     const std::size_t at = piece.payload_begin + (offset - piece.head.size());
-    buffers[count++] = uv_buf_init(
-        const_cast<char*>(reinterpret_cast<const char*>(payload.data() + at)),
-        static_cast<unsigned>(left));
+    buffers[count++] =
+        uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(payload.data() + at)),
+                    static_cast<unsigned>(left));
   }
 
   std::unique_ptr<WriteRequest> request;

@@ -9,8 +9,8 @@ using namespace tcp;
 
 void TcpTransport::Impl::listen_on_own_addresses() {
   const Peer& self = peers_[options_.rank];
-  std::string failed;   // "addr: why; ..." of the addresses not listened on
-  bool fatal = false;   // one failed for a reason other than "not an address of this host"
+  std::string failed;  // "addr: why; ..." of the addresses not listened on
+  bool fatal = false;  // one failed for a reason other than "not an address of this host"
   std::size_t listening = 0;
   for (const auto& address : self.addresses) {
     auto& listener = listeners_.emplace_back(std::make_unique<uv_tcp_t>());

@@ -142,7 +142,8 @@ double measure_cipher_seconds_per_byte(double min_seconds) {
   double seconds = 0;
   while (seconds < min_seconds) {
     sealer.seal({}, message, message, tag);
-    if (!opener.open({}, message, message, tag)) throw Error("frame cipher: a sealed message did not open");
+    if (!opener.open({}, message, message, tag))
+      throw Error("frame cipher: a sealed message did not open");
     bytes += kBytes;
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }

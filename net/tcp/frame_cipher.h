@@ -41,7 +41,8 @@ struct SessionKeys {
 
 /// The keys of the connection whose handshake `transcript` describes (this end's side, nonce and
 /// rank first, as auth::prove() takes it): both ends derive the same pair, swapped. Never throws.
-[[nodiscard]] SessionKeys derive_session_keys(const Key& key, const Transcript& transcript) noexcept;
+[[nodiscard]] SessionKeys derive_session_keys(const Key& key,
+                                              const Transcript& transcript) noexcept;
 
 /// One direction's sealing end: encrypts and authenticates messages in order.
 /// Thread safety: none (one connection's loop thread).

@@ -23,9 +23,8 @@ namespace gradmesh::net {
 /// rank (in range of `peers`, above `own_rank` unless the Challenge says it rejoins), and that both
 /// sides agree on using a job secret and on sealing frames (`own_encrypt`).
 /// Returns "" or the reason to refuse, naming both values. Never throws except std::bad_alloc.
-[[nodiscard]] std::string check_challenge(const auth::ChallengeFields& theirs,
-                                          std::size_t own_rank, std::size_t peers,
-                                          bool own_secret, bool own_encrypt);
+[[nodiscard]] std::string check_challenge(const auth::ChallengeFields& theirs, std::size_t own_rank,
+                                          std::size_t peers, bool own_secret, bool own_encrypt);
 
 /// The dialer's check of the acceptor's Challenge, before its proof: protocol version, that it
 /// answers as `expected_rank` (the rank we dialed), and that both sides agree on using a job

@@ -100,12 +100,12 @@ bool TcpTransport::Impl::check_silence(std::size_t rank, std::uint64_t now,
   const std::uint64_t timeout_ms = peer_timeout_ms();
   if (direct_ms > kMaxVouchedTimeouts * timeout_ms) {
     const std::string bound = std::to_string(kMaxVouchedTimeouts) + " x net.peer_timeout";
-    fail_silent(rank, direct_ms,
-                peer.vouched_ms != 0
-                    ? ", though other peers heard from it: past " + bound +
-                          " its link to this node is taken for broken"
-                    : ": hung, stopped or cut off; the other peers' answers did not come within " +
-                          bound);
+    fail_silent(
+        rank, direct_ms,
+        peer.vouched_ms != 0
+            ? ", though other peers heard from it: past " + bound +
+                  " its link to this node is taken for broken"
+            : ": hung, stopped or cut off; the other peers' answers did not come within " + bound);
     return true;
   }
   const std::uint64_t silent_ms = std::min(direct_ms, now - std::min(now, peer.vouched_ms));
@@ -155,12 +155,12 @@ bool TcpTransport::Impl::query_liveness(std::size_t rank, std::uint64_t now) noe
   peer.query_ms = std::max<std::uint64_t>(now, 1);
   peer.reports_due = asked;
   peer.asked.swap(asking);
-  spdlog::info("net rank {}: peer rank {} ({}) has sent nothing for {} s (net.peer_timeout = {} "
-               "s); asking the {} other peer(s) it hears whether they hear it",
-               options_.rank, rank, peer.address,
-               seconds_text(static_cast<double>(now - std::min(now, peer.connection->last_heard_ms)) /
-                            1e3),
-               seconds_text(options_.peer_timeout_s), asked);
+  spdlog::info(
+      "net rank {}: peer rank {} ({}) has sent nothing for {} s (net.peer_timeout = {} "
+      "s); asking the {} other peer(s) it hears whether they hear it",
+      options_.rank, rank, peer.address,
+      seconds_text(static_cast<double>(now - std::min(now, peer.connection->last_heard_ms)) / 1e3),
+      seconds_text(options_.peer_timeout_s), asked);
   return true;
 }
 
@@ -219,12 +219,13 @@ void TcpTransport::Impl::on_liveness_report(Connection& connection,
   // stopped at time T cannot be: this node asked after now - T passed the timeout, and the other
   // answered later still.
   if (report.silent_ms() < timeout_ms) {
-    peer.vouched_ms = std::max(peer.vouched_ms, now - std::min<std::uint64_t>(now, report.silent_ms()));
+    peer.vouched_ms =
+        std::max(peer.vouched_ms, now - std::min<std::uint64_t>(now, report.silent_ms()));
     peer.query_ms = 0;
-    spdlog::info("net rank {}: rank {} heard peer rank {} {} s ago: its link to this node is slow, "
-                 "not the peer failed",
-                 options_.rank, from, about,
-                 seconds_text(static_cast<double>(report.silent_ms()) / 1e3));
+    spdlog::info(
+        "net rank {}: rank {} heard peer rank {} {} s ago: its link to this node is slow, "
+        "not the peer failed",
+        options_.rank, from, about, seconds_text(static_cast<double>(report.silent_ms()) / 1e3));
     return;
   }
   if (from >= peer.asked.size() || !peer.asked[from]) return;  // answered already
@@ -304,6 +305,5 @@ void TcpTransport::Impl::close_all() noexcept {
   while (!pending_inbound_.empty()) close_connection(*pending_inbound_.back());
   ready_.clear();
 }
-
 
 }  // namespace gradmesh::net

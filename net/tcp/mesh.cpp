@@ -115,16 +115,18 @@ void TcpTransport::Impl::start() {
       ++named;
       missing += (missing.empty() ? "" : ", ") + ("rank " + std::to_string(r)) + " (" +
                  peers_[r].address + ")";
-      if (peers_[r].failure) missing += " [connected, then failed: " + std::string(peers_[r].failure->what()) + "]";
-      else if (!peers_[r].last_refusal.empty()) missing += " [refused: " + peers_[r].last_refusal + "]";
+      if (peers_[r].failure)
+        missing += " [connected, then failed: " + std::string(peers_[r].failure->what()) + "]";
+      else if (!peers_[r].last_refusal.empty())
+        missing += " [refused: " + peers_[r].last_refusal + "]";
       else if (const std::string tried = dial_errors_locked(r); !tried.empty())
         missing += " [could not connect to " + tried + "]";
     }
     if (unnamed > 0) missing += " and " + std::to_string(unnamed) + " more";
-    error = std::make_exception_ptr(
-        PeerError(first, peers_[first].address,
-                  "timed out after " + seconds_text(options_.connect_timeout_s) +
-                      " s waiting for peers: " + missing));
+    error = std::make_exception_ptr(PeerError(first, peers_[first].address,
+                                              "timed out after " +
+                                                  seconds_text(options_.connect_timeout_s) +
+                                                  " s waiting for peers: " + missing));
   }
   lock.unlock();
   stop_and_join();
@@ -194,7 +196,8 @@ void TcpTransport::Impl::log_rejection(spdlog::level::level_enum level,
   if (*left_out == 0) {
     spdlog::log(level, "net rank {}: {}", options_.rank, line);
   } else {
-    spdlog::log(level, "net rank {}: {} (and {} more rejected connections in the last second "
+    spdlog::log(level,
+                "net rank {}: {} (and {} more rejected connections in the last second "
                 "or more, not logged: rejected_connections counts them all)",
                 options_.rank, line, *left_out);
   }
@@ -237,7 +240,7 @@ void TcpTransport::Impl::refuse(Connection& connection, std::size_t claimed_rank
 }
 
 void TcpTransport::Impl::handle_hello(Connection& connection, const schema::Hello& hello,
-                                   std::size_t wire) noexcept {
+                                      std::size_t wire) noexcept {
   const HelloFields theirs = decode_hello(hello);
   if (theirs.view > options_.view) {
     // A node of a newer view (it rolled back: run_with_recovery) while this one is still
@@ -307,13 +310,15 @@ void TcpTransport::Impl::handle_hello(Connection& connection, const schema::Hell
   }
 }
 
-std::string TcpTransport::Impl::rejoin_refusal(std::size_t rank, bool rejoin, bool& retry) noexcept {
+std::string TcpTransport::Impl::rejoin_refusal(std::size_t rank, bool rejoin,
+                                               bool& retry) noexcept {
   retry = false;
   const std::lock_guard lock(mutex_);
   const bool failed = peers_[rank].failure.has_value();
   if (!rejoin) {
     if (!failed || !started_) return {};
-    return "rank " + std::to_string(rank) + " failed earlier in this job; a restarted node "
+    return "rank " + std::to_string(rank) +
+           " failed earlier in this job; a restarted node "
            "takes its rank back with gradmesh-node --rejoin";
   }
   if (!started_ || shutdown_requested_ || shutting_down_)
@@ -326,7 +331,7 @@ std::string TcpTransport::Impl::rejoin_refusal(std::size_t rank, bool rejoin, bo
 }
 
 void TcpTransport::Impl::handle_dialer_reply(Connection& connection, const schema::Header& header,
-                                          std::size_t wire) noexcept {
+                                             std::size_t wire) noexcept {
   const std::size_t rank = connection.peer_rank();
   counters_.add_received(rank, control_stage_, wire, 1);
   if (header.body_type() == schema::Body::HelloAck) {
@@ -374,6 +379,5 @@ void TcpTransport::Impl::mark_connected(Connection& connection) noexcept {
   spdlog::debug("net rank {}: connected to rank {} ({})", options_.rank, connection.peer_rank(),
                 peers_[connection.peer_rank()].address);
 }
-
 
 }  // namespace gradmesh::net

@@ -9,9 +9,9 @@
 
 #include <netdb.h>
 
-#include <csignal>
 #include <spdlog/spdlog.h>
 #include <uv.h>
+#include <csignal>
 
 #include <algorithm>
 #include <chrono>
@@ -25,13 +25,13 @@
 #include <utility>
 #include <vector>
 
-#include "net/tcp/connection.h"
 #include "net/frame.h"
+#include "net/rate_limiter.h"
+#include "net/stage_scheduler.h"
+#include "net/tcp/connection.h"
 #include "net/tcp/handshake.h"
 #include "net/tcp/log_throttle.h"
 #include "net/tcp/resolve.h"
-#include "net/rate_limiter.h"
-#include "net/stage_scheduler.h"
 
 #include "net/tcp/tcp_transport.h"
 
@@ -40,7 +40,6 @@ namespace gradmesh::net {
 namespace tcp {
 
 using detail::Connection;
-
 
 inline constexpr std::size_t kNoRank = static_cast<std::size_t>(-1);
 // Under the send cap a frame is written in slices of this, so the stage choice and the token
@@ -123,7 +122,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
 
  private:
   struct Peer {
-    std::string address;           // Endpoint::to_string()
+    std::string address;                          // Endpoint::to_string()
     std::vector<tcp::ResolvedAddress> addresses;  // every address of its host, in the order tried
     // loop thread
     Connection* connection = nullptr;
@@ -133,10 +132,10 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
     uv_timer_t retry_timer{};
     std::uint64_t backoff_ms = tcp::kFirstBackoffMs;
     // loop thread: the indirect probe of a silent peer (lifecycle.cpp, check_silence)
-    std::uint64_t query_ms = 0;     // uv_now() when LivenessQuery frames about it went out; 0: none
-    std::size_t reports_due = 0;    // answers to that query not yet in
-    std::vector<bool> asked;        // index = rank: asked by that query, not yet answered
-    std::uint64_t vouched_ms = 0;   // uv_now() of the last read another peer reported from it
+    std::uint64_t query_ms = 0;    // uv_now() when LivenessQuery frames about it went out; 0: none
+    std::size_t reports_due = 0;   // answers to that query not yet in
+    std::vector<bool> asked;       // index = rank: asked by that query, not yet answered
+    std::uint64_t vouched_ms = 0;  // uv_now() of the last read another peer reported from it
     // guarded by mutex_
     bool connected = false;
     bool done = false;  // shutdown finished for this peer (goodbyes exchanged, failed or absent)
@@ -219,7 +218,8 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   void send_challenge(Connection& connection) noexcept;
   void handle_challenge(Connection& connection, const schema::Header& header,
                         std::size_t wire) noexcept;
-  void handle_proof(Connection& connection, const schema::Header& header, std::size_t wire) noexcept;
+  void handle_proof(Connection& connection, const schema::Header& header,
+                    std::size_t wire) noexcept;
   void handle_acceptor_challenge(Connection& connection, const schema::Header& header,
                                  std::size_t wire) noexcept;
   void refused_by_dialer(Connection& connection, const schema::Header& header,
@@ -283,12 +283,12 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
 
   // loop thread only
   std::optional<RateLimiter> limiter_;
-  StageScheduler scheduler_;                // link shares of the stages (set_stage_weights)
-  bool share_by_stage_ = false;             // weights were set: stages may overtake each other
-  std::vector<Connection*> ready_;          // connections with unissued frames
-  std::size_t ready_cursor_ = 0;            // round-robin start in ready_ for the next choice
+  StageScheduler scheduler_;                  // link shares of the stages (set_stage_weights)
+  bool share_by_stage_ = false;               // weights were set: stages may overtake each other
+  std::vector<Connection*> ready_;            // connections with unissued frames
+  std::size_t ready_cursor_ = 0;              // round-robin start in ready_ for the next choice
   std::vector<Connection*> pending_inbound_;  // accepted, not yet handshaked
-  tcp::LogThrottle rejection_log_;          // inbound rejections: one line a second at most
+  tcp::LogThrottle rejection_log_;            // inbound rejections: one line a second at most
   std::vector<std::pair<std::size_t, std::unique_ptr<OutgoingFrame>>> draining_;
   bool stopping_ = false;
   bool shutting_down_ = false;
@@ -297,19 +297,19 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::pair<std::size_t, std::unique_ptr<OutgoingFrame>>> incoming_;
-  double incoming_since_ = 0;    // RateLimiter::steady_seconds() when incoming_ last filled
+  double incoming_since_ = 0;  // RateLimiter::steady_seconds() when incoming_ last filled
   std::optional<std::vector<double>> incoming_weights_;  // set_stage_weights(), not yet applied
   std::vector<std::pair<std::size_t, bool>> incoming_pauses_;  // pause_reading_for_testing()
   // set_link_rates(): fragment payload bytes per peer (0: not cut); the loop thread applies them
   // to the connections (on_async, mark_connected). Under mutex_.
   std::vector<std::size_t> fragment_bytes_;
   bool fragments_changed_ = false;
-  bool loop_accepts_ = false;    // async_ is live: uv_async_send allowed
-  bool sends_allowed_ = false;   // between a successful start() and shutdown()
-  bool started_ = false;         // start() succeeded
+  bool loop_accepts_ = false;   // async_ is live: uv_async_send allowed
+  bool sends_allowed_ = false;  // between a successful start() and shutdown()
+  bool started_ = false;        // start() succeeded
   bool shutdown_requested_ = false;
   bool stop_requested_ = false;
-  bool closed_ = false;          // thread joined, loop closed
+  bool closed_ = false;             // thread joined, loop closed
   std::size_t aborts_pending_ = 0;  // Abort frames queued by abort() and not yet written
   std::exception_ptr start_error_;
 };

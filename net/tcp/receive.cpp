@@ -20,7 +20,7 @@ void TcpTransport::Impl::on_bytes_read(Connection& connection, std::size_t bytes
 }
 
 void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& header,
-                               Payload&& payload, std::size_t wire_bytes) noexcept {
+                                  Payload&& payload, std::size_t wire_bytes) noexcept {
   if (!connection.established) {
     const bool dialer = connection.role() == Connection::Role::kDialer;
     switch (connection.step) {
@@ -98,16 +98,16 @@ void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& 
       return;
     }
     default:
-      on_malformed(connection,
-                   std::string("unexpected ") + body_name(header.body_type()) +
-                       " after the handshake",
-                   wire_bytes);
+      on_malformed(
+          connection,
+          std::string("unexpected ") + body_name(header.body_type()) + " after the handshake",
+          wire_bytes);
       return;
   }
 }
 
 void TcpTransport::Impl::on_malformed(Connection& connection, const std::string& why,
-                                   std::size_t wire_bytes) noexcept {
+                                      std::size_t wire_bytes) noexcept {
   if (!connection.established) {
     if (connection.role() == Connection::Role::kAcceptor) {
       reject_inbound(connection, why);
@@ -139,7 +139,7 @@ void TcpTransport::Impl::on_unverified(Connection& connection, const std::string
 }
 
 void TcpTransport::Impl::on_broken(Connection& connection, int status,
-                                const std::string& why) noexcept {
+                                   const std::string& why) noexcept {
   const std::size_t rank = connection.peer_rank();
   if (!connection.established) {
     if (!connection.refusal.empty()) {  // the peer read our Refuse and hung up before our write
@@ -171,7 +171,7 @@ void TcpTransport::Impl::on_broken(Connection& connection, int status,
 }
 
 void TcpTransport::Impl::on_written(Connection& connection, const OutgoingFrame& frame,
-                                 std::size_t bytes, bool frame_done) noexcept {
+                                    std::size_t bytes, bool frame_done) noexcept {
   counters_.add_sent(connection.peer_rank(), frame.stage(), bytes, frame_done ? 1 : 0);
   connection.last_written_ms = uv_now(&loop_);
   if (!frame_done) return;
@@ -199,6 +199,5 @@ void TcpTransport::Impl::finish_refusal(Connection& connection) noexcept {
   close_connection(connection);
   if (!refusal.empty()) fail_start(PeerError(rank, peers_[rank].address, refusal));
 }
-
 
 }  // namespace gradmesh::net

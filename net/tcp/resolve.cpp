@@ -15,7 +15,8 @@ namespace gradmesh::net::tcp {
 std::string ip_text(const sockaddr_storage& storage) {
   char ip[INET6_ADDRSTRLEN] = {};
   if (storage.ss_family == AF_INET6)
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr, ip, sizeof(ip));
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr, ip,
+              sizeof(ip));
   else
     inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, ip, sizeof(ip));
   return ip;
@@ -53,9 +54,8 @@ std::string lookup(const std::string& host, std::uint16_t port, bool numeric,
     std::memcpy(&address.socket_address, entry->ai_addr,
                 std::min<std::size_t>(entry->ai_addrlen, sizeof(address.socket_address)));
     address.text = address_text(address.socket_address);
-    const bool seen = std::any_of(out.begin(), out.end(), [&](const ResolvedAddress& a) {
-      return a.text == address.text;
-    });
+    const bool seen = std::any_of(out.begin(), out.end(),
+                                  [&](const ResolvedAddress& a) { return a.text == address.text; });
     if (!seen) out.push_back(std::move(address));
   }
   freeaddrinfo(result);
@@ -85,7 +85,8 @@ std::vector<ResolvedAddress> resolve_all(std::size_t rank, const Endpoint& endpo
     if (!addresses.empty() && why.rfind("the resolver gave '", 0) == 0) addresses.clear();
   }
   if (addresses.empty())
-    throw PeerError(rank, endpoint.to_string(), "cannot resolve host '" + endpoint.host + "': " + why);
+    throw PeerError(rank, endpoint.to_string(),
+                    "cannot resolve host '" + endpoint.host + "': " + why);
   return addresses;
 }
 

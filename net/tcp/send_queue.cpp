@@ -32,7 +32,7 @@ void TcpTransport::Impl::check_rank(std::size_t to_rank) const {
 }
 
 void TcpTransport::Impl::enqueue_from_caller(std::size_t to_rank,
-                                          std::unique_ptr<OutgoingFrame> frame) {
+                                             std::unique_ptr<OutgoingFrame> frame) {
   if (frame->wire_bytes() > options_.max_frame_bytes)
     throw ProtocolError("frame of " + std::to_string(frame->wire_bytes()) +
                         " bytes exceeds max_frame_bytes " +
@@ -74,11 +74,11 @@ void TcpTransport::Impl::set_link_rates(std::vector<double> bytes_per_second) {
     largest = std::max(largest, f);
   }
   if (smallest > 0 && smallest < kMaxBytesInFlight * 64) {  // a cut that can happen in practice
-    spdlog::info("net rank {}: data frames go in fragments of {}-{} KB, so that one holds a link "
-                 "for at most an eighth of net.peer_timeout ({} s) at its measured rate shared "
-                 "by {} peers (control frames go between them)",
-                 options_.rank, smallest / 1000, largest / 1000, options_.peer_timeout_s,
-                 n - 1);
+    spdlog::info(
+        "net rank {}: data frames go in fragments of {}-{} KB, so that one holds a link "
+        "for at most an eighth of net.peer_timeout ({} s) at its measured rate shared "
+        "by {} peers (control frames go between them)",
+        options_.rank, smallest / 1000, largest / 1000, options_.peer_timeout_s, n - 1);
   }
   const std::lock_guard lock(mutex_);
   fragment_bytes_ = std::move(fragments);
@@ -106,9 +106,9 @@ void TcpTransport::Impl::shutdown(double timeout_s) noexcept {
       shutdown_requested_ = true;
       uv_async_send(&async_);
       const std::size_t others = peers_.size() - 1;
-      const bool clean = changed_.wait_for(
-          lock, std::chrono::duration<double>(std::max(0.0, timeout_s)),
-          [&] { return count_done_locked() == others; });
+      const bool clean =
+          changed_.wait_for(lock, std::chrono::duration<double>(std::max(0.0, timeout_s)),
+                            [&] { return count_done_locked() == others; });
       if (!clean) {
         std::string waiting;
         for (std::size_t r = 0; r < peers_.size(); ++r)
@@ -308,7 +308,8 @@ void TcpTransport::Impl::apply_fragment_bytes(Connection& connection) noexcept {
   std::size_t bytes = 0;
   {
     const std::lock_guard lock(mutex_);
-    if (connection.peer_rank() < fragment_bytes_.size()) bytes = fragment_bytes_[connection.peer_rank()];
+    if (connection.peer_rank() < fragment_bytes_.size())
+      bytes = fragment_bytes_[connection.peer_rank()];
   }
   connection.set_fragment_bytes(bytes);
 }
@@ -318,6 +319,5 @@ void TcpTransport::Impl::on_writable(Connection& /*connection*/) noexcept { pump
 void TcpTransport::Impl::on_pace(uv_timer_t* timer) noexcept {
   static_cast<Impl*>(timer->data)->pump();
 }
-
 
 }  // namespace gradmesh::net

@@ -74,12 +74,13 @@ TransportOptions validated(TransportOptions options) {
                           std::to_string(r) + "] are both " + options.peers[r].to_string());
   }
   if (!(options.connect_timeout_s > 0.0) || !std::isfinite(options.connect_timeout_s))
-    throw ConfigError("transport: connect_timeout_s = " + std::to_string(options.connect_timeout_s) +
-                      "; expected a finite number of seconds > 0");
+    throw ConfigError(
+        "transport: connect_timeout_s = " + std::to_string(options.connect_timeout_s) +
+        "; expected a finite number of seconds > 0");
   if (!(options.handshake_timeout_s > 0.0) || !std::isfinite(options.handshake_timeout_s))
-    throw ConfigError("transport: handshake_timeout_s = " +
-                      std::to_string(options.handshake_timeout_s) +
-                      "; expected a finite number of seconds > 0");
+    throw ConfigError(
+        "transport: handshake_timeout_s = " + std::to_string(options.handshake_timeout_s) +
+        "; expected a finite number of seconds > 0");
   if (options.max_frame_bytes < 1024)
     throw ConfigError("transport: max_frame_bytes = " + std::to_string(options.max_frame_bytes) +
                       "; expected >= 1024");
@@ -188,6 +189,5 @@ std::string TcpTransport::peer_address(std::size_t rank) const {
   GRADMESH_CHECK_LT(rank, impl_->options_.peers.size(), "peer_address() of a rank outside the job");
   return impl_->options_.peers[rank].to_string();
 }
-
 
 }  // namespace gradmesh::net

@@ -8,7 +8,8 @@ namespace gradmesh::net::detail {
 namespace {
 
 // Heap order: std::push_heap keeps the greatest element in front, so "greater" is "written later".
-bool later(const std::unique_ptr<OutgoingFrame>& a, const std::unique_ptr<OutgoingFrame>& b) noexcept {
+bool later(const std::unique_ptr<OutgoingFrame>& a,
+           const std::unique_ptr<OutgoingFrame>& b) noexcept {
   return std::tie(a->priority, a->sequence) > std::tie(b->priority, b->sequence);
 }
 

@@ -70,7 +70,8 @@ float* AccumulationQueue::slot_of(std::uint64_t r) const noexcept {
 }
 
 std::span<const float> AccumulationQueue::round_gradient(std::uint64_t r) const {
-  GRADMESH_CHECK(r <= round_ && r + partitions_ > round_, "round no longer (or not yet) in the ring");
+  GRADMESH_CHECK(r <= round_ && r + partitions_ > round_,
+                 "round no longer (or not yet) in the ring");
   if (r == round_) retire_open();
   return {slot_of(r), floats_};
 }

@@ -30,8 +30,8 @@ bool AkoStage::finish() {
   const double model_bytes = static_cast<double>(floats_ * sizeof(float));
   const double wait_s =
       network_wait_seconds(2.0 * static_cast<double>(ctx_.nodes - 1) * model_bytes);
-  const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(wait_s));
   flushing_.store(true, std::memory_order_release);  // rounds from here on: not training's
   bool flushed = false;
   {
@@ -69,10 +69,10 @@ bool AkoStage::finish() {
     std::unique_lock lock(flush_mutex_);
     all_done = flushed_.wait_until(lock, deadline, [&] { return peers_pending_locked() == 0; });
     if (!all_done) {
-      spdlog::warn("ako: {} of {} peers did not finish sending within {:.0f} s (for up to {:.1f} "
-                   "MB per peer at B = {:.3g} MB/s)",
-                   peers_pending_locked(), ctx_.nodes - 1, wait_s, model_bytes / 1e6,
-                   bandwidth_ / 1e6);
+      spdlog::warn(
+          "ako: {} of {} peers did not finish sending within {:.0f} s (for up to {:.1f} "
+          "MB per peer at B = {:.3g} MB/s)",
+          peers_pending_locked(), ctx_.nodes - 1, wait_s, model_bytes / 1e6, bandwidth_ / 1e6);
     }
   }
   if (average_ && all_done && !failed_.load(std::memory_order_acquire)) {
@@ -80,9 +80,10 @@ bool AkoStage::finish() {
       average_replicas();
       return true;
     } catch (const PeerError& e) {  // the replica is untouched (the ring reduced a copy)
-      spdlog::warn("ako: averaging the replicas failed ({}); this node folds in what it has "
-                   "received instead",
-                   e.what());
+      spdlog::warn(
+          "ako: averaging the replicas failed ({}); this node folds in what it has "
+          "received instead",
+          e.what());
       apply_staging();
       return true;
     }
@@ -97,8 +98,9 @@ bool AkoStage::finish() {
     return true;
   }
   if (average_) {
-    spdlog::warn("ako: a peer did not finish: the replicas are not averaged; this node keeps its "
-                 "replica with what it has received folded in");
+    spdlog::warn(
+        "ako: a peer did not finish: the replicas are not averaged; this node keeps its "
+        "replica with what it has received folded in");
   }
   // Every peer's partitions have been staged (or a peer failed, or the deadline passed): fold
   // them in, so the final replica holds every node's gradients (all replicas then agree up to
@@ -132,11 +134,11 @@ void AkoStage::average_replicas() {
       return;
     }
     const std::size_t from = (ctx_.rank + ctx_.nodes - 1) % ctx_.nodes;
-    average_->fail_all(std::make_exception_ptr(PeerError(
-        from, channel_.address(from),
-        "the final average (a ring all-reduce of the replicas) did not complete within " +
-            std::to_string(static_cast<int>(wait_s)) +
-            " s: a peer may have gone on without this node (it saw another one fail)")));
+    average_->fail_all(std::make_exception_ptr(
+        PeerError(from, channel_.address(from),
+                  "the final average (a ring all-reduce of the replicas) did not complete within " +
+                      std::to_string(static_cast<int>(wait_s)) +
+                      " s: a peer may have gone on without this node (it saw another one fail)")));
   });
   const auto stop_watchdog = [&] {
     {
@@ -168,8 +170,9 @@ std::size_t AkoStage::average_survivors() {
   std::memcpy(mine.mutable_bytes().data(), w.data(), floats_ * sizeof(float));
   broadcast(full_round_stage_, ako::Kind::kReplica, 0, 0, mine);
   const auto deadline =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-                  network_wait_seconds(static_cast<double>((ctx_.nodes - 1) * floats_ * sizeof(float)))));
+      start +
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+          network_wait_seconds(static_cast<double>((ctx_.nodes - 1) * floats_ * sizeof(float)))));
   std::unique_lock lock(flush_mutex_);
   flushed_.wait_until(lock, deadline, [&] {
     for (std::size_t r = 0; r < ctx_.nodes; ++r) {
@@ -191,9 +194,10 @@ std::size_t AkoStage::average_survivors() {
   lock.unlock();
   const float scale = 1.0f / static_cast<float>(count);
   for (std::size_t i = 0; i < floats_; ++i) w[i] = sum[i] * scale;
-  spdlog::info("ako: a peer failed; the final model is the mean of the {} surviving replicas "
-               "({:.2f} s)",
-               count, std::chrono::duration<double>(Clock::now() - start).count());
+  spdlog::info(
+      "ako: a peer failed; the final model is the mean of the {} surviving replicas "
+      "({:.2f} s)",
+      count, std::chrono::duration<double>(Clock::now() - start).count());
   return count;
 }
 
@@ -285,6 +289,5 @@ std::vector<LayerPlan> AkoStage::plan() const {
   }
   return rows;
 }
-
 
 }  // namespace gradmesh::sync

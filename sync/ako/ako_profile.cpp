@@ -79,20 +79,21 @@ void AkoStage::try_agree(std::size_t plan) {
     agreed = choices_[plan];
   }
   const ako::PartitionChoice& c = *agreed;
-  spdlog::info("ako: {} p = {} by eq. 3: ceil(gamma {:.2f} gradients/s (mean over {} nodes, {}) x "
-               "m {} bytes x (n - 1) {} / B {}) = ceil({:.3f}), clamped to [1, {}]; predicted send "
-               "rate {} per node; tau = {}",
-               plan == 0 ? "warm-up plan:" : "final plan:", c.partitions, c.gamma, c.nodes,
-               plan == 0 ? "profiled at p = 1" : "profiled at the warm-up plan's p", c.model_bytes,
-               c.nodes - 1, rate_text(c.bandwidth), c.eq3,
-               ako::max_auto_partitions(floats_), rate_text(c.predicted_send_rate()),
-               ctx_.options.ako.staleness);
+  spdlog::info(
+      "ako: {} p = {} by eq. 3: ceil(gamma {:.2f} gradients/s (mean over {} nodes, {}) x "
+      "m {} bytes x (n - 1) {} / B {}) = ceil({:.3f}), clamped to [1, {}]; predicted send "
+      "rate {} per node; tau = {}",
+      plan == 0 ? "warm-up plan:" : "final plan:", c.partitions, c.gamma, c.nodes,
+      plan == 0 ? "profiled at p = 1" : "profiled at the warm-up plan's p", c.model_bytes,
+      c.nodes - 1, rate_text(c.bandwidth), c.eq3, ako::max_auto_partitions(floats_),
+      rate_text(c.predicted_send_rate()), ctx_.options.ako.staleness);
   if (c.predicted_send_rate() > c.bandwidth * 1.0000001) {
-    spdlog::warn("ako: p is capped at {} (the accumulation queue holds p copies of the model, at "
-                 "most {} MB), so the predicted send rate {} exceeds B = {}: the network will be "
-                 "the bottleneck and rounds will carry several gradients",
-                 c.partitions, ako::kMaxRingBytes >> 20, rate_text(c.predicted_send_rate()),
-                 rate_text(c.bandwidth));
+    spdlog::warn(
+        "ako: p is capped at {} (the accumulation queue holds p copies of the model, at "
+        "most {} MB), so the predicted send rate {} exceeds B = {}: the network will be "
+        "the bottleneck and rounds will carry several gradients",
+        c.partitions, ako::kMaxRingBytes >> 20, rate_text(c.predicted_send_rate()),
+        rate_text(c.bandwidth));
   }
   agree(plan, c.partitions, c.eq3);
   // The next plan's gammas may all be in already (a fast peer's came before this agreement).
@@ -109,14 +110,15 @@ void AkoStage::agree(std::size_t plan, std::size_t partitions, double p_exact) {
     if (r == ctx_.rank || dead(r)) continue;
     rates[r] = by_rate ? link_rates_[r] : 1.0;
   }
-  const std::size_t most = std::min(floats_, std::max(partitions, ako::max_auto_partitions(floats_)));
+  const std::size_t most =
+      std::min(floats_, std::max(partitions, ako::max_auto_partitions(floats_)));
   link_plans_[plan] = topo::link_partitions(p_exact, partitions, rates, most);
   if (by_rate && ctx_.nodes > 1) {
     std::string text;
     for (std::size_t r = 0; r < ctx_.nodes; ++r) {
       if (link_plans_[plan][r] == 0) continue;
-      text += fmt::format("{}rank {}: {} at {}", text.empty() ? "" : ", ", r,
-                          link_plans_[plan][r], rate_text(link_rates_[r]));
+      text += fmt::format("{}rank {}: {} at {}", text.empty() ? "" : ", ", r, link_plans_[plan][r],
+                          rate_text(link_rates_[r]));
     }
     const bool uniform = std::all_of(link_plans_[plan].begin(), link_plans_[plan].end(),
                                      [&](std::size_t q) { return q == 0 || q == partitions; });
@@ -137,6 +139,5 @@ void AkoStage::record_local_gamma(double gamma) {
   c.eq3 = bandwidth_ > 0 ? gamma * c.model_bytes * static_cast<double>(ctx_.nodes - 1) / bandwidth_
                          : 0.0;
 }
-
 
 }  // namespace gradmesh::sync

@@ -23,8 +23,8 @@ void AkoStage::on_message(std::size_t from, net::Message&& message) {
         return;
       }
       if (!auto_partitions_ || message.key >= kPlans) {
-        reject(from, "an unexpected gradient-rate profile (plan " + std::to_string(message.key) +
-                         ")");
+        reject(from,
+               "an unexpected gradient-rate profile (plan " + std::to_string(message.key) + ")");
         return;
       }
       record_profile(from, static_cast<std::size_t>(message.key), message.payload.as<double>());
@@ -81,9 +81,10 @@ void AkoStage::on_message(std::size_t from, net::Message&& message) {
         join_requests_.push_back(from);
       }
       join_requested_.store(true, std::memory_order_release);
-      spdlog::info("ako: rank {} asks for this node's replica to rejoin; it goes at this node's "
-                   "next iteration boundary",
-                   from);
+      spdlog::info(
+          "ako: rank {} asks for this node's replica to rejoin; it goes at this node's "
+          "next iteration boundary",
+          from);
       return;
     }
     case ako::Kind::kJoinState:
@@ -101,8 +102,8 @@ void AkoStage::apply_partition(std::size_t from, const net::Message& message) {
   const std::uint64_t p = message.key >> kPartitionShift;
   const std::uint64_t k = message.key & ((std::uint64_t{1} << kPartitionShift) - 1);
   if (p < 1 || p > floats_ || k >= p) {
-    reject(from, "partition " + std::to_string(k) + " of p = " + std::to_string(p) + " (m = " +
-                     std::to_string(floats_) + " floats)");
+    reject(from, "partition " + std::to_string(k) + " of p = " + std::to_string(p) +
+                     " (m = " + std::to_string(floats_) + " floats)");
     return;
   }
   const ako::Range r =
@@ -126,8 +127,8 @@ void AkoStage::apply_partition(std::size_t from, const net::Message& message) {
 
 void AkoStage::apply_full_round(std::size_t from, const net::Message& message) {
   if (message.payload.size() != floats_ * sizeof(float)) {
-    reject(from, "a full round of " + std::to_string(message.payload.size()) +
-                     " bytes (expected " + std::to_string(floats_ * sizeof(float)) + ")");
+    reject(from, "a full round of " + std::to_string(message.payload.size()) + " bytes (expected " +
+                     std::to_string(floats_ * sizeof(float)) + ")");
     return;
   }
   // A switch or the end may follow the last round without a new gradient: the same tag again.
@@ -171,9 +172,10 @@ void AkoStage::on_failure(const PeerError& error) {
   failures_.fetch_add(1, std::memory_order_relaxed);
   const std::size_t live = live_nodes_.fetch_sub(1, std::memory_order_acq_rel) - 1;
   if (quorum_.holds(live)) {
-    spdlog::warn("ako: {}; dropped from the staleness clocks, going on with {} of {} nodes (Ako "
-                 "SoCC'16 sec. 4.3)",
-                 error.what(), live, ctx_.nodes);
+    spdlog::warn(
+        "ako: {}; dropped from the staleness clocks, going on with {} of {} nodes (Ako "
+        "SoCC'16 sec. 4.3)",
+        error.what(), live, ctx_.nodes);
   } else {
     cut_off(error);  // fails the gates before the drop below could open one
   }
@@ -194,8 +196,8 @@ void AkoStage::on_failure(const PeerError& error) {
 void AkoStage::cut_off(const PeerError& error) {
   std::vector<std::string> lost;
   for (std::size_t r = 0; r < ctx_.nodes; ++r) {
-    if (r != ctx_.rank && dead(r)) lost.push_back("rank " + std::to_string(r) + " (" +
-                                                  channel_.address(r) + ")");
+    if (r != ctx_.rank && dead(r))
+      lost.push_back("rank " + std::to_string(r) + " (" + channel_.address(r) + ")");
   }
   const std::string why = quorum_.cut_off_message(lost, error.what());
   {
@@ -223,6 +225,5 @@ std::size_t AkoStage::peers_pending_locked() const {
 void AkoStage::reject(std::size_t from, const std::string& why) {
   channel_.reject(from, partition_stage_, why);
 }
-
 
 }  // namespace gradmesh::sync

@@ -37,8 +37,9 @@ std::uint64_t AkoStage::join() {
     });
     if (!join_state_) {
       throw Error("ako: rank " + std::to_string(donor) + " (" + channel_.address(donor) + ")" +
-                  (answered ? " failed" : " sent no replica within " +
-                                              std::to_string(static_cast<int>(wait_s)) + " s") +
+                  (answered ? " failed"
+                            : " sent no replica within " +
+                                  std::to_string(static_cast<int>(wait_s)) + " s") +
                   " before this node could rejoin; start it again to rejoin through another peer");
     }
     state = std::move(*join_state_);
@@ -84,9 +85,10 @@ std::uint64_t AkoStage::join() {
     agree(1, p, static_cast<double>(p));
   }
   rejoined_ = true;
-  spdlog::warn("ako: rejoined from rank {}'s replica at its clock {} (p = {}, B = {:.0f} bytes/s); "
-               "the peers take this node back into their staleness clocks (Ako SoCC'16 sec. 4.3)",
-               donor, clock, p, donor_bandwidth);
+  spdlog::warn(
+      "ako: rejoined from rank {}'s replica at its clock {} (p = {}, B = {:.0f} bytes/s); "
+      "the peers take this node back into their staleness clocks (Ako SoCC'16 sec. 4.3)",
+      donor, clock, p, donor_bandwidth);
   return clock;
 }
 
@@ -105,8 +107,8 @@ void AkoStage::record_join_state(std::size_t from, net::Message&& message) {
   if (message.payload.size() != bytes || p1 < 1 || p < 1 || p1 > floats_ || p > floats_ ||
       !std::isfinite(bandwidth) || bandwidth < 0) {
     reject(from, "a replica to rejoin with of " + std::to_string(message.payload.size()) +
-                     " bytes at p = " + std::to_string(p) + " (expected " +
-                     std::to_string(bytes) + " bytes: m floats and B >= 0, 1 <= p <= m)");
+                     " bytes at p = " + std::to_string(p) + " (expected " + std::to_string(bytes) +
+                     " bytes: m floats and B >= 0, 1 <= p <= m)");
     return;
   }
   {
@@ -148,9 +150,10 @@ void AkoStage::donate_replica() {
 }
 
 void AkoStage::on_rejoin(std::size_t peer) {
-  spdlog::info("ako: rank {} reconnected; it comes back into the exchange when its stage asks "
-               "(a join request)",
-               peer);
+  spdlog::info(
+      "ako: rank {} reconnected; it comes back into the exchange when its stage asks "
+      "(a join request)",
+      peer);
 }
 
 void AkoStage::take_back(std::size_t peer) {
@@ -173,9 +176,10 @@ void AkoStage::take_back(std::size_t peer) {
   dead_[peer].store(false, std::memory_order_release);
   const std::size_t live = live_nodes_.fetch_add(1, std::memory_order_acq_rel) + 1;
   rejoins_.fetch_add(1, std::memory_order_relaxed);
-  spdlog::warn("ako: rank {} restarted and rejoined: back in the staleness clocks and the rounds, "
-               "{} of {} nodes live (Ako SoCC'16 sec. 4.3)",
-               peer, live, ctx_.nodes);
+  spdlog::warn(
+      "ako: rank {} restarted and rejoined: back in the staleness clocks and the rounds, "
+      "{} of {} nodes live (Ako SoCC'16 sec. 4.3)",
+      peer, live, ctx_.nodes);
   post_pump();
 }
 

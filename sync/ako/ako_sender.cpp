@@ -224,5 +224,4 @@ void AkoStage::broadcast(StageId stage, ako::Kind kind, std::uint64_t key, std::
   }
 }
 
-
 }  // namespace gradmesh::sync

@@ -15,7 +15,8 @@ using namespace ako_internal;
 namespace {
 
 std::size_t handoff_slots(std::size_t floats) {
-  const std::size_t fit = AkoStage::kHandoffBytes / std::max<std::size_t>(1, floats * sizeof(float));
+  const std::size_t fit =
+      AkoStage::kHandoffBytes / std::max<std::size_t>(1, floats * sizeof(float));
   return std::clamp<std::size_t>(fit, 2, AkoStage::kHandoffSlots);
 }
 
@@ -27,15 +28,15 @@ AkoStage::AkoStage(SyncContext context)
       auto_partitions_(!ctx_.options.ako.partitions.has_value()),
       clocks_(ctx_.nodes, ctx_.rank),
       channel_(ctx_.channel),
-      partition_stage_(channel_.route(ako::kPartitionStage, [this](std::size_t from, net::Message&& m) {
-        on_message(from, std::move(m));
-      })),
-      control_stage_(channel_.route(ako::kControlStage, [this](std::size_t from, net::Message&& m) {
-        on_message(from, std::move(m));
-      })),
-      full_round_stage_(channel_.route(ako::kFullRoundStage, [this](std::size_t from, net::Message&& m) {
-        on_message(from, std::move(m));
-      })),
+      partition_stage_(channel_.route(
+          ako::kPartitionStage,
+          [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })),
+      control_stage_(channel_.route(
+          ako::kControlStage,
+          [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })),
+      full_round_stage_(channel_.route(
+          ako::kFullRoundStage,
+          [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })),
       partition_frame_overhead_(frame_overhead_bytes(
           partition_stage_, static_cast<std::uint16_t>(ako::Kind::kPartition))),
       dead_(new std::atomic<bool>[ctx_.nodes]),
@@ -110,7 +111,7 @@ AkoStage::AkoStage(SyncContext context)
   channel_.on_rejoin([this](std::size_t peer) { on_rejoin(peer); });
   if (ctx_.rejoin) {
     profiles_sent_ = plans_needed();  // no profile: the donor's p (join())
-    failed_.store(true);  // this node failed once: the end is the survivors' mean
+    failed_.store(true);              // this node failed once: the end is the survivors' mean
   }
   constructed_.store(true, std::memory_order_release);
 }
@@ -191,7 +192,8 @@ void AkoStage::step_layer(std::size_t layer) {
   // Momentum: v = mu v + u, w -= lr v, and v is sent in u's place (ako_stage.h).
   const std::size_t offset = ctx_.model.parameter_offset(layer);
   const std::span<float> v = ctx_.optimizer.velocity().subspan(offset, g.size());
-  tasks::sgd_update(w.data(), g.data(), v.data(), g.size(), tasks::SgdOptions{o.lr, o.momentum, 0.0f});
+  tasks::sgd_update(w.data(), g.data(), v.data(), g.size(),
+                    tasks::SgdOptions{o.lr, o.momentum, 0.0f});
   std::copy(v.begin(), v.end(), g.begin());
 }
 
@@ -222,8 +224,8 @@ void AkoStage::handoff() {
       const std::uint64_t enough =
           probe ? std::max<std::uint64_t>(kProfileIterations, ctx_.iterations_per_epoch)
                 : kProfileIterations;
-      const bool done = iterations >= enough &&
-                        seconds >= (probe ? kProbeSeconds : kProfileSeconds);
+      const bool done =
+          iterations >= enough && seconds >= (probe ? kProbeSeconds : kProfileSeconds);
       const bool too_long =
           probe && iterations >= kProfileIterations && seconds >= kProbeMaxSeconds;
       if (done || too_long) end_profile(profiles_sent_, profile_gamma());

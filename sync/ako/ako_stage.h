@@ -19,14 +19,14 @@
 
 #include "net/message.h"
 #include "sync/ako/accumulation_queue.h"
-#include "sync/ako/messages.h"
 #include "sync/ako/handoff_ring.h"
+#include "sync/ako/messages.h"
 #include "sync/ako/partition_count.h"
 #include "sync/ako/payload_pool.h"
 #include "sync/ako/range_partition.h"
 #include "sync/ako/staleness_clocks.h"
-#include "sync/collective/ring_allreduce.h"
 #include "sync/channel.h"
+#include "sync/collective/ring_allreduce.h"
 #include "sync/quorum.h"
 #include "sync/sync_stage.h"
 
@@ -60,22 +60,22 @@ namespace gradmesh::sync {
 /// Network side (jobs posted on the network arena, serialised): one round per handed-off slot —
 /// fold it into the AccumulationQueue (line 6) and, while the transport has released enough of the
 /// pooled send buffers (kRoundsInFlight rounds), send round t: peer i gets range (i + r) mod p of
-/// g*_t (r: the queue's round index), copied into a pooled buffer, as Message{ako::Kind::kPartition,
-/// key = p << 32 | range, round = t}. A network side scheduled late finds several slots and sends
-/// their rounds back to back. When the buffers are all in flight (the network is behind: sec. 4.2
-/// "network tasks accumulate"), every waiting gradient folds into the open round at once, which
-/// goes out when a buffer returns; letting them queue in the ring instead added rounds of latency
-/// and made 8 bandwidth-bound nodes at p = 24 diverge. (A full ring, compute 4 gradients ahead of
-/// a starved network thread, also folds into its newest slot.) `round` carries c_j, the number of
-/// gradients sent so far, so peers' staleness clocks stay exact, and every gradient is still sent
-/// exactly once per range and peer.
+/// g*_t (r: the queue's round index), copied into a pooled buffer, as
+/// Message{ako::Kind::kPartition, key = p << 32 | range, round = t}. A network side scheduled late
+/// finds several slots and sends their rounds back to back. When the buffers are all in flight (the
+/// network is behind: sec. 4.2 "network tasks accumulate"), every waiting gradient folds into the
+/// open round at once, which goes out when a buffer returns; letting them queue in the ring instead
+/// added rounds of latency and made 8 bandwidth-bound nodes at p = 24 diverge. (A full ring,
+/// compute 4 gradients ahead of a starved network thread, also folds into its newest slot.) `round`
+/// carries c_j, the number of gradients sent so far, so peers' staleness clocks stay exact, and
+/// every gradient is still sent exactly once per range and peer.
 ///
 /// Partition count p (sec. 3.2, eq. 3): `sync.ako.partitions = N`, or auto: the nodes agree on
 /// p = ceil(gamma x m x (n - 1) / B), clamped to [1, ako::max_auto_partitions(m)] (128, fewer
 /// for models over 8 MB: the ring holds p copies of the model), from gamma, the gradient
 /// rate, "profiled during system start-up" (sec. 3.2): each node measures its own (at least
-/// kProfileIterations and kProfileSeconds, skipping the first), broadcasts it (ako::Kind::kProfile on
-/// ako::kControlStage) and all take the mean over nodes — under the staleness bound every node
+/// kProfileIterations and kProfileSeconds, skipping the first), broadcasts it (ako::Kind::kProfile
+/// on ako::kControlStage) and all take the mean over nodes — under the staleness bound every node
 /// advances at a common pace, and the mean is the least noisy estimate of it from a short profile.
 /// The same p results on every node.
 ///
@@ -102,8 +102,8 @@ namespace gradmesh::sync {
 ///     and its peers' have been written, and the tighter bound has pulled the nodes within p1 + tau
 ///     of each other; a window over that transition measured gamma at a third of its steady value
 ///     (8 nodes). If the final p differs from p1, the node sends each peer, once, whole, what that
-///     peer has not yet received of its gradients (ako::undelivered(), an ako::Kind::kFullRound), and starts
-///     a fresh ring at p.
+///     peer has not yet received of its gradients (ako::undelivered(), an ako::Kind::kFullRound),
+///     and starts a fresh ring at p.
 /// A partition message names its p, so a node may receive p1 and p rounds, in any mix, from peers
 /// that switch before or after it. Every gradient still reaches every peer exactly once.
 ///
@@ -199,16 +199,17 @@ class AkoStage final : public SyncStage {
   void pause(bool paused) override;
   /// "partitions" (the final p), "gamma" (gradients/s: the mean over nodes of the probe at p1 for
   /// auto p, this node's own first profile for an explicit p), "model_bytes", "bandwidth" (B,
-  /// bytes/s; 0 for an explicit p without one), "nodes", "predicted_send_rate" (gamma m (n - 1) / p,
-  /// bytes/s), "eq3" (the unrounded eq. 3 value), "warmup_gamma" and "warmup_partitions" (the
+  /// bytes/s; 0 for an explicit p without one), "nodes", "predicted_send_rate" (gamma m (n - 1) /
+  /// p, bytes/s), "eq3" (the unrounded eq. 3 value), "warmup_gamma" and "warmup_partitions" (the
   /// first plan, auto p; else 0), "staleness" (tau), "gradients" (c_j), "rounds_sent" (every round,
   /// full ones included), "full_rounds" (ako::Kind::kFullRound sent: warm-up, switch, end),
   /// "partitions_received", "full_rounds_received", "staleness_waits", "profile_iterations",
   /// per peer r "link_partitions_<r>" (its link's p at the final plan) and "link_round_bytes_<r>"
   /// (payload bytes per round sent to it at the final plan during training; 0 without such rounds)
-  /// (gradients before the final p was planned); and, over the rounds at the final p during training
-  /// (class comment; 0 with fewer than 2 such rounds): "measured_send_rate" (wire bytes/s),
-  /// "measured_gamma" (gradients/s those rounds carried), "measured_seconds" (the window).
+  /// (gradients before the final p was planned); and, over the rounds at the final p during
+  /// training (class comment; 0 with fewer than 2 such rounds): "measured_send_rate" (wire
+  /// bytes/s), "measured_gamma" (gradients/s those rounds carried), "measured_seconds" (the
+  /// window).
   [[nodiscard]] std::map<std::string, double> summary() const override;
   /// Checkpoints (Ako SoCC'16 sec. 4.3: "the partial model and the staleness counters"; the
   /// accumulation queue is dropped): between two iterations the replica and this node's momentum
@@ -230,12 +231,12 @@ class AkoStage final : public SyncStage {
   /// (ako::Kind::kJoinState). This node then starts from that replica (fresh momentum), at that
   /// clock and p, without profiling; the donor's B (the job's slowest link) stands in for the
   /// link probe it skipped: its waits and, without planner.bandwidth, every link's rate
-  /// (Channel::set_link_rates, so its data frames are cut as its peers' are). Ako SoCC'16 sec. 4.3: a restarted worker takes the current model
-  /// from its peers. The gradients in flight when it died, and those its donor had not yet
-  /// applied, are not replayed to it: the exchange's exactly-once holds again from its return.
-  /// Returns the donor's clock (its iterations done). Waits at most
-  /// network_wait_seconds(model bytes, kJoinTimeoutSeconds).
-  /// Throws PeerError if the donor fails first, gradmesh::Error if it does not answer in time.
+  /// (Channel::set_link_rates, so its data frames are cut as its peers' are). Ako SoCC'16 sec. 4.3:
+  /// a restarted worker takes the current model from its peers. The gradients in flight when it
+  /// died, and those its donor had not yet applied, are not replayed to it: the exchange's
+  /// exactly-once holds again from its return. Returns the donor's clock (its iterations done).
+  /// Waits at most network_wait_seconds(model bytes, kJoinTimeoutSeconds). Throws PeerError if the
+  /// donor fails first, gradmesh::Error if it does not answer in time.
   std::uint64_t join() override;
   static constexpr double kJoinTimeoutSeconds = 120.0;
   /// The fixed part of every bounded wait on the network at the end of the job and at a rejoin
@@ -329,7 +330,7 @@ class AkoStage final : public SyncStage {
   // use exist, and a peer may send at once (a rejoining node's peers do); until then messages are
   // rejected, not handled.
   std::atomic<bool> constructed_{false};
-  std::size_t floats_;   // m, floats
+  std::size_t floats_;  // m, floats
   bool auto_partitions_;
   double bandwidth_ = 0;  // B for eq. 3, bytes/s; 0 when unknown
   // The job's slowest link as this node knows it (planner.bandwidth, else the probe's, else
@@ -356,7 +357,7 @@ class AkoStage final : public SyncStage {
   std::atomic<std::uint64_t> local_clock_{0};  // c_j
   std::size_t profiles_sent_ = 0;              // plans this node has sent its gamma for
   std::atomic<std::uint64_t> profiled_{0};     // gradients before the final profile
-  Clock::time_point profile_start_{};  // the current profile's window: from this handoff
+  Clock::time_point profile_start_{};          // the current profile's window: from this handoff
   std::uint64_t profile_start_clock_ = 0;
   bool profile_started_ = false;
   std::optional<Clock::time_point> agreed_at_;  // first handoff after this node agreed on p1
@@ -371,7 +372,7 @@ class AkoStage final : public SyncStage {
   // Per rank: the partitions rounds send that peer (its link's p; not in warm-up; none for this
   // node). The ring holds the largest of them.
   std::vector<std::optional<ako::RangePartition>> links_;
-  std::vector<double> round_bytes_;  // per rank: payload bytes sent in steady rounds
+  std::vector<double> round_bytes_;                // per rank: payload bytes sent in steady rounds
   std::unique_ptr<ako::AccumulationQueue> queue_;  // p = 1 in warm-up
   std::unique_ptr<ako::PayloadPool> pool_;
   std::uint64_t folded_ = 0;  // gradients folded into the queue: the next round's tag
@@ -385,8 +386,8 @@ class AkoStage final : public SyncStage {
   std::atomic<bool> pump_posted_{false};
   std::atomic<bool> waiting_for_buffers_{false};
   std::atomic<bool> flushing_{false};  // finish() sends what is left: not counted as training
-  std::atomic<bool> stopped_{false};  // no more sends: finish() is done with them
-  std::atomic<bool> failed_{false};   // a peer failed
+  std::atomic<bool> stopped_{false};   // no more sends: finish() is done with them
+  std::atomic<bool> failed_{false};    // a peer failed
   // Per rank: the peer failed and was dropped (sec. 4.3). Set by on_failure(), cleared by
   // on_rejoin() when it comes back.
   std::unique_ptr<std::atomic<bool>[]> dead_;
@@ -401,14 +402,14 @@ class AkoStage final : public SyncStage {
   // Rejoining (join()): the peers that asked this node for its replica, the answer this node got.
   std::mutex join_mutex_;
   std::condition_variable join_changed_;
-  std::vector<std::size_t> join_requests_;    // under join_mutex_
-  std::atomic<bool> join_requested_{false};   // join_requests_ is not empty
-  std::optional<net::Message> join_state_;    // under join_mutex_
-  bool rejoined_ = false;                     // this node joined from a donor's replica
+  std::vector<std::size_t> join_requests_;   // under join_mutex_
+  std::atomic<bool> join_requested_{false};  // join_requests_ is not empty
+  std::optional<net::Message> join_state_;   // under join_mutex_
+  bool rejoined_ = false;                    // this node joined from a donor's replica
   [[nodiscard]] bool dead(std::size_t peer) const noexcept {
     return dead_[peer].load(std::memory_order_acquire);
   }
-  std::atomic<std::uint64_t> sent_clock_{0};   // gradients contained in rounds sent
+  std::atomic<std::uint64_t> sent_clock_{0};  // gradients contained in rounds sent
   std::atomic<std::uint64_t> rounds_sent_{0};
   std::atomic<std::uint64_t> full_rounds_{0};
   std::mutex flush_mutex_;
@@ -427,7 +428,7 @@ class AkoStage final : public SyncStage {
   // Eq. 3 agreement, per plan.
   mutable std::mutex profile_mutex_;
   std::array<std::vector<std::optional<double>>, kPlans> gammas_;
-  std::array<bool, kPlans> agreed_plan_{};  // try_agree() has agreed on the plan
+  std::array<bool, kPlans> agreed_plan_{};              // try_agree() has agreed on the plan
   std::array<ako::PartitionChoice, kPlans> choices_{};  // [0]: warm-up / explicit, [1]: final
 
   std::atomic<std::uint64_t> received_{0};

@@ -19,10 +19,10 @@ enum class AkoFinal : unsigned char {
 
 /// sync.ako.* (and net.max_send_rate, which eq. 3 reads as B when set).
 struct AkoOptions {
-  std::optional<std::size_t> partitions;  ///< p; nullopt = auto (Ako eq. 3)
-  std::size_t staleness = 0;              ///< tau, in iterations (Ako sec. 3.3)
-  std::optional<double> bandwidth;        ///< B for eq. 3, bytes/s (sync.ako.bandwidth)
-  std::optional<double> max_send_rate;    ///< net.max_send_rate, bytes/s: B when set
+  std::optional<std::size_t> partitions;      ///< p; nullopt = auto (Ako eq. 3)
+  std::size_t staleness = 0;                  ///< tau, in iterations (Ako sec. 3.3)
+  std::optional<double> bandwidth;            ///< B for eq. 3, bytes/s (sync.ako.bandwidth)
+  std::optional<double> max_send_rate;        ///< net.max_send_rate, bytes/s: B when set
   AkoFinal final_model = AkoFinal::kAverage;  ///< sync.ako.final
 };
 

@@ -82,7 +82,9 @@ struct BlockAllocator {
   T* allocate(std::size_t n) { return static_cast<T*>(pool->allocate_block(n * sizeof(T))); }
   void deallocate(T* p, std::size_t) noexcept { pool->deallocate_block(p); }
   template <class U>
-  bool operator==(const BlockAllocator<U>& other) const noexcept { return pool == other.pool; }
+  bool operator==(const BlockAllocator<U>& other) const noexcept {
+    return pool == other.pool;
+  }
 };
 
 /// keep_alive's deleter: hands the buffer back.

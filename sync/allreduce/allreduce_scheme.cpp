@@ -9,8 +9,9 @@ AllReduceScheme::AllReduceScheme(const SyncContext& ctx, Channel& channel,
                                  const std::vector<std::pair<std::size_t, std::size_t>>& buckets)
     : ctx_(ctx),
       channel_(channel),
-      stage_(channel.route(allreduce::kStage,
-                           [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })) {
+      stage_(channel.route(allreduce::kStage, [this](std::size_t from, net::Message&& m) {
+        on_message(from, std::move(m));
+      })) {
   for (std::size_t i = 0; i < buckets.size(); ++i) {
     const auto [first, last] = buckets[i];
     Bucket b;
@@ -20,9 +21,9 @@ AllReduceScheme::AllReduceScheme(const SyncContext& ctx, Channel& channel,
     b.offset = ctx_.model.parameter_offset(first);
     b.floats = ctx_.model.parameter_offset(last + 1) - b.offset;
     if (b.floats == 0) continue;
-    b.ring = std::make_unique<collective::RingAllReduce>(channel_, stage_,
-                                             static_cast<std::uint32_t>(buckets_.size()), b.floats,
-                                             static_cast<std::uint32_t>(first));
+    b.ring = std::make_unique<collective::RingAllReduce>(
+        channel_, stage_, static_cast<std::uint32_t>(buckets_.size()), b.floats,
+        static_cast<std::uint32_t>(first));
     buckets_.push_back(std::move(b));
   }
 }
@@ -57,10 +58,10 @@ void AllReduceScheme::build(engine::Graph& graph, const IterationTasks& tasks) {
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
     const std::string suffix = "_" + std::to_string(i);
-    auto start = graph.emplace("ar_start" + suffix, engine::Arena::kNetwork,
-                               [this, &b](engine::TaskContext& t) {
-                                 b.ring->start(t.run(), ctx_.model.gradients().subspan(b.offset, b.floats));
-                               });
+    auto start = graph.emplace(
+        "ar_start" + suffix, engine::Arena::kNetwork, [this, &b](engine::TaskContext& t) {
+          b.ring->start(t.run(), ctx_.model.gradients().subspan(b.offset, b.floats));
+        });
     auto wait = graph.emplace("ar_wait" + suffix, engine::Arena::kNetwork,
                               [&b](engine::TaskContext& t) { b.ring->await(t.run(), t.defer()); });
     auto apply_task = graph.emplace("ar_apply" + suffix, engine::Arena::kNetwork,

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "sync/collective/ring_allreduce.h"
 #include "sync/channel.h"
+#include "sync/collective/ring_allreduce.h"
 #include "sync/scheme.h"
 #include "sync/sync_stage.h"
 

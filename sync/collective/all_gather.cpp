@@ -27,9 +27,9 @@ void AllGather::start(std::uint64_t round, net::Payload payload) {
   collective::Settlement settled;
   {
     const std::lock_guard lock(mutex_);
-    GRADMESH_CHECK(!started_ || round > *started_,
-                   "AllGather::start: round " + std::to_string(round) + " after round " +
-                       std::to_string(started_.value_or(0)));
+    GRADMESH_CHECK(!started_ || round > *started_, "AllGather::start: round " +
+                                                       std::to_string(round) + " after round " +
+                                                       std::to_string(started_.value_or(0)));
     if (failure_) throw *failure_;
     started_ = round;
     Round& r = round_locked(round);

@@ -89,10 +89,10 @@ class AllGather {
   std::size_t max_pending_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::map<std::uint64_t, Round> rounds_;     // open rounds; erased when over
-  std::optional<std::uint64_t> started_;      // the round of the last start()
-  std::optional<std::uint64_t> finished_;     // the last round over
-  std::optional<PeerError> failure_;          // the first failure
+  std::map<std::uint64_t, Round> rounds_;  // open rounds; erased when over
+  std::optional<std::uint64_t> started_;   // the round of the last start()
+  std::optional<std::uint64_t> finished_;  // the last round over
+  std::optional<PeerError> failure_;       // the first failure
   std::uint64_t rejected_ = 0;
 };
 
@@ -100,8 +100,7 @@ class AllGather {
 /// Thread safety and errors: as AllGather.
 class Barrier {
  public:
-  Barrier(Channel& channel, StageId stage, std::uint16_t kind)
-      : gather_(channel, stage, kind, 0) {}
+  Barrier(Channel& channel, StageId stage, std::uint16_t kind) : gather_(channel, stage, kind, 0) {}
   /// Tells every peer this rank reached `round` and waits for all of them (see AllGather::wait).
   void arrive_and_wait(std::uint64_t round, double timeout_s,
                        const std::function<std::string(std::size_t rank)>& timeout_text);

@@ -101,8 +101,7 @@ void RingAllReduce::start(std::uint64_t round, std::span<float> input) {
   std::move(done).run();
 }
 
-Settlement RingAllReduce::reduce_step(Round& r, std::size_t step,
-                                              std::span<const float> values) {
+Settlement RingAllReduce::reduce_step(Round& r, std::size_t step, std::span<const float> values) {
   r.have_step[step] = 1;
   const std::size_t j = mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step) - 1);
   const std::span<float> segment = r.input.subspan(segment_begin(j), segment_size(j));
@@ -120,12 +119,12 @@ Settlement RingAllReduce::reduce_step(Round& r, std::size_t step,
   return finish_segment(r);
 }
 
-Settlement RingAllReduce::gather_step(Round& r, std::size_t step,
-                                              std::span<const float> values) {
+Settlement RingAllReduce::gather_step(Round& r, std::size_t step, std::span<const float> values) {
   r.have_gather[step] = 1;
   const std::size_t j = mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step));
   std::vector<float>& result = result_buffer(r.round);
-  std::copy(values.begin(), values.end(), result.begin() + static_cast<std::ptrdiff_t>(segment_begin(j)));
+  std::copy(values.begin(), values.end(),
+            result.begin() + static_cast<std::ptrdiff_t>(segment_begin(j)));
   if (step + 2 < nodes_) {
     send(r.round, RingKind::kAllGather, step + 1,
          std::span<const float>(result).subspan(segment_begin(j), values.size()));
@@ -183,7 +182,8 @@ void RingAllReduce::on_message(std::size_t from, net::Message&& message) {
             : mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step));
     if (message.payload.size() != segment_size(j) * sizeof(float)) {
       return reject(from, "segment of " + std::to_string(message.payload.size()) +
-                              " bytes, expected " + std::to_string(segment_size(j) * sizeof(float)));
+                              " bytes, expected " +
+                              std::to_string(segment_size(j) * sizeof(float)));
     }
     if (kind == RingKind::kReduceScatter) {
       if (r->have_step[step] || r->arrived_early[step]) {

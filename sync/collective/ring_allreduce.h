@@ -1,6 +1,6 @@
 #pragma once
-// A ring all-reduce of one buffer (MG-WFBP sec. II-D, Table II "ring": 2 (n - 1) steps, each sending
-// 1/n of the bucket to the next rank): reduce-scatter, then all-gather, driven by arrivals.
+// A ring all-reduce of one buffer (MG-WFBP sec. II-D, Table II "ring": 2 (n - 1) steps, each
+// sending 1/n of the bucket to the next rank): reduce-scatter, then all-gather, driven by arrivals.
 
 #include <cstddef>
 #include <cstdint>
@@ -25,9 +25,10 @@ enum class RingKind : std::uint16_t {
   kAllGather = 2,      ///< a fully reduced segment, to be stored and passed on (steps 0 .. n - 2)
 };
 
-/// Sums a buffer ("bucket") of floats over the n ranks of a ring (rank r sends to r + 1 and receives
-/// from r - 1), leaving every rank the same bits. Any buffer: a merged group of layers' gradients
-/// (AllReduceScheme), a whole replica (Ako's final average). With one rank the sum is the input.
+/// Sums a buffer ("bucket") of floats over the n ranks of a ring (rank r sends to r + 1 and
+/// receives from r - 1), leaving every rank the same bits. Any buffer: a merged group of layers'
+/// gradients (AllReduceScheme), a whole replica (Ako's final average). With one rank the sum is the
+/// input.
 ///
 /// The bucket is split into n segments (sizes differ by at most one float; empty ones are sent
 /// too). Reduce-scatter step s: rank r sends segment (r - s) mod n and adds the arriving segment
@@ -88,11 +89,11 @@ class RingAllReduce {
     std::uint64_t round = 0;
     bool started = false;
     std::span<float> input;
-    std::vector<net::Payload> early;   // reduce-scatter arrivals before start(), by step
-    std::vector<char> arrived_early;   // by step
-    std::vector<char> have_step;       // reduce-scatter steps applied, by step
-    std::vector<char> have_gather;     // all-gather steps stored, by step
-    std::size_t segments_done = 0;     // segments of the result complete
+    std::vector<net::Payload> early;  // reduce-scatter arrivals before start(), by step
+    std::vector<char> arrived_early;  // by step
+    std::vector<char> have_step;      // reduce-scatter steps applied, by step
+    std::vector<char> have_gather;    // all-gather steps stored, by step
+    std::size_t segments_done = 0;    // segments of the result complete
   };
 
   // Under mutex_; sends happen with it held (the channel never calls back synchronously).
@@ -113,10 +114,10 @@ class RingAllReduce {
   std::uint32_t priority_;
   std::size_t floats_, nodes_, rank_, left_, right_;
   std::mutex mutex_;
-  std::uint64_t current_ = 0;            // the oldest round not yet complete
-  Round rounds_[2];                      // by round parity
-  CompletionLatch done_[2];              // by round parity; holds the error of fail_all()
-  std::vector<float> results_[2];        // by round parity
+  std::uint64_t current_ = 0;      // the oldest round not yet complete
+  Round rounds_[2];                // by round parity
+  CompletionLatch done_[2];        // by round parity; holds the error of fail_all()
+  std::vector<float> results_[2];  // by round parity
 };
 
 }  // namespace gradmesh::sync::collective

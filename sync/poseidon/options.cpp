@@ -41,7 +41,7 @@ void apply_poseidon_options(const PoseidonOptions& options, topo::PlannerInput& 
     // all-reduce where PS is not allowed: the same floats), fixed layer by layer.
     const bool sfb = allowed(input, topo::kSfbScheme);
     const std::string dense(allowed(input, topo::kPsScheme) ? topo::kPsScheme
-                                                             : topo::kAllReduceScheme);
+                                                            : topo::kAllReduceScheme);
     const bool dense_allowed = allowed(input, dense);
     for (std::size_t l = 0; l < input.layers.size(); ++l) {
       const topo::LayerProfile& layer = input.layers[l];
@@ -51,9 +51,9 @@ void apply_poseidon_options(const PoseidonOptions& options, topo::PlannerInput& 
         if (dense_allowed) input.fixed_schemes[l] = dense;
         continue;  // else: the planner says which layer no scheme fits
       }
-      const bool best_sfb = !dense_allowed || topo::best_scheme(true, layer.rows, layer.cols,
-                                                                input.batch, input.nodes,
-                                                                input.nodes) == topo::Scheme::kSfb;
+      const bool best_sfb =
+          !dense_allowed || topo::best_scheme(true, layer.rows, layer.cols, input.batch,
+                                              input.nodes, input.nodes) == topo::Scheme::kSfb;
       input.fixed_schemes[l] = std::string(best_sfb ? topo::kSfbScheme : dense);
     }
   }

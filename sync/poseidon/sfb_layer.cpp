@@ -23,7 +23,8 @@ SfbLayer::SfbLayer(std::size_t m, std::size_t n, std::size_t k, std::size_t node
   }
 }
 
-net::Payload SfbLayer::pack(std::uint64_t round, std::span<const float> u, std::span<const float> v) {
+net::Payload SfbLayer::pack(std::uint64_t round, std::span<const float> u,
+                            std::span<const float> v) {
   GRADMESH_CHECK_EQ(u.size(), k_ * m_, "U must be K x M");
   GRADMESH_CHECK_EQ(v.size(), k_ * n_, "V must be K x N");
   std::vector<float>& buffer = send_[round % 2];

@@ -88,12 +88,12 @@ class SfbLayer {
   void release(Round& r);
 
   std::size_t m_, n_, k_, nodes_, rank_;
-  tasks::Backend* device_;            // null: rebuilt on the host
+  tasks::Backend* device_;  // null: rebuilt on the host
   std::mutex mutex_;
-  std::uint64_t current_ = 0;         // the oldest round not yet rebuilt
-  std::array<Round, 2> rounds_;       // by round parity
-  std::array<std::vector<float>, 2> send_;  // this node's [U | V], by round parity
-  tasks::Buffer<float> u_all_, v_all_;      // nK x M and nK x N, rank order (device: staging)
+  std::uint64_t current_ = 0;                 // the oldest round not yet rebuilt
+  std::array<Round, 2> rounds_;               // by round parity
+  std::array<std::vector<float>, 2> send_;    // this node's [U | V], by round parity
+  tasks::Buffer<float> u_all_, v_all_;        // nK x M and nK x N, rank order (device: staging)
   tasks::Buffer<float> u_device_, v_device_;  // device copies of the stack; empty on the host
 };
 

@@ -13,8 +13,9 @@ SfbScheme::SfbScheme(const SyncContext& ctx, Channel& channel,
                      const std::vector<std::size_t>& layers)
     : ctx_(ctx),
       channel_(channel),
-      stage_(channel.route(sfb::kStage,
-                           [this](std::size_t from, net::Message&& m) { on_factors(from, std::move(m)); })),
+      stage_(channel.route(
+          sfb::kStage,
+          [this](std::size_t from, net::Message&& m) { on_factors(from, std::move(m)); })),
       layers_(ctx.model.num_layers()) {
   tasks::Model& model = ctx_.model;
   // On a device model the factor downloads, the rebuild and the step use the device (send_factors,
@@ -50,10 +51,9 @@ void SfbScheme::build(engine::Graph& graph, const IterationTasks& tasks) {
     const std::string suffix = "_" + std::to_string(l);
     auto send = graph.emplace("sfb_send" + suffix, arena,
                               [this, l](engine::TaskContext& t) { send_factors(l, t.run()); });
-    auto wait = graph.emplace("sfb_wait" + suffix, engine::Arena::kNetwork,
-                              [this, l](engine::TaskContext& t) {
-                                layers_[l]->await(t.run(), t.defer());
-                              });
+    auto wait =
+        graph.emplace("sfb_wait" + suffix, engine::Arena::kNetwork,
+                      [this, l](engine::TaskContext& t) { layers_[l]->await(t.run(), t.defer()); });
     auto apply = graph.emplace("sfb_apply" + suffix, arena,
                                [this, l](engine::TaskContext& t) { apply_factors(l, t.run()); });
     tasks.backward[l].precede(send);
@@ -72,7 +72,8 @@ void SfbScheme::fail_all(std::exception_ptr error) {
 double SfbScheme::bytes_sent(std::size_t layer) const {
   if (layer >= layers_.size() || !layers_[layer] || ctx_.nodes < 2) return 0;
   return static_cast<double>(ctx_.nodes - 1) *
-         (static_cast<double>(layers_[layer]->factor_bytes()) + frame_overhead_bytes(stage_, kFactors));
+         (static_cast<double>(layers_[layer]->factor_bytes()) +
+          frame_overhead_bytes(stage_, kFactors));
 }
 
 void SfbScheme::send_factors(std::size_t layer, std::uint64_t round) {
@@ -92,8 +93,7 @@ void SfbScheme::apply_factors(std::size_t layer, std::uint64_t round) {
     // Gradient and step stay on the device: U and V go up, the M x N gradient never crosses
     // PCIe, and the Model holds the layer's device copy as the current one.
     const std::span<float> gradients = model.device_layer_gradients(layer);
-    layers_[layer]->rebuild_on_device(round, gradients.first(weights),
-                                      gradients.subspan(weights));
+    layers_[layer]->rebuild_on_device(round, gradients.first(weights), gradients.subspan(weights));
     ctx_.optimizer.step_on_device(offset, model.device_layer_parameters(layer), gradients);
     return;
   }
@@ -104,9 +104,9 @@ void SfbScheme::apply_factors(std::size_t layer, std::uint64_t round) {
 
 void SfbScheme::on_factors(std::size_t from, net::Message&& message) {
   if (message.kind != kFactors || message.key >= layers_.size() || !layers_[message.key]) {
-    channel_.reject(from, stage_, "kind " + std::to_string(message.kind) + ", layer " +
-                                      std::to_string(message.key) +
-                                      ": not the factors of an SFB layer");
+    channel_.reject(from, stage_,
+                    "kind " + std::to_string(message.kind) + ", layer " +
+                        std::to_string(message.key) + ": not the factors of an SFB layer");
     return;
   }
   std::string why;

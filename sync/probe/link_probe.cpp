@@ -18,9 +18,9 @@ namespace gradmesh::sync {
 using namespace probe::detail;
 
 namespace {
-using probe::Kind;
 using probe::decode_profile;
 using probe::encode_profile;
+using probe::Kind;
 using probe::profile_problem;
 }  // namespace
 
@@ -41,16 +41,16 @@ LinkProbe::LinkProbe(Channel& channel, LinkProbeOptions options)
                      " < min_bulk_bytes = " + std::to_string(options_.min_bulk_bytes));
   GRADMESH_CHECK(options_.max_bulk_bytes <= kMaxBulkBytes,
                  "LinkProbeOptions::max_bulk_bytes = " + std::to_string(options_.max_bulk_bytes));
-  for (const auto& [name, value] : {std::pair{"timeout_s", options_.timeout_s},
-                                    std::pair{"budget_s", options_.budget_s},
-                                    std::pair{"target_seconds", options_.target_seconds}}) {
+  for (const auto& [name, value] :
+       {std::pair{"timeout_s", options_.timeout_s}, std::pair{"budget_s", options_.budget_s},
+        std::pair{"target_seconds", options_.target_seconds}}) {
     GRADMESH_CHECK(std::isfinite(value) && value > 0,
                    std::string("LinkProbeOptions::") + name + " = " + std::to_string(value));
   }
-  GRADMESH_CHECK(!options_.max_send_rate ||
-                     (std::isfinite(*options_.max_send_rate) && *options_.max_send_rate > 0),
-                 "LinkProbeOptions::max_send_rate = " +
-                     std::to_string(options_.max_send_rate.value_or(0)));
+  GRADMESH_CHECK(
+      !options_.max_send_rate ||
+          (std::isfinite(*options_.max_send_rate) && *options_.max_send_rate > 0),
+      "LinkProbeOptions::max_send_rate = " + std::to_string(options_.max_send_rate.value_or(0)));
   channel_.route(probe::kStage, [this](std::size_t from, net::Message&& message) {
     on_message(from, std::move(message));
   });
@@ -157,8 +157,8 @@ std::string LinkProbe::measured_text(std::size_t rank) const {
   std::ostringstream text;
   text << std::setprecision(3) << "; its link measured alpha " << link.alpha * 1e3 << " ms";
   if (link.transfers > 0) {
-    text << ", B " << link.bandwidth / 1e6 << " MB/s (a transfer of " << link.bytes
-         << " bytes in " << link.seconds * 1e3 << " ms)";
+    text << ", B " << link.bandwidth / 1e6 << " MB/s (a transfer of " << link.bytes << " bytes in "
+         << link.seconds * 1e3 << " ms)";
   }
   return text.str();
 }
@@ -194,9 +194,9 @@ NodeProfile LinkProbe::measure_links() {
   const auto start = Clock::now();
   const auto budget_end = start + std::chrono::duration_cast<Clock::duration>(
                                       std::chrono::duration<double>(options_.budget_s));
-  const auto overrun_end = start + std::chrono::duration_cast<Clock::duration>(
-                                       std::chrono::duration<double>(
-                                           kOverrunFactor * options_.budget_s));
+  const auto overrun_end =
+      start + std::chrono::duration_cast<Clock::duration>(
+                  std::chrono::duration<double>(kOverrunFactor * options_.budget_s));
   // alpha: ping-pong, one peer at a time, starting at the next rank (so the load spreads).
   for (std::size_t r = 1; r < n; ++r) {
     const std::size_t peer = (me + r) % n;
@@ -205,8 +205,8 @@ NodeProfile LinkProbe::measure_links() {
   // No node starts its bulk transfers before every node has finished its pings.
   gate(tag(1), "the end of the pings");
   // One buffer, shared by every message (the transport keeps it alive until written).
-  auto buffer = std::make_shared<std::vector<std::byte>>(
-      std::min(options_.max_bulk_bytes, kMaxChunkBytes));
+  auto buffer =
+      std::make_shared<std::vector<std::byte>>(std::min(options_.max_bulk_bytes, kMaxChunkBytes));
   // o: bursts of small messages to the next rank (every node at once, as a PS phase is), before
   // the bulk rounds so that a send cap's token bucket is full and paces none of them.
   const std::size_t next = (me + 1) % n;
@@ -253,8 +253,8 @@ NodeProfile LinkProbe::measure_links() {
   // A burst takes 2 alpha + (m - 1) o + bytes / B (first message out, ack back); the median over
   // the bursts, as alpha is a median: one burst can lose the cores to a neighbour.
   for (double& elapsed : bursts) {
-    const double rest = elapsed - 2 * row.alpha[next] -
-                        static_cast<double>(burst_bytes) / row.bandwidth[next];
+    const double rest =
+        elapsed - 2 * row.alpha[next] - static_cast<double>(burst_bytes) / row.bandwidth[next];
     elapsed = std::max(0.0, rest / static_cast<double>(kBurstMessages - 1));
   }
   row.message_seconds = tasks::median(bursts);
@@ -277,8 +277,9 @@ double LinkProbe::ping_peer(std::size_t peer) {
     const auto sent = Clock::now();
     send(peer, Kind::kPing, key, 0);
     std::unique_lock lock(mutex_);
-    wait(lock, options_.timeout_s, [this] { return !ping_waiting_; }, [peer] { return peer; },
-         "a ping");
+    wait(
+        lock, options_.timeout_s, [this] { return !ping_waiting_; }, [peer] { return peer; },
+        "a ping");
     rtts.push_back(seconds(pong_at_ - sent));
   }
   return tasks::median(rtts) / 2;
@@ -318,10 +319,9 @@ std::vector<NodeProfile> LinkProbe::exchange(const NodeProfile& local) {
   GRADMESH_CHECK(channel_.connected(), "LinkProbe::exchange() without a transport");
   const std::uint64_t round = exchanges_++;
   profiles_.start(round, encode_profile(local));
-  const std::vector<net::Payload> payloads =
-      profiles_.wait(round, options_.timeout_s, [&](std::size_t rank) {
-        return silent_text(rank, options_.timeout_s, "its profile");
-      });
+  const std::vector<net::Payload> payloads = profiles_.wait(
+      round, options_.timeout_s,
+      [&](std::size_t rank) { return silent_text(rank, options_.timeout_s, "its profile"); });
   std::vector<NodeProfile> all(n);
   for (std::size_t peer = 0; peer < n; ++peer) {
     if (peer == channel_.rank()) {

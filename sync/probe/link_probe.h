@@ -69,12 +69,12 @@ enum class LinkMeasure {
 
 /// What the last measure_links() found on the link from this node to one peer.
 struct LinkReport {
-  double alpha = 0;            ///< seconds (median RTT / 2)
-  double bandwidth = 0;        ///< B, bytes/s (capped at max_send_rate when set)
-  std::uint64_t bytes = 0;     ///< bytes of the transfer B comes from
-  double seconds = 0;          ///< its time, seconds: at the receiver, first to last message
-                               ///< (a transfer of one message: the sender's, first send to ack)
-  std::size_t transfers = 0;   ///< transfers sent to that peer (growing) in the last call
+  double alpha = 0;           ///< seconds (median RTT / 2)
+  double bandwidth = 0;       ///< B, bytes/s (capped at max_send_rate when set)
+  std::uint64_t bytes = 0;    ///< bytes of the transfer B comes from
+  double seconds = 0;         ///< its time, seconds: at the receiver, first to last message
+                              ///< (a transfer of one message: the sender's, first send to ack)
+  std::size_t transfers = 0;  ///< transfers sent to that peer (growing) in the last call
   /// Whether B comes from the steady part of its transfer, before a stall at the receiver (the
   /// class comment), rather than from the whole of it.
   bool steady = false;
@@ -110,20 +110,20 @@ struct LinkReport {
 /// and its steady part's (from its second message on, while each gap between two arrivals stays
 /// within 1.5 times the median of its first three, at least two gaps and target_seconds / 3):
 /// a lost segment's tail-loss probe or retransmission timeout leaves the link idle for tens to
-/// hundreds of ms, and at 10 Mbit/s that made a link read 0.3-0.7 of its rate. A node's step ends when its own sequence is over and the incoming one's
-/// kBulkDone came, and the next starts when every node has ended it (a gate), so each node sends
-/// on one link and receives on one at a time: B is the node's egress rate on that link (what
-/// net.max_send_rate caps), not a share of competing transfers. So the probe takes about budget_s on a link slower than max_bulk_bytes per share
-/// (100 Mbit/s and below for 4 nodes), less on a faster one, and a slow link is a measurement,
-/// not a timeout (a fixed 4 MiB transfer took 3.4 s per round at 10 Mbit/s). Arrival times are
-/// taken on the delivery thread.
-/// o (topo::LinkCost::message_seconds): before the bulk rounds (so a send cap's token bucket is
-/// full and paces none of it), three rounds in which every node at once sends a burst of 64
-/// messages of 64 bytes to rank + 1 and times it to the ack the same way;
-/// o = the median over the bursts of (elapsed - 2 alpha - bytes / B) / 63, at least 0: the gap
-/// between messages of a burst, what each message costs the CPUs of both ends (syscalls,
-/// wake-ups, dispatch), which a cost model by bytes alone misses when many small messages share
-/// the cores (PS's KV chunks on loopback).
+/// hundreds of ms, and at 10 Mbit/s that made a link read 0.3-0.7 of its rate. A node's step ends
+/// when its own sequence is over and the incoming one's kBulkDone came, and the next starts when
+/// every node has ended it (a gate), so each node sends on one link and receives on one at a time:
+/// B is the node's egress rate on that link (what net.max_send_rate caps), not a share of competing
+/// transfers. So the probe takes about budget_s on a link slower than max_bulk_bytes per share (100
+/// Mbit/s and below for 4 nodes), less on a faster one, and a slow link is a measurement, not a
+/// timeout (a fixed 4 MiB transfer took 3.4 s per round at 10 Mbit/s). Arrival times are taken on
+/// the delivery thread. o (topo::LinkCost::message_seconds): before the bulk rounds (so a send
+/// cap's token bucket is full and paces none of it), three rounds in which every node at once sends
+/// a burst of 64 messages of 64 bytes to rank + 1 and times it to the ack the same way; o = the
+/// median over the bursts of (elapsed - 2 alpha - bytes / B) / 63, at least 0: the gap between
+/// messages of a burst, what each message costs the CPUs of both ends (syscalls, wake-ups,
+/// dispatch), which a cost model by bytes alone misses when many small messages share the cores
+/// (PS's KV chunks on loopback).
 ///
 /// Errors: a malformed probe message (unknown kind, wrong size, wrong round, a pong or ack no
 /// one waits for, a bad profile) is dropped via Channel::reject and counted there. A peer's failure
@@ -180,30 +180,30 @@ class LinkProbe {
  private:
   using Clock = std::chrono::steady_clock;
 
-  struct Incoming {  // the bulk transfers this node receives from one peer
-    std::uint64_t expected = 0;   // bytes of the transfer under way (0: none)
-    std::uint64_t received = 0;   // bytes of it so far
-    std::uint64_t done = 0;       // kBulkDone received: sequences (rounds) over
-    std::uint64_t awaited = 0;    // sequences this node's rounds have waited for so far
-    std::uint64_t messages = 0;   // messages of the transfer under way so far
-    Clock::time_point first_at;   // arrival of its first message
-    Clock::time_point last_at;    // arrival of its latest message
+  struct Incoming {              // the bulk transfers this node receives from one peer
+    std::uint64_t expected = 0;  // bytes of the transfer under way (0: none)
+    std::uint64_t received = 0;  // bytes of it so far
+    std::uint64_t done = 0;      // kBulkDone received: sequences (rounds) over
+    std::uint64_t awaited = 0;   // sequences this node's rounds have waited for so far
+    std::uint64_t messages = 0;  // messages of the transfer under way so far
+    Clock::time_point first_at;  // arrival of its first message
+    Clock::time_point last_at;   // arrival of its latest message
     // from its second message on: each one's gap since the one before, and its bytes (reused)
     std::vector<std::pair<Clock::duration, std::size_t>> arrivals;
   };
-  struct Outgoing {  // the bulk transfers this node sends to one peer
-    std::uint64_t started = 0;    // transfers begun
-    std::uint64_t acked = 0;      // transfers acknowledged
-    std::uint64_t bytes = 0;      // bytes of the transfer under way
-    Clock::time_point acked_at;   // arrival of the last ack
-    double receiver_seconds = 0;  // the last ack's: first to last message at the receiver
-    double steady_seconds = 0;    // the last ack's: its steady part's time (0: none)
+  struct Outgoing {                  // the bulk transfers this node sends to one peer
+    std::uint64_t started = 0;       // transfers begun
+    std::uint64_t acked = 0;         // transfers acknowledged
+    std::uint64_t bytes = 0;         // bytes of the transfer under way
+    Clock::time_point acked_at;      // arrival of the last ack
+    double receiver_seconds = 0;     // the last ack's: first to last message at the receiver
+    double steady_seconds = 0;       // the last ack's: its steady part's time (0: none)
     std::uint64_t steady_bytes = 0;  // and bytes
   };
-  struct Timing {  // one transfer's times, seconds
-    double sent_to_ack = 0;       // at the sender: from the first send to the ack's arrival
-    double receiver = 0;          // at the receiver: from the first message to the last (0: one)
-    double steady = 0;            // at the receiver: its steady part's time (0: none)
+  struct Timing {                    // one transfer's times, seconds
+    double sent_to_ack = 0;          // at the sender: from the first send to the ack's arrival
+    double receiver = 0;             // at the receiver: from the first message to the last (0: one)
+    double steady = 0;               // at the receiver: its steady part's time (0: none)
     std::uint64_t steady_bytes = 0;  // and bytes
   };
 
@@ -259,7 +259,7 @@ class LinkProbe {
   bool ping_waiting_ = false;
   Clock::time_point pong_at_;
   std::uint64_t next_ping_key_ = 1;
-  std::uint64_t phases_ = 0;  // measure_links() calls so far
+  std::uint64_t phases_ = 0;        // measure_links() calls so far
   std::vector<Incoming> incoming_;  // by sender rank
   std::vector<Outgoing> outgoing_;  // by receiver rank
   collective::Barrier phase_gate_;  // kPhase: every node at the same point of measure_links()

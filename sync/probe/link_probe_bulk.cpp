@@ -15,7 +15,6 @@ namespace gradmesh::sync {
 using namespace probe::detail;
 using probe::Kind;
 
-
 void LinkProbe::on_bulk(std::size_t from, const net::Message& message) {
   const auto now = Clock::now();
   const std::size_t n = channel_.nodes();
@@ -70,9 +69,9 @@ void LinkProbe::on_bulk(std::size_t from, const net::Message& message) {
   }
   if (complete) {
     changed_.notify_all();
-    (void)channel_.send(from, net::Message{stage_, static_cast<std::uint16_t>(Kind::kBulkAck),
-                                           message.key, message.round,
-                                           encode_ack(spread, steady, steady_bytes)});
+    (void)channel_.send(
+        from, net::Message{stage_, static_cast<std::uint16_t>(Kind::kBulkAck), message.key,
+                           message.round, encode_ack(spread, steady, steady_bytes)});
   }
 }
 
@@ -84,8 +83,7 @@ void LinkProbe::on_ack(std::size_t from, const net::Message& message) {
     const std::lock_guard lock(mutex_);
     Outgoing& out = outgoing_[from];
     expected = message.payload.size() == kAckPayloadBytes && out.acked < out.started &&
-               message.key == out.bytes &&
-               message.round > 0 && message.round < n &&
+               message.key == out.bytes && message.round > 0 && message.round < n &&
                (channel_.rank() + message.round) % n == from;
     if (expected) {
       ++out.acked;
@@ -148,8 +146,8 @@ void LinkProbe::measure_link(std::size_t round,
         steady = true;
       }
     }
-    rate = elapsed >= options_.target_seconds ? receiver_rate
-                                              : std::min(sender_rate, receiver_rate);
+    rate =
+        elapsed >= options_.target_seconds ? receiver_rate : std::min(sender_rate, receiver_rate);
     if (options_.max_send_rate) rate = std::min(rate, *options_.max_send_rate);
     // B: the fastest of the transfers that lasted target_seconds (a loss costs a transfer a
     // retransmission timeout, 200 ms or more, and a descheduled thread its time slice: delays only
@@ -163,7 +161,8 @@ void LinkProbe::measure_link(std::size_t round,
       link.kind = kind;
     };
     if (elapsed >= options_.target_seconds) {
-      if (link.kind != LinkMeasure::kMeasured || rate > link.bandwidth) take(LinkMeasure::kMeasured);
+      if (link.kind != LinkMeasure::kMeasured || rate > link.bandwidth)
+        take(LinkMeasure::kMeasured);
     } else if (link.kind != LinkMeasure::kMeasured) {
       take(LinkMeasure::kEstimate);
     }
@@ -188,14 +187,13 @@ void LinkProbe::measure_link(std::size_t round,
       // the whole probe, with a transfer sized to last 2 x 1.5 target_seconds at the receiver's
       // rate (on a slow link the first transfers' acks can take the step's whole share, and a
       // measurement beats an estimate).
-      const double guess = options_.max_send_rate
-                               ? std::min(receiver_rate, *options_.max_send_rate)
-                               : receiver_rate;
+      const double guess =
+          options_.max_send_rate ? std::min(receiver_rate, *options_.max_send_rate) : receiver_rate;
       fits = std::max(fits, std::min(2 * kAimAbove * options_.target_seconds * guess,
                                      kBudgetUse * cost_rate * seconds(overrun_end - now)));
     }
-    const double next = std::min({static_cast<double>(bytes) * growth,
-                                  static_cast<double>(options_.max_bulk_bytes), fits});
+    const double next = std::min(
+        {static_cast<double>(bytes) * growth, static_cast<double>(options_.max_bulk_bytes), fits});
     if (next < static_cast<double>(bytes) + 1) break;
     bytes = static_cast<std::uint64_t>(next);
     expected_s = static_cast<double>(bytes) / cost_rate;
@@ -205,9 +203,9 @@ void LinkProbe::measure_link(std::size_t round,
 }
 
 LinkProbe::Timing LinkProbe::transfer(std::size_t round,
-                                     const std::shared_ptr<std::vector<std::byte>>& buffer,
-                                     std::size_t message_bytes, std::uint64_t total,
-                                     double expected_s) {
+                                      const std::shared_ptr<std::vector<std::byte>>& buffer,
+                                      std::size_t message_bytes, std::uint64_t total,
+                                      double expected_s) {
   const std::size_t to = (channel_.rank() + round) % channel_.nodes();
   std::uint64_t acks = 0;
   {
@@ -219,8 +217,7 @@ LinkProbe::Timing LinkProbe::transfer(std::size_t round,
   const std::span<const std::byte> chunk(buffer->data(), std::min(message_bytes, buffer->size()));
   const auto start = Clock::now();
   for (std::uint64_t sent = 0; sent < total;) {
-    const auto size =
-        static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), total - sent));
+    const auto size = static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), total - sent));
     // Priority 1: an ack, pong or end of round this node owes (priority 0) overtakes the bulk
     // messages it has queued, so that a peer's measurement of the reverse link (rounds with
     // 2r = n pair both directions at once) does not wait behind this one's transfer.

@@ -17,7 +17,7 @@
 namespace gradmesh::sync {
 namespace probe::detail {
 
-constexpr std::size_t kMaxChunkBytes = std::size_t{256} << 10;   // one bulk message
+constexpr std::size_t kMaxChunkBytes = std::size_t{256} << 10;  // one bulk message
 // A transfer goes in about this many messages (of kMinChunkBytes to kMaxChunkBytes each): the
 // receiver times it from the first message's arrival to the last's.
 constexpr std::uint64_t kMessagesPerTransfer = 8;
@@ -43,7 +43,7 @@ constexpr double kBudgetUse = 0.8;
 // A link not yet measured (no transfer of target_seconds) may take the probe up to this many
 // times budget_s.
 constexpr double kOverrunFactor = 3;
-constexpr std::uint64_t kMaxBulkBytes = std::uint64_t{1} << 30;   // a sane transfer, for checks
+constexpr std::uint64_t kMaxBulkBytes = std::uint64_t{1} << 30;  // a sane transfer, for checks
 // The per-message overhead burst: this many messages of kBurstMessageBytes each, to the next rank.
 constexpr std::size_t kBurstMessages = 64;
 constexpr std::size_t kBurstMessageBytes = 64;
@@ -61,11 +61,12 @@ inline net::Payload encode_ack(std::chrono::steady_clock::duration spread,
   std::array<std::byte, kAckPayloadBytes> bytes{};
   std::size_t at = 0;
   const auto ns = [](std::chrono::steady_clock::duration d) {
-    return static_cast<std::uint64_t>(std::max<std::int64_t>(
-        0, std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()));
+    return static_cast<std::uint64_t>(
+        std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()));
   };
   for (const std::uint64_t value : {ns(spread), ns(steady), steady_bytes})
-    for (std::size_t i = 0; i < 8; ++i) bytes[at++] = static_cast<std::byte>((value >> (8 * i)) & 0xff);
+    for (std::size_t i = 0; i < 8; ++i)
+      bytes[at++] = static_cast<std::byte>((value >> (8 * i)) & 0xff);
   return net::Payload::copy_of(bytes);
 }
 
@@ -111,7 +112,6 @@ inline std::pair<std::chrono::steady_clock::duration, std::uint64_t> steady_part
   if (seconds(arrivals[gaps].first) <= kSteadyGapRatio * seconds(*middle)) return {Duration{}, 0};
   return {time, bytes};
 }
-
 
 }  // namespace probe::detail
 

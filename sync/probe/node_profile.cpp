@@ -150,8 +150,7 @@ JobMeasurements combine(const std::vector<NodeProfile>& profiles) {
     }
     job.gemm_flops = std::min(job.gemm_flops, p.gemm_flops);
     job.step_seconds_per_float = std::max(job.step_seconds_per_float, p.step_seconds_per_float);
-    job.cipher_seconds_per_byte =
-        std::max(job.cipher_seconds_per_byte, p.cipher_seconds_per_byte);
+    job.cipher_seconds_per_byte = std::max(job.cipher_seconds_per_byte, p.cipher_seconds_per_byte);
   }
   return job;
 }

@@ -41,9 +41,9 @@ struct JobMeasurements {
   std::vector<double> forward_seconds;   ///< per layer, the max over nodes (BSP waits for the last)
   std::vector<double> backward_seconds;  ///< per layer, the max over nodes
   std::vector<double> backward_input_seconds;  ///< per layer, the max over nodes (no dW)
-  double gemm_flops = 0;                 ///< FLOP/s, the min over nodes
-  double step_seconds_per_float = 0;     ///< seconds/float, the max over nodes
-  double cipher_seconds_per_byte = 0;    ///< seconds/byte, the max over nodes (0: in clear)
+  double gemm_flops = 0;                       ///< FLOP/s, the min over nodes
+  double step_seconds_per_float = 0;           ///< seconds/float, the max over nodes
+  double cipher_seconds_per_byte = 0;          ///< seconds/byte, the max over nodes (0: in clear)
 };
 
 /// Combines the n profiles (index = rank): the LinkMatrix from their rows (diagonal 0; o per

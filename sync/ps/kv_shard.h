@@ -63,13 +63,13 @@ class KvShard {
  private:
   struct ChunkState {
     std::mutex mutex;
-    std::uint64_t round = 0;         // the round being collected
+    std::uint64_t round = 0;  // the round being collected
     std::size_t received = 0;
-    std::size_t offset = 0;          // into master_ / scratch_
-    std::size_t model_offset = 0;    // into the model's parameters (the optimizer's velocity)
-    std::size_t size = 0;            // floats
-    std::vector<net::Payload> pushes;            // by rank
-    std::vector<std::span<const float>> views;   // by rank, for Sgd::step_sum
+    std::size_t offset = 0;            // into master_ / scratch_
+    std::size_t model_offset = 0;      // into the model's parameters (the optimizer's velocity)
+    std::size_t size = 0;              // floats
+    std::vector<net::Payload> pushes;  // by rank
+    std::vector<std::span<const float>> views;  // by rank, for Sgd::step_sum
   };
 
   const topo::KvPlacement& placement_;

@@ -13,8 +13,10 @@ inline constexpr std::string_view kBroadcastStage = "kv_broadcast";
 
 /// Message::kind values of the PS stages.
 enum class Kind : std::uint16_t {
-  kGradientChunk = 1,   ///< key = KV chunk id, round = iteration, payload = the chunk's gradient (floats)
-  kParameterChunk = 2,  ///< key = KV chunk id, round = iteration, payload = the chunk's new parameters
+  kGradientChunk =
+      1,  ///< key = KV chunk id, round = iteration, payload = the chunk's gradient (floats)
+  kParameterChunk =
+      2,  ///< key = KV chunk id, round = iteration, payload = the chunk's new parameters
 };
 
 }  // namespace gradmesh::sync::ps

@@ -33,11 +33,12 @@ PsScheme::PsScheme(const SyncContext& ctx, Channel& channel, const std::vector<s
     : ctx_(ctx),
       channel_(channel),
       placement_(placement_for(ctx, layers, chunk_floats)),
-      push_stage_(channel.route(ps::kPushStage,
-                                [this](std::size_t from, net::Message&& m) { on_push(from, std::move(m)); })),
-      broadcast_stage_(channel.route(ps::kBroadcastStage, [this](std::size_t from, net::Message&& m) {
-        on_parameters(from, std::move(m));
-      })),
+      push_stage_(channel.route(
+          ps::kPushStage,
+          [this](std::size_t from, net::Message&& m) { on_push(from, std::move(m)); })),
+      broadcast_stage_(channel.route(
+          ps::kBroadcastStage,
+          [this](std::size_t from, net::Message&& m) { on_parameters(from, std::move(m)); })),
       shard_(placement_, ctx.rank, ctx.model.parameters(), ctx.optimizer),
       arrivals_(ctx.model.num_layers()) {}
 
@@ -47,10 +48,9 @@ void PsScheme::build(engine::Graph& graph, const IterationTasks& tasks) {
     const std::string suffix = "_" + std::to_string(l);
     auto push = graph.emplace("push" + suffix, engine::Arena::kNetwork,
                               [this, l](engine::TaskContext& t) { push_layer(l, t.run()); });
-    auto pull = graph.emplace("pull" + suffix, engine::Arena::kNetwork,
-                              [this, l](engine::TaskContext& t) {
-                                arrivals_.await(l, t.run(), t.defer());
-                              });
+    auto pull = graph.emplace(
+        "pull" + suffix, engine::Arena::kNetwork,
+        [this, l](engine::TaskContext& t) { arrivals_.await(l, t.run(), t.defer()); });
     tasks.backward[l].precede(push);
     push.precede(pull);
     pull.precede(tasks.done);
@@ -115,10 +115,9 @@ void PsScheme::accept_push(std::size_t from, std::size_t chunk, std::uint64_t ro
 
 void PsScheme::reduce_and_broadcast(std::size_t chunk, std::uint64_t round) {
   const std::span<const float> values = shard_.reduce(chunk);
-  throw_first(channel_.broadcast(net::Message{broadcast_stage_, kParameters, chunk, round,
-                                              float_view(values),
-                                              static_cast<std::uint32_t>(
-                                                  placement_.chunks()[chunk].layer)}));
+  throw_first(channel_.broadcast(
+      net::Message{broadcast_stage_, kParameters, chunk, round, float_view(values),
+                   static_cast<std::uint32_t>(placement_.chunks()[chunk].layer)}));
   apply_parameters(chunk, round, values, ctx_.rank);
 }
 
@@ -128,8 +127,8 @@ void PsScheme::apply_parameters(std::size_t chunk, std::uint64_t round,
   // The chunk's layer only: its host copy becomes the current one (uploaded before its forward),
   // and no other layer's device copy is touched (an SFB layer's may be the current one).
   const std::span<float> layer = ctx_.model.layer_parameters(info.layer);
-  std::memcpy(layer.data() + (info.offset - ctx_.model.parameter_offset(info.layer)),
-              values.data(), info.size * sizeof(float));
+  std::memcpy(layer.data() + (info.offset - ctx_.model.parameter_offset(info.layer)), values.data(),
+              info.size * sizeof(float));
   if (!arrivals_.arrive(info.layer, round)) {
     channel_.reject(from, broadcast_stage_,
                     "parameters of chunk " + std::to_string(chunk) + " for round " +
@@ -139,8 +138,9 @@ void PsScheme::apply_parameters(std::size_t chunk, std::uint64_t round,
 
 void PsScheme::on_push(std::size_t from, net::Message&& message) {
   if (message.kind != kGradient || message.key >= placement_.chunks().size()) {
-    channel_.reject(from, push_stage_, "kind " + std::to_string(message.kind) + ", chunk " +
-                                           std::to_string(message.key) + ": not a gradient chunk");
+    channel_.reject(from, push_stage_,
+                    "kind " + std::to_string(message.kind) + ", chunk " +
+                        std::to_string(message.key) + ": not a gradient chunk");
     return;
   }
   accept_push(from, message.key, message.round, std::move(message.payload));
@@ -148,9 +148,9 @@ void PsScheme::on_push(std::size_t from, net::Message&& message) {
 
 void PsScheme::on_parameters(std::size_t from, net::Message&& message) {
   if (message.kind != kParameters || message.key >= placement_.chunks().size()) {
-    channel_.reject(from, broadcast_stage_, "kind " + std::to_string(message.kind) + ", chunk " +
-                                                std::to_string(message.key) +
-                                                ": not a parameter chunk");
+    channel_.reject(from, broadcast_stage_,
+                    "kind " + std::to_string(message.kind) + ", chunk " +
+                        std::to_string(message.key) + ": not a parameter chunk");
     return;
   }
   const topo::KvChunk& info = placement_.chunks()[message.key];

@@ -20,10 +20,10 @@ namespace gradmesh::sync {
 inline constexpr std::string_view kResumeStage = "resume";
 
 /// Routes kResumeStage on a node's channel (before the transport starts, as the link probe) and
-/// exchanges lists of numbers among all nodes, in rounds (a collective::AllGather): round 0 agrees on the iteration to
-/// resume from (--resume); a BSP job's checkpoint boundaries exchange the join requests each node
-/// has seen, with the boundary's iteration as the round (apps/pipeline: a restarted node rejoins
-/// at the next checkpoint boundary).
+/// exchanges lists of numbers among all nodes, in rounds (a collective::AllGather): round 0 agrees
+/// on the iteration to resume from (--resume); a BSP job's checkpoint boundaries exchange the join
+/// requests each node has seen, with the boundary's iteration as the round (apps/pipeline: a
+/// restarted node rejoins at the next checkpoint boundary).
 ///
 /// Thread safety: exchange() from the node's thread; the handler runs on the transport's delivery
 /// thread (internally locked). Errors: a message that is not a list of numbers (or as

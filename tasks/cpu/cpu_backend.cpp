@@ -86,7 +86,7 @@ void col2im_sample(const float* dcol, std::size_t ld, const Im2colGeometry& g, f
 }  // namespace
 
 std::pair<void*, Buffer<std::byte>::Release> CpuBackend::allocate_bytes(std::size_t bytes,
-                                                                         MemoryKind /*kind*/) {
+                                                                        MemoryKind /*kind*/) {
   if (bytes == 0) return {nullptr, &release_host};
   void* p = std::calloc(bytes, 1);
   if (p == nullptr) {
@@ -229,8 +229,8 @@ void CpuBackend::max_pool_forward(const float* x, std::size_t planes, const Pool
   }
 }
 
-void CpuBackend::max_pool_backward(const float* dy, const std::uint32_t* argmax,
-                                   std::size_t planes, const PoolGeometry& g, float* dx) {
+void CpuBackend::max_pool_backward(const float* dy, const std::uint32_t* argmax, std::size_t planes,
+                                   const PoolGeometry& g, float* dx) {
   const std::size_t in_plane = g.height * g.width;
   const std::size_t out_plane = g.out_height * g.out_width;
   std::fill(dx, dx + planes * in_plane, 0.0f);

@@ -31,8 +31,8 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
 
   void sgemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
-             const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
-             float* c, std::size_t ldc) override;
+             const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
+             std::size_t ldc) override;
 
   void broadcast_rows(const float* row, std::size_t rows, std::size_t cols, float* y) override;
   void column_sums(const float* a, std::size_t rows, std::size_t cols, float* sums) override;

@@ -18,7 +18,8 @@ std::string describe(cudaError_t e) {
 }
 
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw DeviceError(std::string("cuda backend: ") + what + ": " + describe(e));
+  if (e != cudaSuccess)
+    throw DeviceError(std::string("cuda backend: ") + what + ": " + describe(e));
 }
 
 void check(cublasStatus_t s, const char* what) {
@@ -47,8 +48,8 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     description_ = std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
-                   std::to_string(prop.minor) + "), " +
-                   std::to_string(prop.totalGlobalMem >> 30) + " GiB";
+                   std::to_string(prop.minor) + "), " + std::to_string(prop.totalGlobalMem >> 30) +
+                   " GiB";
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     if (const cublasStatus_t s = cublasCreate(&blas_); s != CUBLAS_STATUS_SUCCESS) {
       cudaStreamDestroy(stream_);
@@ -104,14 +105,14 @@ class CudaBackend final : public Backend {
   void synchronize() override { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
   void sgemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
-             const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
-             float* c, std::size_t ldc) override {
+             const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
+             std::size_t ldc) override {
     if (m == 0 || n == 0) return;
     // Row-major C (m x n) is column-major C^T (n x m) = op(B)^T op(A)^T: swap the operands.
     check(cublasSgemm(blas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                      trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
-                      static_cast<int>(m), static_cast<int>(k), &alpha, b, static_cast<int>(ldb),
-                      a, static_cast<int>(lda), &beta, c, static_cast<int>(ldc)),
+                      trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                      static_cast<int>(k), &alpha, b, static_cast<int>(ldb), a,
+                      static_cast<int>(lda), &beta, c, static_cast<int>(ldc)),
           "cublasSgemm");
   }
 
@@ -149,8 +150,7 @@ class CudaBackend final : public Backend {
           "unpack_channels_add_bias");
   }
   void pack_channels(const float* dy, std::size_t samples, std::size_t filters,
-                     std::size_t positions, float* out, std::size_t ld,
-                     float* bias_sums) override {
+                     std::size_t positions, float* out, std::size_t ld, float* bias_sums) override {
     check(kernels::pack_channels(dy, samples, filters, positions, out, ld, bias_sums, stream_),
           "pack_channels");
   }
@@ -162,8 +162,8 @@ class CudaBackend final : public Backend {
   }
   void sgd_step(float* w, const float* g, float* velocity, std::size_t n,
                 const SgdOptions& options) override {
-    check(kernels::sgd_step(w, g, velocity, n, options.lr, options.momentum,
-                            options.weight_decay, stream_),
+    check(kernels::sgd_step(w, g, velocity, n, options.lr, options.momentum, options.weight_decay,
+                            stream_),
           "sgd_step");
   }
   void max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g, float* y,
@@ -219,11 +219,13 @@ class CudaBackend final : public Backend {
 
 std::string DeviceProbe::reason() const {
   if (count > 0) return {};
-  std::string what = "compute.device = \"cuda\": no CUDA GPU visible to this process: "
-                     "cudaGetDeviceCount ";
+  std::string what =
+      "compute.device = \"cuda\": no CUDA GPU visible to this process: "
+      "cudaGetDeviceCount ";
   what += error.empty() ? "found 0 devices" : "failed with " + error;
-  return what + " (looked for CUDA devices through the CUDA runtime; check the NVIDIA driver and "
-                "CUDA_VISIBLE_DEVICES, or use compute.device = \"cpu\")";
+  return what +
+         " (looked for CUDA devices through the CUDA runtime; check the NVIDIA driver and "
+         "CUDA_VISIBLE_DEVICES, or use compute.device = \"cpu\")";
 }
 
 DeviceProbe probe_devices() noexcept {

@@ -17,7 +17,7 @@ unsigned blocks_for(std::size_t n) {
 }
 
 /// Grid-stride loop over [0, n).
-#define GM_FOR(i, n)                                                                       \
+#define GM_FOR(i, n)                                                                             \
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
 
@@ -95,10 +95,13 @@ __global__ void im2col_kernel(const float* x, std::size_t samples, ConvShape g, 
     const std::size_t pos = t % positions;
     const std::size_t s = (t / positions) % samples;
     const std::size_t r = t / (positions * samples);
-    const std::size_t v = r % g.kernel, u = (r / g.kernel) % g.kernel, c = r / (g.kernel * g.kernel);
+    const std::size_t v = r % g.kernel, u = (r / g.kernel) % g.kernel,
+                      c = r / (g.kernel * g.kernel);
     const std::size_t i = pos / g.out_width, j = pos % g.out_width;
-    const long long h = static_cast<long long>(i * g.stride + u) - static_cast<long long>(g.padding);
-    const long long w = static_cast<long long>(j * g.stride + v) - static_cast<long long>(g.padding);
+    const long long h =
+        static_cast<long long>(i * g.stride + u) - static_cast<long long>(g.padding);
+    const long long w =
+        static_cast<long long>(j * g.stride + v) - static_cast<long long>(g.padding);
     float value = 0.0f;
     if (h >= 0 && w >= 0 && h < static_cast<long long>(g.height) &&
         w < static_cast<long long>(g.width)) {
@@ -141,7 +144,8 @@ __global__ void unpack_kernel(const float* out, std::size_t ld, std::size_t samp
                               std::size_t filters, std::size_t positions, const float* bias,
                               float* y) {
   GM_FOR(t, samples * filters * positions) {
-    const std::size_t i = t % positions, f = (t / positions) % filters, s = t / (positions * filters);
+    const std::size_t i = t % positions, f = (t / positions) % filters,
+                      s = t / (positions * filters);
     y[t] = out[f * ld + s * positions + i] + bias[f];
   }
 }
@@ -149,7 +153,8 @@ __global__ void unpack_kernel(const float* out, std::size_t ld, std::size_t samp
 __global__ void pack_kernel(const float* dy, std::size_t samples, std::size_t filters,
                             std::size_t positions, float* out, std::size_t ld) {
   GM_FOR(t, samples * filters * positions) {
-    const std::size_t i = t % positions, f = (t / positions) % filters, s = t / (positions * filters);
+    const std::size_t i = t % positions, f = (t / positions) % filters,
+                      s = t / (positions * filters);
     out[f * ld + s * positions + i] = dy[t];
   }
 }
@@ -221,8 +226,8 @@ __global__ void max_pool_backward_kernel(const float* dy, const std::uint32_t* a
 }
 
 __global__ void softmax_cross_entropy_kernel(const float* logits, const std::int32_t* labels,
-                                             std::size_t batch, std::size_t classes,
-                                             float* dlogits, double* row_losses) {
+                                             std::size_t batch, std::size_t classes, float* dlogits,
+                                             double* row_losses) {
   const double inv_batch = 1.0 / static_cast<double>(batch);
   GM_FOR(k, batch) {
     const float* row = logits + k * classes;
@@ -343,8 +348,8 @@ cudaError_t pack_channels(const float* dy, std::size_t samples, std::size_t filt
   if (n == 0) return cudaSuccess;
   pack_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, samples, filters, positions, out, ld);
   if (bias_sums != nullptr) {
-    bias_sums_kernel<<<static_cast<unsigned>(filters), kThreads, 0, stream>>>(
-        dy, samples, filters, positions, bias_sums);
+    bias_sums_kernel<<<static_cast<unsigned>(filters), kThreads, 0, stream>>>(dy, samples, filters,
+                                                                              positions, bias_sums);
   }
   return launched();
 }

@@ -29,7 +29,8 @@ struct TrainTest {
 };
 
 /// Checks that `d` is consistent: x.size() == count * features, y.size() == count, every label in
-/// [0, classes), and shape unset or of `features` floats. Throws gradmesh::DataError saying which part is wrong (expected vs found).
+/// [0, classes), and shape unset or of `features` floats. Throws gradmesh::DataError saying which
+/// part is wrong (expected vs found).
 void validate(const Dataset& d);
 
 /// A copy of the first `n` examples of `d` (all of them if n >= d.count). Thread safety: reads d.

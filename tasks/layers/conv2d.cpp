@@ -56,8 +56,8 @@ void Conv2d::initialize(std::uint64_t seed) {
 
 Im2colGeometry Conv2d::im2col_geometry() const noexcept {
   const Shape& in = input_shape();
-  return Im2colGeometry{in.channels,      in.height,          in.width,
-                        geometry_.kernel, geometry_.stride,   geometry_.padding,
+  return Im2colGeometry{in.channels,           in.height,           in.width,
+                        geometry_.kernel,      geometry_.stride,    geometry_.padding,
                         output_shape().height, output_shape().width};
 }
 

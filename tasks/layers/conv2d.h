@@ -77,8 +77,8 @@ class Conv2d final : public WeightedLayer {
   [[nodiscard]] Im2colGeometry im2col_geometry() const noexcept;
 
   Conv2dGeometry geometry_;
-  std::size_t patch_;      // C k k, rows of col
-  std::size_t positions_;  // OH OW, columns of col
+  std::size_t patch_;          // C k k, rows of col
+  std::size_t positions_;      // OH OW, columns of col
   std::size_t column_budget_;  // floats
   std::size_t chunk_ = 0;      // S, samples per GEMM
   Buffer<float> col_;          // C k k x S OH OW: im2col columns, then dcol (backend memory)

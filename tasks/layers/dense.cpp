@@ -24,7 +24,7 @@ void Dense::forward(const float* x, float* y, std::size_t batch) {
   Backend& be = backend();
   be.broadcast_rows(b_.data(), batch, outputs_, y);
   be.sgemm(false, true, batch, outputs_, inputs_, 1.0f, x, inputs_, w_.data(), inputs_, 1.0f, y,
-             outputs_);
+           outputs_);
 }
 
 void Dense::backward(const float* x, const float* /*y*/, const float* dy, float* dx,
@@ -33,14 +33,14 @@ void Dense::backward(const float* x, const float* /*y*/, const float* dy, float*
   if (parameter_gradients()) {
     // dW (M x N) = dY^T (M x K) * X (K x N): the sufficient factors U = dY, V = X.
     be.sgemm(true, false, outputs_, inputs_, batch, 1.0f, dy, outputs_, x, inputs_, 0.0f,
-               dw_.data(), inputs_);
+             dw_.data(), inputs_);
     // db = column sums of dY.
     be.column_sums(dy, batch, outputs_, db_.data());
   }
   // dx (K x N) = dY (K x M) * W (M x N).
   if (dx != nullptr) {
     be.sgemm(false, false, batch, inputs_, outputs_, 1.0f, dy, outputs_, w_.data(), inputs_, 0.0f,
-               dx, inputs_);
+             dx, inputs_);
   }
 }
 

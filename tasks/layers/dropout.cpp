@@ -30,8 +30,10 @@ void Dropout::initialize(std::uint64_t seed) {
 
 std::span<const float> Dropout::mask(std::size_t batch) const {
   GRADMESH_CHECK_LE(batch * input_size(), mask_.size(), "dropout mask: batch vs reserve");
-  GRADMESH_CHECK(backend().host_addressable(), "dropout mask() reads host memory; the layer's "
-                 "backend '" + std::string(backend().name()) + "' keeps it on the device");
+  GRADMESH_CHECK(backend().host_addressable(),
+                 "dropout mask() reads host memory; the layer's "
+                 "backend '" +
+                     std::string(backend().name()) + "' keeps it on the device");
   return mask_.span().first(batch * input_size());
 }
 

@@ -59,7 +59,7 @@ class Dropout final : public Layer {
   std::uint64_t step_ = 0;
   bool training_ = true;
   bool masked_ = false;  // whether the last forward applied mask_
-  Buffer<float> mask_;  // backend memory
+  Buffer<float> mask_;   // backend memory
 };
 
 }  // namespace gradmesh::tasks

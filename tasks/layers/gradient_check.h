@@ -19,9 +19,9 @@ namespace gradmesh::tasks {
 /// 1e-2 plus an absolute floor of 1e-3 tells a right gradient from a wrong one (a wrong sign or a
 /// missing term is off by O(1)).
 struct GradientCheckOptions {
-  std::size_t batch = 3;           ///< samples per forward
-  std::uint64_t seed = 1;          ///< inputs, the objective's weights, Layer::initialize
-  float eps = 1e-3f;               ///< finite-difference step
+  std::size_t batch = 3;   ///< samples per forward
+  std::uint64_t seed = 1;  ///< inputs, the objective's weights, Layer::initialize
+  float eps = 1e-3f;       ///< finite-difference step
   double relative_tolerance = 1e-2;
   double absolute_tolerance = 1e-3;
   /// Skip points where the function has a kink within eps (a relu input, a max-pooling choice):
@@ -55,8 +55,8 @@ template <typename F>
   const double up = static_cast<double>(saved + eps) - saved;
   const double down = saved - static_cast<double>(saved - eps);
   if (options.skip_kinks &&
-      !derivatives_agree((plus - center) / up, (center - minus) / down,
-                         options.relative_tolerance, options.absolute_tolerance)) {
+      !derivatives_agree((plus - center) / up, (center - minus) / down, options.relative_tolerance,
+                         options.absolute_tolerance)) {
     return std::nullopt;
   }
   return (plus - minus) / (up + down);

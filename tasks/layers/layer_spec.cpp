@@ -168,7 +168,8 @@ LayerSpec parse_layer_spec(std::string_view text) {
     }
     spec.probability = p;
   } else if (is_registered_layer(kind) || AcceptUnknownLayerKinds::active()) {
-    spec.args = std::string(s.size() > kind.size() ? s.substr(kind.size() + 1) : std::string_view{});
+    spec.args =
+        std::string(s.size() > kind.size() ? s.substr(kind.size() + 1) : std::string_view{});
   } else {
     std::string forms(kAllForms);
     for (const std::string& user : registered_layers()) forms += ", '" + user + "[:<args>]'";

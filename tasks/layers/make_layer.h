@@ -11,9 +11,10 @@ namespace gradmesh::tasks {
 
 /// The layer `spec` describes, taking samples of shape `input` (its output shape follows from
 /// it). `spec.kind` must name a layer: "dense", "conv2d", "max_pool2d", "flatten", "dropout" or
-/// "relu" (not the loss), or a kind registered with register_layer (layer_registry.h). Throws gradmesh::ConfigError saying what was expected when the kind is
-/// unknown or the shapes do not fit (a kernel or window larger than the input, say); the message
-/// does not name the spec: the caller (Model) prefixes "model.layers[i] '<spec>': ".
+/// "relu" (not the loss), or a kind registered with register_layer (layer_registry.h). Throws
+/// gradmesh::ConfigError saying what was expected when the kind is unknown or the shapes do not fit
+/// (a kernel or window larger than the input, say); the message does not name the spec: the caller
+/// (Model) prefixes "model.layers[i] '<spec>': ".
 [[nodiscard]] std::unique_ptr<Layer> make_layer(const LayerSpec& spec, Shape input);
 
 }  // namespace gradmesh::tasks

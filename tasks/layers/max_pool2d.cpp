@@ -37,14 +37,13 @@ void MaxPool2d::reserve(std::size_t max_batch) {
 }
 
 PoolGeometry MaxPool2d::pool_geometry() const noexcept {
-  return PoolGeometry{input_shape().height, input_shape().width, window_, stride_,
+  return PoolGeometry{input_shape().height,  input_shape().width, window_, stride_,
                       output_shape().height, output_shape().width};
 }
 
 void MaxPool2d::forward(const float* x, float* y, std::size_t batch) {
   GRADMESH_CHECK_LE(batch * output_size(), argmax_.size(), "max_pool2d forward: batch vs reserve");
-  backend().max_pool_forward(x, batch * input_shape().channels, pool_geometry(), y,
-                             argmax_.data());
+  backend().max_pool_forward(x, batch * input_shape().channels, pool_geometry(), y, argmax_.data());
 }
 
 void MaxPool2d::backward(const float* /*x*/, const float* /*y*/, const float* dy, float* dx,

@@ -10,7 +10,8 @@
 namespace gradmesh::tasks {
 
 void WeightedLayer::bind(std::span<float> parameters, std::span<float> gradients) {
-  GRADMESH_CHECK_EQ(parameters.size(), parameter_count(), std::string(kind()) + " bind: parameters");
+  GRADMESH_CHECK_EQ(parameters.size(), parameter_count(),
+                    std::string(kind()) + " bind: parameters");
   GRADMESH_CHECK_EQ(gradients.size(), parameter_count(), std::string(kind()) + " bind: gradients");
   w_ = parameters.first(weight_count_);
   b_ = parameters.subspan(weight_count_);

@@ -30,8 +30,10 @@ std::span<float> Optimizer::velocity_at(std::size_t offset, std::size_t size) {
   for (const DeviceRange& d : device_) {
     GRADMESH_CHECK(!overlaps(offset, size, d.offset, d.velocity.size()),
                    "Optimizer: host velocity of [" + std::to_string(offset) + ", " +
-                       std::to_string(offset + size) + ") overlaps the range kept on the device "
-                       "from offset " + std::to_string(d.offset) + " (step it with step_on_device)");
+                       std::to_string(offset + size) +
+                       ") overlaps the range kept on the device "
+                       "from offset " +
+                       std::to_string(d.offset) + " (step it with step_on_device)");
   }
   return std::span<float>(velocity_).subspan(offset, size);
 }

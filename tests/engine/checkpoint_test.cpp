@@ -100,9 +100,8 @@ TEST_CASE("a checkpoint that does not fit the state is refused naming the sectio
   wrong_size.weights.assign(5, 0.0f);
   CheckpointSet set;
   set.add("thing", wrong_size);
-  CHECK_THROWS_WITH(set.load(c, "f.gmckpt"),
-                    Catch::Contains("f.gmckpt, section 'thing'") &&
-                        Catch::Contains("holds 3 floats, this job has 5"));
+  CHECK_THROWS_WITH(set.load(c, "f.gmckpt"), Catch::Contains("f.gmckpt, section 'thing'") &&
+                                                 Catch::Contains("holds 3 floats, this job has 5"));
 
   Thing other;
   CheckpointSet missing;
@@ -164,8 +163,8 @@ TEST_CASE("the store writes atomically, keeps the newest and skips a torn newest
   const Checkpoint c = store.load(20);
   CHECK(c.header.iteration == 20);
   CHECK_THROWS_WITH(store.load(30), Catch::Contains("torn"));
-  CHECK_THROWS_WITH(store.load(99), Catch::Contains("cannot open") &&
-                                        Catch::Contains("ckpt-000000000099.gmckpt"));
+  CHECK_THROWS_WITH(store.load(99),
+                    Catch::Contains("cannot open") && Catch::Contains("ckpt-000000000099.gmckpt"));
 }
 
 TEST_CASE("a write into a missing folder fails naming the path", "[engine][checkpoint]") {

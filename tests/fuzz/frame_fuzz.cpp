@@ -107,8 +107,7 @@ std::size_t read_fields(const schema::Header& header, std::size_t data_stage_cou
       const auto* mac = header.body_as_Proof()->mac();
       if (mac == nullptr) return 0;
       const std::span<const std::uint8_t> bytes(mac->data(), mac->size());
-      return mac->size() +
-             (auth::verify(handshake().key, handshake().transcript(), bytes) ? 1 : 0);
+      return mac->size() + (auth::verify(handshake().key, handshake().transcript(), bytes) ? 1 : 0);
     }
     case schema::Body::Goodbye:
       return 1;
@@ -147,9 +146,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // The reader's check before it allocates for the frame: a refused prefix closes the
     // connection, so the rest of the stream is never read.
     const std::string why = check_prefix(prefix, max_frame_bytes, handshake, kMaxHandshakeHeader);
-    const bool too_big = prefix.frame_bytes() > max_frame_bytes ||
-                         (handshake && (prefix.header_bytes > kMaxHandshakeHeader ||
-                                        prefix.payload_bytes != 0));
+    const bool too_big =
+        prefix.frame_bytes() > max_frame_bytes ||
+        (handshake && (prefix.header_bytes > kMaxHandshakeHeader || prefix.payload_bytes != 0));
     if (why.empty() == too_big) fail("check_prefix disagrees with the limits");
     if (!why.empty()) break;
 

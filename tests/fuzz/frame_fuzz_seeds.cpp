@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   frames.emplace_back("challenge", auth::encode_challenge(1, nonce, false, {}, control));
   frames.emplace_back("challenge_mac", auth::encode_challenge(0, nonce, true, mac, control));
   frames.emplace_back("challenge_encrypt", auth::encode_challenge(0, nonce, true, mac, control,
-                                                                 false, /*encrypt=*/true));
+                                                                  false, /*encrypt=*/true));
   frames.emplace_back("challenge_rejoin",
                       auth::encode_challenge(2, nonce, false, {}, control, /*rejoin=*/true));
   frames.emplace_back("proof", auth::encode_proof(mac, control));

@@ -42,8 +42,10 @@ TEST_CASE("check_prefix bounds every frame, and handshake frames to a header alo
              Catch::Contains("1108 bytes") && Catch::Contains("max_frame_bytes 1107"));
   // Before the handshake: a header up to the limit, no payload.
   CHECK(check_prefix(FramePrefix{64, 0}, 1 << 20, true, 64).empty());
-  CHECK_THAT(check_prefix(FramePrefix{65, 0}, 1 << 20, true, 64), Catch::Contains("65-byte header"));
-  CHECK_THAT(check_prefix(FramePrefix{10, 1}, 1 << 20, true, 64), Catch::Contains("1-byte payload"));
+  CHECK_THAT(check_prefix(FramePrefix{65, 0}, 1 << 20, true, 64),
+             Catch::Contains("65-byte header"));
+  CHECK_THAT(check_prefix(FramePrefix{10, 1}, 1 << 20, true, 64),
+             Catch::Contains("1-byte payload"));
   // The largest prefix does not overflow the sum.
   CHECK_FALSE(check_prefix(FramePrefix{0xffffffffu, 0xffffffffu}, 1u << 30, false, 64).empty());
 }
@@ -91,9 +93,8 @@ TEST_CASE("verify_header rejects garbage, truncation and out-of-range stages", "
 TEST_CASE("verify_header rejects a body type without its body", "[net][frame]") {
   // Found by tests/fuzz/frame_fuzz: the FlatBuffers Verifier passes such a header, and the receive
   // path dereferenced body_as_Hello() / body_as_Data() / body_as_Abort() of it.
-  for (const schema::Body type : {schema::Body::Hello, schema::Body::HelloAck,
-                                  schema::Body::Refuse, schema::Body::Data, schema::Body::Goodbye,
-                                  schema::Body::Abort}) {
+  for (const schema::Body type : {schema::Body::Hello, schema::Body::HelloAck, schema::Body::Refuse,
+                                  schema::Body::Data, schema::Body::Goodbye, schema::Body::Abort}) {
     INFO(schema::EnumNameBody(type));
     flatbuffers::FlatBufferBuilder builder;
     schema::HeaderBuilder header(builder);
@@ -102,9 +103,8 @@ TEST_CASE("verify_header rejects a body type without its body", "[net][frame]") 
     const auto bytes = std::as_bytes(std::span(builder.GetBufferPointer(), builder.GetSize()));
     const HeaderCheck check = verify_header(bytes, 4);
     CHECK(check.header == nullptr);
-    CHECK_THAT(check.error,
-               Catch::Equals(std::string("header of body type ") + schema::EnumNameBody(type) +
-                             " has no body"));
+    CHECK_THAT(check.error, Catch::Equals(std::string("header of body type ") +
+                                          schema::EnumNameBody(type) + " has no body"));
   }
 }
 
@@ -187,7 +187,10 @@ TEST_CASE("check_hello names what differs with both values", "[net][handshake]")
   CHECK_THAT(differ([](HelloFields& t) { t.rank = 0; }), Catch::Contains("must not dial"));
   // A node that rejoins dials every rank (ours is 0: here it claims rank 2 either way), never ours.
   CHECK(differ([](HelloFields& t) { t.rejoin = true; }).empty());
-  CHECK_THAT(differ([](HelloFields& t) { t.rank = 0; t.rejoin = true; }),
+  CHECK_THAT(differ([](HelloFields& t) {
+               t.rank = 0;
+               t.rejoin = true;
+             }),
              Catch::Contains("this node's own rank"));
 }
 

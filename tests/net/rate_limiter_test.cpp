@@ -17,7 +17,8 @@ struct FakeClock {
 };
 }  // namespace
 
-TEST_CASE("rate limiter starts full and refills at the rate up to capacity", "[net][rate_limiter]") {
+TEST_CASE("rate limiter starts full and refills at the rate up to capacity",
+          "[net][rate_limiter]") {
   FakeClock time;
   RateLimiter limiter(1000.0, 500, time.clock());
   CHECK(limiter.available() == 500);

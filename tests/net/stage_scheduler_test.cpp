@@ -122,9 +122,9 @@ TEST_CASE("a stage that stays backlogged keeps its place across choices", "[net]
 
 TEST_CASE("virtual times stay small over a long run and keep their order", "[net][schedule]") {
   StageScheduler scheduler(2);
-  scheduler.set_weights(std::vector<double>{1e-6, 1.0});  // 1 byte of stage 0 = 1e6 units
+  scheduler.set_weights(std::vector<double>{1e-6, 1.0});      // 1 byte of stage 0 = 1e6 units
   for (int i = 0; i < 40; ++i) serve(scheduler, {0}, 65536);  // 2.6e12 units: rebased
-  CHECK(scheduler.virtual_time(0) < 2 * 1099511627776.0);  // at most 2^40 + one charge
+  CHECK(scheduler.virtual_time(0) < 2 * 1099511627776.0);     // at most 2^40 + one charge
   // Stage 1 joins at the system virtual time: both are served, stage 0 at its tiny weight.
   std::vector<std::size_t> count(2, 0);
   for (int i = 0; i < 100; ++i) ++count[serve(scheduler, {0, 1}, 65536)];

@@ -83,16 +83,17 @@ void check_png(const fs::path& path, std::uint32_t width, std::uint32_t height) 
 
 TEST_CASE("the report on a 2-node run writes its PNGs and a summary per node", "[report][e2e]") {
   if (find_gnuplot().empty()) {
-    FAIL("gnuplot not found on PATH: scripts/report needs it; bash scripts/setup.sh installs "
-         "Debian's gnuplot-nox");
+    FAIL(
+        "gnuplot not found on PATH: scripts/report needs it; bash scripts/setup.sh installs "
+        "Debian's gnuplot-nox");
   }
   const fs::path dir = gradmesh::testing::fresh_directory("report");
   std::ofstream(dir / "job.toml") << kConfig;
   const fs::path run_dir = dir / "run";
-  const int launched = run_to_end({GRADMESH_LAUNCH_BINARY, "-n", "2", "--config",
-                            (dir / "job.toml").string(), "--metrics-out", run_dir.string(), "--",
-                            "--trace"},
-                           dir / "launch.txt", std::chrono::seconds(120));
+  const int launched =
+      run_to_end({GRADMESH_LAUNCH_BINARY, "-n", "2", "--config", (dir / "job.toml").string(),
+                  "--metrics-out", run_dir.string(), "--", "--trace"},
+                 dir / "launch.txt", std::chrono::seconds(120));
   INFO(read_file(dir / "launch.txt"));
   REQUIRE(launched == 0);
   REQUIRE(fs::exists(run_dir / "trace-1.json"));
@@ -136,8 +137,7 @@ TEST_CASE("the report on a 2-node run writes its PNGs and a summary per node", "
     const fs::path empty = dir / "empty";
     fs::create_directories(empty);
     CHECK(report(empty, dir / "empty.txt") == 2);
-    CHECK_THAT(read_file(dir / "empty.txt"),
-               Catch::Contains("no metrics in " + empty.string()) &&
-                   Catch::Contains("node-<rank>.json"));
+    CHECK_THAT(read_file(dir / "empty.txt"), Catch::Contains("no metrics in " + empty.string()) &&
+                                                 Catch::Contains("node-<rank>.json"));
   }
 }

@@ -85,7 +85,7 @@ TEST_CASE("a channel gives the transport stage weights by stage name", "[sync][c
   for (std::size_t s = 0; s < weights.size(); ++s) {
     const double expected = s == sync::stage_id("kv_push")     ? 300.0
                             : s == sync::stage_id("allreduce") ? 1200.0
-                                                                : 0.0;
+                                                               : 0.0;
     CHECK(weights[s] == expected);
   }
   CHECK_THROWS_AS(channel.set_stage_weights({{"no_such_stage", 1.0}}), ContractError);

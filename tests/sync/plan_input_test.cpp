@@ -19,10 +19,10 @@ constexpr std::size_t kBatch = 16, kNodes = 4;
 /// A small CNN on 1 x 12 x 12 inputs: conv 3x3x4 (padding 1) - relu - pool 2 - conv 3x3x8 -
 /// flatten - dense 32 - relu - dense 10.
 tasks::Model small_cnn() {
-  return tasks::Model(tasks::parse_layer_specs({"conv2d:4:3:1:1", "relu", "max_pool2d:2",
-                                                "conv2d:8:3", "flatten", "dense:32", "relu",
-                                                "dense:10", "softmax_cross_entropy"}),
-                      tasks::Shape{1, 12, 12}, kBatch, 5);
+  return tasks::Model(
+      tasks::parse_layer_specs({"conv2d:4:3:1:1", "relu", "max_pool2d:2", "conv2d:8:3", "flatten",
+                                "dense:32", "relu", "dense:10", "softmax_cross_entropy"}),
+      tasks::Shape{1, 12, 12}, kBatch, 5);
 }
 
 /// The plan rows of strategy `strategy` for `model` on kNodes nodes, nothing measured.
@@ -88,9 +88,10 @@ TEST_CASE("poseidon plans conv layers on PS, even with SFB forced on", "[sync][p
   }
 }
 
-TEST_CASE("sealed frames: a B that planner.bandwidth gives pays the measured cipher, a probed B "
-          "holds it already",
-          "[sync][plan]") {
+TEST_CASE(
+    "sealed frames: a B that planner.bandwidth gives pays the measured cipher, a probed B "
+    "holds it already",
+    "[sync][plan]") {
   tasks::Model model = small_cnn();
   engine::Executor executor({1, 1});
   sync::Channel channel(nullptr, 0, kNodes);

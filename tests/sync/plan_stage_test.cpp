@@ -78,12 +78,15 @@ TEST_CASE("one plan mixes PS, SFB and an all-reduce bucket on one transport",
   SyntheticJob job;
   job.factory = fixed_plan({topo::kPsScheme, topo::kSfbScheme, topo::kAllReduceScheme});
   for (const std::size_t nodes : {2, 3, 4}) check_equals_union(job, "auto", nodes);
-  job.factory = fixed_plan({topo::kAllReduceScheme, topo::kPsScheme, topo::kAllReduceScheme});  // two buckets around PS
+  job.factory = fixed_plan(
+      {topo::kAllReduceScheme, topo::kPsScheme, topo::kAllReduceScheme});  // two buckets around PS
   check_equals_union(job, "auto", 3);
 }
 
-TEST_CASE("on a device model, poseidon and mixed PS / SFB / all-reduce plans equal training on "
-          "the union batches", "[sync][plan][inproc][device]") {
+TEST_CASE(
+    "on a device model, poseidon and mixed PS / SFB / all-reduce plans equal training on "
+    "the union batches",
+    "[sync][plan][inproc][device]") {
   // SFB layers are updated on the (emulated) device and stay current there; PS and all-reduce
   // layers are stepped on the host and uploaded: neither may clobber the other's copy.
   SyntheticJob job;
@@ -124,9 +127,11 @@ TEST_CASE("predicted bytes per node per iteration are within 5% of the measured,
   mixed.factory = fixed_plan({topo::kPsScheme, topo::kSfbScheme, topo::kAllReduceScheme});
   SyntheticJob sfb;
   sfb.options.poseidon.sfb = "always";
-  const std::vector<std::pair<std::string, SyntheticJob>> runs = {
-      {"ps", SyntheticJob{}}, {"poseidon", sfb}, {"allreduce", SyntheticJob{}},
-      {"auto", SyntheticJob{}}, {"mixed", mixed}};
+  const std::vector<std::pair<std::string, SyntheticJob>> runs = {{"ps", SyntheticJob{}},
+                                                                  {"poseidon", sfb},
+                                                                  {"allreduce", SyntheticJob{}},
+                                                                  {"auto", SyntheticJob{}},
+                                                                  {"mixed", mixed}};
   for (const auto& [strategy, job] : runs) {
     InProcCluster cluster(job, strategy == "mixed" ? "auto" : strategy, 3);
     cluster.train(kIterations);
@@ -169,7 +174,8 @@ TEST_CASE("a plan stage rejects and counts a message that breaks its protocol",
   CHECK(cluster.node(1).stage().rejected_messages() == 0);
 }
 
-TEST_CASE("a peer that fails mid-job fails the others' iteration naming it", "[sync][plan][inproc]") {
+TEST_CASE("a peer that fails mid-job fails the others' iteration naming it",
+          "[sync][plan][inproc]") {
   for (const char* strategy : {"ps", "allreduce"}) {
     SyntheticJob job;
     InProcCluster cluster(job, strategy, 3);

@@ -6,7 +6,8 @@
 
 using gradmesh::sync::Quorum;
 
-TEST_CASE("a majority is more than half of the members, and net.min_nodes replaces it", "[sync][quorum]") {
+TEST_CASE("a majority is more than half of the members, and net.min_nodes replaces it",
+          "[sync][quorum]") {
   CHECK(Quorum{1, {}}.needed() == 1);
   CHECK(Quorum{2, {}}.needed() == 2);  // a job of 2 cannot tell a dead peer from a cut link
   CHECK(Quorum{3, {}}.needed() == 2);

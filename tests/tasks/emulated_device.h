@@ -42,8 +42,8 @@ class EmulatedDevice final : public Backend {
   void copy(void* dst, const void* src, std::size_t bytes) override { cpu_.copy(dst, src, bytes); }
   void synchronize() override {}
   void sgemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
-             const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
-             float* c, std::size_t ldc) override {
+             const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
+             std::size_t ldc) override {
     cpu_.sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
   void broadcast_rows(const float* row, std::size_t rows, std::size_t cols, float* y) override {
@@ -59,7 +59,9 @@ class EmulatedDevice final : public Backend {
                        float* mask, float* y) override {
     cpu_.dropout_forward(x, n, seed, p, scale, mask, y);
   }
-  void relu_forward(const float* x, std::size_t n, float* y) override { cpu_.relu_forward(x, n, y); }
+  void relu_forward(const float* x, std::size_t n, float* y) override {
+    cpu_.relu_forward(x, n, y);
+  }
   void relu_backward(const float* y, const float* dy, std::size_t n, float* dx) override {
     cpu_.relu_backward(y, dy, n, dx);
   }
@@ -77,8 +79,7 @@ class EmulatedDevice final : public Backend {
     cpu_.unpack_channels_add_bias(out, ld, samples, filters, positions, bias, y);
   }
   void pack_channels(const float* dy, std::size_t samples, std::size_t filters,
-                     std::size_t positions, float* out, std::size_t ld,
-                     float* bias_sums) override {
+                     std::size_t positions, float* out, std::size_t ld, float* bias_sums) override {
     cpu_.pack_channels(dy, samples, filters, positions, out, ld, bias_sums);
   }
   void fill(float* dst, std::size_t n, float value) override { cpu_.fill(dst, n, value); }

@@ -108,13 +108,15 @@ struct LayerHarness {
     backward();
     const std::vector<float> analytic_dx = dx, analytic_grads = grads;
     for (std::size_t i = 0; i < params.size(); ++i) {
-      const double numeric = central_difference(params[i], [&] { return objective(); }, eps);
+      const double numeric = central_difference(
+          params[i], [&] { return objective(); }, eps);
       INFO(layer.kind() << " parameter " << i << " analytic " << analytic_grads[i] << " numeric "
                         << numeric);
       CHECK(gradients_agree(analytic_grads[i], numeric));
     }
     for (std::size_t i = 0; i < x.size(); ++i) {
-      const double numeric = central_difference(x[i], [&] { return objective(); }, eps);
+      const double numeric = central_difference(
+          x[i], [&] { return objective(); }, eps);
       INFO(layer.kind() << " input " << i << " analytic " << analytic_dx[i] << " numeric "
                         << numeric);
       CHECK(gradients_agree(analytic_dx[i], numeric));

@@ -105,9 +105,10 @@ TEST_CASE("A device model keeps SFB's disabled parameter gradients untouched on 
   CHECK(any_nonzero);
 }
 
-TEST_CASE("A layer updated on the device stays current there: forward, backward and "
-          "mark_parameters_changed keep it, host reads download it",
-          "[tasks][model][device]") {
+TEST_CASE(
+    "A layer updated on the device stays current there: forward, backward and "
+    "mark_parameters_changed keep it, host reads download it",
+    "[tasks][model][device]") {
   const auto specs = parse_layer_specs({"dense:4", "relu", "dense:3", "softmax_cross_entropy"});
   auto device = std::make_unique<testing::EmulatedDevice>();
   testing::EmulatedDevice& emulated = *device;

@@ -1,7 +1,7 @@
 #include "tasks/model.h"
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <vector>
 
@@ -76,18 +76,18 @@ TEST_CASE("Model chains shapes from the input shape, a dense layer reads any sha
   CHECK(image.layer(2).output_shape() == Shape::flat(3));
   // NCHW is row-major: the same floats in, the same parameters, the same numbers out.
   REQUIRE(image.parameter_count() == flat.parameter_count());
-  CHECK(std::equal(image.parameters().begin(), image.parameters().end(),
-                   flat.parameters().begin()));
+  CHECK(
+      std::equal(image.parameters().begin(), image.parameters().end(), flat.parameters().begin()));
   const auto x = testing::random_floats(5 * 24, 61);
   const std::vector<std::int32_t> y = {0, 1, 2, 1, 0};
   CHECK(image.forward_backward(x, y) == flat.forward_backward(x, y));
-  CHECK(std::equal(image.gradients().begin(), image.gradients().end(),
-                   flat.gradients().begin()));
+  CHECK(std::equal(image.gradients().begin(), image.gradients().end(), flat.gradients().begin()));
 }
 
 TEST_CASE("Model wants flat logits before the loss", "[tasks][model]") {
   // A dense layer's output is flat whatever its input.
-  CHECK_NOTHROW(Model(parse_layer_specs({"dense:4", "softmax_cross_entropy"}), Shape{1, 2, 2}, 1, 0));
+  CHECK_NOTHROW(
+      Model(parse_layer_specs({"dense:4", "softmax_cross_entropy"}), Shape{1, 2, 2}, 1, 0));
   CHECK_THROWS_WITH(Model({{"relu"}, {"softmax_cross_entropy"}}, Shape{1, 2, 2}, 1, 0),
                     Catch::StartsWith("model.layers[1] 'softmax_cross_entropy': expected flat "
                                       "logits (classes x 1 x 1) from the layer before, got 1x2x2"));
@@ -167,9 +167,9 @@ namespace gradmesh::tasks {
 
 TEST_CASE("Model builds the Fashion-MNIST CNN: shapes, layout and 3.27M parameters",
           "[tasks][model][cnn]") {
-  const auto specs = parse_layer_specs(
-      {"conv2d:32:5:1:2", "relu", "max_pool2d:2", "conv2d:64:5:1:2", "relu", "max_pool2d:2",
-       "flatten", "dense:1024", "relu", "dense:10", "softmax_cross_entropy"});
+  const auto specs = parse_layer_specs({"conv2d:32:5:1:2", "relu", "max_pool2d:2",
+                                        "conv2d:64:5:1:2", "relu", "max_pool2d:2", "flatten",
+                                        "dense:1024", "relu", "dense:10", "softmax_cross_entropy"});
   Model m(specs, Shape{1, 28, 28}, 2, 42);
   REQUIRE(m.num_layers() == 10);
   CHECK(m.layer(0).output_shape() == Shape{32, 28, 28});
@@ -192,21 +192,21 @@ TEST_CASE("Model builds the Fashion-MNIST CNN: shapes, layout and 3.27M paramete
 TEST_CASE("Model names the layer, its spec and what was expected when shapes do not fit",
           "[tasks][model][cnn]") {
   CHECK_THROWS_WITH(
-      Model(parse_layer_specs({"conv2d:8:5", "dense:10", "softmax_cross_entropy"}),
-            Shape{1, 4, 4}, 1, 0),
+      Model(parse_layer_specs({"conv2d:8:5", "dense:10", "softmax_cross_entropy"}), Shape{1, 4, 4},
+            1, 0),
       "model.layers[0] 'conv2d:8:5:1:0': conv2d: expected a kernel no larger than the padded "
       "input 4x4 (input 1x4x4, padding 0), got 5x5");
   CHECK_THROWS_WITH(
-      Model(parse_layer_specs(
-                {"max_pool2d:2", "max_pool2d:2", "max_pool2d:2", "dense:3", "softmax_cross_entropy"}),
+      Model(parse_layer_specs({"max_pool2d:2", "max_pool2d:2", "max_pool2d:2", "dense:3",
+                               "softmax_cross_entropy"}),
             Shape{1, 5, 5}, 1, 0),
       Catch::StartsWith("model.layers[2] 'max_pool2d:2:2': max_pool2d: expected a window no "
                         "larger than the input's 1x1"));
   // A convolution on flat features sees a C x 1 x 1 input: only a 1 x 1 kernel (or padding) fits.
-  CHECK_THROWS_WITH(Model(parse_layer_specs({"dense:16", "conv2d:4:3", "dense:2",
-                                             "softmax_cross_entropy"}),
-                          Shape{1, 8, 8}, 1, 0),
-                    Catch::StartsWith("model.layers[1] 'conv2d:4:3:1:0'"));
+  CHECK_THROWS_WITH(
+      Model(parse_layer_specs({"dense:16", "conv2d:4:3", "dense:2", "softmax_cross_entropy"}),
+            Shape{1, 8, 8}, 1, 0),
+      Catch::StartsWith("model.layers[1] 'conv2d:4:3:1:0'"));
   // 2 x 1 x 1 logits are flat: fine.
   CHECK_NOTHROW(Model(parse_layer_specs({"dense:4", "conv2d:2:1", "softmax_cross_entropy"}),
                       Shape{1, 8, 8}, 1, 0));
@@ -258,8 +258,8 @@ namespace gradmesh::tasks {
 
 TEST_CASE("Model checkpoint: parameters and dropout's random stream resume bitwise",
           "[tasks][model][checkpoint]") {
-  const auto specs = parse_layer_specs({"dense:16", "relu", "dropout:0.5", "dense:10",
-                                        "softmax_cross_entropy"});
+  const auto specs =
+      parse_layer_specs({"dense:16", "relu", "dropout:0.5", "dense:10", "softmax_cross_entropy"});
   Model a(specs, 784, 4, 3);
   std::vector<float> x(4 * 784);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) / 13.0f;

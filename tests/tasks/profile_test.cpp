@@ -14,15 +14,14 @@ namespace gradmesh::tasks {
 namespace {
 
 Model small_mlp() {
-  return Model(parse_layer_specs({"dense:64", "relu", "dense:32", "relu", "dense:10",
-                                  "softmax_cross_entropy"}),
+  return Model(parse_layer_specs(
+                   {"dense:64", "relu", "dense:32", "relu", "dense:10", "softmax_cross_entropy"}),
                48, 16, 3);
 }
 
 }  // namespace
 
-TEST_CASE("profile_layers times every layer and leaves the parameters alone",
-          "[tasks][profile]") {
+TEST_CASE("profile_layers times every layer and leaves the parameters alone", "[tasks][profile]") {
   Model model = small_mlp();
   const std::vector<float> before(model.parameters().begin(), model.parameters().end());
   const LayerTimes times = profile_layers(model, 16, 5, 11);

@@ -84,9 +84,9 @@ TEST_CASE("the optimizer step: every node's after SFB and all-reduce, none on th
   CHECK(sfb.compute_seconds == Approx(2.0 * 4 * 32 * 4096 * 4096 / 1e12 + floats * 2e-9));
   const SchemeCost ar = allreduce_cost(cluster, 4096 * 4096 + 4096);
   CHECK(ar.compute_seconds == Approx(floats * 2e-9));
-  CHECK(ar.comm_seconds == Approx(allreduce_cost(ClusterCost{4, LinkCost{1e-4, 12.5e6}, 50, 1e12},
-                                                 4096 * 4096 + 4096)
-                                      .comm_seconds));
+  CHECK(ar.comm_seconds ==
+        Approx(allreduce_cost(ClusterCost{4, LinkCost{1e-4, 12.5e6}, 50, 1e12}, 4096 * 4096 + 4096)
+                   .comm_seconds));
   CHECK(ps_cost(cluster, 4096 * 4096 + 4096, 1 << 16).compute_seconds == 0);
   CHECK_THROWS_WITH(allreduce_cost(ClusterCost{4, LinkCost{1e-4, 12.5e6}, 50, 1e12, -1}, 10),
                     Catch::Contains("step") && Catch::Contains("-1"));
@@ -107,15 +107,14 @@ TEST_CASE("the formulas use the slowest link: max alpha, min B, the diagonal is 
   CHECK(std::isinf(alone.bandwidth));
 }
 
-TEST_CASE("per-message overhead o: every message of a phase, every ring step",
-          "[topo][cost]") {
+TEST_CASE("per-message overhead o: every message of a phase, every ring step", "[topo][cost]") {
   const double o = 2e-5;
   const ClusterCost cluster{4, LinkCost{1e-3, 1e6, o}, 10, 1e12};
   // PS: 6 messages in two phases of 3: each phase alpha + 3 o + its bytes.
   const SchemeCost ps = ps_cost(cluster, 1000, 256);
   CHECK(ps.comm_seconds == Approx(2e-3 + 6 * o + 6060 / 1e6));
-  CHECK(ps.bytes_sent == Approx(ps_cost(ClusterCost{4, LinkCost{1e-3, 1e6}, 10, 0}, 1000, 256)
-                                    .bytes_sent));
+  CHECK(ps.bytes_sent ==
+        Approx(ps_cost(ClusterCost{4, LinkCost{1e-3, 1e6}, 10, 0}, 1000, 256).bytes_sent));
   // SFB: one phase of n - 1 = 3 messages.
   const SchemeCost sfb = sfb_cost(cluster, 32, 10, 10);
   CHECK(sfb.comm_seconds == Approx(1e-3 + 3 * o + sfb.bytes_sent / 1e6));

@@ -39,8 +39,10 @@ TEST_CASE("no launcher variables: no launch environment", "[topo][launch]") {
 TEST_CASE("SLURM: one node per host of the node list, port from the config, SLURM_PROCID",
           "[topo][launch]") {
   FakeEnvironment env;
-  env.variables = {{"SLURM_JOB_NODELIST", "node[01-03,07]"}, {"SLURM_PROCID", "2"},
-                   {"SLURM_NTASKS", "4"}, {"RANK", "0"}};
+  env.variables = {{"SLURM_JOB_NODELIST", "node[01-03,07]"},
+                   {"SLURM_PROCID", "2"},
+                   {"SLURM_NTASKS", "4"},
+                   {"RANK", "0"}};
   const auto launched = env.launch(29600);
   REQUIRE(launched);
   CHECK(launched->peers.to_string() == "node01:29600,node02:29600,node03:29600,node07:29600");
@@ -61,24 +63,20 @@ TEST_CASE("SLURM: one node per host of the node list, port from the config, SLUR
 
 TEST_CASE("SLURM errors name the variable and its value", "[topo][launch]") {
   FakeEnvironment env;
-  env.variables = {{"SLURM_JOB_NODELIST", "node[01-02]"}, {"SLURM_NTASKS", "4"},
-                   {"SLURM_PROCID", "0"}};
-  CHECK_THROWS_WITH(env.launch(),
-                    Catch::Contains("SLURM_NTASKS='4'") && Catch::Contains("names 2 host(s)") &&
-                        Catch::Contains("--ntasks-per-node=1"));
+  env.variables = {
+      {"SLURM_JOB_NODELIST", "node[01-02]"}, {"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "0"}};
+  CHECK_THROWS_WITH(env.launch(), Catch::Contains("SLURM_NTASKS='4'") &&
+                                      Catch::Contains("names 2 host(s)") &&
+                                      Catch::Contains("--ntasks-per-node=1"));
   env.variables.erase("SLURM_NTASKS");
   env.variables.erase("SLURM_PROCID");
-  CHECK_THROWS_WITH(env.launch(),
-                    Catch::Contains("no rank") && Catch::Contains("SLURM_PROCID"));
+  CHECK_THROWS_WITH(env.launch(), Catch::Contains("no rank") && Catch::Contains("SLURM_PROCID"));
   env.variables["SLURM_PROCID"] = "2";
-  CHECK_THROWS_WITH(env.launch(),
-                    Catch::Contains("SLURM_PROCID = 2") && Catch::Contains("0..1"));
+  CHECK_THROWS_WITH(env.launch(), Catch::Contains("SLURM_PROCID = 2") && Catch::Contains("0..1"));
   env.variables["SLURM_PROCID"] = "x";
-  CHECK_THROWS_WITH(env.launch(),
-                    Catch::Contains("SLURM_PROCID='x'"));
+  CHECK_THROWS_WITH(env.launch(), Catch::Contains("SLURM_PROCID='x'"));
   env.variables["SLURM_JOB_NODELIST"] = "node[01-02";
-  CHECK_THROWS_WITH(env.launch(),
-                    Catch::StartsWith("SLURM_JOB_NODELIST='node[01-02'"));
+  CHECK_THROWS_WITH(env.launch(), Catch::StartsWith("SLURM_JOB_NODELIST='node[01-02'"));
   env.variables["SLURM_JOB_NODELIST"] = "a,a";
   env.variables["SLURM_PROCID"] = "0";
   CHECK_THROWS_WITH(env.launch(),
@@ -88,8 +86,11 @@ TEST_CASE("SLURM errors name the variable and its value", "[topo][launch]") {
 TEST_CASE("torchrun-style: every rank on MASTER_ADDR, ports after MASTER_PORT, RANK",
           "[topo][launch]") {
   FakeEnvironment env;
-  env.variables = {{"MASTER_ADDR", "10.0.0.5"}, {"MASTER_PORT", "29500"}, {"WORLD_SIZE", "3"},
-                   {"RANK", "1"}, {"SLURM_PROCID", "0"}};
+  env.variables = {{"MASTER_ADDR", "10.0.0.5"},
+                   {"MASTER_PORT", "29500"},
+                   {"WORLD_SIZE", "3"},
+                   {"RANK", "1"},
+                   {"SLURM_PROCID", "0"}};
   const auto launched = env.launch(1234);
   REQUIRE(launched);
   CHECK(launched->peers.to_string() == "10.0.0.5:29501,10.0.0.5:29502,10.0.0.5:29503");
@@ -109,18 +110,15 @@ TEST_CASE("torchrun-style: every rank on MASTER_ADDR, ports after MASTER_PORT, R
 TEST_CASE("torchrun-style errors name the variable, several hosts are refused", "[topo][launch]") {
   FakeEnvironment env;
   env.variables = {{"MASTER_ADDR", "h"}, {"WORLD_SIZE", "2"}, {"RANK", "0"}};
-  CHECK_THROWS_WITH(env.launch(1),
-                    Catch::StartsWith("MASTER_PORT is not set"));
+  CHECK_THROWS_WITH(env.launch(1), Catch::StartsWith("MASTER_PORT is not set"));
   env.variables["MASTER_PORT"] = "port";
   CHECK_THROWS_WITH(env.launch(1),
                     Catch::StartsWith("MASTER_PORT='port': expected an integer in 1..65535"));
   env.variables["MASTER_PORT"] = "65535";
-  CHECK_THROWS_WITH(env.launch(1),
-                    Catch::Contains("pass 65535"));
+  CHECK_THROWS_WITH(env.launch(1), Catch::Contains("pass 65535"));
   env.variables["MASTER_PORT"] = "29500";
   env.variables["WORLD_SIZE"] = "0";
-  CHECK_THROWS_WITH(env.launch(1),
-                    Catch::StartsWith("WORLD_SIZE='0'"));
+  CHECK_THROWS_WITH(env.launch(1), Catch::StartsWith("WORLD_SIZE='0'"));
   env.variables["WORLD_SIZE"] = "8";
   env.variables["LOCAL_WORLD_SIZE"] = "4";
   CHECK_THROWS_WITH(env.launch(1),
@@ -128,12 +126,9 @@ TEST_CASE("torchrun-style errors name the variable, several hosts are refused", 
                         Catch::Contains("several hosts") && Catch::Contains("--peers"));
   env.variables.erase("LOCAL_WORLD_SIZE");
   env.variables["GROUP_WORLD_SIZE"] = "2";
-  CHECK_THROWS_WITH(env.launch(1),
-                    Catch::StartsWith("GROUP_WORLD_SIZE='2'"));
+  CHECK_THROWS_WITH(env.launch(1), Catch::StartsWith("GROUP_WORLD_SIZE='2'"));
   env.variables = {{"WORLD_SIZE", "2"}, {"MASTER_PORT", "29500"}, {"RANK", "0"}};
-  CHECK_THROWS_WITH(env.launch(1),
-                    Catch::StartsWith("MASTER_ADDR is not set"));
+  CHECK_THROWS_WITH(env.launch(1), Catch::StartsWith("MASTER_ADDR is not set"));
   env.variables = {{"MASTER_ADDR", "h"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29500"}};
-  CHECK_THROWS_WITH(env.launch(1),
-                    Catch::Contains("no rank: pass --rank R or set RANK"));
+  CHECK_THROWS_WITH(env.launch(1), Catch::Contains("no rank: pass --rank R or set RANK"));
 }

@@ -215,8 +215,8 @@ TEST_CASE("work after communication queues on the node's compute, after the back
   // 0.5 s then rebuilds for 1 s; t_b = 1 s each, t_f = 0.
   const std::vector<WfbpLayer> layers{{1, 0, 0.5, 1}, {1, 0, 0.5, 2}};
   const WfbpTimeline t = wfbp_timeline(0, layers, unused, {});
-  CHECK(t.comm_start[1] == Approx(1));    // after layer 1's backward
-  CHECK(t.comm_start[0] == Approx(2));    // after layer 0's backward
+  CHECK(t.comm_start[1] == Approx(1));  // after layer 1's backward
+  CHECK(t.comm_start[0] == Approx(2));  // after layer 0's backward
   // Layer 1's rebuild waits for the backward pass (ends at 2), takes 2 s; layer 0's waits for it.
   CHECK(t.iteration_seconds == Approx(2 + 2 + 1));
   // Side by side, as if each rebuild had cores of its own, it would have read max(4, 3.5) = 4.

@@ -50,25 +50,30 @@ TEST_CASE("topo eq. 3 rejects bad inputs, printing the value", "[topo][eq3]") {
   CHECK_THROWS_WITH(partitions_for(1, 10, 0, 1e6), Catch::Contains("nodes n = 0"));
 }
 
-TEST_CASE("per-link p: equal links reduce to eq. 3, a slower link gets smaller partitions in "
-          "proportion",
-          "[topo][eq3][links]") {
+TEST_CASE(
+    "per-link p: equal links reduce to eq. 3, a slower link gets smaller partitions in "
+    "proportion",
+    "[topo][eq3][links]") {
   const double gbit = 125e6;
   // Equal links (and links within the probe's spread, kEqualLinksRatio): eq. 3's p on every link.
   const PartitionChoice c = partitions_for(10, 1'000'000, 4, 12.5e6);  // eq. 3: 9.6 -> 10
   const std::vector<double> equal = {0, gbit, gbit, gbit};
-  CHECK(link_partitions(c.eq3, c.partitions, equal, 128) == std::vector<std::size_t>{0, 10, 10, 10});
+  CHECK(link_partitions(c.eq3, c.partitions, equal, 128) ==
+        std::vector<std::size_t>{0, 10, 10, 10});
   const std::vector<double> spread = {gbit, 0, 0.8 * gbit, 1.15 * gbit};
-  CHECK(link_partitions(c.eq3, c.partitions, spread, 128) == std::vector<std::size_t>{10, 0, 10, 10});
+  CHECK(link_partitions(c.eq3, c.partitions, spread, 128) ==
+        std::vector<std::size_t>{10, 0, 10, 10});
 
   // One link at half the rate: bytes per round (m / p_i) follow the rates within 10%.
   for (const double p_exact : {6.0, 9.6, 24.0, 50.0}) {
     const std::vector<double> rates = {0, gbit, gbit, 0.5 * gbit};
-    const auto p = link_partitions(p_exact, static_cast<std::size_t>(std::ceil(p_exact)), rates, 128);
+    const auto p =
+        link_partitions(p_exact, static_cast<std::size_t>(std::ceil(p_exact)), rates, 128);
     INFO("p_exact " << p_exact << ": " << p[1] << ", " << p[2] << ", " << p[3]);
     REQUIRE(p[0] == 0);
     CHECK(p[1] == p[2]);
-    const double bytes_ratio = static_cast<double>(p[1]) / static_cast<double>(p[3]);  // slow / fast
+    const double bytes_ratio =
+        static_cast<double>(p[1]) / static_cast<double>(p[3]);  // slow / fast
     CHECK(bytes_ratio == Approx(0.5).epsilon(0.1));
     // The same total bytes per round as eq. 3 at p_exact (within the rounding up).
     const double total = 2.0 / static_cast<double>(p[1]) + 1.0 / static_cast<double>(p[3]);

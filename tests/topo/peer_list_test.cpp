@@ -22,9 +22,9 @@ TEST_CASE("peer lists parse HOST:PORT entries in rank order", "[topo][peers]") {
 }
 
 TEST_CASE("bad peer lists are errors naming the entry", "[topo][peers]") {
-  CHECK_THROWS_WITH(PeerList::parse("127.0.0.1:5000,10.0.0.3"),
-                    Catch::Contains("entry 1") && Catch::Contains("'10.0.0.3'") &&
-                        Catch::Contains("HOST:PORT"));
+  CHECK_THROWS_WITH(PeerList::parse("127.0.0.1:5000,10.0.0.3"), Catch::Contains("entry 1") &&
+                                                                    Catch::Contains("'10.0.0.3'") &&
+                                                                    Catch::Contains("HOST:PORT"));
   CHECK_THROWS_WITH(PeerList::parse("a:70000"), Catch::Contains("1..65535"));
   CHECK_THROWS_WITH(PeerList::parse("a:1,a:1"), Catch::Contains("twice"));
 }

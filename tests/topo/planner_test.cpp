@@ -81,8 +81,9 @@ TEST_CASE("the scheme is chosen by predicted time: SFB on a slow link, PS on a f
   }
 }
 
-TEST_CASE("an SFB layer's backward skips dW: the plan takes t_b without it, and the choice counts it",
-          "[topo][planner]") {
+TEST_CASE(
+    "an SFB layer's backward skips dW: the plan takes t_b without it, and the choice counts it",
+    "[topo][planner]") {
   // Two 1024 x 1024 dense layers, K = 32, n = 4, 1 Gbit/s, 20 GFLOP/s. PS sends about 4 MB a
   // layer (50 ms); SFB sends 3 x 32 x 2048 floats (6 ms) and rebuilds 2 x 4 x 32 x 1024^2 flops
   // (13 ms). dW takes half of each layer's t_b of 40 ms, layer 0 computes no dx.
@@ -344,7 +345,8 @@ TEST_CASE("a bucketed scheme's payload per layer sizes its buckets", "[topo][pla
 }
 
 TEST_CASE("bad scheme sets throw ContractError naming the scheme", "[topo][planner]") {
-  PlannerInput in = input_for(mlp(), 32, 4, 1e-4, 1e9, 1e10, {ps_scheme_model(), ps_scheme_model()});
+  PlannerInput in =
+      input_for(mlp(), 32, 4, 1e-4, 1e9, 1e10, {ps_scheme_model(), ps_scheme_model()});
   CHECK_THROWS_WITH(make_plan(in), Catch::Contains("'ps'") && Catch::Contains("unique"));
   SchemeModel local = ps_scheme_model();
   local.id = "local";

@@ -34,7 +34,8 @@ class LeakyRelu final : public gradmesh::tasks::Layer {
   void backward(const float* x, const float* /*y*/, const float* dy, float* dx,
                 std::size_t batch) override {
     if (dx == nullptr) return;
-    for (std::size_t i = 0; i < batch * features_; ++i) dx[i] = x[i] > 0.0f ? dy[i] : slope_ * dy[i];
+    for (std::size_t i = 0; i < batch * features_; ++i)
+      dx[i] = x[i] > 0.0f ? dy[i] : slope_ * dy[i];
   }
 
   /// The factory for tasks::register_layer: "leaky_relu" (slope 0.01) or "leaky_relu:<slope>".
@@ -46,8 +47,10 @@ class LeakyRelu final : public gradmesh::tasks::Layer {
       const auto [ptr, ec] = std::from_chars(spec.args.data(), end, slope);
       if (ec != std::errc() || ptr != end || !std::isfinite(slope) || slope < 0.0f ||
           slope >= 1.0f) {
-        throw gradmesh::ConfigError("expected 'leaky_relu[:<slope>]' with 0 <= slope < 1, got "
-                                    "slope '" + spec.args + "'");
+        throw gradmesh::ConfigError(
+            "expected 'leaky_relu[:<slope>]' with 0 <= slope < 1, got "
+            "slope '" +
+            spec.args + "'");
       }
     }
     return std::make_unique<LeakyRelu>(input, slope);

@@ -31,12 +31,11 @@ int main(int argc, char** argv) {
     pipeline.set_source(std::make_unique<gradmesh::app::DatasetSource>(data.train));
     pipeline.add_preprocess(
         "random_shift",
-        [shift = custom::RandomShift(gradmesh::tasks::sample_shape(data.train), 2,
-                                     config.job.seed, pipeline.rank())](
-            gradmesh::app::Batch& batch, gradmesh::engine::TaskContext&) mutable {
-          shift(batch);
-        });
-    pipeline.set_evaluation([&test](gradmesh::tasks::Model& model) { return model.evaluate(test); });
+        [shift = custom::RandomShift(gradmesh::tasks::sample_shape(data.train), 2, config.job.seed,
+                                     pipeline.rank())](
+            gradmesh::app::Batch& batch, gradmesh::engine::TaskContext&) mutable { shift(batch); });
+    pipeline.set_evaluation(
+        [&test](gradmesh::tasks::Model& model) { return model.evaluate(test); });
     pipeline.run();
   });
 }

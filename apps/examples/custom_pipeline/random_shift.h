@@ -19,8 +19,7 @@ namespace custom {
 class RandomShift {
  public:
   RandomShift(gradmesh::tasks::Shape shape, int max_shift, std::uint64_t seed, std::size_t rank)
-      : shape_(shape), max_shift_(max_shift), seed_(seed), rank_(rank),
-        scratch_(shape.size()) {}
+      : shape_(shape), max_shift_(max_shift), seed_(seed), rank_(rank), scratch_(shape.size()) {}
 
   /// The pre-processing task's body (apps/pipeline PreprocessFn): shifts batch.input in place.
   void operator()(gradmesh::app::Batch& batch) {
@@ -36,8 +35,8 @@ class RandomShift {
         for (std::size_t i = 0; i < h; ++i) {
           for (std::size_t j = 0; j < w; ++j) {
             const long si = static_cast<long>(i) - dy, sj = static_cast<long>(j) - dx;
-            const bool inside = si >= 0 && sj >= 0 && si < static_cast<long>(h) &&
-                                sj < static_cast<long>(w);
+            const bool inside =
+                si >= 0 && sj >= 0 && si < static_cast<long>(h) && sj < static_cast<long>(w);
             image[(ch * h + i) * w + j] =
                 inside ? scratch_[(ch * h + static_cast<std::size_t>(si)) * w +
                                   static_cast<std::size_t>(sj)]

@@ -2,13 +2,13 @@
 
 #include "apps/config/job_config.h"
 
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -290,8 +290,7 @@ TEST_CASE("set overrides (--set) change any key", "[config][set]") {
   CHECK(c.sync.poseidon.sfb == "always");
 }
 
-TEST_CASE("set overrides apply in order over the file and take bare layer lists",
-          "[config][set]") {
+TEST_CASE("set overrides apply in order over the file and take bare layer lists", "[config][set]") {
   const std::string file = std::string(kMinimal) + "[optimizer]\nlr = 0.2\n";
   CHECK(parse(file).optimizer.lr == 0.2);
   CHECK(parse(file, {"optimizer.lr=0.3"}).optimizer.lr == 0.3);
@@ -377,27 +376,47 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
   // One override per key, each changing exactly that key.
   const std::vector<std::string> changes = {
       "compute.device=cuda",
-      "compute.threads=3",           "data.dataset=fashion-mnist",  // (unchanged: see below)
-      "data.path=/other",            "data.train_limit=100",
-      "data.test_limit=100",         "data.normalize=standardize",
-      "job.epochs=2",                "job.max_iterations=10",
-      "job.name=other",              "job.seed=43",
-      "model.layers=dense:10",       "net.connect_timeout=31",
-      "net.max_frame_bytes=1024",    "net.max_send_rate=1gbit",
-      "net.port=29501",              "net.peer_timeout=5",
-      "net.handshake_timeout=2",     "net.min_nodes=2",
-      "optimizer.batch_size=65",     "optimizer.lr=0.051",
-      "optimizer.momentum=0.8",      "optimizer.weight_decay=0.001",
+      "compute.threads=3",
+      "data.dataset=fashion-mnist",  // (unchanged: see below)
+      "data.path=/other",
+      "data.train_limit=100",
+      "data.test_limit=100",
+      "data.normalize=standardize",
+      "job.epochs=2",
+      "job.max_iterations=10",
+      "job.name=other",
+      "job.seed=43",
+      "model.layers=dense:10",
+      "net.connect_timeout=31",
+      "net.max_frame_bytes=1024",
+      "net.max_send_rate=1gbit",
+      "net.port=29501",
+      "net.peer_timeout=5",
+      "net.handshake_timeout=2",
+      "net.min_nodes=2",
+      "optimizer.batch_size=65",
+      "optimizer.lr=0.051",
+      "optimizer.momentum=0.8",
+      "optimizer.weight_decay=0.001",
       "optimizer.schedule=cosine",
-      "sync.ako.bandwidth=1gbit",    "sync.ako.partitions=2",
-      "sync.ako.staleness=1",        "sync.poseidon.sfb=never",
-      "sync.poseidon.choose=bytes",  "planner.probe=false",
-      "planner.alpha=0.001",         "planner.bandwidth=1gbit",
-      "planner.gemm_flops=1e10",     "planner.message_overhead=2e-5",
-      "sync.ps.chunk_bytes=4096",    "sync.strategy=ako",
-      "security.secret_file=/run/secret", "sync.ako.final=fold",
-      "checkpoint.dir=/tmp/ckpt",    "checkpoint.every=10",
-      "checkpoint.keep=3",           "security.encrypt=false",
+      "sync.ako.bandwidth=1gbit",
+      "sync.ako.partitions=2",
+      "sync.ako.staleness=1",
+      "sync.poseidon.sfb=never",
+      "sync.poseidon.choose=bytes",
+      "planner.probe=false",
+      "planner.alpha=0.001",
+      "planner.bandwidth=1gbit",
+      "planner.gemm_flops=1e10",
+      "planner.message_overhead=2e-5",
+      "sync.ps.chunk_bytes=4096",
+      "sync.strategy=ako",
+      "security.secret_file=/run/secret",
+      "sync.ako.final=fold",
+      "checkpoint.dir=/tmp/ckpt",
+      "checkpoint.every=10",
+      "checkpoint.keep=3",
+      "security.encrypt=false",
   };
   std::set<std::uint64_t> hashes{base.hash()};
   std::set<std::string> keys_changed;

@@ -144,8 +144,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("node_command passes config, peers, rank, metrics, overrides and extras",
-          "[launch]") {
+TEST_CASE("node_command passes config, peers, rank, metrics, overrides and extras", "[launch]") {
   LaunchOptions o;
   o.nodes = 2;
   o.config = "configs/job.toml";
@@ -192,10 +191,9 @@ TEST_CASE("pick_ports gives distinct free ports, or a consecutive range", "[laun
 
 TEST_CASE("every node gets the same peers, its own rank, and a prefixed output", "[launch]") {
   Scratch s;
-  const Result r =
-      launch(s, "FAKE_MODE=ok",
-             base_args(s, 3) + " --metrics-out " + (s.dir() / "metrics").string() +
-                 " --set optimizer.lr=0.1 --set sync.strategy=ako -- --extra-flag x");
+  const Result r = launch(s, "FAKE_MODE=ok",
+                          base_args(s, 3) + " --metrics-out " + (s.dir() / "metrics").string() +
+                              " --set optimizer.lr=0.1 --set sync.strategy=ako -- --extra-flag x");
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK(r.rc == 0);
   CHECK(fs::is_directory(s.dir() / "metrics"));
@@ -312,12 +310,12 @@ TEST_CASE("a job that survives a failed node keeps its other nodes running past 
 TEST_CASE("SIGTERM to the launcher is forwarded to the nodes", "[launch]") {
   Scratch s;
   const std::string out = (s.dir() / "out").string();
-  const std::string script =
-      "FAKE_MODE=trap " + std::string(GRADMESH_LAUNCH_BINARY) + " " + base_args(s, 2) +
-      " >" + out + " 2>" + (s.dir() / "err").string() + " & pid=$!\n" +
-      "i=0; while [ \"$(cat " + out + " 2>/dev/null | grep -c ready)\" -lt 2 ] && "
-      "[ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n"
-      "kill -TERM $pid\nwait $pid\nexit $?\n";
+  const std::string script = "FAKE_MODE=trap " + std::string(GRADMESH_LAUNCH_BINARY) + " " +
+                             base_args(s, 2) + " >" + out + " 2>" + (s.dir() / "err").string() +
+                             " & pid=$!\n" + "i=0; while [ \"$(cat " + out +
+                             " 2>/dev/null | grep -c ready)\" -lt 2 ] && "
+                             "[ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n"
+                             "kill -TERM $pid\nwait $pid\nexit $?\n";
   std::ofstream(s.dir() / "run.sh") << script;
   const auto start = std::chrono::steady_clock::now();
   const int status = std::system(("sh " + (s.dir() / "run.sh").string()).c_str());
@@ -341,11 +339,10 @@ TEST_CASE("bad launcher arguments are clear errors", "[launch]") {
     CHECK_THAT(r.err, Catch::Contains("-n 0: expected a node count >= 1"));
   }
   SECTION("missing config") {
-    const Result r = launch(s, "", "-n 2 --config /nonexistent/job.toml --node " +
-                                       s.node().string());
+    const Result r =
+        launch(s, "", "-n 2 --config /nonexistent/job.toml --node " + s.node().string());
     CHECK(r.rc == 2);
-    CHECK_THAT(r.err, Catch::Contains("/nonexistent/job.toml") &&
-                          Catch::Contains("no such file"));
+    CHECK_THAT(r.err, Catch::Contains("/nonexistent/job.toml") && Catch::Contains("no such file"));
   }
   SECTION("invalid config or override: reported once, before any node starts") {
     const Result r = launch(s, "", base_args(s, 2) + " --set optimizer.lr=-1");
@@ -354,8 +351,8 @@ TEST_CASE("bad launcher arguments are clear errors", "[launch]") {
     CHECK_THAT(r.err, Catch::Contains("optimizer.lr = -1: expected a number > 0"));
   }
   SECTION("missing node binary") {
-    const Result r = launch(s, "", "-n 2 --config " + s.config().string() +
-                                       " --node /nonexistent/gradmesh-node");
+    const Result r = launch(
+        s, "", "-n 2 --config " + s.config().string() + " --node /nonexistent/gradmesh-node");
     CHECK(r.rc == 2);
     CHECK_THAT(r.err, Catch::Contains("node binary '/nonexistent/gradmesh-node' does not exist"));
   }

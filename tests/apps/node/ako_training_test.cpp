@@ -32,7 +32,8 @@ std::string short_config(const std::string& partitions, std::size_t iterations,
 name = "ako-short"
 seed = 5
 epochs = 1
-max_iterations = )") + std::to_string(iterations) + R"(
+max_iterations = )") +
+         std::to_string(iterations) + R"(
 [data]
 path = "/usr/share/datasets/fashion-mnist"
 [model]
@@ -44,7 +45,8 @@ batch_size = 32
 [sync]
 strategy = "ako"
 [sync.ako]
-partitions = )" + partitions + R"(
+partitions = )" +
+         partitions + R"(
 staleness = 1
 [net]
 connect_timeout = 30.0
@@ -87,7 +89,8 @@ TEST_CASE("ako on 4 node processes reaches 84% test accuracy after 3 epochs of e
     CHECK(m["strategy"] == "ako");
     CHECK(m["epochs"] == 3);
     // The job's model (the replicas' mean, the same on every node) is what reaches 84%; a single
-    // replica at a constant rate oscillates about it (seen: 83.96% beside 84.89-85.44%, mean 84.89%).
+    // replica at a constant rate oscillates about it (seen: 83.96% beside 84.89-85.44%,
+    // mean 84.89%).
     CHECK(m["final_test_accuracy"].get<double>() >= 0.84);
     CHECK(m["bytes_sent_by_stage"]["ako_partition"].get<double>() > 0);
     CHECK(m["rejected_messages"] == 0);
@@ -137,12 +140,12 @@ TEST_CASE("ako with momentum 0.9 on 4 node processes reaches 84% after 3 epochs"
 TEST_CASE("ako's final model, p = auto on 4 node processes: at least the replicas' mean accuracy",
           "[e2e][ako][final]") {
   // At 100 Mbit/s the Ako config's p is about 100: folding every peer's staged partial sums in
-  // at once landed at 37% against replicas at 85% (docs/measured.md, "Ako's final model"); the mean of
-  // the replicas (sync.ako.final = average, the default) must not fall below their mean accuracy
+  // at once landed at 37% against replicas at 85% (docs/measured.md, "Ako's final model"); the mean
+  // of the replicas (sync.ako.final = average, the default) must not fall below their mean accuracy
   // by more than 0.5 points.
   Cluster cluster("ako-final", 4, demo_config());
-  cluster.start({"--set", "sync.ako.partitions=auto", "--set", "net.max_send_rate=100mbit",
-                 "--set", "data.test_limit=2000"});
+  cluster.start({"--set", "sync.ako.partitions=auto", "--set", "net.max_send_rate=100mbit", "--set",
+                 "data.test_limit=2000"});
   const auto codes = cluster.wait(std::chrono::seconds(240));
   INFO(cluster.all_logs());
   REQUIRE(codes == std::vector<int>(4, 0));
@@ -213,7 +216,8 @@ TEST_CASE("p = auto: warm-up at p = 1, probe at p1, then every node runs the sam
 
 TEST_CASE("a job that ends inside the warm-up still agrees on p and sends everything",
           "[e2e][ako][eq3]") {
-  Cluster cluster("ako-short-profile", 2, short_config("\"auto\"", 5, "max_send_rate = \"1gbit\"\n"));
+  Cluster cluster("ako-short-profile", 2,
+                  short_config("\"auto\"", 5, "max_send_rate = \"1gbit\"\n"));
   cluster.start({"--save-parameters", "--set", "sync.ako.final=fold"});
   const auto codes = cluster.wait(std::chrono::seconds(60));
   INFO(cluster.all_logs());
@@ -236,7 +240,7 @@ TEST_CASE("p = auto with no bandwidth given takes B from the start-up probe", "[
   INFO(cluster.all_logs());
   REQUIRE(codes == std::vector<int>(2, 0));
   const auto s = cluster.metrics(0)["sync"];
-  CHECK(s["bandwidth"].get<double>() > 0);  // measured on loopback
+  CHECK(s["bandwidth"].get<double>() > 0);                           // measured on loopback
   CHECK(s["bandwidth"] == cluster.metrics(1)["sync"]["bandwidth"]);  // the same B on both nodes
   CHECK_THAT(cluster.log_text(0), Catch::Contains("measured in"));
 }
@@ -247,10 +251,9 @@ TEST_CASE("p = auto with no bandwidth and the probe off is a config error naming
   cluster.start({"--set", "planner.probe=false"});
   const auto codes = cluster.wait(std::chrono::seconds(60));
   CHECK(codes == std::vector<int>(2, 2));
-  CHECK_THAT(cluster.log_text(0), Catch::Contains("sync.ako.partitions") &&
-                                      Catch::Contains("net.max_send_rate") &&
-                                      Catch::Contains("sync.ako.bandwidth") &&
-                                      Catch::Contains("planner.probe"));
+  CHECK_THAT(cluster.log_text(0),
+             Catch::Contains("sync.ako.partitions") && Catch::Contains("net.max_send_rate") &&
+                 Catch::Contains("sync.ako.bandwidth") && Catch::Contains("planner.probe"));
 }
 
 namespace {
@@ -299,17 +302,19 @@ TEST_CASE("ako, 4 node processes, one SIGKILLed mid-run: the other 3 go on and f
   check_survivors_go_on("ako-peer-killed", SIGKILL, {}, "peer rank 3");
 }
 
-TEST_CASE("ako, 4 node processes, one SIGSTOPped mid-run: after net.peer_timeout the other 3 go "
-          "on and finish with 83%",
-          "[e2e][ako][failure][heartbeat]") {
+TEST_CASE(
+    "ako, 4 node processes, one SIGSTOPped mid-run: after net.peer_timeout the other 3 go "
+    "on and finish with 83%",
+    "[e2e][ako][failure][heartbeat]") {
   // A stopped process keeps its sockets open: only the silence tells (heartbeats).
   check_survivors_go_on("ako-peer-stopped", SIGSTOP, {"--set", "net.peer_timeout=2"},
                         "sent nothing for");
 }
 
-TEST_CASE("ako, 4 node processes, one SIGSTOPped past net.peer_timeout and woken: the 3 finish, "
-          "the woken one stops naming the cut and writes no metrics",
-          "[e2e][ako][failure][partition]") {
+TEST_CASE(
+    "ako, 4 node processes, one SIGSTOPped past net.peer_timeout and woken: the 3 finish, "
+    "the woken one stops naming the cut and writes no metrics",
+    "[e2e][ako][failure][partition]") {
   // The woken node sees every peer gone. It used to finish alone, exit 0 and write its own
   // replica's accuracy as if it were the job's. Now the quorum (more than half of the job's 4
   // ranks) fails its next gate (sync::Quorum, AkoStage).
@@ -341,9 +346,10 @@ TEST_CASE("ako, 4 node processes, one SIGSTOPped past net.peer_timeout and woken
   CHECK(!std::filesystem::exists(cluster.dir() / "node-3.json"));
 }
 
-TEST_CASE("ako, 4 node processes, one SIGKILLed mid-run and restarted with --rejoin: it takes a "
-          "live replica, rejoins and finishes with the others",
-          "[e2e][ako][failure][rejoin]") {
+TEST_CASE(
+    "ako, 4 node processes, one SIGKILLed mid-run and restarted with --rejoin: it takes a "
+    "live replica, rejoins and finishes with the others",
+    "[e2e][ako][failure][rejoin]") {
   // Ako SoCC'16 sec. 4.3: the survivors go on; the restarted node takes its rank back, starts
   // from a live peer's replica and clock, and the 4 end with the survivors' mean.
   constexpr std::size_t kNodes = 4, kDead = 3;
@@ -371,7 +377,10 @@ TEST_CASE("ako, 4 node processes, one SIGKILLed mid-run and restarted with --rej
   CHECK_THAT(rejoined_log, Catch::Contains("rejoined at iteration") &&
                                Catch::Contains("rejoined from rank 0's replica"));
   // With the donor's replica came its measured B (the probe the rejoined node skipped).
-  CHECK_THAT(rejoined_log, Catch::Matches(R"([\s\S]*rejoined from rank 0's replica at its clock \d+ \(p = \d+, B = [1-9]\d* bytes/s\)[\s\S]*)"));
+  CHECK_THAT(
+      rejoined_log,
+      Catch::Matches(
+          R"([\s\S]*rejoined from rank 0's replica at its clock \d+ \(p = \d+, B = [1-9]\d* bytes/s\)[\s\S]*)"));
   const auto joiner = cluster.metrics(kDead);
   INFO("rank 3: " << joiner.dump());
   CHECK(joiner["resumed_from_iteration"].get<double>() > 0);
@@ -392,9 +401,10 @@ TEST_CASE("ako, 4 node processes, one SIGKILLed mid-run and restarted with --rej
   CHECK(worst_replica_difference(cluster, kNodes) == 0.0f);
 }
 
-TEST_CASE("a node started with --rejoin under a BSP strategy without checkpoints or alone is "
-          "refused, naming why",
-          "[e2e][config][rejoin]") {
+TEST_CASE(
+    "a node started with --rejoin under a BSP strategy without checkpoints or alone is "
+    "refused, naming why",
+    "[e2e][config][rejoin]") {
   {
     Cluster cluster("rejoin-ps", 2, short_config("2", 10));
     cluster.start({"--set", "sync.strategy=ps", "--rejoin"});
@@ -438,7 +448,7 @@ TEST_CASE("ako, p = auto: a peer killed in the warm-up, the survivors agree on p
     CHECK(m["sync"]["peers_failed"] == 1);
     CHECK(m["sync"]["nodes"] == 3);
     CHECK(m["rejected_messages"] == 0);
-    CHECK_THAT(cluster.log_text(r), Catch::Contains("final plan: p = ") &&
-                                        Catch::Contains("mean over 3 nodes"));
+    CHECK_THAT(cluster.log_text(r),
+               Catch::Contains("final plan: p = ") && Catch::Contains("mean over 3 nodes"));
   }
 }

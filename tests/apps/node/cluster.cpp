@@ -19,9 +19,10 @@ void Cluster::start(const std::vector<std::string>& extra,
   std::string peers;
   for (std::size_t r = 0; r < nodes_; ++r) peers += (r ? "," : "") + address(r);
   for (std::size_t r = 0; r < nodes_; ++r) {
-    std::vector<std::string> argv = {binary_, "--config", (dir_ / "job.toml").string(),
-                                     "--peers", peers, "--rank", std::to_string(r),
-                                     "--metrics-out", dir_.string()};
+    std::vector<std::string> argv = {
+        binary_,           "--config",      (dir_ / "job.toml").string(),
+        "--peers",         peers,           "--rank",
+        std::to_string(r), "--metrics-out", dir_.string()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     if (per_rank) {
       const auto more = per_rank(r);
@@ -72,7 +73,8 @@ std::vector<float> Cluster::parameters(std::size_t rank) const {
 
 std::string Cluster::all_logs() const {
   std::string out;
-  for (std::size_t r = 0; r < nodes_; ++r) out += "--- rank " + std::to_string(r) + "\n" + log_text(r);
+  for (std::size_t r = 0; r < nodes_; ++r)
+    out += "--- rank " + std::to_string(r) + "\n" + log_text(r);
   return out;
 }
 

@@ -2,8 +2,8 @@
 // Runs a small gradmesh job as real gradmesh-node processes on 127.0.0.1 (end-to-end tests).
 
 #include <chrono>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 

@@ -16,8 +16,7 @@ constexpr const char* kData = "/usr/share/datasets/fashion-mnist";
 
 }  // namespace
 
-TEST_CASE("a small CNN trains on one node (strategy none) and its loss falls",
-          "[e2e][none][cnn]") {
+TEST_CASE("a small CNN trains on one node (strategy none) and its loss falls", "[e2e][none][cnn]") {
   // conv 3x3x4 - relu - max pool 2 - flatten - dense 10: 5 epochs of 10 iterations of 32 images
   // (the first 320 training images), each epoch evaluated on 200 test images.
   const std::string config = std::string(R"([job]

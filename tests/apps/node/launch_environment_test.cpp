@@ -62,9 +62,9 @@ void run_two_nodes(const std::string& name, const std::vector<std::string>& extr
   for (int r = 0; r < 2; ++r) {
     std::vector<std::string> argv = {"/usr/bin/env"};
     for (const std::string& v : env(r)) argv.push_back(v);
-    for (const std::string& a : {std::string(GRADMESH_NODE_BINARY), std::string("--config"),
-                                 (dir / "job.toml").string(), std::string("--metrics-out"),
-                                 dir.string()}) {
+    for (const std::string& a :
+         {std::string(GRADMESH_NODE_BINARY), std::string("--config"), (dir / "job.toml").string(),
+          std::string("--metrics-out"), dir.string()}) {
       argv.push_back(a);
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
@@ -84,32 +84,34 @@ void run_two_nodes(const std::string& name, const std::vector<std::string>& extr
 
 }  // namespace
 
-TEST_CASE("nodes started as srun starts them take peers from the node list, rank from "
-          "SLURM_PROCID",
-          "[e2e][launch]") {
+TEST_CASE(
+    "nodes started as srun starts them take peers from the node list, rank from "
+    "SLURM_PROCID",
+    "[e2e][launch]") {
   // Two hosts, 127.0.0.1 and 127.0.0.2 (both loopback on Linux), one node each on net.port.
   const int port = gradmesh::testing::free_ports(1).front();
   if (!bindable("127.0.0.2", port)) {
     WARN("skipped: port " << port << " of 127.0.0.2 cannot be bound on this machine");
     return;
   }
-  run_two_nodes("launch-slurm", {"--set", "net.port=" + std::to_string(port)},
-                [](int r) {
-                  return std::vector<std::string>{"SLURM_JOB_NODELIST=127.0.0.[1-2]",
-                                                  "SLURM_NTASKS=2",
-                                                  "SLURM_PROCID=" + std::to_string(r)};
-                },
-                "SLURM_JOB_NODELIST='127.0.0.[1-2]'");
+  run_two_nodes(
+      "launch-slurm", {"--set", "net.port=" + std::to_string(port)},
+      [](int r) {
+        return std::vector<std::string>{"SLURM_JOB_NODELIST=127.0.0.[1-2]", "SLURM_NTASKS=2",
+                                        "SLURM_PROCID=" + std::to_string(r)};
+      },
+      "SLURM_JOB_NODELIST='127.0.0.[1-2]'");
 }
 
 TEST_CASE("nodes started with torchrun's variables run on MASTER_ADDR, rank from RANK",
           "[e2e][launch]") {
   const int master_port = base_of_free_ports(2);
-  run_two_nodes("launch-torchrun", {},
-                [master_port](int r) {
-                  return std::vector<std::string>{
-                      "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(master_port),
-                      "WORLD_SIZE=2", "RANK=" + std::to_string(r)};
-                },
-                "MASTER_ADDR='127.0.0.1'");
+  run_two_nodes(
+      "launch-torchrun", {},
+      [master_port](int r) {
+        return std::vector<std::string>{"MASTER_ADDR=127.0.0.1",
+                                        "MASTER_PORT=" + std::to_string(master_port),
+                                        "WORLD_SIZE=2", "RANK=" + std::to_string(r)};
+      },
+      "MASTER_ADDR='127.0.0.1'");
 }

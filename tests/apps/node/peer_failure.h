@@ -32,7 +32,8 @@ inline void check_a_killed_peer_is_named(Cluster& cluster, std::size_t nodes,
     REQUIRE(wait_for_text(cluster.log(r), "connected to every peer", std::chrono::seconds(60)));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   REQUIRE(::kill(cluster.process(dead).pid(), signal) == 0);
-  const std::string named = "peer rank " + std::to_string(dead) + " (" + cluster.address(dead) + ")";
+  const std::string named =
+      "peer rank " + std::to_string(dead) + " (" + cluster.address(dead) + ")";
   for (std::size_t r = 0; r < dead; ++r) {
     const auto code = cluster.process(r).wait_for(within);
     INFO(cluster.all_logs());

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <memory>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -46,8 +46,8 @@ const gradmesh::tasks::Dataset& standardized_train() {
   return train;
 }
 
-const std::vector<std::string> kDemoSpecs = {"dense:256", "relu", "dense:256",
-                                             "relu", "dense:10", "softmax_cross_entropy"};
+const std::vector<std::string> kDemoSpecs = {"dense:256", "relu",     "dense:256",
+                                             "relu",      "dense:10", "softmax_cross_entropy"};
 
 struct Job {
   std::size_t batch = 16;
@@ -67,13 +67,12 @@ std::string toml_list(const std::vector<std::string>& items) {
 
 std::string config_text(const Job& job, const std::string& strategy) {
   std::ostringstream out;
-  out << "[job]\nname = \"equivalence\"\nseed = " << job.seed << "\nepochs = 1\nmax_iterations = "
-      << job.iterations << "\n[data]\npath = \"" << kData << "\"\nnormalize = \""
-      << (job.standardize ? "standardize" : "none") << "\"\n[model]\nlayers = "
-      << toml_list(job.layers)
-      << "\n[optimizer]\nlr = " << job.lr << "\nmomentum = " << job.momentum
-      << "\nweight_decay = " << job.weight_decay << "\nbatch_size = " << job.batch
-      << "\nschedule = \"" << job.schedule << "\""
+  out << "[job]\nname = \"equivalence\"\nseed = " << job.seed
+      << "\nepochs = 1\nmax_iterations = " << job.iterations << "\n[data]\npath = \"" << kData
+      << "\"\nnormalize = \"" << (job.standardize ? "standardize" : "none")
+      << "\"\n[model]\nlayers = " << toml_list(job.layers) << "\n[optimizer]\nlr = " << job.lr
+      << "\nmomentum = " << job.momentum << "\nweight_decay = " << job.weight_decay
+      << "\nbatch_size = " << job.batch << "\nschedule = \"" << job.schedule << "\""
       << "\n[sync]\nstrategy = \"" << strategy << "\"\n[net]\nconnect_timeout = 20.0\n";
   return out.str();
 }
@@ -112,7 +111,8 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
     factors_v.emplace_back(nodes * job.batch * model.layer(l).input_size());
   }
   std::vector<gradmesh::tasks::ShardSampler> samplers;
-  for (std::size_t r = 0; r < nodes; ++r) samplers.emplace_back(train.count, nodes, r, job.batch, job.seed);
+  for (std::size_t r = 0; r < nodes; ++r)
+    samplers.emplace_back(train.count, nodes, r, job.batch, job.seed);
   const std::size_t per_epoch = samplers[0].iterations_per_epoch();
   const gradmesh::tasks::LrSchedule schedule{gradmesh::tasks::parse_lr_schedule(job.schedule),
                                              static_cast<float>(job.lr),
@@ -124,7 +124,8 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
     for (std::size_t r = 0; r < nodes; ++r) {
       samplers[r].batch_indices(it / per_epoch, it % per_epoch, indices);
       gradmesh::tasks::gather_batch(
-          train, indices, std::span(x).subspan(r * job.batch * train.features, job.batch * train.features),
+          train, indices,
+          std::span(x).subspan(r * job.batch * train.features, job.batch * train.features),
           std::span(y).subspan(r * job.batch, job.batch));
     }
     if (union_batch) {
@@ -142,8 +143,10 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
       for (std::size_t i = 0; i < sfb_layers.size(); ++i) {
         const auto u = model.layer_output_gradient(sfb_layers[i], job.batch);
         const auto v = model.layer_input(sfb_layers[i], job.batch);
-        std::copy(u.begin(), u.end(), factors_u[i].begin() + static_cast<std::ptrdiff_t>(r * u.size()));
-        std::copy(v.begin(), v.end(), factors_v[i].begin() + static_cast<std::ptrdiff_t>(r * v.size()));
+        std::copy(u.begin(), u.end(),
+                  factors_u[i].begin() + static_cast<std::ptrdiff_t>(r * u.size()));
+        std::copy(v.begin(), v.end(),
+                  factors_v[i].begin() + static_cast<std::ptrdiff_t>(r * v.size()));
       }
     }
     // An SFB layer's gradient g, as the nodes form it, into the scaled sum below: n g on rank 0's
@@ -153,10 +156,9 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
       const std::size_t m = model.layer(l).output_size(), k = model.layer(l).input_size();
       const std::size_t offset = model.parameter_offset(l), count = m * k + m;
       std::vector<float> rebuilt(count);
-      gradmesh::sync::rebuild_dense_gradient(factors_u[i], factors_v[i], nodes * job.batch, m, k,
-                                             1.0f / static_cast<float>(nodes),
-                                             std::span(rebuilt).first(m * k),
-                                             std::span(rebuilt).subspan(m * k));
+      gradmesh::sync::rebuild_dense_gradient(
+          factors_u[i], factors_v[i], nodes * job.batch, m, k, 1.0f / static_cast<float>(nodes),
+          std::span(rebuilt).first(m * k), std::span(rebuilt).subspan(m * k));
       for (std::size_t r = 0; r < nodes; ++r) {
         for (std::size_t j = 0; j < count; ++j) {
           shard_gradients[r][offset + j] = r == 0 ? static_cast<float>(nodes) * rebuilt[j] : 0.0f;
@@ -236,13 +238,22 @@ TEST_CASE("poseidon on 2 and 3 node processes equals single-process SGD on the u
   SECTION("3 nodes, by time") { check_equivalence("poseidon", 3); }
 }
 
-TEST_CASE("ps and poseidon train the Fashion-MNIST CNN on 2 node processes as single-process SGD "
-          "on the union batches",
-          "[e2e][ps][poseidon][equivalence][cnn]") {
+TEST_CASE(
+    "ps and poseidon train the Fashion-MNIST CNN on 2 node processes as single-process SGD "
+    "on the union batches",
+    "[e2e][ps][poseidon][equivalence][cnn]") {
   // configs/fashion-mnist-cnn.toml's model (3,274,634 parameters), 10 iterations of 2 x 32 images.
   Job cnn;
-  cnn.layers = {"conv2d:32:5:1:2", "relu", "max_pool2d:2", "conv2d:64:5:1:2", "relu",
-                "max_pool2d:2",     "flatten", "dense:1024", "relu", "dense:10",
+  cnn.layers = {"conv2d:32:5:1:2",
+                "relu",
+                "max_pool2d:2",
+                "conv2d:64:5:1:2",
+                "relu",
+                "max_pool2d:2",
+                "flatten",
+                "dense:1024",
+                "relu",
+                "dense:10",
                 "softmax_cross_entropy"};
   cnn.batch = 32;
   cnn.lr = 0.05;
@@ -306,9 +317,10 @@ TEST_CASE("none on one process equals the same single-process SGD", "[e2e][none]
   CHECK(max_abs_difference(cluster.parameters(0), reference_parameters(job, 1)) <= 1e-5f);
 }
 
-TEST_CASE("none with data.normalize = standardize equals single-process SGD on the standardized "
-          "images",
-          "[e2e][none][normalize]") {
+TEST_CASE(
+    "none with data.normalize = standardize equals single-process SGD on the standardized "
+    "images",
+    "[e2e][none][normalize]") {
   Job job;
   job.standardize = true;
   Cluster cluster("none-standardized", 1, config_text(job, "none"));
@@ -316,7 +328,8 @@ TEST_CASE("none with data.normalize = standardize equals single-process SGD on t
   const auto codes = cluster.wait(std::chrono::seconds(60));
   INFO(cluster.all_logs());
   REQUIRE(codes == std::vector<int>{0});
-  CHECK_THAT(cluster.all_logs(), Catch::Contains("inputs standardized: mean 0.2860, stddev 0.3530"));
+  CHECK_THAT(cluster.all_logs(),
+             Catch::Contains("inputs standardized: mean 0.2860, stddev 0.3530"));
   const auto parameters = cluster.parameters(0);
   CHECK(max_abs_difference(parameters, reference_parameters(job, 1)) <= 1e-5f);
   job.standardize = false;  // and the setting is not a no-op
@@ -399,9 +412,10 @@ TEST_CASE("a peer that disappears mid-job makes the others exit non-zero within 
   gradmesh::testing::check_a_killed_peer_is_named(cluster, 3);
 }
 
-TEST_CASE("a peer that stops answering (SIGSTOP) makes the others exit non-zero after "
-          "net.peer_timeout naming it",
-          "[e2e][ps][failure][heartbeat]") {
+TEST_CASE(
+    "a peer that stops answering (SIGSTOP) makes the others exit non-zero after "
+    "net.peer_timeout naming it",
+    "[e2e][ps][failure][heartbeat]") {
   // Its sockets stay open: only the silence tells. BSP strategies stop (no rollback yet).
   Job job;
   job.iterations = 1'000'000;
@@ -459,15 +473,17 @@ TEST_CASE("ps, 3 node processes, one SIGKILLed: the other 2 roll back and finish
   check_survivors_roll_back("ps-rollback-kill", SIGKILL, {});
 }
 
-TEST_CASE("ps, 3 node processes, one SIGSTOPped: after net.peer_timeout the other 2 roll back "
-          "and finish",
-          "[e2e][ps][failure][rollback][heartbeat]") {
+TEST_CASE(
+    "ps, 3 node processes, one SIGSTOPped: after net.peer_timeout the other 2 roll back "
+    "and finish",
+    "[e2e][ps][failure][rollback][heartbeat]") {
   check_survivors_roll_back("ps-rollback-stop", SIGSTOP, {"--set", "net.peer_timeout=2"});
 }
 
-TEST_CASE("ps, 3 node processes, one SIGKILLed and restarted with --rejoin: the other 2 roll back, "
-          "take it back at the next checkpoint boundary, and the 3 finish as one job",
-          "[e2e][ps][failure][rollback][rejoin]") {
+TEST_CASE(
+    "ps, 3 node processes, one SIGKILLed and restarted with --rejoin: the other 2 roll back, "
+    "take it back at the next checkpoint boundary, and the 3 finish as one job",
+    "[e2e][ps][failure][rollback][rejoin]") {
   // Issue 13: "a restarted node can rejoin at the next checkpoint boundary". Views: 0 (3 nodes),
   // 1 (2 nodes, after the rollback), 2 (3 nodes again, from view 1's checkpoint re-split).
   Job job;
@@ -479,12 +495,13 @@ TEST_CASE("ps, 3 node processes, one SIGKILLed and restarted with --rejoin: the 
   REQUIRE(gradmesh::testing::wait_for_text(cluster.log(2), "checkpoint of iteration 200",
                                            std::chrono::seconds(120)));
   cluster.process(2).kill_now();
-  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(0), "rolling back",
-                                           std::chrono::seconds(60)));
+  REQUIRE(
+      gradmesh::testing::wait_for_text(cluster.log(0), "rolling back", std::chrono::seconds(60)));
   cluster.restart(2, {"--rejoin"});
   const auto joiner_code = cluster.process(2).wait_for(std::chrono::seconds(240));
   std::vector<std::optional<int>> codes;
-  for (std::size_t r = 0; r < 2; ++r) codes.push_back(cluster.process(r).wait_for(std::chrono::seconds(60)));
+  for (std::size_t r = 0; r < 2; ++r)
+    codes.push_back(cluster.process(r).wait_for(std::chrono::seconds(60)));
   const std::string joiner_log = gradmesh::testing::read_file(cluster.restarted_log(2));
   INFO(cluster.all_logs() << "\n--- restarted rank 2:\n" << joiner_log);
   REQUIRE(joiner_code.has_value());
@@ -518,9 +535,10 @@ TEST_CASE("ps, 3 node processes, one SIGKILLed and restarted with --rejoin: the 
   CHECK(cluster.parameters(0) == cluster.parameters(2));
 }
 
-TEST_CASE("a joiner admitted at a checkpoint boundary that never connects: the others roll back "
-          "without it, once, and finish",
-          "[e2e][ps][failure][rollback][rejoin]") {
+TEST_CASE(
+    "a joiner admitted at a checkpoint boundary that never connects: the others roll back "
+    "without it, once, and finish",
+    "[e2e][ps][failure][rollback][rejoin]") {
   // A join request filed by a process that died before the boundary (written here by hand, for
   // an address no one listens on). The 2 nodes admit it at iteration 100, time out on it in the
   // grown view's start-up (net.connect_timeout), roll back to that checkpoint as the 2 they were,
@@ -590,9 +608,10 @@ TEST_CASE("a data.path without the data set is a config error naming the key and
   CHECK_THAT(cluster.log_text(0), Catch::Contains("data.path = \"" + path + "\": "));
 }
 
-TEST_CASE("ps, 4 node processes, one SIGSTOPped past net.peer_timeout and woken: the 3 finish, the "
-          "woken one stops naming the cut and writes no metrics",
-          "[e2e][ps][failure][rollback][partition]") {
+TEST_CASE(
+    "ps, 4 node processes, one SIGSTOPped past net.peer_timeout and woken: the 3 finish, the "
+    "woken one stops naming the cut and writes no metrics",
+    "[e2e][ps][failure][rollback][partition]") {
   // The woken node sees all of its peers gone. It used to roll back view after view until it was
   // a job of one, train alone, exit 0 and write node-0.json over the real rank 0's. Now it stops
   // either way it can learn of the cut: a peer's Abort that names it as the one gone (read first
@@ -603,9 +622,11 @@ TEST_CASE("ps, 4 node processes, one SIGSTOPped past net.peer_timeout and woken:
   Cluster cluster("ps-partition", 4, config_text(job, "ps"));
   cluster.start({"--set", "checkpoint.dir=" + (cluster.dir() / "ckpt").string(), "--set",
                  "checkpoint.every=100", "--set", "net.peer_timeout=2"});
-  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(3), "checkpoint of iteration 200", std::chrono::seconds(120)));
+  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(3), "checkpoint of iteration 200",
+                                           std::chrono::seconds(120)));
   REQUIRE(::kill(cluster.process(3).pid(), SIGSTOP) == 0);
-  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(0), "rolling back", std::chrono::seconds(60)));
+  REQUIRE(
+      gradmesh::testing::wait_for_text(cluster.log(0), "rolling back", std::chrono::seconds(60)));
   std::this_thread::sleep_for(std::chrono::seconds(3));  // its peers silent past its peer_timeout
   REQUIRE(::kill(cluster.process(3).pid(), SIGCONT) == 0);
   for (std::size_t r = 0; r < 3; ++r) {

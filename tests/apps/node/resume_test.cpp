@@ -60,8 +60,7 @@ void run_ok(Cluster& cluster, const std::vector<std::string>& sets,
 /// then resumed to the end; parameters compared byte for byte. `tear` corrupts rank 0's newest
 /// checkpoint before the resume (a crash mid-write): the nodes then agree on the one before.
 void check_stop_and_resume_is_bitwise(const std::string& strategy, std::size_t every,
-                                      std::size_t stop, bool tear,
-                                      std::uint64_t expected_resume) {
+                                      std::size_t stop, bool tear, std::uint64_t expected_resume) {
   const std::string toml = job_toml(strategy);
   const std::string limit = "job.max_iterations=" + std::to_string(kIterations);
   Cluster whole("resume-whole-" + strategy, kNodes, toml);
@@ -90,11 +89,12 @@ void check_stop_and_resume_is_bitwise(const std::string& strategy, std::size_t e
   INFO(second.all_logs());
   for (std::size_t r = 0; r < kNodes; ++r) {
     INFO("rank " << r);
-    CHECK_THAT(second.log_text(r), Catch::Contains("resumed from iteration " +
-                                                   std::to_string(expected_resume)));
+    CHECK_THAT(second.log_text(r),
+               Catch::Contains("resumed from iteration " + std::to_string(expected_resume)));
     CHECK(second.metrics(r)["resumed_from_iteration"].get<std::uint64_t>() == expected_resume);
     CHECK(second.metrics(r)["iterations"].get<std::uint64_t>() == kIterations - expected_resume);
-    const std::string resumed = file_bytes(second.dir() / ("parameters-" + std::to_string(r) + ".f32"));
+    const std::string resumed =
+        file_bytes(second.dir() / ("parameters-" + std::to_string(r) + ".f32"));
     const std::string uninterrupted =
         file_bytes(whole.dir() / ("parameters-" + std::to_string(r) + ".f32"));
     REQUIRE(uninterrupted.size() > 0);
@@ -126,9 +126,10 @@ TEST_CASE("allreduce: stopped at an epoch's end and resumed equals the uninterru
   check_stop_and_resume_is_bitwise("allreduce", 5, 20, /*tear=*/false, 20);
 }
 
-TEST_CASE("a checkpoint written by 3 nodes resumes on 2 and on 4: the replica whole, the KV "
-          "chunks re-sharded",
-          "[e2e][resume][resplit]") {
+TEST_CASE(
+    "a checkpoint written by 3 nodes resumes on 2 and on 4: the replica whole, the KV "
+    "chunks re-sharded",
+    "[e2e][resume][resplit]") {
   // ps on 3 nodes: the KV chunks (and their velocities) are spread over 3 owners.
   const std::string toml = job_toml("ps");
   Cluster first("resplit-first", 3, toml);
@@ -290,13 +291,13 @@ TEST_CASE("a checkpoint.dir or --metrics-out that cannot be written fails at sta
     std::ofstream(config) << toml;
     std::ofstream(dir / "a-file") << "x";
     const auto log = dir / "log.txt";
-    const int code = run_to_end({GRADMESH_NODE_BINARY, "--config", config.string(),
-                                 "--metrics-out", (dir / "a-file" / "out").string()},
+    const int code = run_to_end({GRADMESH_NODE_BINARY, "--config", config.string(), "--metrics-out",
+                                 (dir / "a-file" / "out").string()},
                                 log, std::chrono::seconds(60));
     INFO(read_file(log));
     CHECK(code == 2);
-    CHECK_THAT(read_file(log), Catch::Contains("--metrics-out = \"" +
-                                               (dir / "a-file" / "out").string() +
-                                               "\": cannot create the folder"));
+    CHECK_THAT(read_file(log),
+               Catch::Contains("--metrics-out = \"" + (dir / "a-file" / "out").string() +
+                               "\": cannot create the folder"));
   }
 }

@@ -13,7 +13,8 @@ using gradmesh::testing::Cluster;
 namespace {
 
 std::string job_toml(const std::string& name = "api") {
-  return "[job]\nname = \"" + name + "\"\nseed = 11\nepochs = 1\nmax_iterations = 20\n"
+  return "[job]\nname = \"" + name +
+         "\"\nseed = 11\nepochs = 1\nmax_iterations = 20\n"
          "[data]\npath = \"/usr/share/datasets/fashion-mnist\"\ntest_limit = 500\n"
          "[model]\nlayers = [\"dense:64\", \"relu\", \"dense:10\", \"softmax_cross_entropy\"]\n"
          "[optimizer]\nlr = 0.05\nmomentum = 0.9\nbatch_size = 32\n"

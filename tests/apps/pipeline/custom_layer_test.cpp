@@ -59,8 +59,8 @@ TEST_CASE("the public gradient check catches a wrong backward pass", "[pipeline]
 
 TEST_CASE("a registered layer kind is named in model.layers like a built-in one", "[pipeline]") {
   register_once();
-  const auto specs = tasks::parse_layer_specs(
-      {"dense:16", "leaky_relu:0.2", "dense:10", "softmax_cross_entropy"});
+  const auto specs =
+      tasks::parse_layer_specs({"dense:16", "leaky_relu:0.2", "dense:10", "softmax_cross_entropy"});
   REQUIRE(specs[1].kind == "leaky_relu");
   CHECK(specs[1].args == "0.2");
   CHECK(tasks::to_string(specs[1]) == "leaky_relu:0.2");
@@ -76,9 +76,9 @@ TEST_CASE("a registered layer kind is named in model.layers like a built-in one"
 
   // A bad argument is the factory's ConfigError, prefixed with where it is.
   try {
-    tasks::Model bad(tasks::parse_layer_specs({"dense:16", "leaky_relu:2", "dense:10",
-                                               "softmax_cross_entropy"}),
-                     12, 4, 3);
+    tasks::Model bad(
+        tasks::parse_layer_specs({"dense:16", "leaky_relu:2", "dense:10", "softmax_cross_entropy"}),
+        12, 4, 3);
     FAIL("a slope of 2 was accepted");
   } catch (const gradmesh::ConfigError& e) {
     CHECK_THAT(e.what(), Catch::Contains("model.layers[1]") && Catch::Contains("slope"));
@@ -95,8 +95,7 @@ TEST_CASE("unknown layer kinds list the registered ones, kinds register once", "
   }
   CHECK_THROWS_AS(tasks::register_layer("leaky_relu", custom::LeakyRelu::make),
                   gradmesh::ContractError);
-  CHECK_THROWS_AS(tasks::register_layer("dense", custom::LeakyRelu::make),
-                  gradmesh::ContractError);
+  CHECK_THROWS_AS(tasks::register_layer("dense", custom::LeakyRelu::make), gradmesh::ContractError);
   CHECK_THROWS_AS(tasks::register_layer("bad kind", custom::LeakyRelu::make),
                   gradmesh::ContractError);
 }

@@ -3,11 +3,11 @@
 
 #include "apps/pipeline/join_request.h"
 
+#include <unistd.h>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "engine/error.h"
@@ -62,7 +62,8 @@ TEST_CASE("a malformed or misnamed request file is skipped, not fatal", "[pipeli
 
 TEST_CASE("requests travel as a list of numbers, every node merges the lists alike",
           "[pipeline][rejoin]") {
-  const std::vector<JoinRequest> a{{7, "127.0.0.1:9002"}, {9, "host-with-a-long-name.example:65535"}};
+  const std::vector<JoinRequest> a{{7, "127.0.0.1:9002"},
+                                   {9, "host-with-a-long-name.example:65535"}};
   CHECK(decode_join_requests(encode_join_requests(a)) == a);
   CHECK(encode_join_requests(std::vector<JoinRequest>{}).empty());
   // Two nodes saw two requests of one address (it was filed again in between): the larger nonce.

@@ -13,14 +13,17 @@ TEST_CASE("the progress bar shows iterations, rates and the epoch's ETA", "[pipe
   // 250 of 1000 iterations in 10 s: 750 more at the same rate take 30 s.
   CHECK(format_progress(s, 20) ==
         "[rank 1] epoch 2/5 [#####---------------] 250/1000  2650 samples/s  31.2 MB/s  ETA 0:30");
-  CHECK(format_progress(s, 0) == "[rank 1] epoch 2/5 250/1000  2650 samples/s  31.2 MB/s  ETA 0:30");
+  CHECK(format_progress(s, 0) ==
+        "[rank 1] epoch 2/5 250/1000  2650 samples/s  31.2 MB/s  ETA 0:30");
   s.iteration = 0;
-  CHECK_THAT(format_progress(s, 4), Catch::Contains("[----] 0/1000") && Catch::EndsWith("ETA --:--"));
+  CHECK_THAT(format_progress(s, 4),
+             Catch::Contains("[----] 0/1000") && Catch::EndsWith("ETA --:--"));
   s.iteration = 1;
   s.elapsed_seconds = 5.0;  // 999 more at 5 s each
   CHECK_THAT(format_progress(s, 0), Catch::EndsWith("ETA 1:23:15"));
   s.iteration = s.iterations;
-  CHECK_THAT(format_progress(s, 4), Catch::Contains("[####] 1000/1000") && Catch::EndsWith("ETA 0:00"));
+  CHECK_THAT(format_progress(s, 4),
+             Catch::Contains("[####] 1000/1000") && Catch::EndsWith("ETA 0:00"));
 }
 
 TEST_CASE("away from a terminal the progress is a plain line now and then", "[pipeline]") {

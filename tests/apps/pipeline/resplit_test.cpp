@@ -10,8 +10,8 @@
 
 using namespace gradmesh;
 using gradmesh::app::merge_velocities;
-using gradmesh::app::resplit_checkpoint;
 using gradmesh::app::rescale_iteration;
+using gradmesh::app::resplit_checkpoint;
 
 namespace {
 
@@ -57,9 +57,10 @@ TEST_CASE("merge_velocities takes each parameter's value of the largest magnitud
   CHECK_THROWS_AS(merge_velocities(uneven), ContractError);
 }
 
-TEST_CASE("resplit_checkpoint: the replica and cursor of rank 0, merged velocities, a user's "
-          "state of the same rank",
-          "[resume][resplit]") {
+TEST_CASE(
+    "resplit_checkpoint: the replica and cursor of rank 0, merged velocities, a user's "
+    "state of the same rank",
+    "[resume][resplit]") {
   std::vector<engine::Checkpoint> old(3);
   for (std::size_t r = 0; r < 3; ++r) {
     old[r].header.rank = r;
@@ -89,8 +90,8 @@ TEST_CASE("resplit_checkpoint: the replica and cursor of rank 0, merged velociti
   }
   SECTION("a missing section is named") {
     old[2].sections.erase("optimizer");
-    CHECK_THROWS_WITH(resplit_checkpoint(old, 0, 2, "ckpt-25"),
-                      Catch::Contains("ckpt-25") && Catch::Contains("rank 2") &&
-                          Catch::Contains("'optimizer'"));
+    CHECK_THROWS_WITH(resplit_checkpoint(old, 0, 2, "ckpt-25"), Catch::Contains("ckpt-25") &&
+                                                                    Catch::Contains("rank 2") &&
+                                                                    Catch::Contains("'optimizer'"));
   }
 }

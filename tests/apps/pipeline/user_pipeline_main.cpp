@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "apps/pipeline/pipeline.h"
-#include "tasks/random.h"
 #include "tasks/data/fashion_mnist.h"
 #include "tasks/data/shard_sampler.h"
+#include "tasks/random.h"
 
 namespace {
 
@@ -80,8 +80,10 @@ int main(int argc, char** argv) {
     InputNoise noise;
     if (config.job.name == "api-noise") {
       noise.seed = config.job.seed;
-      pipeline.add_preprocess("noise", [&noise](gradmesh::app::Batch& batch,
-                                                gradmesh::engine::TaskContext&) { noise.apply(batch); });
+      pipeline.add_preprocess(
+          "noise", [&noise](gradmesh::app::Batch& batch, gradmesh::engine::TaskContext&) {
+            noise.apply(batch);
+          });
       pipeline.add_checkpoint_state("noise", noise);
     }
     pipeline.run();

@@ -125,8 +125,8 @@ TEST_CASE("inproc: delivery releases the sender's payload, as a socket write doe
   for (auto& t : mesh) t->start();
   auto owner = std::make_shared<std::vector<float>>(std::vector<float>{5, 6});
   std::weak_ptr<std::vector<float>> weak = owner;
-  mesh[0]->send(1, Message{0, 1, 0, 0,
-                           Payload::view(std::as_bytes(std::span<const float>(*owner)), owner)});
+  mesh[0]->send(
+      1, Message{0, 1, 0, 0, Payload::view(std::as_bytes(std::span<const float>(*owner)), owner)});
   owner.reset();
   REQUIRE(seen.wait([](Seen& s) { return s.messages.size() == 1; }));
   CHECK(weak.expired());
@@ -156,7 +156,8 @@ TEST_CASE("inproc: a closed rank is a PeerError everywhere, a clean shutdown fai
   CHECK(seen[1].failures.size() == 1);
 }
 
-TEST_CASE("inproc: a cut link fails the pair both ways and nothing else, and shutdown waits not for it") {
+TEST_CASE(
+    "inproc: a cut link fails the pair both ways and nothing else, and shutdown waits not for it") {
   auto mesh = make_inproc_mesh(3, {"s"});
   std::vector<Seen> seen(3);
   for (std::size_t r = 0; r < 3; ++r) seen[r].attach(*mesh[r]);
@@ -219,7 +220,8 @@ TEST_CASE("inproc: a slow link delivers at its rate, in order, and holds up no o
   const auto start = std::chrono::steady_clock::now();
   mesh[1]->send(0, Message{0, 1, 1, 0, Payload::copy_of(large)});
   mesh[2]->send(0, Message{0, 1, 2, 0, Payload{}});  // an instant link: not behind rank 1's
-  for (std::uint64_t i = 1; i < 5; ++i) mesh[1]->send(0, Message{0, 1, 1, i, Payload::copy_of(small)});
+  for (std::uint64_t i = 1; i < 5; ++i)
+    mesh[1]->send(0, Message{0, 1, 1, i, Payload::copy_of(small)});
   REQUIRE(seen[0].wait([](Seen& s) { return s.messages.size() == 6; }));
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

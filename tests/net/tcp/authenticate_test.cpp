@@ -30,7 +30,8 @@ std::vector<std::byte> exchange_raw(std::uint16_t port, const OutgoingFrame& fra
           static_cast<ssize_t>(frame.head().size()));
   std::vector<std::byte> reply(4096);
   std::size_t got = 0;
-  for (ssize_t n; got < reply.size() && (n = ::recv(fd, reply.data() + got, reply.size() - got, 0)) > 0;)
+  for (ssize_t n;
+       got < reply.size() && (n = ::recv(fd, reply.data() + got, reply.size() - got, 0)) > 0;)
     got += static_cast<std::size_t>(n);
   ::close(fd);
   if (got < kPrefixBytes) return {};
@@ -57,7 +58,8 @@ void wait_rejected(TcpTransport& transport, std::uint64_t count) {
 
 // ---------------------------------------------------------------- the MAC (auth.h)
 
-TEST_CASE("a proof verifies only under the same secret, side, nonces, job and ranks", "[net][auth]") {
+TEST_CASE("a proof verifies only under the same secret, side, nonces, job and ranks",
+          "[net][auth]") {
   const auth::Key key("correct horse battery staple");
   const auth::Nonce a = auth::make_nonce();
   const auth::Nonce b = auth::make_nonce();
@@ -88,8 +90,8 @@ TEST_CASE("the Challenge checks name what differs", "[net][auth]") {
   CHECK(check_challenge(theirs, 0, 3, false, false).empty());
   theirs.protocol_version = 3;
   CHECK_THAT(check_challenge(theirs, 0, 3, false, false),
-             Catch::Contains("protocol version differs: ours " +
-                             std::to_string(kProtocolVersion) + ", theirs 3"));
+             Catch::Contains("protocol version differs: ours " + std::to_string(kProtocolVersion) +
+                             ", theirs 3"));
   theirs.protocol_version = kProtocolVersion;
   CHECK_THAT(check_challenge(theirs, 0, 2, false, false), Catch::Contains("rank 2 out of range"));
   CHECK_THAT(check_challenge(theirs, 2, 3, false, false), Catch::Contains("must not dial rank 2"));
@@ -106,7 +108,8 @@ TEST_CASE("the Challenge checks name what differs", "[net][auth]") {
   theirs.secret = true;
   CHECK_THAT(check_challenge(theirs, 0, 3, false, false),
              Catch::Contains("rank 2 has a job secret, rank 0 has none"));
-  CHECK_THAT(check_acceptor_challenge(theirs, 3, 1, true, false), Catch::Contains("answered as rank 2"));
+  CHECK_THAT(check_acceptor_challenge(theirs, 3, 1, true, false),
+             Catch::Contains("answered as rank 2"));
   // Both ends seal their frames, or neither does.
   CHECK(check_challenge(theirs, 0, 3, true, false).empty());
   CHECK_THAT(check_challenge(theirs, 0, 3, true, true),
@@ -134,10 +137,13 @@ TEST_CASE("nodes with the same secret connect both ways and exchange frames", "[
 
 TEST_CASE("a wrong secret is refused on both sides, naming the rank and why", "[net][auth]") {
   std::vector<std::uint16_t> ports;
-  auto nodes = make_nodes(2, [](TransportOptions& o) {
-    o.connect_timeout_s = 1.0;
-    o.secret = o.rank == 0 ? "Secret-Of-Rank-0" : "Secret-Of-Rank-1";
-  }, &ports);
+  auto nodes = make_nodes(
+      2,
+      [](TransportOptions& o) {
+        o.connect_timeout_s = 1.0;
+        o.secret = o.rank == 0 ? "Secret-Of-Rank-0" : "Secret-Of-Rank-1";
+      },
+      &ports);
   const auto start = std::chrono::steady_clock::now();
   const auto errors = start_all(nodes);
   CHECK(std::chrono::steady_clock::now() - start < 3s);
@@ -179,10 +185,10 @@ TEST_CASE("a secret on one side only is refused on both sides", "[net][auth]") {
   }
 }
 
-TEST_CASE("a Challenge for a rank already live is refused, the node keeps running",
-          "[net][auth]") {
+TEST_CASE("a Challenge for a rank already live is refused, the node keeps running", "[net][auth]") {
   std::vector<std::uint16_t> ports;
-  auto nodes = make_nodes(2, [](TransportOptions& o) { o.secret = "s3cret"; }, &ports);
+  auto nodes = make_nodes(
+      2, [](TransportOptions& o) { o.secret = "s3cret"; }, &ports);
   start_all_ok(nodes);
   const auto challenge = auth::encode_challenge(1, auth::make_nonce(), true, {}, 0, false,
                                                 /*encrypt=*/true);
@@ -200,10 +206,13 @@ TEST_CASE("a Challenge for a rank already live is refused, the node keeps runnin
 TEST_CASE("a host without the secret, or of an older protocol, is refused and named",
           "[net][auth]") {
   std::vector<std::uint16_t> ports;
-  auto nodes = make_nodes(2, [](TransportOptions& o) {
-    o.secret = "s3cret";
-    o.connect_timeout_s = 1.5;
-  }, &ports);
+  auto nodes = make_nodes(
+      2,
+      [](TransportOptions& o) {
+        o.secret = "s3cret";
+        o.connect_timeout_s = 1.5;
+      },
+      &ports);
   nodes.pop_back();  // rank 1's place is taken by raw sockets while rank 0 waits for it
   auto started = std::async(std::launch::async, [&] { nodes[0]->transport.start(); });
   std::this_thread::sleep_for(200ms);
@@ -213,10 +222,10 @@ TEST_CASE("a host without the secret, or of an older protocol, is refused and na
   HelloFields hello;  // what a node of protocol version 3 sends first
   hello.protocol_version = 3;
   hello.rank = 1;
-  CHECK_THAT(refusal_of(exchange_raw(ports[0], *encode_hello(hello, 0))),
-             Catch::Contains("expected a Challenge (protocol version " +
-                             std::to_string(kProtocolVersion) +
-                             "), got a Hello of protocol version 3"));
+  CHECK_THAT(
+      refusal_of(exchange_raw(ports[0], *encode_hello(hello, 0))),
+      Catch::Contains("expected a Challenge (protocol version " + std::to_string(kProtocolVersion) +
+                      "), got a Hello of protocol version 3"));
   wait_rejected(nodes[0]->transport, 2);
   CHECK(nodes[0]->transport.counters().rejected_connections == 2);
   try {

@@ -74,8 +74,7 @@ TEST_CASE("resolve_all keeps every address in the resolver's order, once each", 
   CHECK(addresses[2].text == "10.1.2.3:4000");
 }
 
-TEST_CASE("resolve_all with the system resolver gives localhost's IPv4 loopback",
-          "[net][dial]") {
+TEST_CASE("resolve_all with the system resolver gives localhost's IPv4 loopback", "[net][dial]") {
   // Every standard /etc/hosts names 127.0.0.1 localhost; a dual-stack one names ::1 as well.
   const auto addresses = tcp::resolve_all(0, Endpoint{"localhost", 4000}, {});
   bool v4 = false;
@@ -94,7 +93,8 @@ TEST_CASE("resolve_all names the host and why when there is no address", "[net][
     FAIL("no address did not throw");
   } catch (const PeerError& e) {
     CHECK(e.rank() == 3);
-    CHECK_THAT(e.what(), Catch::Contains("cannot resolve host 'localhost': the resolver gave no address"));
+    CHECK_THAT(e.what(),
+               Catch::Contains("cannot resolve host 'localhost': the resolver gave no address"));
   }
   CHECK_THROWS_WITH(tcp::resolve_all(0, endpoint, localhost_as({"127.0.0.1", "not-an-ip"})),
                     Catch::Contains("the resolver gave 'not-an-ip'"));
@@ -206,9 +206,10 @@ TEST_CASE("a long peer list with most peers missing gives an error of bounded le
   }
 }
 
-TEST_CASE("a flood of bad connections is counted one by one and logged in a bounded number of "
-          "lines",
-          "[net][dial]") {
+TEST_CASE(
+    "a flood of bad connections is counted one by one and logged in a bounded number of "
+    "lines",
+    "[net][dial]") {
   // Each rejected connection used to write its own warning: 2,000 in 0.19 s wrote 2,000 lines.
   // Now rejected_connections counts every one, and the log gets at most one line a second.
   std::ostringstream captured;

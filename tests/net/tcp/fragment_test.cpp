@@ -26,9 +26,10 @@ std::size_t cut_wire_bytes(const Message& message, std::size_t fragment) {
 
 }  // namespace
 
-TEST_CASE("a frame cut into fragments: the first keeps the Data header, the rest are DataMore, "
-          "the pieces tile the payload",
-          "[net][frame][fragment]") {
+TEST_CASE(
+    "a frame cut into fragments: the first keeps the Data header, the rest are DataMore, "
+    "the pieces tile the payload",
+    "[net][frame][fragment]") {
   const Message message{1, 3, 9, 2, pattern(100, 1)};
   auto whole = encode_data(message);
   const std::size_t head = whole->head().size();
@@ -73,9 +74,10 @@ TEST_CASE("a frame cut into fragments: the first keeps the Data header, the rest
   CHECK_THROWS_AS(encode_heartbeat(2)->fragment(10), gradmesh::ContractError);
 }
 
-TEST_CASE("a message cut into fragments arrives whole, once, between others, and both ends count "
-          "every fragment's bytes",
-          "[net][transport][fragment]") {
+TEST_CASE(
+    "a message cut into fragments arrives whole, once, between others, and both ends count "
+    "every fragment's bytes",
+    "[net][transport][fragment]") {
   // peer_timeout 8 s, a link of 20,000 bytes/s to one peer: fragments of 20,000 x 8 / 8 bytes.
   auto nodes = make_nodes(2, [](TransportOptions& o) { o.peer_timeout_s = 8.0; });
   start_all_ok(nodes);

@@ -39,9 +39,12 @@ TEST_CASE("both ends derive the same two keys, swapped, and another connection g
   CHECK(dialer.receive == acceptor.send);
   CHECK(dialer.send != dialer.receive);  // the directions never share a key
   // A fresh nonce (a new connection), another job, other ranks or another secret: other keys.
-  CHECK(derive_session_keys(key, Transcript{Side::kDialer, &c, &b, "job", 2, 0}).send != dialer.send);
-  CHECK(derive_session_keys(key, Transcript{Side::kDialer, &a, &b, "jab", 2, 0}).send != dialer.send);
-  CHECK(derive_session_keys(key, Transcript{Side::kDialer, &a, &b, "job", 3, 0}).send != dialer.send);
+  CHECK(derive_session_keys(key, Transcript{Side::kDialer, &c, &b, "job", 2, 0}).send !=
+        dialer.send);
+  CHECK(derive_session_keys(key, Transcript{Side::kDialer, &a, &b, "jab", 2, 0}).send !=
+        dialer.send);
+  CHECK(derive_session_keys(key, Transcript{Side::kDialer, &a, &b, "job", 3, 0}).send !=
+        dialer.send);
   CHECK(derive_session_keys(Key("other"), Transcript{Side::kDialer, &a, &b, "job", 2, 0}).send !=
         dialer.send);
 }
@@ -100,8 +103,9 @@ TEST_CASE("a flipped bit, a replay, a reorder or the wrong key does not open, an
   bad_prefix[0] ^= std::byte{1};  // the associated data is authenticated
   CHECK_FALSE(opener.open(bad_prefix, first, out, first_tag));
   CHECK_FALSE(opener.open(prefix, second, out, second_tag));  // out of order
-  CHECK(opener.counter() == 0);  // none of the failures moved it
-  CHECK_FALSE(Opener(keys.receive).open(prefix, first, out, first_tag));  // the other direction's key
+  CHECK(opener.counter() == 0);                               // none of the failures moved it
+  CHECK_FALSE(
+      Opener(keys.receive).open(prefix, first, out, first_tag));  // the other direction's key
   REQUIRE(opener.open(prefix, first, out, first_tag));
   CHECK(out == plain);
   CHECK_FALSE(opener.open(prefix, first, out, first_tag));  // a replay

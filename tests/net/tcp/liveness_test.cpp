@@ -45,9 +45,10 @@ std::size_t failures_of(Node& node) {
 
 }  // namespace
 
-TEST_CASE("a peer one node stops hearing while the others hear it is vouched for, not failed, "
-          "up to 6 peer timeouts",
-          "[net][transport][heartbeat][liveness]") {
+TEST_CASE(
+    "a peer one node stops hearing while the others hear it is vouched for, not failed, "
+    "up to 6 peer timeouts",
+    "[net][transport][heartbeat][liveness]") {
   // Heartbeats every 0.375 s; a query's answers are due within 3 s (loopback: milliseconds).
   constexpr double kTimeout = 1.5;
   Nodes nodes;
@@ -106,15 +107,16 @@ TEST_CASE("a peer no node hears is failed as soon as the others say so, not one 
   for (auto& node : nodes) node->transport.close();
 }
 
-TEST_CASE("a liveness query or report about a rank out of range is malformed: counted, logged, "
-          "no failure",
-          "[net][transport][liveness]") {
+TEST_CASE(
+    "a liveness query or report about a rank out of range is malformed: counted, logged, "
+    "no failure",
+    "[net][transport][liveness]") {
   auto nodes = make_nodes(2, [](TransportOptions& o) { o.peer_timeout_s = 5.0; });
   start_all_ok(nodes);
   const auto inject = [&](const std::unique_ptr<OutgoingFrame>& frame) {
     nodes[1]->transport.send_raw_for_testing(0, frame->head());  // no payload: the head is all
   };
-  const std::size_t control = 0;  // unused by the receiver's checks
+  const std::size_t control = 0;                  // unused by the receiver's checks
   inject(encode_liveness_query(7, control));      // no rank 7 in a job of 2
   inject(encode_liveness_query(1, control));      // about the asker itself
   inject(encode_liveness_report(9, 0, control));  // no rank 9

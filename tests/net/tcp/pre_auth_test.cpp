@@ -43,9 +43,10 @@ bool closed_within(int fd, std::chrono::milliseconds limit) {
 
 }  // namespace
 
-TEST_CASE("connections that announce a large header and stall cost no memory and are closed by "
-          "the handshake deadline, the mesh beside them working",
-          "[net][pre_auth]") {
+TEST_CASE(
+    "connections that announce a large header and stall cost no memory and are closed by "
+    "the handshake deadline, the mesh beside them working",
+    "[net][pre_auth]") {
   // Before: a prefix announcing a 1 MiB header made the node allocate and zero 1 MiB for that
   // connection at once, and nothing closed it: 1,000 held +1,025 MB. Now the header buffer grows
   // with the bytes that came (4 KiB here), a stranger's header may not exceed 4 KiB, at most
@@ -53,10 +54,12 @@ TEST_CASE("connections that announce a large header and stall cost no memory and
   rlimit files{};
   ::getrlimit(RLIMIT_NOFILE, &files);
   // 400 client sockets here, plus the nodes' (at most 68 pending, each closed after the cap).
-  const std::size_t flood = std::min<std::size_t>(400, files.rlim_cur > 200 ? files.rlim_cur - 200 : 0);
+  const std::size_t flood =
+      std::min<std::size_t>(400, files.rlim_cur > 200 ? files.rlim_cur - 200 : 0);
   REQUIRE(flood >= 100);
   std::vector<std::uint16_t> ports;
-  auto nodes = make_nodes(2, [](TransportOptions& o) { o.handshake_timeout_s = 1.0; }, &ports);
+  auto nodes = make_nodes(
+      2, [](TransportOptions& o) { o.handshake_timeout_s = 1.0; }, &ports);
   start_all_ok(nodes);
   const std::size_t rss_before = rss_bytes();
   std::vector<int> stalled;

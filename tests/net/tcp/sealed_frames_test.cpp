@@ -203,9 +203,10 @@ TEST_CASE("a sealed frame's layout: a tag after each header and each payload, fr
   CHECK_THROWS_AS(OutgoingFrame::raw(junk, 0)->add_tags(auth::kTagBytes), gradmesh::ContractError);
 }
 
-TEST_CASE("with a job secret frames go sealed: no plaintext on the wire, messages arrive whole, "
-          "both ends count the same bytes",
-          "[net][transport][cipher]") {
+TEST_CASE(
+    "with a job secret frames go sealed: no plaintext on the wire, messages arrive whole, "
+    "both ends count the same bytes",
+    "[net][transport][cipher]") {
   for (const bool encrypt : {true, false}) {
     DYNAMIC_SECTION("security.encrypt = " << encrypt) {
       RelayedPair pair(encrypt);
@@ -232,8 +233,8 @@ TEST_CASE("with a job secret frames go sealed: no plaintext on the wire, message
       std::size_t expected = 0;
       for (std::size_t i = 0; i < 5; ++i) {
         const Message m{0, 0, i + 1, 0, pattern(sizes[i], static_cast<unsigned>(i + 1))};
-        expected += encrypt ? sealed_wire_bytes(m, kMaxSealedFragmentBytes)
-                            : encode_data(m)->wire_bytes();
+        expected +=
+            encrypt ? sealed_wire_bytes(m, kMaxSealedFragmentBytes) : encode_data(m)->wire_bytes();
       }
       const Counters sent = nodes[1]->transport.counters();
       const Counters got = nodes[0]->transport.counters();
@@ -246,9 +247,10 @@ TEST_CASE("with a job secret frames go sealed: no plaintext on the wire, message
   }
 }
 
-TEST_CASE("a bit flipped on the wire in a sealed frame closes the connection and is counted, "
-          "nothing altered is delivered",
-          "[net][transport][cipher]") {
+TEST_CASE(
+    "a bit flipped on the wire in a sealed frame closes the connection and is counted, "
+    "nothing altered is delivered",
+    "[net][transport][cipher]") {
   const Message message{0, 0, 7, 0, pattern(50000, 7)};
   const std::size_t header = encode_data(message)->head().size() - kPrefixBytes;
   const struct {
@@ -314,8 +316,8 @@ TEST_CASE("nodes that disagree on security.encrypt refuse each other, naming the
       });
       const auto errors = start_all(nodes);
       const std::string expected = "rank " + std::to_string(encrypting) +
-                                   " encrypts its frames, rank " +
-                                   std::to_string(1 - encrypting) + " does not";
+                                   " encrypts its frames, rank " + std::to_string(1 - encrypting) +
+                                   " does not";
       for (std::size_t r = 0; r < 2; ++r) {
         REQUIRE(errors[r] != nullptr);
         CHECK_THAT(message_of(errors[r]), Catch::Contains(expected));

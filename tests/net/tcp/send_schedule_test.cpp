@@ -31,7 +31,8 @@ constexpr std::size_t kBig = 256 * 1024;
 TransportOptions options_for(std::size_t rank, const std::vector<int>& ports, double rate) {
   TransportOptions options;
   options.rank = rank;
-  for (const int port : ports) options.peers.push_back({"127.0.0.1", static_cast<std::uint16_t>(port)});
+  for (const int port : ports)
+    options.peers.push_back({"127.0.0.1", static_cast<std::uint16_t>(port)});
   options.job_name = "schedule-test";
   options.connect_timeout_s = 5.0;
   options.stages = {"a", "b"};
@@ -54,8 +55,8 @@ struct Node {
     transport.set_handlers(
         [this](std::size_t, Message&& message) {
           std::unique_lock lock(mutex);
-          arrivals.push_back(
-              {message.stage, message.key, message.payload.size(), std::chrono::steady_clock::now()});
+          arrivals.push_back({message.stage, message.key, message.payload.size(),
+                              std::chrono::steady_clock::now()});
           changed.notify_all();
           if (gate_armed && !gate_entered) {
             gate_entered = true;
@@ -189,8 +190,8 @@ TEST_CASE("uncapped, a frame of lower priority overtakes all but what is in flig
   const auto arrivals = pair.receiver->snapshot();
   REQUIRE(arrivals[0].key == kGate);
   const std::size_t big_before = index_of(arrivals, kSmall) - 1;
-  INFO("frames written when the small frame was queued: " << frames_written
-       << "; big frames that arrived before it: " << big_before);
+  INFO("frames written when the small frame was queued: "
+       << frames_written << "; big frames that arrived before it: " << big_before);
   // Ahead of it: the frames written to the socket (a frame's bytes count once its one uv_write
   // completed) plus what was in libuv's write queue: a frame starts only while that queue holds
   // less than 256 KiB, so at most the tail of one frame and one more whole frame.
@@ -262,7 +263,7 @@ TEST_CASE("under the send cap two stages share the link by their weights 3:1",
   auto pair = start_pair(kCap);
   pair.sender->transport.set_stage_weights({3.0, 1.0});
   const Payload big = filled(kBig);
-  constexpr std::uint64_t kFrames = 16;  // 4 MiB a stage
+  constexpr std::uint64_t kFrames = 16;          // 4 MiB a stage
   for (std::uint64_t i = 0; i < kFrames; ++i) {  // interleaved: both backlogged from the start
     pair.sender->transport.send(0, message(0, i, big, 0));
     pair.sender->transport.send(0, message(1, 100 + i, big, 0));
@@ -302,7 +303,8 @@ TEST_CASE("a stage alone gets the whole send cap whatever its weight (work-conse
   shutdown_pair(pair);
 }
 
-TEST_CASE("set_stage_weights rejects a negative or non-finite weight", "[net][transport][schedule]") {
+TEST_CASE("set_stage_weights rejects a negative or non-finite weight",
+          "[net][transport][schedule]") {
   const auto ports = gradmesh::testing::free_ports(2);
   TcpTransport tcp(options_for(0, ports, 0.0));
   CHECK_THROWS_AS(tcp.set_stage_weights({1.0, -2.0}), ConfigError);

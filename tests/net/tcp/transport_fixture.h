@@ -97,7 +97,7 @@ struct Node {
 using Nodes = std::vector<std::unique_ptr<Node>>;
 
 inline Nodes make_nodes(std::size_t n, const std::function<void(TransportOptions&)>& edit = {},
-                 std::vector<std::uint16_t>* ports_out = nullptr) {
+                        std::vector<std::uint16_t>* ports_out = nullptr) {
   const auto ports = free_ports(n);
   if (ports_out != nullptr) *ports_out = ports;
   Nodes nodes;
@@ -174,6 +174,5 @@ inline int dial_raw(std::uint16_t port) {
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   return fd;
 }
-
 
 }  // namespace gradmesh::net::testing

@@ -107,8 +107,8 @@ TEST_CASE("by stage each stage offers its best frame, otherwise one order over a
   REQUIRE(one_order.size() == 1);
   CHECK(one_order[0].stage == 1);
 
-  CHECK(queue.pop(0).get() == s0);        // the chosen stage's best
-  CHECK(queue.pop(7).get() == s1);        // a stage with nothing queued: the best over all
+  CHECK(queue.pop(0).get() == s0);  // the chosen stage's best
+  CHECK(queue.pop(7).get() == s1);  // a stage with nothing queued: the best over all
   CHECK(queue.pop(1).get() == s0_late);
   CHECK(queue.empty());
 }

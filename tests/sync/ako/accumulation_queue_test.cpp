@@ -140,8 +140,8 @@ TEST_CASE("p = 1 sends each gradient once, alone", "[ako][accumulation]") {
 TEST_CASE("exactly once: the copies of range k a peer receives sum to range k of g_1..g_t",
           "[ako][accumulation][exactly-once]") {
   // p = 1, p < n, p = n, p = n - 1, p > n; one gradient per round (the paper) and several.
-  const std::vector<std::pair<std::size_t, std::size_t>> cases = {
-      {2, 1}, {4, 1}, {4, 2}, {3, 3}, {5, 4}, {2, 5}, {3, 7}, {6, 4}};
+  const std::vector<std::pair<std::size_t, std::size_t>> cases = {{2, 1}, {4, 1}, {4, 2}, {3, 3},
+                                                                  {5, 4}, {2, 5}, {3, 7}, {6, 4}};
   unsigned seed = 1;
   for (const auto& [n, p] : cases) {
     for (bool coalesce : {false, true}) run_exchange(n, p, 23, coalesce, seed++);
@@ -210,8 +210,8 @@ void run_rounds(Sender& s, std::size_t j, const RangePartition& part, std::size_
 /// parts[i].range_for(i, r) of the sum of its last parts[i].partitions() round gradients
 /// (window_sum(), as AkoStage::send_round does).
 void run_link_rounds(Sender& s, std::size_t j, const std::vector<RangePartition>& parts,
-                     std::size_t rounds, std::size_t pending, bool coalesce,
-                     GradientSource& source, Inbox& received) {
+                     std::size_t rounds, std::size_t pending, bool coalesce, GradientSource& source,
+                     Inbox& received) {
   const std::size_t n = received.size();
   std::vector<float> out;
   for (std::size_t round = 0; round < rounds; ++round) {
@@ -230,8 +230,7 @@ void run_link_rounds(Sender& s, std::size_t j, const std::vector<RangePartition>
 }
 
 /// Sender j sends undelivered() to every peer, once.
-void send_undelivered(const Sender& s, std::size_t j, const RangePartition& part,
-                      Inbox& received) {
+void send_undelivered(const Sender& s, std::size_t j, const RangePartition& part, Inbox& received) {
   std::vector<float> out(part.floats());
   for (std::size_t i = 0; i < received.size(); ++i) {
     if (i == j) continue;
@@ -300,8 +299,8 @@ TEST_CASE("undelivered completes delivery: every peer then holds every gradient 
   for (const auto& [n, p] : cases) {
     for (bool coalesce : {false, true}) {
       GradientSource source(m, seed++);
-      const std::vector<std::size_t> round_counts = {0,     1,     p - 1,         p,
-                                                     p + 1, 2 * p, 3 * p + 5 + source.upto(9)};
+      const std::vector<std::size_t> round_counts = {
+          0, 1, p - 1, p, p + 1, 2 * p, 3 * p + 5 + source.upto(9)};
       for (const std::size_t rounds : round_counts) {
         for (const bool with_pending : {false, true}) {
           INFO("n = " << n << ", p = " << p << ", rounds = " << rounds
@@ -327,8 +326,8 @@ TEST_CASE("undelivered completes delivery: every peer then holds every gradient 
 TEST_CASE("switching p mid-job: undelivered, then a fresh queue, loses and repeats nothing",
           "[ako][accumulation][undelivered][exactly-once]") {
   constexpr std::size_t m = 19;
-  const std::vector<std::pair<std::size_t, std::size_t>> switches = {
-      {3, 5}, {5, 2}, {1, 4}, {4, 1}, {2, 2}, {7, 3}, {3, 7}};
+  const std::vector<std::pair<std::size_t, std::size_t>> switches = {{3, 5}, {5, 2}, {1, 4}, {4, 1},
+                                                                     {2, 2}, {7, 3}, {3, 7}};
   unsigned seed = 200;
   for (const std::size_t n : {2, 4}) {
     for (const auto& [p1, p2] : switches) {
@@ -388,9 +387,10 @@ TEST_CASE("window_sum: the last w round gradients over a range, w = p is g*",
   CHECK_THROWS_AS(q.window_sum({0, 2}, 2, wrong), gradmesh::ContractError);
 }
 
-TEST_CASE("links of different speeds: a partition count per peer still delivers every gradient "
-          "exactly once",
-          "[ako][accumulation][undelivered][exactly-once]") {
+TEST_CASE(
+    "links of different speeds: a partition count per peer still delivers every gradient "
+    "exactly once",
+    "[ako][accumulation][undelivered][exactly-once]") {
   // Per receiver i, sender j sends at p_(i) partitions out of a ring of max p: the rotation over
   // each link's own p and its window of the last p_(i) rounds (AkoStage's per-link sizing).
   constexpr std::size_t m = 29;
@@ -471,8 +471,10 @@ TEST_CASE("round_gradient(r) is G_r for the p rounds in the ring, a ContractErro
   CHECK_THROWS_AS(one.round_gradient(2), gradmesh::ContractError);
 }
 
-TEST_CASE("undelivered rejects a partition above the ring's p or of another size, and a wrong output size",
-          "[ako][accumulation][undelivered]") {
+TEST_CASE(
+    "undelivered rejects a partition above the ring's p or of another size, and a wrong output "
+    "size",
+    "[ako][accumulation][undelivered]") {
   AccumulationQueue q(10, 3);
   q.add(std::vector<float>(10, 1.0f));
   std::vector<float> out(10);

@@ -17,8 +17,8 @@
 
 using namespace gradmesh;
 using gradmesh::testing::InProcCluster;
-using gradmesh::testing::SyntheticJob;
 using gradmesh::testing::message_of;
+using gradmesh::testing::SyntheticJob;
 
 TEST_CASE("ako with a fixed p: every gradient reaches every replica once, replicas end equal",
           "[sync][ako][inproc]") {
@@ -161,8 +161,8 @@ TEST_CASE("ako: a 2 + 2 split stops both halves, and net.min_nodes = 2 lets each
     for (std::size_t r = 0; r < 4; ++r) {
       INFO("rank " << r);
       REQUIRE(errors[r] != nullptr);
-      CHECK_THAT(message_of(errors[r]), Catch::StartsWith("too few nodes left") &&
-                                            Catch::Contains("net.min_nodes = 4"));
+      CHECK_THAT(message_of(errors[r]),
+                 Catch::StartsWith("too few nodes left") && Catch::Contains("net.min_nodes = 4"));
     }
   }
 }
@@ -218,9 +218,10 @@ TEST_CASE("ako's final model by default: the mean of the replicas, the same bits
   CHECK(worst <= 1e-5);
 }
 
-TEST_CASE("ako with links of different speeds: per-link partitions follow the measured rates, "
-          "and every gradient still reaches every replica once",
-          "[sync][ako][inproc][links]") {
+TEST_CASE(
+    "ako with links of different speeds: per-link partitions follow the measured rates, "
+    "and every gradient still reaches every replica once",
+    "[sync][ako][inproc][links]") {
   // The start-up probe measured every link at R except those of rank 2, at R / 2. p = auto
   // (eq. 3 at a declared B): rank 0's and rank 1's links get p_i = ceil(eq3 x mean / r_i), the
   // one to rank 2 twice the other's count (up to the rounding up); rank 2's links are equal: p.
@@ -268,8 +269,8 @@ TEST_CASE("ako with links of different speeds: per-link partitions follow the me
     for (std::size_t peer = 0; peer < 3; ++peer) {
       if (peer != r) rates[peer] = measured.links.bandwidth[r * 3 + peer];
     }
-    const auto expected = topo::link_partitions(
-        eq3, static_cast<std::size_t>(summary.at("partitions")), rates, 128);
+    const auto expected =
+        topo::link_partitions(eq3, static_cast<std::size_t>(summary.at("partitions")), rates, 128);
     for (std::size_t peer = 0; peer < 3; ++peer) {
       if (peer == r) continue;
       const double p_i = summary.at("link_partitions_" + std::to_string(peer));

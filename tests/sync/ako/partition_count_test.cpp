@@ -54,15 +54,14 @@ TEST_CASE("at fixed B, p grows with n so that gamma m (n - 1) / p <= B", "[ako][
 }
 
 TEST_CASE("p is clamped to [1, min(128, m)]", "[ako][eq3]") {
-  CHECK(partitions_for(0, 1000, 4, 1e6).partitions == 1);      // no gradients yet: 1
-  CHECK(partitions_for(10, 1000, 1, 1e6).partitions == 1);     // a single node
+  CHECK(partitions_for(0, 1000, 4, 1e6).partitions == 1);   // no gradients yet: 1
+  CHECK(partitions_for(10, 1000, 1, 1e6).partitions == 1);  // a single node
   CHECK(partitions_for(1e6, 1000, 4, 1e3).partitions == kMaxAutoPartitions);
-  CHECK(partitions_for(1e6, 5, 4, 1e3).partitions == 5);       // never more than m floats
+  CHECK(partitions_for(1e6, 5, 4, 1e3).partitions == 5);  // never more than m floats
   CHECK_THROWS_AS(partitions_for(1, 10, 2, 0), gradmesh::ContractError);
 }
 
-TEST_CASE("auto p keeps the accumulation ring (p copies of the model) within 1 GiB",
-          "[ako][eq3]") {
+TEST_CASE("auto p keeps the accumulation ring (p copies of the model) within 1 GiB", "[ako][eq3]") {
   CHECK(max_auto_partitions(269'322) == kMaxAutoPartitions);  // the demo MLP: 1 MB a copy
   // 784-4096-4096-10: 20,037,642 floats, 80 MB a copy -> at most 13 copies in 1 GiB.
   const std::size_t large = 20'037'642;
@@ -75,8 +74,7 @@ TEST_CASE("auto p keeps the accumulation ring (p copies of the model) within 1 G
   CHECK(max_auto_partitions(std::size_t{1} << 30) == 1);  // 4 GiB a copy: still one partition
 }
 
-TEST_CASE("B is net.max_send_rate, else sync.ako.bandwidth, else a config error",
-          "[ako][eq3]") {
+TEST_CASE("B is net.max_send_rate, else sync.ako.bandwidth, else a config error", "[ako][eq3]") {
   AkoOptions o;
   CHECK_THROWS_AS(eq3_bandwidth(o), gradmesh::ConfigError);
   CHECK_THROWS_WITH(eq3_bandwidth(o), Catch::Contains("sync.ako.partitions") &&

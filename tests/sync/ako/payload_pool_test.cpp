@@ -9,8 +9,7 @@
 using gradmesh::net::Payload;
 using gradmesh::sync::ako::PayloadPool;
 
-TEST_CASE("a buffer comes back to the pool when the last copy of its payload dies",
-          "[ako][pool]") {
+TEST_CASE("a buffer comes back to the pool when the last copy of its payload dies", "[ako][pool]") {
   PayloadPool pool(2, 4);
   std::atomic<int> released{0};
   pool.set_on_release([&] { ++released; });

@@ -46,8 +46,7 @@ TEST_CASE("peer i receives range (i + t) mod p and sees every range in p rounds"
   }
 }
 
-TEST_CASE("a partition count outside [1, m] is a config error naming the key",
-          "[ako][partition]") {
+TEST_CASE("a partition count outside [1, m] is a config error naming the key", "[ako][partition]") {
   CHECK_THROWS_WITH(RangePartition(10, 11), Catch::Contains("sync.ako.partitions = 11"));
   CHECK_THROWS_AS(RangePartition(10, 0), gradmesh::ConfigError);
   CHECK_THROWS_AS(RangePartition(0, 1), gradmesh::ContractError);

@@ -2,8 +2,8 @@
 
 #include "sync/collective/all_gather.h"
 
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -25,7 +25,8 @@ namespace {
 const sync::StageId kStage = sync::stage_id("resume");
 constexpr std::uint16_t kKind = 3;
 
-// n ranks, each with its channel and gather routed on kStage, transports started; closed at the end.
+// n ranks, each with its channel and gather routed on kStage, transports started; closed at the
+// end.
 struct Ranks {
   std::vector<std::unique_ptr<net::InProcTransport>> mesh;
   std::vector<std::unique_ptr<sync::Channel>> channels;
@@ -36,9 +37,10 @@ struct Ranks {
     for (std::size_t r = 0; r < n; ++r) {
       channels.push_back(std::make_unique<sync::Channel>(mesh[r].get(), r, n));
       gathers.push_back(std::make_unique<AllGather>(*channels[r], kStage, kKind, max_payload));
-      (void)channels[r]->route("resume", [g = gathers[r].get()](std::size_t from, net::Message&& m) {
-        g->on_message(from, std::move(m));
-      });
+      (void)channels[r]->route("resume",
+                               [g = gathers[r].get()](std::size_t from, net::Message&& m) {
+                                 g->on_message(from, std::move(m));
+                               });
     }
     for (auto& t : mesh) t->start();
   }
@@ -165,9 +167,11 @@ TEST_CASE("a silent peer is named after the timeout, a failed one at once",
   AllGather& gather = *ranks.gathers[0];
   ranks.mesh[2]->send(0, net::Message{kStage, kKind, 0, 0, payload_of(2, 0), 0});
   gather.start(0, payload_of(0, 0));
-  CHECK_THROWS_WITH(gather.wait(0, 0.2, [](std::size_t rank) {
-    return "rank " + std::to_string(rank) + " sent nothing";
-  }), Catch::Contains("rank 1 sent nothing"));
+  CHECK_THROWS_WITH(gather.wait(0, 0.2,
+                                [](std::size_t rank) {
+                                  return "rank " + std::to_string(rank) + " sent nothing";
+                                }),
+                    Catch::Contains("rank 1 sent nothing"));
   gather.start(1, payload_of(0, 1));
   gather.fail(PeerError(1, "rank 1", "went away"));
   gather.fail(PeerError(2, "rank 2", "went away too"));  // first error wins
@@ -188,10 +192,10 @@ TEST_CASE("a barrier returns when every rank reached its round", "[sync][collect
     for (std::size_t r = 0; r < n; ++r) {
       channels.push_back(std::make_unique<sync::Channel>(mesh[r].get(), r, n));
       barriers.push_back(std::make_unique<Barrier>(*channels[r], kStage, kKind));
-      (void)channels[r]->route("resume", [b = barriers[r].get()](std::size_t from,
-                                                                 net::Message&& m) {
-        b->on_message(from, std::move(m));
-      });
+      (void)channels[r]->route("resume",
+                               [b = barriers[r].get()](std::size_t from, net::Message&& m) {
+                                 b->on_message(from, std::move(m));
+                               });
     }
     for (auto& t : mesh) t->start();
     std::atomic<std::size_t> arrived{0};

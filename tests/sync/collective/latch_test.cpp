@@ -27,9 +27,8 @@ bool run_parked(const std::function<Settlement(engine::Completion)>& park,
     park(t.defer()).run();
     after().run();
   });
-  auto next = graph.emplace("next", engine::Arena::kCompute, [&](engine::TaskContext&) {
-    next_ran = true;
-  });
+  auto next = graph.emplace("next", engine::Arena::kCompute,
+                            [&](engine::TaskContext&) { next_ran = true; });
   wait.precede(next);
   executor.run(graph);
   return next_ran;
@@ -65,10 +64,9 @@ TEST_CASE("a failed latch fails the parked and every later wait, first error win
   CHECK_FALSE(second.pending());
   CHECK(latch.failed());
   // Ready or not, a later wait fails with the first error; so does a release.
-  CHECK_THROWS_WITH(
-      run_parked([&](engine::Completion c) { return latch.wait(std::move(c), true); },
-                 [] { return Settlement{}; }),
-      "first");
+  CHECK_THROWS_WITH(run_parked([&](engine::Completion c) { return latch.wait(std::move(c), true); },
+                               [] { return Settlement{}; }),
+                    "first");
   CHECK_THROWS_WITH(
       run_parked([&](engine::Completion c) { return latch.wait(std::move(c), false); },
                  [] { return Settlement{}; }),

@@ -19,9 +19,9 @@ namespace {
 struct Rank {
   Rank(net::Transport* transport, std::size_t rank, std::size_t nodes, std::size_t floats)
       : channel(transport, rank, nodes),
-        stage(channel.route("allreduce", [this](std::size_t from, net::Message&& m) {
-          ring->on_message(from, std::move(m));
-        })),
+        stage(channel.route(
+            "allreduce",
+            [this](std::size_t from, net::Message&& m) { ring->on_message(from, std::move(m)); })),
         ring(std::make_unique<sync::collective::RingAllReduce>(channel, stage, 0, floats)),
         input(floats),
         sums(0) {}
@@ -129,9 +129,8 @@ TEST_CASE("a failed ring fails the waiting and every later round, with the first
   engine::Executor executor({1, 1});
   engine::Graph graph;
   std::vector<float> input(8, 1.0f);
-  auto start = graph.emplace("start", engine::Arena::kNetwork, [&](engine::TaskContext& t) {
-    ring.start(t.run(), input);
-  });
+  auto start = graph.emplace("start", engine::Arena::kNetwork,
+                             [&](engine::TaskContext& t) { ring.start(t.run(), input); });
   auto wait = graph.emplace("wait", engine::Arena::kNetwork, [&](engine::TaskContext& t) {
     ring.await(t.run(), t.defer());
     // The peer never answers: this rank's failure handler would fail the ring; here, at once.
@@ -155,14 +154,20 @@ TEST_CASE("ring all-reduce rejects a wrong size, a wrong sender and a stale roun
   };
   using K = sync::collective::RingKind;
   const auto stage = sync::stage_id("allreduce");
-  ring.on_message(0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(2)});
-  ring.on_message(2, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
-  ring.on_message(0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 5, segment(3)});
-  ring.on_message(0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 7, 0, segment(3)});
+  ring.on_message(
+      0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(2)});
+  ring.on_message(
+      2, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
+  ring.on_message(
+      0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 5, segment(3)});
+  ring.on_message(
+      0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 7, 0, segment(3)});
   CHECK(channel.rejected() == 4);
   // A well-formed early step is kept, and a repeat of it is a duplicate.
-  ring.on_message(0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
+  ring.on_message(
+      0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
   CHECK(channel.rejected() == 4);
-  ring.on_message(0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
+  ring.on_message(
+      0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
   CHECK(channel.rejected() == 5);
 }

@@ -23,7 +23,8 @@ std::vector<float> random_vector(std::size_t size, std::mt19937& rng) {
 }
 }  // namespace
 
-TEST_CASE("SF rebuild equals the summed dense gradient for random shapes", "[sync][poseidon][sfb]") {
+TEST_CASE("SF rebuild equals the summed dense gradient for random shapes",
+          "[sync][poseidon][sfb]") {
   std::mt19937 rng(1234);
   for (int trial = 0; trial < 12; ++trial) {
     const std::size_t nodes = 1 + rng() % 4, k = 1 + rng() % 9, m = 1 + rng() % 40,
@@ -41,16 +42,20 @@ TEST_CASE("SF rebuild equals the summed dense gradient for random shapes", "[syn
       const auto dy = random_vector(k * m, rng);
       layer.forward(x.data(), y.data(), k);
       layer.backward(x.data(), y.data(), dy.data(), nullptr, k);
-      for (std::size_t i = 0; i < m * n; ++i) expected_dw[i] += grads[i] / static_cast<float>(nodes);
-      for (std::size_t i = 0; i < m; ++i) expected_db[i] += grads[m * n + i] / static_cast<float>(nodes);
+      for (std::size_t i = 0; i < m * n; ++i)
+        expected_dw[i] += grads[i] / static_cast<float>(nodes);
+      for (std::size_t i = 0; i < m; ++i)
+        expected_db[i] += grads[m * n + i] / static_cast<float>(nodes);
       u_all.insert(u_all.end(), dy.begin(), dy.end());
       v_all.insert(v_all.end(), x.begin(), x.end());
     }
     std::vector<float> dw(m * n), db(m);
     rebuild_dense_gradient(u_all, v_all, nodes * k, m, n, 1.0f / static_cast<float>(nodes), dw, db);
     float worst = 0;
-    for (std::size_t i = 0; i < dw.size(); ++i) worst = std::max(worst, std::abs(dw[i] - expected_dw[i]));
-    for (std::size_t i = 0; i < db.size(); ++i) worst = std::max(worst, std::abs(db[i] - expected_db[i]));
+    for (std::size_t i = 0; i < dw.size(); ++i)
+      worst = std::max(worst, std::abs(dw[i] - expected_dw[i]));
+    for (std::size_t i = 0; i < db.size(); ++i)
+      worst = std::max(worst, std::abs(db[i] - expected_db[i]));
     CHECK(worst <= 1e-5f);
   }
 }

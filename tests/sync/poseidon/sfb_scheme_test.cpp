@@ -4,8 +4,8 @@
 
 #include "sync/poseidon/sfb_scheme.h"
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <memory>
 #include <vector>
 
@@ -60,7 +60,8 @@ TEST_CASE("SFB on a device model rebuilds and steps on the device and trains as 
     REQUIRE(devices.size() == nodes);
     device.train(1);  // its first forward uploads every layer's initial parameters
     std::vector<Traffic> after_first;
-    for (EmulatedDevice* d : devices) after_first.push_back({d->uploaded_bytes, d->downloaded_bytes});
+    for (EmulatedDevice* d : devices)
+      after_first.push_back({d->uploaded_bytes, d->downloaded_bytes});
     device.train(kIterations - 1);
 
     for (std::size_t r = 0; r < nodes; ++r) {

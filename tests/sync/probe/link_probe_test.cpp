@@ -129,7 +129,7 @@ double measure_exchange_combine(std::size_t n) {
     CHECK(std::isfinite(rows[r].message_seconds));
     CHECK(rows[r].message_seconds >= 0);
     CHECK(rows[r].message_seconds < 0.01);  // 64 tiny messages in memory: far below 10 ms each
-    CHECK(all[r] == all[0]);  // identical on every rank
+    CHECK(all[r] == all[0]);                // identical on every rank
     REQUIRE(all[r].size() == n);
     CHECK(all[r][r] == rows[r]);
     CHECK(cluster.ranks[r]->channel.rejected() == 0);
@@ -142,8 +142,7 @@ double measure_exchange_combine(std::size_t n) {
   CHECK(job.links.bandwidth[(n - 1) * n + 0] == rows[n - 1].bandwidth[0]);
   CHECK(job.forward_seconds == std::vector<double>{0.001 * static_cast<double>(n), 0.002});
   CHECK(job.backward_seconds == std::vector<double>{0.003, 0.0005 * static_cast<double>(n)});
-  CHECK(job.backward_input_seconds ==
-        std::vector<double>{0.001, 0.0002 * static_cast<double>(n)});
+  CHECK(job.backward_input_seconds == std::vector<double>{0.001, 0.0002 * static_cast<double>(n)});
   CHECK(job.gemm_flops == 2e9);
   REQUIRE(job.links.message_seconds.size() == n);
   CHECK(job.links.message_seconds[n - 1] == rows[n - 1].message_seconds);
@@ -331,16 +330,16 @@ TEST_CASE("link probe rejects malformed messages and still measures", "[sync][pr
   const auto kind = [](K k) { return static_cast<std::uint16_t>(k); };
   const auto bytes = [](std::size_t n) { return net::Payload::copy_of(std::vector<std::byte>(n)); };
   const std::vector<net::Message> bad = {
-      {stage, 99, 0, 0, {}},                                // unknown kind
-      {stage, kind(K::kPing), 1, 0, bytes(8)},              // a ping has no payload
-      {stage, kind(K::kPong), 12345, 0, {}},                // a pong no one waits for
-      {stage, kind(K::kBulkAck), 4096, 1, {}},              // an ack of no transfer
-      {stage, kind(K::kBulk), 4096, 0, bytes(4096)},        // round 0
-      {stage, kind(K::kBulk), 4096, 1, bytes(8192)},        // overruns its transfer
-      {stage, kind(K::kBulk), 4096, 1, bytes(300 << 10)},   // above 256 KiB
-      {stage, kind(K::kProfile), 0, 0, bytes(3)},           // shorter than its header
-      {stage, kind(K::kProfile), 0, 0, bytes(40)},          // 0 nodes
-      {stage, kind(K::kBarrier), 1, 0, bytes(1)},           // a barrier has no payload
+      {stage, 99, 0, 0, {}},                               // unknown kind
+      {stage, kind(K::kPing), 1, 0, bytes(8)},             // a ping has no payload
+      {stage, kind(K::kPong), 12345, 0, {}},               // a pong no one waits for
+      {stage, kind(K::kBulkAck), 4096, 1, {}},             // an ack of no transfer
+      {stage, kind(K::kBulk), 4096, 0, bytes(4096)},       // round 0
+      {stage, kind(K::kBulk), 4096, 1, bytes(8192)},       // overruns its transfer
+      {stage, kind(K::kBulk), 4096, 1, bytes(300 << 10)},  // above 256 KiB
+      {stage, kind(K::kProfile), 0, 0, bytes(3)},          // shorter than its header
+      {stage, kind(K::kProfile), 0, 0, bytes(40)},         // 0 nodes
+      {stage, kind(K::kBarrier), 1, 0, bytes(1)},          // a barrier has no payload
   };
   for (const auto& m : bad) REQUIRE_FALSE(sender.send(0, m).has_value());
   const auto start = Clock::now();
@@ -395,8 +394,8 @@ TEST_CASE("a silent rank makes measure_links, exchange and barrier time out, nam
     }
   };
   auto start = Clock::now();
-  check_names_2(cluster.run([&](std::size_t r) { (void)cluster.ranks[r]->probe.measure_links(); },
-                            talking));
+  check_names_2(
+      cluster.run([&](std::size_t r) { (void)cluster.ranks[r]->probe.measure_links(); }, talking));
   CHECK(since(start) < 2.0);
   sync::NodeProfile local{{0, 0, 0}, {0, 0, 0}, {}, {}, 0};
   check_names_2(cluster.run(
@@ -444,7 +443,8 @@ void tcp_probe(std::size_t n, double max_send_rate) {
   for (std::size_t r = 0; r < n; ++r) {
     net::TransportOptions o;
     o.rank = r;
-    for (const auto port : ports) o.peers.push_back({"127.0.0.1", static_cast<std::uint16_t>(port)});
+    for (const auto port : ports)
+      o.peers.push_back({"127.0.0.1", static_cast<std::uint16_t>(port)});
     o.job_name = "probe-test";
     o.config_hash = 0x5eed;
     o.connect_timeout_s = 10;
@@ -510,9 +510,9 @@ std::vector<std::pair<Clock::duration, std::size_t>> arrivals(std::initializer_l
                                                               std::size_t bytes) {
   std::vector<std::pair<Clock::duration, std::size_t>> out;
   for (const double ms : gaps_ms)
-    out.emplace_back(std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double, std::milli>(ms)),
-                     bytes);
+    out.emplace_back(
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(ms)),
+        bytes);
   return out;
 }
 

@@ -12,7 +12,9 @@ using gradmesh::topo::KvPlacement;
 using gradmesh::topo::ParameterBlock;
 
 namespace {
-Payload floats(const std::vector<float>& v) { return Payload::copy_of(std::as_bytes(std::span(v))); }
+Payload floats(const std::vector<float>& v) {
+  return Payload::copy_of(std::as_bytes(std::span(v)));
+}
 }  // namespace
 
 TEST_CASE("a KV shard steps on the mean of the n pushes once all arrived", "[sync][ps][shard]") {
@@ -35,7 +37,8 @@ TEST_CASE("a KV shard steps on the mean of the n pushes once all arrived", "[syn
 
   const auto updated = shard.reduce(0);
   // mean gradient = {3, 1, 0}; w -= 0.5 * g
-  CHECK(std::vector<float>(updated.begin(), updated.end()) == std::vector<float>{-0.5f, 1.5f, 3.0f});
+  CHECK(std::vector<float>(updated.begin(), updated.end()) ==
+        std::vector<float>{-0.5f, 1.5f, 3.0f});
   // the next round is open, the old one closed
   CHECK(shard.push(0, 0, 0, floats({1, 1, 1})) == KvShard::PushResult::kRejected);
   CHECK(shard.push(0, 0, 1, floats({1, 1, 1})) == KvShard::PushResult::kAccepted);

@@ -53,7 +53,8 @@ TEST_CASE("three nodes exchange their checkpoint lists and agree", "[sync][resum
   const std::vector<std::vector<std::uint64_t>> valid{{24, 18}, {18, 12}, {24, 18, 12}};
   std::vector<std::future<std::vector<std::vector<std::uint64_t>>>> lists;
   for (std::size_t r = 0; r < n; ++r) {
-    lists.push_back(std::async(std::launch::async, [&, r] { return agreements[r]->exchange(valid[r]); }));
+    lists.push_back(
+        std::async(std::launch::async, [&, r] { return agreements[r]->exchange(valid[r]); }));
   }
   for (std::size_t r = 0; r < n; ++r) {
     const auto all = lists[r].get();

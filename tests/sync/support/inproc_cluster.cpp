@@ -39,8 +39,8 @@ InProcNode::InProcNode(const SyntheticJob& job, std::string strategy, std::size_
       executor_({1, 1}),
       channel_(transport, rank, nodes),
       labels_(batch_) {
-  sync::SyncContext context{model_, executor_, channel_, rank, nodes, batch_, optimizer_,
-                            job.options, 0, job.measured};
+  sync::SyncContext context{model_, executor_,  channel_,    rank, nodes,
+                            batch_, optimizer_, job.options, 0,    job.measured};
   context.min_nodes = job.min_nodes;
   stage_ = job.factory ? job.factory(std::move(context))
                        : sync::make_sync_stage(strategy, std::move(context));
@@ -56,20 +56,23 @@ InProcNode::InProcNode(const SyntheticJob& job, std::string strategy, std::size_
   sync::IterationTasks tasks;
   engine::TaskHandle previous = load;
   for (std::size_t l = 0; l < layers; ++l) {
-    auto forward = graph_.emplace("forward_" + std::to_string(l), engine::Arena::kCompute,
-                                  [this, l](engine::TaskContext&) { model_.forward_layer(l, batch_); });
+    auto forward =
+        graph_.emplace("forward_" + std::to_string(l), engine::Arena::kCompute,
+                       [this, l](engine::TaskContext&) { model_.forward_layer(l, batch_); });
     previous.precede(forward);
     tasks.forward.push_back(forward);
     previous = forward;
   }
-  auto loss = graph_.emplace("loss", engine::Arena::kCompute,
-                             [this](engine::TaskContext&) { loss_ = model_.loss_backward(labels_); });
+  auto loss = graph_.emplace("loss", engine::Arena::kCompute, [this](engine::TaskContext&) {
+    loss_ = model_.loss_backward(labels_);
+  });
   previous.precede(loss);
   previous = loss;
   tasks.backward.resize(layers);
   for (std::size_t l = layers; l-- > 0;) {
-    auto backward = graph_.emplace("backward_" + std::to_string(l), engine::Arena::kCompute,
-                                   [this, l](engine::TaskContext&) { model_.backward_layer(l, batch_); });
+    auto backward =
+        graph_.emplace("backward_" + std::to_string(l), engine::Arena::kCompute,
+                       [this, l](engine::TaskContext&) { model_.backward_layer(l, batch_); });
     previous.precede(backward);
     tasks.backward[l] = backward;
     previous = backward;

@@ -22,8 +22,8 @@ namespace gradmesh::testing {
 
 /// A small synthetic job: `features` inputs, `classes` outputs, the layers, K per node.
 struct SyntheticJob {
-  std::vector<std::string> layers = {"dense:24", "relu", "dense:16", "relu", "dense:4",
-                                     "softmax_cross_entropy"};
+  std::vector<std::string> layers = {"dense:24", "relu",    "dense:16",
+                                     "relu",     "dense:4", "softmax_cross_entropy"};
   std::size_t features = 12;
   std::size_t batch = 8;  ///< K, per node
   std::uint64_t seed = 7;
@@ -41,7 +41,8 @@ struct SyntheticJob {
 };
 
 /// Node `rank`'s batch of iteration `iteration`: K rows of `features` floats and K labels in
-/// [0, classes), a fixed function of (seed, rank, iteration), so that the union over ranks is known.
+/// [0, classes), a fixed function of (seed, rank, iteration), so that the union over ranks is
+/// known.
 void synthetic_batch(const SyntheticJob& job, std::size_t classes, std::size_t rank,
                      std::uint64_t iteration, std::size_t batch, std::span<float> x,
                      std::span<std::int32_t> y);

@@ -45,7 +45,8 @@ TEST_CASE("CpuBackend im2col equals the direct receptive-field read on random ge
   CpuBackend be;
   SplitMix64 rng(5);
   for (int trial = 0; trial < 40; ++trial) {
-    const std::size_t c = 1 + rng.next_below(3), h = 3 + rng.next_below(6), w = 3 + rng.next_below(6);
+    const std::size_t c = 1 + rng.next_below(3), h = 3 + rng.next_below(6),
+                      w = 3 + rng.next_below(6);
     const std::size_t p = rng.next_below(3), s = 1 + rng.next_below(3);
     const std::size_t k = 1 + rng.next_below(std::min(h, w) + 2 * p);
     const Im2colGeometry g = geometry(c, h, w, k, s, p);

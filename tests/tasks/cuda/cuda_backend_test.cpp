@@ -4,8 +4,8 @@
 
 #include "tasks/cuda/cuda_backend.h"
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -115,8 +115,7 @@ void compare_layer(Layer& layer_cpu, Layer& layer_gpu, Backend& gpu, std::size_t
 
 }  // namespace
 
-TEST_CASE("CUDA sgemm equals the CPU's for every transpose and strided operands",
-          "[tasks][cuda]") {
+TEST_CASE("CUDA sgemm equals the CPU's for every transpose and strided operands", "[tasks][cuda]") {
   const auto gpu = gpu_or_skip();
   if (!gpu) return;
   cpu::CpuBackend cpu;
@@ -176,7 +175,8 @@ TEST_CASE("CUDA element-wise, im2col/col2im, pooling and loss kernels equal the 
   }
   // im2col / col2im on a padded, strided geometry, 3 samples, a wider row stride.
   for (const std::size_t stride : {std::size_t{1}, std::size_t{2}}) {
-    const Im2colGeometry g{3, 9, 7, 3, stride, 1, (9 + 2 - 3) / stride + 1, (7 + 2 - 3) / stride + 1};
+    const Im2colGeometry g{
+        3, 9, 7, 3, stride, 1, (9 + 2 - 3) / stride + 1, (7 + 2 - 3) / stride + 1};
     const std::size_t samples = 3, ld = samples * g.positions() + 4;
     const std::vector<float> x = random_floats(samples * g.sample_size(), 6);
     std::vector<float> col(g.patch() * ld, 0.0f), dx(x.size());
@@ -197,8 +197,8 @@ TEST_CASE("CUDA element-wise, im2col/col2im, pooling and loss kernels equal the 
     std::vector<float> y(dy.size());
     Buffer<float> ddy = dev.upload(dy), dpacked = dev.upload(packed), dsums = dev.upload(sums);
     Buffer<float> dbias = dev.upload(bias), dyy = gpu->allocate<float>(y.size());
-    cpu.pack_channels(dy.data(), samples, filters, positions, packed.data(), samples * positions + 2,
-                      sums.data());
+    cpu.pack_channels(dy.data(), samples, filters, positions, packed.data(),
+                      samples * positions + 2, sums.data());
     gpu->pack_channels(ddy.data(), samples, filters, positions, dpacked.data(),
                        samples * positions + 2, dsums.data());
     check_close(dev.download(dpacked), packed, "pack_channels");
@@ -347,7 +347,8 @@ TEST_CASE("A layer stepped on the CUDA device equals the host step, host reads d
   Model dev(specs, kFeatures, kBatch, 5, std::move(gpu));
   const SgdOptions o{0.05f, 0.9f, 1e-3f};
   Optimizer cpu_optimizer(o, cpu.parameter_count()), dev_optimizer(o, dev.parameter_count());
-  dev_optimizer.keep_on_device(dev.backend(), dev.parameter_offset(2), dev.layer(2).parameter_count());
+  dev_optimizer.keep_on_device(dev.backend(), dev.parameter_offset(2),
+                               dev.layer(2).parameter_count());
   SplitMix64 rng(12);
   std::vector<float> x(kBatch * kFeatures);
   std::vector<std::int32_t> y(kBatch);

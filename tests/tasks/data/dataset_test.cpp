@@ -40,7 +40,6 @@ TEST_CASE("a data set's example shape is its own, else flat, and must hold its f
   CHECK_THROWS_WITH(validate(d), Catch::Contains("shape of 6 features, found 1x2x2"));
 }
 
-
 TEST_CASE("standardization fits one mean and standard deviation and maps them to 0 and 1",
           "[tasks][dataset]") {
   Dataset train{2, 2, 10, {1.0f, 3.0f, 5.0f, 7.0f}, {0, 1}};

@@ -97,21 +97,19 @@ TEST_CASE("Conv2d forward equals a direct convolution on random shapes, strides 
   for (int trial = 0; trial < 40; ++trial) {
     Case t;
     t.geometry = {pick(1, 5), pick(1, 5), pick(1, 3), pick(0, 2)};
-    const std::size_t least = t.geometry.kernel > 2 * t.geometry.padding
-                                  ? t.geometry.kernel - 2 * t.geometry.padding
-                                  : 1;
+    const std::size_t least =
+        t.geometry.kernel > 2 * t.geometry.padding ? t.geometry.kernel - 2 * t.geometry.padding : 1;
     t.input = {pick(1, 4), pick(least, 11), pick(least, 11)};
     t.batch = pick(1, 3);
-    INFO("trial " << trial << ": input " << to_string(t.input) << ", filters "
-                  << t.geometry.filters << ", kernel " << t.geometry.kernel << ", stride "
-                  << t.geometry.stride << ", padding " << t.geometry.padding << ", batch "
-                  << t.batch);
+    INFO("trial " << trial << ": input " << to_string(t.input) << ", filters " << t.geometry.filters
+                  << ", kernel " << t.geometry.kernel << ", stride " << t.geometry.stride
+                  << ", padding " << t.geometry.padding << ", batch " << t.batch);
     // Several samples per GEMM (the default budget), one, or two (the last chunk may be short).
     const Shape out = Conv2d::output_shape_for(t.input, t.geometry);
-    const std::size_t columns = t.input.channels * t.geometry.kernel * t.geometry.kernel *
-                                out.height * out.width;
-    const std::size_t budget = std::array<std::size_t, 3>{Conv2d::kColumnBudget, 1,
-                                                          2 * columns}[trial % 3];
+    const std::size_t columns =
+        t.input.channels * t.geometry.kernel * t.geometry.kernel * out.height * out.width;
+    const std::size_t budget =
+        std::array<std::size_t, 3>{Conv2d::kColumnBudget, 1, 2 * columns}[trial % 3];
     Conv2d conv(t.input, t.geometry, budget);
     std::vector<float> params(conv.parameter_count()), grads(conv.parameter_count());
     conv.bind(params, grads);

@@ -29,7 +29,7 @@ TEST_CASE("Dropout: the same seed gives the same masks, another seed or step oth
   const auto a = mask_after(shape, 0.5, 42, 1, 3);
   CHECK(a == mask_after(shape, 0.5, 42, 1, 3));
   CHECK(a != mask_after(shape, 0.5, 43, 1, 3));
-  CHECK(a != mask_after(shape, 0.5, 42, 2, 3));  // each step draws a new mask
+  CHECK(a != mask_after(shape, 0.5, 42, 2, 3));             // each step draws a new mask
   for (const float m : a) CHECK((m == 0.0f || m == 2.0f));  // inverted: kept units x 1 / (1 - p)
 
   Dropout d(shape, 0.5);
@@ -50,9 +50,9 @@ TEST_CASE("Dropout keeps a fraction near 1 - p and preserves the mean", "[tasks]
   for (const double p : {0.1, 0.5, 0.8}) {
     const std::size_t n = 100000;
     const auto y = mask_after(Shape::flat(n), p, 7, 1, 1);
-    const auto kept = static_cast<double>(std::count_if(y.begin(), y.end(), [](float v) {
-                        return v != 0.0f;
-                      })) / n;
+    const auto kept =
+        static_cast<double>(std::count_if(y.begin(), y.end(), [](float v) { return v != 0.0f; })) /
+        n;
     double mean = 0;
     for (const float v : y) mean += v;
     mean /= n;

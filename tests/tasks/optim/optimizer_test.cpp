@@ -74,7 +74,8 @@ TEST_CASE("Optimizer: ranges outside the model and bad options are errors") {
   CHECK_THROWS_AS(Optimizer({0.1f, 1.5f, 0.0f}, 2), gradmesh::ConfigError);
 }
 
-TEST_CASE("Optimizer: a range kept on the device steps there with its own velocity, as on the host") {
+TEST_CASE(
+    "Optimizer: a range kept on the device steps there with its own velocity, as on the host") {
   const SgdOptions o{0.1f, 0.9f, 1e-3f};
   Optimizer host(o, 8), on_device(o, 8);
   testing::EmulatedDevice device;
@@ -109,8 +110,9 @@ TEST_CASE("Optimizer: a range kept on the device steps there with its own veloci
                   gradmesh::ContractError);
 }
 
-TEST_CASE("Optimizer: a checkpoint restores the velocity, device ranges included, and the steps "
-          "after it are bitwise those of the uninterrupted optimizer") {
+TEST_CASE(
+    "Optimizer: a checkpoint restores the velocity, device ranges included, and the steps "
+    "after it are bitwise those of the uninterrupted optimizer") {
   const SgdOptions o{0.1f, 0.9f, 1e-3f};
   testing::EmulatedDevice device;
   Optimizer original(o, 6);
