@@ -84,7 +84,7 @@ std::map<std::string, double> PlanStage::summary() const {
                                     {"gemm_flops", plan_.gemm_flops},
                                     {"step_seconds_per_float", plan_.step_seconds_per_float},
                                     {"kv_chunk_floats", static_cast<double>(plan_.kv_chunk_floats)},
-                                    {"buckets", static_cast<double>(plan_.groups.size())}};
+                                    {"buckets", static_cast<double>(plan_.buckets.size())}};
   for (const auto& [stage, budget] : plan_.stage_bytes) out["budget_" + stage] = budget;
   return out;
 }
@@ -107,9 +107,9 @@ std::string plan_signature(const topo::Plan& plan) {
   for (const topo::PlannedLayer& l : plan.layers) {
     out += "layer " + std::to_string(l.layer) + " scheme " + signature_scheme(l.scheme) +
            " chunks " + std::to_string(l.chunks) + " bucket " +
-           (l.group ? std::to_string(*l.group) : std::string("-")) + "\n";
+           (l.bucket ? std::to_string(*l.bucket) : std::string("-")) + "\n";
   }
-  for (const topo::MergeGroup& g : plan.groups) {
+  for (const topo::Bucket& g : plan.buckets) {
     out += "bucket " + std::to_string(g.first) + ".." + std::to_string(g.last) + "\n";
   }
   return out;

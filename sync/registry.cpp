@@ -69,7 +69,7 @@ const std::vector<SchemeEntry>& builtin_schemes() {
        [](const SyncContext& ctx, Channel& channel, const topo::Plan& plan,
           const std::vector<std::size_t>&) -> std::unique_ptr<Scheme> {
          std::vector<std::pair<std::size_t, std::size_t>> buckets;
-         for (const topo::MergeGroup& g : plan.groups) buckets.emplace_back(g.first, g.last);
+         for (const topo::Bucket& g : plan.buckets) buckets.emplace_back(g.first, g.last);
          return std::make_unique<AllReduceScheme>(ctx, channel, buckets);
        }},
   };

@@ -131,7 +131,7 @@ std::string choose_scheme(const PlannerInput& input, const ClusterCost& cluster,
   return best->id;
 }
 
-/// The plan for given per-layer schemes: chunks, costs, merge groups, timeline, budgets.
+/// The plan for given per-layer schemes: chunks, costs, buckets, timeline, budgets.
 Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
               const std::vector<std::string>& schemes) {
   Plan plan;
@@ -192,7 +192,7 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
   // Buckets, in backward (send) order: an open bucket closes at its first non-merged layer.
   std::vector<bool> is_merged(schemes.size(), false);
   for (std::size_t l : merged) is_merged[l] = true;
-  std::optional<MergeGroup> open;
+  std::optional<Bucket> open;
   double open_bytes = 0;
   for (std::size_t l = schemes.size(); l-- > 0;) {
     PlannedLayer& row = plan.layers[l];
@@ -201,13 +201,13 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
     row.comm_seconds = timeline.comm_seconds[l];
     if (bucketed == nullptr || row.scheme != bucketed->id) continue;
     if (!open) {
-      open = MergeGroup{l, l, 0, 0, 0, 0};
+      open = Bucket{l, l, 0, 0, 0, 0};
       open_bytes = 0;
     }
     open->first = l;
     open->floats += row.parameters;
     open_bytes += bucket_bytes[l];
-    row.group = plan.groups.size();
+    row.bucket = plan.buckets.size();
     if (is_merged[l]) continue;
     const double overhead = ring_allreduce_bytes(0, cluster.nodes, cluster.frame_overhead_bytes);
     row.bytes_sent += overhead;
@@ -216,7 +216,7 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
     open->comm_start = row.comm_start;
     open->comm_seconds = row.comm_seconds;
     plan.stage_bytes[bucketed->stages.at(0).first] += open->bytes_sent;
-    plan.groups.push_back(*open);
+    plan.buckets.push_back(*open);
     open.reset();
   }
   for (const PlannedLayer& row : plan.layers) plan.bytes_sent += row.bytes_sent;

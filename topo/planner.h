@@ -4,8 +4,8 @@
 // it may use (topo/scheme_model.h: each an id and a cost function; the planner knows none by
 // name), the plan the strategies execute — each layer's scheme (PS, SFB, all-reduce bucket,
 // another registered scheme, or local), the
-// all-reduce merge groups (MG-WFBP), the KV chunk size, Ako's partition count p (Ako eq. 3), each
-// stage's byte budget, and the predicted bytes and time of one iteration.
+// all-reduce buckets (MG-WFBP's merged-gradient layers), the KV chunk size, Ako's partition count p
+// (Ako eq. 3), each stage's byte budget, and the predicted bytes and time of one iteration.
 //
 // The time model: WFBP (Poseidon ATC'17 sec. 3.1; MG-WFBP eqs. 6-8) on one link. The forward
 // pass takes t_f = sum of the layers' t_f; backward runs from the last layer to the first; a
@@ -83,10 +83,10 @@ struct PlannerInput {
 struct PlannedLayer {
   std::size_t layer = 0;
   std::string name;
-  std::string scheme{kLocalScheme};  ///< a SchemeModel::id, or kLocalScheme
-  std::size_t parameters = 0;        ///< floats
-  std::size_t chunks = 0;            ///< KV chunks (a chunked scheme: PS), else 0
-  std::optional<std::size_t> group;  ///< index in Plan::groups (all-reduce)
+  std::string scheme{kLocalScheme};   ///< a SchemeModel::id, or kLocalScheme
+  std::size_t parameters = 0;         ///< floats
+  std::size_t chunks = 0;             ///< KV chunks (a chunked scheme: PS), else 0
+  std::optional<std::size_t> bucket;  ///< index in Plan::buckets (a bucketed scheme's layer)
   /// Bytes this node sends for the layer per iteration (payload + frame overhead; PS: the mean
   /// over nodes). All-reduce: the layer's share of its bucket's payload; the bucket's frame
   /// overheads are charged to its first (sending) layer.
@@ -103,7 +103,7 @@ struct PlannedLayer {
 
 /// A bucket of consecutive all-reduce layers sent as one ring all-reduce (MG-WFBP): layers
 /// first..last (layers without parameters in between carry nothing).
-struct MergeGroup {
+struct Bucket {
   std::size_t first = 0;    ///< lowest layer index: its backward end releases the bucket
   std::size_t last = 0;     ///< highest layer index
   std::size_t floats = 0;   ///< the bucket's parameters
@@ -115,7 +115,7 @@ struct MergeGroup {
 /// The planner's output: what each strategy executes and what it should cost.
 struct Plan {
   std::vector<PlannedLayer> layers;
-  std::vector<MergeGroup> groups;      ///< buckets (of the bucketed scheme) in send order
+  std::vector<Bucket> buckets;         ///< the bucketed scheme's buckets, in send order
   std::size_t kv_chunk_floats = 0;     ///< KV chunk size of the chunked (PS) layers, floats
   std::optional<PartitionChoice> ako;  ///< eq. 3, when gamma was given and the model has parameters
   /// Bytes this node sends per iteration by stage (every stage of the allowed schemes present,
@@ -137,7 +137,7 @@ struct Plan {
 /// input.schemes). When a bucketed scheme is allowed and no layer is fixed, the plan that puts
 /// every layer with parameters on it is also tried, and kept if its predicted iteration is
 /// shorter (many small layers: one bucket pays the ring's start-up once, which a choice layer by
-/// layer cannot see; PS pays 2 alpha and SFB alpha per layer). Merge groups: optimal_merge_set()
+/// layer cannot see; PS pays 2 alpha and SFB alpha per layer). Buckets: optimal_merge_set()
 /// over the whole pipeline. KV chunk: kv_chunk_bytes / 4 (at least 1), else
 /// KvPlacement::auto_chunk_floats(floats of the chunked layers, n), as the PS stage places them
 /// (the choice itself assumes the auto size of all the model's floats). Ako: partitions_for

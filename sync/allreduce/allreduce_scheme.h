@@ -15,7 +15,7 @@
 
 namespace gradmesh::sync {
 
-/// One iteration, for each bucket (consecutive layers first..last, a merge group of the plan):
+/// One iteration, for each bucket (consecutive layers first..last, one of the plan's buckets):
 /// ar_start_g (network task, after the backward task of every layer in the bucket) starts the
 /// bucket's RingAllReduce on the layers' gradients — one contiguous slice of Model::gradients(), so
 /// merging costs no copy; ar_wait_g (deferred: holds no thread) ends when the sum is back;

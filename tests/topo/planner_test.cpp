@@ -1,4 +1,4 @@
-// The planner: schemes by time over the scheme models it is given, merge groups, chunk size,
+// The planner: schemes by time over the scheme models it is given, buckets, chunk size,
 // Ako's p, stage budgets and predicted bytes and time. (Poseidon's BestScheme by bytes is
 // sync.poseidon.choose, applied before the planner: tests/sync/poseidon/options_test.cpp.)
 
@@ -145,7 +145,7 @@ TEST_CASE("the MLP under ps: predicted bytes are the sum of the layers' PS bytes
   CHECK(plan.stage_bytes.at("kv_broadcast") == Approx(sum / 2));
   CHECK_FALSE(plan.stage_bytes.contains("sf_broadcast"));  // stages of the allowed schemes only
   CHECK_FALSE(plan.stage_bytes.contains("allreduce"));
-  CHECK(plan.groups.empty());
+  CHECK(plan.buckets.empty());
   CHECK(plan.iteration_seconds > plan.forward_seconds + plan.backward_seconds);
   // An explicit chunk size: 4 KiB = 1024 floats.
   PlannerInput in = input_for(mlp(), 32, 4, 1e-4, 1e8, 1e10, kPs);
@@ -166,7 +166,7 @@ TEST_CASE("one node: every layer is local, nothing is sent", "[topo][planner]") 
   CHECK(plan.bytes_sent == 0);
   for (const auto& [stage, bytes] : plan.stage_bytes) CHECK(bytes == 0);
   CHECK(plan.stage_bytes.size() == 4);
-  CHECK(plan.groups.empty());
+  CHECK(plan.buckets.empty());
   CHECK(plan.iteration_seconds == Approx(plan.forward_seconds + plan.backward_seconds));
   REQUIRE(plan.ako.has_value());
   CHECK(plan.ako->partitions == 1);
@@ -176,26 +176,26 @@ TEST_CASE("allreduce: buckets cover every layer with parameters, merged when sta
           "[topo][planner]") {
   SECTION("high latency, quick backward: one bucket") {
     const Plan plan = make_plan(input_for(mlp(), 32, 4, 5e-3, 1e9, 0, kAllReduce));
-    REQUIRE(plan.groups.size() == 1);
-    CHECK(plan.groups[0].first == 0);
-    CHECK(plan.groups[0].last == 4);
-    CHECK(plan.groups[0].floats == 784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10);
-    CHECK(plan.groups[0].bytes_sent ==
-          Approx(ring_allreduce_bytes(4.0 * plan.groups[0].floats, 4, 64)));
+    REQUIRE(plan.buckets.size() == 1);
+    CHECK(plan.buckets[0].first == 0);
+    CHECK(plan.buckets[0].last == 4);
+    CHECK(plan.buckets[0].floats == 784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10);
+    CHECK(plan.buckets[0].bytes_sent ==
+          Approx(ring_allreduce_bytes(4.0 * plan.buckets[0].floats, 4, 64)));
     CHECK(plan.stage_bytes.at("allreduce") == Approx(plan.bytes_sent));
-    for (std::size_t l : {0u, 2u, 4u}) CHECK(plan.layers[l].group == std::size_t{0});
+    for (std::size_t l : {0u, 2u, 4u}) CHECK(plan.layers[l].bucket == std::size_t{0});
     CHECK(plan.iteration_seconds == Approx(plan.forward_seconds + plan.backward_seconds +
-                                           plan.allreduce.seconds(4.0 * plan.groups[0].floats)));
+                                           plan.allreduce.seconds(4.0 * plan.buckets[0].floats)));
   }
   SECTION("no latency, slow backward: one bucket per layer, all hidden but the first") {
     std::vector<LayerProfile> layers = mlp();
     for (LayerProfile& layer : layers) layer.backward_seconds = 1.0;
     const Plan plan = make_plan(input_for(layers, 32, 4, 0, 1e9, 0, kAllReduce));
-    CHECK(plan.groups.size() == 3);
+    CHECK(plan.buckets.size() == 3);
     double bytes = 0;
-    for (const MergeGroup& group : plan.groups) bytes += group.bytes_sent;
+    for (const Bucket& bucket : plan.buckets) bytes += bucket.bytes_sent;
     CHECK(plan.bytes_sent == Approx(bytes));
-    CHECK(plan.groups.back().first == 0);  // sent last
+    CHECK(plan.buckets.back().first == 0);  // sent last
   }
 }
 
@@ -205,7 +205,7 @@ TEST_CASE("auto buckets many small layers when PS or SFB would pay a start-up pe
   for (int l = 0; l < 8; ++l) layers.push_back(dense("fc" + std::to_string(l), 16, 16, 1e-5, 1e-5));
   const Plan plan = make_plan(input_for(layers, 8, 4, 1e-2, 1e9, 1e10, kAll));
   for (const PlannedLayer& row : plan.layers) CHECK(row.scheme == kAllReduceScheme);
-  CHECK(plan.groups.size() == 1);
+  CHECK(plan.buckets.size() == 1);
   const Plan ps = make_plan(input_for(layers, 8, 4, 1e-2, 1e9, 1e10, kPs));
   CHECK(plan.iteration_seconds < ps.iteration_seconds);
 }
@@ -337,9 +337,9 @@ TEST_CASE("a bucketed scheme's payload per layer sizes its buckets", "[topo][pla
     return 2.0 * static_cast<double>(layer.parameters);
   };
   const Plan plan = make_plan(input_for(mlp(), 32, 4, 5e-3, 1e9, 0, {fp16}));
-  REQUIRE(plan.groups.size() == 1);
-  CHECK(plan.groups[0].bytes_sent ==
-        Approx(ring_allreduce_bytes(2.0 * plan.groups[0].floats, 4, 64)));
+  REQUIRE(plan.buckets.size() == 1);
+  CHECK(plan.buckets[0].bytes_sent ==
+        Approx(ring_allreduce_bytes(2.0 * plan.buckets[0].floats, 4, 64)));
   CHECK(plan.stage_bytes.at("allreduce") == Approx(plan.bytes_sent));
   for (std::size_t l : {0u, 2u, 4u}) CHECK(plan.layers[l].scheme == "allreduce_fp16");
 }
