@@ -6,6 +6,7 @@
 #include "sync/channel.h"
 #include "sync/collective/ring_allreduce.h"
 #include "sync/probe/link_probe.h"
+#include "sync/ps/options.h"
 #include "sync/scheme.h"
 
 namespace gradmesh::sync {
@@ -38,7 +39,7 @@ topo::PlannerInput planner_input(const SyncContext& ctx, const std::vector<std::
   input.batch = ctx.batch_size;
   input.nodes = ctx.nodes;
   input.links = topo::LinkMatrix::uniform(ctx.nodes, rates.alpha,
-                                          ctx.options.ako.max_send_rate.value_or(rates.bandwidth));
+                                          ctx.options.max_send_rate.value_or(rates.bandwidth));
   input.links.message_seconds.assign(ctx.nodes, rates.message_seconds);
   input.gemm_flops = rates.gemm_flops;
   input.step_seconds_per_float = rates.step_seconds_per_float;
@@ -69,7 +70,7 @@ topo::PlannerInput planner_input(const SyncContext& ctx, const std::vector<std::
   input.frame_overhead_bytes =
       frame_overhead_bytes(stage_id(allreduce::kStage),
                            static_cast<std::uint16_t>(collective::RingKind::kReduceScatter));
-  input.kv_chunk_bytes = ctx.options.ps.chunk_bytes;
+  input.kv_chunk_bytes = ps_options(ctx.options.values).chunk_bytes;
   input.schemes = scheme_models(schemes);
   return input;
 }

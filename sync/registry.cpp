@@ -12,15 +12,18 @@
 #include "engine/error.h"
 #include "sync/ako/ako_stage.h"
 #include "sync/ako/messages.h"
+#include "sync/ako/options.h"
 #include "sync/ako/partition_count.h"
 #include "sync/allreduce/allreduce_scheme.h"
 #include "sync/allreduce/messages.h"
 #include "sync/channel.h"
 #include "sync/plan_stage.h"
 #include "sync/poseidon/messages.h"
+#include "sync/poseidon/options.h"
 #include "sync/poseidon/sfb_scheme.h"
 #include "sync/probe/messages.h"
 #include "sync/ps/messages.h"
+#include "sync/ps/options.h"
 #include "sync/ps/ps_scheme.h"
 #include "sync/resume/resume_agreement.h"
 #include "sync/scheme.h"
@@ -47,6 +50,7 @@ struct Entry {
   Factory make;                          // empty: documented but not built yet
   StrategyTraits traits;
   Check check;
+  OptionTable options;  // its own [sync.<name>] table (name "": none)
 };
 
 // The per-layer schemes PlanStage executes: the planner's model, the stages, the factory.
@@ -57,13 +61,15 @@ const std::vector<SchemeEntry>& builtin_schemes() {
        [](const SyncContext& ctx, Channel& channel, const topo::Plan& plan,
           const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
          return std::make_unique<PsScheme>(ctx, channel, layers, plan.kv_chunk_floats);
-       }},
+       },
+       ps_option_table()},
       {topo::sfb_scheme_model(),
        {sfb::kStage},
        [](const SyncContext& ctx, Channel& channel, const topo::Plan&,
           const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
          return std::make_unique<SfbScheme>(ctx, channel, layers);
-       }},
+       },
+       {}},
       {topo::allreduce_scheme_model(),
        {allreduce::kStage},
        [](const SyncContext& ctx, Channel& channel, const topo::Plan& plan,
@@ -71,7 +77,8 @@ const std::vector<SchemeEntry>& builtin_schemes() {
          std::vector<std::pair<std::size_t, std::size_t>> buckets;
          for (const topo::Bucket& g : plan.buckets) buckets.emplace_back(g.first, g.last);
          return std::make_unique<AllReduceScheme>(ctx, channel, buckets);
-       }},
+       },
+       {}},
   };
   return entries;
 }
@@ -86,27 +93,31 @@ Factory planned(std::string_view name, std::vector<std::string> schemes,
 
 const std::vector<Entry>& registry() {
   const std::string ps_id(topo::kPsScheme), sfb_id(topo::kSfbScheme), ar_id(topo::kAllReduceScheme);
-  // Traits: {bsp, live_membership, max_nodes, schemes (ids, in the planner's tie order)}.
+  // Traits: {bsp, live_membership, max_nodes, schemes (ids, in the planner's tie order)}; then
+  // the strategy's own check of its options before any connection, and its own option table.
   static const std::vector<Entry> entries = {
       {"none",
        {},
        // one node: the planner makes every layer local
        planned("none", {}),
        {false, false, 1, {}},
+       {},
        {}},
       {"ps",
        {ps::kPushStage, ps::kBroadcastStage},
        planned("ps", {ps_id}),
        {true, false, 0, {ps_id}},
+       {},
        {}},
       {"poseidon",
        {ps::kPushStage, ps::kBroadcastStage, sfb::kStage},
        planned("poseidon", {ps_id, sfb_id},
                [](const SyncOptions& o, topo::PlannerInput& input) {
-                 apply_poseidon_options(o.poseidon, input);
+                 apply_poseidon_options(poseidon_options(o.values), input);
                }),
        {true, false, 0, {ps_id, sfb_id}},
-       {}},
+       {},
+       poseidon_option_table()},
       {"ako",
        {ako::kPartitionStage, ako::kControlStage, ako::kFullRoundStage, ako::kAverageStage},
        [](SyncContext c) -> std::unique_ptr<SyncStage> {
@@ -116,18 +127,22 @@ const std::vector<Entry>& registry() {
        [](const SyncOptions& o, const StartFacts& facts) {
          // eq. 3's automatic p needs B: a rejoining node takes p from its donor, a probe measures
          // it; without either it must be configured (throws naming the keys).
-         if (facts.nodes > 1 && !facts.rejoin && !o.ako.partitions && !facts.probe)
-           (void)ako::eq3_bandwidth(o.ako, o.planner.bandwidth);
-       }},
+         const AkoOptions ako = ako_options(o);
+         if (facts.nodes > 1 && !facts.rejoin && !ako.partitions && !facts.probe)
+           (void)ako::eq3_bandwidth(ako, o.planner.bandwidth);
+       },
+       ako_option_table()},
       {"allreduce",
        {allreduce::kStage},
        planned("allreduce", {ar_id}),
        {true, false, 0, {ar_id}},
+       {},
        {}},
       {"auto",
        {ps::kPushStage, ps::kBroadcastStage, sfb::kStage, allreduce::kStage},
        planned("auto", {ps_id, ar_id, sfb_id}),
        {true, false, 0, {ps_id, ar_id, sfb_id}},
+       {},
        {}},
   };
   return entries;
@@ -267,6 +282,30 @@ std::vector<topo::SchemeModel> scheme_models(const std::vector<std::string>& ids
   return models;
 }
 
+namespace {
+
+/// Option tables by name (a deque: keys stay where they are as it grows), filled from the
+/// built-in strategies and schemes at first use, then from register_scheme() (under
+/// added_schemes_mutex()).
+std::deque<OptionTable>& tables() {
+  static std::deque<OptionTable> out = [] {
+    std::deque<OptionTable> t;
+    auto add = [&t](const OptionTable& table) {
+      if (table.name.empty()) return;
+      GRADMESH_CHECK(std::none_of(t.begin(), t.end(),
+                                  [&](const OptionTable& o) { return o.name == table.name; }),
+                     "option table sync." + table.name + " declared twice");
+      t.push_back(table);
+    };
+    for (const Entry& e : registry()) add(e.options);
+    for (const SchemeEntry& e : builtin_schemes()) add(e.options);
+    return t;
+  }();
+  return out;
+}
+
+}  // namespace
+
 void register_scheme(SchemeEntry entry) {
   const std::string& id = entry.model.id;
   GRADMESH_CHECK(!id.empty() && id != topo::kLocalScheme,
@@ -276,7 +315,31 @@ void register_scheme(SchemeEntry entry) {
   for (const std::string_view stage : entry.stages) (void)stage_id(stage);  // declared stages
   const std::lock_guard lock(added_schemes_mutex());
   GRADMESH_CHECK(find_scheme(id) == nullptr, "register_scheme: scheme '" + id + "' exists");
+  if (!entry.options.name.empty()) {
+    GRADMESH_CHECK(std::none_of(tables().begin(), tables().end(),
+                                [&](const OptionTable& t) { return t.name == entry.options.name; }),
+                   "register_scheme: option table sync." + entry.options.name + " exists");
+    tables().push_back(entry.options);
+  }
   added_schemes().push_back(std::move(entry));
+}
+
+std::vector<OptionTable> option_tables() {
+  const std::lock_guard lock(added_schemes_mutex());
+  return {tables().begin(), tables().end()};
+}
+
+const OptionKey* find_option_key(std::string_view key) {
+  const std::size_t dot = key.find('.');
+  if (dot == std::string_view::npos) return nullptr;
+  const std::lock_guard lock(added_schemes_mutex());
+  for (const OptionTable& table : tables()) {
+    if (table.name != key.substr(0, dot)) continue;
+    for (const OptionKey& k : table.keys) {
+      if (k.name == key.substr(dot + 1)) return &k;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace gradmesh::sync

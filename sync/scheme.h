@@ -78,6 +78,9 @@ struct SchemeEntry {
   topo::SchemeModel model;               ///< id, fits, cost function, stages, placement
   std::vector<std::string_view> stages;  ///< transport stages it routes (the registry's names)
   SchemeFactory make;
+  /// Its own config table [sync.<name>] (name "": none): the job config accepts, checks and
+  /// prints its keys; the scheme reads them from SyncContext::options.values.
+  OptionTable options;
 };
 
 /// The scheme registered as `id`: the built-ins (registry.cpp), then register_scheme()'s.

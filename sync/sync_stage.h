@@ -16,10 +16,8 @@
 #include "engine/checkpoint.h"
 #include "engine/executor.h"
 #include "engine/graph.h"
-#include "sync/ako/options.h"
+#include "sync/option_table.h"
 #include "sync/plan_options.h"
-#include "sync/poseidon/options.h"
-#include "sync/ps/options.h"
 #include "tasks/model.h"
 #include "tasks/optim/optimizer.h"
 #include "topo/planner.h"
@@ -29,13 +27,13 @@ namespace gradmesh::sync {
 class Channel;
 struct JobMeasurements;
 
-/// Per-strategy options, one plain struct each, declared in the strategy's folder; a strategy
-/// reads only its own.
+/// The options a sync stage reads: the strategies' and schemes' own tables [sync.<table>] (each
+/// declared and read in its own folder, e.g. sync::ako_options()), the planner's inputs, and the
+/// send cap. Plain value type.
 struct SyncOptions {
-  PsOptions ps;
-  PoseidonOptions poseidon;
-  AkoOptions ako;
-  PlannerOptions planner;
+  OptionValues values;                  ///< sync.<table>.<key>, by "<table>.<key>"
+  PlannerOptions planner;               ///< planner.*
+  std::optional<double> max_send_rate;  ///< net.max_send_rate, bytes/s (Ako's eq. 3 reads it as B)
 };
 
 /// The tasks of one training iteration that a sync stage hooks into. Indexed by layer; entries of

@@ -6,12 +6,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <variant>
 
-#include "apps/config/rate.h"
 #include "sync/sync_stage.h"
 #include "tasks/layers/layer_spec.h"
+#include "topo/rate.h"
 
 namespace gradmesh::app::detail {
 namespace {
@@ -66,7 +69,7 @@ bool set_optional_rate(std::optional<double>& out, const toml::node& n, std::str
       return true;
     }
     try {
-      out = parse_rate(*s);
+      out = topo::parse_rate(*s);
       return true;
     } catch (const std::invalid_argument&) {
       return false;
@@ -134,13 +137,13 @@ std::string print_optional_rate(const std::optional<double>& v, std::string_view
   return v ? toml_float(*v) : toml_quote(word);
 }
 
-constexpr std::array<std::string_view, 3> kSfbModes{"auto", "always", "never"};
-constexpr std::array<std::string_view, 2> kChooseBy{"time", "bytes"};
-constexpr std::array<std::string_view, 2> kAkoFinal{"average", "fold"};
 constexpr std::array<std::string_view, 2> kLrSchedules{"constant", "cosine"};
 constexpr std::array<std::string_view, 1> kDatasets{"fashion-mnist"};
 constexpr std::array<std::string_view, 2> kNormalizations{"none", "standardize"};
 constexpr std::array<std::string_view, 2> kDevices{"cpu", "cuda"};
+
+/// The strategies' and schemes' own tables, [sync.<table>] (sync/option_table.h).
+constexpr std::string_view kOptionPrefix = "sync.";
 
 constexpr std::string_view kSendRateExpected =
     "\"unlimited\" or a rate > 0: a number of bytes/s, or a string such as \"100mbit\", "
@@ -152,7 +155,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 42> kKeys{{
+constexpr std::array<KeySpec, 35> kKeys{{
     {"checkpoint.dir",
      "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
      OverrideKind::kString,
@@ -374,43 +377,6 @@ constexpr std::array<KeySpec, 42> kKeys{{
      OverrideKind::kString,
      [](JobConfig& c, const toml::node& n) { return set_string(c.security.secret_file, n); },
      [](const JobConfig& c) { return toml_quote(c.security.secret_file); }},
-    {"sync.ako.bandwidth", kBandwidthExpected, OverrideKind::kToml,
-     [](JobConfig& c, const toml::node& n) {
-       return set_optional_rate(c.sync.ako.bandwidth, n, "auto");
-     },
-     [](const JobConfig& c) { return print_optional_rate(c.sync.ako.bandwidth, "auto"); }},
-    {"sync.ako.final", "one of average, fold", OverrideKind::kString,
-     [](JobConfig& c, const toml::node& n) {
-       return set_choice(c.sync.ako.final_model, n, kAkoFinal);
-     },
-     [](const JobConfig& c) { return toml_quote(c.sync.ako.final_model); }},
-    {"sync.ako.partitions", "\"auto\" or an integer >= 1", OverrideKind::kToml,
-     [](JobConfig& c, const toml::node& n) {
-       return set_optional_size(c.sync.ako.partitions, n, 1, "auto");
-     },
-     [](const JobConfig& c) { return print_optional_size(c.sync.ako.partitions, "auto"); }},
-    {"sync.ako.staleness", "an integer >= 0 (iterations)", OverrideKind::kToml,
-     [](JobConfig& c, const toml::node& n) { return set_size(c.sync.ako.staleness, n, 0); },
-     [](const JobConfig& c) { return print_size(c.sync.ako.staleness); }},
-    {"sync.poseidon.choose", "one of time, bytes", OverrideKind::kString,
-     [](JobConfig& c, const toml::node& n) {
-       return set_choice(c.sync.poseidon.choose, n, kChooseBy);
-     },
-     [](const JobConfig& c) { return toml_quote(c.sync.poseidon.choose); }},
-    {"sync.poseidon.sfb", "one of auto, always, never", OverrideKind::kString,
-     [](JobConfig& c, const toml::node& n) {
-       return set_choice(c.sync.poseidon.sfb, n, kSfbModes);
-     },
-     [](const JobConfig& c) { return toml_quote(c.sync.poseidon.sfb); }},
-    {"sync.ps.chunk_bytes", "\"auto\" or an integer > 0 that is a multiple of 4 (bytes)",
-     OverrideKind::kToml,
-     [](JobConfig& c, const toml::node& n) {
-       std::optional<std::size_t> v;
-       if (!set_optional_size(v, n, 1, "auto") || (v && *v % 4 != 0)) return false;
-       c.sync.ps.chunk_bytes = v;
-       return true;
-     },
-     [](const JobConfig& c) { return print_optional_size(c.sync.ps.chunk_bytes, "auto"); }},
     {"sync.strategy", "a strategy", OverrideKind::kString,
      [](JobConfig& c, const toml::node& n) {
        // The registry's names (the registry is the one place that lists strategies).
@@ -432,20 +398,92 @@ static_assert(std::is_sorted(kKeys.begin(), kKeys.end(),
                              [](const KeySpec& a, const KeySpec& b) { return a.key < b.key; }),
               "kKeys must stay sorted by key");
 
-}  // namespace
-
-std::span<const KeySpec> key_specs() noexcept { return kKeys; }
-
-const KeySpec* find_key(std::string_view key) noexcept {
-  const auto it = std::lower_bound(kKeys.begin(), kKeys.end(), key,
-                                   [](const KeySpec& s, std::string_view k) { return s.key < k; });
-  return it != kKeys.end() && it->key == key ? &*it : nullptr;
+/// A TOML scalar as a value of a strategy's or scheme's own key; nullopt for other types (arrays,
+/// tables, dates) and non-finite floats.
+std::optional<sync::OptionValue> option_value(const toml::node& n) {
+  if (const auto* v = n.as_boolean()) return v->get();
+  if (const auto* v = n.as_integer()) return v->get();
+  if (const auto* v = n.as_floating_point()) {
+    if (std::isfinite(v->get())) return v->get();
+    return std::nullopt;
+  }
+  if (const auto* v = n.as_string()) return v->get();
+  return std::nullopt;
 }
 
-bool is_table(std::string_view name) noexcept {
-  return !name.empty() && std::any_of(kKeys.begin(), kKeys.end(), [name](const KeySpec& s) {
+std::string option_text(const sync::OptionValue& value) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return toml_quote(v);
+        } else if constexpr (std::is_same_v<T, double>) {
+          return toml_float(v);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return v ? "true" : "false";
+        } else {
+          return std::to_string(v);
+        }
+      },
+      value);
+}
+
+/// The name of a [sync.<table>] key below "sync." ("ako.partitions").
+std::string_view option_name(const KeySpec& spec) { return spec.key.substr(kOptionPrefix.size()); }
+
+}  // namespace
+
+const std::vector<KeySpec>& key_specs() {
+  // Rebuilt when the registry holds more option tables (a scheme registered at run time); the
+  // keys' text lives in `text` (a deque: it stays where it is), which only grows.
+  static std::mutex mutex;
+  static std::vector<KeySpec> specs;
+  static std::deque<std::string> text;
+  static std::size_t tables_seen = 0;
+  const std::lock_guard lock(mutex);
+  const std::vector<sync::OptionTable> tables = sync::option_tables();
+  if (specs.empty() || tables.size() != tables_seen) {
+    specs.assign(kKeys.begin(), kKeys.end());
+    for (const sync::OptionTable& table : tables) {
+      for (const sync::OptionKey& key : table.keys) {
+        const std::string& name =
+            text.emplace_back(std::string(kOptionPrefix) + table.name + "." + key.name);
+        const std::string& expected = text.emplace_back(key.expected);
+        specs.push_back({name, expected,
+                         key.strings_only ? OverrideKind::kString : OverrideKind::kToml, nullptr,
+                         nullptr});
+      }
+    }
+    std::sort(specs.begin(), specs.end(),
+              [](const KeySpec& a, const KeySpec& b) { return a.key < b.key; });
+    tables_seen = tables.size();
+  }
+  return specs;
+}
+
+const KeySpec* find_key(std::string_view key) {
+  const std::vector<KeySpec>& specs = key_specs();
+  const auto it = std::lower_bound(specs.begin(), specs.end(), key,
+                                   [](const KeySpec& s, std::string_view k) { return s.key < k; });
+  return it != specs.end() && it->key == key ? &*it : nullptr;
+}
+
+bool is_table(std::string_view name) {
+  const std::vector<KeySpec>& specs = key_specs();
+  return !name.empty() && std::any_of(specs.begin(), specs.end(), [name](const KeySpec& s) {
     return s.key.size() > name.size() && s.key.starts_with(name) && s.key[name.size()] == '.';
   });
+}
+
+bool set_value(JobConfig& config, const KeySpec& spec, const toml::node& value) {
+  if (spec.set != nullptr) return spec.set(config, value);
+  const std::optional<sync::OptionValue> v = option_value(value);
+  return v && config.sync.options.try_set(option_name(spec), *v);
+}
+
+std::string print_value(const JobConfig& config, const KeySpec& spec) {
+  if (spec.print != nullptr) return spec.print(config);
+  return option_text(config.sync.options.get(option_name(spec)));
 }
 
 }  // namespace gradmesh::app::detail

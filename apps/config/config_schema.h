@@ -6,9 +6,9 @@
 // checks that every key here appears there).
 
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <toml++/toml.h>
 
@@ -23,7 +23,9 @@ enum class OverrideKind {
   kLayerList,  ///< model.layers: a TOML array, or a bare comma-separated list.
 };
 
-/// One key of the job config.
+/// One key of the job config. The keys of the strategies' and schemes' own tables
+/// ([sync.<table>], sync/option_table.h) have no `set` or `print`: set_value() and print_value()
+/// go through the registry's declaration of the key.
 struct KeySpec {
   std::string_view key;       ///< dotted name, e.g. "optimizer.lr"
   std::string_view expected;  ///< what a valid value is, for error messages ("a number > 0")
@@ -36,14 +38,23 @@ struct KeySpec {
   std::string (*print)(const JobConfig& config);
 };
 
-/// Every key, sorted by name.
-[[nodiscard]] std::span<const KeySpec> key_specs() noexcept;
+/// Every key, sorted by name: the job config's own, and those of every option table the sync
+/// registry holds. The reference (and pointers into it) stay valid until a scheme with an option
+/// table is registered (sync::register_scheme()). Thread-safe.
+[[nodiscard]] const std::vector<KeySpec>& key_specs();
 
-/// The spec of `key`, or nullptr if the schema has no such key.
-[[nodiscard]] const KeySpec* find_key(std::string_view key) noexcept;
+/// The spec of `key`, or nullptr if the schema has no such key. Valid as key_specs().
+[[nodiscard]] const KeySpec* find_key(std::string_view key);
 
 /// True if `name` is a table of the schema ("sync", "sync.ako"), i.e. a proper prefix of keys.
-[[nodiscard]] bool is_table(std::string_view name) noexcept;
+[[nodiscard]] bool is_table(std::string_view name);
+
+/// Stores `value` for `spec`'s key into `config`, as KeySpec::set promises (for a key of a
+/// strategy's or scheme's own table: through its declaration).
+bool set_value(JobConfig& config, const KeySpec& spec, const toml::node& value);
+
+/// `spec`'s key's current value in `config` as a TOML value (canonical form), as KeySpec::print.
+[[nodiscard]] std::string print_value(const JobConfig& config, const KeySpec& spec);
 
 /// `text` as a TOML basic string, quoted and escaped.
 [[nodiscard]] std::string toml_quote(std::string_view text);

@@ -75,7 +75,7 @@ void set_key(JobConfig& config, const KeySpec& spec, const toml::node& value,
              const Origin& origin) {
   bool valid = false;
   try {
-    valid = spec.set(config, value);
+    valid = detail::set_value(config, spec, value);
   } catch (const std::invalid_argument& e) {
     throw ConfigError(with_line(std::string(origin.source) + ": " + e.what(), origin));
   }
@@ -222,7 +222,7 @@ std::string JobConfig::canonical_text() const {
   for (const KeySpec& spec : detail::key_specs()) {
     const std::size_t dot = spec.key.rfind('.');
     tables[std::string(spec.key.substr(0, dot))][std::string(spec.key.substr(dot + 1))] =
-        spec.print(*this);
+        detail::print_value(*this, spec);
   }
   std::string out;
   for (const auto& [table, keys] : tables) {
@@ -262,7 +262,7 @@ std::string JobConfig::training_text() const {
         std::any_of(std::begin(kNotTraining), std::end(kNotTraining), [&spec](std::string_view k) {
           return k.ends_with('.') ? spec.key.starts_with(k) : spec.key == k;
         });
-    if (!excluded) out += std::string(spec.key) + " = " + spec.print(*this) + "\n";
+    if (!excluded) out += std::string(spec.key) + " = " + detail::print_value(*this, spec) + "\n";
   }
   return out;
 }

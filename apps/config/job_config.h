@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sync/option_table.h"
+
 namespace gradmesh::app {
 
 /// The effective job config of one run: defaults, then the file, then the overrides.
@@ -71,35 +73,10 @@ struct JobConfig {
   /// [sync]: the sync stage and its per-strategy options.
   struct Sync {
     std::string strategy = "ps";  ///< sync.strategy: none | ps | poseidon | ako | allreduce | auto.
-    /// [sync.ps]: the parameter-server path (also used by poseidon for non-SFB layers).
-    struct Ps {
-      /// sync.ps.chunk_bytes: KV chunk size in bytes (> 0, multiple of 4); unset ("auto"): the
-      /// planner chooses.
-      std::optional<std::size_t> chunk_bytes;
-      friend bool operator==(const Ps&, const Ps&) = default;
-    } ps;
-    /// [sync.poseidon]: hybrid communication.
-    struct Poseidon {
-      /// sync.poseidon.sfb: "auto" (chosen per layer by `choose`), "always" (SFB for every
-      /// dense layer), "never" (PS only).
-      std::string sfb = "auto";
-      /// sync.poseidon.choose: "time" (the planner's predicted time) or "bytes" (BestScheme).
-      std::string choose = "time";
-      friend bool operator==(const Poseidon&, const Poseidon&) = default;
-    } poseidon;
-    /// [sync.ako]: partial gradient exchange.
-    struct Ako {
-      /// sync.ako.partitions: partition count p (>= 1); unset ("auto"): Ako eq. 3.
-      std::optional<std::size_t> partitions;
-      std::size_t staleness = 0;  ///< sync.ako.staleness: staleness bound tau, in iterations.
-      /// sync.ako.bandwidth: bytes/s assumed by eq. 3 (> 0; a rate string or number) when
-      /// net.max_send_rate is unset; unset ("auto"): not given (nothing is measured).
-      std::optional<double> bandwidth;
-      /// sync.ako.final: the model the job ends with: "average" (the mean of the replicas, one
-      /// ring all-reduce) or "fold" (every node folds in all gradients it has not applied yet).
-      std::string final_model = "average";
-      friend bool operator==(const Ako&, const Ako&) = default;
-    } ako;
+    /// [sync.<table>]: the strategies' and schemes' own tables, by "<table>.<key>" (e.g.
+    /// "ako.partitions"; sync/option_table.h): declared and read in each one's folder
+    /// (sync::ako_options() and the like); keys not set read as their defaults.
+    sync::OptionValues options;
     friend bool operator==(const Sync&, const Sync&) = default;
   } sync;
 

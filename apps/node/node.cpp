@@ -7,7 +7,6 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/config/job_config.h"
-#include "apps/config/rate.h"
 #include "apps/node/metrics.h"
 #include "apps/pipeline/job_options.h"
 #include "engine/error.h"
@@ -19,6 +18,7 @@
 #include "tasks/model.h"
 #include "tasks/optim/optimizer.h"
 #include "tasks/profile.h"
+#include "topo/rate.h"
 
 namespace gradmesh::app {
 
@@ -68,7 +68,7 @@ int run_plan(const PlanOptions& options) {
     sync::Channel channel(nullptr, 0, options.nodes);
     sync::SyncOptions sync = sync_options(config);
     if (options.bandwidth && !sync.planner.bandwidth) {
-      sync.planner.bandwidth = parse_rate(*options.bandwidth);
+      sync.planner.bandwidth = topo::parse_rate(*options.bandwidth);
     }
     // This machine's layer times and GEMM rate (no peers to measure links with: those come from
     // planner.alpha / planner.bandwidth / --bandwidth, else the planner's assumed rates).

@@ -22,15 +22,8 @@ tasks::SgdOptions sgd_options(const JobConfig& config) {
 
 sync::SyncOptions sync_options(const JobConfig& config) {
   sync::SyncOptions options;
-  options.ps.chunk_bytes = config.sync.ps.chunk_bytes;
-  options.poseidon.sfb = config.sync.poseidon.sfb;
-  options.poseidon.choose = config.sync.poseidon.choose;
-  options.ako.partitions = config.sync.ako.partitions;
-  options.ako.staleness = config.sync.ako.staleness;
-  options.ako.bandwidth = config.sync.ako.bandwidth;
-  options.ako.final_model =
-      config.sync.ako.final_model == "fold" ? sync::AkoFinal::kFold : sync::AkoFinal::kAverage;
-  options.ako.max_send_rate = config.net.max_send_rate;
+  options.values = config.sync.options;
+  options.max_send_rate = config.net.max_send_rate;
   options.planner.probe = config.planner.probe;
   options.planner.alpha = config.planner.alpha;
   options.planner.bandwidth = config.planner.bandwidth;

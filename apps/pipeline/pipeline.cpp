@@ -9,7 +9,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "apps/config/rate.h"
 #include "apps/pipeline/job_options.h"
 #include "apps/pipeline/job_secret.h"
 #include "apps/pipeline/join_request.h"
@@ -31,6 +30,7 @@
 #include "tasks/optim/optimizer.h"
 #include "topo/launch_environment.h"
 #include "topo/peer_list.h"
+#include "topo/rate.h"
 
 namespace gradmesh::app {
 
@@ -220,7 +220,7 @@ void Pipeline::build() {
     s.connected = true;
     spdlog::info("connected to every peer{}",
                  config.net.max_send_rate
-                     ? ", send rate capped at " + format_rate(*config.net.max_send_rate)
+                     ? ", send rate capped at " + topo::format_rate(*config.net.max_send_rate)
                      : std::string());
   }
   if (s.options.resume) {

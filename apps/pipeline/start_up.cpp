@@ -14,11 +14,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "apps/config/rate.h"
 #include "engine/error.h"
 #include "net/tcp/frame_cipher.h"
 #include "tasks/profile.h"
 #include "topo/cost_model.h"
+#include "topo/rate.h"
 
 namespace gradmesh::app {
 
@@ -71,9 +71,9 @@ namespace {
 
 // "12.5 MB/s (100 Mbit/s) from 4194304 bytes in 336 ms", and what kind of figure it is.
 std::string link_text(const sync::LinkReport& link) {
-  std::string text =
-      fmt::format("alpha {:.0f} us, B {} from a transfer of {} bytes in {:.1f} ms",
-                  link.alpha * 1e6, format_rate(link.bandwidth), link.bytes, link.seconds * 1e3);
+  std::string text = fmt::format("alpha {:.0f} us, B {} from a transfer of {} bytes in {:.1f} ms",
+                                 link.alpha * 1e6, topo::format_rate(link.bandwidth), link.bytes,
+                                 link.seconds * 1e3);
   if (link.steady) text += " (its steady part, before a stall at the receiver)";
   switch (link.kind) {
     case sync::LinkMeasure::kMeasured:
@@ -127,13 +127,13 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
       "GEMM {:.1f} GFLOP/s; step {:.2f} ns/float; t_f {:.2f} ms, t_b {:.2f} ms "
       "(slowest node)",
       std::chrono::duration<double>(Clock::now() - start).count(), link.alpha * 1e6,
-      nodes > 1 ? format_rate(link.bandwidth) : std::string("-"), link.message_seconds * 1e6,
+      nodes > 1 ? topo::format_rate(link.bandwidth) : std::string("-"), link.message_seconds * 1e6,
       m.gemm_flops / 1e9, m.step_seconds_per_float * 1e9, tf * 1e3, tb * 1e3);
   if (m.cipher_seconds_per_byte > 0)
     spdlog::info(
         "frame cipher: {} sealed and opened per core (slowest node; in every B the probe "
         "measured, and added to planner.bandwidth's)",
-        format_rate(1.0 / m.cipher_seconds_per_byte));
+        topo::format_rate(1.0 / m.cipher_seconds_per_byte));
   return m;
 }
 

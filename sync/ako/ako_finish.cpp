@@ -232,7 +232,7 @@ std::map<std::string, double> AkoStage::summary() const {
     out["warmup_gamma"] = auto_partitions_ ? choices_[0].gamma : 0.0;
     out["warmup_partitions"] = auto_partitions_ ? static_cast<double>(choices_[0].partitions) : 0.0;
   }
-  out["staleness"] = static_cast<double>(ctx_.options.ako.staleness);
+  out["staleness"] = static_cast<double>(options_.staleness);
   out["gradients"] = static_cast<double>(local_clock_.load());
   out["rounds_sent"] = static_cast<double>(rounds_sent_.load());
   out["full_rounds"] = static_cast<double>(full_rounds_.load());

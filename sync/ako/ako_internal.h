@@ -19,8 +19,4 @@ namespace gradmesh::sync::ako_internal {
 inline constexpr std::size_t kProfileDoubles = 3;  // gamma (1/s), model bytes, B (bytes/s)
 inline constexpr unsigned kPartitionShift = 32;    // ako::Kind::kPartition key: p << 32 | k
 
-inline std::string rate_text(double bytes_per_second) {
-  return fmt::format("{:.2f} MB/s", bytes_per_second / 1e6);
-}
-
 }  // namespace gradmesh::sync::ako_internal

@@ -1,6 +1,8 @@
 // AkoStage: gamma profiles and the agreement on p (Ako SoCC'16 sec. 3.2, eq. 3).
 #include "sync/ako/ako_internal.h"
 
+#include "topo/rate.h"
+
 #include <cmath>
 
 namespace gradmesh::sync {
@@ -85,15 +87,15 @@ void AkoStage::try_agree(std::size_t plan) {
       "rate {} per node; tau = {}",
       plan == 0 ? "warm-up plan:" : "final plan:", c.partitions, c.gamma, c.nodes,
       plan == 0 ? "profiled at p = 1" : "profiled at the warm-up plan's p", c.model_bytes,
-      c.nodes - 1, rate_text(c.bandwidth), c.eq3, ako::max_auto_partitions(floats_),
-      rate_text(c.predicted_send_rate()), ctx_.options.ako.staleness);
+      c.nodes - 1, topo::format_rate(c.bandwidth), c.eq3, ako::max_auto_partitions(floats_),
+      topo::format_rate(c.predicted_send_rate()), options_.staleness);
   if (c.predicted_send_rate() > c.bandwidth * 1.0000001) {
     spdlog::warn(
         "ako: p is capped at {} (the accumulation queue holds p copies of the model, at "
         "most {} MB), so the predicted send rate {} exceeds B = {}: the network will be "
         "the bottleneck and rounds will carry several gradients",
-        c.partitions, ako::kMaxRingBytes >> 20, rate_text(c.predicted_send_rate()),
-        rate_text(c.bandwidth));
+        c.partitions, ako::kMaxRingBytes >> 20, topo::format_rate(c.predicted_send_rate()),
+        topo::format_rate(c.bandwidth));
   }
   agree(plan, c.partitions, c.eq3);
   // The next plan's gammas may all be in already (a fast peer's came before this agreement).
@@ -118,7 +120,7 @@ void AkoStage::agree(std::size_t plan, std::size_t partitions, double p_exact) {
     for (std::size_t r = 0; r < ctx_.nodes; ++r) {
       if (link_plans_[plan][r] == 0) continue;
       text += fmt::format("{}rank {}: {} at {}", text.empty() ? "" : ", ", r, link_plans_[plan][r],
-                          rate_text(link_rates_[r]));
+                          topo::format_rate(link_rates_[r]));
     }
     const bool uniform = std::all_of(link_plans_[plan].begin(), link_plans_[plan].end(),
                                      [&](std::size_t q) { return q == 0 || q == partitions; });
@@ -128,7 +130,7 @@ void AkoStage::agree(std::size_t plan, std::size_t partitions, double p_exact) {
                 text);
   }
   agreed_.store(plan + 1, std::memory_order_release);
-  clocks_.set_slack(static_cast<std::uint64_t>(partitions) + ctx_.options.ako.staleness);
+  clocks_.set_slack(static_cast<std::uint64_t>(partitions) + options_.staleness);
   if (ctx_.nodes > 1 && channel_.connected()) post_pump();
 }
 

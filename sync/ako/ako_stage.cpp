@@ -24,8 +24,9 @@ std::size_t handoff_slots(std::size_t floats) {
 
 AkoStage::AkoStage(SyncContext context)
     : ctx_(std::move(context)),
+      options_(ako_options(ctx_.options)),
       floats_(ctx_.model.parameter_count()),
-      auto_partitions_(!ctx_.options.ako.partitions.has_value()),
+      auto_partitions_(!options_.partitions.has_value()),
       clocks_(ctx_.nodes, ctx_.rank),
       channel_(ctx_.channel),
       partition_stage_(channel_.route(
@@ -49,7 +50,7 @@ AkoStage::AkoStage(SyncContext context)
   for (std::size_t r = 0; r < ctx_.nodes; ++r) dead_[r].store(false, std::memory_order_relaxed);
   done_.assign(ctx_.nodes, 0);
   replicas_.resize(ctx_.nodes);
-  const AkoOptions& o = ctx_.options.ako;
+  const AkoOptions& o = options_;
   if (auto_partitions_) {
     std::optional<double> measured = ctx_.options.planner.bandwidth;
     if (!measured && ctx_.measured != nullptr) {

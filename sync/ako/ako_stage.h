@@ -326,6 +326,7 @@ class AkoStage final : public SyncStage {
   void reject(std::size_t from, const std::string& why);
 
   SyncContext ctx_;
+  const AkoOptions options_;  // [sync.ako] and the send cap (ako_options())
   // Set at the end of the constructor: the stages are routed before the members their handlers
   // use exist, and a peer may send at once (a rejoining node's peers do); until then messages are
   // rejected, not handled.

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <optional>
 
+#include "sync/option_table.h"
+
 namespace gradmesh::sync {
 
 /// The model an `ako` job ends with (sync.ako.final).
@@ -17,6 +19,8 @@ enum class AkoFinal : unsigned char {
   kFold,
 };
 
+struct SyncOptions;
+
 /// sync.ako.* (and net.max_send_rate, which eq. 3 reads as B when set).
 struct AkoOptions {
   std::optional<std::size_t> partitions;      ///< p; nullopt = auto (Ako eq. 3)
@@ -25,5 +29,13 @@ struct AkoOptions {
   std::optional<double> max_send_rate;        ///< net.max_send_rate, bytes/s: B when set
   AkoFinal final_model = AkoFinal::kAverage;  ///< sync.ako.final
 };
+
+/// [sync.ako]: bandwidth ("auto" or a rate), final (average, fold), partitions ("auto" or an
+/// integer >= 1), staleness (an integer >= 0, iterations).
+[[nodiscard]] OptionTable ako_option_table();
+
+/// The ako options of `options`: its [sync.ako] values (defaults where unset) and its
+/// net.max_send_rate.
+[[nodiscard]] AkoOptions ako_options(const SyncOptions& options);
 
 }  // namespace gradmesh::sync

@@ -17,6 +17,16 @@ bool allowed(const topo::PlannerInput& input, std::string_view id) {
 
 }  // namespace
 
+OptionTable poseidon_option_table() {
+  return {
+      "poseidon",
+      {choice_key("choose", {"time", "bytes"}), choice_key("sfb", {"auto", "always", "never"})}};
+}
+
+PoseidonOptions poseidon_options(const OptionValues& values) {
+  return {values.text("poseidon.sfb"), values.text("poseidon.choose")};
+}
+
 void apply_poseidon_options(const PoseidonOptions& options, topo::PlannerInput& input) {
   if (options.choose != "time" && options.choose != "bytes") {
     throw ConfigError("sync.poseidon.choose = \"" + options.choose +

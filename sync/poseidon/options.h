@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "sync/option_table.h"
+
 namespace gradmesh::topo {
 struct PlannerInput;
 }
@@ -18,6 +20,12 @@ struct PoseidonOptions {
   /// GEMM against the bytes it saves) or "bytes" (Poseidon's BestScheme, ATC'17 Algorithm 1).
   std::string choose = "time";
 };
+
+/// [sync.poseidon]: sfb (auto, always, never), choose (time, bytes).
+[[nodiscard]] OptionTable poseidon_option_table();
+
+/// The [sync.poseidon] values of `values` (defaults where unset).
+[[nodiscard]] PoseidonOptions poseidon_options(const OptionValues& values);
 
 /// Applies `options` to the planner's input of strategy poseidon: sfb = never: no SFB; always: SFB
 /// fixed on every layer with sufficient factors; choose = bytes: every other layer with parameters

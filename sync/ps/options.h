@@ -1,8 +1,11 @@
 #pragma once
-// Options of the parameter-server scheme (strategies ps, poseidon).
+// Options of the parameter-server scheme (strategies ps, poseidon, auto): its own config table
+// [sync.ps] (sync/option_table.h).
 
 #include <cstddef>
 #include <optional>
+
+#include "sync/option_table.h"
 
 namespace gradmesh::sync {
 
@@ -11,5 +14,12 @@ namespace gradmesh::sync {
 struct PsOptions {
   std::optional<std::size_t> chunk_bytes;
 };
+
+/// [sync.ps]: chunk_bytes ("auto" or an integer > 0, a multiple of 4).
+[[nodiscard]] OptionTable ps_option_table();
+
+/// The [sync.ps] values of `values` (defaults where unset). Throws ContractError if the registry
+/// does not hold the table.
+[[nodiscard]] PsOptions ps_options(const OptionValues& values);
 
 }  // namespace gradmesh::sync

@@ -32,7 +32,7 @@ std::vector<sync::LayerPlan> plan_of(tasks::Model& model, const std::string& str
   sync::Channel channel(nullptr, 0, kNodes);
   tasks::Optimizer optimizer({0.05f, 0.9f, 0.0f}, model.parameter_count());
   sync::SyncOptions options;
-  options.poseidon.sfb = sfb;
+  options.values.set("poseidon.sfb", sfb);
   auto stage = sync::make_sync_stage(
       strategy, sync::SyncContext{model, executor, channel, 0, kNodes, kBatch, optimizer, options});
   return stage->plan();

@@ -81,7 +81,7 @@ TEST_CASE("a strategy checks its own options before any connection", "[sync][reg
   CHECK_NOTHROW(sync::check_strategy("ako", sync::StartFacts{4, false, true}, options));
   CHECK_NOTHROW(sync::check_strategy("ako", sync::StartFacts{4, true, false}, options));
   CHECK_NOTHROW(sync::check_strategy("ako", sync::StartFacts{1, false, false}, options));
-  options.ako.partitions = 4;  // an explicit p needs no rate
+  options.values.set("ako.partitions", std::int64_t{4});  // an explicit p needs no rate
   CHECK_NOTHROW(sync::check_strategy("ako", sync::StartFacts{4, false, false}, options));
   CHECK_NOTHROW(sync::check_strategy("ps", sync::StartFacts{4, false, false}, options));
 }

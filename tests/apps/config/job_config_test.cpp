@@ -14,6 +14,10 @@
 #include <catch2/catch.hpp>
 
 #include "engine/error.h"
+#include "sync/ako/options.h"
+#include "sync/poseidon/options.h"
+#include "sync/ps/options.h"
+#include "sync/sync_stage.h"
 
 using gradmesh::ConfigError;
 using gradmesh::app::JobConfig;
@@ -21,6 +25,13 @@ using gradmesh::app::load_job_config;
 using gradmesh::app::parse_job_config;
 
 namespace {
+
+/// The options strategy ako reads from `c` (its own table, [sync.ako]).
+gradmesh::sync::AkoOptions ako(const JobConfig& c) {
+  gradmesh::sync::SyncOptions options;
+  options.values = c.sync.options;
+  return gradmesh::sync::ako_options(options);
+}
 
 constexpr const char* kMinimal = R"(
 [model]
@@ -65,11 +76,11 @@ TEST_CASE("a minimal config takes every default", "[config]") {
   CHECK(c.optimizer.weight_decay == 0.0);
   CHECK(c.optimizer.batch_size == 64);
   CHECK(c.sync.strategy == "ps");
-  CHECK_FALSE(c.sync.ps.chunk_bytes);
-  CHECK(c.sync.poseidon.sfb == "auto");
-  CHECK_FALSE(c.sync.ako.partitions);
-  CHECK(c.sync.ako.staleness == 0);
-  CHECK_FALSE(c.sync.ako.bandwidth);
+  CHECK_FALSE(gradmesh::sync::ps_options(c.sync.options).chunk_bytes);
+  CHECK(gradmesh::sync::poseidon_options(c.sync.options).sfb == "auto");
+  CHECK_FALSE(ako(c).partitions);
+  CHECK(ako(c).staleness == 0);
+  CHECK_FALSE(ako(c).bandwidth);
   CHECK_FALSE(c.net.max_send_rate);
   CHECK(c.net.connect_timeout == 30.0);
   CHECK(c.net.max_frame_bytes == (std::size_t{1} << 30));
@@ -129,11 +140,11 @@ threads = 2
   CHECK(c.optimizer.weight_decay == 1e-4);
   CHECK(c.optimizer.batch_size == 32);
   CHECK(c.sync.strategy == "ako");
-  CHECK(c.sync.ps.chunk_bytes == 4096u);
-  CHECK(c.sync.poseidon.sfb == "never");
-  CHECK(c.sync.ako.partitions == 3u);
-  CHECK(c.sync.ako.staleness == 2);
-  CHECK(c.sync.ako.bandwidth == 125e6);
+  CHECK(gradmesh::sync::ps_options(c.sync.options).chunk_bytes == 4096u);
+  CHECK(gradmesh::sync::poseidon_options(c.sync.options).sfb == "never");
+  CHECK(ako(c).partitions == 3u);
+  CHECK(ako(c).staleness == 2);
+  CHECK(ako(c).bandwidth == 125e6);
   CHECK(c.net.max_send_rate == 12.5e6);
   CHECK(c.net.connect_timeout == 5.0);
   CHECK(c.net.max_frame_bytes == 1048576);
@@ -278,16 +289,16 @@ TEST_CASE("set overrides (--set) change any key", "[config][set]") {
                                       });
   CHECK(c.optimizer.lr == 0.01);
   CHECK(c.sync.strategy == "ako");
-  CHECK_FALSE(c.sync.ako.partitions);
-  CHECK(c.sync.ako.staleness == 3);
-  CHECK(c.sync.ps.chunk_bytes == 65536u);
+  CHECK_FALSE(ako(c).partitions);
+  CHECK(ako(c).staleness == 3);
+  CHECK(gradmesh::sync::ps_options(c.sync.options).chunk_bytes == 65536u);
   CHECK(c.model.layers == std::vector<std::string>{"dense:10"});
   CHECK(c.net.max_send_rate == 12.5e6);
   CHECK(c.data.path == "/tmp/data dir");
   CHECK(c.job.name == "1e3");  // a string key takes the text, not the TOML float
   CHECK(c.job.max_iterations == 20u);
   CHECK(c.data.train_limit == 256u);
-  CHECK(c.sync.poseidon.sfb == "always");
+  CHECK(gradmesh::sync::poseidon_options(c.sync.options).sfb == "always");
 }
 
 TEST_CASE("set overrides apply in order over the file and take bare layer lists", "[config][set]") {

@@ -25,9 +25,9 @@ TEST_CASE("ako with a fixed p: every gradient reaches every replica once, replic
   for (const std::size_t p : {1, 3}) {
     SyntheticJob job;
     job.sgd.momentum = 0.0f;  // Ako steps plain SGD (Algorithm 1 line 5)
-    job.options.ako.partitions = p;
-    job.options.ako.staleness = 2;
-    job.options.ako.final_model = sync::AkoFinal::kFold;  // every gradient applied everywhere
+    job.options.values.set("ako.partitions", static_cast<std::int64_t>(p));
+    job.options.values.set("ako.staleness", std::int64_t{2});
+    job.options.values.set("ako.final", std::string("fold"));  // every gradient applied everywhere
     InProcCluster cluster(job, "ako", 3);
     cluster.train(25);
     cluster.finish();
@@ -79,8 +79,8 @@ std::vector<std::exception_ptr> run_split(InProcCluster& cluster, const std::vec
 /// its slowest live peer).
 SyntheticJob failure_job() {
   SyntheticJob job;
-  job.options.ako.partitions = 2;
-  job.options.ako.staleness = 1;
+  job.options.values.set("ako.partitions", std::int64_t{2});
+  job.options.values.set("ako.staleness", std::int64_t{1});
   return job;
 }
 
@@ -172,9 +172,9 @@ TEST_CASE("ako with momentum: each node's velocity is what travels, once to ever
   SyntheticJob job;
   job.sgd.momentum = 0.9f;
   job.sgd.weight_decay = 1e-3f;
-  job.options.ako.partitions = 3;
-  job.options.ako.staleness = 1;
-  job.options.ako.final_model = sync::AkoFinal::kFold;
+  job.options.values.set("ako.partitions", std::int64_t{3});
+  job.options.values.set("ako.staleness", std::int64_t{1});
+  job.options.values.set("ako.final", std::string("fold"));
   InProcCluster cluster(job, "ako", 3);
   cluster.train(20);
   cluster.finish();
@@ -196,8 +196,8 @@ TEST_CASE("ako's final model by default: the mean of the replicas, the same bits
           "[sync][ako][inproc]") {
   SyntheticJob job;
   job.sgd.momentum = 0.0f;
-  job.options.ako.partitions = 3;
-  job.options.ako.staleness = 2;
+  job.options.values.set("ako.partitions", std::int64_t{3});
+  job.options.values.set("ako.staleness", std::int64_t{2});
   InProcCluster cluster(job, "ako", 3);
   cluster.train(15);
   // The replicas before the end differ (partitions still in flight or staged).
@@ -237,10 +237,10 @@ TEST_CASE(
   job.layers = {"dense:256", "relu", "dense:4", "softmax_cross_entropy"};
   job.features = 64;  // m = 17,668 floats: p up to 128
   job.sgd.momentum = 0.0f;
-  job.options.ako.partitions = std::nullopt;  // auto: eq. 3
-  job.options.ako.bandwidth = 20e6;           // B, bytes/s
-  job.options.ako.staleness = 2;
-  job.options.ako.final_model = sync::AkoFinal::kFold;  // every gradient applied everywhere
+  job.options.values.set("ako.partitions", std::string("auto"));  // eq. 3
+  job.options.values.set("ako.bandwidth", 20e6);                  // B, bytes/s
+  job.options.values.set("ako.staleness", std::int64_t{2});
+  job.options.values.set("ako.final", std::string("fold"));  // every gradient applied everywhere
   job.measured = &measured;
   InProcCluster cluster(job, "ako", 3);
   // Warm-up, probe, then the final plan (the profiles take at least 3 s; bounded at 60 s).

@@ -44,7 +44,7 @@ Traffic expected_traffic(const testing::SyntheticJob& job, testing::InProcNode& 
 TEST_CASE("SFB on a device model rebuilds and steps on the device and trains as the host path",
           "[sync][poseidon][sfb][device]") {
   testing::SyntheticJob job;
-  job.options.poseidon.sfb = "always";
+  job.options.values.set("poseidon.sfb", std::string("always"));
   for (const std::size_t nodes : {2, 3}) {
     testing::InProcCluster host(job, "poseidon", nodes);
     host.train(kIterations);

@@ -1,7 +1,8 @@
 #pragma once
 // A test-only per-layer scheme, "solo": each node steps a layer on its own gradient and sends
 // nothing (local SGD with no averaging). It shows that a new scheme is its folder: its Scheme, its
-// planner model (cost function) and register_scheme() — this folder touches no shared file.
+// planner model (cost function), its own config table [sync.solo] and register_scheme() — this
+// folder touches no shared file.
 
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@ class SoloScheme final : public sync::Scheme {
       : ctx_(ctx), layers_(std::move(layers)) {}
 
   void build(engine::Graph& graph, const sync::IterationTasks& tasks) override {
+    if (!ctx_.options.values.flag("solo.step")) return;  // [sync.solo] step = false: frozen
     for (const std::size_t l : layers_) {
       (void)sync::add_local_step(graph, tasks, ctx_, l, "solo_step_");
     }
@@ -45,6 +47,8 @@ inline sync::SchemeEntry solo_entry() {
                   const std::vector<std::size_t>& layers) -> std::unique_ptr<sync::Scheme> {
     return std::make_unique<SoloScheme>(ctx, layers);
   };
+  // [sync.solo] step: false freezes the layers solo holds (nothing is stepped).
+  entry.options = {"solo", {sync::flag_key("step", true)}};
   return entry;
 }
 

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "apps/config/job_config.h"
 #include "engine/error.h"
 #include "sync/plan_input.h"
 #include "sync/plan_stage.h"
@@ -59,4 +60,36 @@ TEST_CASE("a scheme registered by a test is planned, built and trained by PlanSt
   }
   // Registered once: a second registration of the id is refused.
   CHECK_THROWS_AS(sync::register_scheme(testing::solo_entry()), ContractError);
+}
+
+TEST_CASE("a scheme's own option table is a table of the job config and reaches the scheme",
+          "[sync][scheme][config]") {
+  register_solo_once();
+  // The job config knows nothing of solo: the registry hands it [sync.solo].
+  const char* text = "[model]\nlayers = [\"dense:4\", \"softmax_cross_entropy\"]\n";
+  const app::JobConfig defaults = app::parse_job_config(text, "job.toml", {});
+  CHECK(defaults.sync.options.flag("solo.step"));
+  CHECK_THAT(defaults.canonical_text(), Catch::Contains("[sync.solo]\nstep = true\n"));
+  const app::JobConfig frozen =
+      app::parse_job_config(std::string(text) + "[sync.solo]\nstep = false\n", "job.toml", {});
+  CHECK_FALSE(frozen.sync.options.flag("solo.step"));
+  CHECK(app::parse_job_config(text, "job.toml", {"sync.solo.step=false"}) == frozen);
+  CHECK_THROWS_WITH(app::parse_job_config(text, "job.toml", {"sync.solo.step=3"}),
+                    Catch::Contains("sync.solo.step = 3: expected true or false"));
+  CHECK_THROWS_WITH(app::parse_job_config(text, "job.toml", {"sync.solo.stpe=false"}),
+                    Catch::Contains("did you mean 'sync.solo.step'"));
+
+  // step = false reaches the scheme through SyncContext::options: the layers stay as they began.
+  SyntheticJob job;
+  job.options.values = frozen.sync.options;
+  job.factory = [](sync::SyncContext c) -> std::unique_ptr<sync::SyncStage> {
+    const topo::PlannerInput input = sync::planner_input(c, {"solo"});
+    return std::make_unique<sync::PlanStage>(std::move(c), "solo-test", topo::make_plan(input));
+  };
+  InProcCluster cluster(job, "auto", 2);
+  const std::span<const float> now = cluster.node(0).model().parameters();
+  const std::vector<float> before(now.begin(), now.end());
+  cluster.train(kIterations);
+  CHECK(testing::max_abs_difference(cluster.node(0).model().parameters(), before) == 0);
+  CHECK(cluster.node(0).stage().plan()[0].scheme == "solo");
 }

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace gradmesh::app {
+namespace gradmesh::topo {
 
 /// Parses a rate and returns it in bytes per second.
 ///
@@ -30,4 +30,4 @@ namespace gradmesh::app {
 /// Never throws (beyond std::bad_alloc); non-finite or negative input is printed as is.
 [[nodiscard]] std::string format_rate(double bytes_per_s);
 
-}  // namespace gradmesh::app
+}  // namespace gradmesh::topo

@@ -1,4 +1,4 @@
-#include "apps/config/rate.h"
+#include "topo/rate.h"
 
 #include <array>
 #include <cctype>
@@ -9,7 +9,7 @@
 #include <string>
 #include <system_error>
 
-namespace gradmesh::app {
+namespace gradmesh::topo {
 namespace {
 
 constexpr std::string_view kAcceptedForms =
@@ -117,4 +117,4 @@ std::string format_rate(double bytes_per_s) {
   return scaled(bytes_per_s, "B/s") + " (" + scaled(bytes_per_s * 8.0, "bit/s") + ")";
 }
 
-}  // namespace gradmesh::app
+}  // namespace gradmesh::topo

@@ -1,16 +1,16 @@
-// Tests for apps/config/rate.cpp: parse_rate and format_rate.
+// Tests for topo/rate.cpp: parse_rate and format_rate.
 
-#include "apps/config/rate.h"
+#include "topo/rate.h"
 
 #include <stdexcept>
 #include <string>
 
 #include <catch2/catch.hpp>
 
-using gradmesh::app::format_rate;
-using gradmesh::app::parse_rate;
+using gradmesh::topo::format_rate;
+using gradmesh::topo::parse_rate;
 
-TEST_CASE("parse_rate reads bits, bytes and plain numbers as bytes/s", "[config][rate]") {
+TEST_CASE("parse_rate reads bits, bytes and plain numbers as bytes/s", "[topo][rate]") {
   struct Row {
     const char* text;
     double bytes_per_s;
@@ -32,7 +32,7 @@ TEST_CASE("parse_rate reads bits, bytes and plain numbers as bytes/s", "[config]
   }
 }
 
-TEST_CASE("parse_rate rejects bad strings and says what it accepts", "[config][rate]") {
+TEST_CASE("parse_rate rejects bad strings and says what it accepts", "[topo][rate]") {
   const char* const bad[] = {"",        "   ", "mbit",  "100 furlongs", "-5mbit", "0",      "0mbit",
                              "nan",     "inf", "1e400", "100mbps",      "10kbps", "1..5MB", "0x10",
                              "10 MB/h", "+5"};
@@ -46,7 +46,7 @@ TEST_CASE("parse_rate rejects bad strings and says what it accepts", "[config][r
   CHECK_THROWS_WITH(parse_rate("100mbps"), Catch::Contains("ambiguous"));
 }
 
-TEST_CASE("format_rate prints bytes and bits in decimal units", "[config][rate]") {
+TEST_CASE("format_rate prints bytes and bits in decimal units", "[topo][rate]") {
   CHECK(format_rate(12.5e6) == "12.5 MB/s (100 Mbit/s)");
   CHECK(format_rate(125e6) == "125 MB/s (1 Gbit/s)");
   CHECK(format_rate(1e9) == "1 GB/s (8 Gbit/s)");
@@ -54,7 +54,7 @@ TEST_CASE("format_rate prints bytes and bits in decimal units", "[config][rate]"
   CHECK(format_rate(1048576.0) == "1.049 MB/s (8.389 Mbit/s)");
 }
 
-TEST_CASE("format_rate output parses back to about the same rate", "[config][rate]") {
+TEST_CASE("format_rate output parses back to about the same rate", "[topo][rate]") {
   for (const double rate : {1.0, 999.0, 62.5e3, 12.5e6, 3.2e9, 7e12}) {
     const std::string text = format_rate(rate);
     const std::string bytes_part = text.substr(0, text.find(" ("));

@@ -1,0 +1,60 @@
+# The installed API (issue 27: internal headers are not installed): the headers a program built
+# against an installed gradmesh may include (GRADMESH_PUBLIC_ENTRY_HEADERS: the pipeline API,
+# layers, data, the engine, the sync and scheme interfaces) and every project header they include
+# (GRADMESH_PUBLIC_HEADERS). tests/cmake/public_headers_test.sh checks with the compiler that the
+# second is exactly the include closure of the first, so the list cannot go stale.
+set(GRADMESH_PUBLIC_ENTRY_HEADERS
+  apps/pipeline/pipeline.h
+  apps/pipeline/data_source.h
+  tasks/layers/layer.h
+  tasks/layers/layer_registry.h
+  tasks/layers/gradient_check.h
+  engine/executor.h
+  engine/trace_recorder.h
+  tasks/data/fashion_mnist.h
+  tasks/data/dataset.h
+  sync/scheme.h
+  sync/sync_stage.h
+  net/transport.h
+  tasks/random.h
+)
+set(GRADMESH_PUBLIC_HEADERS
+  apps/config/job_config.h
+  apps/node/metrics.h
+  apps/pipeline/data_source.h
+  apps/pipeline/iteration_graph.h
+  apps/pipeline/pipeline.h
+  engine/checkpoint.h
+  engine/error.h
+  engine/executor.h
+  engine/graph.h
+  engine/observer.h
+  engine/task.h
+  engine/trace_recorder.h
+  net/counters.h
+  net/message.h
+  net/payload.h
+  net/transport.h
+  sync/option_table.h
+  sync/plan_options.h
+  sync/scheme.h
+  sync/sync_stage.h
+  tasks/backend.h
+  tasks/cpu/cpu_backend.h
+  tasks/data/dataset.h
+  tasks/data/fashion_mnist.h
+  tasks/data/shard_sampler.h
+  tasks/layers/gradient_check.h
+  tasks/layers/layer.h
+  tasks/layers/layer_registry.h
+  tasks/layers/layer_spec.h
+  tasks/model.h
+  tasks/optim/optimizer.h
+  tasks/optim/sgd.h
+  tasks/random.h
+  tasks/shape.h
+  topo/cost_model.h
+  topo/partition_count.h
+  topo/planner.h
+  topo/scheme_model.h
+)
