@@ -31,8 +31,7 @@ std::string value_text(const OptionValue& value) {
 const OptionKey& declared(std::string_view key) {
   const OptionKey* k = find_option_key(key);
   if (k == nullptr) {
-    throw ContractError("no option sync." + std::string(key) +
-                        " in the registry's option tables");
+    throw ContractError("no option sync." + std::string(key) + " in the registry's option tables");
   }
   return *k;
 }

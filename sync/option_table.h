@@ -74,8 +74,8 @@ class OptionValues {
   void set(std::string_view key, const OptionValue& value);
 
   /// get(key) as a boolean, an integer, a number (an integer or a float), a string, or whether
-  /// it is the string `word` ("auto"). The typed readers throw ContractError when the value is of another
-  /// type (a table's key makers fix each key's types).
+  /// it is the string `word` ("auto"). The typed readers throw ContractError when the value is of
+  /// another type (a table's key makers fix each key's types).
   [[nodiscard]] bool flag(std::string_view key) const;
   [[nodiscard]] std::int64_t integer(std::string_view key) const;
   [[nodiscard]] double number(std::string_view key) const;

@@ -220,8 +220,8 @@ void AkoStage::pause(bool paused) {
 std::map<std::string, double> AkoStage::summary() const {
   std::map<std::string, double> out;
   {
-    const std::lock_guard lock(profile_mutex_);
-    const ako::PartitionChoice& c = choices_[plans_needed() - 1];
+    const ako::PartitionChoice c = agreement_->choice(plans_needed() - 1);
+    const ako::PartitionChoice warmup = agreement_->choice(0);
     out["partitions"] = static_cast<double>(c.partitions);
     out["gamma"] = c.gamma;
     out["model_bytes"] = c.model_bytes;
@@ -229,8 +229,8 @@ std::map<std::string, double> AkoStage::summary() const {
     out["nodes"] = static_cast<double>(c.nodes);
     out["predicted_send_rate"] = c.predicted_send_rate();
     out["eq3"] = c.eq3;
-    out["warmup_gamma"] = auto_partitions_ ? choices_[0].gamma : 0.0;
-    out["warmup_partitions"] = auto_partitions_ ? static_cast<double>(choices_[0].partitions) : 0.0;
+    out["warmup_gamma"] = auto_partitions_ ? warmup.gamma : 0.0;
+    out["warmup_partitions"] = auto_partitions_ ? static_cast<double>(warmup.partitions) : 0.0;
   }
   out["staleness"] = static_cast<double>(options_.staleness);
   out["gradients"] = static_cast<double>(local_clock_.load());
@@ -259,11 +259,11 @@ std::map<std::string, double> AkoStage::summary() const {
     out["measured_gamma"] =
         seconds > 0 ? static_cast<double>(steady_last_clock_ - steady_first_clock_) / seconds : 0.0;
     const std::size_t final_plan = plans_needed() - 1;
-    const bool agreed = agreed_.load(std::memory_order_acquire) > final_plan;
+    const bool agreed = agreement_->agreed() > final_plan;
     for (std::size_t r = 0; r < ctx_.nodes; ++r) {
       if (r == ctx_.rank) continue;
       out["link_partitions_" + std::to_string(r)] =
-          agreed ? static_cast<double>(link_plans_[final_plan][r]) : 0.0;
+          agreed ? static_cast<double>(agreement_->link_partitions(final_plan, r)) : 0.0;
       out["link_round_bytes_" + std::to_string(r)] =
           steady_rounds_ > 0 ? round_bytes_[r] / static_cast<double>(steady_rounds_) : 0.0;
     }

@@ -31,7 +31,7 @@ void AkoStage::end_profile(std::size_t plan, double gamma) {
 }
 
 void AkoStage::broadcast_profile(std::size_t plan, double gamma) {
-  const double values[kProfileDoubles] = {gamma, choices_[plan].model_bytes, bandwidth_};
+  const double values[kProfileDoubles] = {gamma, agreement_->choice(plan).model_bytes, bandwidth_};
   const auto bytes = std::as_bytes(std::span<const double>(values));
   // Twice per job: may allocate.
   broadcast(control_stage_, ako::Kind::kProfile, plan, 0, net::Payload::copy_of(bytes));
@@ -39,47 +39,18 @@ void AkoStage::broadcast_profile(std::size_t plan, double gamma) {
 }
 
 void AkoStage::record_profile(std::size_t from, std::size_t plan, std::span<const double> values) {
-  {
-    const std::lock_guard lock(profile_mutex_);
-    if (gammas_[plan][from]) {
-      reject(from, "a second gradient-rate profile for plan " + std::to_string(plan));
-      return;
-    }
-    if (values[1] != choices_[plan].model_bytes || values[2] != bandwidth_) {
-      reject(from, fmt::format("a profile for m = {} bytes, B = {} bytes/s (this node: {}, {})",
-                               values[1], values[2], choices_[plan].model_bytes, bandwidth_));
-      return;
-    }
-    if (!std::isfinite(values[0]) || values[0] < 0) {
-      reject(from, fmt::format("a gradient rate of {}", values[0]));
-      return;
-    }
-    gammas_[plan][from] = values[0];
+  const std::string refused = agreement_->record(from, plan, values[0], values[1], values[2]);
+  if (!refused.empty()) {
+    reject(from, refused);
+    return;
   }
   try_agree(plan);
 }
 
 void AkoStage::try_agree(std::size_t plan) {
-  if (!auto_partitions_ || ctx_.nodes == 1) return;
-  std::optional<ako::PartitionChoice> agreed;
-  {
-    const std::lock_guard lock(profile_mutex_);
-    // Plans are agreed in order (a node profiles plan 1 only after agreeing on plan 0).
-    if (agreed_plan_[plan] || (plan > 0 && !agreed_plan_[plan - 1])) return;
-    // Every live node's gamma (this node's included); a failed peer's is left out, sent or not.
-    double sum = 0;
-    std::size_t live = 0;
-    for (std::size_t r = 0; r < ctx_.nodes; ++r) {
-      if (r != ctx_.rank && dead(r)) continue;
-      if (!gammas_[plan][r]) return;
-      sum += *gammas_[plan][r];
-      ++live;
-    }
-    agreed_plan_[plan] = true;
-    const double gamma = sum / static_cast<double>(live);  // the mean: see the class comment
-    choices_[plan] = ako::partitions_for(gamma, floats_, live, bandwidth_);
-    agreed = choices_[plan];
-  }
+  const std::optional<ako::PartitionChoice> agreed =
+      agreement_->try_agree(plan, [this](std::size_t r) { return live(r); });
+  if (!agreed) return;
   const ako::PartitionChoice& c = *agreed;
   spdlog::info(
       "ako: {} p = {} by eq. 3: ceil(gamma {:.2f} gradients/s (mean over {} nodes, {}) x "
@@ -103,43 +74,27 @@ void AkoStage::try_agree(std::size_t plan) {
 }
 
 void AkoStage::agree(std::size_t plan, std::size_t partitions, double p_exact) {
-  plans_[plan] = partitions;
-  // Each live link's count (topo::link_partitions): p on every link unless the measured rates
-  // differ. An explicit p is every link's: the user's number, not the probe's.
-  const bool by_rate = auto_partitions_ && !link_rates_.empty();
-  std::vector<double> rates(ctx_.nodes, 0.0);
-  for (std::size_t r = 0; r < ctx_.nodes; ++r) {
-    if (r == ctx_.rank || dead(r)) continue;
-    rates[r] = by_rate ? link_rates_[r] : 1.0;
-  }
-  const std::size_t most =
-      std::min(floats_, std::max(partitions, ako::max_auto_partitions(floats_)));
-  link_plans_[plan] = topo::link_partitions(p_exact, partitions, rates, most);
-  if (by_rate && ctx_.nodes > 1) {
+  const std::vector<std::size_t>& links =
+      agreement_->agree(plan, partitions, p_exact, [this](std::size_t r) { return live(r); });
+  const std::vector<double>& rates = agreement_->link_rates();
+  if (auto_partitions_ && !rates.empty() && ctx_.nodes > 1) {
     std::string text;
     for (std::size_t r = 0; r < ctx_.nodes; ++r) {
-      if (link_plans_[plan][r] == 0) continue;
-      text += fmt::format("{}rank {}: {} at {}", text.empty() ? "" : ", ", r, link_plans_[plan][r],
-                          topo::format_rate(link_rates_[r]));
+      if (links[r] == 0) continue;
+      text += fmt::format("{}rank {}: {} at {}", text.empty() ? "" : ", ", r, links[r],
+                          topo::format_rate(rates[r]));
     }
-    const bool uniform = std::all_of(link_plans_[plan].begin(), link_plans_[plan].end(),
+    const bool uniform = std::all_of(links.begin(), links.end(),
                                      [&](std::size_t q) { return q == 0 || q == partitions; });
     spdlog::log(uniform ? spdlog::level::debug : spdlog::level::info,
                 "ako: plan {} per link (measured rates{}): {}", plan,
                 uniform ? ", equal within the probe's spread" : "; p_i = ceil(p x mean / rate)",
                 text);
   }
-  agreed_.store(plan + 1, std::memory_order_release);
   clocks_.set_slack(static_cast<std::uint64_t>(partitions) + options_.staleness);
   if (ctx_.nodes > 1 && channel_.connected()) post_pump();
 }
 
-void AkoStage::record_local_gamma(double gamma) {
-  const std::lock_guard lock(profile_mutex_);
-  ako::PartitionChoice& c = choices_[0];
-  c.gamma = gamma;
-  c.eq3 = bandwidth_ > 0 ? gamma * c.model_bytes * static_cast<double>(ctx_.nodes - 1) / bandwidth_
-                         : 0.0;
-}
+void AkoStage::record_local_gamma(double gamma) { agreement_->set_local_gamma(gamma); }
 
 }  // namespace gradmesh::sync

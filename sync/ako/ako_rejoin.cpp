@@ -75,12 +75,7 @@ std::uint64_t AkoStage::join() {
     if (r != ctx_.rank) clocks_.advance(r, clock);
   }
   if (auto_partitions_) {
-    {
-      const std::lock_guard lock(profile_mutex_);
-      for (std::size_t plan = 0; plan < kPlans; ++plan) agreed_plan_[plan] = true;
-      choices_[0].partitions = p1;
-      choices_[1].partitions = p;
-    }
+    agreement_->adopt(p1, p);
     agree(0, p1, static_cast<double>(p1));
     agree(1, p, static_cast<double>(p));
   }
@@ -125,7 +120,7 @@ void AkoStage::record_join_state(std::size_t from, net::Message&& message) {
 void AkoStage::donate_replica() {
   // The plan must be agreed: the joiner takes p from it and does not profile.
   const std::size_t needed = plans_needed();
-  if (agreed_.load(std::memory_order_acquire) < needed) return;  // a later iteration answers
+  if (agreement_->agreed() < needed) return;  // a later iteration answers
   std::vector<std::size_t> requests;
   {
     const std::lock_guard lock(join_mutex_);
@@ -133,7 +128,8 @@ void AkoStage::donate_replica() {
     join_requested_.store(false, std::memory_order_release);
   }
   const std::uint64_t key =
-      (static_cast<std::uint64_t>(plans_[needed - 1]) << kPartitionShift) | plans_[0];
+      (static_cast<std::uint64_t>(agreement_->partitions(needed - 1)) << kPartitionShift) |
+      agreement_->partitions(0);
   const std::uint64_t clock = local_clock_.load();
   for (const std::size_t peer : requests) {
     if (dead(peer)) continue;

@@ -20,7 +20,7 @@ void AkoStage::pump() {
     const std::lock_guard lock(pump_mutex_);
     pump_posted_.store(false, std::memory_order_release);  // a later handoff posts again
     if (stopped_.load(std::memory_order_acquire)) return;
-    const std::size_t agreed = agreed_.load(std::memory_order_acquire);
+    const std::size_t agreed = agreement_->agreed();
     const auto phase_after = [&](std::size_t plans) {
       return plans == plans_needed() ? Phase::kSteady : Phase::kProbe;
     };
@@ -104,7 +104,7 @@ bool AkoStage::same_links(std::size_t plan) const {
   for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
     if (peer == ctx_.rank || dead(peer)) continue;
     const std::size_t now = links_[peer] ? links_[peer]->partitions() : 0;
-    if (now != link_plans_[plan][peer]) return false;
+    if (now != agreement_->link_partitions(plan, peer)) return false;
   }
   return true;
 }
@@ -137,7 +137,7 @@ void AkoStage::start_phase(Phase phase, std::size_t plan) {
     // The ring holds the most partitions any link has; a buffer, the largest range of any link.
     std::size_t ring = 1, range_floats = 1;
     for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
-      const std::size_t p = link_plans_[plan][peer];
+      const std::size_t p = agreement_->link_partitions(plan, peer);
       if (p == 0) continue;  // this node, or a peer dead when the plan was agreed
       links_[peer].emplace(floats_, p);
       ring = std::max(ring, p);

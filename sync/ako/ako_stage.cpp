@@ -70,22 +70,20 @@ AkoStage::AkoStage(SyncContext context)
     settle_seconds_ = 2.0 * static_cast<double>(floats_ * sizeof(float)) *
                       static_cast<double>(ctx_.nodes - 1) / bandwidth_;
   }
-  for (std::size_t plan = 0; plan < kPlans; ++plan) {
-    gammas_[plan].assign(ctx_.nodes, std::nullopt);
-    choices_[plan].model_bytes = static_cast<double>(floats_) * sizeof(float);
-    choices_[plan].bandwidth = bandwidth_;
-    choices_[plan].nodes = ctx_.nodes;
-  }
-  if (ctx_.nodes > 1) handoff_.emplace(floats_, handoff_slots(floats_));
-  links_.resize(ctx_.nodes);
-  round_bytes_.assign(ctx_.nodes, 0.0);
+  // Per rank: B of the link to it as the start-up probe measured (bytes/s); empty: not measured.
+  std::vector<double> link_rates;
   if (ctx_.measured != nullptr && ctx_.nodes > 1 &&
       ctx_.measured->links.bandwidth.size() == ctx_.nodes * ctx_.nodes) {
     const auto row = ctx_.measured->links.bandwidth.begin() +
                      static_cast<std::ptrdiff_t>(ctx_.rank * ctx_.nodes);
-    link_rates_.assign(row, row + static_cast<std::ptrdiff_t>(ctx_.nodes));
-    link_rates_[ctx_.rank] = 0;
+    link_rates.assign(row, row + static_cast<std::ptrdiff_t>(ctx_.nodes));
+    link_rates[ctx_.rank] = 0;
   }
+  agreement_.emplace(ctx_.rank, ctx_.nodes, floats_, auto_partitions_, bandwidth_,
+                     std::move(link_rates));
+  if (ctx_.nodes > 1) handoff_.emplace(floats_, handoff_slots(floats_));
+  links_.resize(ctx_.nodes);
+  round_bytes_.assign(ctx_.nodes, 0.0);
   if (auto_partitions_ && ctx_.nodes > 1) {
     // Warm-up (p = 1) runs under the loosest bound auto p can end with, p_max + tau: unbounded,
     // one node that starts faster ran 900 iterations ahead and then stalled for seconds.
@@ -94,7 +92,6 @@ AkoStage::AkoStage(SyncContext context)
   if (!auto_partitions_) {
     const std::size_t p = *o.partitions;
     (void)ako::RangePartition(floats_, p);  // ConfigError for p > m
-    choices_[0].partitions = p;
     spdlog::info("ako: p = {} (sync.ako.partitions), tau = {}, m = {} floats, {} nodes", p,
                  o.staleness, floats_, ctx_.nodes);
     agree(0, p, static_cast<double>(p));
@@ -125,8 +122,8 @@ AkoStage::~AkoStage() {
 
 std::optional<std::size_t> AkoStage::partitions() const {
   const std::size_t needed = plans_needed();
-  if (agreed_.load(std::memory_order_acquire) < needed) return std::nullopt;
-  return plans_[needed - 1];
+  if (agreement_->agreed() < needed) return std::nullopt;
+  return agreement_->partitions(needed - 1);
 }
 
 // ====================================================================== compute tasks
@@ -209,7 +206,7 @@ void AkoStage::handoff() {
     // it plans for: the job's first (warm-up, or an explicit p), or the first after agreeing on
     // p1 (the probe). The window starts after that gradient, skipping the phase's first one.
     if (!profile_started_) {
-      const std::size_t agreed = agreed_.load(std::memory_order_acquire);
+      const std::size_t agreed = agreement_->agreed();
       if (agreed >= 1 && !agreed_at_) agreed_at_ = now;
       if (agreed >= profiles_sent_ &&
           (profiles_sent_ == 0 ||

@@ -21,6 +21,7 @@
 #include "sync/ako/accumulation_queue.h"
 #include "sync/ako/handoff_ring.h"
 #include "sync/ako/messages.h"
+#include "sync/ako/partition_agreement.h"
 #include "sync/ako/partition_count.h"
 #include "sync/ako/payload_pool.h"
 #include "sync/ako/range_partition.h"
@@ -259,7 +260,7 @@ class AkoStage final : public SyncStage {
   using Clock = std::chrono::steady_clock;
   /// What the network side sends: p = 1 warm-up rounds, rounds at the first plan, at the final p.
   enum class Phase { kWarmup, kProbe, kSteady };
-  static constexpr std::size_t kPlans = 2;  // auto p: warm-up -> p1, probe -> final p
+  static constexpr std::size_t kPlans = ako::PartitionAgreement::kPlans;  // p1, final p
 
   // compute tasks
   void gate(engine::TaskContext& task);
@@ -344,15 +345,11 @@ class AkoStage final : public SyncStage {
   // The end-of-job mean of the replicas (sync.ako.final = average, with peers).
   std::optional<collective::RingAllReduce> average_;
 
-  // Agreed partition counts: plans_[0] = p1 (auto) or the explicit p, plans_[1] = the final auto
-  // p. Each is set once, before agreed_ is raised past it (release); read after (acquire).
-  std::array<std::size_t, kPlans> plans_{};
-  // Per plan, per rank: the link's partition count (0: this node, or a peer dead at agreement).
-  std::array<std::vector<std::size_t>, kPlans> link_plans_;
-  // Per rank: B of the link to it as the start-up probe measured (bytes/s); empty: not measured.
-  std::vector<double> link_rates_;
-  std::atomic<std::size_t> agreed_{0};  // plans agreed so far
-  [[nodiscard]] std::size_t plans_needed() const noexcept { return auto_partitions_ ? kPlans : 1; }
+  // The agreement on p (plan 0: p1 or the explicit p; plan 1: the final auto p) and each link's
+  // count; made in the constructor.
+  std::optional<ako::PartitionAgreement> agreement_;
+  [[nodiscard]] std::size_t plans_needed() const noexcept { return agreement_->plans_needed(); }
+  [[nodiscard]] bool live(std::size_t r) const noexcept { return !dead(r); }
 
   // Compute side (gate / handoff tasks; finish() after the last run).
   std::atomic<std::uint64_t> local_clock_{0};  // c_j
@@ -425,12 +422,6 @@ class AkoStage final : public SyncStage {
   std::mutex staging_mutex_;
   std::vector<float> staging_;
   std::vector<char> dirty_;  // per kStagingBlock floats
-
-  // Eq. 3 agreement, per plan.
-  mutable std::mutex profile_mutex_;
-  std::array<std::vector<std::optional<double>>, kPlans> gammas_;
-  std::array<bool, kPlans> agreed_plan_{};              // try_agree() has agreed on the plan
-  std::array<ako::PartitionChoice, kPlans> choices_{};  // [0]: warm-up / explicit, [1]: final
 
   std::atomic<std::uint64_t> received_{0};
   std::atomic<std::uint64_t> full_received_{0};

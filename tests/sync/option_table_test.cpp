@@ -18,7 +18,8 @@
 using namespace gradmesh;
 using sync::OptionValues;
 
-TEST_CASE("the registry holds the built-in strategies' and schemes' own tables", "[sync][options]") {
+TEST_CASE("the registry holds the built-in strategies' and schemes' own tables",
+          "[sync][options]") {
   std::vector<std::string> names;
   for (const sync::OptionTable& t : sync::option_tables()) names.push_back(t.name);
   for (const char* name : {"ako", "poseidon", "ps"}) {
@@ -74,7 +75,7 @@ TEST_CASE("option values refuse keys no table declares and reads of the wrong ty
   OptionValues v;
   CHECK_THROWS_AS(v.set("ako.nothing", std::int64_t{1}), ContractError);
   CHECK_THROWS_AS((void)v.get("nothing.at_all"), ContractError);
-  CHECK_THROWS_AS((void)v.integer("ako.final"), ContractError);  // a string
+  CHECK_THROWS_AS((void)v.integer("ako.final"), ContractError);   // a string
   CHECK_THROWS_AS((void)v.text("ako.staleness"), ContractError);  // an integer
 }
 
