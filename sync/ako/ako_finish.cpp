@@ -239,8 +239,8 @@ std::map<std::string, double> AkoStage::summary() const {
   out["partitions_received"] = static_cast<double>(received_.load());
   out["full_rounds_received"] = static_cast<double>(full_received_.load());
   out["staleness_waits"] = static_cast<double>(clocks_.waits());
-  out["peers_failed"] = static_cast<double>(failures_.load());
-  out["peers_rejoined"] = static_cast<double>(rejoins_.load());
+  out["peers_failed"] = static_cast<double>(membership_.failures());
+  out["peers_rejoined"] = static_cast<double>(membership_.rejoins());
   out["rejoined"] = rejoined_ ? 1.0 : 0.0;
   out["profile_iterations"] = static_cast<double>(profiled_.load());
   {

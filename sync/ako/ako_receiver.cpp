@@ -167,11 +167,11 @@ void AkoStage::on_failure(const PeerError& error) {
     spdlog::error("ako: a failure report for rank {} ignored: {}", peer, error.what());
     return;
   }
-  if (dead_[peer].exchange(true, std::memory_order_acq_rel)) return;  // reported already
+  const std::optional<ako::Membership::Dropped> dropped = membership_.drop(peer);
+  if (!dropped) return;  // reported already
   failed_.store(true, std::memory_order_release);
-  failures_.fetch_add(1, std::memory_order_relaxed);
-  const std::size_t live = live_nodes_.fetch_sub(1, std::memory_order_acq_rel) - 1;
-  if (quorum_.holds(live)) {
+  const std::size_t live = dropped->live;
+  if (dropped->quorum_holds) {
     spdlog::warn(
         "ako: {}; dropped from the staleness clocks, going on with {} of {} nodes (Ako "
         "SoCC'16 sec. 4.3)",
@@ -194,25 +194,14 @@ void AkoStage::on_failure(const PeerError& error) {
 }
 
 void AkoStage::cut_off(const PeerError& error) {
-  std::vector<std::string> lost;
-  for (std::size_t r = 0; r < ctx_.nodes; ++r) {
-    if (r != ctx_.rank && dead(r))
-      lost.push_back("rank " + std::to_string(r) + " (" + channel_.address(r) + ")");
-  }
-  const std::string why = quorum_.cut_off_message(lost, error.what());
-  {
-    const std::lock_guard lock(quorum_mutex_);
-    if (cut_off_) return;
-    cut_off_ = std::make_exception_ptr(Error(why));
-  }
-  spdlog::error("ako: {}", why);
-  clocks_.fail_all(std::make_exception_ptr(Error(why)));
+  const std::optional<std::string> why =
+      membership_.cut_off([this](std::size_t r) { return channel_.address(r); }, error.what());
+  if (!why) return;  // cut off already
+  spdlog::error("ako: {}", *why);
+  clocks_.fail_all(std::make_exception_ptr(Error(*why)));
 }
 
-void AkoStage::check_quorum() const {
-  const std::lock_guard lock(quorum_mutex_);
-  if (cut_off_) std::rethrow_exception(cut_off_);
-}
+void AkoStage::check_quorum() const { membership_.check(); }
 
 std::size_t AkoStage::peers_pending_locked() const {
   std::size_t pending = 0;

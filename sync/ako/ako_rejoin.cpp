@@ -169,9 +169,7 @@ void AkoStage::take_back(std::size_t peer) {
     done_[peer] = 0;
     replicas_[peer].reset();
   }
-  dead_[peer].store(false, std::memory_order_release);
-  const std::size_t live = live_nodes_.fetch_add(1, std::memory_order_acq_rel) + 1;
-  rejoins_.fetch_add(1, std::memory_order_relaxed);
+  const std::size_t live = membership_.take_back(peer).value_or(membership_.live());
   spdlog::warn(
       "ako: rank {} restarted and rejoined: back in the staleness clocks and the rounds, "
       "{} of {} nodes live (Ako SoCC'16 sec. 4.3)",

@@ -40,14 +40,11 @@ AkoStage::AkoStage(SyncContext context)
           [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })),
       partition_frame_overhead_(frame_overhead_bytes(
           partition_stage_, static_cast<std::uint16_t>(ako::Kind::kPartition))),
-      dead_(new std::atomic<bool>[ctx_.nodes]),
-      live_nodes_(ctx_.nodes),
-      quorum_{ctx_.nodes, ctx_.min_nodes},
+      membership_(ctx_.rank, ctx_.nodes, ctx_.min_nodes),
       last_round_(ctx_.nodes, 0),
       readmit_(ctx_.nodes, 0),
       staging_(floats_, 0.0f),
       dirty_((floats_ + kStagingBlock - 1) / kStagingBlock, 0) {
-  for (std::size_t r = 0; r < ctx_.nodes; ++r) dead_[r].store(false, std::memory_order_relaxed);
   done_.assign(ctx_.nodes, 0);
   replicas_.resize(ctx_.nodes);
   const AkoOptions& o = options_;
@@ -181,7 +178,7 @@ void AkoStage::step_layer(std::size_t layer) {
   // u = (g + wd w) / n: every replica applies every node's u, so lr means what it means for the
   // BSP strategies (a step along the mean of the n nodes' gradients). n counts the live nodes
   // (a failed peer's updates stop coming, sec. 4.3).
-  const float inverse_n = 1.0f / static_cast<float>(live_nodes_.load(std::memory_order_acquire));
+  const float inverse_n = 1.0f / static_cast<float>(membership_.live());
   for (std::size_t i = 0; i < g.size(); ++i) g[i] = (g[i] + o.weight_decay * w[i]) * inverse_n;
   if (o.momentum == 0.0f) {  // w -= lr u; u is sent (Algorithm 1 lines 5 and 13)
     for (std::size_t i = 0; i < g.size(); ++i) w[i] -= o.lr * g[i];

@@ -20,6 +20,7 @@
 #include "net/message.h"
 #include "sync/ako/accumulation_queue.h"
 #include "sync/ako/handoff_ring.h"
+#include "sync/ako/membership.h"
 #include "sync/ako/messages.h"
 #include "sync/ako/partition_agreement.h"
 #include "sync/ako/partition_count.h"
@@ -386,17 +387,10 @@ class AkoStage final : public SyncStage {
   std::atomic<bool> flushing_{false};  // finish() sends what is left: not counted as training
   std::atomic<bool> stopped_{false};   // no more sends: finish() is done with them
   std::atomic<bool> failed_{false};    // a peer failed
-  // Per rank: the peer failed and was dropped (sec. 4.3). Set by on_failure(), cleared by
-  // on_rejoin() when it comes back.
-  std::unique_ptr<std::atomic<bool>[]> dead_;
-  std::atomic<std::size_t> live_nodes_;  // this node and the peers not dead
-  // Membership (sync::Quorum over the job's n ranks): once the live nodes fall below it this
-  // node is cut off; the error fails every gate and check_quorum() throws it. Under quorum_mutex_.
-  Quorum quorum_;
-  mutable std::mutex quorum_mutex_;
-  std::exception_ptr cut_off_;
-  std::atomic<std::uint64_t> failures_{0};  // peers that failed (a rejoined one counts too)
-  std::atomic<std::uint64_t> rejoins_{0};   // failed peers taken back
+  // The peers dropped (sec. 4.3; on_failure(), back by take_back()) and the quorum: once the
+  // live nodes fall below it this node is cut off; the error fails every gate and
+  // check_quorum() throws it.
+  ako::Membership membership_;
   // Rejoining (join()): the peers that asked this node for its replica, the answer this node got.
   std::mutex join_mutex_;
   std::condition_variable join_changed_;
@@ -404,9 +398,7 @@ class AkoStage final : public SyncStage {
   std::atomic<bool> join_requested_{false};  // join_requests_ is not empty
   std::optional<net::Message> join_state_;   // under join_mutex_
   bool rejoined_ = false;                    // this node joined from a donor's replica
-  [[nodiscard]] bool dead(std::size_t peer) const noexcept {
-    return dead_[peer].load(std::memory_order_acquire);
-  }
+  [[nodiscard]] bool dead(std::size_t peer) const noexcept { return membership_.dead(peer); }
   std::atomic<std::uint64_t> sent_clock_{0};  // gradients contained in rounds sent
   std::atomic<std::uint64_t> rounds_sent_{0};
   std::atomic<std::uint64_t> full_rounds_{0};

@@ -19,8 +19,9 @@ PartitionAgreement::PartitionAgreement(std::size_t rank, std::size_t nodes, std:
       automatic_(automatic),
       bandwidth_(bandwidth),
       link_rates_(std::move(link_rates)) {
-  GRADMESH_CHECK(rank < nodes && floats >= 1 && (link_rates_.empty() || link_rates_.size() == nodes),
-                 "PartitionAgreement: rank < nodes, floats >= 1, one link rate per rank");
+  GRADMESH_CHECK(
+      rank < nodes && floats >= 1 && (link_rates_.empty() || link_rates_.size() == nodes),
+      "PartitionAgreement: rank < nodes, floats >= 1, one link rate per rank");
   for (std::size_t plan = 0; plan < kPlans; ++plan) {
     gammas_[plan].assign(nodes_, std::nullopt);
     choices_[plan].model_bytes = static_cast<double>(floats_) * sizeof(float);
@@ -96,8 +97,8 @@ void PartitionAgreement::set_local_gamma(double gamma) {
   const std::lock_guard lock(mutex_);
   PartitionChoice& c = choices_[0];
   c.gamma = gamma;
-  c.eq3 = bandwidth_ > 0 ? gamma * c.model_bytes * static_cast<double>(nodes_ - 1) / bandwidth_
-                         : 0.0;
+  c.eq3 =
+      bandwidth_ > 0 ? gamma * c.model_bytes * static_cast<double>(nodes_ - 1) / bandwidth_ : 0.0;
 }
 
 PartitionChoice PartitionAgreement::choice(std::size_t plan) const {

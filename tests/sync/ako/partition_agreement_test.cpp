@@ -16,9 +16,9 @@ using gradmesh::sync::ako::PartitionChoice;
 
 namespace {
 
-constexpr std::size_t kFloats = 1'000'000;                 // m = 4 MB
+constexpr std::size_t kFloats = 1'000'000;                   // m = 4 MB
 constexpr double kBytes = static_cast<double>(kFloats) * 4;  // m in bytes
-constexpr double kB = 12.5e6;                               // B = 100 Mbit/s
+constexpr double kB = 12.5e6;                                // B = 100 Mbit/s
 
 const PartitionAgreement::Live kAllLive = [](std::size_t) { return true; };
 
@@ -30,7 +30,7 @@ TEST_CASE("p is agreed from the mean gamma once every node's profile is in, plan
   CHECK(a.plans_needed() == 2);
   CHECK(a.record(0, 0, 8.0, kBytes, kB).empty());
   CHECK(a.record(1, 0, 10.0, kBytes, kB).empty());
-  CHECK_FALSE(a.try_agree(0, kAllLive));  // rank 2's gamma is missing
+  CHECK_FALSE(a.try_agree(0, kAllLive));            // rank 2's gamma is missing
   CHECK(a.record(2, 1, 10.0, kBytes, kB).empty());  // plan 1 before plan 0: kept, not agreed
   CHECK_FALSE(a.try_agree(1, kAllLive));
   CHECK(a.record(2, 0, 12.0, kBytes, kB).empty());
@@ -60,10 +60,12 @@ TEST_CASE("a failed peer's gamma is left out of the mean and its link gets no pa
   REQUIRE(c);
   CHECK(c->gamma == Approx(10.0));
   CHECK(c->nodes == 2);  // n in eq. 3: the live nodes
-  CHECK(a.agree(0, c->partitions, c->eq3, rank2_dead) == std::vector<std::size_t>{c->partitions, 0, 0});
+  CHECK(a.agree(0, c->partitions, c->eq3, rank2_dead) ==
+        std::vector<std::size_t>{c->partitions, 0, 0});
 }
 
-TEST_CASE("a profile that breaks the agreement is refused and changes nothing", "[ako][agreement]") {
+TEST_CASE("a profile that breaks the agreement is refused and changes nothing",
+          "[ako][agreement]") {
   PartitionAgreement a(0, 2, kFloats, true, kB, {});
   CHECK(a.record(1, 0, 10.0, kBytes, kB).empty());
   CHECK_THAT(a.record(1, 0, 11.0, kBytes, kB), Catch::Contains("a second gradient-rate profile"));
