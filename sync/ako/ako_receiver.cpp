@@ -152,13 +152,8 @@ void AkoStage::advance_clock(std::size_t from, std::uint64_t round) {
 }
 
 void AkoStage::stage(std::size_t offset, std::span<const float> values) {
-  const std::lock_guard lock(staging_mutex_);
-  float* delta = staging_.data() + offset;
-  const float lr = ctx_.optimizer.lr();  // the schedule's rate now (tasks/optim/lr_schedule.h)
-  for (std::size_t i = 0; i < values.size(); ++i) delta[i] -= lr * values[i];  // line 13
-  if (values.empty()) return;
-  const std::size_t last = (offset + values.size() - 1) / kStagingBlock;
-  for (std::size_t b = offset / kStagingBlock; b <= last; ++b) dirty_[b] = 1;
+  // Line 13, at the schedule's rate now (tasks/optim/lr_schedule.h).
+  staging_.add(offset, values, -ctx_.optimizer.lr());
 }
 
 void AkoStage::on_failure(const PeerError& error) {

@@ -43,8 +43,7 @@ AkoStage::AkoStage(SyncContext context)
       membership_(ctx_.rank, ctx_.nodes, ctx_.min_nodes),
       last_round_(ctx_.nodes, 0),
       readmit_(ctx_.nodes, 0),
-      staging_(floats_, 0.0f),
-      dirty_((floats_ + kStagingBlock - 1) / kStagingBlock, 0) {
+      staging_(floats_) {
   done_.assign(ctx_.nodes, 0);
   replicas_.resize(ctx_.nodes);
   const AkoOptions& o = options_;
@@ -153,20 +152,7 @@ void AkoStage::gate(engine::TaskContext& task) {
 }
 
 void AkoStage::apply_staging() {
-  {
-    const std::lock_guard lock(staging_mutex_);
-    const std::span<float> w = ctx_.model.parameters();
-    for (std::size_t b = 0; b < dirty_.size(); ++b) {
-      if (dirty_[b] == 0) continue;
-      const std::size_t begin = b * kStagingBlock;
-      const std::size_t end = std::min(floats_, begin + kStagingBlock);
-      for (std::size_t i = begin; i < end; ++i) {
-        w[i] += staging_[i];
-        staging_[i] = 0.0f;
-      }
-      dirty_[b] = 0;
-    }
-  }
+  (void)staging_.apply_to(ctx_.model.parameters());
   // An iteration boundary: the replica holds every update applied so far and nothing runs on it.
   if (join_requested_.load(std::memory_order_acquire)) donate_replica();
 }

@@ -26,6 +26,7 @@
 #include "sync/ako/partition_count.h"
 #include "sync/ako/payload_pool.h"
 #include "sync/ako/range_partition.h"
+#include "sync/ako/staging_delta.h"
 #include "sync/ako/staleness_clocks.h"
 #include "sync/channel.h"
 #include "sync/collective/ring_allreduce.h"
@@ -181,8 +182,6 @@ class AkoStage final : public SyncStage {
   /// HandoffRing's slots; fewer for large models: the ring is capped at kHandoffBytes).
   static constexpr std::size_t kHandoffSlots = 4;
   static constexpr std::size_t kHandoffBytes = std::size_t{64} << 20;
-  /// Staged updates are tracked in blocks of this many floats (any p's ranges map onto them).
-  static constexpr std::size_t kStagingBlock = 16384;
 
   explicit AkoStage(SyncContext context);
   ~AkoStage() override;
@@ -411,9 +410,7 @@ class AkoStage final : public SyncStage {
   std::vector<char> readmit_;  // per peer: rejoined; back in the clocks at its first round
 
   // Staging delta: -lr x received partitions, folded into the parameters by ako_apply.
-  std::mutex staging_mutex_;
-  std::vector<float> staging_;
-  std::vector<char> dirty_;  // per kStagingBlock floats
+  ako::StagingDelta staging_;
 
   std::atomic<std::uint64_t> received_{0};
   std::atomic<std::uint64_t> full_received_{0};

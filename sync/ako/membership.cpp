@@ -35,7 +35,8 @@ std::optional<std::string> Membership::cut_off(
     const std::function<std::string(std::size_t rank)>& address, const std::string& last) {
   std::vector<std::string> lost;
   for (std::size_t r = 0; r < nodes_; ++r) {
-    if (r != rank_ && dead(r)) lost.push_back("rank " + std::to_string(r) + " (" + address(r) + ")");
+    if (r != rank_ && dead(r))
+      lost.push_back("rank " + std::to_string(r) + " (" + address(r) + ")");
   }
   std::string why = quorum_.cut_off_message(lost, last);
   const std::lock_guard lock(mutex_);

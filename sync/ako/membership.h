@@ -45,9 +45,7 @@ class Membership {
     return dead_[peer].load(std::memory_order_acquire);
   }
   /// Live nodes, this node included (acquire).
-  [[nodiscard]] std::size_t live() const noexcept {
-    return live_.load(std::memory_order_acquire);
-  }
+  [[nodiscard]] std::size_t live() const noexcept { return live_.load(std::memory_order_acquire); }
   [[nodiscard]] std::uint64_t failures() const noexcept { return failures_.load(); }
   [[nodiscard]] std::uint64_t rejoins() const noexcept { return rejoins_.load(); }
 

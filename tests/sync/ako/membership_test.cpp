@@ -68,8 +68,7 @@ TEST_CASE("net.min_nodes replaces the majority", "[ako][membership]") {
   CHECK_THAT(*m.cut_off(address, "gone"), Catch::Contains("too few nodes left"));
 }
 
-TEST_CASE("failures reported from many threads at once count each peer once",
-          "[ako][membership]") {
+TEST_CASE("failures reported from many threads at once count each peer once", "[ako][membership]") {
   constexpr std::size_t kNodes = 8;
   Membership m(0, kNodes, 1);
   std::vector<std::thread> threads;
