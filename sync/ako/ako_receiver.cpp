@@ -76,11 +76,7 @@ void AkoStage::on_message(std::size_t from, net::Message&& message) {
       }
       take_back(from);  // its stage is routed: rounds to it may go again
       if (message.key == 0) return;
-      {
-        const std::lock_guard lock(join_mutex_);
-        join_requests_.push_back(from);
-      }
-      join_requested_.store(true, std::memory_order_release);
+      joins_.request(from);
       spdlog::info(
           "ako: rank {} asks for this node's replica to rejoin; it goes at this node's "
           "next iteration boundary",
@@ -182,10 +178,7 @@ void AkoStage::on_failure(const PeerError& error) {
     const std::lock_guard lock(flush_mutex_);  // wakes finish() if it waits on the peers
   }
   flushed_.notify_all();
-  {
-    const std::lock_guard lock(join_mutex_);  // wakes join() if it waits on this peer
-  }
-  join_changed_.notify_all();
+  joins_.wake();  // join() checks whether it waits on this peer
 }
 
 void AkoStage::cut_off(const PeerError& error) {

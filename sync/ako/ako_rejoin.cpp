@@ -31,28 +31,24 @@ std::uint64_t AkoStage::join() {
   {
     const double wait_s =
         network_wait_seconds(static_cast<double>(floats_ * sizeof(float)), kJoinTimeoutSeconds);
-    std::unique_lock lock(join_mutex_);
-    const bool answered = join_changed_.wait_for(lock, std::chrono::duration<double>(wait_s), [&] {
-      return join_state_.has_value() || dead(donor);
-    });
-    if (!join_state_) {
+    std::optional<net::Message> answer =
+        joins_.await(std::chrono::duration<double>(wait_s), [&] { return dead(donor); });
+    if (!answer) {
       throw Error("ako: rank " + std::to_string(donor) + " (" + channel_.address(donor) + ")" +
-                  (answered ? " failed"
-                            : " sent no replica within " +
-                                  std::to_string(static_cast<int>(wait_s)) + " s") +
+                  (dead(donor) ? " failed"
+                               : " sent no replica within " +
+                                     std::to_string(static_cast<int>(wait_s)) + " s") +
                   " before this node could rejoin; start it again to rejoin through another peer");
     }
-    state = std::move(*join_state_);
+    state = std::move(*answer);
   }
-  const std::uint64_t clock = state.round;
-  const auto p1 = static_cast<std::size_t>(state.key & 0xffffffffu);
-  const auto p = static_cast<std::size_t>(state.key >> kPartitionShift);
+  const ako::JoinState join = joins_.decode(state);
+  const std::uint64_t clock = join.clock;
+  const std::size_t p1 = join.p1;
+  const std::size_t p = join.partitions;
   // Nothing runs yet: the replica is this node's to overwrite.
-  std::memcpy(ctx_.model.parameters().data(), state.payload.bytes().data(),
-              floats_ * sizeof(float));
-  double donor_bandwidth = 0;
-  std::memcpy(&donor_bandwidth, state.payload.bytes().data() + floats_ * sizeof(float),
-              sizeof(double));
+  std::memcpy(ctx_.model.parameters().data(), join.replica.data(), join.replica.size());
+  const double donor_bandwidth = join.bandwidth;
   // The donor's B (the job's slowest link, measured or configured) stands in for the probe this
   // node skipped: it bounds this node's waits and how long one frame may hold a link, unless
   // this node has a rate of its own (a send cap, sync.ako.bandwidth, planner.bandwidth).
@@ -92,55 +88,23 @@ void AkoStage::record_join_state(std::size_t from, net::Message&& message) {
     reject(from, "a replica to rejoin with, which this node did not ask for");
     return;
   }
-  const std::uint64_t p1 = message.key & 0xffffffffu;
-  const std::uint64_t p = message.key >> kPartitionShift;
-  const std::size_t bytes = floats_ * sizeof(float) + sizeof(double);
-  double bandwidth = -1;
-  if (message.payload.size() == bytes)
-    std::memcpy(&bandwidth, message.payload.bytes().data() + floats_ * sizeof(float),
-                sizeof(double));
-  if (message.payload.size() != bytes || p1 < 1 || p < 1 || p1 > floats_ || p > floats_ ||
-      !std::isfinite(bandwidth) || bandwidth < 0) {
-    reject(from, "a replica to rejoin with of " + std::to_string(message.payload.size()) +
-                     " bytes at p = " + std::to_string(p) + " (expected " + std::to_string(bytes) +
-                     " bytes: m floats and B >= 0, 1 <= p <= m)");
-    return;
-  }
-  {
-    const std::lock_guard lock(join_mutex_);
-    if (join_state_) {
-      reject(from, "a second replica to rejoin with");
-      return;
-    }
-    join_state_ = std::move(message);
-  }
-  join_changed_.notify_all();
+  const std::string refused = joins_.offer(std::move(message));
+  if (!refused.empty()) reject(from, refused);
 }
 
 void AkoStage::donate_replica() {
   // The plan must be agreed: the joiner takes p from it and does not profile.
   const std::size_t needed = plans_needed();
   if (agreement_->agreed() < needed) return;  // a later iteration answers
-  std::vector<std::size_t> requests;
-  {
-    const std::lock_guard lock(join_mutex_);
-    requests.swap(join_requests_);
-    join_requested_.store(false, std::memory_order_release);
-  }
+  const std::vector<std::size_t> requests = joins_.take_requests();
   const std::uint64_t key =
-      (static_cast<std::uint64_t>(agreement_->partitions(needed - 1)) << kPartitionShift) |
-      agreement_->partitions(0);
+      ako::JoinExchange::key(agreement_->partitions(0), agreement_->partitions(needed - 1));
   const std::uint64_t clock = local_clock_.load();
   for (const std::size_t peer : requests) {
     if (dead(peer)) continue;
-    // The replica, then B (bytes/s, 0: unknown): the joiner skipped the probe.
-    net::Payload payload =
-        net::Payload::allocate(floats_ * sizeof(float) + sizeof(double));  // once per rejoin
-    std::memcpy(payload.mutable_bytes().data(), ctx_.model.parameters().data(),
-                floats_ * sizeof(float));
-    std::memcpy(payload.mutable_bytes().data() + floats_ * sizeof(float), &link_bandwidth_,
-                sizeof(double));
-    send_to(peer, control_stage_, ako::Kind::kJoinState, key, clock, std::move(payload));
+    // The replica, then B (bytes/s, 0: unknown): the joiner skipped the probe. Once per rejoin.
+    send_to(peer, control_stage_, ako::Kind::kJoinState, key, clock,
+            joins_.encode(ctx_.model.parameters(), link_bandwidth_));
     spdlog::info("ako: sent rank {} this node's replica at clock {} to rejoin with", peer, clock);
   }
 }

@@ -41,6 +41,7 @@ AkoStage::AkoStage(SyncContext context)
       partition_frame_overhead_(frame_overhead_bytes(
           partition_stage_, static_cast<std::uint16_t>(ako::Kind::kPartition))),
       membership_(ctx_.rank, ctx_.nodes, ctx_.min_nodes),
+      joins_(floats_),
       last_round_(ctx_.nodes, 0),
       readmit_(ctx_.nodes, 0),
       staging_(floats_) {
@@ -154,7 +155,7 @@ void AkoStage::gate(engine::TaskContext& task) {
 void AkoStage::apply_staging() {
   (void)staging_.apply_to(ctx_.model.parameters());
   // An iteration boundary: the replica holds every update applied so far and nothing runs on it.
-  if (join_requested_.load(std::memory_order_acquire)) donate_replica();
+  if (joins_.requested()) donate_replica();
 }
 
 void AkoStage::step_layer(std::size_t layer) {

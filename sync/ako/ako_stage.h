@@ -20,6 +20,7 @@
 #include "net/message.h"
 #include "sync/ako/accumulation_queue.h"
 #include "sync/ako/handoff_ring.h"
+#include "sync/ako/join_exchange.h"
 #include "sync/ako/membership.h"
 #include "sync/ako/messages.h"
 #include "sync/ako/partition_agreement.h"
@@ -391,12 +392,8 @@ class AkoStage final : public SyncStage {
   // check_quorum() throws it.
   ako::Membership membership_;
   // Rejoining (join()): the peers that asked this node for its replica, the answer this node got.
-  std::mutex join_mutex_;
-  std::condition_variable join_changed_;
-  std::vector<std::size_t> join_requests_;   // under join_mutex_
-  std::atomic<bool> join_requested_{false};  // join_requests_ is not empty
-  std::optional<net::Message> join_state_;   // under join_mutex_
-  bool rejoined_ = false;                    // this node joined from a donor's replica
+  ako::JoinExchange joins_;
+  bool rejoined_ = false;  // this node joined from a donor's replica
   [[nodiscard]] bool dead(std::size_t peer) const noexcept { return membership_.dead(peer); }
   std::atomic<std::uint64_t> sent_clock_{0};  // gradients contained in rounds sent
   std::atomic<std::uint64_t> rounds_sent_{0};

@@ -8,6 +8,7 @@ target_sources(gradmesh_sync PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/ako_sender.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ako_stage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/handoff_ring.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/join_exchange.cpp
   ${CMAKE_CURRENT_LIST_DIR}/membership.cpp
   ${CMAKE_CURRENT_LIST_DIR}/options.cpp
   ${CMAKE_CURRENT_LIST_DIR}/partition_agreement.cpp

@@ -29,7 +29,7 @@ TEST_CASE("a staged range is added once to the parameters, then the delta is zer
   // A range across the first block boundary, scaled by -lr (line 13).
   const std::vector<float> values(10, 2.0f);
   delta.add(kBlock - 4, values, -0.5f);
-  delta.add(kBlock - 4, values, -0.5f);  // a second partition on the same range adds up
+  delta.add(kBlock - 4, values, -0.5f);    // a second partition on the same range adds up
   CHECK(delta.apply_to(w) == 2 * kBlock);  // the two blocks it touched
   for (std::size_t i = 0; i < floats; ++i) {
     const bool staged = i >= kBlock - 4 && i < kBlock + 6;
@@ -46,8 +46,7 @@ TEST_CASE("a staged range is added once to the parameters, then the delta is zer
   CHECK(w[floats - 1] == 3.0f);
 }
 
-TEST_CASE("a range outside the delta or parameters of another size are refused",
-          "[ako][staging]") {
+TEST_CASE("a range outside the delta or parameters of another size are refused", "[ako][staging]") {
   StagingDelta delta(100);
   std::vector<float> w(100, 0.0f);
   CHECK_THROWS_AS(delta.add(95, std::vector<float>(6, 1.0f), 1.0f), gradmesh::ContractError);
