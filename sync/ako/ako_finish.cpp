@@ -34,16 +34,11 @@ bool AkoStage::finish() {
                                            std::chrono::duration<double>(wait_s));
   flushing_.store(true, std::memory_order_release);  // rounds from here on: not training's
   bool flushed = false;
-  {
-    std::unique_lock lock(flush_mutex_);
-    while (!stopped_.load(std::memory_order_acquire)) {
-      flushed = sent_clock_.load(std::memory_order_acquire) >= produced;
-      if (flushed || Clock::now() >= deadline) break;
-      lock.unlock();
-      post_pump();
-      lock.lock();
-      flushed_.wait_for(lock, std::chrono::milliseconds(20));
-    }
+  while (!stopped_.load(std::memory_order_acquire)) {
+    flushed = sent_clock_.load(std::memory_order_acquire) >= produced;
+    if (flushed || Clock::now() >= deadline) break;
+    post_pump();
+    end_.wait(std::chrono::milliseconds(20));  // the sender notifies after each pump
   }
   if (!flushed && !stopped_.load()) {
     spdlog::warn("ako: {} of {} gradients were not sent before the end of the job",
@@ -64,16 +59,13 @@ bool AkoStage::finish() {
   // Tell every live peer this node has sent all it will, then wait (bounded) for theirs; a peer
   // that fails meanwhile is no longer waited for.
   broadcast(control_stage_, ako::Kind::kDone, 0, 0, net::Payload{});
-  bool all_done = false;
-  {
-    std::unique_lock lock(flush_mutex_);
-    all_done = flushed_.wait_until(lock, deadline, [&] { return peers_pending_locked() == 0; });
-    if (!all_done) {
-      spdlog::warn(
-          "ako: {} of {} peers did not finish sending within {:.0f} s (for up to {:.1f} "
-          "MB per peer at B = {:.3g} MB/s)",
-          peers_pending_locked(), ctx_.nodes - 1, wait_s, model_bytes / 1e6, bandwidth_ / 1e6);
-    }
+  const auto live_peer = [this](std::size_t r) { return live(r); };
+  const bool all_done = end_.await_done(deadline, live_peer);
+  if (!all_done) {
+    spdlog::warn(
+        "ako: {} of {} peers did not finish sending within {:.0f} s (for up to {:.1f} "
+        "MB per peer at B = {:.3g} MB/s)",
+        end_.pending(live_peer), ctx_.nodes - 1, wait_s, model_bytes / 1e6, bandwidth_ / 1e6);
   }
   if (average_ && all_done && !failed_.load(std::memory_order_acquire)) {
     try {
@@ -173,27 +165,8 @@ std::size_t AkoStage::average_survivors() {
       start +
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
           network_wait_seconds(static_cast<double>((ctx_.nodes - 1) * floats_ * sizeof(float)))));
-  std::unique_lock lock(flush_mutex_);
-  flushed_.wait_until(lock, deadline, [&] {
-    for (std::size_t r = 0; r < ctx_.nodes; ++r) {
-      if (r != ctx_.rank && !dead(r) && !replicas_[r]) return false;
-    }
-    return true;
-  });
-  // Rank order, this node's own in its place: the same sum on every survivor that got the same.
-  std::vector<float> sum(floats_, 0.0f);
-  std::size_t count = 0;
-  for (std::size_t r = 0; r < ctx_.nodes; ++r) {
-    const float* values = r == ctx_.rank ? w.data()
-                          : replicas_[r] ? replicas_[r]->as<float>().data()
-                                         : nullptr;
-    if (values == nullptr) continue;
-    for (std::size_t i = 0; i < floats_; ++i) sum[i] += values[i];
-    ++count;
-  }
-  lock.unlock();
-  const float scale = 1.0f / static_cast<float>(count);
-  for (std::size_t i = 0; i < floats_; ++i) w[i] = sum[i] * scale;
+  const std::size_t count =
+      end_.average_survivors(w, deadline, [this](std::size_t r) { return live(r); });
   spdlog::info(
       "ako: a peer failed; the final model is the mean of the {} surviving replicas "
       "({:.2f} s)",

@@ -31,15 +31,8 @@ void AkoStage::on_message(std::size_t from, net::Message&& message) {
       return;
     case ako::Kind::kDone: {
       // Sent after a peer's last round (per-connection order: all its partitions came first).
-      {
-        const std::lock_guard lock(flush_mutex_);
-        if (done_[from] != 0) {
-          reject(from, "a second end-of-job marker");
-          return;
-        }
-        done_[from] = 1;
-      }
-      flushed_.notify_all();
+      const std::string refused = end_.done(from);
+      if (!refused.empty()) reject(from, refused);
       return;
     }
     case ako::Kind::kPartition: {
@@ -53,20 +46,8 @@ void AkoStage::on_message(std::size_t from, net::Message&& message) {
       return;
     }
     case ako::Kind::kReplica: {
-      if (message.payload.size() != floats_ * sizeof(float)) {
-        reject(from, "a replica of " + std::to_string(message.payload.size()) +
-                         " bytes (expected " + std::to_string(floats_ * sizeof(float)) + ")");
-        return;
-      }
-      {
-        const std::lock_guard lock(flush_mutex_);
-        if (replicas_[from]) {
-          reject(from, "a second replica");
-          return;
-        }
-        replicas_[from] = std::move(message.payload);
-      }
-      flushed_.notify_all();
+      const std::string refused = end_.replica(from, std::move(message.payload));
+      if (!refused.empty()) reject(from, refused);
       return;
     }
     case ako::Kind::kJoinRequest: {
@@ -174,10 +155,7 @@ void AkoStage::on_failure(const PeerError& error) {
   // The end-of-job mean needs every node's replica: it can no longer complete.
   if (average_) average_->fail_all(std::make_exception_ptr(error));
   for (std::size_t plan = 0; plan < kPlans; ++plan) try_agree(plan);  // its gamma may never come
-  {
-    const std::lock_guard lock(flush_mutex_);  // wakes finish() if it waits on the peers
-  }
-  flushed_.notify_all();
+  end_.notify();  // finish() checks whether it waits on this peer
   joins_.wake();  // join() checks whether it waits on this peer
 }
 
@@ -190,14 +168,6 @@ void AkoStage::cut_off(const PeerError& error) {
 }
 
 void AkoStage::check_quorum() const { membership_.check(); }
-
-std::size_t AkoStage::peers_pending_locked() const {
-  std::size_t pending = 0;
-  for (std::size_t r = 0; r < ctx_.nodes; ++r) {
-    if (r != ctx_.rank && done_[r] == 0 && !dead(r)) ++pending;
-  }
-  return pending;
-}
 
 void AkoStage::reject(std::size_t from, const std::string& why) {
   channel_.reject(from, partition_stage_, why);

@@ -128,11 +128,7 @@ void AkoStage::take_back(std::size_t peer) {
     // back, or its donor, gated on it, would never reach the iteration boundary that answers it.
     readmit_[peer] = 1;
   }
-  {
-    const std::lock_guard lock(flush_mutex_);
-    done_[peer] = 0;
-    replicas_[peer].reset();
-  }
+  { end_.reset(peer); }
   const std::size_t live = membership_.take_back(peer).value_or(membership_.live());
   spdlog::warn(
       "ako: rank {} restarted and rejoined: back in the staleness clocks and the rounds, "

@@ -96,8 +96,7 @@ void AkoStage::pump() {
       sent_clock_.store(folded_, std::memory_order_release);
     }
   }
-  const std::lock_guard lock(flush_mutex_);
-  flushed_.notify_all();
+  end_.notify();
 }
 
 bool AkoStage::same_links(std::size_t plan) const {

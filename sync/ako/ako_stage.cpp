@@ -44,9 +44,8 @@ AkoStage::AkoStage(SyncContext context)
       joins_(floats_),
       last_round_(ctx_.nodes, 0),
       readmit_(ctx_.nodes, 0),
-      staging_(floats_) {
-  done_.assign(ctx_.nodes, 0);
-  replicas_.resize(ctx_.nodes);
+      staging_(floats_),
+      end_(ctx_.rank, ctx_.nodes, floats_) {
   const AkoOptions& o = options_;
   if (auto_partitions_) {
     std::optional<double> measured = ctx_.options.planner.bandwidth;

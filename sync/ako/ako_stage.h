@@ -19,6 +19,7 @@
 
 #include "net/message.h"
 #include "sync/ako/accumulation_queue.h"
+#include "sync/ako/final_exchange.h"
 #include "sync/ako/handoff_ring.h"
 #include "sync/ako/join_exchange.h"
 #include "sync/ako/membership.h"
@@ -398,8 +399,6 @@ class AkoStage final : public SyncStage {
   std::atomic<std::uint64_t> sent_clock_{0};  // gradients contained in rounds sent
   std::atomic<std::uint64_t> rounds_sent_{0};
   std::atomic<std::uint64_t> full_rounds_{0};
-  std::mutex flush_mutex_;
-  std::condition_variable flushed_;
 
   // Receiving, under receive_mutex_.
   std::mutex receive_mutex_;
@@ -411,11 +410,8 @@ class AkoStage final : public SyncStage {
 
   std::atomic<std::uint64_t> received_{0};
   std::atomic<std::uint64_t> full_received_{0};
-  std::vector<char> done_;  // per rank: its ako::Kind::kDone arrived; guarded by flush_mutex_
-  // Per rank: its replica for the survivors' mean (ako::Kind::kReplica); guarded by flush_mutex_.
-  std::vector<std::optional<net::Payload>> replicas_;
-  /// Peers whose kDone has not arrived and that are not dead; under flush_mutex_.
-  [[nodiscard]] std::size_t peers_pending_locked() const;
+  // The end-of-job markers and the survivors' replicas (finish()); the sender's notify.
+  ako::FinalExchange end_;
 };
 
 }  // namespace gradmesh::sync

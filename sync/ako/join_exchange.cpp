@@ -38,8 +38,7 @@ net::Payload JoinExchange::encode(std::span<const float> replica, double bandwid
   GRADMESH_CHECK(replica.size() == floats_, "JoinExchange::encode: a replica of m floats");
   net::Payload payload = net::Payload::allocate(floats_ * sizeof(float) + sizeof(double));
   std::memcpy(payload.mutable_bytes().data(), replica.data(), floats_ * sizeof(float));
-  std::memcpy(payload.mutable_bytes().data() + floats_ * sizeof(float), &bandwidth,
-              sizeof(double));
+  std::memcpy(payload.mutable_bytes().data() + floats_ * sizeof(float), &bandwidth, sizeof(double));
   return payload;
 }
 

@@ -84,10 +84,10 @@ class JoinExchange {
   const std::size_t floats_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<std::size_t> requests_;     // under mutex_
-  std::atomic<bool> requested_{false};    // requests_ is not empty
-  std::optional<net::Message> state_;     // under mutex_
-  bool taken_ = false;                    // await() returned the state: no other is kept
+  std::vector<std::size_t> requests_;   // under mutex_
+  std::atomic<bool> requested_{false};  // requests_ is not empty
+  std::optional<net::Message> state_;   // under mutex_
+  bool taken_ = false;                  // await() returned the state: no other is kept
 };
 
 }  // namespace gradmesh::sync::ako

@@ -7,6 +7,7 @@ target_sources(gradmesh_sync PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/ako_rejoin.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ako_sender.cpp
   ${CMAKE_CURRENT_LIST_DIR}/ako_stage.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/final_exchange.cpp
   ${CMAKE_CURRENT_LIST_DIR}/handoff_ring.cpp
   ${CMAKE_CURRENT_LIST_DIR}/join_exchange.cpp
   ${CMAKE_CURRENT_LIST_DIR}/membership.cpp

@@ -30,8 +30,7 @@ gradmesh::net::Message state_message(const JoinExchange& exchange, std::span<con
 
 }  // namespace
 
-TEST_CASE("a donor answers the requests queued since its last boundary, in order",
-          "[ako][join]") {
+TEST_CASE("a donor answers the requests queued since its last boundary, in order", "[ako][join]") {
   JoinExchange exchange(4);
   CHECK_FALSE(exchange.requested());
   exchange.request(2);
