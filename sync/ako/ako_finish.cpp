@@ -209,8 +209,8 @@ std::map<std::string, double> AkoStage::summary() const {
   out["gradients"] = static_cast<double>(local_clock_.load());
   out["rounds_sent"] = static_cast<double>(rounds_sent_.load());
   out["full_rounds"] = static_cast<double>(full_rounds_.load());
-  out["partitions_received"] = static_cast<double>(received_.load());
-  out["full_rounds_received"] = static_cast<double>(full_received_.load());
+  out["partitions_received"] = static_cast<double>(receiver_.partitions_received());
+  out["full_rounds_received"] = static_cast<double>(receiver_.full_rounds_received());
   out["staleness_waits"] = static_cast<double>(clocks_.waits());
   out["peers_failed"] = static_cast<double>(membership_.failures());
   out["peers_rejoined"] = static_cast<double>(membership_.rejoins());

@@ -17,6 +17,6 @@
 namespace gradmesh::sync::ako_internal {
 
 inline constexpr std::size_t kProfileDoubles = 3;  // gamma (1/s), model bytes, B (bytes/s)
-inline constexpr unsigned kPartitionShift = 32;    // ako::Kind::kPartition key: p << 32 | k
+using ako::kPartitionShift;  // ako::Kind::kPartition key: p << 32 | k (sync/ako/messages.h)
 
 }  // namespace gradmesh::sync::ako_internal

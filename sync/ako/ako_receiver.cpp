@@ -36,13 +36,14 @@ void AkoStage::on_message(std::size_t from, net::Message&& message) {
       return;
     }
     case ako::Kind::kPartition: {
-      const std::lock_guard lock(receive_mutex_);
-      apply_partition(from, message);
+      // At the schedule's rate now (tasks/optim/lr_schedule.h).
+      const std::string refused = receiver_.partition(from, message, ctx_.optimizer.lr());
+      if (!refused.empty()) reject(from, refused);
       return;
     }
     case ako::Kind::kFullRound: {
-      const std::lock_guard lock(receive_mutex_);
-      apply_full_round(from, message);
+      const std::string refused = receiver_.full_round(from, message, ctx_.optimizer.lr());
+      if (!refused.empty()) reject(from, refused);
       return;
     }
     case ako::Kind::kReplica: {
@@ -71,66 +72,6 @@ void AkoStage::on_message(std::size_t from, net::Message&& message) {
       break;
   }
   reject(from, "unknown message kind " + std::to_string(message.kind));
-}
-
-void AkoStage::apply_partition(std::size_t from, const net::Message& message) {
-  // The message names its p: a peer may send at p1 or the final p before or after this node
-  // switches (class comment).
-  const std::uint64_t p = message.key >> kPartitionShift;
-  const std::uint64_t k = message.key & ((std::uint64_t{1} << kPartitionShift) - 1);
-  if (p < 1 || p > floats_ || k >= p) {
-    reject(from, "partition " + std::to_string(k) + " of p = " + std::to_string(p) +
-                     " (m = " + std::to_string(floats_) + " floats)");
-    return;
-  }
-  const ako::Range r =
-      ako::RangePartition(floats_, static_cast<std::size_t>(p)).range(static_cast<std::size_t>(k));
-  if (message.payload.size() != r.size * sizeof(float)) {
-    reject(from, "partition " + std::to_string(k) + " of p = " + std::to_string(p) + " with " +
-                     std::to_string(message.payload.size()) + " bytes (expected " +
-                     std::to_string(r.size * sizeof(float)) + ")");
-    return;
-  }
-  if (message.round <= last_round_[from]) {
-    reject(from, "a partition of round " + std::to_string(message.round) + " after round " +
-                     std::to_string(last_round_[from]));
-    return;
-  }
-  last_round_[from] = message.round;
-  stage(r.offset, message.payload.as<float>());
-  received_.fetch_add(1, std::memory_order_relaxed);
-  advance_clock(from, message.round);
-}
-
-void AkoStage::apply_full_round(std::size_t from, const net::Message& message) {
-  if (message.payload.size() != floats_ * sizeof(float)) {
-    reject(from, "a full round of " + std::to_string(message.payload.size()) + " bytes (expected " +
-                     std::to_string(floats_ * sizeof(float)) + ")");
-    return;
-  }
-  // A switch or the end may follow the last round without a new gradient: the same tag again.
-  if (message.round < last_round_[from]) {
-    reject(from, "a full round of round " + std::to_string(message.round) + " after round " +
-                     std::to_string(last_round_[from]));
-    return;
-  }
-  last_round_[from] = message.round;
-  stage(0, message.payload.as<float>());
-  full_received_.fetch_add(1, std::memory_order_relaxed);
-  advance_clock(from, message.round);
-}
-
-void AkoStage::advance_clock(std::size_t from, std::uint64_t round) {
-  if (readmit_[from] != 0) {  // a rejoined peer's first round: back in the bound (on_rejoin)
-    readmit_[from] = 0;
-    clocks_.readmit(from, round);
-  }
-  clocks_.advance(from, round);  // line 14
-}
-
-void AkoStage::stage(std::size_t offset, std::span<const float> values) {
-  // Line 13, at the schedule's rate now (tasks/optim/lr_schedule.h).
-  staging_.add(offset, values, -ctx_.optimizer.lr());
 }
 
 void AkoStage::on_failure(const PeerError& error) {

@@ -121,14 +121,11 @@ void AkoStage::take_back(std::size_t peer) {
     spdlog::warn("ako: rank {} asks to rejoin, but it was not dropped here; nothing to do", peer);
     return;
   }
-  {
-    const std::lock_guard lock(receive_mutex_);
-    last_round_[peer] = 0;  // its rounds start again from its donor's clock
-    // Its clock comes back with its first round (advance_clock): until then it holds no one
-    // back, or its donor, gated on it, would never reach the iteration boundary that answers it.
-    readmit_[peer] = 1;
-  }
-  { end_.reset(peer); }
+  // Its rounds start again from its donor's clock, and its clock comes back with its first
+  // round: until then it holds no one back, or its donor, gated on it, would never reach the
+  // iteration boundary that answers it.
+  receiver_.readmit(peer);
+  end_.reset(peer);
   const std::size_t live = membership_.take_back(peer).value_or(membership_.live());
   spdlog::warn(
       "ako: rank {} restarted and rejoined: back in the staleness clocks and the rounds, "

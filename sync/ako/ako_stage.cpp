@@ -42,9 +42,8 @@ AkoStage::AkoStage(SyncContext context)
           partition_stage_, static_cast<std::uint16_t>(ako::Kind::kPartition))),
       membership_(ctx_.rank, ctx_.nodes, ctx_.min_nodes),
       joins_(floats_),
-      last_round_(ctx_.nodes, 0),
-      readmit_(ctx_.nodes, 0),
       staging_(floats_),
+      receiver_(ctx_.nodes, floats_, staging_, clocks_),
       end_(ctx_.rank, ctx_.nodes, floats_) {
   const AkoOptions& o = options_;
   if (auto_partitions_) {

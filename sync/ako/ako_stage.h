@@ -28,6 +28,7 @@
 #include "sync/ako/partition_count.h"
 #include "sync/ako/payload_pool.h"
 #include "sync/ako/range_partition.h"
+#include "sync/ako/round_receiver.h"
 #include "sync/ako/staging_delta.h"
 #include "sync/ako/staleness_clocks.h"
 #include "sync/channel.h"
@@ -320,12 +321,6 @@ class AkoStage final : public SyncStage {
   /// and the measured link rates (topo::link_partitions).
   void agree(std::size_t plan, std::size_t partitions, double p_exact);
   void record_local_gamma(double gamma);
-  void apply_partition(std::size_t from, const net::Message& message);
-  void apply_full_round(std::size_t from, const net::Message& message);
-  /// s_from = round (line 14); a rejoined peer re-enters the clocks here. Under receive_mutex_.
-  void advance_clock(std::size_t from, std::uint64_t round);
-  /// Adds -lr x `values` to the staging delta at `offset` (line 13); marks its blocks.
-  void stage(std::size_t offset, std::span<const float> values);
   void reject(std::size_t from, const std::string& why);
 
   SyncContext ctx_;
@@ -400,16 +395,11 @@ class AkoStage final : public SyncStage {
   std::atomic<std::uint64_t> rounds_sent_{0};
   std::atomic<std::uint64_t> full_rounds_{0};
 
-  // Receiving, under receive_mutex_.
-  std::mutex receive_mutex_;
-  std::vector<std::uint64_t> last_round_;  // per peer: the last round tag received
-  std::vector<char> readmit_;  // per peer: rejoined; back in the clocks at its first round
-
   // Staging delta: -lr x received partitions, folded into the parameters by ako_apply.
   ako::StagingDelta staging_;
 
-  std::atomic<std::uint64_t> received_{0};
-  std::atomic<std::uint64_t> full_received_{0};
+  // Checks and applies the peers' rounds into staging_ and clocks_.
+  ako::RoundReceiver receiver_;
   // The end-of-job markers and the survivors' replicas (finish()); the sender's notify.
   ako::FinalExchange end_;
 };

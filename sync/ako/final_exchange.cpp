@@ -75,7 +75,7 @@ std::size_t FinalExchange::average_survivors(std::span<float> replica, Clock::ti
   std::vector<float> sum(floats_, 0.0f);  // once per job
   std::size_t count = 0;
   for (std::size_t r = 0; r < nodes_; ++r) {
-    const float* values = r == rank_      ? replica.data()
+    const float* values = r == rank_     ? replica.data()
                           : replicas_[r] ? replicas_[r]->as<float>().data()
                                          : nullptr;
     if (values == nullptr) continue;

@@ -64,7 +64,7 @@ class FinalExchange {
   const std::size_t floats_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<char> done_;                          // per rank: its marker arrived
+  std::vector<char> done_;                             // per rank: its marker arrived
   std::vector<std::optional<net::Payload>> replicas_;  // per rank: its replica arrived
   [[nodiscard]] std::size_t pending_locked(const Live& live) const;
 };

@@ -5,14 +5,9 @@
 #include <utility>
 
 #include "engine/error.h"
+#include "sync/ako/messages.h"
 
 namespace gradmesh::sync::ako {
-
-namespace {
-
-constexpr unsigned kPartitionShift = 32;  // key = p << 32 | p1
-
-}  // namespace
 
 JoinExchange::JoinExchange(std::size_t floats) : floats_(floats) {
   GRADMESH_CHECK(floats >= 1, "JoinExchange: a model of at least one float");

@@ -35,4 +35,7 @@ enum class Kind : std::uint16_t {
                      ///< 0: unknown)
 };
 
+/// The shift of p in the keys of kPartition (p << 32 | k) and kJoinState (p << 32 | p1).
+inline constexpr unsigned kPartitionShift = 32;
+
 }  // namespace gradmesh::sync::ako

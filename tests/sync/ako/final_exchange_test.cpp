@@ -60,8 +60,8 @@ TEST_CASE("the survivors' mean sums the replicas that arrived in rank order", "[
   CHECK(end.replica(0, replica_of({1.0f, 2.0f, 3.0f})).empty());
   CHECK(end.replica(3, replica_of({3.0f, 4.0f, 5.0f})).empty());
   CHECK_THAT(end.replica(3, replica_of({0.0f, 0.0f, 0.0f})), Catch::Contains("a second replica"));
-  CHECK_THAT(end.replica(2, replica_of({1.0f})), Catch::Contains("a replica of 4 bytes") &&
-                                                     Catch::Contains("expected 12"));
+  CHECK_THAT(end.replica(2, replica_of({1.0f})),
+             Catch::Contains("a replica of 4 bytes") && Catch::Contains("expected 12"));
   std::vector<float> mine = {2.0f, 3.0f, 4.0f};
   // Rank 2 failed: the mean of ranks 0, 1 (this node) and 3.
   const std::size_t count =
