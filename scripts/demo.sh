@@ -2,7 +2,7 @@
 # The demo, from a fresh machine: installs the Debian packages it needs (scripts/setup.sh --demo:
 # no fuzzing or plotting tools) and the Fashion-MNIST data set, builds the two binaries it runs
 # (scripts/build.sh --demo: no tests, benchmarks or examples; CUDA kernels only for a visible GPU),
-# and trains 4 local nodes with strategy `ps` for 3 epochs. Metrics go to out/demo/.
+# and trains 4 local nodes with strategy `auto` for 3 epochs. Metrics go to out/demo/.
 # Extra arguments are passed to gradmesh-launch (e.g. --set sync.strategy=ps --set job.epochs=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -258,7 +258,16 @@ Plan make_plan(const PlannerInput& input) {
     }
     if (changed) {
       Plan alternative = evaluate(input, cluster, all_bucketed);
-      if (alternative.iteration_seconds < plan.iteration_seconds) plan = std::move(alternative);
+      std::vector<std::string> used;
+      for (const std::string& s : schemes) {
+        if (s != kLocalScheme && std::find(used.begin(), used.end(), s) == used.end()) {
+          used.push_back(s);
+        }
+      }
+      const double margin = used.size() > 1 ? kMixedPlanMargin : 0.0;
+      if (alternative.iteration_seconds < plan.iteration_seconds * (1.0 + margin)) {
+        plan = std::move(alternative);
+      }
     }
   }
   plan.gemm_flops = input.gemm_flops;

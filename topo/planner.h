@@ -131,13 +131,22 @@ struct Plan {
   double step_seconds_per_float = 0;  ///< the optimizer step's time the plan assumed (s/float)
 };
 
+/// How much faster than the all-bucketed plan a plan mixing schemes must be predicted to be kept:
+/// 10%. Measured on the demo MLP (4 loopback nodes, 2 cores): the plan with the classifier on PS
+/// and the rest in an all-reduce bucket, predicted within 1% of all-reduce alone (either side,
+/// with the probe's spread), ran 11% slower (medians of 5 alternations; docs/planner.md).
+inline constexpr double kMixedPlanMargin = 0.10;
+
 /// Plans one job. Schemes: with one node, or for a layer without parameters, local; else the
 /// fixed one, or the allowed scheme that fits with the least predicted time of the layer alone
 /// (its cost's seconds, less the dW time its backward skips; ties to the earlier in
 /// input.schemes). When a bucketed scheme is allowed and no layer is fixed, the plan that puts
 /// every layer with parameters on it is also tried, and kept if its predicted iteration is
 /// shorter (many small layers: one bucket pays the ring's start-up once, which a choice layer by
-/// layer cannot see; PS pays 2 alpha and SFB alpha per layer). Buckets: optimal_merge_set()
+/// layer cannot see; PS pays 2 alpha and SFB alpha per layer) — or, when the layer-by-layer plan
+/// mixes schemes, shorter than kMixedPlanMargin more than the mixed plan's: schemes in one
+/// iteration run their protocols at once, contending for the link and the cores in ways the cost
+/// model does not price. Buckets: optimal_merge_set()
 /// over the whole pipeline. KV chunk: kv_chunk_bytes / 4 (at least 1), else
 /// KvPlacement::auto_chunk_floats(floats of the chunked layers, n), as the PS stage places them
 /// (the choice itself assumes the auto size of all the model's floats). Ako: partitions_for

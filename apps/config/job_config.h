@@ -72,7 +72,8 @@ struct JobConfig {
 
   /// [sync]: the sync stage and its per-strategy options.
   struct Sync {
-    std::string strategy = "ps";  ///< sync.strategy: none | ps | poseidon | ako | allreduce | auto.
+    std::string strategy =
+        "auto";  ///< sync.strategy: none | ps | poseidon | ako | allreduce | auto.
     /// [sync.<table>]: the strategies' and schemes' own tables, by "<table>.<key>" (e.g.
     /// "ako.partitions"; sync/option_table.h): declared and read in each one's folder
     /// (sync::ako_options() and the like); keys not set read as their defaults.

@@ -23,8 +23,8 @@ std::string RoundReceiver::partition(std::size_t from, const net::Message& messa
     return "partition " + std::to_string(k) + " of p = " + std::to_string(p) +
            " (m = " + std::to_string(floats_) + " floats)";
   }
-  const Range r = RangePartition(floats_, static_cast<std::size_t>(p)).range(
-      static_cast<std::size_t>(k));
+  const Range r =
+      RangePartition(floats_, static_cast<std::size_t>(p)).range(static_cast<std::size_t>(k));
   if (message.payload.size() != r.size * sizeof(float)) {
     return "partition " + std::to_string(k) + " of p = " + std::to_string(p) + " with " +
            std::to_string(message.payload.size()) + " bytes (expected " +

@@ -373,3 +373,57 @@ TEST_CASE("bad scheme sets throw ContractError naming the scheme", "[topo][plann
   in.fixed_schemes[0] = std::string(kSfbScheme);
   CHECK_THROWS_WITH(make_plan(in), Catch::Contains("dense0") && Catch::Contains("fits"));
 }
+
+TEST_CASE(
+    "a plan mixing schemes is kept only when predicted kMixedPlanMargin faster than the "
+    "all-bucketed plan",
+    "[topo][planner]") {
+  // The demo MLP, all-reduce for every layer, and "side": a scheme that fits the first layer only
+  // (200,960 parameters), at a communication time c of our choosing. Layer by layer that layer
+  // goes to side whenever c is under its all-reduce time alone: a mixed plan. Scanning c, make_plan
+  // must keep the mixed plan exactly when its predicted iteration, times 1 + kMixedPlanMargin, is
+  // not longer than the all-bucketed plan's; both outcomes, and a mixed plan predicted faster but
+  // within the margin, must occur in the scan (else it tests nothing).
+  SchemeModel side = ps_scheme_model();
+  side.id = "side";
+  side.chunked = false;
+  side.fits = [](const LayerProfile& layer) { return layer.name == "dense0"; };
+  side.stages = {{"side_stage", 1.0}};
+  const std::size_t first = 0;
+  bool kept = false;
+  bool within_margin = false;
+  bool bucketed = false;
+  for (double c = 1e-6; c < 0.1; c *= 1.5) {
+    side.cost = [c](const SchemeCostInput&, const LayerProfile&) {
+      SchemeCost cost;
+      cost.bytes_sent = 1000;
+      cost.comm_seconds = c;
+      return cost;
+    };
+    PlannerInput in = input_for(mlp(), 64, 4, 1e-4, 1.25e9, 2e10, {allreduce_scheme_model(), side});
+    const Plan free = make_plan(in);
+    in.fixed_schemes.assign(in.layers.size(), std::nullopt);
+    for (std::size_t l : {2u, 4u}) in.fixed_schemes[l] = std::string(kAllReduceScheme);
+    in.fixed_schemes[first] = std::string("side");
+    const double mixed = make_plan(in).iteration_seconds;
+    in.fixed_schemes[first] = std::string(kAllReduceScheme);
+    const double all_bucketed = make_plan(in).iteration_seconds;
+    // The layer-by-layer choice is side when c is under the layer's all-reduce time alone.
+    const bool choice_mixed =
+        c < free.layers[first].costs.at(std::string(kAllReduceScheme)).comm_seconds;
+    INFO("c = " << c << " s, mixed " << mixed << " s, all-bucketed " << all_bucketed << " s");
+    if (!choice_mixed) {
+      CHECK(free.layers[first].scheme == kAllReduceScheme);
+      continue;
+    }
+    const bool keep = mixed * (1.0 + kMixedPlanMargin) <= all_bucketed;
+    CHECK(free.layers[first].scheme == (keep ? "side" : kAllReduceScheme));
+    CHECK(free.iteration_seconds == Approx(keep ? mixed : all_bucketed));
+    kept = kept || keep;
+    bucketed = bucketed || !keep;
+    within_margin = within_margin || (!keep && mixed < all_bucketed);
+  }
+  CHECK(kept);
+  CHECK(bucketed);
+  CHECK(within_margin);
+}

@@ -75,7 +75,7 @@ TEST_CASE("a minimal config takes every default", "[config]") {
   CHECK(c.optimizer.momentum == 0.9);
   CHECK(c.optimizer.weight_decay == 0.0);
   CHECK(c.optimizer.batch_size == 64);
-  CHECK(c.sync.strategy == "ps");
+  CHECK(c.sync.strategy == "auto");
   CHECK_FALSE(gradmesh::sync::ps_options(c.sync.options).chunk_bytes);
   CHECK(gradmesh::sync::poseidon_options(c.sync.options).sfb == "auto");
   CHECK_FALSE(ako(c).partitions);
@@ -365,7 +365,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK_THAT(text, Catch::Contains("[optimizer]\nbatch_size = 64\nlr = 0.1\nmomentum = 0.9\n"));
   CHECK_THAT(text, Catch::Contains("connect_timeout = 30.0\n"));
   CHECK_THAT(text, Catch::Contains("max_send_rate = 12500000.0\n"));
-  CHECK_THAT(text, Catch::Contains("[sync]\nstrategy = \"ps\"\n\n[sync.ako]\n"));
+  CHECK_THAT(text, Catch::Contains("[sync]\nstrategy = \"auto\"\n\n[sync.ako]\n"));
   CHECK_THAT(text, Catch::Contains("partitions = \"auto\""));
   CHECK(parse_job_config(text, "canonical", {}) == a);
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
