@@ -182,12 +182,7 @@ void AkoStage::pause(bool paused) {
   } else if (profile_started_ && paused_at_) {
     profile_start_ += now - *paused_at_;
   }
-  const std::lock_guard lock(pump_mutex_);
-  if (paused) {
-    pauses_.emplace_back(now, Clock::time_point::max());  // once per epoch: may allocate
-  } else if (!pauses_.empty()) {
-    pauses_.back().second = now;
-  }
+  meter_.pause(paused, now);
 }
 
 std::map<std::string, double> AkoStage::summary() const {
@@ -216,30 +211,17 @@ std::map<std::string, double> AkoStage::summary() const {
   out["peers_rejoined"] = static_cast<double>(membership_.rejoins());
   out["rejoined"] = rejoined_ ? 1.0 : 0.0;
   out["profile_iterations"] = static_cast<double>(profiled_.load());
-  {
-    const std::lock_guard lock(pump_mutex_);
-    double seconds = 0;
-    if (steady_rounds_ >= 2) {
-      seconds = std::chrono::duration<double>(steady_last_ - steady_first_).count();
-      for (const auto& [begin, end] : pauses_) {  // less the pauses within the window
-        const auto from = std::max(begin, steady_first_);
-        const auto to = std::min(end, steady_last_);
-        if (to > from) seconds -= std::chrono::duration<double>(to - from).count();
-      }
-    }
-    out["measured_seconds"] = seconds;
-    out["measured_send_rate"] = seconds > 0 ? steady_bytes_ / seconds : 0.0;
-    out["measured_gamma"] =
-        seconds > 0 ? static_cast<double>(steady_last_clock_ - steady_first_clock_) / seconds : 0.0;
-    const std::size_t final_plan = plans_needed() - 1;
-    const bool agreed = agreement_->agreed() > final_plan;
-    for (std::size_t r = 0; r < ctx_.nodes; ++r) {
-      if (r == ctx_.rank) continue;
-      out["link_partitions_" + std::to_string(r)] =
-          agreed ? static_cast<double>(agreement_->link_partitions(final_plan, r)) : 0.0;
-      out["link_round_bytes_" + std::to_string(r)] =
-          steady_rounds_ > 0 ? round_bytes_[r] / static_cast<double>(steady_rounds_) : 0.0;
-    }
+  const ako::SendRateMeter::Figures measured = meter_.figures();
+  out["measured_seconds"] = measured.seconds;
+  out["measured_send_rate"] = measured.send_rate;
+  out["measured_gamma"] = measured.gamma;
+  const std::size_t final_plan = plans_needed() - 1;
+  const bool agreed = agreement_->agreed() > final_plan;
+  for (std::size_t r = 0; r < ctx_.nodes; ++r) {
+    if (r == ctx_.rank) continue;
+    out["link_partitions_" + std::to_string(r)] =
+        agreed ? static_cast<double>(agreement_->link_partitions(final_plan, r)) : 0.0;
+    out["link_round_bytes_" + std::to_string(r)] = measured.link_round_bytes[r];
   }
   return out;
 }

@@ -165,6 +165,7 @@ void AkoStage::send_round(std::uint64_t t) {
   const std::uint64_t rotation = queue_->round();  // ako::undelivered() assumes this rotation
   const bool steady = phase_ == Phase::kSteady && !flushing_.load(std::memory_order_acquire);
   double wire = 0;
+  std::fill(round_payload_.begin(), round_payload_.end(), 0.0);
   for (std::size_t peer = 0; peer < ctx_.nodes; ++peer) {
     if (peer == ctx_.rank || dead(peer) || !links_[peer]) continue;
     const ako::RangePartition& link = *links_[peer];
@@ -175,23 +176,13 @@ void AkoStage::send_round(std::uint64_t t) {
     // The sum of the link's last p round gradients over range k (g*_r when p is the ring's).
     queue_->window_sum(r, p, lease.data().first(r.size));
     wire += static_cast<double>(r.size * sizeof(float)) + partition_frame_overhead_;
-    if (steady) round_bytes_[peer] += static_cast<double>(r.size * sizeof(float));
+    round_payload_[peer] = static_cast<double>(r.size * sizeof(float));
     const std::uint64_t key = (static_cast<std::uint64_t>(p) << kPartitionShift) | k;
     send_to(peer, partition_stage_, ako::Kind::kPartition, key, t, lease.payload(r.size));
   }
   queue_->advance();
   rounds_sent_.fetch_add(1, std::memory_order_relaxed);
-  if (steady) {
-    const auto now = Clock::now();
-    if (steady_rounds_++ == 0) {
-      steady_first_ = now;
-      steady_first_clock_ = t;
-    } else {
-      steady_bytes_ += wire;
-    }
-    steady_last_ = now;
-    steady_last_clock_ = t;
-  }
+  if (steady) meter_.round(Clock::now(), t, wire, round_payload_);
 }
 
 void AkoStage::send_undelivered(std::uint64_t t) {

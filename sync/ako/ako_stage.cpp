@@ -38,6 +38,7 @@ AkoStage::AkoStage(SyncContext context)
       full_round_stage_(channel_.route(
           ako::kFullRoundStage,
           [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })),
+      meter_(ctx_.nodes),
       partition_frame_overhead_(frame_overhead_bytes(
           partition_stage_, static_cast<std::uint16_t>(ako::Kind::kPartition))),
       membership_(ctx_.rank, ctx_.nodes, ctx_.min_nodes),
@@ -78,7 +79,7 @@ AkoStage::AkoStage(SyncContext context)
                      std::move(link_rates));
   if (ctx_.nodes > 1) handoff_.emplace(floats_, handoff_slots(floats_));
   links_.resize(ctx_.nodes);
-  round_bytes_.assign(ctx_.nodes, 0.0);
+  round_payload_.assign(ctx_.nodes, 0.0);
   if (auto_partitions_ && ctx_.nodes > 1) {
     // Warm-up (p = 1) runs under the loosest bound auto p can end with, p_max + tau: unbounded,
     // one node that starts faster ran 900 iterations ahead and then stalled for seconds.

@@ -29,6 +29,7 @@
 #include "sync/ako/payload_pool.h"
 #include "sync/ako/range_partition.h"
 #include "sync/ako/round_receiver.h"
+#include "sync/ako/send_rate_meter.h"
 #include "sync/ako/staging_delta.h"
 #include "sync/ako/staleness_clocks.h"
 #include "sync/channel.h"
@@ -367,16 +368,12 @@ class AkoStage final : public SyncStage {
   // Per rank: the partitions rounds send that peer (its link's p; not in warm-up; none for this
   // node). The ring holds the largest of them.
   std::vector<std::optional<ako::RangePartition>> links_;
-  std::vector<double> round_bytes_;                // per rank: payload bytes sent in steady rounds
+  std::vector<double> round_payload_;              // per rank: this round's payload bytes
   std::unique_ptr<ako::AccumulationQueue> queue_;  // p = 1 in warm-up
   std::unique_ptr<ako::PayloadPool> pool_;
   std::uint64_t folded_ = 0;  // gradients folded into the queue: the next round's tag
-  // Rounds at the final p during training (measured_send_rate).
-  std::uint64_t steady_rounds_ = 0;
-  Clock::time_point steady_first_{}, steady_last_{};
-  std::uint64_t steady_first_clock_ = 0, steady_last_clock_ = 0;
-  double steady_bytes_ = 0;  // wire bytes of the rounds after the first
-  std::vector<std::pair<Clock::time_point, Clock::time_point>> pauses_;  // (begin, end) per pause
+  // Rounds at the final p during training (measured_send_rate), less the pauses.
+  ako::SendRateMeter meter_;
   double partition_frame_overhead_;  // wire bytes of a frame beyond its payload
   std::atomic<bool> pump_posted_{false};
   std::atomic<bool> waiting_for_buffers_{false};

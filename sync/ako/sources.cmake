@@ -17,5 +17,6 @@ target_sources(gradmesh_sync PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/payload_pool.cpp
   ${CMAKE_CURRENT_LIST_DIR}/range_partition.cpp
   ${CMAKE_CURRENT_LIST_DIR}/round_receiver.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/send_rate_meter.cpp
   ${CMAKE_CURRENT_LIST_DIR}/staging_delta.cpp
   ${CMAKE_CURRENT_LIST_DIR}/staleness_clocks.cpp)
