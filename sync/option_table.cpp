@@ -1,6 +1,8 @@
 #include "sync/option_table.h"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cmath>
 #include <stdexcept>
 #include <utility>
@@ -21,6 +23,10 @@ std::string value_text(const OptionValue& value) {
           return "\"" + v + "\"";
         } else if constexpr (std::is_same_v<T, bool>) {
           return v ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, double>) {
+          std::array<char, 32> text{};  // shortest round-trip form: 2e+07, 0.5
+          const auto end = std::to_chars(text.data(), text.data() + text.size(), v).ptr;
+          return std::string(text.data(), end);
         } else {
           return std::to_string(v);
         }

@@ -35,9 +35,9 @@ class SendRateMeter {
   void pause(bool paused, Clock::time_point now);
 
   struct Figures {
-    double seconds = 0;          ///< the window, less its pauses (0: fewer than 2 rounds)
-    double send_rate = 0;        ///< wire bytes/s (0 when seconds is 0)
-    double gamma = 0;            ///< gradients/s (0 when seconds is 0)
+    double seconds = 0;                    ///< the window, less its pauses (0: fewer than 2 rounds)
+    double send_rate = 0;                  ///< wire bytes/s (0 when seconds is 0)
+    double gamma = 0;                      ///< gradients/s (0 when seconds is 0)
     std::vector<double> link_round_bytes;  ///< per rank, payload bytes per steady round
   };
   [[nodiscard]] Figures figures() const;

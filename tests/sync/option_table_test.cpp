@@ -67,7 +67,8 @@ TEST_CASE("an invalid value is refused and leaves the value as it was", "[sync][
   CHECK_THROWS_WITH(v.set("poseidon.sfb", true),
                     Catch::Contains("sync.poseidon.sfb = true: expected one of auto, always"));
   CHECK_THROWS_AS(v.set("ako.bandwidth", std::string("fast")), std::invalid_argument);
-  CHECK_THROWS_AS(v.set("ako.bandwidth", -1.0), std::invalid_argument);
+  CHECK_THROWS_WITH(v.set("ako.bandwidth", -1.5),
+                    Catch::Contains("sync.ako.bandwidth = -1.5: expected"));
 }
 
 TEST_CASE("option values refuse keys no table declares and reads of the wrong type",

@@ -30,8 +30,8 @@ TEST_CASE("the window opens at the first steady round and counts the bytes after
   meter.round(kT0 + 5s, 50, 1000.0, {0.0, 200.0, 0.0});
   const SendRateMeter::Figures f = meter.figures();
   CHECK(f.seconds == Approx(4.0));
-  CHECK(f.send_rate == Approx(2000.0 / 4.0));  // the first round's 500 went before the window
-  CHECK(f.gamma == Approx(40.0 / 4.0));        // clocks 10 -> 50
+  CHECK(f.send_rate == Approx(2000.0 / 4.0));     // the first round's 500 went before the window
+  CHECK(f.gamma == Approx(40.0 / 4.0));           // clocks 10 -> 50
   CHECK(f.link_round_bytes[1] == Approx(200.0));  // (100 + 300 + 200) / 3
   CHECK(f.link_round_bytes[2] == Approx(200.0));  // (200 + 400 + 0) / 3
 }
