@@ -50,10 +50,9 @@ void TcpTransport::Impl::fail_peer(std::size_t rank, const std::string& why,
   }
   // A failed peer answers no LivenessQuery: it counts as one that does not hear.
   for (std::size_t r = 0; r < peers_.size(); ++r) {
-    Peer& silent = peers_[r];
-    if (silent.query_ms == 0 || rank >= silent.asked.size() || !silent.asked[rank]) continue;
-    silent.asked[rank] = false;
-    if (--silent.reports_due == 0) settle_query(r);
+    if (peers_[r].liveness.peer_failed(rank) == tcp::LivenessQuery::Answer::kSettled) {
+      settle_query(r);
+    }
   }
 }
 
@@ -102,18 +101,18 @@ bool TcpTransport::Impl::check_silence(std::size_t rank, std::uint64_t now,
     const std::string bound = std::to_string(kMaxVouchedTimeouts) + " x net.peer_timeout";
     fail_silent(
         rank, direct_ms,
-        peer.vouched_ms != 0
+        peer.liveness.vouched()
             ? ", though other peers heard from it: past " + bound +
                   " its link to this node is taken for broken"
             : ": hung, stopped or cut off; the other peers' answers did not come within " + bound);
     return true;
   }
-  const std::uint64_t silent_ms = std::min(direct_ms, now - std::min(now, peer.vouched_ms));
+  const std::uint64_t silent_ms = std::min(direct_ms, peer.liveness.silent_by_reports_ms(now));
   if (silent_ms <= timeout_ms) {
-    peer.query_ms = 0;  // heard (or vouched for) again: a query still out is moot
+    peer.liveness.close();  // heard (or vouched for) again: a query still out is moot
     return false;
   }
-  if (peer.query_ms == 0) {
+  if (!peer.liveness.open()) {
     if (query_liveness(rank, now)) return false;
     fail_silent(rank, direct_ms, ": hung, stopped or cut off");
     return true;
@@ -125,7 +124,7 @@ bool TcpTransport::Impl::check_silence(std::size_t rank, std::uint64_t now,
 
 void TcpTransport::Impl::fail_silent(std::size_t rank, std::uint64_t direct_ms,
                                      const std::string& why) noexcept {
-  peers_[rank].query_ms = 0;
+  peers_[rank].liveness.close();
   fail_peer(rank, "sent nothing for " + seconds_text(static_cast<double>(direct_ms) / 1e3) +
                       " s (net.peer_timeout = " + seconds_text(options_.peer_timeout_s) + " s)" +
                       why);
@@ -152,9 +151,7 @@ bool TcpTransport::Impl::query_liveness(std::size_t rank, std::uint64_t now) noe
   }
   if (asked == 0) return false;
   Peer& peer = peers_[rank];
-  peer.query_ms = std::max<std::uint64_t>(now, 1);
-  peer.reports_due = asked;
-  peer.asked.swap(asking);
+  peer.liveness.start(now, std::move(asking));
   spdlog::info(
       "net rank {}: peer rank {} ({}) has sent nothing for {} s (net.peer_timeout = {} "
       "s); asking the {} other peer(s) it hears whether they hear it",
@@ -211,26 +208,16 @@ void TcpTransport::Impl::on_liveness_report(Connection& connection,
                              about != from && about != options_.rank, wire_bytes)) {
     return;
   }
-  Peer& peer = peers_[about];
-  if (peer.query_ms == 0) return;  // no query out (answered already, or heard again)
-  const std::uint64_t now = uv_now(&loop_);
-  const std::uint64_t timeout_ms = peer_timeout_ms();
-  // Heard within the timeout: alive, and its silence here is its link to this node. A peer that
-  // stopped at time T cannot be: this node asked after now - T passed the timeout, and the other
-  // answered later still.
-  if (report.silent_ms() < timeout_ms) {
-    peer.vouched_ms =
-        std::max(peer.vouched_ms, now - std::min<std::uint64_t>(now, report.silent_ms()));
-    peer.query_ms = 0;
+  const tcp::LivenessQuery::Answer answer =
+      peers_[about].liveness.report(from, report.silent_ms(), uv_now(&loop_), peer_timeout_ms());
+  if (answer == tcp::LivenessQuery::Answer::kVouched) {
     spdlog::info(
         "net rank {}: rank {} heard peer rank {} {} s ago: its link to this node is slow, "
         "not the peer failed",
         options_.rank, from, about, seconds_text(static_cast<double>(report.silent_ms()) / 1e3));
-    return;
+  } else if (answer == tcp::LivenessQuery::Answer::kSettled) {
+    settle_query(about);
   }
-  if (from >= peer.asked.size() || !peer.asked[from]) return;  // answered already
-  peer.asked[from] = false;
-  if (--peer.reports_due == 0) settle_query(about);
 }
 
 void TcpTransport::Impl::begin_shutdown() noexcept {

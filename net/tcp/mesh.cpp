@@ -368,9 +368,7 @@ void TcpTransport::Impl::mark_connected(Connection& connection) noexcept {
   connection.set_limits(limits(false));
   apply_fragment_bytes(connection);
   Peer& peer = peers_[connection.peer_rank()];
-  peer.query_ms = peer.vouched_ms = 0;  // a new connection: no silence yet
-  peer.reports_due = 0;
-  peer.asked.clear();
+  peer.liveness.reset();  // a new connection: no silence yet
   {
     const std::lock_guard lock(mutex_);
     peers_[connection.peer_rank()].connected = true;

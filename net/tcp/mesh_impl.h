@@ -33,6 +33,7 @@
 #include "net/tcp/log_throttle.h"
 #include "net/tcp/resolve.h"
 
+#include "net/tcp/liveness_query.h"
 #include "net/tcp/tcp_transport.h"
 
 namespace gradmesh::net {
@@ -132,10 +133,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
     uv_timer_t retry_timer{};
     std::uint64_t backoff_ms = tcp::kFirstBackoffMs;
     // loop thread: the indirect probe of a silent peer (lifecycle.cpp, check_silence)
-    std::uint64_t query_ms = 0;    // uv_now() when LivenessQuery frames about it went out; 0: none
-    std::size_t reports_due = 0;   // answers to that query not yet in
-    std::vector<bool> asked;       // index = rank: asked by that query, not yet answered
-    std::uint64_t vouched_ms = 0;  // uv_now() of the last read another peer reported from it
+    tcp::LivenessQuery liveness;
     // guarded by mutex_
     bool connected = false;
     bool done = false;  // shutdown finished for this peer (goodbyes exchanged, failed or absent)
