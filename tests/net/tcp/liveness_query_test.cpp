@@ -37,13 +37,13 @@ TEST_CASE("a peer that heard it within the timeout vouches for it and closes the
   CHECK(q.report(3, 300, 20'500, kTimeoutMs) == Answer::kVouched);
   CHECK_FALSE(q.open());
   CHECK(q.vouched());
-  CHECK(q.silent_by_reports_ms(21'000) == 800);  // heard at 20,200 by rank 3
+  CHECK(q.silent_by_reports_ms(21'000) == 800);                      // heard at 20,200 by rank 3
   CHECK(q.report(2, 5000, 21'000, kTimeoutMs) == Answer::kIgnored);  // closed: moot
   // A later vouch moves the time forward, an older one does not move it back.
   q.start(30'000, {false, false, true, false});
   CHECK(q.report(2, 9999, 30'000, 10'000) == Answer::kVouched);  // heard at 20,001: older
-  CHECK(q.silent_by_reports_ms(30'000) == 9'800);  // still 20,200
-  q.reset();  // a new connection
+  CHECK(q.silent_by_reports_ms(30'000) == 9'800);                // still 20,200
+  q.reset();                                                     // a new connection
   CHECK_FALSE(q.vouched());
   CHECK(q.silent_by_reports_ms(40'000) == 40'000);
 }
