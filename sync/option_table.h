@@ -94,6 +94,10 @@ class OptionValues {
 /// schemes added by register_scheme(), each once, by name. Thread-safe.
 [[nodiscard]] std::vector<OptionTable> option_tables();
 
+/// How many option tables the registry holds (it only grows: register_scheme()), so that a
+/// reader of option_tables() knows, without copying them, whether its copy is current. Thread-safe.
+[[nodiscard]] std::size_t option_table_count();
+
 /// The declaration of `key` ("ako.partitions": table, dot, key), or nullptr when no table
 /// declares it. The pointer stays valid until the process ends. Thread-safe.
 [[nodiscard]] const OptionKey* find_option_key(std::string_view key);

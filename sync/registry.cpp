@@ -329,6 +329,11 @@ std::vector<OptionTable> option_tables() {
   return {tables().begin(), tables().end()};
 }
 
+std::size_t option_table_count() {
+  const std::lock_guard lock(added_schemes_mutex());
+  return tables().size();
+}
+
 const OptionKey* find_option_key(std::string_view key) {
   const std::size_t dot = key.find('.');
   if (dot == std::string_view::npos) return nullptr;

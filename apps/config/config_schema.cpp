@@ -441,8 +441,8 @@ const std::vector<KeySpec>& key_specs() {
   static std::deque<std::string> text;
   static std::size_t tables_seen = 0;
   const std::lock_guard lock(mutex);
-  const std::vector<sync::OptionTable> tables = sync::option_tables();
-  if (specs.empty() || tables.size() != tables_seen) {
+  if (specs.empty() || sync::option_table_count() != tables_seen) {
+    const std::vector<sync::OptionTable> tables = sync::option_tables();
     specs.assign(kKeys.begin(), kKeys.end());
     for (const sync::OptionTable& table : tables) {
       for (const sync::OptionKey& key : table.keys) {
