@@ -13,10 +13,13 @@ namespace gradmesh::tasks {
 [[nodiscard]] bool cuda_built() noexcept;
 
 /// A new backend for `device`: "cpu" (tasks/cpu/, OpenBLAS) or "cuda" (tasks/cuda/, cuBLAS, on
-/// CUDA device 0). Throws gradmesh::ConfigError naming compute.device and what was expected when
-/// the name is unknown, when the binary was built without CUDA, or when no CUDA GPU is visible
-/// (the message gives what cudaGetDeviceCount returned); DeviceError when the GPU is visible but
-/// cannot be set up (cuBLAS handle, stream). Thread safety: reentrant.
+/// CUDA device 0, from the module libgradmesh_cuda.so, loaded on first use: beside the program in
+/// ../lib/, else where CMake installs or built it, else the loader's path; $GRADMESH_CUDA_MODULE
+/// names it instead). Throws gradmesh::ConfigError naming compute.device and what was expected
+/// when the name is unknown, when the binary was built without CUDA, when the module cannot be
+/// loaded (each place tried, with the loader's reason: a missing CUDA library, say), or when no
+/// CUDA GPU is visible (the message gives what cudaGetDeviceCount returned); DeviceError when the
+/// GPU is visible but cannot be set up (cuBLAS handle, stream). Thread safety: reentrant.
 [[nodiscard]] std::unique_ptr<Backend> make_backend(std::string_view device);
 
 }  // namespace gradmesh::tasks

@@ -248,3 +248,7 @@ std::unique_ptr<Backend> make_cuda_backend() {
 }
 
 }  // namespace gradmesh::tasks::cuda
+
+gradmesh::tasks::Backend* gradmesh_cuda_make_backend() {
+  return gradmesh::tasks::cuda::make_cuda_backend().release();
+}

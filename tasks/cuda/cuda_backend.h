@@ -1,7 +1,10 @@
 #pragma once
 // The CUDA compute backend: device memory, cuBLAS sgemm and the kernels of tasks/cuda/kernels.cu.
-// Built only when CMake finds the CUDA toolkit (GRADMESH_HAVE_CUDA); tasks/make_backend.h is the
-// way in for everything else.
+// Built only when CMake finds the CUDA toolkit (GRADMESH_HAVE_CUDA), as a shared module of its own,
+// libgradmesh_cuda.so, the only binary that links the CUDA libraries: tasks/make_backend.h loads it
+// (dlopen) when compute.device = "cuda" and is the way in for everything else, so gradmesh-node and
+// programs built against an installed gradmesh need neither the CUDA toolkit nor its libraries
+// unless they train on a GPU.
 
 #include <memory>
 #include <string>
@@ -28,4 +31,13 @@ struct DeviceProbe {
 /// stream or cuBLAS handle cannot be created.
 [[nodiscard]] std::unique_ptr<Backend> make_cuda_backend();
 
+/// The module's entry point's name, for dlsym: kMakeBackendSymbol names a function of type
+/// MakeBackendFn that returns make_cuda_backend().release() (the caller owns it) and throws as
+/// make_cuda_backend(). The module stays loaded for the life of the process (its code backs every
+/// backend it made).
+inline constexpr const char* kMakeBackendSymbol = "gradmesh_cuda_make_backend";
+using MakeBackendFn = Backend* (*)();
+
 }  // namespace gradmesh::tasks::cuda
+
+extern "C" gradmesh::tasks::Backend* gradmesh_cuda_make_backend();
