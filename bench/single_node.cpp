@@ -20,7 +20,7 @@
 
 #include "apps/pipeline/iteration_graph.h"
 #include "engine/executor.h"
-#include "sync/channel.h"
+#include "sync/lane_router.h"
 #include "sync/sync_stage.h"
 #include "tasks/cpu/blas.h"
 #include "tasks/data/fashion_mnist.h"
@@ -89,9 +89,9 @@ int main(int argc, char** argv) {
   }
   gradmesh::engine::Executor executor({1, 1});
   gradmesh::tasks::Optimizer optimizer({0.05f, 0.9f, 0.0f}, model.parameter_count());
-  gradmesh::sync::Channel channel(nullptr, 0, 1);
+  gradmesh::sync::LaneRouter router(nullptr, 0, 1);
   auto stage = gradmesh::sync::make_sync_stage(
-      "none", gradmesh::sync::SyncContext{model, executor, channel, 0, 1, batch, optimizer, {}});
+      "none", gradmesh::sync::SyncContext{model, executor, router, 0, 1, batch, optimizer, {}});
   gradmesh::app::DatasetSource source(data.train);
   const gradmesh::app::ShardInfo shard{0, 1, batch, 42};
   const std::size_t per_epoch = source.open(shard);

@@ -4,30 +4,30 @@
 
 namespace gradmesh::net {
 
-CounterBook::CounterBook(std::size_t peers, std::vector<std::string> stage_names)
-    : stage_names_(std::move(stage_names)),
-      sent_by_stage_(stage_names_.size()),
-      received_by_stage_(stage_names_.size()) {
+CounterBook::CounterBook(std::size_t peers, std::vector<std::string> lane_names)
+    : lane_names_(std::move(lane_names)),
+      sent_by_lane_(lane_names_.size()),
+      received_by_lane_(lane_names_.size()) {
   totals_.bytes_sent_by_peer.assign(peers, 0);
   totals_.bytes_received_by_peer.assign(peers, 0);
   totals_.longest_silence_by_peer.assign(peers, 0.0);
 }
 
-void CounterBook::add_sent(std::size_t peer, std::size_t stage, std::uint64_t bytes,
+void CounterBook::add_sent(std::size_t peer, std::size_t lane, std::uint64_t bytes,
                            std::uint64_t frames) {
   const std::lock_guard lock(mutex_);
   totals_.bytes_sent += bytes;
   totals_.frames_sent += frames;
   if (peer < totals_.bytes_sent_by_peer.size()) totals_.bytes_sent_by_peer[peer] += bytes;
-  if (stage < sent_by_stage_.size()) sent_by_stage_[stage] += bytes;
+  if (lane < sent_by_lane_.size()) sent_by_lane_[lane] += bytes;
 }
 
-void CounterBook::add_received(std::size_t peer, std::size_t stage, std::uint64_t bytes,
+void CounterBook::add_received(std::size_t peer, std::size_t lane, std::uint64_t bytes,
                                std::uint64_t frames) {
   const std::lock_guard lock(mutex_);
   totals_.frames_received += frames;
   if (peer < totals_.bytes_received_by_peer.size()) totals_.bytes_received_by_peer[peer] += bytes;
-  if (stage < received_by_stage_.size()) received_by_stage_[stage] += bytes;
+  if (lane < received_by_lane_.size()) received_by_lane_[lane] += bytes;
 }
 
 void CounterBook::add_read_bytes(std::uint64_t bytes, std::size_t peer, double silence_s) {
@@ -57,9 +57,9 @@ void CounterBook::add_unverified_frame() {
 Counters CounterBook::snapshot() const {
   const std::lock_guard lock(mutex_);
   Counters result = totals_;
-  for (std::size_t s = 0; s < stage_names_.size(); ++s) {
-    result.bytes_sent_by_stage[stage_names_[s]] += sent_by_stage_[s];
-    result.bytes_received_by_stage[stage_names_[s]] += received_by_stage_[s];
+  for (std::size_t s = 0; s < lane_names_.size(); ++s) {
+    result.bytes_sent_by_lane[lane_names_[s]] += sent_by_lane_[s];
+    result.bytes_received_by_lane[lane_names_[s]] += received_by_lane_[s];
   }
   return result;
 }

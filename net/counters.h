@@ -26,8 +26,8 @@ struct Counters {
   std::uint64_t unverified_frames = 0;
   std::vector<std::uint64_t> bytes_sent_by_peer;      ///< index = rank; size = number of peers
   std::vector<std::uint64_t> bytes_received_by_peer;  ///< index = rank; bytes of identified peers
-  std::map<std::string, std::uint64_t> bytes_sent_by_stage;  ///< every stage name, incl. "control"
-  std::map<std::string, std::uint64_t> bytes_received_by_stage;  ///< well-formed frames only
+  std::map<std::string, std::uint64_t> bytes_sent_by_lane;  ///< every lane name, incl. "control"
+  std::map<std::string, std::uint64_t> bytes_received_by_lane;  ///< well-formed frames only
   /// index = rank: the longest time, seconds, an established connection to that peer went without
   /// a byte read (ms resolution; the gap ends at the read that closes it, so a silence still
   /// running is not in it). Heartbeats keep an idle link's gaps near a quarter of
@@ -41,21 +41,21 @@ class CounterBook final {
  public:
   /// Sentinel peer for bytes of a connection whose rank is not known (yet); counted in totals only.
   static constexpr std::size_t kUnknownPeer = static_cast<std::size_t>(-1);
-  /// Sentinel stage for bytes that belong to no stage (malformed frames).
-  static constexpr std::size_t kNoStage = static_cast<std::size_t>(-1);
+  /// Sentinel lane for bytes that belong to no lane (malformed frames).
+  static constexpr std::size_t kNoLane = static_cast<std::size_t>(-1);
 
-  /// `peers` ranks, stage names indexed by stage id.
-  CounterBook(std::size_t peers, std::vector<std::string> stage_names);
+  /// `peers` ranks, lane names indexed by lane id.
+  CounterBook(std::size_t peers, std::vector<std::string> lane_names);
 
-  /// `bytes` written to `peer` for `stage`; `frames` frames completed by this write.
-  void add_sent(std::size_t peer, std::size_t stage, std::uint64_t bytes, std::uint64_t frames);
+  /// `bytes` written to `peer` for `lane`; `frames` frames completed by this write.
+  void add_sent(std::size_t peer, std::size_t lane, std::uint64_t bytes, std::uint64_t frames);
   /// `bytes` read from any socket (bytes_received; counted as they arrive, before framing); from
   /// `peer` (kUnknownPeer before the handshake) after `silence_s` seconds without a byte read from
   /// it (longest_silence_by_peer).
   void add_read_bytes(std::uint64_t bytes, std::size_t peer = kUnknownPeer, double silence_s = 0);
-  /// A frame's `bytes` read from `peer` for `stage` (per-peer and per-stage counts; the total is
+  /// A frame's `bytes` read from `peer` for `lane` (per-peer and per-lane counts; the total is
   /// add_read_bytes'); `frames` well-formed frames completed.
-  void add_received(std::size_t peer, std::size_t stage, std::uint64_t bytes, std::uint64_t frames);
+  void add_received(std::size_t peer, std::size_t lane, std::uint64_t bytes, std::uint64_t frames);
   void add_malformed_frame();
   void add_rejected_connection();
   void add_unverified_frame();
@@ -64,10 +64,10 @@ class CounterBook final {
 
  private:
   mutable std::mutex mutex_;
-  std::vector<std::string> stage_names_;
-  Counters totals_;  // by_stage maps unused here: see the vectors below
-  std::vector<std::uint64_t> sent_by_stage_;
-  std::vector<std::uint64_t> received_by_stage_;
+  std::vector<std::string> lane_names_;
+  Counters totals_;  // by_lane maps unused here: see the vectors below
+  std::vector<std::uint64_t> sent_by_lane_;
+  std::vector<std::uint64_t> received_by_lane_;
 };
 
 }  // namespace gradmesh::net

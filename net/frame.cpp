@@ -62,14 +62,14 @@ FramePrefix decode_prefix(std::span<const std::byte, kPrefixBytes> in) noexcept 
   return prefix;
 }
 
-OutgoingFrame::OutgoingFrame(std::size_t head_size, std::size_t stage, FrameRole role)
-    : head_size_(head_size), stage_(stage), role_(role) {
+OutgoingFrame::OutgoingFrame(std::size_t head_size, std::size_t lane, FrameRole role)
+    : head_size_(head_size), lane_(lane), role_(role) {
   if (head_size_ > kInlineHeadBytes) large_head_.reset(new std::byte[head_size_]);
 }
 
 OutgoingFrame::OutgoingFrame(std::span<const std::uint8_t> header, Payload payload,
-                             std::size_t stage, FrameRole role)
-    : OutgoingFrame(kPrefixBytes + header.size(), stage, role) {
+                             std::size_t lane, FrameRole role)
+    : OutgoingFrame(kPrefixBytes + header.size(), lane, role) {
   if (header.size() > kMaxU32 || payload.size() > kMaxU32)
     throw ProtocolError("frame too large: header " + std::to_string(header.size()) +
                         " bytes, payload " + std::to_string(payload.size()) +
@@ -146,8 +146,8 @@ OutgoingFrame::Fragment OutgoingFrame::fragment_at(std::size_t offset) const noe
 }
 
 std::unique_ptr<OutgoingFrame> OutgoingFrame::raw(std::span<const std::byte> raw,
-                                                  std::size_t stage) {
-  std::unique_ptr<OutgoingFrame> frame(new OutgoingFrame(raw.size(), stage, FrameRole::kControl));
+                                                  std::size_t lane) {
+  std::unique_ptr<OutgoingFrame> frame(new OutgoingFrame(raw.size(), lane, FrameRole::kControl));
   frame->raw_ = true;
   if (!raw.empty()) std::memcpy(frame->head_data(), raw.data(), raw.size());
   return frame;
@@ -155,15 +155,15 @@ std::unique_ptr<OutgoingFrame> OutgoingFrame::raw(std::span<const std::byte> raw
 
 std::unique_ptr<OutgoingFrame> encode_data(const Message& message) {
   auto& builder = thread_builder();
-  const auto data = schema::CreateData(builder, message.stage, message.kind, message.key,
+  const auto data = schema::CreateData(builder, message.lane, message.kind, message.key,
                                        message.round, message.payload.size());
   auto frame = std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Data, data.Union()),
-                                               message.payload, message.stage, FrameRole::kData);
+                                               message.payload, message.lane, FrameRole::kData);
   frame->priority = message.priority;
   return frame;
 }
 
-std::unique_ptr<OutgoingFrame> encode_hello(const HelloFields& hello, std::size_t control_stage) {
+std::unique_ptr<OutgoingFrame> encode_hello(const HelloFields& hello, std::size_t control_lane) {
   auto& builder = thread_builder();
   std::vector<flatbuffers::Offset<flatbuffers::String>> peers;
   peers.reserve(hello.peers.size());
@@ -174,67 +174,67 @@ std::unique_ptr<OutgoingFrame> encode_hello(const HelloFields& hello, std::size_
       schema::CreateHello(builder, hello.protocol_version, static_cast<std::uint32_t>(hello.rank),
                           job_name, hello.config_hash, peers_vector, hello.view, hello.rejoin);
   return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Hello, hello_table.Union()),
-                                         Payload(), control_stage, FrameRole::kControl);
+                                         Payload(), control_lane, FrameRole::kControl);
 }
 
-std::unique_ptr<OutgoingFrame> encode_hello_ack(std::size_t rank, std::size_t control_stage) {
+std::unique_ptr<OutgoingFrame> encode_hello_ack(std::size_t rank, std::size_t control_lane) {
   auto& builder = thread_builder();
   const auto ack = schema::CreateHelloAck(builder, static_cast<std::uint32_t>(rank));
   return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::HelloAck, ack.Union()),
-                                         Payload(), control_stage, FrameRole::kControl);
+                                         Payload(), control_lane, FrameRole::kControl);
 }
 
-std::unique_ptr<OutgoingFrame> encode_refuse(const std::string& reason, std::size_t control_stage,
+std::unique_ptr<OutgoingFrame> encode_refuse(const std::string& reason, std::size_t control_lane,
                                              bool retry) {
   auto& builder = thread_builder();
   const auto refuse = schema::CreateRefuseDirect(builder, reason.c_str(), retry);
   return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Refuse, refuse.Union()),
-                                         Payload(), control_stage, FrameRole::kRefuse);
+                                         Payload(), control_lane, FrameRole::kRefuse);
 }
 
-std::unique_ptr<OutgoingFrame> encode_goodbye(std::size_t control_stage) {
+std::unique_ptr<OutgoingFrame> encode_goodbye(std::size_t control_lane) {
   auto& builder = thread_builder();
   const auto goodbye = schema::CreateGoodbye(builder);
   return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Goodbye, goodbye.Union()),
-                                         Payload(), control_stage, FrameRole::kGoodbye);
+                                         Payload(), control_lane, FrameRole::kGoodbye);
 }
 
-std::unique_ptr<OutgoingFrame> encode_abort(const std::string& reason, std::size_t control_stage,
+std::unique_ptr<OutgoingFrame> encode_abort(const std::string& reason, std::size_t control_lane,
                                             std::optional<std::size_t> failed_rank) {
   auto& builder = thread_builder();
   const auto abort = schema::CreateAbortDirect(
       builder, reason.c_str(), failed_rank ? static_cast<std::int64_t>(*failed_rank) : -1);
   return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Abort, abort.Union()),
-                                         Payload(), control_stage, FrameRole::kAbort);
+                                         Payload(), control_lane, FrameRole::kAbort);
 }
 
-std::unique_ptr<OutgoingFrame> encode_heartbeat(std::size_t control_stage) {
+std::unique_ptr<OutgoingFrame> encode_heartbeat(std::size_t control_lane) {
   auto& builder = thread_builder();
   const auto heartbeat = schema::CreateHeartbeat(builder);
   return std::make_unique<OutgoingFrame>(
-      finish(builder, schema::Body::Heartbeat, heartbeat.Union()), Payload(), control_stage,
+      finish(builder, schema::Body::Heartbeat, heartbeat.Union()), Payload(), control_lane,
       FrameRole::kControl);
 }
 
-std::unique_ptr<OutgoingFrame> encode_liveness_query(std::size_t rank, std::size_t control_stage) {
+std::unique_ptr<OutgoingFrame> encode_liveness_query(std::size_t rank, std::size_t control_lane) {
   auto& builder = thread_builder();
   const auto query = schema::CreateLivenessQuery(builder, static_cast<std::uint32_t>(rank));
   return std::make_unique<OutgoingFrame>(
-      finish(builder, schema::Body::LivenessQuery, query.Union()), Payload(), control_stage,
+      finish(builder, schema::Body::LivenessQuery, query.Union()), Payload(), control_lane,
       FrameRole::kControl);
 }
 
 std::unique_ptr<OutgoingFrame> encode_liveness_report(std::size_t rank, std::uint32_t silent_ms,
-                                                      std::size_t control_stage) {
+                                                      std::size_t control_lane) {
   auto& builder = thread_builder();
   const auto report =
       schema::CreateLivenessReport(builder, static_cast<std::uint32_t>(rank), silent_ms);
   return std::make_unique<OutgoingFrame>(
-      finish(builder, schema::Body::LivenessReport, report.Union()), Payload(), control_stage,
+      finish(builder, schema::Body::LivenessReport, report.Union()), Payload(), control_lane,
       FrameRole::kControl);
 }
 
-HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_stage_count) noexcept {
+HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_lane_count) noexcept {
   HeaderCheck check;
   try {
     const auto* data = reinterpret_cast<const std::uint8_t*>(bytes.data());
@@ -266,9 +266,9 @@ HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_sta
       case schema::Body::DataMore:
         break;
       case schema::Body::Data:
-        if (header->body_as_Data()->stage() >= data_stage_count) {
-          check.error = "data stage " + std::to_string(header->body_as_Data()->stage()) +
-                        " out of range: " + std::to_string(data_stage_count) + " stages";
+        if (header->body_as_Data()->lane() >= data_lane_count) {
+          check.error = "data lane " + std::to_string(header->body_as_Data()->lane()) +
+                        " out of range: " + std::to_string(data_lane_count) + " lanes";
           return check;
         }
         break;

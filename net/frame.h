@@ -74,14 +74,14 @@ enum class FrameRole : std::uint8_t {
 /// The write-progress fields are the loop thread's; nothing else touches them.
 class OutgoingFrame final {
  public:
-  /// Prefix + `header` (a finished FlatBuffers buffer) + `payload`, counted under `stage`.
+  /// Prefix + `header` (a finished FlatBuffers buffer) + `payload`, counted under `lane`.
   /// Throws gradmesh::ProtocolError when header or payload exceed 4 GiB - 1.
-  OutgoingFrame(std::span<const std::uint8_t> header, Payload payload, std::size_t stage,
+  OutgoingFrame(std::span<const std::uint8_t> header, Payload payload, std::size_t lane,
                 FrameRole role);
 
   /// A frame of arbitrary `raw` bytes, written as is (tests inject malformed frames with it).
   [[nodiscard]] static std::unique_ptr<OutgoingFrame> raw(std::span<const std::byte> raw,
-                                                          std::size_t stage);
+                                                          std::size_t lane);
 
   OutgoingFrame(const OutgoingFrame&) = delete;
   OutgoingFrame& operator=(const OutgoingFrame&) = delete;
@@ -97,7 +97,7 @@ class OutgoingFrame final {
     return head_size_ + payload_.size() + (fragments_ - 1) * more_head_size_ +
            tag_bytes_ * (fragments_ + (payload_.empty() ? 0 : fragments_));
   }
-  [[nodiscard]] std::size_t stage() const noexcept { return stage_; }
+  [[nodiscard]] std::size_t lane() const noexcept { return lane_; }
   [[nodiscard]] FrameRole role() const noexcept { return role_; }
 
   // ---- send order (net/tcp/write_queue.h) ----
@@ -156,11 +156,11 @@ class OutgoingFrame final {
  private:
   static constexpr std::size_t kInlineHeadBytes = 160;
   static constexpr std::size_t kMoreHeadCapacity = 64;
-  OutgoingFrame(std::size_t head_size, std::size_t stage, FrameRole role);
+  OutgoingFrame(std::size_t head_size, std::size_t lane, FrameRole role);
   std::byte* head_data() noexcept { return large_head_ ? large_head_.get() : inline_head_.data(); }
 
   std::size_t head_size_;
-  std::size_t stage_;
+  std::size_t lane_;
   FrameRole role_;
   Payload payload_;
   std::unique_ptr<std::byte[]> large_head_;  // only when the head exceeds kInlineHeadBytes
@@ -192,33 +192,33 @@ struct HelloFields {
   bool rejoin = false;             ///< TransportOptions::rejoin
 };
 
-/// Frame builders. `control_stage` is the counter stage id of "control". Thread safe (each thread
+/// Frame builders. `control_lane` is the counter lane id of "control". Thread safe (each thread
 /// reuses its own FlatBuffers builder, so a data frame costs one allocation: the OutgoingFrame).
 /// encode_data() copies Message::priority into OutgoingFrame::priority.
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_data(const Message& message);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_hello(const HelloFields& hello,
-                                                          std::size_t control_stage);
+                                                          std::size_t control_lane);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_hello_ack(std::size_t rank,
-                                                              std::size_t control_stage);
+                                                              std::size_t control_lane);
 /// `retry`: the refused dialer should dial again (this node is still leaving an older view).
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_refuse(const std::string& reason,
-                                                           std::size_t control_stage,
+                                                           std::size_t control_lane,
                                                            bool retry = false);
-[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_goodbye(std::size_t control_stage);
+[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_goodbye(std::size_t control_lane);
 /// `failed_rank`: the rank whose failure made this node stop (the receivers' PeerError names it:
 /// PeerError::failed_peer), or none for an error of its own.
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_abort(
-    const std::string& reason, std::size_t control_stage,
+    const std::string& reason, std::size_t control_lane,
     std::optional<std::size_t> failed_rank = std::nullopt);
-[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_heartbeat(std::size_t control_stage);
+[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_heartbeat(std::size_t control_lane);
 /// A LivenessQuery about `rank` (net/schema/message.fbs) and the answer to one: `silent_ms`, how
 /// long since this node read a byte from `rank` (kNotHeardMs: no connection to it).
 inline constexpr std::uint32_t kNotHeardMs = 0xFFFFFFFFu;
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_liveness_query(std::size_t rank,
-                                                                   std::size_t control_stage);
+                                                                   std::size_t control_lane);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_liveness_report(std::size_t rank,
                                                                     std::uint32_t silent_ms,
-                                                                    std::size_t control_stage);
+                                                                    std::size_t control_lane);
 
 /// The result of verify_header(): `header` on success, else `error` says what is wrong.
 struct HeaderCheck {
@@ -228,9 +228,9 @@ struct HeaderCheck {
 
 /// Verifies `bytes` as a schema::Header with flatbuffers::Verifier (file identifier "GMSH"),
 /// requires a known body type with its body present (so body_as_X() of the verified type is not
-/// null), and for Data a stage < `data_stage_count`. Never throws.
+/// null), and for Data a lane < `data_lane_count`. Never throws.
 [[nodiscard]] HeaderCheck verify_header(std::span<const std::byte> bytes,
-                                        std::size_t data_stage_count) noexcept;
+                                        std::size_t data_lane_count) noexcept;
 
 /// HelloFields of a verified Hello.
 [[nodiscard]] HelloFields decode_hello(const schema::Hello& hello);

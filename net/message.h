@@ -10,8 +10,8 @@ namespace gradmesh::net {
 /// What Transport::send() takes and MessageHandler receives. The tags travel in the FlatBuffers
 /// header (schema::Data); the payload follows as raw bytes, never copied. Plain value type.
 struct Message {
-  std::uint8_t stage = 0;   ///< index into TransportOptions::stages: per-stage byte counters and
-                            ///< the stage's share of the link (Transport::set_stage_weights)
+  std::uint8_t lane = 0;    ///< index into TransportOptions::lanes: per-lane byte counters and
+                            ///< the lane's share of the link (Transport::set_lane_weights)
   std::uint16_t kind = 0;   ///< meaning owned by the caller
   std::uint64_t key = 0;    ///< caller's key (e.g. a KV chunk id)
   std::uint64_t round = 0;  ///< caller's round / iteration

@@ -20,12 +20,12 @@ namespace gradmesh::net {
 /// Contract every backend keeps:
 ///  - Messages from one rank to another arrive each exactly once, or the sender's peer fails.
 ///  - Order: messages from one rank to another arrive in send order among messages of the same
-///    priority and stage (Message::priority, Message::stage). A message of lower priority value
-///    may overtake queued ones of higher value. Until set_stage_weights() is first called, the
-///    stages to one peer share one order (equal-priority messages arrive in send order whatever
-///    their stage, as before priorities existed); from then on a message may also overtake queued
-///    messages of other stages, as the link is shared among stages by weight. (The shared order
-///    keeps callers that rely on it working: Ako's end-of-job marker, on its control stage, must
+///    priority and lane (Message::priority, Message::lane). A message of lower priority value
+///    may overtake queued ones of higher value. Until set_lane_weights() is first called, the
+///    lanes to one peer share one order (equal-priority messages arrive in send order whatever
+///    their lane, as before priorities existed); from then on a message may also overtake queued
+///    messages of other lanes, as the link is shared among lanes by weight. (The shared order
+///    keeps callers that rely on it working: Ako's end-of-job marker, on its control lane, must
 ///    follow its partitions.) A backend may keep plain send order (net/inproc does).
 ///    shutdown()'s goodbye to a peer follows every message sent to it before, whatever their
 ///    priority. On TCP the handshake precedes all data, and a frame that has started being written
@@ -41,7 +41,7 @@ namespace gradmesh::net {
 ///  - The payload is shared, not copied, until the backend is done with it; a received payload is
 ///    an owned buffer.
 ///
-/// Threads: send(), set_stage_weights() and counters() from any thread; set_handlers(), start(),
+/// Threads: send(), set_lane_weights() and counters() from any thread; set_handlers(), start(),
 /// shutdown(), close(), abort() and the destructor from one owning thread.
 class Transport {
  public:
@@ -73,21 +73,21 @@ class Transport {
 
   /// Queues `message` for `to_rank` and returns at once (non-blocking). Thread safe.
   /// Throws: PeerError (the stored one) if that peer failed; ContractError for a bad rank (own
-  /// rank included) or stage; ProtocolError if the message is too large; Error before start()
+  /// rank included) or lane; ProtocolError if the message is too large; Error before start()
   /// succeeded or after close().
   virtual void send(std::size_t to_rank, Message message) = 0;
 
-  /// Shares this node's send link among stages by weight: `weights[s]` is stage s's weight
-  /// (index = Message::stage); an entry of 0, or a stage past the end of `weights`, has weight 1.
-  /// While several stages have bytes waiting, each gets bytes in proportion to its weight; a stage
+  /// Shares this node's send link among lanes by weight: `weights[s]` is lane s's weight
+  /// (index = Message::lane); an entry of 0, or a lane past the end of `weights`, has weight 1.
+  /// While several lanes have bytes waiting, each gets bytes in proportion to its weight; a lane
   /// alone gets the whole link (work-conserving: TransportOptions::max_send_rate, or the socket's
-  /// speed when uncapped), and a stage that was idle banks no credit (Poseidon arXiv'15 sec. 4.3.3,
+  /// speed when uncapped), and a lane that was idle banks no credit (Poseidon arXiv'15 sec. 4.3.3,
   /// the bandwidth manager; scheduled by start-time fair queuing, Goyal, Vin, Cheng, SIGCOMM'96).
-  /// Also lets stages overtake each other (see the ordering contract above).
+  /// Also lets lanes overtake each other (see the ordering contract above).
   /// May be called at any time after construction, from any thread, and again to change weights.
-  /// Throws gradmesh::ConfigError naming the stage index and value for a negative or non-finite
-  /// weight, and for more weights than TransportOptions::stages.
-  virtual void set_stage_weights(std::vector<double> weights) = 0;
+  /// Throws gradmesh::ConfigError naming the lane index and value for a negative or non-finite
+  /// weight, and for more weights than TransportOptions::lanes.
+  virtual void set_lane_weights(std::vector<double> weights) = 0;
 
   /// The measured rate of the link to each peer, bytes/s (index = rank; this node's own entry and
   /// entries of 0 are ignored), e.g. from the start-up probe. A transport that writes one frame at

@@ -31,10 +31,10 @@ struct TransportOptions {
   /// one past a cap is closed at once.
   double handshake_timeout_s = 5.0;
   std::size_t max_frame_bytes =
-      1ull << 30;  ///< prefix + header + payload; larger frames are protocol errors
-  std::vector<std::string> stages;  ///< byte-counter stage names, stage id = index (< 255);
-                                    ///< "control" (handshake, goodbye) is appended by the transport
-  double max_send_rate = 0.0;       ///< bytes/s over all peers; 0 = unlimited (token bucket)
+      1ull << 30;                  ///< prefix + header + payload; larger frames are protocol errors
+  std::vector<std::string> lanes;  ///< byte-counter lane names, lane id = index (< 255);
+                                   ///< "control" (handshake, goodbye) is appended by the transport
+  double max_send_rate = 0.0;      ///< bytes/s over all peers; 0 = unlimited (token bucket)
   /// Seconds an established peer may stay silent (not a byte read from it) before it is failed
   /// as hung or unreachable; every connection that has carried nothing for a quarter of this gets
   /// a Heartbeat frame, so only a peer that stopped (SIGSTOP, a frozen host, a cut link) falls
@@ -68,7 +68,7 @@ struct TransportOptions {
   Resolver resolver;
 };
 
-/// Name of the counter stage of handshake and goodbye frames.
-inline constexpr const char* kControlStage = "control";
+/// Name of the counter lane of handshake and goodbye frames.
+inline constexpr const char* kControlLane = "control";
 
 }  // namespace gradmesh::net

@@ -3,8 +3,8 @@
 #include <string>
 
 #include "sync/allreduce/messages.h"
-#include "sync/channel.h"
 #include "sync/collective/ring_allreduce.h"
+#include "sync/lane_router.h"
 #include "sync/probe/link_probe.h"
 #include "sync/ps/options.h"
 #include "sync/scheme.h"
@@ -67,9 +67,8 @@ topo::PlannerInput planner_input(const SyncContext& ctx, const std::vector<std::
   if (o.message_overhead)
     input.links.message_seconds.assign(input.links.nodes, *o.message_overhead);
   if (o.gemm_flops) input.gemm_flops = *o.gemm_flops;
-  input.frame_overhead_bytes =
-      frame_overhead_bytes(stage_id(allreduce::kStage),
-                           static_cast<std::uint16_t>(collective::RingKind::kReduceScatter));
+  input.frame_overhead_bytes = frame_overhead_bytes(
+      lane_id(allreduce::kLane), static_cast<std::uint16_t>(collective::RingKind::kReduceScatter));
   input.kv_chunk_bytes = ps_options(ctx.options.values).chunk_bytes;
   input.schemes = scheme_models(schemes);
   return input;

@@ -15,7 +15,7 @@ PlanStage::PlanStage(SyncContext context, std::string name, topo::Plan plan)
     : ctx_(std::move(context)),
       name_(std::move(name)),
       plan_(std::move(plan)),
-      channel_(ctx_.channel),
+      router_(ctx_.router),
       scheme_of_(plan_.layers.size(), nullptr) {
   GRADMESH_CHECK_EQ(plan_.layers.size(), ctx_.model.num_layers(), "plan: layers");
   // Each scheme's layers, ids in order of first use.
@@ -28,13 +28,13 @@ PlanStage::PlanStage(SyncContext context, std::string name, topo::Plan plan)
     it->second.push_back(row.layer);
   }
   for (const auto& [id, layers] : by_scheme) {
-    schemes_.push_back(scheme_entry(id).make(ctx_, channel_, plan_, layers));
+    schemes_.push_back(scheme_entry(id).make(ctx_, router_, plan_, layers));
     for (const std::size_t l : layers) scheme_of_[l] = schemes_.back().get();
   }
-  // The planner's byte budgets share the link: a stage that must send more per iteration gets the
-  // larger share, so the stages of one iteration finish together (Poseidon arXiv'15 4.3.3).
-  channel_.set_stage_weights(plan_.stage_bytes);
-  channel_.on_failure([this](const PeerError& error) {
+  // The planner's byte budgets share the link: a lane that must send more per iteration gets the
+  // larger share, so the lanes of one iteration finish together (Poseidon arXiv'15 4.3.3).
+  router_.set_lane_weights(plan_.lane_bytes);
+  router_.on_failure([this](const PeerError& error) {
     const auto e = std::make_exception_ptr(error);
     for (const auto& scheme : schemes_) scheme->fail_all(e);
   });
@@ -85,7 +85,7 @@ std::map<std::string, double> PlanStage::summary() const {
                                     {"step_seconds_per_float", plan_.step_seconds_per_float},
                                     {"kv_chunk_floats", static_cast<double>(plan_.kv_chunk_floats)},
                                     {"buckets", static_cast<double>(plan_.buckets.size())}};
-  for (const auto& [stage, budget] : plan_.stage_bytes) out["budget_" + stage] = budget;
+  for (const auto& [lane, budget] : plan_.lane_bytes) out["budget_" + lane] = budget;
   return out;
 }
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sync/channel.h"
+#include "sync/lane_router.h"
 #include "sync/scheme.h"
 #include "sync/sync_stage.h"
 #include "topo/planner.h"
@@ -41,10 +41,10 @@ class PlanStage final : public SyncStage {
   /// The plan's figures: "predicted_bytes_sent" (this rank, bytes per iteration),
   /// "predicted_iteration_seconds", "alpha" (s), "bandwidth" (bytes/s) and "message_overhead"
   /// (o, s) of the slowest link, "gemm_flops" (FLOP/s), "kv_chunk_floats", "buckets", and
-  /// "budget_<stage>" (bytes per iteration).
+  /// "budget_<lane>" (bytes per iteration).
   [[nodiscard]] std::map<std::string, double> summary() const override;
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
-    return channel_.rejected();
+    return router_.rejected();
   }
   /// Checkpoints: the plan's signature (each layer's scheme and chunks, the chunk size, the
   /// buckets), so that a resume under another plan (measured again at start-up, planner.probe)
@@ -60,7 +60,7 @@ class PlanStage final : public SyncStage {
   SyncContext ctx_;
   std::string name_;
   topo::Plan plan_;
-  Channel& channel_;
+  LaneRouter& router_;
   std::vector<std::unique_ptr<Scheme>> schemes_;  // one per id, in order of first use
   std::vector<Scheme*> scheme_of_;                // by layer; nullptr: local
 };

@@ -1,5 +1,5 @@
-// The strategy registry (STYLE.md practice 2): each strategy's name, the stages it sends on, its
-// factory and traits; and the per-layer schemes (sync/scheme.h): each one's planner model, stages
+// The strategy registry (STYLE.md practice 2): each strategy's name, the lanes it sends on, its
+// factory and traits; and the per-layer schemes (sync/scheme.h): each one's planner model, lanes
 // and factory. Adding a strategy or a scheme touches this file and its own folder, nothing else
 // shared.
 
@@ -16,7 +16,7 @@
 #include "sync/ako/partition_count.h"
 #include "sync/allreduce/allreduce_scheme.h"
 #include "sync/allreduce/messages.h"
-#include "sync/channel.h"
+#include "sync/lane_router.h"
 #include "sync/plan_stage.h"
 #include "sync/poseidon/messages.h"
 #include "sync/poseidon/options.h"
@@ -37,17 +37,17 @@ using Factory = std::function<std::unique_ptr<SyncStage>(SyncContext)>;
 /// A strategy's own check of its options before any connection (StartFacts); may be empty.
 using Check = std::function<void(const SyncOptions&, const StartFacts&)>;
 
-/// Stages every job has, whatever its strategy (the start-up link probe, the resume agreement):
+/// Lanes every job has, whatever its strategy (the start-up link probe, the resume agreement):
 /// listed first, so the probe's id is 0 whatever strategies the registry holds.
-constexpr std::string_view kCommonStages[] = {probe::kStage, kResumeStage};
+constexpr std::string_view kCommonLanes[] = {probe::kLane, kResumeLane};
 
 /// What a job of several nodes plans with when its strategy trains one (strategy_for_nodes).
 constexpr std::string_view kDefaultStrategy = "ps";
 
 struct Entry {
   std::string name;
-  std::vector<std::string_view> stages;  // the transport stages it sends on
-  Factory make;                          // empty: documented but not built yet
+  std::vector<std::string_view> lanes;  // the transport lanes it sends on
+  Factory make;                         // empty: documented but not built yet
   StrategyTraits traits;
   Check check;
   OptionTable options;  // its own [sync.<name>] table (name "": none)
@@ -57,26 +57,26 @@ struct Entry {
 const std::vector<SchemeEntry>& builtin_schemes() {
   static const std::vector<SchemeEntry> entries = {
       {topo::ps_scheme_model(),
-       {ps::kPushStage, ps::kBroadcastStage},
-       [](const SyncContext& ctx, Channel& channel, const topo::Plan& plan,
+       {ps::kPushLane, ps::kBroadcastLane},
+       [](const SyncContext& ctx, LaneRouter& router, const topo::Plan& plan,
           const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
-         return std::make_unique<PsScheme>(ctx, channel, layers, plan.kv_chunk_floats);
+         return std::make_unique<PsScheme>(ctx, router, layers, plan.kv_chunk_floats);
        },
        ps_option_table()},
       {topo::sfb_scheme_model(),
-       {sfb::kStage},
-       [](const SyncContext& ctx, Channel& channel, const topo::Plan&,
+       {sfb::kLane},
+       [](const SyncContext& ctx, LaneRouter& router, const topo::Plan&,
           const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
-         return std::make_unique<SfbScheme>(ctx, channel, layers);
+         return std::make_unique<SfbScheme>(ctx, router, layers);
        },
        {}},
       {topo::allreduce_scheme_model(),
-       {allreduce::kStage},
-       [](const SyncContext& ctx, Channel& channel, const topo::Plan& plan,
+       {allreduce::kLane},
+       [](const SyncContext& ctx, LaneRouter& router, const topo::Plan& plan,
           const std::vector<std::size_t>&) -> std::unique_ptr<Scheme> {
          std::vector<std::pair<std::size_t, std::size_t>> buckets;
          for (const topo::Bucket& g : plan.buckets) buckets.emplace_back(g.first, g.last);
-         return std::make_unique<AllReduceScheme>(ctx, channel, buckets);
+         return std::make_unique<AllReduceScheme>(ctx, router, buckets);
        },
        {}},
   };
@@ -104,13 +104,13 @@ const std::vector<Entry>& registry() {
        {},
        {}},
       {"ps",
-       {ps::kPushStage, ps::kBroadcastStage},
+       {ps::kPushLane, ps::kBroadcastLane},
        planned("ps", {ps_id}),
        {true, false, 0, {ps_id}},
        {},
        {}},
       {"poseidon",
-       {ps::kPushStage, ps::kBroadcastStage, sfb::kStage},
+       {ps::kPushLane, ps::kBroadcastLane, sfb::kLane},
        planned("poseidon", {ps_id, sfb_id},
                [](const SyncOptions& o, topo::PlannerInput& input) {
                  apply_poseidon_options(poseidon_options(o.values), input);
@@ -119,7 +119,7 @@ const std::vector<Entry>& registry() {
        {},
        poseidon_option_table()},
       {"ako",
-       {ako::kPartitionStage, ako::kControlStage, ako::kFullRoundStage, ako::kAverageStage},
+       {ako::kPartitionLane, ako::kControlLane, ako::kFullRoundLane, ako::kAverageLane},
        [](SyncContext c) -> std::unique_ptr<SyncStage> {
          return std::make_unique<AkoStage>(std::move(c));
        },
@@ -133,13 +133,13 @@ const std::vector<Entry>& registry() {
        },
        ako_option_table()},
       {"allreduce",
-       {allreduce::kStage},
+       {allreduce::kLane},
        planned("allreduce", {ar_id}),
        {true, false, 0, {ar_id}},
        {},
        {}},
       {"auto",
-       {ps::kPushStage, ps::kBroadcastStage, sfb::kStage, allreduce::kStage},
+       {ps::kPushLane, ps::kBroadcastLane, sfb::kLane, allreduce::kLane},
        planned("auto", {ps_id, ar_id, sfb_id}),
        {true, false, 0, {ps_id, ar_id, sfb_id}},
        {},
@@ -159,12 +159,12 @@ std::string known_names() {
 
 }  // namespace
 
-const std::vector<std::string>& stage_names() {
+const std::vector<std::string>& lane_names() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> out(std::begin(kCommonStages), std::end(kCommonStages));
+    std::vector<std::string> out(std::begin(kCommonLanes), std::end(kCommonLanes));
     for (const Entry& e : registry()) {
-      for (const std::string_view stage : e.stages) {
-        if (std::find(out.begin(), out.end(), stage) == out.end()) out.emplace_back(stage);
+      for (const std::string_view lane : e.lanes) {
+        if (std::find(out.begin(), out.end(), lane) == out.end()) out.emplace_back(lane);
       }
     }
     return out;
@@ -312,7 +312,7 @@ void register_scheme(SchemeEntry entry) {
                  "register_scheme: id '" + id + "' (not empty, not 'local')");
   GRADMESH_CHECK(static_cast<bool>(entry.model.cost) && static_cast<bool>(entry.make),
                  "register_scheme: scheme '" + id + "' without a cost function or factory");
-  for (const std::string_view stage : entry.stages) (void)stage_id(stage);  // declared stages
+  for (const std::string_view lane : entry.lanes) (void)lane_id(lane);  // declared lanes
   const std::lock_guard lock(added_schemes_mutex());
   GRADMESH_CHECK(find_scheme(id) == nullptr, "register_scheme: scheme '" + id + "' exists");
   if (!entry.options.name.empty()) {

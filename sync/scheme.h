@@ -22,14 +22,14 @@
 
 namespace gradmesh::sync {
 
-class Channel;
+class LaneRouter;
 
 /// The scheme of a set of layers in one job: its tasks in every iteration, what it sends, its
 /// checkpoint state, and its pending work failed when a peer fails.
 ///
 /// Thread safety: build() before the first run, from the node's thread; the tasks it adds run on
-/// the executor's arenas; message handlers (which it routes on the Channel) and fail_all() on the
-/// transport's delivery thread; the const members from any thread. An implementation locks what
+/// the executor's arenas; message handlers (which it routes on the LaneRouter) and fail_all() on
+/// the transport's delivery thread; the const members from any thread. An implementation locks what
 /// those share.
 class Scheme {
  public:
@@ -67,16 +67,16 @@ engine::TaskHandle add_local_step(engine::Graph& graph, const IterationTasks& ta
                                   const SyncContext& ctx, std::size_t layer,
                                   const std::string& prefix = "step_");
 
-/// Makes a scheme for `layers` (its layers in the plan, ascending) of the job `ctx` on `channel`,
+/// Makes a scheme for `layers` (its layers in the plan, ascending) of the job `ctx` on `router`,
 /// executing `plan` (the chunk size, the buckets). May throw ConfigError or ContractError.
 using SchemeFactory = std::function<std::unique_ptr<Scheme>(
-    const SyncContext& ctx, Channel& channel, const topo::Plan& plan,
+    const SyncContext& ctx, LaneRouter& router, const topo::Plan& plan,
     const std::vector<std::size_t>& layers)>;
 
 /// A registered scheme: how the planner prices it and how a node makes it.
 struct SchemeEntry {
-  topo::SchemeModel model;               ///< id, fits, cost function, stages, placement
-  std::vector<std::string_view> stages;  ///< transport stages it routes (the registry's names)
+  topo::SchemeModel model;              ///< id, fits, cost function, lanes, placement
+  std::vector<std::string_view> lanes;  ///< transport lanes it routes (the registry's names)
   SchemeFactory make;
   /// Its own config table [sync.<name>] (name "": none): the job config accepts, checks and
   /// prints its keys; the scheme reads them from SyncContext::options.values.
@@ -91,10 +91,10 @@ struct SchemeEntry {
 /// topo::PlannerInput::schemes. Throws as scheme_entry().
 [[nodiscard]] std::vector<topo::SchemeModel> scheme_models(const std::vector<std::string>& ids);
 
-/// Adds a scheme at run time, before any plan names it (a test's, a plug-in's). Its stages must
-/// be stages the registry declares (stage ids are the same on every node; a scheme that sends on
-/// a stage of its own declares it in registry.cpp's scheme table). Throws ContractError for an id
-/// taken or "local", an unknown stage, or a model without a cost function or an entry without a
+/// Adds a scheme at run time, before any plan names it (a test's, a plug-in's). Its lanes must
+/// be lanes the registry declares (lane ids are the same on every node; a scheme that sends on
+/// a lane of its own declares it in registry.cpp's scheme table). Throws ContractError for an id
+/// taken or "local", an unknown lane, or a model without a cost function or an entry without a
 /// factory. Thread-safe; entries stay until the process ends.
 void register_scheme(SchemeEntry entry);
 

@@ -24,7 +24,7 @@
 
 namespace gradmesh::sync {
 
-class Channel;
+class LaneRouter;
 struct JobMeasurements;
 
 /// The options a sync stage reads: the strategies' and schemes' own tables [sync.<table>] (each
@@ -49,7 +49,7 @@ struct IterationTasks {
 struct SyncContext {
   tasks::Model& model;
   engine::Executor& executor;
-  Channel& channel;  ///< the node's channel (no transport for a single node)
+  LaneRouter& router;  ///< the node's router (no transport for a single node)
   std::size_t rank = 0;
   std::size_t nodes = 1;
   std::size_t batch_size = 0;   ///< K, samples per node per iteration

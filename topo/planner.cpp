@@ -179,8 +179,7 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
     }
     row.bytes_sent = cost.bytes_sent;
     pipeline[l].comm_seconds = cost.comm_seconds;
-    for (const auto& [stage, share] : model->stages)
-      plan.stage_bytes[stage] += share * cost.bytes_sent;
+    for (const auto& [lane, share] : model->lanes) plan.lane_bytes[lane] += share * cost.bytes_sent;
   }
 
   const std::vector<std::size_t> merged =
@@ -215,7 +214,7 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
         ring_allreduce_bytes(open_bytes, cluster.nodes, cluster.frame_overhead_bytes);
     open->comm_start = row.comm_start;
     open->comm_seconds = row.comm_seconds;
-    plan.stage_bytes[bucketed->stages.at(0).first] += open->bytes_sent;
+    plan.lane_bytes[bucketed->lanes.at(0).first] += open->bytes_sent;
     plan.buckets.push_back(*open);
     open.reset();
   }
@@ -273,7 +272,7 @@ Plan make_plan(const PlannerInput& input) {
   plan.gemm_flops = input.gemm_flops;
   plan.step_seconds_per_float = input.step_seconds_per_float;
   for (const SchemeModel& m : input.schemes) {
-    for (const auto& [stage, share] : m.stages) plan.stage_bytes.try_emplace(stage, 0.0);
+    for (const auto& [lane, share] : m.lanes) plan.lane_bytes.try_emplace(lane, 0.0);
   }
   if (input.gamma && total_floats >= 1) {
     if (input.nodes > 1) {

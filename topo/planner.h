@@ -5,7 +5,7 @@
 // name), the plan the strategies execute — each layer's scheme (PS, SFB, all-reduce bucket,
 // another registered scheme, or local), the
 // all-reduce buckets (MG-WFBP's merged-gradient layers), the KV chunk size, Ako's partition count p
-// (Ako eq. 3), each stage's byte budget, and the predicted bytes and time of one iteration.
+// (Ako eq. 3), each lane's byte budget, and the predicted bytes and time of one iteration.
 //
 // The time model: WFBP (Poseidon ATC'17 sec. 3.1; MG-WFBP eqs. 6-8) on one link. The forward
 // pass takes t_f = sum of the layers' t_f; backward runs from the last layer to the first; a
@@ -118,12 +118,12 @@ struct Plan {
   std::vector<Bucket> buckets;         ///< the bucketed scheme's buckets, in send order
   std::size_t kv_chunk_floats = 0;     ///< KV chunk size of the chunked (PS) layers, floats
   std::optional<PartitionChoice> ako;  ///< eq. 3, when gamma was given and the model has parameters
-  /// Bytes this node sends per iteration by stage (every stage of the allowed schemes present,
+  /// Bytes this node sends per iteration by lane (every lane of the allowed schemes present,
   /// 0 if unused).
-  std::map<std::string, double, std::less<>> stage_bytes;
+  std::map<std::string, double, std::less<>> lane_bytes;
   LinkCost link;                      ///< the slowest link the formulas used
   AllReduceCost allreduce;            ///< T_ar(M) = a + b M on that link
-  double bytes_sent = 0;              ///< this node per iteration, sum over layers (and stages)
+  double bytes_sent = 0;              ///< this node per iteration, sum over layers (and lanes)
   double forward_seconds = 0;         ///< t_f
   double backward_seconds = 0;        ///< t_b
   double iteration_seconds = 0;       ///< predicted t_iter (the time model above)

@@ -10,7 +10,7 @@ SchemeModel ps_scheme_model() {
   m.cost = [](const SchemeCostInput& in, const LayerProfile& layer) {
     return ps_cost(in.cluster, layer.parameters, in.kv_chunk_floats);
   };
-  m.stages = {{std::string(kStageKvPush), 0.5}, {std::string(kStageKvBroadcast), 0.5}};
+  m.lanes = {{std::string(kLaneKvPush), 0.5}, {std::string(kLaneKvBroadcast), 0.5}};
   m.chunked = true;
   return m;
 }
@@ -22,7 +22,7 @@ SchemeModel sfb_scheme_model() {
   m.cost = [](const SchemeCostInput& in, const LayerProfile& layer) {
     return sfb_cost(in.cluster, in.batch, layer.rows, layer.cols);
   };
-  m.stages = {{std::string(kStageSfBroadcast), 1.0}};
+  m.lanes = {{std::string(kLaneSfBroadcast), 1.0}};
   m.skips_parameter_gradients = true;
   return m;
 }
@@ -33,7 +33,7 @@ SchemeModel allreduce_scheme_model() {
   m.cost = [](const SchemeCostInput& in, const LayerProfile& layer) {
     return allreduce_cost(in.cluster, layer.parameters);
   };
-  m.stages = {{std::string(kStageAllReduce), 1.0}};
+  m.lanes = {{std::string(kLaneAllReduce), 1.0}};
   m.bucketed = true;
   return m;
 }

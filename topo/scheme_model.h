@@ -29,11 +29,11 @@ inline constexpr std::string_view kPsScheme = "ps";                ///< Poseidon
 inline constexpr std::string_view kSfbScheme = "sfb";              ///< Poseidon sec. 2.1, 3.2
 inline constexpr std::string_view kAllReduceScheme = "allreduce";  ///< MG-WFBP buckets
 
-/// Stage names of Plan::stage_bytes (as the transport's byte counters name them).
-inline constexpr std::string_view kStageKvPush = "kv_push";
-inline constexpr std::string_view kStageKvBroadcast = "kv_broadcast";
-inline constexpr std::string_view kStageSfBroadcast = "sf_broadcast";
-inline constexpr std::string_view kStageAllReduce = "allreduce";
+/// Lane names of Plan::lane_bytes (as the transport's byte counters name them).
+inline constexpr std::string_view kLaneKvPush = "kv_push";
+inline constexpr std::string_view kLaneKvBroadcast = "kv_broadcast";
+inline constexpr std::string_view kLaneSfBroadcast = "sf_broadcast";
+inline constexpr std::string_view kLaneAllReduce = "allreduce";
 
 /// What a scheme's cost function sees besides the layer.
 struct SchemeCostInput {
@@ -51,9 +51,9 @@ struct SchemeModel {
   /// link, compute_seconds after the communication). For a bucketed scheme, its bytes and time
   /// as a bucket of its own (the plan merges and charges buckets instead).
   std::function<SchemeCost(const SchemeCostInput&, const LayerProfile&)> cost;
-  /// The transport stages its bytes go out on, each with its share of a layer's bytes (summing to
-  /// 1; a bucketed scheme: the first stage carries its buckets' bytes).
-  std::vector<std::pair<std::string, double>> stages;
+  /// The transport lanes its bytes go out on, each with its share of a layer's bytes (summing to
+  /// 1; a bucketed scheme: the first lane carries its buckets' bytes).
+  std::vector<std::pair<std::string, double>> lanes;
   /// Its layers' backward computes dx only: t_b = LayerProfile::backward_input_seconds (SFB).
   bool skips_parameter_gradients = false;
   /// Its layers go into ring all-reduce buckets (topo/merge_planner.h, MG-WFBP): consecutive

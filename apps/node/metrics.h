@@ -60,8 +60,10 @@ struct NodeMetrics {
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
   double bytes_sent_per_iteration = 0;
-  std::map<std::string, std::uint64_t> bytes_sent_by_stage;
-  std::map<std::string, std::uint64_t> bytes_received_by_stage;
+  /// By lane name; written under the keys "bytes_sent_by_stage" / "bytes_received_by_stage" (the
+  /// metrics file's contract kept its first word for lanes, docs/metrics.md).
+  std::map<std::string, std::uint64_t> bytes_sent_by_lane;
+  std::map<std::string, std::uint64_t> bytes_received_by_lane;
   std::uint64_t malformed_frames = 0;
   std::uint64_t rejected_connections = 0;  ///< inbound connections refused in the handshake
   std::uint64_t unverified_frames = 0;     ///< sealed frames that did not verify (security.encrypt)
@@ -88,7 +90,7 @@ struct NodeMetrics {
 void write_metrics(const std::filesystem::path& dir, const NodeMetrics& metrics);
 
 /// The plan's summary for `gradmesh-node plan`: the planner's inputs (alpha, B, GEMM rate), the
-/// predicted bytes and iteration time, the buckets, the KV chunk and each stage's byte budget; for
+/// predicted bytes and iteration time, the buckets, the KV chunk and each lane's byte budget; for
 /// other strategies (Ako) their figures. `measured`: whether layer times and GEMM were measured.
 [[nodiscard]] std::string format_summary(const std::map<std::string, double>& summary,
                                          bool measured);

@@ -11,7 +11,7 @@
 #include "apps/pipeline/job_options.h"
 #include "engine/error.h"
 #include "engine/executor.h"
-#include "sync/channel.h"
+#include "sync/lane_router.h"
 #include "sync/probe/link_probe.h"
 #include "sync/sync_stage.h"
 #include "tasks/data/fashion_mnist.h"
@@ -65,7 +65,7 @@ int run_plan(const PlanOptions& options) {
     engine::Executor executor({1, 1});
     const std::string strategy = sync::strategy_for_nodes(config.sync.strategy, options.nodes);
     tasks::Optimizer optimizer(sgd_options(config), model.parameter_count());
-    sync::Channel channel(nullptr, 0, options.nodes);
+    sync::LaneRouter router(nullptr, 0, options.nodes);
     sync::SyncOptions sync = sync_options(config);
     if (options.bandwidth && !sync.planner.bandwidth) {
       sync.planner.bandwidth = topo::parse_rate(*options.bandwidth);
@@ -86,7 +86,7 @@ int run_plan(const PlanOptions& options) {
     }
     auto stage = sync::make_sync_stage(
         strategy,
-        sync::SyncContext{model, executor, channel, 0, options.nodes, config.optimizer.batch_size,
+        sync::SyncContext{model, executor, router, 0, options.nodes, config.optimizer.batch_size,
                           optimizer, sync, 0, measured ? &*measured : nullptr});
     const auto plan = stage->plan();
     std::printf(

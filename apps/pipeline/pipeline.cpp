@@ -21,7 +21,7 @@
 #include "engine/trace_recorder.h"
 #include "net/tcp/tcp_transport.h"
 #include "sync/ako/partition_count.h"
-#include "sync/channel.h"
+#include "sync/lane_router.h"
 #include "sync/probe/link_probe.h"
 #include "sync/sync_stage.h"
 #include "tasks/cpu/blas.h"
@@ -161,7 +161,7 @@ void Pipeline::build() {
     t.view = static_cast<std::uint32_t>(s.options.view);
     t.rejoin = s.options.rejoin;
     t.max_frame_bytes = config.net.max_frame_bytes;
-    t.stages = sync::stage_names();
+    t.lanes = sync::lane_names();
     t.max_send_rate = config.net.max_send_rate.value_or(0.0);
     t.secret = job_secret(config, std::getenv(kSecretEnvironmentVariable));
     t.encrypt = config.security.encrypt;
@@ -184,13 +184,13 @@ void Pipeline::build() {
           "frames go in clear and unauthenticated (README.md, \"Security\")");
     s.transport = std::make_unique<net::TcpTransport>(std::move(t));
   }
-  // One channel per node routes frames by stage: the start-up probe's, then the strategy's.
-  s.channel.emplace(s.transport.get(), s.rank, nodes);
+  // One router per node routes frames by lane: the start-up probe's, then the strategy's.
+  s.router.emplace(s.transport.get(), s.rank, nodes);
   sync::LinkProbeOptions probe_options;
   probe_options.max_send_rate = config.net.max_send_rate;
-  s.probe.emplace(*s.channel, probe_options);
+  s.probe.emplace(*s.router, probe_options);
   // Routed on every node, resuming or not, so a resuming peer's list is never an unrouted stage.
-  s.agreement.emplace(*s.channel, std::max(60.0, config.net.connect_timeout));
+  s.agreement.emplace(*s.router, std::max(60.0, config.net.connect_timeout));
 
   if (s.options.rejoin) {
     if (nodes < 2) throw ConfigError("--rejoin needs peers (--peers): a job of one node has none");
@@ -255,7 +255,7 @@ void Pipeline::build() {
     const std::size_t per_epoch = s.source->open(shard);
     s.stage = sync::make_sync_stage(
         config.sync.strategy,
-        sync::SyncContext{model, s.executor, *s.channel, s.rank, nodes, batch, *s.optimizer,
+        sync::SyncContext{model, s.executor, *s.router, s.rank, nodes, batch, *s.optimizer,
                           sync_options(config), per_epoch, measured ? &*measured : nullptr,
                           s.options.rejoin, config.net.min_nodes});
     s.graph.emplace(model, *s.source, std::move(s.preprocess), s.executor, *s.stage, shard,

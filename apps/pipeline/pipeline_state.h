@@ -19,7 +19,7 @@
 #include "engine/executor.h"
 #include "engine/trace_recorder.h"
 #include "net/transport.h"
-#include "sync/channel.h"
+#include "sync/lane_router.h"
 #include "sync/probe/link_probe.h"
 #include "sync/resume/resume_agreement.h"
 #include "sync/sync_stage.h"
@@ -30,7 +30,7 @@
 namespace gradmesh::app {
 
 /// Everything a node holds for its job. Members are declared in the order they are needed, so
-/// that they are destroyed in reverse: the graph and stage before the channel and transport.
+/// that they are destroyed in reverse: the graph and stage before the router and transport.
 struct Pipeline::State {
   NodeOptions options;
   JobConfig config;
@@ -49,7 +49,7 @@ struct Pipeline::State {
   std::unique_ptr<net::Transport> transport;
   bool sealed = false;     // the transport seals its frames (a job secret and security.encrypt)
   bool connected = false;  // the transport started: every peer of this view connected
-  std::optional<sync::Channel> channel;
+  std::optional<sync::LaneRouter> router;
   std::optional<sync::LinkProbe> probe;
   std::optional<sync::ResumeAgreement> agreement;
   std::unique_ptr<sync::SyncStage> stage;
@@ -75,7 +75,7 @@ struct Pipeline::State {
   State(NodeOptions o, JobConfig c, topo::PeerList p)
       : options(std::move(o)), config(std::move(c)), peers(std::move(p)) {}
 
-  /// On every exit path, before the stage, the probe or the channel is destroyed: stop the
+  /// On every exit path, before the stage, the probe or the router is destroyed: stop the
   /// transport's loop thread (no more handler calls into them; later sends throw instead of
   /// touching freed memory), then let queued network jobs (which refer to them) drain.
   ~State() {

@@ -53,8 +53,8 @@ void complete_metrics(NodeMetrics& metrics, const CompletedRun& run) {
     const net::Counters counters = run.transport->counters();
     metrics.bytes_sent = counters.bytes_sent;
     metrics.bytes_received = counters.bytes_received;
-    metrics.bytes_sent_by_stage = counters.bytes_sent_by_stage;
-    metrics.bytes_received_by_stage = counters.bytes_received_by_stage;
+    metrics.bytes_sent_by_lane = counters.bytes_sent_by_lane;
+    metrics.bytes_received_by_lane = counters.bytes_received_by_lane;
     metrics.malformed_frames = counters.malformed_frames;
     metrics.rejected_connections = counters.rejected_connections;
     metrics.unverified_frames = counters.unverified_frames;

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "net/frame.h"
-#include "net/stage_scheduler.h"
+#include "net/lane_scheduler.h"
 #include "net/transport_options.h"
 
 namespace gradmesh::net {
@@ -39,7 +39,7 @@ struct Mailbox {
   Transport::FailureHandler on_failure;
   std::thread thread;
   std::unique_ptr<CounterBook> counters;
-  std::vector<double> stage_weights;  // stored, unused: no link to share
+  std::vector<double> lane_weights;  // stored, unused: no link to share
   // Simulated slow links from this rank, by receiver (InProcTransport::set_link_rate()): bytes/s
   // (0: instant) and when the link has delivered everything sent on it so far.
   std::vector<double> link_rate;
@@ -49,10 +49,10 @@ struct Mailbox {
 };
 
 struct InProcMesh {
-  explicit InProcMesh(std::size_t ranks, std::vector<std::string> stage_names)
-      : stages(std::move(stage_names)), boxes(ranks) {
-    std::vector<std::string> counted = stages;
-    counted.emplace_back(kControlStage);
+  explicit InProcMesh(std::size_t ranks, std::vector<std::string> lane_names)
+      : lanes(std::move(lane_names)), boxes(ranks) {
+    std::vector<std::string> counted = lanes;
+    counted.emplace_back(kControlLane);
     for (Mailbox& box : boxes) {
       box.counters = std::make_unique<CounterBook>(ranks, counted);
       box.link_rate.assign(ranks, 0.0);
@@ -61,7 +61,7 @@ struct InProcMesh {
       box.link_free_at.assign(ranks, std::chrono::steady_clock::time_point{});
     }
   }
-  std::vector<std::string> stages;
+  std::vector<std::string> lanes;
   std::mutex mutex;
   std::condition_variable changed;
   std::vector<Mailbox> boxes;
@@ -126,7 +126,7 @@ void deliver(InProcMesh& mesh, std::size_t rank) {
       // As a socket read: an owned copy of the bytes; the sender's reference goes now.
       envelope.message.payload = Payload::copy_of(envelope.message.payload.bytes());
       box.counters->add_read_bytes(wire);
-      box.counters->add_received(envelope.from, envelope.message.stage, wire, 1);
+      box.counters->add_received(envelope.from, envelope.message.lane, wire, 1);
       if (box.on_message) {
         try {
           box.on_message(envelope.from, std::move(envelope.message));
@@ -177,9 +177,9 @@ void InProcTransport::send(std::size_t to_rank, Message message) {
   InProcMesh& mesh = *mesh_;
   GRADMESH_CHECK_LT(to_rank, mesh.boxes.size(), "send() to a rank outside the mesh");
   GRADMESH_CHECK_NE(to_rank, rank_, "send() to this node's own rank");
-  GRADMESH_CHECK_LT(std::size_t{message.stage}, mesh.stages.size(), "send() with an unknown stage");
+  GRADMESH_CHECK_LT(std::size_t{message.lane}, mesh.lanes.size(), "send() with an unknown lane");
   const std::size_t wire = encode_data(message)->wire_bytes();
-  const std::size_t stage = message.stage;
+  const std::size_t lane = message.lane;
   {
     const std::lock_guard lock(mesh.mutex);
     const Mailbox& self = mesh.boxes[rank_];
@@ -207,19 +207,19 @@ void InProcTransport::send(std::size_t to_rank, Message message) {
     }
     peer.queue.push_back(Envelope{rank_, std::move(message), std::nullopt, wire, ready_at});
   }
-  mesh.boxes[rank_].counters->add_sent(to_rank, stage, wire, 1);
+  mesh.boxes[rank_].counters->add_sent(to_rank, lane, wire, 1);
   mesh.changed.notify_all();
 }
 
-void InProcTransport::set_stage_weights(std::vector<double> weights) {
-  check_stage_weights(weights, mesh_->stages.size());
+void InProcTransport::set_lane_weights(std::vector<double> weights) {
+  check_lane_weights(weights, mesh_->lanes.size());
   const std::lock_guard lock(mesh_->mutex);
-  mesh_->boxes[rank_].stage_weights = std::move(weights);
+  mesh_->boxes[rank_].lane_weights = std::move(weights);
 }
 
-std::vector<double> InProcTransport::stage_weights() const {
+std::vector<double> InProcTransport::lane_weights() const {
   const std::lock_guard lock(mesh_->mutex);
-  return mesh_->boxes[rank_].stage_weights;
+  return mesh_->boxes[rank_].lane_weights;
 }
 
 void InProcTransport::shutdown(double timeout_s) noexcept {
@@ -323,10 +323,10 @@ void InProcTransport::cut_link(std::size_t to_rank) {
 Counters InProcTransport::counters() const { return mesh_->boxes[rank_].counters->snapshot(); }
 
 std::vector<std::unique_ptr<InProcTransport>> make_inproc_mesh(std::size_t ranks,
-                                                               std::vector<std::string> stages) {
+                                                               std::vector<std::string> lanes) {
   GRADMESH_CHECK_GT(ranks, std::size_t{0}, "an in-process mesh needs at least one rank");
-  GRADMESH_CHECK_LT(stages.size(), std::size_t{255}, "too many stages");
-  auto mesh = std::make_shared<InProcMesh>(ranks, std::move(stages));
+  GRADMESH_CHECK_LT(lanes.size(), std::size_t{255}, "too many lanes");
+  auto mesh = std::make_shared<InProcMesh>(ranks, std::move(lanes));
   std::vector<std::unique_ptr<InProcTransport>> transports;
   for (std::size_t r = 0; r < ranks; ++r) {
     transports.push_back(std::make_unique<InProcTransport>(mesh, r));

@@ -29,7 +29,7 @@ struct InProcMesh;
 ///    goodbye: it waits (bounded) until every peer has shut down or closed too, delivering what
 ///    arrives meanwhile, and fails no one.
 /// No framing errors (messages are objects), no scheduling: messages are delivered in plain send
-/// order per peer (Message::priority and stage weights are ignored, as the ordering contract
+/// order per peer (Message::priority and lane weights are ignored, as the ordering contract
 /// allows). A link is instant unless set_link_rate() makes it a slow one, for tests of what waits
 /// on the network.
 /// Thread safety: as net::Transport.
@@ -46,11 +46,11 @@ class InProcTransport final : public Transport {
   void start() override;
   void send(std::size_t to_rank, Message message) override;
   /// Checks and stores the weights, and otherwise ignores them: a message is handed to its peer's
-  /// mailbox at once, there is no link whose bandwidth stages could share. Throws as
-  /// Transport::set_stage_weights(). Thread safe.
-  void set_stage_weights(std::vector<double> weights) override;
-  /// The weights last given to set_stage_weights() (empty before).
-  [[nodiscard]] std::vector<double> stage_weights() const;
+  /// mailbox at once, there is no link whose bandwidth lanes could share. Throws as
+  /// Transport::set_lane_weights(). Thread safe.
+  void set_lane_weights(std::vector<double> weights) override;
+  /// The weights last given to set_lane_weights() (empty before).
+  [[nodiscard]] std::vector<double> lane_weights() const;
   void shutdown(double timeout_s = 10.0) noexcept override;
   void close() noexcept override;
   /// The peers' PeerError does not carry `failed_peer` (in-process tests need no rollback).
@@ -88,10 +88,10 @@ class InProcTransport final : public Transport {
   std::size_t rank_;
 };
 
-/// `ranks` connected InProcTransports (index = rank), counting bytes under `stages` (stage id =
+/// `ranks` connected InProcTransports (index = rank), counting bytes under `lanes` (lane id =
 /// index, < 255; "control" is appended as on TCP). Throws gradmesh::ContractError for 0 ranks or
-/// too many stages.
+/// too many lanes.
 [[nodiscard]] std::vector<std::unique_ptr<InProcTransport>> make_inproc_mesh(
-    std::size_t ranks, std::vector<std::string> stages);
+    std::size_t ranks, std::vector<std::string> lanes);
 
 }  // namespace gradmesh::net

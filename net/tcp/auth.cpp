@@ -40,11 +40,11 @@ flatbuffers::FlatBufferBuilder& thread_builder() {
 }
 
 std::unique_ptr<OutgoingFrame> finish(flatbuffers::FlatBufferBuilder& builder, schema::Body type,
-                                      flatbuffers::Offset<void> body, std::size_t control_stage) {
+                                      flatbuffers::Offset<void> body, std::size_t control_lane) {
   schema::FinishHeaderBuffer(builder, schema::CreateHeader(builder, type, body));
   return std::make_unique<OutgoingFrame>(
       std::span<const std::uint8_t>(builder.GetBufferPointer(), builder.GetSize()), Payload{},
-      control_stage, FrameRole::kControl);
+      control_lane, FrameRole::kControl);
 }
 
 }  // namespace
@@ -128,7 +128,7 @@ std::optional<ChallengeFields> decode_challenge(const schema::Challenge& challen
 
 std::unique_ptr<OutgoingFrame> encode_challenge(std::size_t rank, const Nonce& nonce, bool secret,
                                                 std::span<const std::uint8_t> mac,
-                                                std::size_t control_stage, bool rejoin,
+                                                std::size_t control_lane, bool rejoin,
                                                 bool encrypt) {
   auto& builder = thread_builder();
   const auto nonce_vector = builder.CreateVector(nonce.data(), nonce.size());
@@ -136,14 +136,14 @@ std::unique_ptr<OutgoingFrame> encode_challenge(std::size_t rank, const Nonce& n
   const auto body =
       schema::CreateChallenge(builder, kProtocolVersion, static_cast<std::uint32_t>(rank),
                               nonce_vector, secret, mac_vector, rejoin, encrypt);
-  return finish(builder, schema::Body::Challenge, body.Union(), control_stage);
+  return finish(builder, schema::Body::Challenge, body.Union(), control_lane);
 }
 
 std::unique_ptr<OutgoingFrame> encode_proof(std::span<const std::uint8_t> mac,
-                                            std::size_t control_stage) {
+                                            std::size_t control_lane) {
   auto& builder = thread_builder();
   const auto body = schema::CreateProof(builder, builder.CreateVector(mac.data(), mac.size()));
-  return finish(builder, schema::Body::Proof, body.Union(), control_stage);
+  return finish(builder, schema::Body::Proof, body.Union(), control_lane);
 }
 
 namespace {

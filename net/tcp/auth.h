@@ -102,14 +102,14 @@ struct ChallengeFields {
 [[nodiscard]] std::optional<ChallengeFields> decode_challenge(const schema::Challenge& challenge,
                                                               std::string& error);
 
-/// Frame builders (control frames, counted under `control_stage`). `mac` empty without a secret;
+/// Frame builders (control frames, counted under `control_lane`). `mac` empty without a secret;
 /// `rejoin` only from a dialer that restarted (ChallengeFields::rejoin); `encrypt`: this end seals
 /// its frames after the authentication (TransportOptions::encrypt with a secret).
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_challenge(
     std::size_t rank, const Nonce& nonce, bool secret, std::span<const std::uint8_t> mac,
-    std::size_t control_stage, bool rejoin = false, bool encrypt = false);
+    std::size_t control_lane, bool rejoin = false, bool encrypt = false);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_proof(std::span<const std::uint8_t> mac,
-                                                          std::size_t control_stage);
+                                                          std::size_t control_lane);
 
 /// "" when both sides agree on using a job secret, else which rank has one and which has none,
 /// e.g. "rank 0 has a job secret, rank 1 has none (...)". Never throws except std::bad_alloc.

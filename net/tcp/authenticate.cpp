@@ -39,7 +39,7 @@ void TcpTransport::Impl::send_challenge(Connection& connection) noexcept {
   try {
     queue_frame(connection,
                 auth::encode_challenge(options_.rank, connection.our_nonce, key_.has_value(), {},
-                                       control_stage_, options_.rejoin, encrypts()));
+                                       control_lane_, options_.rejoin, encrypts()));
   } catch (const std::exception& e) {
     fail_start(
         PeerError(rank, peers_[rank].address, std::string("cannot encode Challenge: ") + e.what()));
@@ -56,7 +56,7 @@ void TcpTransport::Impl::handle_acceptor_challenge(Connection& connection,
     handle_dialer_reply(connection, header, wire);
     return;
   }
-  counters_.add_received(rank, control_stage_, wire, 1);
+  counters_.add_received(rank, control_lane_, wire, 1);
   std::string why;
   std::optional<auth::ChallengeFields> theirs;
   if (header.body_type() != schema::Body::Challenge) {
@@ -86,9 +86,9 @@ void TcpTransport::Impl::handle_acceptor_challenge(Connection& connection,
     connection.start_opening(keys->receive);
   }
   try {
-    queue_frame(connection, auth::encode_proof(mac_bytes(mac), control_stage_));
+    queue_frame(connection, auth::encode_proof(mac_bytes(mac), control_lane_));
     if (keys) connection.start_sealing(keys->send);
-    queue_frame(connection, encode_hello(our_hello(), control_stage_));
+    queue_frame(connection, encode_hello(our_hello(), control_lane_));
   } catch (const std::exception& e) {
     fail_start(PeerError(rank, peers_[rank].address,
                          std::string("cannot encode Proof and Hello: ") + e.what()));
@@ -103,7 +103,7 @@ void TcpTransport::Impl::handle_challenge(Connection& connection, const schema::
                                           std::size_t wire) noexcept {
   if (header.body_type() == schema::Body::Hello) {  // a peer older than protocol version 4
     const schema::Hello& hello = *header.body_as_Hello();
-    counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire, 1);
+    counters_.add_received(CounterBook::kUnknownPeer, control_lane_, wire, 1);
     refuse(connection, hello.rank(),
            "expected a Challenge (protocol version " + std::to_string(kProtocolVersion) +
                "), got a Hello of protocol version " + std::to_string(hello.protocol_version()),
@@ -127,12 +127,12 @@ void TcpTransport::Impl::handle_challenge(Connection& connection, const schema::
   if (why.empty() && peers_[theirs->rank].connection != nullptr)
     why = "rank " + std::to_string(theirs->rank) + " is already connected";
   if (!why.empty()) {
-    counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire, 1);
+    counters_.add_received(CounterBook::kUnknownPeer, control_lane_, wire, 1);
     refuse(connection, theirs ? theirs->rank : kNoRank, why, false, retry);
     return;
   }
   const std::size_t rank = theirs->rank;
-  counters_.add_received(rank, control_stage_, wire, 1);
+  counters_.add_received(rank, control_lane_, wire, 1);
   connection.set_peer_rank(rank);  // a claim until its Proof is checked
   connection.their_nonce = theirs->nonce;
   connection.our_nonce = auth::make_nonce();
@@ -142,7 +142,7 @@ void TcpTransport::Impl::handle_challenge(Connection& connection, const schema::
   try {
     queue_frame(connection,
                 auth::encode_challenge(options_.rank, connection.our_nonce, key_.has_value(),
-                                       mac_bytes(mac), control_stage_, false, encrypts()));
+                                       mac_bytes(mac), control_lane_, false, encrypts()));
   } catch (...) {
     reject_inbound(connection, "cannot encode Challenge");
     return;
@@ -171,11 +171,11 @@ void TcpTransport::Impl::handle_proof(Connection& connection, const schema::Head
       mac != nullptr ? std::span<const std::uint8_t>(mac->data(), mac->size())
                      : std::span<const std::uint8_t>();
   if (key_ && !auth::verify(*key_, transcript(connection, false, rank), bytes)) {
-    counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire, 1);
+    counters_.add_received(CounterBook::kUnknownPeer, control_lane_, wire, 1);
     refuse(connection, rank, wrong_secret(rank), false);
     return;
   }
-  counters_.add_received(rank, control_stage_, wire, 1);
+  counters_.add_received(rank, control_lane_, wire, 1);
   connection.step = Connection::Step::kHello;
   connection.set_limits(limits(true, /*authenticated=*/true));  // its Hello: a long peer list
   if (encrypts())  // its Hello and every frame after it come sealed
@@ -189,7 +189,7 @@ void TcpTransport::Impl::refused_by_dialer(Connection& connection, const schema:
   const auto* reason = header.body_as_Refuse()->reason();
   const std::string why = "rank " + std::to_string(rank) + " refused our Challenge: " +
                           (reason != nullptr ? reason->str() : std::string("no reason given"));
-  counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire, 1);
+  counters_.add_received(CounterBook::kUnknownPeer, control_lane_, wire, 1);
   log_rejection(spdlog::level::err, "connection from " + connection.remote_address() + ": " + why);
   {
     const std::lock_guard lock(mutex_);

@@ -199,7 +199,7 @@ bool Connection::take_header() noexcept {
                                          "or not encrypted)");
       return false;
     }
-    const HeaderCheck check = verify_header(bytes, limits_.data_stage_count);
+    const HeaderCheck check = verify_header(bytes, limits_.data_lane_count);
     if (check.header == nullptr) {
       // An authenticated peer's malformed frame: its payload is skipped unread (and its message
       // counter with it), so the stream stays in sync.

@@ -60,7 +60,7 @@ class ConnectionListener {
 /// Limits the reader enforces.
 struct ReadLimits {
   std::size_t max_frame_bytes = 1ull << 30;  ///< prefix + header + payload
-  std::size_t data_stage_count = 0;          ///< Data frames need stage < this
+  std::size_t data_lane_count = 0;           ///< Data frames need lane < this
   bool handshake =
       true;  ///< before the handshake: header <= max_handshake_header_bytes, no payload
   std::size_t max_handshake_header_bytes =
@@ -144,37 +144,37 @@ class Connection final {
   /// Calls `visit(const WriteCandidate&)` for what write_some() may write next: the rest of the
   /// partly issued frame's fragment alone if there is one (a TCP stream finishes a frame before
   /// starting another) — unless it stands between two fragments and a control frame is queued,
-  /// which then goes first; else the queue's candidates (WriteQueue::for_each_candidate(by_stage,
+  /// which then goes first; else the queue's candidates (WriteQueue::for_each_candidate(by_lane,
   /// ...)), only its control frames while a cut frame waits between fragments.
   template <class Visit>
-  void for_each_candidate(bool by_stage, Visit&& visit) const {
+  void for_each_candidate(bool by_lane, Visit&& visit) const {
     if (const OutgoingFrame* next = next_started(); next != nullptr) {
-      visit(WriteCandidate{next->stage(), next->priority,
+      visit(WriteCandidate{next->lane(), next->priority,
                            next->fragment_at(next->issued).wire_end() - next->issued,
                            next->role() != FrameRole::kData});
     } else {
-      queue_.for_each_candidate(by_stage, visit);
+      queue_.for_each_candidate(by_lane, visit);
     }
   }
 
-  /// Calls `visit(std::size_t stage)` for the stage of every data frame waiting: the partly issued
-  /// one and the queued ones (a stage may repeat). A stage queued behind the partly issued frame is
+  /// Calls `visit(std::size_t lane)` for the lane of every data frame waiting: the partly issued
+  /// one and the queued ones (a lane may repeat). A lane queued behind the partly issued frame is
   /// still backlogged: it waits for its turn, as it would behind another connection.
   template <class Visit>
-  void for_each_backlogged_stage(Visit&& visit) const {
-    if (current_ != nullptr && current_->role() == FrameRole::kData) visit(current_->stage());
-    if (interrupted_ != nullptr) visit(interrupted_->stage());
-    queue_.for_each_stage(visit);
+  void for_each_backlogged_lane(Visit&& visit) const {
+    if (current_ != nullptr && current_->role() == FrameRole::kData) visit(current_->lane());
+    if (interrupted_ != nullptr) visit(interrupted_->lane());
+    queue_.for_each_lane(visit);
   }
 
   /// Issues one uv_write of up to `max_bytes` (> 0) bytes, never past the end of a fragment: of
   /// the frame for_each_candidate() offers (the partly issued one, else the one the queue pops
-  /// for `stage`, cut into fragments first when it is data over fragment_bytes()), as up to two
+  /// for `lane`, cut into fragments first when it is data over fragment_bytes()), as up to two
   /// uv_buf_t over the frame's own head and payload memory (no copy). Returns the bytes issued
   /// (0 if nothing is queued or the connection is closing). A sealed frame's fragment is sealed
   /// into a buffer of the connection's when it starts and written from there, in one uv_buf_t.
   /// A failed uv_write closes the stream and reports on_broken().
-  std::size_t write_some(std::size_t max_bytes, std::size_t stage) noexcept;
+  std::size_t write_some(std::size_t max_bytes, std::size_t lane) noexcept;
 
   /// Closes the socket (idempotent): queued frames are dropped, in-flight writes are cancelled,
   /// nothing more is reported to the listener after the close callbacks. Deletes itself later.

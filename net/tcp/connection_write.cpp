@@ -34,7 +34,7 @@ const OutgoingFrame* Connection::next_started() const noexcept {
   return nullptr;
 }
 
-std::size_t Connection::write_some(std::size_t max_bytes, std::size_t stage) noexcept {
+std::size_t Connection::write_some(std::size_t max_bytes, std::size_t lane) noexcept {
   if (closing_ || max_bytes == 0) return 0;
   // A control frame goes between two fragments of a cut frame; then the cut frame goes on.
   if (current_ != nullptr && between_fragments(*current_) && queue_.has_control())
@@ -42,7 +42,7 @@ std::size_t Connection::write_some(std::size_t max_bytes, std::size_t stage) noe
   if (current_ == nullptr && interrupted_ != nullptr && !queue_.has_control())
     current_ = std::move(interrupted_);
   if (current_ == nullptr) {
-    current_ = queue_.pop(stage);  // with a frame set aside: its control frame (pop's first)
+    current_ = queue_.pop(lane);  // with a frame set aside: its control frame (pop's first)
     if (current_ == nullptr) return 0;
     std::size_t cut = fragment_bytes_;
     if (current_->tag_bytes() > 0)

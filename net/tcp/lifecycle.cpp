@@ -83,7 +83,7 @@ void TcpTransport::Impl::on_heartbeat(uv_timer_t* timer) noexcept {
     if (!connection->goodbye_received && self->check_silence(r, now, direct_ms)) continue;
     if (now - std::min(now, connection->last_written_ms) >= every_ms) {
       try {
-        self->queue_frame(*connection, encode_heartbeat(self->control_stage_));
+        self->queue_frame(*connection, encode_heartbeat(self->control_lane_));
         connection->last_written_ms = now;  // queued: the next one a period later at the earliest
       } catch (...) {
         spdlog::error("net rank {}: cannot queue a heartbeat to rank {}", self->options_.rank, r);
@@ -142,7 +142,7 @@ bool TcpTransport::Impl::query_liveness(std::size_t rank, std::uint64_t now) noe
       continue;  // only a peer this node hears can answer in time
     }
     try {
-      queue_frame(*other, encode_liveness_query(rank, control_stage_));
+      queue_frame(*other, encode_liveness_query(rank, control_lane_));
       asking[q] = true;
       ++asked;
     } catch (...) {
@@ -172,7 +172,7 @@ bool TcpTransport::Impl::accept_liveness_frame(Connection& connection, const cha
                  wire_bytes);
     return false;
   }
-  counters_.add_received(from, control_stage_, wire_bytes, 1);
+  counters_.add_received(from, control_lane_, wire_bytes, 1);
   return true;
 }
 
@@ -192,7 +192,7 @@ void TcpTransport::Impl::on_liveness_query(Connection& connection,
         std::min<std::uint64_t>(now - std::min(now, c->last_heard_ms), kNotHeardMs - 1));
   }
   try {
-    queue_frame(connection, encode_liveness_report(about, silent_ms, control_stage_));
+    queue_frame(connection, encode_liveness_report(about, silent_ms, control_lane_));
   } catch (...) {
     spdlog::error("net rank {}: cannot queue a liveness report to rank {}", options_.rank, from);
   }
@@ -227,7 +227,7 @@ void TcpTransport::Impl::begin_shutdown() noexcept {
     Connection* connection = peers_[r].connection;
     if (connection != nullptr && connection->established && !connection->closing()) {
       try {
-        queue_frame(*connection, encode_goodbye(control_stage_));
+        queue_frame(*connection, encode_goodbye(control_lane_));
       } catch (...) {
         close_connection(*connection);
         mark_done(r);

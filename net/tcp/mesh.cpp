@@ -232,7 +232,7 @@ void TcpTransport::Impl::refuse(Connection& connection, std::size_t claimed_rank
     connection.refusal = "refused its handshake: " + why;
   }
   try {
-    queue_frame(connection, encode_refuse(why, control_stage_, retry));
+    queue_frame(connection, encode_refuse(why, control_lane_, retry));
     pump();
   } catch (...) {
     finish_refusal(connection);
@@ -245,7 +245,7 @@ void TcpTransport::Impl::handle_hello(Connection& connection, const schema::Hell
   if (theirs.view > options_.view) {
     // A node of a newer view (it rolled back: run_with_recovery) while this one is still
     // leaving its older view: not a mismatch, and nothing to fail; the dialer tries again.
-    counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire, 1);
+    counters_.add_received(CounterBook::kUnknownPeer, control_lane_, wire, 1);
     refuse(connection, theirs.rank,
            "its view " + std::to_string(theirs.view) + " is newer than this node's " +
                std::to_string(options_.view) + " (this node is leaving it): dial again",
@@ -265,7 +265,7 @@ void TcpTransport::Impl::handle_hello(Connection& connection, const schema::Hell
     duplicate = true;
   }
   if (!reason.empty()) {
-    counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire, 1);
+    counters_.add_received(CounterBook::kUnknownPeer, control_lane_, wire, 1);
     refuse(connection, theirs.rank, reason, rank_valid && !duplicate);
     return;
   }
@@ -273,17 +273,17 @@ void TcpTransport::Impl::handle_hello(Connection& connection, const schema::Hell
     bool retry = false;
     reason = rejoin_refusal(theirs.rank, theirs.rejoin, retry);
     if (!reason.empty()) {
-      counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire, 1);
+      counters_.add_received(CounterBook::kUnknownPeer, control_lane_, wire, 1);
       refuse(connection, theirs.rank, reason, false, retry);
       return;
     }
   }
   connection.set_peer_rank(theirs.rank);
-  counters_.add_received(theirs.rank, control_stage_, wire, 1);
+  counters_.add_received(theirs.rank, control_lane_, wire, 1);
   std::erase(pending_inbound_, &connection);
   peers_[theirs.rank].connection = &connection;
   try {
-    queue_frame(connection, encode_hello_ack(options_.rank, control_stage_));
+    queue_frame(connection, encode_hello_ack(options_.rank, control_lane_));
   } catch (...) {
     fail_start(PeerError(theirs.rank, peers_[theirs.rank].address, "cannot encode HelloAck"));
     return;
@@ -333,7 +333,7 @@ std::string TcpTransport::Impl::rejoin_refusal(std::size_t rank, bool rejoin,
 void TcpTransport::Impl::handle_dialer_reply(Connection& connection, const schema::Header& header,
                                              std::size_t wire) noexcept {
   const std::size_t rank = connection.peer_rank();
-  counters_.add_received(rank, control_stage_, wire, 1);
+  counters_.add_received(rank, control_lane_, wire, 1);
   if (header.body_type() == schema::Body::HelloAck) {
     mark_connected(connection);
     return;

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "net/frame.h"
+#include "net/lane_scheduler.h"
 #include "net/rate_limiter.h"
-#include "net/stage_scheduler.h"
 #include "net/tcp/connection.h"
 #include "net/tcp/handshake.h"
 #include "net/tcp/log_throttle.h"
@@ -43,7 +43,7 @@ namespace tcp {
 using detail::Connection;
 
 inline constexpr std::size_t kNoRank = static_cast<std::size_t>(-1);
-// Under the send cap a frame is written in slices of this, so the stage choice and the token
+// Under the send cap a frame is written in slices of this, so the lane choice and the token
 // bucket act between slices. (Uncapped, the rest of a frame goes in one uv_write: see pump().)
 inline constexpr std::size_t kSliceBytes = 64 * 1024;
 // A connection whose libuv write queue holds this many bytes (handed to uv_write, not yet taken by
@@ -108,14 +108,14 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   void stop_and_join() noexcept;
   void abort(const std::string& reason, std::optional<std::size_t> failed_peer) noexcept;
   void check_rank(std::size_t to_rank) const;
-  void set_stage_weights(std::vector<double> weights);
+  void set_lane_weights(std::vector<double> weights);
   void pause_reading(std::size_t rank, bool paused);  // pause_reading_for_testing()
   void set_link_rates(std::vector<double> bytes_per_second);
   [[nodiscard]] std::size_t fragment_bytes(std::size_t rank) const;
 
   TransportOptions options_;
-  std::vector<std::string> stage_names_;  // options_.stages + "control"
-  std::size_t control_stage_;
+  std::vector<std::string> lane_names_;  // options_.lanes + "control"
+  std::size_t control_lane_;
   MessageHandler on_message_;
   FailureHandler on_failure_;
   RejoinHandler on_rejoin_;
@@ -281,8 +281,8 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
 
   // loop thread only
   std::optional<RateLimiter> limiter_;
-  StageScheduler scheduler_;                  // link shares of the stages (set_stage_weights)
-  bool share_by_stage_ = false;               // weights were set: stages may overtake each other
+  LaneScheduler scheduler_;                   // link shares of the lanes (set_lane_weights)
+  bool share_by_lane_ = false;                // weights were set: lanes may overtake each other
   std::vector<Connection*> ready_;            // connections with unissued frames
   std::size_t ready_cursor_ = 0;              // round-robin start in ready_ for the next choice
   std::vector<Connection*> pending_inbound_;  // accepted, not yet handshaked
@@ -296,7 +296,7 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   std::condition_variable changed_;
   std::vector<std::pair<std::size_t, std::unique_ptr<OutgoingFrame>>> incoming_;
   double incoming_since_ = 0;  // RateLimiter::steady_seconds() when incoming_ last filled
-  std::optional<std::vector<double>> incoming_weights_;  // set_stage_weights(), not yet applied
+  std::optional<std::vector<double>> incoming_weights_;  // set_lane_weights(), not yet applied
   std::vector<std::pair<std::size_t, bool>> incoming_pauses_;  // pause_reading_for_testing()
   // set_link_rates(): fragment payload bytes per peer (0: not cut); the loop thread applies them
   // to the connections (on_async, mark_connected). Under mutex_.

@@ -45,7 +45,7 @@ void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& 
         }
         return;
       case Connection::Step::kRefused:  // our Refuse is on its way; the peer's frames don't count
-        counters_.add_received(CounterBook::kUnknownPeer, control_stage_, wire_bytes, 1);
+        counters_.add_received(CounterBook::kUnknownPeer, control_lane_, wire_bytes, 1);
         return;
     }
     return;
@@ -54,10 +54,10 @@ void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& 
   switch (header.body_type()) {
     case schema::Body::Data: {
       const schema::Data* data = header.body_as_Data();
-      counters_.add_received(rank, data->stage(), wire_bytes, 1);
+      counters_.add_received(rank, data->lane(), wire_bytes, 1);
       if (!on_message_) return;
       try {
-        on_message_(rank, Message{data->stage(), data->kind(), data->key(), data->round(),
+        on_message_(rank, Message{data->lane(), data->kind(), data->key(), data->round(),
                                   std::move(payload)});
       } catch (const std::exception& e) {
         counters_.add_malformed_frame();
@@ -71,7 +71,7 @@ void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& 
       return;
     }
     case schema::Body::Heartbeat:  // last_heard_ms moved when its bytes were read
-      counters_.add_received(rank, control_stage_, wire_bytes, 1);
+      counters_.add_received(rank, control_lane_, wire_bytes, 1);
       return;
     case schema::Body::LivenessQuery:  // counted there: a malformed one as such
       on_liveness_query(connection, *header.body_as_LivenessQuery(), wire_bytes);
@@ -80,12 +80,12 @@ void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& 
       on_liveness_report(connection, *header.body_as_LivenessReport(), wire_bytes);
       return;
     case schema::Body::Goodbye:
-      counters_.add_received(rank, control_stage_, wire_bytes, 1);
+      counters_.add_received(rank, control_lane_, wire_bytes, 1);
       connection.goodbye_received = true;
       maybe_finish_peer(connection);
       return;
     case schema::Body::Abort: {
-      counters_.add_received(rank, control_stage_, wire_bytes, 1);
+      counters_.add_received(rank, control_lane_, wire_bytes, 1);
       const schema::Abort* abort = header.body_as_Abort();
       const flatbuffers::String* reason = abort->reason();
       // The rank it names is checked: a bad one is the sender's own failure, not another's.
@@ -120,7 +120,7 @@ void TcpTransport::Impl::on_malformed(Connection& connection, const std::string&
   }
   const std::size_t rank = connection.peer_rank();
   counters_.add_malformed_frame();
-  counters_.add_received(rank, CounterBook::kNoStage, wire_bytes, 0);
+  counters_.add_received(rank, CounterBook::kNoLane, wire_bytes, 0);
   spdlog::error("net rank {}: skipped a malformed frame of {} bytes from rank {} ({}): {}",
                 options_.rank, wire_bytes, rank, peers_[rank].address, why);
 }
@@ -172,7 +172,7 @@ void TcpTransport::Impl::on_broken(Connection& connection, int status,
 
 void TcpTransport::Impl::on_written(Connection& connection, const OutgoingFrame& frame,
                                     std::size_t bytes, bool frame_done) noexcept {
-  counters_.add_sent(connection.peer_rank(), frame.stage(), bytes, frame_done ? 1 : 0);
+  counters_.add_sent(connection.peer_rank(), frame.lane(), bytes, frame_done ? 1 : 0);
   connection.last_written_ms = uv_now(&loop_);
   if (!frame_done) return;
   if (frame.role() == FrameRole::kAbort) {

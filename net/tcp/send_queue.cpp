@@ -2,9 +2,9 @@
 //
 // Which frame goes next (pump() and choose()): every connection with bytes to write and fewer than
 // kMaxBytesInFlight bytes in libuv's write queue offers candidates (net/tcp/write_queue.h: its
-// partly written frame, else its queue's best frame per stage). A control frame goes first; among
-// data frames the stage with the least start-time-fair-queuing virtual time wins
-// (net/stage_scheduler.h: the link is shared by the stages' weights, Poseidon arXiv'15 sec.
+// partly written frame, else its queue's best frame per lane). A control frame goes first; among
+// data frames the lane with the least start-time-fair-queuing virtual time wins
+// (net/lane_scheduler.h: the link is shared by the lanes' weights, Poseidon arXiv'15 sec.
 // 4.3.3), ties by lower priority, then round-robin over connections.
 //  - Under the send cap the winner issues one slice (kSliceBytes) when the token bucket allows it;
 //    the next slice is chosen again.
@@ -47,8 +47,8 @@ void TcpTransport::Impl::enqueue_from_caller(std::size_t to_rank,
   uv_async_send(&async_);
 }
 
-void TcpTransport::Impl::set_stage_weights(std::vector<double> weights) {
-  check_stage_weights(weights, options_.stages.size());
+void TcpTransport::Impl::set_lane_weights(std::vector<double> weights) {
+  check_lane_weights(weights, options_.lanes.size());
   const std::lock_guard lock(mutex_);
   incoming_weights_ = std::move(weights);
   if (loop_accepts_) uv_async_send(&async_);  // else the first on_async after start() applies them
@@ -182,7 +182,7 @@ void TcpTransport::Impl::on_async(uv_async_t* handle) noexcept {
   }
   if (weights) {
     self->scheduler_.set_weights(*weights);
-    self->share_by_stage_ = true;
+    self->share_by_lane_ = true;
   }
   if (fragments_changed) {
     for (Peer& peer : self->peers_)
@@ -242,12 +242,12 @@ TcpTransport::Impl::Choice TcpTransport::Impl::choose() noexcept {
     return connection->bytes_unwritten() < limit ? connection : nullptr;
   };
 
-  // Pass 1: the stages backlogged now, on the connections that may write (the scheduler raises
+  // Pass 1: the lanes backlogged now, on the connections that may write (the scheduler raises
   // the virtual time of newly backlogged ones).
   scheduler_.begin_choice();
   for (std::size_t i = 0; i < n; ++i)
     if (Connection* connection = writable(i))
-      connection->for_each_backlogged_stage([&](std::size_t stage) { scheduler_.offer(stage); });
+      connection->for_each_backlogged_lane([&](std::size_t lane) { scheduler_.offer(lane); });
   scheduler_.settle();
 
   // Pass 2: the first control frame from the cursor wins outright; otherwise the least virtual
@@ -256,11 +256,11 @@ TcpTransport::Impl::Choice TcpTransport::Impl::choose() noexcept {
   for (std::size_t i = 0; i < n && !urgent; ++i) {
     Connection* connection = writable(i);
     if (connection == nullptr) continue;
-    connection->for_each_candidate(share_by_stage_, [&](const detail::WriteCandidate& candidate) {
+    connection->for_each_candidate(share_by_lane_, [&](const detail::WriteCandidate& candidate) {
       if (urgent) return;
       if (!candidate.urgent && chosen != n) {
-        const double v = scheduler_.virtual_time(candidate.stage);
-        const double best_v = scheduler_.virtual_time(best.candidate.stage);
+        const double v = scheduler_.virtual_time(candidate.lane);
+        const double best_v = scheduler_.virtual_time(best.candidate.lane);
         if (v > best_v || (v == best_v && candidate.priority >= best.candidate.priority)) return;
       }
       best = {connection, candidate};
@@ -296,9 +296,9 @@ void TcpTransport::Impl::pump() noexcept {
       return;
     }
     // A failed write may close the connection and edit ready_: choose() starts afresh each time.
-    const std::size_t written = choice.connection->write_some(want, choice.candidate.stage);
+    const std::size_t written = choice.connection->write_some(want, choice.candidate.lane);
     if (limiter_) limiter_->consume(written);
-    if (!choice.candidate.urgent) scheduler_.charge(choice.candidate.stage, written);
+    if (!choice.candidate.urgent) scheduler_.charge(choice.candidate.lane, written);
     if (written == 0) break;  // cannot happen for a non-empty frame; never spin
   }
   if (limiter_ && ready_.empty()) limiter_->end_backlog();  // nothing waits: idle banks nothing

@@ -9,17 +9,17 @@ using namespace tcp;
 
 TcpTransport::Impl::Impl(TransportOptions options)
     : options_(std::move(options)),
-      stage_names_(options_.stages),
-      control_stage_(options_.stages.size()),
+      lane_names_(options_.lanes),
+      control_lane_(options_.lanes.size()),
       counters_(options_.peers.size(),
                 [&] {
-                  auto names = options_.stages;
-                  names.emplace_back(kControlStage);
+                  auto names = options_.lanes;
+                  names.emplace_back(kControlLane);
                   return names;
                 }()),
       peers_(options_.peers.size()),
-      scheduler_(options_.stages.size() + 1) {
-  stage_names_.emplace_back(kControlStage);
+      scheduler_(options_.lanes.size() + 1) {
+  lane_names_.emplace_back(kControlLane);
   if (!options_.secret.empty()) {
     key_.emplace(options_.secret);
     auth::wipe(options_.secret);
@@ -30,7 +30,7 @@ TcpTransport::Impl::Impl(TransportOptions options)
 TcpTransport::Impl::~Impl() { stop_and_join(); }
 
 detail::ReadLimits TcpTransport::Impl::limits(bool handshake, bool authenticated) const noexcept {
-  return {options_.max_frame_bytes, options_.stages.size(), handshake,
+  return {options_.max_frame_bytes, options_.lanes.size(), handshake,
           authenticated ? detail::kMaxHandshakeHeaderBytes : detail::kMaxPreAuthHeaderBytes};
 }
 
@@ -84,12 +84,12 @@ TransportOptions validated(TransportOptions options) {
   if (options.max_frame_bytes < 1024)
     throw ConfigError("transport: max_frame_bytes = " + std::to_string(options.max_frame_bytes) +
                       "; expected >= 1024");
-  if (options.stages.size() > 255)
-    throw ConfigError("transport: " + std::to_string(options.stages.size()) +
-                      " stages; expected at most 255");
-  for (const auto& stage : options.stages)
-    if (stage == kControlStage)
-      throw ConfigError("transport: stage name \"control\" is reserved for the transport");
+  if (options.lanes.size() > 255)
+    throw ConfigError("transport: " + std::to_string(options.lanes.size()) +
+                      " lanes; expected at most 255");
+  for (const auto& lane : options.lanes)
+    if (lane == kControlLane)
+      throw ConfigError("transport: lane name \"control\" is reserved for the transport");
   if (options.max_send_rate < 0.0 || !std::isfinite(options.max_send_rate))
     throw ConfigError("transport: max_send_rate = " + std::to_string(options.max_send_rate) +
                       "; expected bytes/s >= 0 (0 = unlimited)");
@@ -119,15 +119,15 @@ void TcpTransport::start() { impl_->start(); }
 
 void TcpTransport::send(std::size_t to_rank, Message message) {
   impl_->check_rank(to_rank);
-  GRADMESH_CHECK_LT(std::size_t{message.stage}, impl_->options_.stages.size(),
-                    "Message::stage must index TransportOptions::stages");
+  GRADMESH_CHECK_LT(std::size_t{message.lane}, impl_->options_.lanes.size(),
+                    "Message::lane must index TransportOptions::lanes");
   impl_->enqueue_from_caller(to_rank, encode_data(message));
 }
 
 void TcpTransport::send_raw_for_testing(std::size_t to_rank, std::span<const std::byte> bytes) {
   impl_->check_rank(to_rank);
   GRADMESH_CHECK(!bytes.empty(), "send_raw_for_testing() needs at least one byte");
-  impl_->enqueue_from_caller(to_rank, OutgoingFrame::raw(bytes, impl_->control_stage_));
+  impl_->enqueue_from_caller(to_rank, OutgoingFrame::raw(bytes, impl_->control_lane_));
 }
 
 void TcpTransport::pause_reading_for_testing(std::size_t rank, bool paused) {
@@ -143,8 +143,8 @@ std::size_t TcpTransport::fragment_bytes(std::size_t rank) const {
   return impl_->fragment_bytes(rank);
 }
 
-void TcpTransport::set_stage_weights(std::vector<double> weights) {
-  impl_->set_stage_weights(std::move(weights));
+void TcpTransport::set_lane_weights(std::vector<double> weights) {
+  impl_->set_lane_weights(std::move(weights));
 }
 
 void TcpTransport::shutdown(double timeout_s) noexcept { impl_->shutdown(timeout_s); }
@@ -166,7 +166,7 @@ void TcpTransport::Impl::abort(const std::string& reason,
         if (r == options_.rank || peers_[r].failure || peers_[r].done) continue;
         try {
           if (incoming_.empty()) incoming_since_ = RateLimiter::steady_seconds();
-          incoming_.emplace_back(r, encode_abort(reason, control_stage_, failed_peer));
+          incoming_.emplace_back(r, encode_abort(reason, control_lane_, failed_peer));
           ++aborts_pending_;
         } catch (...) {
           // Out of memory: that peer learns of the failure from the closed connection.

@@ -29,8 +29,8 @@ namespace gradmesh::net {
 ///
 /// Sending: each connection writes one frame at a time (a frame that has started is finished before
 /// another starts on that connection). The loop thread picks what to write next over all
-/// connections: control frames (handshake, Abort, raw test bytes) first; then data frames by stage
-/// share (set_stage_weights(): start-time fair queuing over stages), ties by lower
+/// connections: control frames (handshake, Abort, raw test bytes) first; then data frames by lane
+/// share (set_lane_weights(): start-time fair queuing over lanes), ties by lower
 /// Message::priority, then round-robin over peers; a connection's Goodbye goes after every data
 /// frame queued before it, whatever their priority. With TransportOptions::max_send_rate frames go
 /// in 64 KiB slices paced by one token bucket for the node, chosen slice by slice; uncapped a frame
@@ -61,13 +61,13 @@ class TcpTransport final : public Transport {
   void start() override;
 
   /// Queues `message` for `to_rank` and returns at once (the payload is kept alive until written,
-  /// not copied). Order as net::Transport's contract (send order within a priority and stage).
+  /// not copied). Order as net::Transport's contract (send order within a priority and lane).
   /// Throws as Transport::send(); the ProtocolError when the frame exceeds max_frame_bytes.
   void send(std::size_t to_rank, Message message) override;
 
   /// Posts the weights to the loop thread (applied before the frames sent after this call are
-  /// queued). Thread safe; throws as Transport::set_stage_weights().
-  void set_stage_weights(std::vector<double> weights) override;
+  /// queued). Thread safe; throws as Transport::set_lane_weights().
+  void set_lane_weights(std::vector<double> weights) override;
   /// Data frames to rank r are cut into fragments of max(kMinFragmentBytes, its share of the
   /// link x TransportOptions::peer_timeout_s x kFragmentShare) payload bytes, its share being
   /// bytes_per_second[r] / (peers - 1) (every peer's traffic may share this node's one egress),

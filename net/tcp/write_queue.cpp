@@ -19,16 +19,16 @@ void WriteQueue::push(std::unique_ptr<OutgoingFrame> frame) {
   frame->sequence = next_sequence_++;
   switch (frame->role()) {
     case FrameRole::kData: {
-      const std::size_t stage = frame->stage();
-      if (lanes_.size() <= stage) lanes_.resize(stage + 1);
-      Heap& lane = lanes_[stage];
-      if (lane.empty()) {
+      const std::size_t lane = frame->lane();
+      if (lanes_.size() <= lane) lanes_.resize(lane + 1);
+      Heap& queue = lanes_[lane];
+      if (queue.empty()) {
         if (active_.capacity() < lanes_.size()) active_.reserve(lanes_.size());
-        lane.push_back(std::move(frame));  // may throw; active_ has room for the stage after it
-        active_.push_back(stage);
+        queue.push_back(std::move(frame));  // may throw; active_ has room for the lane after it
+        active_.push_back(lane);
       } else {
-        lane.push_back(std::move(frame));
-        std::push_heap(lane.begin(), lane.end(), later);
+        queue.push_back(std::move(frame));
+        std::push_heap(queue.begin(), queue.end(), later);
       }
       return;
     }
@@ -43,28 +43,28 @@ void WriteQueue::push(std::unique_ptr<OutgoingFrame> frame) {
   }
 }
 
-std::size_t WriteQueue::best_stage() const noexcept {
+std::size_t WriteQueue::best_lane() const noexcept {
   std::size_t best = active_.front();
-  for (const std::size_t stage : active_) {
-    const OutgoingFrame& a = *lanes_[stage].front();
+  for (const std::size_t lane : active_) {
+    const OutgoingFrame& a = *lanes_[lane].front();
     const OutgoingFrame& b = *lanes_[best].front();
-    if (std::tie(a.priority, a.sequence) < std::tie(b.priority, b.sequence)) best = stage;
+    if (std::tie(a.priority, a.sequence) < std::tie(b.priority, b.sequence)) best = lane;
   }
   return best;
 }
 
-std::unique_ptr<OutgoingFrame> WriteQueue::pop(std::size_t stage) noexcept {
+std::unique_ptr<OutgoingFrame> WriteQueue::pop(std::size_t lane) noexcept {
   std::unique_ptr<OutgoingFrame> frame;
   if (!control_.empty()) {
     frame = std::move(control_.front());
     control_.erase(control_.begin());
   } else if (!active_.empty()) {
-    if (stage >= lanes_.size() || lanes_[stage].empty()) stage = best_stage();
-    Heap& lane = lanes_[stage];
-    std::pop_heap(lane.begin(), lane.end(), later);
-    frame = std::move(lane.back());
-    lane.pop_back();
-    if (lane.empty()) std::erase(active_, stage);  // keeps the others' order; a few entries
+    if (lane >= lanes_.size() || lanes_[lane].empty()) lane = best_lane();
+    Heap& queue = lanes_[lane];
+    std::pop_heap(queue.begin(), queue.end(), later);
+    frame = std::move(queue.back());
+    queue.pop_back();
+    if (queue.empty()) std::erase(active_, lane);  // keeps the others' order; a few entries
   } else if (!last_.empty()) {
     frame = std::move(last_.front());
     last_.erase(last_.begin());

@@ -22,7 +22,7 @@ double AkoStage::network_wait_seconds(double bytes, double fixed) const noexcept
 }
 
 bool AkoStage::finish() {
-  if (ctx_.nodes == 1 || !channel_.connected()) return false;
+  if (ctx_.nodes == 1 || !router_.connected()) return false;
   check_quorum();  // a node cut off from the job does not wait for its peers' last rounds
   // Profiles the job ended too early to complete: every node's gamma is needed for every plan.
   while (profiles_sent_ < plans_needed()) end_profile(profiles_sent_, profile_gamma());
@@ -32,33 +32,25 @@ bool AkoStage::finish() {
       network_wait_seconds(2.0 * static_cast<double>(ctx_.nodes - 1) * model_bytes);
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(wait_s));
-  flushing_.store(true, std::memory_order_release);  // rounds from here on: not training's
+  sender_->begin_flush();  // rounds from here on: not training's
   bool flushed = false;
-  while (!stopped_.load(std::memory_order_acquire)) {
-    flushed = sent_clock_.load(std::memory_order_acquire) >= produced;
+  while (!sender_->stopped()) {
+    flushed = sender_->sent_clock() >= produced;
     if (flushed || Clock::now() >= deadline) break;
     post_pump();
     end_.wait(std::chrono::milliseconds(20));  // the sender notifies after each pump
   }
-  if (!flushed && !stopped_.load()) {
+  if (!flushed && !sender_->stopped()) {
     spdlog::warn("ako: {} of {} gradients were not sent before the end of the job",
-                 produced - sent_clock_.load(), produced);
+                 produced - sender_->sent_clock(), produced);
   }
-  {
-    // A gradient's ranges reach a peer over p rounds (sec. 3.1): send each peer, once, whole,
-    // what it has not received yet (warm-up rounds need nothing: they delivered whole). Then
-    // stop the network side, so no later pump sends anything.
-    const std::lock_guard pump(pump_mutex_);
-    if (flushed && !stopped_.load(std::memory_order_acquire) && queue_ &&
-        phase_ != Phase::kWarmup && !average_) {
-      send_undelivered(folded_);
-    }
-    stopped_.store(true, std::memory_order_release);
-    if (pool_) pool_->set_on_release({});
-  }
+  // A gradient's ranges reach a peer over p rounds (sec. 3.1): send each peer, once, whole,
+  // what it has not received yet (warm-up rounds need nothing: they delivered whole). Then stop
+  // the network side, so no later pump sends anything.
+  sender_->stop(flushed && !average_);
   // Tell every live peer this node has sent all it will, then wait (bounded) for theirs; a peer
   // that fails meanwhile is no longer waited for.
-  broadcast(control_stage_, ako::Kind::kDone, 0, 0, net::Payload{});
+  sender_->broadcast(control_lane_, ako::Kind::kDone, 0, 0, net::Payload{});
   const auto live_peer = [this](std::size_t r) { return live(r); };
   const bool all_done = end_.await_done(deadline, live_peer);
   if (!all_done) {
@@ -127,7 +119,7 @@ void AkoStage::average_replicas() {
     }
     const std::size_t from = (ctx_.rank + ctx_.nodes - 1) % ctx_.nodes;
     average_->fail_all(std::make_exception_ptr(
-        PeerError(from, channel_.address(from),
+        PeerError(from, router_.address(from),
                   "the final average (a ring all-reduce of the replicas) did not complete within " +
                       std::to_string(static_cast<int>(wait_s)) +
                       " s: a peer may have gone on without this node (it saw another one fail)")));
@@ -160,7 +152,7 @@ std::size_t AkoStage::average_survivors() {
   // Once per job: one m-float payload, shared by every peer's frame.
   net::Payload mine = net::Payload::allocate(floats_ * sizeof(float));
   std::memcpy(mine.mutable_bytes().data(), w.data(), floats_ * sizeof(float));
-  broadcast(full_round_stage_, ako::Kind::kReplica, 0, 0, mine);
+  sender_->broadcast(full_round_lane_, ako::Kind::kReplica, 0, 0, mine);
   const auto deadline =
       start +
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
@@ -182,7 +174,7 @@ void AkoStage::pause(bool paused) {
   } else if (profile_started_ && paused_at_) {
     profile_start_ += now - *paused_at_;
   }
-  meter_.pause(paused, now);
+  if (sender_) sender_->pause(paused, now);
 }
 
 std::map<std::string, double> AkoStage::summary() const {
@@ -202,8 +194,8 @@ std::map<std::string, double> AkoStage::summary() const {
   }
   out["staleness"] = static_cast<double>(options_.staleness);
   out["gradients"] = static_cast<double>(local_clock_.load());
-  out["rounds_sent"] = static_cast<double>(rounds_sent_.load());
-  out["full_rounds"] = static_cast<double>(full_rounds_.load());
+  out["rounds_sent"] = sender_ ? static_cast<double>(sender_->rounds_sent()) : 0.0;
+  out["full_rounds"] = sender_ ? static_cast<double>(sender_->full_rounds()) : 0.0;
   out["partitions_received"] = static_cast<double>(receiver_.partitions_received());
   out["full_rounds_received"] = static_cast<double>(receiver_.full_rounds_received());
   out["staleness_waits"] = static_cast<double>(clocks_.waits());
@@ -211,7 +203,8 @@ std::map<std::string, double> AkoStage::summary() const {
   out["peers_rejoined"] = static_cast<double>(membership_.rejoins());
   out["rejoined"] = rejoined_ ? 1.0 : 0.0;
   out["profile_iterations"] = static_cast<double>(profiled_.load());
-  const ako::SendRateMeter::Figures measured = meter_.figures();
+  const ako::SendRateMeter::Figures measured =
+      sender_ ? sender_->measured() : ako::SendRateMeter(ctx_.nodes).figures();
   out["measured_seconds"] = measured.seconds;
   out["measured_send_rate"] = measured.send_rate;
   out["measured_gamma"] = measured.gamma;
@@ -229,7 +222,8 @@ std::map<std::string, double> AkoStage::summary() const {
 std::vector<LayerPlan> AkoStage::plan() const {
   std::size_t p = std::max<std::size_t>(1, ctx_.nodes - 1);  // auto, before agreement: a guess
   if (auto q = partitions()) p = *q;
-  const double overhead = partition_frame_overhead_;
+  const double overhead =
+      frame_overhead_bytes(partition_lane_, static_cast<std::uint16_t>(ako::Kind::kPartition));
   std::vector<LayerPlan> rows;
   for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
     LayerPlan row = describe_layer(ctx_.model, l, "ako");

@@ -34,7 +34,9 @@ void AkoStage::broadcast_profile(std::size_t plan, double gamma) {
   const double values[kProfileDoubles] = {gamma, agreement_->choice(plan).model_bytes, bandwidth_};
   const auto bytes = std::as_bytes(std::span<const double>(values));
   // Twice per job: may allocate.
-  broadcast(control_stage_, ako::Kind::kProfile, plan, 0, net::Payload::copy_of(bytes));
+  if (sender_) {
+    sender_->broadcast(control_lane_, ako::Kind::kProfile, plan, 0, net::Payload::copy_of(bytes));
+  }
   record_profile(ctx_.rank, plan, values);
 }
 
@@ -92,7 +94,7 @@ void AkoStage::agree(std::size_t plan, std::size_t partitions, double p_exact) {
                 text);
   }
   clocks_.set_slack(static_cast<std::uint64_t>(partitions) + options_.staleness);
-  if (ctx_.nodes > 1 && channel_.connected()) post_pump();
+  if (ctx_.nodes > 1 && router_.connected()) post_pump();
 }
 
 void AkoStage::record_local_gamma(double gamma) { agreement_->set_local_gamma(gamma); }

@@ -11,7 +11,7 @@ using namespace ako_internal;
 
 void AkoStage::on_message(std::size_t from, net::Message&& message) {
   if (!constructed_.load(std::memory_order_acquire)) {
-    channel_.reject(from, message.stage, "a message before this node's ako stage was built");
+    router_.reject(from, message.lane, "a message before this node's ako stage was built");
     return;
   }
   switch (static_cast<ako::Kind>(message.kind)) {
@@ -56,7 +56,7 @@ void AkoStage::on_message(std::size_t from, net::Message&& message) {
         reject(from, "a malformed join request");
         return;
       }
-      take_back(from);  // its stage is routed: rounds to it may go again
+      take_back(from);  // its lanes are routed: rounds to it may go again
       if (message.key == 0) return;
       joins_.request(from);
       spdlog::info(
@@ -102,7 +102,7 @@ void AkoStage::on_failure(const PeerError& error) {
 
 void AkoStage::cut_off(const PeerError& error) {
   const std::optional<std::string> why =
-      membership_.cut_off([this](std::size_t r) { return channel_.address(r); }, error.what());
+      membership_.cut_off([this](std::size_t r) { return router_.address(r); }, error.what());
   if (!why) return;  // cut off already
   spdlog::error("ako: {}", *why);
   clocks_.fail_all(std::make_exception_ptr(Error(*why)));
@@ -111,7 +111,7 @@ void AkoStage::cut_off(const PeerError& error) {
 void AkoStage::check_quorum() const { membership_.check(); }
 
 void AkoStage::reject(std::size_t from, const std::string& why) {
-  channel_.reject(from, partition_stage_, why);
+  router_.reject(from, partition_lane_, why);
 }
 
 }  // namespace gradmesh::sync

@@ -22,10 +22,11 @@ std::uint64_t AkoStage::join() {
   if (ctx_.nodes == 1) return 0;
   const std::size_t donor = donor_of(ctx_.rank);
   spdlog::info("ako: rejoining: asking rank {} for its replica, clock and p", donor);
-  // To every peer: this stage is routed now, send to it again (key 1: and you, the donor, send
-  // your replica).
+  // To every peer: this node's lanes are routed now, send to it again (key 1: and you, the donor,
+  // send your replica).
   for (std::size_t r = 0; r < ctx_.nodes; ++r) {
-    if (r != ctx_.rank) send_to(r, control_stage_, ako::Kind::kJoinRequest, r == donor, 0, {});
+    if (r != ctx_.rank)
+      sender_->send_to(r, control_lane_, ako::Kind::kJoinRequest, r == donor, 0, {});
   }
   net::Message state;
   {
@@ -34,7 +35,7 @@ std::uint64_t AkoStage::join() {
     std::optional<net::Message> answer =
         joins_.await(std::chrono::duration<double>(wait_s), [&] { return dead(donor); });
     if (!answer) {
-      throw Error("ako: rank " + std::to_string(donor) + " (" + channel_.address(donor) + ")" +
+      throw Error("ako: rank " + std::to_string(donor) + " (" + router_.address(donor) + ")" +
                   (dead(donor) ? " failed"
                                : " sent no replica within " +
                                      std::to_string(static_cast<int>(wait_s)) + " s") +
@@ -57,14 +58,10 @@ std::uint64_t AkoStage::join() {
   if (!ctx_.options.planner.bandwidth && donor_bandwidth > 0) {
     std::vector<double> rates(ctx_.nodes, donor_bandwidth);
     rates[ctx_.rank] = 0;
-    channel_.set_link_rates(std::move(rates));
+    router_.set_link_rates(std::move(rates));
   }
-  {
-    const std::lock_guard lock(pump_mutex_);
-    local_clock_.store(clock);
-    folded_ = clock;
-    sent_clock_.store(clock);
-  }
+  local_clock_.store(clock);
+  sender_->set_clock(clock);
   // The peers are where the donor is, within the staleness bound: start their clocks there, so
   // the first gate does not wait for a round from each.
   for (std::size_t r = 0; r < ctx_.nodes; ++r) {
@@ -103,8 +100,8 @@ void AkoStage::donate_replica() {
   for (const std::size_t peer : requests) {
     if (dead(peer)) continue;
     // The replica, then B (bytes/s, 0: unknown): the joiner skipped the probe. Once per rejoin.
-    send_to(peer, control_stage_, ako::Kind::kJoinState, key, clock,
-            joins_.encode(ctx_.model.parameters(), link_bandwidth_));
+    sender_->send_to(peer, control_lane_, ako::Kind::kJoinState, key, clock,
+                     joins_.encode(ctx_.model.parameters(), link_bandwidth_));
     spdlog::info("ako: sent rank {} this node's replica at clock {} to rejoin with", peer, clock);
   }
 }

@@ -28,19 +28,16 @@ AkoStage::AkoStage(SyncContext context)
       floats_(ctx_.model.parameter_count()),
       auto_partitions_(!options_.partitions.has_value()),
       clocks_(ctx_.nodes, ctx_.rank),
-      channel_(ctx_.channel),
-      partition_stage_(channel_.route(
-          ako::kPartitionStage,
+      router_(ctx_.router),
+      partition_lane_(router_.route(
+          ako::kPartitionLane,
           [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })),
-      control_stage_(channel_.route(
-          ako::kControlStage,
+      control_lane_(router_.route(
+          ako::kControlLane,
           [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })),
-      full_round_stage_(channel_.route(
-          ako::kFullRoundStage,
+      full_round_lane_(router_.route(
+          ako::kFullRoundLane,
           [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })),
-      meter_(ctx_.nodes),
-      partition_frame_overhead_(frame_overhead_bytes(
-          partition_stage_, static_cast<std::uint16_t>(ako::Kind::kPartition))),
       membership_(ctx_.rank, ctx_.nodes, ctx_.min_nodes),
       joins_(floats_),
       staging_(floats_),
@@ -78,8 +75,6 @@ AkoStage::AkoStage(SyncContext context)
   agreement_.emplace(ctx_.rank, ctx_.nodes, floats_, auto_partitions_, bandwidth_,
                      std::move(link_rates));
   if (ctx_.nodes > 1) handoff_.emplace(floats_, handoff_slots(floats_));
-  links_.resize(ctx_.nodes);
-  round_payload_.assign(ctx_.nodes, 0.0);
   if (auto_partitions_ && ctx_.nodes > 1) {
     // Warm-up (p = 1) runs under the loosest bound auto p can end with, p_max + tau: unbounded,
     // one node that starts faster ran 900 iterations ahead and then stalled for seconds.
@@ -95,14 +90,21 @@ AkoStage::AkoStage(SyncContext context)
     for (std::size_t plan = 0; plan < kPlans; ++plan) agree(plan, 1, 1.0);
   }
   if (ctx_.nodes > 1 && o.final_model == AkoFinal::kAverage) {
-    const StageId average_stage =
-        channel_.route(ako::kAverageStage, [this](std::size_t from, net::Message&& m) {
+    const LaneId average_lane =
+        router_.route(ako::kAverageLane, [this](std::size_t from, net::Message&& m) {
           average_->on_message(from, std::move(m));  // constructed below, before any message
         });
-    average_.emplace(channel_, average_stage, 0, floats_);
+    average_.emplace(router_, average_lane, 0, floats_);
   }
-  channel_.on_failure([this](const PeerError& error) { on_failure(error); });
-  channel_.on_rejoin([this](std::size_t peer) { on_rejoin(peer); });
+  if (ctx_.nodes > 1) {
+    sender_.emplace(
+        ctx_.rank, ctx_.nodes, floats_,
+        ako::RoundSender::Lanes{.partition = partition_lane_, .full_round = full_round_lane_},
+        kRoundsInFlight, ctx_.executor, router_, *agreement_, membership_, *handoff_,
+        [this](const PeerError& error) { on_failure(error); }, [this] { end_.notify(); });
+  }
+  router_.on_failure([this](const PeerError& error) { on_failure(error); });
+  router_.on_rejoin([this](std::size_t peer) { on_rejoin(peer); });
   if (ctx_.rejoin) {
     profiles_sent_ = plans_needed();  // no profile: the donor's p (join())
     failed_.store(true);              // this node failed once: the end is the survivors' mean
@@ -111,9 +113,7 @@ AkoStage::AkoStage(SyncContext context)
 }
 
 AkoStage::~AkoStage() {
-  stopped_.store(true);
-  const std::lock_guard lock(pump_mutex_);
-  if (pool_) pool_->set_on_release({});
+  if (sender_) sender_->stop(false);
 }
 
 std::optional<std::size_t> AkoStage::partitions() const {

@@ -29,11 +29,12 @@
 #include "sync/ako/payload_pool.h"
 #include "sync/ako/range_partition.h"
 #include "sync/ako/round_receiver.h"
+#include "sync/ako/round_sender.h"
 #include "sync/ako/send_rate_meter.h"
 #include "sync/ako/staging_delta.h"
 #include "sync/ako/staleness_clocks.h"
-#include "sync/channel.h"
 #include "sync/collective/ring_allreduce.h"
+#include "sync/lane_router.h"
 #include "sync/quorum.h"
 #include "sync/sync_stage.h"
 
@@ -82,7 +83,7 @@ namespace gradmesh::sync {
 /// for models over 8 MB: the ring holds p copies of the model), from gamma, the gradient
 /// rate, "profiled during system start-up" (sec. 3.2): each node measures its own (at least
 /// kProfileIterations and kProfileSeconds, skipping the first), broadcasts it (ako::Kind::kProfile
-/// on ako::kControlStage) and all take the mean over nodes — under the staleness bound every node
+/// on ako::kControlLane) and all take the mean over nodes — under the staleness bound every node
 /// advances at a common pace, and the mean is the least noisy estimate of it from a short profile.
 /// The same p results on every node.
 ///
@@ -91,7 +92,7 @@ namespace gradmesh::sync {
 /// while exchanging 7 MB/s each), and eq. 3's prediction gamma m (n - 1) / p only holds for the
 /// gamma reached under it. So auto p is planned twice, both times while training goes on:
 ///  1. warm-up: the node runs Ako with p = 1 — each round sends all of g*, the gradients folded
-///     since the previous round, to every peer (ako::Kind::kFullRound on ako::kFullRoundStage)
+///     since the previous round, to every peer (ako::Kind::kFullRound on ako::kFullRoundLane)
 ///     — back to back, one in flight: a round goes out when the previous one has been written,
 ///     so with net.max_send_rate the warm-up loads the network at the cap B, about the load the
 ///     planned p will put on it. (With only a declared sync.ako.bandwidth nothing caps the
@@ -129,7 +130,7 @@ namespace gradmesh::sync {
 /// peers' staleness clocks reach its last one), then ako::Kind::kDone, and waits (bounded) for
 /// every peer's. Then, by sync.ako.final:
 ///  - average (default): the nodes replace their replicas by the replicas' mean, a ring
-///    all-reduce of the parameters (stage ako::kAverageStage) divided by n, the same bits on every
+///    all-reduce of the parameters (lane ako::kAverageLane) divided by n, the same bits on every
 ///    node; staged partitions not yet applied are dropped (their gradients are in the replicas of
 ///    the nodes that made them). Measured in the README ("Ako's final model"): folding everything
 ///    in at once lands far from every replica at large p; the mean lands at or above their mean
@@ -236,9 +237,9 @@ class AkoStage final : public SyncStage {
   /// (ako::Kind::kJoinState). This node then starts from that replica (fresh momentum), at that
   /// clock and p, without profiling; the donor's B (the job's slowest link) stands in for the
   /// link probe it skipped: its waits and, without planner.bandwidth, every link's rate
-  /// (Channel::set_link_rates, so its data frames are cut as its peers' are). Ako SoCC'16 sec. 4.3:
-  /// a restarted worker takes the current model from its peers. The gradients in flight when it
-  /// died, and those its donor had not yet applied, are not replayed to it: the exchange's
+  /// (LaneRouter::set_link_rates, so its data frames are cut as its peers' are). Ako SoCC'16
+  /// sec. 4.3: a restarted worker takes the current model from its peers. The gradients in flight
+  /// when it died, and those its donor had not yet applied, are not replayed to it: the exchange's
   /// exactly-once holds again from its return. Returns the donor's clock (its iterations done).
   /// Waits at most network_wait_seconds(model bytes, kJoinTimeoutSeconds). Throws PeerError if the
   /// donor fails first, gradmesh::Error if it does not answer in time.
@@ -255,15 +256,13 @@ class AkoStage final : public SyncStage {
   [[nodiscard]] double network_wait_seconds(double bytes,
                                             double fixed = kNetworkWaitSeconds) const noexcept;
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
-    return channel_.rejected();
+    return router_.rejected();
   }
   /// The final p once agreed (at once for an explicit p), else nullopt.
   [[nodiscard]] std::optional<std::size_t> partitions() const;
 
  private:
   using Clock = std::chrono::steady_clock;
-  /// What the network side sends: p = 1 warm-up rounds, rounds at the first plan, at the final p.
-  enum class Phase { kWarmup, kProbe, kSteady };
   static constexpr std::size_t kPlans = ako::PartitionAgreement::kPlans;  // p1, final p
 
   // compute tasks
@@ -274,24 +273,10 @@ class AkoStage final : public SyncStage {
   void end_profile(std::size_t plan, double gamma);
   [[nodiscard]] double profile_gamma() const;  // gradients/s in the open profile window, or 0
 
-  // network side (under pump_mutex_)
-  void post_pump();
-  void pump();
-  /// Opens `phase`: the warm-up's p = 1 ring, or a ring at plan `plan`'s per-link counts.
-  void start_phase(Phase phase, std::size_t plan);
-  /// Whether plan `plan`'s per-link counts equal the ring's (over the live peers).
-  [[nodiscard]] bool same_links(std::size_t plan) const;
-  void send_warmup_round(std::uint64_t round);
-  void send_round(std::uint64_t round);
-  void send_undelivered(std::uint64_t round);
-  /// Whether `buffers` send buffers are free; if not, the next release posts the pump.
-  [[nodiscard]] bool have_buffers(std::size_t buffers);
-  /// Sends one message; a PeerError (that peer failed) goes to on_failure(), never out.
-  void send_to(std::size_t peer, StageId stage, ako::Kind kind, std::uint64_t key,
-               std::uint64_t round, net::Payload payload);
-  /// send_to() every peer; the payload is shared, not copied.
-  void broadcast(StageId stage, ako::Kind kind, std::uint64_t key, std::uint64_t round,
-                 const net::Payload& payload);
+  // network side: the sender (ako::RoundSender); none on one node
+  void post_pump() {
+    if (sender_) sender_->post();
+  }
   void broadcast_profile(std::size_t plan, double gamma);
 
   // loop thread (and the network side for this node's own profile)
@@ -302,7 +287,7 @@ class AkoStage final : public SyncStage {
   /// logs it and fails the gates, so the node stops. Any thread.
   void cut_off(const PeerError& error);
   /// The transport took a failed peer back (it restarted): logged only; take_back() follows
-  /// its join request, once its stage is routed (rounds sent before would be rejected there).
+  /// its join request, once its lanes are routed (rounds sent before would be rejected there).
   void on_rejoin(std::size_t peer);
   /// Re-admits a rejoining peer to the sends, and to the clocks at its first round.
   void take_back(std::size_t peer);
@@ -326,7 +311,7 @@ class AkoStage final : public SyncStage {
 
   SyncContext ctx_;
   const AkoOptions options_;  // [sync.ako] and the send cap (ako_options())
-  // Set at the end of the constructor: the stages are routed before the members their handlers
+  // Set at the end of the constructor: the lanes are routed before the members their handlers
   // use exist, and a peer may send at once (a rejoining node's peers do); until then messages are
   // rejected, not handled.
   std::atomic<bool> constructed_{false};
@@ -338,8 +323,8 @@ class AkoStage final : public SyncStage {
   double link_bandwidth_ = 0;
 
   ako::StalenessClocks clocks_;
-  Channel& channel_;
-  StageId partition_stage_, control_stage_, full_round_stage_;
+  LaneRouter& router_;
+  LaneId partition_lane_, control_lane_, full_round_lane_;
   // The end-of-job mean of the replicas (sync.ako.final = average, with peers).
   std::optional<collective::RingAllReduce> average_;
 
@@ -362,24 +347,7 @@ class AkoStage final : public SyncStage {
   Clock::time_point last_handoff_{};
   std::optional<ako::HandoffRing> handoff_;  // with peers only
 
-  // Network side, under pump_mutex_.
-  mutable std::mutex pump_mutex_;
-  Phase phase_ = Phase::kWarmup;
-  // Per rank: the partitions rounds send that peer (its link's p; not in warm-up; none for this
-  // node). The ring holds the largest of them.
-  std::vector<std::optional<ako::RangePartition>> links_;
-  std::vector<double> round_payload_;              // per rank: this round's payload bytes
-  std::unique_ptr<ako::AccumulationQueue> queue_;  // p = 1 in warm-up
-  std::unique_ptr<ako::PayloadPool> pool_;
-  std::uint64_t folded_ = 0;  // gradients folded into the queue: the next round's tag
-  // Rounds at the final p during training (measured_send_rate), less the pauses.
-  ako::SendRateMeter meter_;
-  double partition_frame_overhead_;  // wire bytes of a frame beyond its payload
-  std::atomic<bool> pump_posted_{false};
-  std::atomic<bool> waiting_for_buffers_{false};
-  std::atomic<bool> flushing_{false};  // finish() sends what is left: not counted as training
-  std::atomic<bool> stopped_{false};   // no more sends: finish() is done with them
-  std::atomic<bool> failed_{false};    // a peer failed
+  std::atomic<bool> failed_{false};  // a peer failed
   // The peers dropped (sec. 4.3; on_failure(), back by take_back()) and the quorum: once the
   // live nodes fall below it this node is cut off; the error fails every gate and
   // check_quorum() throws it.
@@ -388,9 +356,6 @@ class AkoStage final : public SyncStage {
   ako::JoinExchange joins_;
   bool rejoined_ = false;  // this node joined from a donor's replica
   [[nodiscard]] bool dead(std::size_t peer) const noexcept { return membership_.dead(peer); }
-  std::atomic<std::uint64_t> sent_clock_{0};  // gradients contained in rounds sent
-  std::atomic<std::uint64_t> rounds_sent_{0};
-  std::atomic<std::uint64_t> full_rounds_{0};
 
   // Staging delta: -lr x received partitions, folded into the parameters by ako_apply.
   ako::StagingDelta staging_;
@@ -399,6 +364,10 @@ class AkoStage final : public SyncStage {
   ako::RoundReceiver receiver_;
   // The end-of-job markers and the survivors' replicas (finish()); the sender's notify.
   ako::FinalExchange end_;
+
+  // The network side: rounds out of the handed-off gradients, and every message this stage sends
+  // (made last, with peers only: destroyed first, it stops before what it uses goes).
+  std::optional<ako::RoundSender> sender_;
 };
 
 }  // namespace gradmesh::sync

@@ -5,11 +5,11 @@
 
 namespace gradmesh::sync {
 
-AllReduceScheme::AllReduceScheme(const SyncContext& ctx, Channel& channel,
+AllReduceScheme::AllReduceScheme(const SyncContext& ctx, LaneRouter& router,
                                  const std::vector<std::pair<std::size_t, std::size_t>>& buckets)
     : ctx_(ctx),
-      channel_(channel),
-      stage_(channel.route(allreduce::kStage, [this](std::size_t from, net::Message&& m) {
+      router_(router),
+      lane_(router.route(allreduce::kLane, [this](std::size_t from, net::Message&& m) {
         on_message(from, std::move(m));
       })) {
   for (std::size_t i = 0; i < buckets.size(); ++i) {
@@ -22,7 +22,7 @@ AllReduceScheme::AllReduceScheme(const SyncContext& ctx, Channel& channel,
     b.floats = ctx_.model.parameter_offset(last + 1) - b.offset;
     if (b.floats == 0) continue;
     b.ring = std::make_unique<collective::RingAllReduce>(
-        channel_, stage_, static_cast<std::uint32_t>(buckets_.size()), b.floats,
+        router_, lane_, static_cast<std::uint32_t>(buckets_.size()), b.floats,
         static_cast<std::uint32_t>(first));
     buckets_.push_back(std::move(b));
   }
@@ -38,12 +38,12 @@ std::size_t AllReduceScheme::bucket_of(std::size_t layer) const noexcept {
 double AllReduceScheme::bytes_sent(std::size_t layer) const {
   const std::size_t i = bucket_of(layer);
   if (i == buckets_.size()) return 0;
-  const std::size_t n = channel_.nodes();
+  const std::size_t n = router_.nodes();
   const double floats = static_cast<double>(ctx_.model.layer_parameters(layer).size());
   double bytes = topo::ring_allreduce_bytes(sizeof(float) * floats, n);
   if (layer == buckets_[i].first) {
     const double overhead = frame_overhead_bytes(
-        stage_, static_cast<std::uint16_t>(collective::RingKind::kReduceScatter));
+        lane_, static_cast<std::uint16_t>(collective::RingKind::kReduceScatter));
     bytes += topo::ring_allreduce_bytes(0, n, overhead);
   }
   return bytes;
@@ -93,7 +93,7 @@ void AllReduceScheme::apply(const Bucket& bucket, std::uint64_t round) {
 void AllReduceScheme::on_message(std::size_t from, net::Message&& message) {
   const std::uint64_t bucket = message.key >> 32;
   if (bucket >= buckets_.size()) {
-    channel_.reject(from, stage_, "unknown bucket " + std::to_string(bucket));
+    router_.reject(from, lane_, "unknown bucket " + std::to_string(bucket));
     return;
   }
   buckets_[bucket].ring->on_message(from, std::move(message));

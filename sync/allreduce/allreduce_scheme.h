@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "sync/channel.h"
 #include "sync/collective/ring_allreduce.h"
+#include "sync/lane_router.h"
 #include "sync/scheme.h"
 #include "sync/sync_stage.h"
 
@@ -27,7 +27,7 @@ namespace gradmesh::sync {
 class AllReduceScheme final : public Scheme {
  public:
   /// `buckets`: (first, last) layer ranges in any order. Routes the allreduce stage.
-  AllReduceScheme(const SyncContext& ctx, Channel& channel,
+  AllReduceScheme(const SyncContext& ctx, LaneRouter& router,
                   const std::vector<std::pair<std::size_t, std::size_t>>& buckets);
 
   void build(engine::Graph& graph, const IterationTasks& tasks) override;
@@ -53,8 +53,8 @@ class AllReduceScheme final : public Scheme {
   void on_message(std::size_t from, net::Message&& message);
 
   const SyncContext& ctx_;
-  Channel& channel_;
-  StageId stage_;
+  LaneRouter& router_;
+  LaneId lane_;
   std::vector<Bucket> buckets_;
 };
 

@@ -1,5 +1,5 @@
 #pragma once
-// Ring all-reduce's stage (MG-WFBP sec. II-D, Table II; what Horovod and DDP run). Its message
+// Ring all-reduce's lane (MG-WFBP sec. II-D, Table II; what Horovod and DDP run). Its message
 // kinds are the ring's own: collective::RingKind (sync/collective/ring_allreduce.h).
 
 #include <string_view>
@@ -7,6 +7,6 @@
 namespace gradmesh::sync::allreduce {
 
 /// rank r -> rank r + 1: segments of a bucket, reduce-scatter then all-gather.
-inline constexpr std::string_view kStage = "allreduce";
+inline constexpr std::string_view kLane = "allreduce";
 
 }  // namespace gradmesh::sync::allreduce

@@ -2,10 +2,10 @@
 
 namespace gradmesh::sync::collective {
 
-AllGather::AllGather(Channel& channel, StageId stage, std::uint16_t kind,
+AllGather::AllGather(LaneRouter& router, LaneId lane, std::uint16_t kind,
                      std::size_t max_payload_bytes, std::size_t max_pending_rounds)
-    : channel_(channel),
-      stage_(stage),
+    : router_(router),
+      lane_(lane),
       kind_(kind),
       max_payload_(max_payload_bytes),
       max_pending_(max_pending_rounds) {
@@ -15,8 +15,8 @@ AllGather::AllGather(Channel& channel, StageId stage, std::uint16_t kind,
 AllGather::Round& AllGather::round_locked(std::uint64_t round) {
   auto [it, added] = rounds_.try_emplace(round);
   if (added) {
-    it->second.payloads.resize(channel_.nodes());
-    it->second.missing = channel_.nodes();
+    it->second.payloads.resize(router_.nodes());
+    it->second.missing = router_.nodes();
     // A round opened after fail(): its await() fails at once.
     if (failure_) it->second.done.fail(std::make_exception_ptr(*failure_)).run();
   }
@@ -33,11 +33,11 @@ void AllGather::start(std::uint64_t round, net::Payload payload) {
     if (failure_) throw *failure_;
     started_ = round;
     Round& r = round_locked(round);
-    r.payloads[channel_.rank()] = payload;
+    r.payloads[router_.rank()] = payload;
     if (--r.missing == 0) settled = r.done.release();
   }
-  if (channel_.nodes() > 1) {
-    throw_first(channel_.broadcast(net::Message{stage_, kind_, 0, round, std::move(payload), 0}));
+  if (router_.nodes() > 1) {
+    throw_first(router_.broadcast(net::Message{lane_, kind_, 0, round, std::move(payload), 0}));
   }
   std::move(settled).run();
 }
@@ -72,7 +72,7 @@ std::vector<net::Payload> AllGather::wait(
       if (failure_) throw *failure_;
       std::size_t rank = 0;
       while (late.payloads[rank]) ++rank;
-      throw PeerError(rank, channel_.address(rank), timeout_text(rank));
+      throw PeerError(rank, router_.address(rank), timeout_text(rank));
     }
   }
 }
@@ -102,7 +102,7 @@ void AllGather::on_message(std::size_t from, net::Message&& message) {
   {
     const std::lock_guard lock(mutex_);
     const std::uint64_t round = message.round;
-    if (from >= channel_.nodes() || from == channel_.rank()) {
+    if (from >= router_.nodes() || from == router_.rank()) {
       return reject(from, "a payload from rank " + std::to_string(from));
     }
     if (message.key != 0) return reject(from, "key " + std::to_string(message.key) + ", not 0");
@@ -149,7 +149,7 @@ std::uint64_t AllGather::rejected() const {
 
 void AllGather::reject(std::size_t from, const std::string& why) {
   ++rejected_;  // under mutex_
-  channel_.reject(from, stage_, why);
+  router_.reject(from, lane_, why);
 }
 
 void Barrier::arrive_and_wait(std::uint64_t round, double timeout_s,

@@ -20,18 +20,18 @@
 #include "engine/error.h"
 #include "engine/task.h"
 #include "net/payload.h"
-#include "sync/channel.h"
 #include "sync/collective/latch.h"
+#include "sync/lane_router.h"
 
 namespace gradmesh::sync::collective {
 
 /// Gathers every rank's payload of a round on every rank (index = rank), in rounds.
 ///
-/// Messages: stage `stage` and kind `kind` (the owner routes the stage and hands this gather's
-/// messages to on_message(): several gathers may share a stage by kind), key 0, round = the
+/// Messages: lane `lane` and kind `kind` (the owner routes the lane and hands this gather's
+/// messages to on_message(): several gathers may share a lane by kind), key 0, round = the
 /// round, payload = the sender's contribution. Rounds: every rank calls start() for the same
 /// rounds, in increasing order; a peer's payload of a later round waits (kept, not copied) for
-/// this rank's call. Rejected through the channel (counted, logged, dropped): a payload of a round
+/// this rank's call. Rejected through the router (counted, logged, dropped): a payload of a round
 /// already returned, a second payload of one round from one rank, a payload of more than
 /// `max_payload_bytes`, a payload of a new round while `max_pending_rounds` rounds wait already
 /// (a misbehaving peer's: memory stays bounded).
@@ -40,7 +40,7 @@ namespace gradmesh::sync::collective {
 /// time); on_message() and fail() from the transport's delivery thread. Internally locked.
 class AllGather {
  public:
-  AllGather(Channel& channel, StageId stage, std::uint16_t kind,
+  AllGather(LaneRouter& router, LaneId lane, std::uint16_t kind,
             std::size_t max_payload_bytes = SIZE_MAX, std::size_t max_pending_rounds = 4);
   AllGather(const AllGather&) = delete;
   AllGather& operator=(const AllGather&) = delete;
@@ -82,8 +82,8 @@ class AllGather {
   [[nodiscard]] std::vector<net::Payload> finish_locked(std::uint64_t round);
   void reject(std::size_t from, const std::string& why);
 
-  Channel& channel_;
-  StageId stage_;
+  LaneRouter& router_;
+  LaneId lane_;
   std::uint16_t kind_;
   std::size_t max_payload_;
   std::size_t max_pending_;
@@ -100,7 +100,7 @@ class AllGather {
 /// Thread safety and errors: as AllGather.
 class Barrier {
  public:
-  Barrier(Channel& channel, StageId stage, std::uint16_t kind) : gather_(channel, stage, kind, 0) {}
+  Barrier(LaneRouter& router, LaneId lane, std::uint16_t kind) : gather_(router, lane, kind, 0) {}
   /// Tells every peer this rank reached `round` and waits for all of them (see AllGather::wait).
   void arrive_and_wait(std::uint64_t round, double timeout_s,
                        const std::function<std::string(std::size_t rank)>& timeout_text);

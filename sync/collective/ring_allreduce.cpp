@@ -11,15 +11,15 @@ namespace {
 constexpr unsigned kBucketShift = 32;  // key = bucket << 32 | step
 }
 
-RingAllReduce::RingAllReduce(Channel& channel, StageId stage, std::uint32_t bucket,
+RingAllReduce::RingAllReduce(LaneRouter& router, LaneId lane, std::uint32_t bucket,
                              std::size_t floats, std::uint32_t priority)
-    : channel_(channel),
-      stage_(stage),
+    : router_(router),
+      lane_(lane),
       bucket_(bucket),
       priority_(priority),
       floats_(floats),
-      nodes_(channel.nodes()),
-      rank_(channel.rank()),
+      nodes_(router.nodes()),
+      rank_(router.rank()),
       left_((rank_ + nodes_ - 1) % nodes_),
       right_((rank_ + 1) % nodes_) {
   GRADMESH_CHECK_GT(nodes_, std::size_t{0}, "RingAllReduce needs a rank");
@@ -64,13 +64,13 @@ RingAllReduce::Round* RingAllReduce::round_for(std::uint64_t round) {
 
 void RingAllReduce::send(std::uint64_t round, RingKind kind, std::size_t step,
                          std::span<const float> values) {
-  const net::Message message{stage_,
+  const net::Message message{lane_,
                              static_cast<std::uint16_t>(kind),
                              (std::uint64_t{bucket_} << kBucketShift) | step,
                              round,
                              net::Payload::view(std::as_bytes(values)),
                              priority_};
-  if (auto error = channel_.send(right_, message)) throw *error;
+  if (auto error = router_.send(right_, message)) throw *error;
 }
 
 void RingAllReduce::start(std::uint64_t round, std::span<float> input) {
@@ -222,7 +222,7 @@ void RingAllReduce::fail_all(std::exception_ptr error) {
 }
 
 void RingAllReduce::reject(std::size_t from, const std::string& why) {
-  channel_.reject(from, stage_, why);
+  router_.reject(from, lane_, why);
 }
 
 }  // namespace gradmesh::sync::collective

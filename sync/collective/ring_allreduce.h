@@ -12,12 +12,12 @@
 
 #include "engine/task.h"
 #include "net/payload.h"
-#include "sync/channel.h"
 #include "sync/collective/latch.h"
+#include "sync/lane_router.h"
 
 namespace gradmesh::sync::collective {
 
-/// Message::kind values of a ring all-reduce, on whichever stage its owner routes (`allreduce`,
+/// Message::kind values of a ring all-reduce, on whichever lane its owner routes (`allreduce`,
 /// `ako_partition` for Ako's final average). key = bucket << 32 | step, round = the owner's round
 /// (an iteration), payload = one segment of the bucket (floats).
 enum class RingKind : std::uint16_t {
@@ -48,17 +48,17 @@ enum class RingKind : std::uint16_t {
 ///
 /// Rounds: a peer may start round t + 1 while this rank finishes round t; its messages are kept
 /// (not copied) until this rank's start(t + 1). Messages of any other round, a wrong size, a
-/// duplicate or a step out of range are rejected through the channel.
+/// duplicate or a step out of range are rejected through the router.
 ///
 /// Thread safety: start() and result() from the bucket's tasks (ordered by the graph); on_message()
 /// and fail_all() from the delivery thread; await() from a task. Internally locked.
 class RingAllReduce {
  public:
-  /// Bucket `bucket` of `floats` floats on `channel` (n = channel.nodes() ranks), sending on stage
-  /// `stage` (routed by the owner, which hands this bucket's messages to on_message()) with send
+  /// Bucket `bucket` of `floats` floats on `router` (n = router.nodes() ranks), sending on lane
+  /// `lane` (routed by the owner, which hands this bucket's messages to on_message()) with send
   /// priority `priority` (net::Message::priority: the bucket's first layer, so that the next
   /// forward pass's first layers go first).
-  RingAllReduce(Channel& channel, StageId stage, std::uint32_t bucket, std::size_t floats,
+  RingAllReduce(LaneRouter& router, LaneId lane, std::uint32_t bucket, std::size_t floats,
                 std::uint32_t priority = 0);
 
   /// Begins round `round` with this rank's `input` (floats() floats; reduced in place, so it must
@@ -96,7 +96,7 @@ class RingAllReduce {
     std::size_t segments_done = 0;    // segments of the result complete
   };
 
-  // Under mutex_; sends happen with it held (the channel never calls back synchronously).
+  // Under mutex_; sends happen with it held (the router never calls back synchronously).
   Settlement reduce_step(Round& r, std::size_t step, std::span<const float> values);
   Settlement gather_step(Round& r, std::size_t step, std::span<const float> values);
   /// One more segment of the result is final; releases the round's latch when it was the last.
@@ -108,8 +108,8 @@ class RingAllReduce {
   std::vector<float>& result_buffer(std::uint64_t round) { return results_[round % 2]; }
   void reject(std::size_t from, const std::string& why);
 
-  Channel& channel_;
-  StageId stage_;
+  LaneRouter& router_;
+  LaneId lane_;
   std::uint32_t bucket_;
   std::uint32_t priority_;
   std::size_t floats_, nodes_, rank_, left_, right_;

@@ -1,5 +1,5 @@
 #pragma once
-// Sufficient-factor broadcasting's stage and message kind (Poseidon ATC'17 sec. 2.1, 3.2).
+// Sufficient-factor broadcasting's lane and message kind (Poseidon ATC'17 sec. 2.1, 3.2).
 
 #include <cstdint>
 #include <string_view>
@@ -7,7 +7,7 @@
 namespace gradmesh::sync::sfb {
 
 /// worker -> all: sufficient factors (u, v) of dense layers.
-inline constexpr std::string_view kStage = "sf_broadcast";
+inline constexpr std::string_view kLane = "sf_broadcast";
 
 /// Message::kind values of the SFB stage.
 enum class Kind : std::uint16_t {

@@ -9,13 +9,12 @@ namespace {
 constexpr auto kFactors = static_cast<std::uint16_t>(sfb::Kind::kSufficientFactors);
 }
 
-SfbScheme::SfbScheme(const SyncContext& ctx, Channel& channel,
+SfbScheme::SfbScheme(const SyncContext& ctx, LaneRouter& router,
                      const std::vector<std::size_t>& layers)
     : ctx_(ctx),
-      channel_(channel),
-      stage_(channel.route(
-          sfb::kStage,
-          [this](std::size_t from, net::Message&& m) { on_factors(from, std::move(m)); })),
+      router_(router),
+      lane_(router.route(sfb::kLane, [this](std::size_t from,
+                                            net::Message&& m) { on_factors(from, std::move(m)); })),
       layers_(ctx.model.num_layers()) {
   tasks::Model& model = ctx_.model;
   // On a device model the factor downloads, the rebuild and the step use the device (send_factors,
@@ -73,15 +72,15 @@ double SfbScheme::bytes_sent(std::size_t layer) const {
   if (layer >= layers_.size() || !layers_[layer] || ctx_.nodes < 2) return 0;
   return static_cast<double>(ctx_.nodes - 1) *
          (static_cast<double>(layers_[layer]->factor_bytes()) +
-          frame_overhead_bytes(stage_, kFactors));
+          frame_overhead_bytes(lane_, kFactors));
 }
 
 void SfbScheme::send_factors(std::size_t layer, std::uint64_t round) {
   const net::Payload factors =
       layers_[layer]->pack(round, ctx_.model.layer_output_gradient(layer, ctx_.batch_size),
                            ctx_.model.layer_input(layer, ctx_.batch_size));
-  throw_first(channel_.broadcast(
-      net::Message{stage_, kFactors, layer, round, factors, static_cast<std::uint32_t>(layer)}));
+  throw_first(router_.broadcast(
+      net::Message{lane_, kFactors, layer, round, factors, static_cast<std::uint32_t>(layer)}));
 }
 
 void SfbScheme::apply_factors(std::size_t layer, std::uint64_t round) {
@@ -104,14 +103,14 @@ void SfbScheme::apply_factors(std::size_t layer, std::uint64_t round) {
 
 void SfbScheme::on_factors(std::size_t from, net::Message&& message) {
   if (message.kind != kFactors || message.key >= layers_.size() || !layers_[message.key]) {
-    channel_.reject(from, stage_,
-                    "kind " + std::to_string(message.kind) + ", layer " +
-                        std::to_string(message.key) + ": not the factors of an SFB layer");
+    router_.reject(from, lane_,
+                   "kind " + std::to_string(message.kind) + ", layer " +
+                       std::to_string(message.key) + ": not the factors of an SFB layer");
     return;
   }
   std::string why;
   if (!layers_[message.key]->store(from, message.round, std::move(message.payload), &why)) {
-    channel_.reject(from, stage_, "layer " + std::to_string(message.key) + ": " + why);
+    router_.reject(from, lane_, "layer " + std::to_string(message.key) + ": " + why);
   }
 }
 

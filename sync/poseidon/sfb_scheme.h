@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "sync/channel.h"
+#include "sync/lane_router.h"
 #include "sync/poseidon/sfb_layer.h"
 #include "sync/scheme.h"
 #include "sync/sync_stage.h"
@@ -34,8 +34,8 @@ namespace gradmesh::sync {
 /// ContractError for a device model whose executor has more than one compute thread.
 class SfbScheme final : public Scheme {
  public:
-  /// Routes the sf_broadcast stage on `channel`. `layers` must have sufficient factors.
-  SfbScheme(const SyncContext& ctx, Channel& channel, const std::vector<std::size_t>& layers);
+  /// Routes the sf_broadcast lane on `router`. `layers` must have sufficient factors.
+  SfbScheme(const SyncContext& ctx, LaneRouter& router, const std::vector<std::size_t>& layers);
 
   void build(engine::Graph& graph, const IterationTasks& tasks) override;
   void fail_all(std::exception_ptr error) override;
@@ -53,8 +53,8 @@ class SfbScheme final : public Scheme {
   void on_factors(std::size_t from, net::Message&& message);
 
   const SyncContext& ctx_;
-  Channel& channel_;
-  StageId stage_;
+  LaneRouter& router_;
+  LaneId lane_;
   std::vector<std::unique_ptr<SfbLayer>> layers_;  // by layer; null unless SFB
 };
 

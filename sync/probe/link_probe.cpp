@@ -24,16 +24,16 @@ using probe::Kind;
 using probe::profile_problem;
 }  // namespace
 
-LinkProbe::LinkProbe(Channel& channel, LinkProbeOptions options)
-    : channel_(channel),
+LinkProbe::LinkProbe(LaneRouter& router, LinkProbeOptions options)
+    : router_(router),
       options_(options),
-      stage_(stage_id(probe::kStage)),
-      report_(channel.nodes()),
-      incoming_(channel.nodes()),
-      outgoing_(channel.nodes()),
-      phase_gate_(channel, stage_, static_cast<std::uint16_t>(probe::Kind::kPhase)),
-      barrier_(channel, stage_, static_cast<std::uint16_t>(probe::Kind::kBarrier)),
-      profiles_(channel, stage_, static_cast<std::uint16_t>(probe::Kind::kProfile)) {
+      lane_(lane_id(probe::kLane)),
+      report_(router.nodes()),
+      incoming_(router.nodes()),
+      outgoing_(router.nodes()),
+      phase_gate_(router, lane_, static_cast<std::uint16_t>(probe::Kind::kPhase)),
+      barrier_(router, lane_, static_cast<std::uint16_t>(probe::Kind::kBarrier)),
+      profiles_(router, lane_, static_cast<std::uint16_t>(probe::Kind::kProfile)) {
   GRADMESH_CHECK_GT(options_.pings, std::size_t{0}, "LinkProbeOptions::pings");
   GRADMESH_CHECK_GT(options_.min_bulk_bytes, std::size_t{0}, "LinkProbeOptions::min_bulk_bytes");
   GRADMESH_CHECK(options_.max_bulk_bytes >= options_.min_bulk_bytes,
@@ -51,10 +51,10 @@ LinkProbe::LinkProbe(Channel& channel, LinkProbeOptions options)
       !options_.max_send_rate ||
           (std::isfinite(*options_.max_send_rate) && *options_.max_send_rate > 0),
       "LinkProbeOptions::max_send_rate = " + std::to_string(options_.max_send_rate.value_or(0)));
-  channel_.route(probe::kStage, [this](std::size_t from, net::Message&& message) {
+  router_.route(probe::kLane, [this](std::size_t from, net::Message&& message) {
     on_message(from, std::move(message));
   });
-  channel_.on_failure([this](const PeerError& error) { on_failure(error); });
+  router_.on_failure([this](const PeerError& error) { on_failure(error); });
 }
 
 // ---- handlers (delivery thread; never block beyond the short state lock) ----
@@ -65,8 +65,8 @@ void LinkProbe::on_message(std::size_t from, net::Message&& message) {
   switch (kind) {
     case Kind::kPing:
       if (!empty) break;
-      (void)channel_.send(from, net::Message{stage_, static_cast<std::uint16_t>(Kind::kPong),
-                                             message.key, 0, net::Payload{}});
+      (void)router_.send(from, net::Message{lane_, static_cast<std::uint16_t>(Kind::kPong),
+                                            message.key, 0, net::Payload{}});
       return;  // a failed peer reaches on_failure() through the transport
     case Kind::kPong: {
       const auto now = Clock::now();
@@ -102,17 +102,17 @@ void LinkProbe::on_message(std::size_t from, net::Message&& message) {
       on_done(from, message);
       return;
   }
-  channel_.reject(from, stage_,
-                  "kind " + std::to_string(message.kind) + " with key " +
-                      std::to_string(message.key) + " and " +
-                      std::to_string(message.payload.size()) +
-                      " payload bytes is no probe message this node expects");
+  router_.reject(from, lane_,
+                 "kind " + std::to_string(message.kind) + " with key " +
+                     std::to_string(message.key) + " and " +
+                     std::to_string(message.payload.size()) +
+                     " payload bytes is no probe message this node expects");
 }
 
 void LinkProbe::on_done(std::size_t from, const net::Message& message) {
-  const std::size_t n = channel_.nodes();
+  const std::size_t n = router_.nodes();
   bool expected = message.payload.empty() && message.key == 0 && message.round > 0 &&
-                  message.round < n && (from + message.round) % n == channel_.rank();
+                  message.round < n && (from + message.round) % n == router_.rank();
   if (expected) {
     const std::lock_guard lock(mutex_);
     Incoming& in = incoming_[from];
@@ -120,9 +120,9 @@ void LinkProbe::on_done(std::size_t from, const net::Message& message) {
     if (expected) ++in.done;
   }
   if (!expected) {
-    channel_.reject(from, stage_,
-                    "end of bulk round " + std::to_string(message.round) +
-                        " matches no transfers from that rank");
+    router_.reject(from, lane_,
+                   "end of bulk round " + std::to_string(message.round) +
+                       " matches no transfers from that rank");
     return;
   }
   changed_.notify_all();
@@ -130,9 +130,9 @@ void LinkProbe::on_done(std::size_t from, const net::Message& message) {
 
 void LinkProbe::on_profile(std::size_t from, net::Message&& message) {
   std::string why;
-  auto profile = decode_profile(message.payload.bytes(), channel_.nodes(), why);
+  auto profile = decode_profile(message.payload.bytes(), router_.nodes(), why);
   if (!profile) {
-    channel_.reject(from, stage_, why);
+    router_.reject(from, lane_, why);
     return;
   }
   profiles_.on_message(from, std::move(message));  // decoded again by exchange()
@@ -165,22 +165,22 @@ std::string LinkProbe::measured_text(std::size_t rank) const {
 
 void LinkProbe::send(std::size_t peer, Kind kind, std::uint64_t key, std::uint64_t round,
                      net::Payload payload) {
-  if (auto error = channel_.send(peer, net::Message{stage_, static_cast<std::uint16_t>(kind), key,
-                                                    round, std::move(payload)})) {
+  if (auto error = router_.send(peer, net::Message{lane_, static_cast<std::uint16_t>(kind), key,
+                                                   round, std::move(payload)})) {
     throw *error;
   }
 }
 
 NodeProfile LinkProbe::measure_links() {
-  const std::size_t n = channel_.nodes();
-  const std::size_t me = channel_.rank();
+  const std::size_t n = router_.nodes();
+  const std::size_t me = router_.rank();
   NodeProfile row;
   row.alpha.assign(n, 0.0);
   row.bandwidth.assign(n, 0.0);
   report_.assign(n, LinkReport{});
   took_seconds_ = 0;
   if (n == 1) return row;
-  GRADMESH_CHECK(channel_.connected(), "LinkProbe::measure_links() without a transport");
+  GRADMESH_CHECK(router_.connected(), "LinkProbe::measure_links() without a transport");
   {
     const std::lock_guard lock(mutex_);
     if (failure_) throw *failure_;
@@ -286,9 +286,9 @@ double LinkProbe::ping_peer(std::size_t peer) {
 }
 
 void LinkProbe::end_round(std::size_t round, double expected_s) {
-  const std::size_t n = channel_.nodes();
-  const std::size_t to = (channel_.rank() + round) % n;
-  const std::size_t from = (channel_.rank() + n - round) % n;
+  const std::size_t n = router_.nodes();
+  const std::size_t to = (router_.rank() + round) % n;
+  const std::size_t from = (router_.rank() + n - round) % n;
   send(to, Kind::kBulkDone, 0, round);
   std::unique_lock lock(mutex_);
   const std::uint64_t awaited = ++incoming_[from].awaited;
@@ -312,11 +312,11 @@ void LinkProbe::gate(std::uint64_t tag, const char* what) {
 }
 
 std::vector<NodeProfile> LinkProbe::exchange(const NodeProfile& local) {
-  const std::size_t n = channel_.nodes();
+  const std::size_t n = router_.nodes();
   const std::string why = profile_problem(local, n);
   GRADMESH_CHECK(why.empty(), "LinkProbe::exchange(): " + why);
   if (n == 1) return {local};
-  GRADMESH_CHECK(channel_.connected(), "LinkProbe::exchange() without a transport");
+  GRADMESH_CHECK(router_.connected(), "LinkProbe::exchange() without a transport");
   const std::uint64_t round = exchanges_++;
   profiles_.start(round, encode_profile(local));
   const std::vector<net::Payload> payloads = profiles_.wait(
@@ -324,7 +324,7 @@ std::vector<NodeProfile> LinkProbe::exchange(const NodeProfile& local) {
       [&](std::size_t rank) { return silent_text(rank, options_.timeout_s, "its profile"); });
   std::vector<NodeProfile> all(n);
   for (std::size_t peer = 0; peer < n; ++peer) {
-    if (peer == channel_.rank()) {
+    if (peer == router_.rank()) {
       all[peer] = local;
       continue;
     }
@@ -335,8 +335,8 @@ std::vector<NodeProfile> LinkProbe::exchange(const NodeProfile& local) {
 }
 
 void LinkProbe::barrier(std::uint64_t tag) {
-  if (channel_.nodes() == 1) return;
-  GRADMESH_CHECK(channel_.connected(), "LinkProbe::barrier() without a transport");
+  if (router_.nodes() == 1) return;
+  GRADMESH_CHECK(router_.connected(), "LinkProbe::barrier() without a transport");
   barrier_.arrive_and_wait(tag, options_.timeout_s, [&](std::size_t rank) {
     return silent_text(rank, options_.timeout_s, "a barrier");
   });

@@ -3,7 +3,7 @@
 // every link, measured by each node on the job's own transport, then exchanged so every node
 // plans from identical input. alpha and B are the start-up time and bandwidth of MG-WFBP's
 // alpha-beta model (eq. 9: T_ar(M) = a + b M, beta = 1/B); measuring them at start-up and planning
-// each stage's traffic from them is the role of Poseidon's bandwidth manager (arXiv'15 sec. 4.3.3).
+// each lane's traffic from them is the role of Poseidon's bandwidth manager (arXiv'15 sec. 4.3.3).
 // The per-layer times and the GEMM rate are measured by tasks/profile.h and carried along here.
 
 #include <chrono>
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "engine/error.h"
-#include "sync/channel.h"
 #include "sync/collective/all_gather.h"
+#include "sync/lane_router.h"
 #include "sync/probe/messages.h"
 #include "sync/probe/node_profile.h"
 #include "topo/cost_model.h"
@@ -81,8 +81,8 @@ struct LinkReport {
   LinkMeasure kind = LinkMeasure::kEstimate;
 };
 
-/// Measures this node's links, exchanges profiles and holds start-up barriers, on stage "probe"
-/// (sync/probe/messages.h) of a Channel.
+/// Measures this node's links, exchanges profiles and holds start-up barriers, on lane "probe"
+/// (sync/probe/messages.h) of a LaneRouter.
 ///
 /// alpha: ping-pong with empty messages, answered by the peer's handler at once on its delivery
 /// thread; alpha = median RTT / 2 over `pings` round trips per peer. Then every node tells every
@@ -126,22 +126,22 @@ struct LinkReport {
 /// (PS's KV chunks on loopback).
 ///
 /// Errors: a malformed probe message (unknown kind, wrong size, wrong round, a pong or ack no
-/// one waits for, a bad profile) is dropped via Channel::reject and counted there. A peer's failure
-/// (Channel::on_failure), a failed send, or a wait past its bound (timeout_s beyond what the link
-/// was measured to need) makes the waiting call throw PeerError naming the rank and its address
-/// (Channel::address) and, for a timeout, the first rank whose answer is missing and what was
-/// measured of its link so far.
+/// one waits for, a bad profile) is dropped via LaneRouter::reject and counted there. A peer's
+/// failure (LaneRouter::on_failure), a failed send, or a wait past its bound (timeout_s beyond what
+/// the link was measured to need) makes the waiting call throw PeerError naming the rank and its
+/// address (LaneRouter::address) and, for a timeout, the first rank whose answer is missing and
+/// what was measured of its link so far.
 ///
 /// Thread safety: construct before the transport starts (it routes "probe" and adds a failure
 /// handler). measure_links(), exchange(), barrier() and report() from one thread at a time; they
 /// block (condition variables with deadlines, no busy waiting). The handlers run on the delivery
-/// thread and never block. The Channel must outlive this object, and this object every handler
+/// thread and never block. The LaneRouter must outlive this object, and this object every handler
 /// call.
 class LinkProbe {
  public:
-  /// Routes stage "probe" on `channel`. Throws gradmesh::ContractError for bad options (printing
+  /// Routes lane "probe" on `router`. Throws gradmesh::ContractError for bad options (printing
   /// the value) or when "probe" is already routed.
-  LinkProbe(Channel& channel, LinkProbeOptions options);
+  LinkProbe(LaneRouter& router, LinkProbeOptions options);
   LinkProbe(const LinkProbe&) = delete;
   LinkProbe& operator=(const LinkProbe&) = delete;
 
@@ -171,11 +171,11 @@ class LinkProbe {
   /// ContractError for a tag not above the previous call's.
   void barrier(std::uint64_t tag);
 
-  /// The address of `rank` as the transport names it (Channel::address), for logs.
-  [[nodiscard]] std::string peer_address(std::size_t rank) const { return channel_.address(rank); }
+  /// The address of `rank` as the transport names it (LaneRouter::address), for logs.
+  [[nodiscard]] std::string peer_address(std::size_t rank) const { return router_.address(rank); }
 
-  /// The probe's stage id.
-  [[nodiscard]] StageId stage() const noexcept { return stage_; }
+  /// The probe's lane id.
+  [[nodiscard]] LaneId lane() const noexcept { return lane_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -244,9 +244,9 @@ class LinkProbe {
   /// What was measured of the link to `rank` so far, for errors ("" if nothing).
   [[nodiscard]] std::string measured_text(std::size_t rank) const;
 
-  Channel& channel_;
+  LaneRouter& router_;
   LinkProbeOptions options_;
-  StageId stage_;
+  LaneId lane_;
   std::vector<LinkReport> report_;  // by rank; written by the caller's thread only
   double took_seconds_ = 0;
 

@@ -17,10 +17,10 @@ using probe::Kind;
 
 void LinkProbe::on_bulk(std::size_t from, const net::Message& message) {
   const auto now = Clock::now();
-  const std::size_t n = channel_.nodes();
+  const std::size_t n = router_.nodes();
   const std::size_t size = message.payload.size();
   std::string why;
-  if (message.round == 0 || message.round >= n || (from + message.round) % n != channel_.rank()) {
+  if (message.round == 0 || message.round >= n || (from + message.round) % n != router_.rank()) {
     why = "bulk round " + std::to_string(message.round) + " from rank " + std::to_string(from) +
           " is not addressed to this rank";
   } else if (size == 0 || size > kMaxChunkBytes) {
@@ -64,27 +64,27 @@ void LinkProbe::on_bulk(std::size_t from, const net::Message& message) {
     }
   }
   if (!why.empty()) {
-    channel_.reject(from, stage_, why);
+    router_.reject(from, lane_, why);
     return;
   }
   if (complete) {
     changed_.notify_all();
-    (void)channel_.send(
-        from, net::Message{stage_, static_cast<std::uint16_t>(Kind::kBulkAck), message.key,
-                           message.round, encode_ack(spread, steady, steady_bytes)});
+    (void)router_.send(from,
+                       net::Message{lane_, static_cast<std::uint16_t>(Kind::kBulkAck), message.key,
+                                    message.round, encode_ack(spread, steady, steady_bytes)});
   }
 }
 
 void LinkProbe::on_ack(std::size_t from, const net::Message& message) {
   const auto now = Clock::now();
-  const std::size_t n = channel_.nodes();
+  const std::size_t n = router_.nodes();
   bool expected = false;
   {
     const std::lock_guard lock(mutex_);
     Outgoing& out = outgoing_[from];
     expected = message.payload.size() == kAckPayloadBytes && out.acked < out.started &&
                message.key == out.bytes && message.round > 0 && message.round < n &&
-               (channel_.rank() + message.round) % n == from;
+               (router_.rank() + message.round) % n == from;
     if (expected) {
       ++out.acked;
       out.acked_at = now;
@@ -95,9 +95,9 @@ void LinkProbe::on_ack(std::size_t from, const net::Message& message) {
     }
   }
   if (!expected) {
-    channel_.reject(from, stage_,
-                    "bulk ack of " + std::to_string(message.key) + " bytes, round " +
-                        std::to_string(message.round) + ", matches no transfer to that rank");
+    router_.reject(from, lane_,
+                   "bulk ack of " + std::to_string(message.key) + " bytes, round " +
+                       std::to_string(message.round) + ", matches no transfer to that rank");
     return;
   }
   changed_.notify_all();
@@ -106,7 +106,7 @@ void LinkProbe::on_ack(std::size_t from, const net::Message& message) {
 void LinkProbe::measure_link(std::size_t round,
                              const std::shared_ptr<std::vector<std::byte>>& buffer,
                              Clock::time_point budget_end, Clock::time_point overrun_end) {
-  const std::size_t to = (channel_.rank() + round) % channel_.nodes();
+  const std::size_t to = (router_.rank() + round) % router_.nodes();
   LinkReport& link = report_[to];
   std::uint64_t bytes = options_.min_bulk_bytes;
   double expected_s = 0;  // what the next transfer should take at the B measured so far
@@ -206,7 +206,7 @@ LinkProbe::Timing LinkProbe::transfer(std::size_t round,
                                       const std::shared_ptr<std::vector<std::byte>>& buffer,
                                       std::size_t message_bytes, std::uint64_t total,
                                       double expected_s) {
-  const std::size_t to = (channel_.rank() + round) % channel_.nodes();
+  const std::size_t to = (router_.rank() + round) % router_.nodes();
   std::uint64_t acks = 0;
   {
     const std::lock_guard lock(mutex_);
@@ -221,8 +221,8 @@ LinkProbe::Timing LinkProbe::transfer(std::size_t round,
     // Priority 1: an ack, pong or end of round this node owes (priority 0) overtakes the bulk
     // messages it has queued, so that a peer's measurement of the reverse link (rounds with
     // 2r = n pair both directions at once) does not wait behind this one's transfer.
-    if (auto error = channel_.send(
-            to, net::Message{stage_, static_cast<std::uint16_t>(Kind::kBulk), total, round,
+    if (auto error = router_.send(
+            to, net::Message{lane_, static_cast<std::uint16_t>(Kind::kBulk), total, round,
                              net::Payload::view(chunk.first(size), buffer), 1})) {
       throw *error;
     }

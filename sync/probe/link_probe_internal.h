@@ -127,7 +127,7 @@ void LinkProbe::wait(std::unique_lock<std::mutex>& lock, double bound_s, Ready r
       if (failure_) throw *failure_;
       if (ready()) return;
       const std::size_t rank = missing();
-      throw PeerError(rank, channel_.address(rank), silent_text(rank, bound_s, what));
+      throw PeerError(rank, router_.address(rank), silent_text(rank, bound_s, what));
     }
   }
 }

@@ -1,7 +1,7 @@
 #pragma once
-// The link probe's stage and message kinds (sync/probe/link_probe.h): the start-up measurement
+// The link probe's lane and message kinds (sync/probe/link_probe.h): the start-up measurement
 // of alpha and B on every link, the exchange of what each node measured, and start-up barriers.
-// A stage every job has, whatever its strategy (sync/registry.cpp kCommonStages).
+// A lane every job has, whatever its strategy (sync/registry.cpp kCommonLanes).
 
 #include <cstdint>
 #include <string_view>
@@ -9,9 +9,9 @@
 namespace gradmesh::sync::probe {
 
 /// node <-> node: pings, bulk transfers, profiles and barriers before training starts.
-inline constexpr std::string_view kStage = "probe";
+inline constexpr std::string_view kLane = "probe";
 
-/// Message::kind values of the probe stage.
+/// Message::kind values of the probe lane.
 enum class Kind : std::uint16_t {
   kPing = 1,      ///< key = the sender's ping number, no payload: answer kPong at once
   kPong = 2,      ///< key = the ping number it answers, no payload

@@ -1,5 +1,5 @@
 # Start-up measurements common to every strategy: the link probe (alpha, B), profile exchange and
-# barriers, on stage "probe".
+# barriers, on lane "probe".
 target_sources(gradmesh_sync PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/link_probe.cpp
   ${CMAKE_CURRENT_LIST_DIR}/link_probe_bulk.cpp

@@ -1,5 +1,5 @@
 #pragma once
-// The parameter server's stages and message kinds (Poseidon ATC'17 sec. 4.1: KV store, syncer).
+// The parameter server's lanes and message kinds (Poseidon ATC'17 sec. 4.1: KV store, syncer).
 
 #include <cstdint>
 #include <string_view>
@@ -7,11 +7,11 @@
 namespace gradmesh::sync::ps {
 
 /// worker -> KV shard: gradient chunks.
-inline constexpr std::string_view kPushStage = "kv_push";
+inline constexpr std::string_view kPushLane = "kv_push";
 /// KV shard -> all: updated parameter chunks.
-inline constexpr std::string_view kBroadcastStage = "kv_broadcast";
+inline constexpr std::string_view kBroadcastLane = "kv_broadcast";
 
-/// Message::kind values of the PS stages.
+/// Message::kind values of the PS lanes.
 enum class Kind : std::uint16_t {
   kGradientChunk =
       1,  ///< key = KV chunk id, round = iteration, payload = the chunk's gradient (floats)

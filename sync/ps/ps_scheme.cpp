@@ -28,16 +28,16 @@ constexpr auto kParameters = static_cast<std::uint16_t>(ps::Kind::kParameterChun
 
 }  // namespace
 
-PsScheme::PsScheme(const SyncContext& ctx, Channel& channel, const std::vector<std::size_t>& layers,
-                   std::size_t chunk_floats)
+PsScheme::PsScheme(const SyncContext& ctx, LaneRouter& router,
+                   const std::vector<std::size_t>& layers, std::size_t chunk_floats)
     : ctx_(ctx),
-      channel_(channel),
+      router_(router),
       placement_(placement_for(ctx, layers, chunk_floats)),
-      push_stage_(channel.route(
-          ps::kPushStage,
+      push_lane_(router.route(
+          ps::kPushLane,
           [this](std::size_t from, net::Message&& m) { on_push(from, std::move(m)); })),
-      broadcast_stage_(channel.route(
-          ps::kBroadcastStage,
+      broadcast_lane_(router.route(
+          ps::kBroadcastLane,
           [this](std::size_t from, net::Message&& m) { on_parameters(from, std::move(m)); })),
       shard_(placement_, ctx.rank, ctx.model.parameters(), ctx.optimizer),
       arrivals_(ctx.model.num_layers()) {}
@@ -65,7 +65,7 @@ std::size_t PsScheme::chunks(std::size_t layer) const {
 
 double PsScheme::bytes_sent(std::size_t layer) const {
   if (ctx_.nodes < 2) return 0;
-  const double overhead = frame_overhead_bytes(push_stage_, kGradient);
+  const double overhead = frame_overhead_bytes(push_lane_, kGradient);
   const double peers = static_cast<double>(ctx_.nodes - 1);
   double bytes = 0;
   for (std::size_t id : placement_.chunks_of_layer(layer)) {
@@ -85,8 +85,8 @@ void PsScheme::push_layer(std::size_t layer, std::uint64_t round) {
     const auto values = gradients.subspan(chunk.offset, chunk.size);
     if (chunk.owner == ctx_.rank) {
       accept_push(ctx_.rank, id, round, float_view(values));
-    } else if (auto error = channel_.send(
-                   chunk.owner, net::Message{push_stage_, kGradient, id, round, float_view(values),
+    } else if (auto error = router_.send(
+                   chunk.owner, net::Message{push_lane_, kGradient, id, round, float_view(values),
                                              static_cast<std::uint32_t>(layer)})) {
       throw *error;
     }
@@ -108,15 +108,15 @@ void PsScheme::accept_push(std::size_t from, std::size_t chunk, std::uint64_t ro
       }
       break;
     case KvShard::PushResult::kRejected:
-      channel_.reject(from, push_stage_, why);
+      router_.reject(from, push_lane_, why);
       break;
   }
 }
 
 void PsScheme::reduce_and_broadcast(std::size_t chunk, std::uint64_t round) {
   const std::span<const float> values = shard_.reduce(chunk);
-  throw_first(channel_.broadcast(
-      net::Message{broadcast_stage_, kParameters, chunk, round, float_view(values),
+  throw_first(router_.broadcast(
+      net::Message{broadcast_lane_, kParameters, chunk, round, float_view(values),
                    static_cast<std::uint32_t>(placement_.chunks()[chunk].layer)}));
   apply_parameters(chunk, round, values, ctx_.rank);
 }
@@ -130,17 +130,17 @@ void PsScheme::apply_parameters(std::size_t chunk, std::uint64_t round,
   std::memcpy(layer.data() + (info.offset - ctx_.model.parameter_offset(info.layer)), values.data(),
               info.size * sizeof(float));
   if (!arrivals_.arrive(info.layer, round)) {
-    channel_.reject(from, broadcast_stage_,
-                    "parameters of chunk " + std::to_string(chunk) + " for round " +
-                        std::to_string(round) + " were not expected");
+    router_.reject(from, broadcast_lane_,
+                   "parameters of chunk " + std::to_string(chunk) + " for round " +
+                       std::to_string(round) + " were not expected");
   }
 }
 
 void PsScheme::on_push(std::size_t from, net::Message&& message) {
   if (message.kind != kGradient || message.key >= placement_.chunks().size()) {
-    channel_.reject(from, push_stage_,
-                    "kind " + std::to_string(message.kind) + ", chunk " +
-                        std::to_string(message.key) + ": not a gradient chunk");
+    router_.reject(from, push_lane_,
+                   "kind " + std::to_string(message.kind) + ", chunk " +
+                       std::to_string(message.key) + ": not a gradient chunk");
     return;
   }
   accept_push(from, message.key, message.round, std::move(message.payload));
@@ -148,18 +148,18 @@ void PsScheme::on_push(std::size_t from, net::Message&& message) {
 
 void PsScheme::on_parameters(std::size_t from, net::Message&& message) {
   if (message.kind != kParameters || message.key >= placement_.chunks().size()) {
-    channel_.reject(from, broadcast_stage_,
-                    "kind " + std::to_string(message.kind) + ", chunk " +
-                        std::to_string(message.key) + ": not a parameter chunk");
+    router_.reject(from, broadcast_lane_,
+                   "kind " + std::to_string(message.kind) + ", chunk " +
+                       std::to_string(message.key) + ": not a parameter chunk");
     return;
   }
   const topo::KvChunk& info = placement_.chunks()[message.key];
   if (info.owner != from || message.payload.size() != info.size * sizeof(float)) {
-    channel_.reject(from, broadcast_stage_,
-                    "parameters of chunk " + std::to_string(message.key) +
-                        " from a non-owner or of " + std::to_string(message.payload.size()) +
-                        " bytes (expected " + std::to_string(info.size * sizeof(float)) +
-                        " from rank " + std::to_string(info.owner) + ")");
+    router_.reject(from, broadcast_lane_,
+                   "parameters of chunk " + std::to_string(message.key) +
+                       " from a non-owner or of " + std::to_string(message.payload.size()) +
+                       " bytes (expected " + std::to_string(info.size * sizeof(float)) +
+                       " from rank " + std::to_string(info.owner) + ")");
     return;
   }
   apply_parameters(message.key, message.round, message.payload.as<float>(), from);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "net/payload.h"
-#include "sync/channel.h"
+#include "sync/lane_router.h"
 #include "sync/layer_arrivals.h"
 #include "sync/ps/kv_shard.h"
 #include "sync/scheme.h"
@@ -33,13 +33,13 @@ namespace gradmesh::sync {
 ///
 /// Errors: fail_all() (a peer failure) fails the waiting tasks; a push that is sent to a failed
 /// peer throws its PeerError from the push task; a message that breaks the protocol is rejected
-/// through the channel. Thread safety: build() before the first run; the rest from tasks and the
+/// through the router. Thread safety: build() before the first run; the rest from tasks and the
 /// delivery thread (internally locked).
 class PsScheme final : public Scheme {
  public:
   /// `layers`: the layers (with parameters) this scheme synchronises; `chunk_floats`: the KV chunk
-  /// size. Routes the kv_push and kv_broadcast stages on `channel`.
-  PsScheme(const SyncContext& ctx, Channel& channel, const std::vector<std::size_t>& layers,
+  /// size. Routes the kv_push and kv_broadcast lanes on `router`.
+  PsScheme(const SyncContext& ctx, LaneRouter& router, const std::vector<std::size_t>& layers,
            std::size_t chunk_floats);
 
   /// Adds push_l -> pull_l after tasks.backward[l], before tasks.done, for each of its layers.
@@ -76,9 +76,9 @@ class PsScheme final : public Scheme {
                         std::size_t from);
 
   const SyncContext& ctx_;
-  Channel& channel_;
+  LaneRouter& router_;
   topo::KvPlacement placement_;
-  StageId push_stage_, broadcast_stage_;
+  LaneId push_lane_, broadcast_lane_;
   KvShard shard_;
   LayerArrivals arrivals_;
 };

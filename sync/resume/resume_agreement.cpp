@@ -15,28 +15,28 @@ std::string list_text(const std::vector<std::uint64_t>& iterations) {
   return out;
 }
 
-/// The kind of the agreement's lists on kResumeStage (its only one).
+/// The kind of the agreement's lists on kResumeLane (its only one).
 constexpr std::uint16_t kListKind = 0;
 
 }  // namespace
 
-ResumeAgreement::ResumeAgreement(Channel& channel, double timeout_s)
-    : channel_(channel),
+ResumeAgreement::ResumeAgreement(LaneRouter& router, double timeout_s)
+    : router_(router),
       timeout_s_(timeout_s),
-      stage_(stage_id(kResumeStage)),
-      lists_(channel_, stage_, kListKind) {
+      lane_(lane_id(kResumeLane)),
+      lists_(router_, lane_, kListKind) {
   GRADMESH_CHECK(timeout_s > 0, "ResumeAgreement: timeout " + std::to_string(timeout_s) + " s");
-  channel_.route(kResumeStage, [this](std::size_t from, net::Message&& message) {
+  router_.route(kResumeLane, [this](std::size_t from, net::Message&& message) {
     if (message.kind != kListKind || message.payload.size() % sizeof(std::uint64_t) != 0) {
-      channel_.reject(from, stage_,
-                      "kind " + std::to_string(message.kind) + " of " +
-                          std::to_string(message.payload.size()) +
-                          " bytes, not a list of iterations");
+      router_.reject(from, lane_,
+                     "kind " + std::to_string(message.kind) + " of " +
+                         std::to_string(message.payload.size()) +
+                         " bytes, not a list of iterations");
       return;
     }
     lists_.on_message(from, std::move(message));
   });
-  channel_.on_failure([this](const PeerError& error) { lists_.fail(error); });
+  router_.on_failure([this](const PeerError& error) { lists_.fail(error); });
 }
 
 std::vector<std::vector<std::uint64_t>> ResumeAgreement::exchange(

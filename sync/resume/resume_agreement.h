@@ -11,15 +11,15 @@
 #include <vector>
 
 #include "engine/error.h"
-#include "sync/channel.h"
 #include "sync/collective/all_gather.h"
+#include "sync/lane_router.h"
 
 namespace gradmesh::sync {
 
-/// The stage the agreement's messages travel on.
-inline constexpr std::string_view kResumeStage = "resume";
+/// The lane the agreement's messages travel on.
+inline constexpr std::string_view kResumeLane = "resume";
 
-/// Routes kResumeStage on a node's channel (before the transport starts, as the link probe) and
+/// Routes kResumeLane on a node's router (before the transport starts, as the link probe) and
 /// exchanges lists of numbers among all nodes, in rounds (a collective::AllGather): round 0 agrees
 /// on the iteration to resume from (--resume); a BSP job's checkpoint boundaries exchange the join
 /// requests each node has seen, with the boundary's iteration as the round (apps/pipeline: a
@@ -28,11 +28,11 @@ inline constexpr std::string_view kResumeStage = "resume";
 /// Thread safety: exchange() from the node's thread; the handler runs on the transport's delivery
 /// thread (internally locked). Errors: a message that is not a list of numbers (or as
 /// collective::AllGather: a second list of one round, a list of a round already finished, or of a
-/// new round while 4 rounds' lists wait already) is rejected through the channel.
+/// new round while 4 rounds' lists wait already) is rejected through the router.
 class ResumeAgreement {
  public:
   /// `timeout_s`: how long exchange() waits for every peer's list (seconds, > 0).
-  ResumeAgreement(Channel& channel, double timeout_s);
+  ResumeAgreement(LaneRouter& router, double timeout_s);
   ResumeAgreement(const ResumeAgreement&) = delete;
   ResumeAgreement& operator=(const ResumeAgreement&) = delete;
 
@@ -51,9 +51,9 @@ class ResumeAgreement {
       const std::vector<std::vector<std::uint64_t>>& lists);
 
  private:
-  Channel& channel_;
+  LaneRouter& router_;
   double timeout_s_;
-  StageId stage_;
+  LaneId lane_;
   collective::AllGather lists_;
 };
 

@@ -5,7 +5,7 @@
 // (net/tcp/handshake.h), a Proof through auth::verify(), a Hello through check_hello() against a
 // node's own fields.
 //
-// An input is one byte, the receiver's data stage count (the transport's stage count, <= 255),
+// An input is one byte, the receiver's data lane count (the transport's lane count, <= 255),
 // one byte of limits (bit 0: the handshake has not completed; bits 1-4: net.max_frame_bytes =
 // 2^(6 + b) bytes), then a byte stream as a socket delivers it: frames of
 //   u32 header_bytes | u32 payload_bytes | header | payload   (net/frame.h)
@@ -57,7 +57,7 @@ const Handshake& handshake() {
 
 /// Reads every field a receiver reads from a verified header; returns a value that depends on
 /// them, so none of the reads is optimised away.
-std::size_t read_fields(const schema::Header& header, std::size_t data_stage_count) {
+std::size_t read_fields(const schema::Header& header, std::size_t data_lane_count) {
   switch (header.body_type()) {
     case schema::Body::Hello: {
       const HelloFields hello = decode_hello(*header.body_as_Hello());
@@ -83,8 +83,8 @@ std::size_t read_fields(const schema::Header& header, std::size_t data_stage_cou
     }
     case schema::Body::Data: {
       const schema::Data* data = header.body_as_Data();
-      if (data->stage() >= data_stage_count) fail("verify_header passed a Data stage out of range");
-      return data->stage() + data->kind() + data->key() + data->round() + data->message_bytes();
+      if (data->lane() >= data_lane_count) fail("verify_header passed a Data lane out of range");
+      return data->lane() + data->kind() + data->key() + data->round() + data->message_bytes();
     }
     case schema::Body::DataMore:  // no fields: the reader checks it against the cut message
       return 3;
@@ -128,7 +128,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   std::span<const std::byte> in(reinterpret_cast<const std::byte*>(data), size);
   if (size < 2) return 0;
-  const std::size_t data_stage_count = std::to_integer<std::size_t>(in[0]);
+  const std::size_t data_lane_count = std::to_integer<std::size_t>(in[0]);
   const auto limits = std::to_integer<unsigned>(in[1]);
   const bool handshake = (limits & 1u) != 0;
   const std::uint64_t max_frame_bytes = std::uint64_t{1} << (6 + ((limits >> 1) & 15u));
@@ -156,10 +156,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::vector<std::byte> header(in.begin(),
                                         in.begin() + static_cast<std::ptrdiff_t>(header_bytes));
     in = in.subspan(header_bytes);
-    const HeaderCheck check = verify_header(header, data_stage_count);
+    const HeaderCheck check = verify_header(header, data_lane_count);
     if ((check.header == nullptr) == check.error.empty())
       fail("verify_header returned neither a header nor an error, or both");
-    if (check.header != nullptr) sink = sink + read_fields(*check.header, data_stage_count);
+    if (check.header != nullptr) sink = sink + read_fields(*check.header, data_lane_count);
 
     in = in.subspan(std::min<std::size_t>(prefix.payload_bytes, in.size()));
   }

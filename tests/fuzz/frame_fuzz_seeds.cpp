@@ -1,7 +1,7 @@
 // Writes the seed corpus of frame_fuzz.cpp into the folder given as the only argument: one file a
 // frame kind (Hello, HelloAck, Refuse, Data with a payload, Goodbye, Heartbeat, LivenessQuery,
 // LivenessReport, Abort) and one holding all of them in a row, each as frame_fuzz.cpp reads an
-// input (the stage count byte, then the frames).
+// input (the lane count byte, then the frames).
 // The frames come from net/frame.h's encoders, so the seeds follow the schema as it changes.
 
 #include <cstdio>
@@ -21,7 +21,7 @@ namespace {
 
 using namespace gradmesh::net;
 
-constexpr std::byte kStageCount{3};
+constexpr std::byte kLaneCount{3};
 /// The limits byte of frame_fuzz.cpp: after the handshake, net.max_frame_bytes = 2^(6 + 15).
 constexpr std::byte kLimits{15 << 1};
 /// The same limits before the handshake has completed.
@@ -92,9 +92,9 @@ int main(int argc, char** argv) {
                       auth::encode_challenge(2, nonce, false, {}, control, /*rejoin=*/true));
   frames.emplace_back("proof", auth::encode_proof(mac, control));
 
-  std::vector<std::byte> all{kStageCount, kLimits};
+  std::vector<std::byte> all{kLaneCount, kLimits};
   for (const auto& [name, frame] : frames) {
-    std::vector<std::byte> one{kStageCount, kLimits};
+    std::vector<std::byte> one{kLaneCount, kLimits};
     append(one, *frame);
     write(dir / name, one);
     one[1] = kHandshakeLimits;

@@ -56,7 +56,7 @@ TEST_CASE("data frame carries tags in a verified header and shares the payload",
   Message message{2, 7, 0x1122334455667788ull, 42, Payload::view(bytes)};
   const auto frame = encode_data(message);
   CHECK(frame->payload().bytes().data() == bytes.data());  // no copy
-  CHECK(frame->stage() == 2);
+  CHECK(frame->lane() == 2);
   CHECK(frame->role() == FrameRole::kData);
   const FramePrefix prefix = prefix_of(*frame);
   CHECK(prefix.payload_bytes == bytes.size());
@@ -68,13 +68,13 @@ TEST_CASE("data frame carries tags in a verified header and shares the payload",
   REQUIRE(check.header != nullptr);
   REQUIRE(check.header->body_type() == schema::Body::Data);
   const auto* data = check.header->body_as_Data();
-  CHECK(data->stage() == 2);
+  CHECK(data->lane() == 2);
   CHECK(data->kind() == 7);
   CHECK(data->key() == 0x1122334455667788ull);
   CHECK(data->round() == 42);
 }
 
-TEST_CASE("verify_header rejects garbage, truncation and out-of-range stages", "[net][frame]") {
+TEST_CASE("verify_header rejects garbage, truncation and out-of-range lanes", "[net][frame]") {
   std::vector<std::byte> garbage(32);
   for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = std::byte(0xA5 ^ i);
   CHECK(verify_header(garbage, 4).header == nullptr);
@@ -86,7 +86,7 @@ TEST_CASE("verify_header rejects garbage, truncation and out-of-range stages", "
   CHECK(verify_header(header, 4).header != nullptr);
   const HeaderCheck out_of_range = verify_header(header, 3);
   CHECK(out_of_range.header == nullptr);
-  CHECK_THAT(out_of_range.error, Catch::Contains("stage 3 out of range"));
+  CHECK_THAT(out_of_range.error, Catch::Contains("lane 3 out of range"));
   CHECK(verify_header(header.first(header.size() - 4), 4).header == nullptr);
 }
 
@@ -117,7 +117,7 @@ TEST_CASE("control frames verify and decode", "[net][frame]") {
   hello.view = 2;
   hello.rejoin = true;
   const auto frame = encode_hello(hello, 9);
-  CHECK(frame->stage() == 9);
+  CHECK(frame->lane() == 9);
   const HeaderCheck check = verify_header(header_of(*frame), 0);
   REQUIRE(check.header != nullptr);
   REQUIRE(check.header->body_type() == schema::Body::Hello);

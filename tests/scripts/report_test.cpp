@@ -119,7 +119,7 @@ TEST_CASE("the report on a 2-node run writes its PNGs and a summary per node", "
   CHECK(has_line(out, "^ +1 +ps +20 "));
   CHECK_THAT(out, Catch::Contains("compute ms/it"));
   check_png(run_dir / "progress.png", 1000, 700);
-  check_png(run_dir / "bytes_by_stage.png", 1000, 500);
+  check_png(run_dir / "bytes_by_lane.png", 1000, 500);
   check_png(run_dir / "compute_vs_comm.png", 1000, 520);
 
   {  // without traces the compute plot is skipped, saying so

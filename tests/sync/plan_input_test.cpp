@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "sync/channel.h"
+#include "sync/lane_router.h"
 #include "sync/probe/node_profile.h"
 #include "tasks/layers/layer_spec.h"
 #include "tasks/optim/optimizer.h"
@@ -29,12 +29,12 @@ tasks::Model small_cnn() {
 std::vector<sync::LayerPlan> plan_of(tasks::Model& model, const std::string& strategy,
                                      const std::string& sfb) {
   engine::Executor executor({1, 1});
-  sync::Channel channel(nullptr, 0, kNodes);
+  sync::LaneRouter router(nullptr, 0, kNodes);
   tasks::Optimizer optimizer({0.05f, 0.9f, 0.0f}, model.parameter_count());
   sync::SyncOptions options;
   options.values.set("poseidon.sfb", sfb);
   auto stage = sync::make_sync_stage(
-      strategy, sync::SyncContext{model, executor, channel, 0, kNodes, kBatch, optimizer, options});
+      strategy, sync::SyncContext{model, executor, router, 0, kNodes, kBatch, optimizer, options});
   return stage->plan();
 }
 
@@ -44,9 +44,9 @@ TEST_CASE("planner_input gives conv layers no sufficient factors and their flops
           "[sync][plan][cnn]") {
   tasks::Model model = small_cnn();
   engine::Executor executor({1, 1});
-  sync::Channel channel(nullptr, 0, kNodes);
+  sync::LaneRouter router(nullptr, 0, kNodes);
   tasks::Optimizer optimizer({0.05f, 0.9f, 0.0f}, model.parameter_count());
-  const sync::SyncContext ctx{model, executor, channel, 0, kNodes, kBatch, optimizer, {}};
+  const sync::SyncContext ctx{model, executor, router, 0, kNodes, kBatch, optimizer, {}};
   const sync::AssumedRates rates;
   const topo::PlannerInput input =
       sync::planner_input(ctx, sync::strategy_traits("poseidon").schemes, rates);
@@ -94,14 +94,14 @@ TEST_CASE(
     "[sync][plan]") {
   tasks::Model model = small_cnn();
   engine::Executor executor({1, 1});
-  sync::Channel channel(nullptr, 0, kNodes);
+  sync::LaneRouter router(nullptr, 0, kNodes);
   tasks::Optimizer optimizer({0.05f, 0.9f, 0.0f}, model.parameter_count());
   sync::JobMeasurements measured;
   measured.links = topo::LinkMatrix::uniform(kNodes, 50e-6, 4e8);
   measured.links.message_seconds.assign(kNodes, 10e-6);
   measured.cipher_seconds_per_byte = 1.0 / 7.5e8;  // seal + open at 750 MB/s
   sync::SyncOptions options;
-  sync::SyncContext ctx{model, executor, channel, 0, kNodes, kBatch, optimizer, options};
+  sync::SyncContext ctx{model, executor, router, 0, kNodes, kBatch, optimizer, options};
   ctx.measured = &measured;
   const auto schemes = sync::strategy_traits("ps").schemes;
   CHECK(sync::planner_input(ctx, schemes).links.bandwidth[1] == 4e8);  // measured sealed

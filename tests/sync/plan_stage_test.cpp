@@ -111,14 +111,14 @@ TEST_CASE("a plan stage shares its node's link among stages by the plan's byte b
   InProcCluster cluster(job, "auto", 3);
   for (std::size_t r = 0; r < 3; ++r) {
     const auto summary = cluster.node(r).stage().summary();
-    const std::vector<double> weights = cluster.transport(r).stage_weights();
-    REQUIRE(weights.size() == sync::stage_names().size());
+    const std::vector<double> weights = cluster.transport(r).lane_weights();
+    REQUIRE(weights.size() == sync::lane_names().size());
     for (const char* stage : {"kv_push", "kv_broadcast", "sf_broadcast", "allreduce"}) {
       INFO("rank " << r << ", stage " << stage);
       CHECK(summary.at(std::string("budget_") + stage) > 0);
-      CHECK(weights[sync::stage_id(stage)] == summary.at(std::string("budget_") + stage));
+      CHECK(weights[sync::lane_id(stage)] == summary.at(std::string("budget_") + stage));
     }
-    CHECK(weights[sync::stage_id("ako_partition")] == 0);  // not in the plan: weight 1
+    CHECK(weights[sync::lane_id("ako_partition")] == 0);  // not in the plan: weight 1
   }
 }
 
@@ -170,8 +170,8 @@ TEST_CASE("a plan stage rejects and counts a message that breaks its protocol",
   SyntheticJob job;
   InProcCluster cluster(job, "ps", 2);
   // A gradient chunk with an unknown chunk id, then factors for a stage ps does not route.
-  cluster.transport(1).send(0, net::Message{sync::stage_id("kv_push"), 1, 1u << 20, 0, {}});
-  cluster.transport(1).send(0, net::Message{sync::stage_id("sf_broadcast"), 3, 0, 0, {}});
+  cluster.transport(1).send(0, net::Message{sync::lane_id("kv_push"), 1, 1u << 20, 0, {}});
+  cluster.transport(1).send(0, net::Message{sync::lane_id("sf_broadcast"), 3, 0, 0, {}});
   cluster.train(2);  // training still works; the rejects were counted on the way
   CHECK(cluster.node(0).stage().rejected_messages() == 2);
   CHECK(cluster.node(1).stage().rejected_messages() == 0);

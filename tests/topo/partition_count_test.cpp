@@ -29,7 +29,7 @@ TEST_CASE("topo eq. 3 on explicit numbers", "[topo][eq3]") {
   CHECK(partitions_for(2.2, 2'500'000, 16, 1.25e8).partitions == 3);
 }
 
-TEST_CASE("topo eq. 3 is clamped to [1, max_auto_partitions(m)]", "[topo][eq3]") {
+TEST_CASE("topo eq. 3 is clamped to 1..max_auto_partitions(m)", "[topo][eq3]") {
   CHECK(partitions_for(0, 1000, 4, 1e6).partitions == 1);   // no gradients yet
   CHECK(partitions_for(10, 1000, 1, 1e6).partitions == 1);  // a single node
   CHECK(partitions_for(1e6, 1000, 4, 1e3).partitions == kMaxAutoPartitions);

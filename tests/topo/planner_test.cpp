@@ -1,5 +1,5 @@
 // The planner: schemes by time over the scheme models it is given, buckets, chunk size,
-// Ako's p, stage budgets and predicted bytes and time. (Poseidon's BestScheme by bytes is
+// Ako's p, lane budgets and predicted bytes and time. (Poseidon's BestScheme by bytes is
 // sync.poseidon.choose, applied before the planner: tests/sync/poseidon/options_test.cpp.)
 
 #include "topo/planner.h"
@@ -66,7 +66,7 @@ TEST_CASE("the scheme is chosen by predicted time: SFB on a slow link, PS on a f
     CHECK(plan.layers[0].scheme == kSfbScheme);
     CHECK(plan.layers[0].costs.at("sfb").seconds() < plan.layers[0].costs.at("ps").seconds());
     CHECK(plan.layers[0].compute_seconds == Approx(2.0 * 4 * 64 * 4096 * 4096 / 1e12));
-    CHECK(plan.stage_bytes.at("sf_broadcast") == Approx(plan.bytes_sent));
+    CHECK(plan.lane_bytes.at("sf_broadcast") == Approx(plan.bytes_sent));
   }
   SECTION("5 GB/s and a slow GEMM: rebuilding dW costs more than sending it") {
     for (const auto* schemes : {&kPsSfb, &kAll}) {
@@ -74,7 +74,7 @@ TEST_CASE("the scheme is chosen by predicted time: SFB on a slow link, PS on a f
       INFO("schemes allowed: " << schemes->size());
       CHECK(plan.layers[0].scheme != kSfbScheme);
       CHECK(plan.layers[0].costs.at("sfb").compute_seconds > 0.4);  // 8.6 GFLOP at 20 GFLOP/s
-      CHECK(plan.stage_bytes.at("sf_broadcast") == 0);
+      CHECK(plan.lane_bytes.at("sf_broadcast") == 0);
     }
     CHECK(make_plan(input_for(layer, 64, 4, 1e-4, 5e9, 2e10, kPsSfb)).layers[0].scheme ==
           kPsScheme);
@@ -141,10 +141,10 @@ TEST_CASE("the MLP under ps: predicted bytes are the sum of the layers' PS bytes
   CHECK(plan.bytes_sent == Approx(sum));
   // 2 (n - 1)/n of the model plus the headers, half pushed, half broadcast.
   CHECK(plan.bytes_sent > 1.5 * 4 * total);
-  CHECK(plan.stage_bytes.at("kv_push") == Approx(sum / 2));
-  CHECK(plan.stage_bytes.at("kv_broadcast") == Approx(sum / 2));
-  CHECK_FALSE(plan.stage_bytes.contains("sf_broadcast"));  // stages of the allowed schemes only
-  CHECK_FALSE(plan.stage_bytes.contains("allreduce"));
+  CHECK(plan.lane_bytes.at("kv_push") == Approx(sum / 2));
+  CHECK(plan.lane_bytes.at("kv_broadcast") == Approx(sum / 2));
+  CHECK_FALSE(plan.lane_bytes.contains("sf_broadcast"));  // lanes of the allowed schemes only
+  CHECK_FALSE(plan.lane_bytes.contains("allreduce"));
   CHECK(plan.buckets.empty());
   CHECK(plan.iteration_seconds > plan.forward_seconds + plan.backward_seconds);
   // An explicit chunk size: 4 KiB = 1024 floats.
@@ -164,8 +164,8 @@ TEST_CASE("one node: every layer is local, nothing is sent", "[topo][planner]") 
     CHECK(row.bytes_sent == 0);
   }
   CHECK(plan.bytes_sent == 0);
-  for (const auto& [stage, bytes] : plan.stage_bytes) CHECK(bytes == 0);
-  CHECK(plan.stage_bytes.size() == 4);
+  for (const auto& [lane, bytes] : plan.lane_bytes) CHECK(bytes == 0);
+  CHECK(plan.lane_bytes.size() == 4);
   CHECK(plan.buckets.empty());
   CHECK(plan.iteration_seconds == Approx(plan.forward_seconds + plan.backward_seconds));
   REQUIRE(plan.ako.has_value());
@@ -182,7 +182,7 @@ TEST_CASE("allreduce: buckets cover every layer with parameters, merged when sta
     CHECK(plan.buckets[0].floats == 784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10);
     CHECK(plan.buckets[0].bytes_sent ==
           Approx(ring_allreduce_bytes(4.0 * plan.buckets[0].floats, 4, 64)));
-    CHECK(plan.stage_bytes.at("allreduce") == Approx(plan.bytes_sent));
+    CHECK(plan.lane_bytes.at("allreduce") == Approx(plan.bytes_sent));
     for (std::size_t l : {0u, 2u, 4u}) CHECK(plan.layers[l].bucket == std::size_t{0});
     CHECK(plan.iteration_seconds == Approx(plan.forward_seconds + plan.backward_seconds +
                                            plan.allreduce.seconds(4.0 * plan.buckets[0].floats)));
@@ -244,9 +244,9 @@ TEST_CASE("the plan uses the slowest link and gives Ako's p from eq. 3", "[topo]
   CHECK(plan.ako->partitions == partitions_for(40, total, 3, 12.5e6).partitions);
   CHECK(plan.ako->partitions > 1);
   // The predicted time is the WFBP pipeline of the plan's own layers.
-  double stages = 0;
-  for (const auto& [stage, bytes] : plan.stage_bytes) stages += bytes;
-  CHECK(stages == Approx(plan.bytes_sent));
+  double lanes = 0;
+  for (const auto& [lane, bytes] : plan.lane_bytes) lanes += bytes;
+  CHECK(lanes == Approx(plan.bytes_sent));
   CHECK(plan.iteration_seconds >= plan.forward_seconds + plan.backward_seconds);
 }
 
@@ -297,7 +297,7 @@ TEST_CASE("bad planner inputs throw ContractError naming the value", "[topo][pla
 
 TEST_CASE("the planner prices any scheme model it is given, by id, in tie order",
           "[topo][planner]") {
-  // A scheme that costs half of PS (as if it sent fp16), on a stage of its own.
+  // A scheme that costs half of PS (as if it sent fp16), on a lane of its own.
   SchemeModel half = ps_scheme_model();
   half.id = "half";
   half.chunked = false;
@@ -307,7 +307,7 @@ TEST_CASE("the planner prices any scheme model it is given, by id, in tie order"
     c.comm_seconds /= 2;
     return c;
   };
-  half.stages = {{"half_stage", 1.0}};
+  half.lanes = {{"half_lane", 1.0}};
   PlannerInput in = input_for(mlp(), 32, 4, 1e-4, 1e8, 1e10, {ps_scheme_model(), half});
   const Plan plan = make_plan(in);
   double bytes = 0;
@@ -319,8 +319,8 @@ TEST_CASE("the planner prices any scheme model it is given, by id, in tie order"
     CHECK(row.bytes_sent == Approx(row.costs.at("half").bytes_sent));
     bytes += row.bytes_sent;
   }
-  CHECK(plan.stage_bytes.at("half_stage") == Approx(bytes));
-  CHECK(plan.stage_bytes.at("kv_push") == 0);  // allowed, unused
+  CHECK(plan.lane_bytes.at("half_lane") == Approx(bytes));
+  CHECK(plan.lane_bytes.at("kv_push") == 0);  // allowed, unused
   // Equal costs: the earlier scheme wins.
   SchemeModel same = ps_scheme_model();
   same.id = "same";
@@ -340,7 +340,7 @@ TEST_CASE("a bucketed scheme's payload per layer sizes its buckets", "[topo][pla
   REQUIRE(plan.buckets.size() == 1);
   CHECK(plan.buckets[0].bytes_sent ==
         Approx(ring_allreduce_bytes(2.0 * plan.buckets[0].floats, 4, 64)));
-  CHECK(plan.stage_bytes.at("allreduce") == Approx(plan.bytes_sent));
+  CHECK(plan.lane_bytes.at("allreduce") == Approx(plan.bytes_sent));
   for (std::size_t l : {0u, 2u, 4u}) CHECK(plan.layers[l].scheme == "allreduce_fp16");
 }
 
@@ -388,7 +388,7 @@ TEST_CASE(
   side.id = "side";
   side.chunked = false;
   side.fits = [](const LayerProfile& layer) { return layer.name == "dense0"; };
-  side.stages = {{"side_stage", 1.0}};
+  side.lanes = {{"side_lane", 1.0}};
   const std::size_t first = 0;
   bool kept = false;
   bool within_margin = false;

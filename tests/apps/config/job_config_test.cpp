@@ -151,7 +151,7 @@ threads = 2
   CHECK(c.compute.threads == 2);
 }
 
-TEST_CASE("\"auto\", \"none\" and \"unlimited\" leave optional keys unset", "[config]") {
+TEST_CASE("the values auto, none and unlimited leave optional keys unset", "[config]") {
   const JobConfig c = parse(std::string(kMinimal) + R"(
 [job]
 max_iterations = "none"

@@ -96,7 +96,7 @@ TEST_CASE("inproc: every message arrives once, in send order per peer, on the de
   shutdown_all(mesh);
 }
 
-TEST_CASE("inproc: counters count the wire bytes TCP would, by peer and stage") {
+TEST_CASE("inproc: counters count the wire bytes TCP would, by peer and lane") {
   auto mesh = make_inproc_mesh(2, {"push", "pull"});
   Seen seen;
   seen.attach(*mesh[1]);
@@ -109,12 +109,12 @@ TEST_CASE("inproc: counters count the wire bytes TCP would, by peer and stage") 
   const Counters sent = mesh[0]->counters();
   CHECK(sent.bytes_sent == wire);
   CHECK(sent.bytes_sent_by_peer[1] == wire);
-  CHECK(sent.bytes_sent_by_stage.at("pull") == wire);
-  CHECK(sent.bytes_sent_by_stage.at("push") == 0);
-  CHECK(sent.bytes_sent_by_stage.count("control") == 1);
+  CHECK(sent.bytes_sent_by_lane.at("pull") == wire);
+  CHECK(sent.bytes_sent_by_lane.at("push") == 0);
+  CHECK(sent.bytes_sent_by_lane.count("control") == 1);
   const Counters received = mesh[1]->counters();
   CHECK(received.bytes_received == wire);
-  CHECK(received.bytes_received_by_stage.at("pull") == wire);
+  CHECK(received.bytes_received_by_lane.at("pull") == wire);
   shutdown_all(mesh);
 }
 

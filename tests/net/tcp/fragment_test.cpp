@@ -106,8 +106,8 @@ TEST_CASE(
                                 cut_wire_bytes(Message{0, 1, 3, 0, pattern(kLarge + 7, 5)}, 20000);
   const Counters sent = nodes[1]->transport.counters();
   const Counters received = nodes[0]->transport.counters();
-  CHECK(sent.bytes_sent_by_stage.at("push") == push_wire);
-  CHECK(received.bytes_received_by_stage.at("push") == push_wire);
+  CHECK(sent.bytes_sent_by_lane.at("push") == push_wire);
+  CHECK(received.bytes_received_by_lane.at("push") == push_wire);
   CHECK(received.malformed_frames == 0);
   shutdown_all(nodes);
   CHECK(nodes[0]->failures.empty());

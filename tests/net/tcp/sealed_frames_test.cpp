@@ -238,8 +238,8 @@ TEST_CASE(
       }
       const Counters sent = nodes[1]->transport.counters();
       const Counters got = nodes[0]->transport.counters();
-      CHECK(got.bytes_received_by_stage.at("push") == expected);
-      CHECK(sent.bytes_sent_by_stage.at("push") == expected);
+      CHECK(got.bytes_received_by_lane.at("push") == expected);
+      CHECK(sent.bytes_sent_by_lane.at("push") == expected);
       CHECK(got.unverified_frames == 0);
       CHECK(got.malformed_frames == 0);
       shutdown_all(nodes);

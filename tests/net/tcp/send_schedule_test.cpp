@@ -1,5 +1,5 @@
 // Tests for the TCP transport's send scheduling (net/tcp/send_queue.cpp): priorities, the
-// Goodbye's place, stage shares under the send cap, backpressure when uncapped. Two ranks in one
+// Goodbye's place, lane shares under the send cap, backpressure when uncapped. Two ranks in one
 // process on 127.0.0.1; rank 1 sends to rank 0.
 
 #include <catch2/catch.hpp>
@@ -35,13 +35,13 @@ TransportOptions options_for(std::size_t rank, const std::vector<int>& ports, do
     options.peers.push_back({"127.0.0.1", static_cast<std::uint16_t>(port)});
   options.job_name = "schedule-test";
   options.connect_timeout_s = 5.0;
-  options.stages = {"a", "b"};
+  options.lanes = {"a", "b"};
   options.max_send_rate = rank == 1 ? rate : 0.0;  // only the sender is capped
   return options;
 }
 
 struct Arrival {
-  std::size_t stage = 0;
+  std::size_t lane = 0;
   std::uint64_t key = 0;
   std::size_t bytes = 0;
   std::chrono::steady_clock::time_point at;
@@ -55,7 +55,7 @@ struct Node {
     transport.set_handlers(
         [this](std::size_t, Message&& message) {
           std::unique_lock lock(mutex);
-          arrivals.push_back({message.stage, message.key, message.payload.size(),
+          arrivals.push_back({message.lane, message.key, message.payload.size(),
                               std::chrono::steady_clock::now()});
           changed.notify_all();
           if (gate_armed && !gate_entered) {
@@ -123,9 +123,9 @@ Payload filled(std::size_t bytes) {
   return payload;
 }
 
-Message message(std::uint8_t stage, std::uint64_t key, const Payload& payload,
+Message message(std::uint8_t lane, std::uint64_t key, const Payload& payload,
                 std::uint32_t priority) {
-  Message m{stage, 0, key, 0, payload};
+  Message m{lane, 0, key, 0, payload};
   m.priority = priority;
   return m;
 }
@@ -178,7 +178,7 @@ TEST_CASE("uncapped, a frame of lower priority overtakes all but what is in flig
   std::uint64_t written = 0;
   for (int stable = 0, polls = 0; stable < 10 && polls < 300; ++polls) {
     std::this_thread::sleep_for(20ms);
-    const std::uint64_t now = pair.sender->transport.counters().bytes_sent_by_stage.at("a");
+    const std::uint64_t now = pair.sender->transport.counters().bytes_sent_by_lane.at("a");
     stable = now == written ? stable + 1 : 0;
     written = now;
   }
@@ -211,9 +211,9 @@ TEST_CASE("shutdown after priority-mixed sends delivers every frame before the G
   for (int variant = 0; variant < 4; ++variant) {
     const double rate = variant < 2 ? kCap : 0.0;
     const bool weights = variant % 2 == 1;
-    DYNAMIC_SECTION("rate " << rate << (weights ? ", stage weights 1:2" : ", no stage weights")) {
+    DYNAMIC_SECTION("rate " << rate << (weights ? ", lane weights 1:2" : ", no lane weights")) {
       auto pair = start_pair(rate);
-      if (weights) pair.sender->transport.set_stage_weights({1.0, 2.0});
+      if (weights) pair.sender->transport.set_lane_weights({1.0, 2.0});
       const Payload payload = filled(64 * 1024);
       constexpr std::uint64_t kFrames = 60;
       std::vector<std::uint32_t> priority(kFrames);
@@ -233,12 +233,12 @@ TEST_CASE("shutdown after priority-mixed sends delivers every frame before the G
       CHECK(sent.bytes_sent == received.bytes_received);
       CHECK(sent.frames_sent == received.frames_received);
       CHECK(received.bytes_sent == sent.bytes_received);
-      CHECK(sent.bytes_sent_by_stage.at("a") == received.bytes_received_by_stage.at("a"));
-      CHECK(sent.bytes_sent_by_stage.at("b") == received.bytes_received_by_stage.at("b"));
-      // Send order within each (stage, priority).
+      CHECK(sent.bytes_sent_by_lane.at("a") == received.bytes_received_by_lane.at("a"));
+      CHECK(sent.bytes_sent_by_lane.at("b") == received.bytes_received_by_lane.at("b"));
+      // Send order within each (lane, priority).
       std::map<std::pair<std::size_t, std::uint32_t>, std::uint64_t> last;
       for (const Arrival& a : arrivals) {
-        const auto key = std::make_pair(a.stage, priority[a.key]);
+        const auto key = std::make_pair(a.lane, priority[a.key]);
         if (last.count(key) != 0) CHECK(a.key > last[key]);
         last[key] = a.key;
       }
@@ -246,7 +246,7 @@ TEST_CASE("shutdown after priority-mixed sends delivers every frame before the G
   }
 }
 
-TEST_CASE("until stage weights are set, the stages to one peer share one order",
+TEST_CASE("until lane weights are set, the lanes to one peer share one order",
           "[net][transport][schedule]") {
   auto pair = start_pair(kCap);
   const Payload payload = filled(64 * 1024);
@@ -258,12 +258,12 @@ TEST_CASE("until stage weights are set, the stages to one peer share one order",
   shutdown_pair(pair);
 }
 
-TEST_CASE("under the send cap two stages share the link by their weights 3:1",
+TEST_CASE("under the send cap two lanes share the link by their weights 3:1",
           "[net][transport][schedule]") {
   auto pair = start_pair(kCap);
-  pair.sender->transport.set_stage_weights({3.0, 1.0});
+  pair.sender->transport.set_lane_weights({3.0, 1.0});
   const Payload big = filled(kBig);
-  constexpr std::uint64_t kFrames = 16;          // 4 MiB a stage
+  constexpr std::uint64_t kFrames = 16;          // 4 MiB a lane
   for (std::uint64_t i = 0; i < kFrames; ++i) {  // interleaved: both backlogged from the start
     pair.sender->transport.send(0, message(0, i, big, 0));
     pair.sender->transport.send(0, message(1, 100 + i, big, 0));
@@ -273,49 +273,49 @@ TEST_CASE("under the send cap two stages share the link by their weights 3:1",
   const std::size_t heavy_done = index_of(arrivals, kFrames - 1);
   std::size_t light_bytes = 0;
   for (std::size_t i = 0; i < heavy_done; ++i)
-    if (arrivals[i].stage == 1) light_bytes += arrivals[i].bytes;
+    if (arrivals[i].lane == 1) light_bytes += arrivals[i].bytes;
   // Whole frames only: 5 of the expected 5.33 (-6%) or 6 (+12.5%) pass, 4 or 7 do not.
   const double share = static_cast<double>(light_bytes) / static_cast<double>(kFrames * kBig);
-  INFO("weight-1 stage had " << light_bytes << " bytes when the weight-3 stage finished");
+  INFO("weight-1 lane had " << light_bytes << " bytes when the weight-3 lane finished");
   CHECK(share == Approx(1.0 / 3.0).epsilon(0.15));
   for (std::size_t i = 0, next_a = 0, next_b = 100; i < arrivals.size(); ++i)
-    CHECK(arrivals[i].key == (arrivals[i].stage == 0 ? next_a++ : next_b++));
+    CHECK(arrivals[i].key == (arrivals[i].lane == 0 ? next_a++ : next_b++));
   shutdown_pair(pair);
 }
 
-TEST_CASE("a stage alone gets the whole send cap whatever its weight (work-conserving)",
+TEST_CASE("a lane alone gets the whole send cap whatever its weight (work-conserving)",
           "[net][transport][schedule]") {
   auto pair = start_pair(kCap);
-  pair.sender->transport.set_stage_weights({3.0, 1.0});
+  pair.sender->transport.set_lane_weights({3.0, 1.0});
   const Payload big = filled(kBig);
   constexpr std::size_t kFrames = 32;  // 8 MiB: ~0.42 s at the cap
   for (std::uint64_t i = 0; i < kFrames; ++i) pair.sender->transport.send(0, message(1, i, big, 0));
   REQUIRE(pair.receiver->wait([](Node& n) { return n.arrivals.size() == kFrames; }));
   const auto arrivals = pair.receiver->snapshot();
   const double wire_per_frame =
-      static_cast<double>(pair.sender->transport.counters().bytes_sent_by_stage.at("b")) / kFrames;
+      static_cast<double>(pair.sender->transport.counters().bytes_sent_by_lane.at("b")) / kFrames;
   // Between the first and the last arrival: the bucket's initial burst is left out.
   const double seconds =
       std::chrono::duration<double>(arrivals.back().at - arrivals.front().at).count();
   const double rate = wire_per_frame * (kFrames - 1) / seconds;
-  INFO("weight-1 stage alone: " << rate / 1e6 << " MB/s over " << seconds << " s");
+  INFO("weight-1 lane alone: " << rate / 1e6 << " MB/s over " << seconds << " s");
   CHECK(rate == Approx(kCap).epsilon(0.15));  // its 1/4 share would be 5 MB/s
   shutdown_pair(pair);
 }
 
-TEST_CASE("set_stage_weights rejects a negative or non-finite weight",
+TEST_CASE("set_lane_weights rejects a negative or non-finite weight",
           "[net][transport][schedule]") {
   const auto ports = gradmesh::testing::free_ports(2);
   TcpTransport tcp(options_for(0, ports, 0.0));
-  CHECK_THROWS_AS(tcp.set_stage_weights({1.0, -2.0}), ConfigError);
-  CHECK_THROWS_WITH(tcp.set_stage_weights({1.0, -2.0}), Catch::Contains("stage weight [1] = -2"));
-  CHECK_THROWS_AS(tcp.set_stage_weights({std::numeric_limits<double>::infinity()}), ConfigError);
-  CHECK_THROWS_AS(tcp.set_stage_weights({1.0, 1.0, 1.0}), ConfigError);  // 2 stages
-  CHECK_NOTHROW(tcp.set_stage_weights({0.0, 2.0}));  // before start(): kept for later
+  CHECK_THROWS_AS(tcp.set_lane_weights({1.0, -2.0}), ConfigError);
+  CHECK_THROWS_WITH(tcp.set_lane_weights({1.0, -2.0}), Catch::Contains("lane weight [1] = -2"));
+  CHECK_THROWS_AS(tcp.set_lane_weights({std::numeric_limits<double>::infinity()}), ConfigError);
+  CHECK_THROWS_AS(tcp.set_lane_weights({1.0, 1.0, 1.0}), ConfigError);  // 2 lanes
+  CHECK_NOTHROW(tcp.set_lane_weights({0.0, 2.0}));  // before start(): kept for later
 
   auto mesh = make_inproc_mesh(2, {"a", "b"});
-  CHECK_THROWS_AS(mesh[0]->set_stage_weights({-1.0}), ConfigError);
-  CHECK(mesh[0]->stage_weights().empty());
-  mesh[0]->set_stage_weights({3.0, 1.0});
-  CHECK(mesh[0]->stage_weights() == std::vector<double>{3.0, 1.0});
+  CHECK_THROWS_AS(mesh[0]->set_lane_weights({-1.0}), ConfigError);
+  CHECK(mesh[0]->lane_weights().empty());
+  mesh[0]->set_lane_weights({3.0, 1.0});
+  CHECK(mesh[0]->lane_weights() == std::vector<double>{3.0, 1.0});
 }

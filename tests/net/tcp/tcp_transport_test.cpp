@@ -48,7 +48,7 @@ TEST_CASE("two transports exchange 0 B, 1 B and 64 MiB frames intact both ways",
     for (std::size_t i = 0; i < 3; ++i) {
       const auto& [from, message] = node.received[i];
       CHECK(from == 1 - to);
-      CHECK(message.stage == i % 2);
+      CHECK(message.lane == i % 2);
       CHECK(message.kind == 10 + i);
       CHECK(message.key == 1000 + i);
       CHECK(message.round == from);
@@ -70,11 +70,11 @@ TEST_CASE("two transports exchange 0 B, 1 B and 64 MiB frames intact both ways",
   CHECK(b.bytes_sent == a.bytes_received);
   CHECK(a.bytes_sent_by_peer[1] == a.bytes_sent);
   CHECK(b.bytes_received_by_peer[0] == b.bytes_received);
-  CHECK(a.bytes_sent_by_stage.at("push") == b.bytes_received_by_stage.at("push"));
-  CHECK(a.bytes_sent_by_stage.at("pull") == b.bytes_received_by_stage.at("pull"));
-  CHECK(a.bytes_sent_by_stage.at("control") == b.bytes_received_by_stage.at("control"));
-  CHECK(a.bytes_sent_by_stage.at("push") + a.bytes_sent_by_stage.at("pull") +
-            a.bytes_sent_by_stage.at("control") ==
+  CHECK(a.bytes_sent_by_lane.at("push") == b.bytes_received_by_lane.at("push"));
+  CHECK(a.bytes_sent_by_lane.at("pull") == b.bytes_received_by_lane.at("pull"));
+  CHECK(a.bytes_sent_by_lane.at("control") == b.bytes_received_by_lane.at("control"));
+  CHECK(a.bytes_sent_by_lane.at("push") + a.bytes_sent_by_lane.at("pull") +
+            a.bytes_sent_by_lane.at("control") ==
         a.bytes_sent);
   CHECK(a.bytes_sent > (64u << 20));
   CHECK(a.frames_sent == 6);  // Challenge, HelloAck (rank 1 dials), 3 data, Goodbye
@@ -122,10 +122,10 @@ TEST_CASE("a malformed frame from a peer is skipped and the next one delivered",
   std::vector<std::byte> junk(24, std::byte{0x5a});
   junk.insert(junk.end(), 5, std::byte{1});
   nodes[1]->transport.send_raw_for_testing(0, to_bytes({24, 5}, junk));
-  // A valid header with a stage out of range is malformed too.
-  const auto bad_stage = encode_data(Message{7, 0, 0, 0, {}});
-  const auto bad_stage_head = bad_stage->head();
-  nodes[1]->transport.send_raw_for_testing(0, bad_stage_head);
+  // A valid header with a lane out of range is malformed too.
+  const auto bad_lane = encode_data(Message{7, 0, 0, 0, {}});
+  const auto bad_lane_head = bad_lane->head();
+  nodes[1]->transport.send_raw_for_testing(0, bad_lane_head);
   nodes[1]->transport.send(0, Message{1, 2, 3, 4, pattern(10, 1)});
   Node& node = *nodes[0];
   REQUIRE(node.wait([](Node& n) { return n.received.size() == 1; }));
@@ -380,7 +380,7 @@ TEST_CASE("idle peers under a short peer_timeout keep talking by heartbeats and 
   auto nodes = make_nodes(3, [](TransportOptions& o) { o.peer_timeout_s = 0.4; });
   start_all_ok(nodes);
   const auto control = [](Node& node) {
-    return node.transport.counters().bytes_received_by_stage.at(kControlStage);
+    return node.transport.counters().bytes_received_by_lane.at(kControlLane);
   };
   const std::uint64_t before = control(*nodes[0]);
   std::this_thread::sleep_for(2s);  // five timeouts with nothing to send
@@ -463,7 +463,7 @@ TEST_CASE("send-rate cap holds within 5% over a 2 s loopback transfer", "[net][t
   const double seconds =
       std::chrono::duration<double>(nodes[0]->arrivals.back() - nodes[0]->arrivals.front()).count();
   const double wire_per_frame =
-      static_cast<double>(nodes[1]->transport.counters().bytes_sent_by_stage.at("push")) /
+      static_cast<double>(nodes[1]->transport.counters().bytes_sent_by_lane.at("push")) /
       static_cast<double>(kFrames);
   const double rate = wire_per_frame * static_cast<double>(kFrames - 1) / seconds;
   INFO("measured " << rate / 1e6 << " MB/s over " << seconds << " s (total "

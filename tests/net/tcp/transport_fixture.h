@@ -52,7 +52,7 @@ inline TransportOptions options_for(std::size_t rank, const std::vector<std::uin
   options.job_name = "net-test";
   options.config_hash = 0x5eed;
   options.connect_timeout_s = 5.0;
-  options.stages = {"push", "pull"};
+  options.lanes = {"push", "pull"};
   return options;
 }
 

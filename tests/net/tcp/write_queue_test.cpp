@@ -16,11 +16,11 @@ using gradmesh::net::detail::WriteQueue;
 
 namespace {
 
-constexpr std::size_t kControl = 2;  // the "control" counter stage of a 2-stage transport
+constexpr std::size_t kControl = 2;  // the "control" counter lane of a 2-lane transport
 
-std::unique_ptr<OutgoingFrame> data(std::uint8_t stage, std::uint32_t priority, std::uint64_t key) {
+std::unique_ptr<OutgoingFrame> data(std::uint8_t lane, std::uint32_t priority, std::uint64_t key) {
   Message message;
-  message.stage = stage;
+  message.lane = lane;
   message.key = key;
   message.priority = priority;
   return encode_data(message);
@@ -33,15 +33,15 @@ const OutgoingFrame* push(WriteQueue& queue, std::unique_ptr<OutgoingFrame> fram
   return raw;
 }
 
-std::vector<WriteCandidate> candidates(const WriteQueue& queue, bool by_stage) {
+std::vector<WriteCandidate> candidates(const WriteQueue& queue, bool by_lane) {
   std::vector<WriteCandidate> out;
-  queue.for_each_candidate(by_stage, [&](const WriteCandidate& c) { out.push_back(c); });
+  queue.for_each_candidate(by_lane, [&](const WriteCandidate& c) { out.push_back(c); });
   return out;
 }
 
 }  // namespace
 
-TEST_CASE("data frames of one stage go by priority, then queue order", "[net][schedule]") {
+TEST_CASE("data frames of one lane go by priority, then queue order", "[net][schedule]") {
   WriteQueue queue;
   const auto* a = push(queue, data(0, 5, 1));
   const auto* b = push(queue, data(0, 5, 2));
@@ -73,11 +73,11 @@ TEST_CASE("control frames go first and the Goodbye last, whatever the data's pri
   auto next = candidates(queue, true);
   REQUIRE(next.size() == 1);
   CHECK(next[0].urgent);
-  CHECK(next[0].stage == kControl);
+  CHECK(next[0].lane == kControl);
   CHECK(queue.pop(1).get() == hello);  // control frames in queue order, before any data
   CHECK(queue.pop(1).get() == abort);
   next = candidates(queue, true);
-  REQUIRE(next.size() == 2);  // one candidate per stage
+  REQUIRE(next.size() == 2);  // one candidate per lane
   CHECK_FALSE(next[0].urgent);
   CHECK(queue.pop(1).get() == high);
   CHECK(queue.pop(0).get() == low);
@@ -88,27 +88,27 @@ TEST_CASE("control frames go first and the Goodbye last, whatever the data's pri
   CHECK(queue.empty());
 }
 
-TEST_CASE("by stage each stage offers its best frame, otherwise one order over all stages",
+TEST_CASE("by lane each lane offers its best frame, otherwise one order over all lanes",
           "[net][schedule]") {
   WriteQueue queue;
   const auto* s0_late = push(queue, data(0, 3, 1));
   const auto* s1 = push(queue, data(1, 1, 2));
   const auto* s0 = push(queue, data(0, 1, 3));
 
-  auto by_stage = candidates(queue, true);
-  REQUIRE(by_stage.size() == 2);
-  CHECK(by_stage[0].stage == 0);
-  CHECK(by_stage[0].priority == 1);
-  CHECK(by_stage[1].stage == 1);
-  CHECK(by_stage[1].priority == 1);
+  auto by_lane = candidates(queue, true);
+  REQUIRE(by_lane.size() == 2);
+  CHECK(by_lane[0].lane == 0);
+  CHECK(by_lane[0].priority == 1);
+  CHECK(by_lane[1].lane == 1);
+  CHECK(by_lane[1].priority == 1);
 
-  // One order: equal priorities in queue order across stages (s1 was queued before s0).
+  // One order: equal priorities in queue order across lanes (s1 was queued before s0).
   auto one_order = candidates(queue, false);
   REQUIRE(one_order.size() == 1);
-  CHECK(one_order[0].stage == 1);
+  CHECK(one_order[0].lane == 1);
 
-  CHECK(queue.pop(0).get() == s0);  // the chosen stage's best
-  CHECK(queue.pop(7).get() == s1);  // a stage with nothing queued: the best over all
+  CHECK(queue.pop(0).get() == s0);  // the chosen lane's best
+  CHECK(queue.pop(7).get() == s1);  // a lane with nothing queued: the best over all
   CHECK(queue.pop(1).get() == s0_late);
   CHECK(queue.empty());
 }

@@ -53,7 +53,7 @@ TEST_CASE("at fixed B, p grows with n so that gamma m (n - 1) / p <= B", "[ako][
   CHECK(previous > 1);
 }
 
-TEST_CASE("p is clamped to [1, min(128, m)]", "[ako][eq3]") {
+TEST_CASE("p is clamped to 1..min(128, m)", "[ako][eq3]") {
   CHECK(partitions_for(0, 1000, 4, 1e6).partitions == 1);   // no gradients yet: 1
   CHECK(partitions_for(10, 1000, 1, 1e6).partitions == 1);  // a single node
   CHECK(partitions_for(1e6, 1000, 4, 1e3).partitions == kMaxAutoPartitions);

@@ -7,7 +7,7 @@
 using gradmesh::sync::ako::Range;
 using gradmesh::sync::ako::RangePartition;
 
-TEST_CASE("ranges are contiguous, cover [0, m) and differ in size by at most one",
+TEST_CASE("ranges are contiguous, cover 0..m and differ in size by at most one",
           "[ako][partition]") {
   for (std::size_t m : {1u, 2u, 7u, 10u, 100u, 269322u}) {
     for (std::size_t p : {1u, 2u, 3u, 4u, 7u, 10u, 64u}) {
@@ -46,7 +46,7 @@ TEST_CASE("peer i receives range (i + t) mod p and sees every range in p rounds"
   }
 }
 
-TEST_CASE("a partition count outside [1, m] is a config error naming the key", "[ako][partition]") {
+TEST_CASE("a partition count outside 1..m is a config error naming the key", "[ako][partition]") {
   CHECK_THROWS_WITH(RangePartition(10, 11), Catch::Contains("sync.ako.partitions = 11"));
   CHECK_THROWS_AS(RangePartition(10, 0), gradmesh::ConfigError);
   CHECK_THROWS_AS(RangePartition(0, 1), gradmesh::ContractError);

@@ -20,23 +20,23 @@ using sync::collective::Barrier;
 
 namespace {
 
-// The stage and kind the tests gather on (any routed stage will do; its owner hands the gather
+// The lane and kind the tests gather on (any routed lane will do; its owner hands the gather
 // its messages).
-const sync::StageId kStage = sync::stage_id("resume");
+const sync::LaneId kLane = sync::lane_id("resume");
 constexpr std::uint16_t kKind = 3;
 
-// n ranks, each with its channel and gather routed on kStage, transports started; closed at the
+// n ranks, each with its router and gather routed on kLane, transports started; closed at the
 // end.
 struct Ranks {
   std::vector<std::unique_ptr<net::InProcTransport>> mesh;
-  std::vector<std::unique_ptr<sync::Channel>> channels;
+  std::vector<std::unique_ptr<sync::LaneRouter>> channels;
   std::vector<std::unique_ptr<AllGather>> gathers;
 
   explicit Ranks(std::size_t n, std::size_t max_payload = SIZE_MAX)
-      : mesh(net::make_inproc_mesh(n, sync::stage_names())) {
+      : mesh(net::make_inproc_mesh(n, sync::lane_names())) {
     for (std::size_t r = 0; r < n; ++r) {
-      channels.push_back(std::make_unique<sync::Channel>(mesh[r].get(), r, n));
-      gathers.push_back(std::make_unique<AllGather>(*channels[r], kStage, kKind, max_payload));
+      channels.push_back(std::make_unique<sync::LaneRouter>(mesh[r].get(), r, n));
+      gathers.push_back(std::make_unique<AllGather>(*channels[r], kLane, kKind, max_payload));
       (void)channels[r]->route("resume",
                                [g = gathers[r].get()](std::size_t from, net::Message&& m) {
                                  g->on_message(from, std::move(m));
@@ -139,22 +139,22 @@ TEST_CASE("all-gather rejects what breaks its protocol and keeps memory bounded"
     }
     return ranks.channels[0]->rejected();
   };
-  peer.send(0, net::Message{kStage, kKind, 0, 1, payload_of(1, 1), 0});  // early: kept
+  peer.send(0, net::Message{kLane, kKind, 0, 1, payload_of(1, 1), 0});  // early: kept
   gather.start(1, payload_of(0, 1));
   const auto both = gather.wait(1, 20.0, never);
   CHECK(same(both[1], payload_of(1, 1)));
-  peer.send(0, net::Message{kStage, kKind, 0, 1, payload_of(1, 1), 0});  // round 1 is over
+  peer.send(0, net::Message{kLane, kKind, 0, 1, payload_of(1, 1), 0});  // round 1 is over
   CHECK(rejected_within(1) == 1);
-  peer.send(0, net::Message{kStage, kKind, 0, 2, payload_of(1, 2), 0});
-  peer.send(0, net::Message{kStage, kKind, 0, 2, payload_of(1, 2), 0});  // a second payload
+  peer.send(0, net::Message{kLane, kKind, 0, 2, payload_of(1, 2), 0});
+  peer.send(0, net::Message{kLane, kKind, 0, 2, payload_of(1, 2), 0});  // a second payload
   CHECK(rejected_within(2) == 2);
-  peer.send(0, net::Message{kStage, kKind, 5, 3, payload_of(1, 3), 0});  // key not 0
+  peer.send(0, net::Message{kLane, kKind, 5, 3, payload_of(1, 3), 0});  // key not 0
   CHECK(rejected_within(3) == 3);
-  peer.send(0, net::Message{kStage, kKind, 0, 3, net::Payload::allocate(17), 0});  // too large
+  peer.send(0, net::Message{kLane, kKind, 0, 3, net::Payload::allocate(17), 0});  // too large
   CHECK(rejected_within(4) == 4);
   // Rounds 2 (above), 3, 4, 5 wait: a fifth round to come is a misbehaving peer's.
   for (std::uint64_t round = 3; round <= 6; ++round) {
-    peer.send(0, net::Message{kStage, kKind, 0, round, payload_of(1, round), 0});
+    peer.send(0, net::Message{kLane, kKind, 0, round, payload_of(1, round), 0});
   }
   CHECK(rejected_within(5) == 5);
   CHECK(gather.rejected() == 5);
@@ -165,7 +165,7 @@ TEST_CASE("a silent peer is named after the timeout, a failed one at once",
           "[sync][collective][inproc]") {
   Ranks ranks(3);
   AllGather& gather = *ranks.gathers[0];
-  ranks.mesh[2]->send(0, net::Message{kStage, kKind, 0, 0, payload_of(2, 0), 0});
+  ranks.mesh[2]->send(0, net::Message{kLane, kKind, 0, 0, payload_of(2, 0), 0});
   gather.start(0, payload_of(0, 0));
   CHECK_THROWS_WITH(gather.wait(0, 0.2,
                                 [](std::size_t rank) {
@@ -186,12 +186,12 @@ TEST_CASE("a silent peer is named after the timeout, a failed one at once",
 
 TEST_CASE("a barrier returns when every rank reached its round", "[sync][collective][inproc]") {
   for (std::size_t n = 1; n <= 4; ++n) {
-    auto mesh = net::make_inproc_mesh(n, sync::stage_names());
-    std::vector<std::unique_ptr<sync::Channel>> channels;
+    auto mesh = net::make_inproc_mesh(n, sync::lane_names());
+    std::vector<std::unique_ptr<sync::LaneRouter>> channels;
     std::vector<std::unique_ptr<Barrier>> barriers;
     for (std::size_t r = 0; r < n; ++r) {
-      channels.push_back(std::make_unique<sync::Channel>(mesh[r].get(), r, n));
-      barriers.push_back(std::make_unique<Barrier>(*channels[r], kStage, kKind));
+      channels.push_back(std::make_unique<sync::LaneRouter>(mesh[r].get(), r, n));
+      barriers.push_back(std::make_unique<Barrier>(*channels[r], kLane, kKind));
       (void)channels[r]->route("resume",
                                [b = barriers[r].get()](std::size_t from, net::Message&& m) {
                                  b->on_message(from, std::move(m));
@@ -213,7 +213,7 @@ TEST_CASE("a barrier returns when every rank reached its round", "[sync][collect
     for (std::size_t r = 0; r < n; ++r) CHECK(seen[r] == n);
     // A barrier carries nothing: a payload is rejected.
     if (n > 1) {
-      mesh[1]->send(0, net::Message{kStage, kKind, 0, 5, payload_of(1, 1), 0});
+      mesh[1]->send(0, net::Message{kLane, kKind, 0, 5, payload_of(1, 1), 0});
       for (int i = 0; i < 500 && channels[0]->rejected() == 0; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }

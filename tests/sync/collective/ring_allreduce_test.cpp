@@ -15,18 +15,18 @@ using namespace gradmesh;
 
 namespace {
 
-// One rank: its channel, ring and a graph of one round (fill, start, wait, check).
+// One rank: its router, ring and a graph of one round (fill, start, wait, check).
 struct Rank {
   Rank(net::Transport* transport, std::size_t rank, std::size_t nodes, std::size_t floats)
-      : channel(transport, rank, nodes),
-        stage(channel.route(
+      : router(transport, rank, nodes),
+        lane(router.route(
             "allreduce",
             [this](std::size_t from, net::Message&& m) { ring->on_message(from, std::move(m)); })),
-        ring(std::make_unique<sync::collective::RingAllReduce>(channel, stage, 0, floats)),
+        ring(std::make_unique<sync::collective::RingAllReduce>(router, lane, 0, floats)),
         input(floats),
         sums(0) {}
-  sync::Channel channel;
-  sync::StageId stage;
+  sync::LaneRouter router;
+  sync::LaneId lane;
   std::unique_ptr<sync::collective::RingAllReduce> ring;
   std::vector<float> input;
   std::vector<std::vector<float>> sums;  // by round
@@ -38,7 +38,7 @@ float value(std::size_t rank, std::uint64_t round, std::size_t i) {
 }
 
 void run_ring(std::size_t nodes, std::size_t floats, std::uint64_t rounds) {
-  auto mesh = net::make_inproc_mesh(nodes, sync::stage_names());
+  auto mesh = net::make_inproc_mesh(nodes, sync::lane_names());
   std::vector<std::unique_ptr<Rank>> ranks;
   for (std::size_t r = 0; r < nodes; ++r) {
     ranks.push_back(std::make_unique<Rank>(mesh[r].get(), r, nodes, floats));
@@ -77,7 +77,7 @@ void run_ring(std::size_t nodes, std::size_t floats, std::uint64_t rounds) {
   }
   for (std::size_t r = 0; r < nodes; ++r) {
     REQUIRE(ranks[r]->sums.size() == rounds);
-    CHECK(ranks[r]->channel.rejected() == 0);
+    CHECK(ranks[r]->router.rejected() == 0);
     for (std::uint64_t t = 0; t < rounds; ++t) {
       for (std::size_t i = 0; i < floats; ++i) {
         float expected = 0;
@@ -106,16 +106,16 @@ TEST_CASE("ring all-reduce sums exactly for n = 1..5 and odd sizes", "[sync][col
 }
 
 TEST_CASE("ring segments cover the bucket, sizes within one float", "[sync][collective]") {
-  auto mesh = net::make_inproc_mesh(3, sync::stage_names());
-  sync::Channel channel(mesh[0].get(), 0, 3);
-  const sync::collective::RingAllReduce ring(channel, sync::stage_id("allreduce"), 0, 10);
+  auto mesh = net::make_inproc_mesh(3, sync::lane_names());
+  sync::LaneRouter router(mesh[0].get(), 0, 3);
+  const sync::collective::RingAllReduce ring(router, sync::lane_id("allreduce"), 0, 10);
   CHECK(ring.segment_begin(0) == 0);
   CHECK(ring.segment_size(0) == 4);
   CHECK(ring.segment_begin(1) == 4);
   CHECK(ring.segment_size(1) == 3);
   CHECK(ring.segment_begin(2) == 7);
   CHECK(ring.segment_size(2) == 3);
-  sync::Channel alone(nullptr, 0, 1);  // one rank: one segment, the whole buffer
+  sync::LaneRouter alone(nullptr, 0, 1);  // one rank: one segment, the whole buffer
   const sync::collective::RingAllReduce single(alone, 0, 0, 10);
   CHECK(single.segment_begin(0) == 0);
   CHECK(single.segment_size(0) == 10);
@@ -123,9 +123,9 @@ TEST_CASE("ring segments cover the bucket, sizes within one float", "[sync][coll
 
 TEST_CASE("a failed ring fails the waiting and every later round, with the first error",
           "[sync][collective][inproc]") {
-  auto mesh = net::make_inproc_mesh(2, sync::stage_names());
-  sync::Channel channel(mesh[0].get(), 0, 2);
-  sync::collective::RingAllReduce ring(channel, sync::stage_id("allreduce"), 0, 8);
+  auto mesh = net::make_inproc_mesh(2, sync::lane_names());
+  sync::LaneRouter router(mesh[0].get(), 0, 2);
+  sync::collective::RingAllReduce ring(router, sync::lane_id("allreduce"), 0, 8);
   engine::Executor executor({1, 1});
   engine::Graph graph;
   std::vector<float> input(8, 1.0f);
@@ -146,28 +146,28 @@ TEST_CASE("a failed ring fails the waiting and every later round, with the first
 
 TEST_CASE("ring all-reduce rejects a wrong size, a wrong sender and a stale round",
           "[sync][collective][inproc]") {
-  auto mesh = net::make_inproc_mesh(3, sync::stage_names());
-  sync::Channel channel(mesh[1].get(), 1, 3);
-  sync::collective::RingAllReduce ring(channel, sync::stage_id("allreduce"), 0, 9);
+  auto mesh = net::make_inproc_mesh(3, sync::lane_names());
+  sync::LaneRouter router(mesh[1].get(), 1, 3);
+  sync::collective::RingAllReduce ring(router, sync::lane_id("allreduce"), 0, 9);
   const auto segment = [](std::size_t floats) {
     return net::Payload::copy_of(std::as_bytes(std::span<const float>(std::vector<float>(floats))));
   };
   using K = sync::collective::RingKind;
-  const auto stage = sync::stage_id("allreduce");
+  const auto lane = sync::lane_id("allreduce");
   ring.on_message(
-      0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(2)});
+      0, net::Message{lane, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(2)});
   ring.on_message(
-      2, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
+      2, net::Message{lane, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
   ring.on_message(
-      0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 5, segment(3)});
+      0, net::Message{lane, static_cast<std::uint16_t>(K::kReduceScatter), 0, 5, segment(3)});
   ring.on_message(
-      0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 7, 0, segment(3)});
-  CHECK(channel.rejected() == 4);
+      0, net::Message{lane, static_cast<std::uint16_t>(K::kReduceScatter), 7, 0, segment(3)});
+  CHECK(router.rejected() == 4);
   // A well-formed early step is kept, and a repeat of it is a duplicate.
   ring.on_message(
-      0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
-  CHECK(channel.rejected() == 4);
+      0, net::Message{lane, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
+  CHECK(router.rejected() == 4);
   ring.on_message(
-      0, net::Message{stage, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
-  CHECK(channel.rejected() == 5);
+      0, net::Message{lane, static_cast<std::uint16_t>(K::kReduceScatter), 0, 0, segment(3)});
+  CHECK(router.rejected() == 5);
 }

@@ -30,18 +30,18 @@ double since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// One rank: its channel and probe (made before the transport starts).
+// One rank: its router and probe (made before the transport starts).
 struct Rank {
   Rank(net::Transport* transport, std::size_t rank, std::size_t nodes, sync::LinkProbeOptions o)
-      : channel(transport, rank, nodes), probe(channel, o) {}
-  sync::Channel channel;
+      : router(transport, rank, nodes), probe(router, o) {}
+  sync::LaneRouter router;
   sync::LinkProbe probe;
 };
 
 // A mesh of n ranks with probes; transports started.
 struct Cluster {
   Cluster(std::size_t n, sync::LinkProbeOptions options = {})
-      : mesh(net::make_inproc_mesh(n, sync::stage_names())) {
+      : mesh(net::make_inproc_mesh(n, sync::lane_names())) {
     for (std::size_t r = 0; r < n; ++r) {
       ranks.push_back(std::make_unique<Rank>(mesh[r].get(), r, n, options));
     }
@@ -132,7 +132,7 @@ double measure_exchange_combine(std::size_t n) {
     CHECK(all[r] == all[0]);                // identical on every rank
     REQUIRE(all[r].size() == n);
     CHECK(all[r][r] == rows[r]);
-    CHECK(cluster.ranks[r]->channel.rejected() == 0);
+    CHECK(cluster.ranks[r]->router.rejected() == 0);
   }
   const sync::JobMeasurements job = sync::combine(all[0]);
   CHECK(job.links.nodes == n);
@@ -151,9 +151,9 @@ double measure_exchange_combine(std::size_t n) {
 
 }  // namespace
 
-TEST_CASE("the probe's stage is a stage of every job, id 0", "[sync][probe]") {
-  CHECK(sync::stage_names().front() == sync::probe::kStage);
-  CHECK(sync::stage_id(sync::probe::kStage) == 0);
+TEST_CASE("the probe's lane is a lane of every job, id 0", "[sync][probe]") {
+  CHECK(sync::lane_names().front() == sync::probe::kLane);
+  CHECK(sync::lane_id(sync::probe::kLane) == 0);
 }
 
 TEST_CASE("link probe: alpha and B to every peer, identical profiles, barriers, on 2-4 ranks",
@@ -166,7 +166,7 @@ TEST_CASE("link probe: alpha and B to every peer, identical profiles, barriers, 
 }
 
 TEST_CASE("link probe on one node: zeros, its own profile, no waiting", "[sync][probe]") {
-  sync::Channel alone(nullptr, 0, 1);
+  sync::LaneRouter alone(nullptr, 0, 1);
   sync::LinkProbe probe(alone, {});
   const sync::NodeProfile row = probe.measure_links();
   CHECK(row.alpha == std::vector<double>{0});
@@ -217,7 +217,7 @@ TEST_CASE("combine: link matrix from the rows, max times, min GEMM", "[sync][pro
 }
 
 TEST_CASE("link probe options are checked", "[sync][probe]") {
-  sync::Channel alone(nullptr, 0, 1);
+  sync::LaneRouter alone(nullptr, 0, 1);
   const auto refused = [&](const std::function<void(sync::LinkProbeOptions&)>& change) {
     sync::LinkProbeOptions bad;
     change(bad);
@@ -270,7 +270,7 @@ TEST_CASE("link probe on a slow link: within its budget, B within 20% of the rat
         // Instant links: measured at the bound, far faster than the slow one.
         CHECK(rows[r].bandwidth[p] > 10 * slow.rate);
       }
-      CHECK(cluster.ranks[r]->channel.rejected() == 0);
+      CHECK(cluster.ranks[r]->router.rejected() == 0);
     }
   }
 }
@@ -324,29 +324,29 @@ TEST_CASE("link probe on a link too slow for its budget: an estimate, not a fail
 
 TEST_CASE("link probe rejects malformed messages and still measures", "[sync][probe][inproc]") {
   Cluster cluster(2);
-  sync::Channel& sender = cluster.ranks[1]->channel;
-  const sync::StageId stage = sync::stage_id(sync::probe::kStage);
+  sync::LaneRouter& sender = cluster.ranks[1]->router;
+  const sync::LaneId lane = sync::lane_id(sync::probe::kLane);
   using K = sync::probe::Kind;
   const auto kind = [](K k) { return static_cast<std::uint16_t>(k); };
   const auto bytes = [](std::size_t n) { return net::Payload::copy_of(std::vector<std::byte>(n)); };
   const std::vector<net::Message> bad = {
-      {stage, 99, 0, 0, {}},                               // unknown kind
-      {stage, kind(K::kPing), 1, 0, bytes(8)},             // a ping has no payload
-      {stage, kind(K::kPong), 12345, 0, {}},               // a pong no one waits for
-      {stage, kind(K::kBulkAck), 4096, 1, {}},             // an ack of no transfer
-      {stage, kind(K::kBulk), 4096, 0, bytes(4096)},       // round 0
-      {stage, kind(K::kBulk), 4096, 1, bytes(8192)},       // overruns its transfer
-      {stage, kind(K::kBulk), 4096, 1, bytes(300 << 10)},  // above 256 KiB
-      {stage, kind(K::kProfile), 0, 0, bytes(3)},          // shorter than its header
-      {stage, kind(K::kProfile), 0, 0, bytes(40)},         // 0 nodes
-      {stage, kind(K::kBarrier), 1, 0, bytes(1)},          // a barrier has no payload
+      {lane, 99, 0, 0, {}},                               // unknown kind
+      {lane, kind(K::kPing), 1, 0, bytes(8)},             // a ping has no payload
+      {lane, kind(K::kPong), 12345, 0, {}},               // a pong no one waits for
+      {lane, kind(K::kBulkAck), 4096, 1, {}},             // an ack of no transfer
+      {lane, kind(K::kBulk), 4096, 0, bytes(4096)},       // round 0
+      {lane, kind(K::kBulk), 4096, 1, bytes(8192)},       // overruns its transfer
+      {lane, kind(K::kBulk), 4096, 1, bytes(300 << 10)},  // above 256 KiB
+      {lane, kind(K::kProfile), 0, 0, bytes(3)},          // shorter than its header
+      {lane, kind(K::kProfile), 0, 0, bytes(40)},         // 0 nodes
+      {lane, kind(K::kBarrier), 1, 0, bytes(1)},          // a barrier has no payload
   };
   for (const auto& m : bad) REQUIRE_FALSE(sender.send(0, m).has_value());
   const auto start = Clock::now();
-  while (cluster.ranks[0]->channel.rejected() < bad.size() && since(start) < 5) {
+  while (cluster.ranks[0]->router.rejected() < bad.size() && since(start) < 5) {
     std::this_thread::sleep_for(5ms);
   }
-  CHECK(cluster.ranks[0]->channel.rejected() == bad.size());
+  CHECK(cluster.ranks[0]->router.rejected() == bad.size());
   CHECK(cluster.mesh[0]->counters().malformed_frames == 0);  // rejected, never thrown
   std::vector<sync::NodeProfile> rows(2);
   rethrow_any(
@@ -448,7 +448,7 @@ void tcp_probe(std::size_t n, double max_send_rate) {
     o.job_name = "probe-test";
     o.config_hash = 0x5eed;
     o.connect_timeout_s = 10;
-    o.stages = sync::stage_names();
+    o.lanes = sync::lane_names();
     o.max_send_rate = max_send_rate;
     transports.push_back(std::make_unique<net::TcpTransport>(o));
     ranks.push_back(std::make_unique<Rank>(transports.back().get(), r, n, probe_options));

@@ -15,16 +15,16 @@ using sync::ResumeAgreement;
 
 namespace {
 
-/// n nodes as threads on the in-process transport, each with its channel and agreement, started;
+/// n nodes as threads on the in-process transport, each with its router and agreement, started;
 /// closed when it goes.
 struct Nodes {
   std::vector<std::unique_ptr<net::InProcTransport>> mesh;
-  std::vector<std::unique_ptr<sync::Channel>> channels;
+  std::vector<std::unique_ptr<sync::LaneRouter>> channels;
   std::vector<std::unique_ptr<ResumeAgreement>> agreements;
 
-  explicit Nodes(std::size_t n) : mesh(net::make_inproc_mesh(n, sync::stage_names())) {
+  explicit Nodes(std::size_t n) : mesh(net::make_inproc_mesh(n, sync::lane_names())) {
     for (std::size_t r = 0; r < n; ++r) {
-      channels.push_back(std::make_unique<sync::Channel>(mesh[r].get(), r, n));
+      channels.push_back(std::make_unique<sync::LaneRouter>(mesh[r].get(), r, n));
       agreements.push_back(std::make_unique<ResumeAgreement>(*channels[r], 20.0));
     }
     for (auto& t : mesh) t->start();
@@ -95,14 +95,14 @@ TEST_CASE("exchanges in rounds: each round's lists, a late list of a finished ro
   CHECK_THROWS_AS(agreements[0]->exchange({}, 200), gradmesh::ContractError);
   // A list of a finished round (a duplicate) is rejected and counted, never kept.
   const std::uint64_t before = channels[0]->rejected();
-  mesh[1]->send(0, net::Message{sync::stage_id(sync::kResumeStage), 0, 0, 100, {}, 0});
+  mesh[1]->send(0, net::Message{sync::lane_id(sync::kResumeLane), 0, 0, 100, {}, 0});
   for (int i = 0; i < 200 && channels[0]->rejected() == before; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   CHECK(channels[0]->rejected() == before + 1);
   // Lists of many rounds to come (a misbehaving peer's) are rejected past a few, never kept.
   for (std::uint64_t round = 1000; round < 1010; ++round) {
-    mesh[1]->send(0, net::Message{sync::stage_id(sync::kResumeStage), 0, 0, round, {}, 0});
+    mesh[1]->send(0, net::Message{sync::lane_id(sync::kResumeLane), 0, 0, round, {}, 0});
   }
   for (int i = 0; i < 200 && channels[0]->rejected() < before + 7; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

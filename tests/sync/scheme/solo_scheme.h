@@ -43,7 +43,7 @@ inline sync::SchemeEntry solo_entry() {
         in.cluster.step_seconds_per_float * static_cast<double>(layer.parameters);
     return cost;
   };
-  entry.make = [](const sync::SyncContext& ctx, sync::Channel&, const topo::Plan&,
+  entry.make = [](const sync::SyncContext& ctx, sync::LaneRouter&, const topo::Plan&,
                   const std::vector<std::size_t>& layers) -> std::unique_ptr<sync::Scheme> {
     return std::make_unique<SoloScheme>(ctx, layers);
   };

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "engine/error.h"
-#include "sync/channel.h"
+#include "sync/lane_router.h"
 #include "tasks/layers/layer_spec.h"
 
 namespace gradmesh::testing {
@@ -37,9 +37,9 @@ InProcNode::InProcNode(const SyntheticJob& job, std::string strategy, std::size_
              job.backend ? job.backend() : nullptr),
       optimizer_(job.sgd, model_.parameter_count()),
       executor_({1, 1}),
-      channel_(transport, rank, nodes),
+      router_(transport, rank, nodes),
       labels_(batch_) {
-  sync::SyncContext context{model_, executor_,  channel_,    rank, nodes,
+  sync::SyncContext context{model_, executor_,  router_,     rank, nodes,
                             batch_, optimizer_, job.options, 0,    job.measured};
   context.min_nodes = job.min_nodes;
   stage_ = job.factory ? job.factory(std::move(context))
@@ -91,7 +91,7 @@ float InProcNode::step() {
 
 InProcCluster::InProcCluster(const SyntheticJob& job, const std::string& strategy,
                              std::size_t nodes)
-    : transports_(net::make_inproc_mesh(nodes, sync::stage_names())) {
+    : transports_(net::make_inproc_mesh(nodes, sync::lane_names())) {
   for (std::size_t r = 0; r < nodes; ++r) {
     nodes_.push_back(std::make_unique<InProcNode>(job, strategy, r, nodes, transports_[r].get(),
                                                   std::vector<std::size_t>{r}));

@@ -13,7 +13,7 @@
 #include "engine/executor.h"
 #include "engine/graph.h"
 #include "net/inproc/inproc_transport.h"
-#include "sync/channel.h"
+#include "sync/lane_router.h"
 #include "sync/sync_stage.h"
 #include "tasks/model.h"
 #include "tasks/optim/optimizer.h"
@@ -69,7 +69,7 @@ class InProcNode {
   tasks::Model model_;
   tasks::Optimizer optimizer_;
   engine::Executor executor_;
-  sync::Channel channel_;
+  sync::LaneRouter router_;
   std::unique_ptr<sync::SyncStage> stage_;
   engine::Graph graph_;
   std::vector<std::int32_t> labels_;

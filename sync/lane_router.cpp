@@ -1,4 +1,4 @@
-#include "sync/channel.h"
+#include "sync/lane_router.h"
 
 #include <spdlog/spdlog.h>
 
@@ -7,26 +7,26 @@
 
 namespace gradmesh::sync {
 
-StageId stage_id(std::string_view name) {
-  const auto& names = stage_names();
+LaneId lane_id(std::string_view name) {
+  const auto& names = lane_names();
   for (std::size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == name) return static_cast<StageId>(i);
+    if (names[i] == name) return static_cast<LaneId>(i);
   }
   throw ContractError("no strategy declares the sync stage \"" + std::string(name) + "\"");
 }
 
-double frame_overhead_bytes(StageId stage, std::uint16_t kind) {
+double frame_overhead_bytes(LaneId lane, std::uint16_t kind) {
   // Non-zero tags: FlatBuffers leaves out fields equal to their default, so 0s would under-count.
-  const net::Message probe{stage, kind, 1, 1, net::Payload{}};
+  const net::Message probe{lane, kind, 1, 1, net::Payload{}};
   return static_cast<double>(net::encode_data(probe)->wire_bytes());
 }
 
-Channel::Channel(net::Transport* transport, std::size_t rank, std::size_t nodes)
+LaneRouter::LaneRouter(net::Transport* transport, std::size_t rank, std::size_t nodes)
     : transport_(transport),
       rank_(rank),
       nodes_(nodes),
-      handlers_(new std::atomic<Handler*>[stage_names().size()]),
-      stages_(stage_names().size()) {
+      handlers_(new std::atomic<Handler*>[lane_names().size()]),
+      stages_(lane_names().size()) {
   for (std::size_t i = 0; i < stages_; ++i) handlers_[i].store(nullptr, std::memory_order_relaxed);
   if (transport_ == nullptr) return;
   transport_->set_handlers(
@@ -35,8 +35,8 @@ Channel::Channel(net::Transport* transport, std::size_t rank, std::size_t nodes)
   transport_->set_rejoin_handler([this](std::size_t peer) { rejoined(peer); });
 }
 
-StageId Channel::route(std::string_view name, Handler handler) {
-  const StageId id = stage_id(name);
+LaneId LaneRouter::route(std::string_view name, Handler handler) {
+  const LaneId id = lane_id(name);
   const std::lock_guard lock(mutex_);
   GRADMESH_CHECK(handlers_[id].load(std::memory_order_acquire) == nullptr,
                  "sync stage \"" + std::string(name) + "\" is routed twice");
@@ -45,13 +45,13 @@ StageId Channel::route(std::string_view name, Handler handler) {
   return id;
 }
 
-void Channel::on_failure(FailureHandler handler) {
+void LaneRouter::on_failure(FailureHandler handler) {
   const std::lock_guard lock(mutex_);
   failure_handlers_.push_back(std::make_shared<FailureHandler>(std::move(handler)));
 }
 
-std::optional<PeerError> Channel::send(std::size_t peer, net::Message message) {
-  GRADMESH_CHECK(transport_ != nullptr, "Channel::send() without a transport");
+std::optional<PeerError> LaneRouter::send(std::size_t peer, net::Message message) {
+  GRADMESH_CHECK(transport_ != nullptr, "LaneRouter::send() without a transport");
   try {
     transport_->send(peer, std::move(message));
   } catch (const PeerError& error) {
@@ -60,17 +60,17 @@ std::optional<PeerError> Channel::send(std::size_t peer, net::Message message) {
   return std::nullopt;
 }
 
-void Channel::set_stage_weights(const std::map<std::string, double, std::less<>>& bytes_by_stage) {
+void LaneRouter::set_lane_weights(const std::map<std::string, double, std::less<>>& bytes_by_lane) {
   std::vector<double> weights(stages_, 0.0);
-  for (const auto& [name, bytes] : bytes_by_stage) weights[stage_id(name)] = bytes;
-  if (transport_ != nullptr) transport_->set_stage_weights(std::move(weights));
+  for (const auto& [name, bytes] : bytes_by_lane) weights[lane_id(name)] = bytes;
+  if (transport_ != nullptr) transport_->set_lane_weights(std::move(weights));
 }
 
-void Channel::set_link_rates(std::vector<double> bytes_per_second) {
+void LaneRouter::set_link_rates(std::vector<double> bytes_per_second) {
   if (transport_ != nullptr) transport_->set_link_rates(std::move(bytes_per_second));
 }
 
-std::vector<PeerError> Channel::broadcast(const net::Message& message) {
+std::vector<PeerError> LaneRouter::broadcast(const net::Message& message) {
   std::vector<PeerError> failed;
   for (std::size_t peer = 0; peer < nodes_; ++peer) {
     if (peer == rank_) continue;
@@ -79,40 +79,40 @@ std::vector<PeerError> Channel::broadcast(const net::Message& message) {
   return failed;
 }
 
-std::string Channel::address(std::size_t rank) const {
+std::string LaneRouter::address(std::size_t rank) const {
   return transport_ != nullptr ? transport_->peer_address(rank) : "rank " + std::to_string(rank);
 }
 
-void Channel::reject(std::size_t from, StageId stage, const std::string& why) {
+void LaneRouter::reject(std::size_t from, LaneId lane, const std::string& why) {
   rejected_.fetch_add(1, std::memory_order_relaxed);
-  const auto& names = stage_names();
+  const auto& names = lane_names();
   spdlog::warn("{}: rejected a message from rank {}: {}",
-               stage < names.size() ? names[stage] : std::string("stage ") + std::to_string(stage),
+               lane < names.size() ? names[lane] : std::string("lane ") + std::to_string(lane),
                from, why);
 }
 
-std::uint64_t Channel::rejected() const noexcept {
+std::uint64_t LaneRouter::rejected() const noexcept {
   return rejected_.load(std::memory_order_relaxed);
 }
 
-void Channel::dispatch(std::size_t from, net::Message&& message) {
+void LaneRouter::dispatch(std::size_t from, net::Message&& message) {
   Handler* handler =
-      message.stage < stages_ ? handlers_[message.stage].load(std::memory_order_acquire) : nullptr;
+      message.lane < stages_ ? handlers_[message.lane].load(std::memory_order_acquire) : nullptr;
   if (handler == nullptr) {
-    reject(from, message.stage,
-           "no scheme of this node's strategy owns this stage (kind " +
+    reject(from, message.lane,
+           "no scheme of this node's strategy owns this lane (kind " +
                std::to_string(message.kind) + ")");
     return;
   }
   (*handler)(from, std::move(message));
 }
 
-void Channel::on_rejoin(RejoinHandler handler) {
+void LaneRouter::on_rejoin(RejoinHandler handler) {
   const std::lock_guard lock(mutex_);
   rejoin_handlers_.push_back(std::make_shared<RejoinHandler>(std::move(handler)));
 }
 
-void Channel::rejoined(std::size_t rank) {
+void LaneRouter::rejoined(std::size_t rank) {
   std::vector<std::shared_ptr<RejoinHandler>> handlers;
   {
     const std::lock_guard lock(mutex_);
@@ -121,7 +121,7 @@ void Channel::rejoined(std::size_t rank) {
   for (const auto& handler : handlers) (*handler)(rank);
 }
 
-void Channel::fail(const PeerError& error) {
+void LaneRouter::fail(const PeerError& error) {
   std::vector<std::shared_ptr<FailureHandler>> handlers;
   {
     const std::lock_guard lock(mutex_);
