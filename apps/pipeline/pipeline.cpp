@@ -11,11 +11,11 @@
 
 #include "apps/pipeline/job_options.h"
 #include "apps/pipeline/job_secret.h"
-#include "apps/pipeline/join_request.h"
 #include "apps/pipeline/pipeline_state.h"
 #include "apps/pipeline/progress.h"
 #include "apps/pipeline/run_report.h"
 #include "apps/pipeline/start_up.h"
+#include "apps/recovery/join_request.h"
 #include "engine/error.h"
 #include "engine/executor.h"
 #include "engine/trace_recorder.h"
@@ -273,9 +273,9 @@ void Pipeline::build() {
     s.checkpoints.add("sync", *s.stage);
     if (!config.checkpoint.dir.empty()) {
       s.store.emplace(config.checkpoint.dir, s.rank, config.checkpoint.keep);
-      s.checkpoint_header = engine::CheckpointHeader{
-          config.training_fingerprint(), s.rank, nodes, 0, config.sync.strategy,
-          config.training_text()};
+      s.checkpoint_header =
+          CheckpointHeader{config.training_fingerprint(), s.rank, nodes, 0, config.sync.strategy,
+                           config.training_text()};
       const std::string every = config.checkpoint.every
                                     ? std::to_string(*config.checkpoint.every) + " iterations"
                                     : std::string("epoch");

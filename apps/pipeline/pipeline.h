@@ -68,7 +68,7 @@ struct NodeOptions {
   std::size_t view = 0;
   /// Set by run_with_recovery() (not a flag): view 0's checkpoint.dir under a BSP strategy. At
   /// every checkpoint boundary the nodes exchange the join requests filed there and take the
-  /// restarted nodes back (apps/pipeline/join_request.h). Empty: no restarted node is admitted.
+  /// restarted nodes back (apps/recovery/join_request.h). Empty: no restarted node is admitted.
   std::filesystem::path join_root;
   /// Set by run_with_recovery() (not a flag): restarted nodes this node's views took back
   /// ("rejoins_admitted" in the metrics), and whether this node is one ("rejoined").
@@ -191,7 +191,7 @@ class Pipeline {
   void finish_checkpoint_write(NodeMetrics& metrics);
   /// At the checkpoint boundary of `iteration` (options.join_root set): exchanges the join
   /// requests every node has seen; on any, finishes the checkpoint write and throws ViewGrowth
-  /// (apps/pipeline/join_request.h), unless `iteration` is the job's last (`last`): then the
+  /// (apps/recovery/join_request.h), unless `iteration` is the job's last (`last`): then the
   /// requests are refused. Throws PeerError as the stage does for a failed or silent peer.
   void admit_rejoins(std::uint64_t iteration, bool last, NodeMetrics& metrics);
 
@@ -212,7 +212,7 @@ class Pipeline {
 /// come back too: at every checkpoint boundary the nodes take in the join requests filed under
 /// checkpoint.dir (options.rejoin on the restarted node: it files one and waits, at most an hour,
 /// for a view that admits it), stop at that checkpoint and start again with the joiners after
-/// the old ranks (apps/pipeline/join_request.h; "rejoins_admitted" and "rejoined" in the
+/// the old ranks (apps/recovery/join_request.h; "rejoins_admitted" and "rejoined" in the
 /// metrics). Anything else (another strategy, no checkpoint.dir, no checkpoint written yet, a
 /// failure during the first view's start-up) throws as Pipeline::run() does; --rejoin under a
 /// BSP strategy without checkpoint.dir throws ConfigError, and a refused or never admitted

@@ -15,11 +15,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "apps/pipeline/join_request.h"
 #include "apps/pipeline/pipeline.h"
 #include "apps/pipeline/pipeline_state.h"
-#include "apps/pipeline/resplit.h"
-#include "engine/checkpoint.h"
+#include "apps/recovery/checkpoint_file.h"
+#include "apps/recovery/join_request.h"
+#include "apps/recovery/resplit.h"
 #include "engine/error.h"
 #include "sync/resume/resume_agreement.h"
 #include "sync/sync_stage.h"
@@ -65,7 +65,7 @@ std::string config_difference(const std::string& saved, const std::string& curre
 /// holds one.
 std::optional<std::size_t> written_by(const std::filesystem::path& dir, std::size_t rank) {
   for (const std::size_t r : {rank, std::size_t{0}}) {
-    const engine::CheckpointStore store(dir, r);
+    const CheckpointStore store(dir, r);
     std::vector<std::string> problems;
     const std::vector<std::uint64_t> valid = store.valid_iterations(problems);
     if (!valid.empty()) return store.load(valid.front()).header.nodes;
@@ -75,7 +75,7 @@ std::optional<std::size_t> written_by(const std::filesystem::path& dir, std::siz
 
 /// The store's iterations whose checkpoints verify, newest first; warns once per file that does
 /// not (torn, corrupt, another version) and is skipped.
-std::vector<std::uint64_t> valid_iterations_warned(const engine::CheckpointStore& store) {
+std::vector<std::uint64_t> valid_iterations_warned(const CheckpointStore& store) {
   std::vector<std::string> problems;
   std::vector<std::uint64_t> valid = store.valid_iterations(problems);
   for (const std::string& p : problems) {
@@ -84,9 +84,8 @@ std::vector<std::uint64_t> valid_iterations_warned(const engine::CheckpointStore
   return valid;
 }
 
-void check_config(const engine::Checkpoint& checkpoint, const std::string& path,
-                  const JobConfig& config) {
-  const engine::CheckpointHeader& h = checkpoint.header;
+void check_config(const Checkpoint& checkpoint, const std::string& path, const JobConfig& config) {
+  const CheckpointHeader& h = checkpoint.header;
   if (h.config_fingerprint != config.training_fingerprint() ||
       h.config_text != config.training_text()) {
     throw ConfigError(path + ": written under another config: " +
@@ -106,7 +105,7 @@ void Pipeline::agree_on_checkpoint() {
     agree_on_resplit(*old_nodes);
     return;
   }
-  const engine::CheckpointStore store(dir, s.rank);
+  const CheckpointStore store(dir, s.rank);
   const std::vector<std::uint64_t> valid = valid_iterations_warned(store);
   const auto lists = s.agreement->exchange(valid);
   std::uint64_t iteration = 0;
@@ -123,8 +122,8 @@ void Pipeline::agree_on_checkpoint() {
         iteration, valid.front());
   }
   const std::string path = store.path(iteration).string();
-  engine::Checkpoint checkpoint = store.load(iteration);
-  const engine::CheckpointHeader& h = checkpoint.header;
+  Checkpoint checkpoint = store.load(iteration);
+  const CheckpointHeader& h = checkpoint.header;
   if (h.nodes != s.nodes()) {  // the folder holds checkpoints of several jobs
     throw CheckpointError(path + ": written by a job of " + std::to_string(h.nodes) +
                           " nodes, this one has " + std::to_string(s.nodes()) +
@@ -152,7 +151,7 @@ void Pipeline::agree_on_resplit(std::size_t old_nodes) {
   }
   // Every node of the old job must be readable here (a shared folder, or copies of each
   // node-<rank> folder): the iterations valid in all of them.
-  std::vector<engine::CheckpointStore> stores;
+  std::vector<CheckpointStore> stores;
   std::vector<std::uint64_t> valid;
   for (std::size_t r = 0; r < old_nodes; ++r) {
     stores.emplace_back(dir, r);
@@ -177,11 +176,11 @@ void Pipeline::agree_on_resplit(std::size_t old_nodes) {
                           "folders under " +
                           dir.string() + ")");
   }
-  std::vector<engine::Checkpoint> old;
+  std::vector<Checkpoint> old;
   for (std::size_t r = 0; r < old_nodes; ++r) {
     const std::string path = stores[r].path(iteration).string();
     old.push_back(stores[r].load(iteration));
-    const engine::CheckpointHeader& h = old.back().header;
+    const CheckpointHeader& h = old.back().header;
     if (h.nodes != old_nodes || h.rank != r) {
       throw CheckpointError(path + ": written by rank " + std::to_string(h.rank) + " of " +
                             std::to_string(h.nodes) + " nodes, expected rank " + std::to_string(r) +
@@ -203,7 +202,7 @@ void Pipeline::agree_on_resplit(std::size_t old_nodes) {
 
 void Pipeline::adapt_resplit() {
   State& s = *state_;
-  engine::Checkpoint& c = *s.resume_from;
+  Checkpoint& c = *s.resume_from;
   const auto cursor = c.sections.find("cursor");
   if (cursor == c.sections.end()) {
     throw CheckpointError(s.resume_source + ": no 'cursor' section");

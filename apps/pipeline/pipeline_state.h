@@ -15,7 +15,7 @@
 #include "apps/config/job_config.h"
 #include "apps/pipeline/iteration_graph.h"
 #include "apps/pipeline/pipeline.h"
-#include "engine/checkpoint.h"
+#include "apps/recovery/checkpoint_file.h"
 #include "engine/executor.h"
 #include "engine/trace_recorder.h"
 #include "net/transport.h"
@@ -58,18 +58,18 @@ struct Pipeline::State {
 
   // Checkpoints (checkpoint.dir) and --resume: README "Checkpoints and resume".
   std::vector<std::pair<std::string, engine::Checkpointable*>> own_states;  // add_checkpoint_state
-  engine::CheckpointSet checkpoints;             // the pipeline's sections, then own_states
-  std::optional<engine::CheckpointStore> store;  // checkpoint.dir set
-  engine::CheckpointHeader checkpoint_header;    // iteration filled at each save
-  std::vector<std::byte> checkpoint_file;        // reused by every save
+  CheckpointSet checkpoints;               // the pipeline's sections, then own_states
+  std::optional<CheckpointStore> store;    // checkpoint.dir set
+  CheckpointHeader checkpoint_header;      // iteration filled at each save
+  std::vector<std::byte> checkpoint_file;  // reused by every save
   // The file write under way (its seconds), at most one; declared after what it uses, so that
   // its destructor (which waits for the write) runs first.
   std::future<double> checkpoint_write;
-  std::uint64_t checkpoint_writing = 0;           // the iteration being written
-  std::optional<engine::Checkpoint> resume_from;  // agreed in build(), loaded in run()
-  std::string resume_source;                      // its path
+  std::uint64_t checkpoint_writing = 0;   // the iteration being written
+  std::optional<Checkpoint> resume_from;  // agreed in build(), loaded in run()
+  std::string resume_source;              // its path
   // Resuming on another node count: the node count and iterations per epoch that wrote it (the
-  // cursor and the plan are rewritten for this job in run(): apps/pipeline/resplit.h).
+  // cursor and the plan are rewritten for this job in run(): apps/recovery/resplit.h).
   std::size_t resplit_from_nodes = 0;
 
   State(NodeOptions o, JobConfig c, topo::PeerList p)

@@ -11,9 +11,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include "apps/pipeline/join_request.h"
 #include "apps/pipeline/pipeline.h"
-#include "engine/checkpoint.h"
+#include "apps/recovery/checkpoint_file.h"
+#include "apps/recovery/join_request.h"
 #include "engine/error.h"
 #include "sync/quorum.h"
 #include "sync/sync_stage.h"
@@ -40,7 +40,7 @@ struct View {
 bool holds_checkpoint(const fs::path& dir, std::size_t nodes) {
   for (std::size_t r = 0; r < nodes; ++r) {
     std::vector<std::string> problems;
-    if (!engine::CheckpointStore(dir, r).valid_iterations(problems).empty()) return true;
+    if (!CheckpointStore(dir, r).valid_iterations(problems).empty()) return true;
   }
   return false;
 }

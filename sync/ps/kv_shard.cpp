@@ -41,7 +41,7 @@ KvShard::KvShard(const topo::KvPlacement& placement, std::size_t rank,
 
 void KvShard::reload(std::span<const float> parameters) {
   // Only a chunk's owner steps it, so this node's velocity of the chunks it does not own is 0;
-  // a checkpoint merged from another node count (apps/pipeline/resplit.h) carries the owners'
+  // a checkpoint merged from another node count (apps/recovery/resplit.h) carries the owners'
   // values everywhere: back to 0, so the next merge again finds each chunk's velocity at its owner.
   const std::span<float> velocity = optimizer_.velocity();
   for (const topo::KvChunk& chunk : placement_.chunks()) {

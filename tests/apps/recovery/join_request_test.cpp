@@ -1,7 +1,7 @@
-// Tests for apps/pipeline/join_request.h: the files and the list a restarted node's request to
+// Tests for apps/recovery/join_request.h: the files and the list a restarted node's request to
 // rejoin a BSP job travels in.
 
-#include "apps/pipeline/join_request.h"
+#include "apps/recovery/join_request.h"
 
 #include <unistd.h>
 #include <catch2/catch.hpp>

@@ -1,6 +1,6 @@
-// Tests for apps/pipeline/resplit.h: a checkpoint of n_old nodes turned into one of n_new nodes.
+// Tests for apps/recovery/resplit.h: a checkpoint of n_old nodes turned into one of n_new nodes.
 
-#include "apps/pipeline/resplit.h"
+#include "apps/recovery/resplit.h"
 
 #include <catch2/catch.hpp>
 #include <string>
@@ -9,6 +9,7 @@
 #include "engine/error.h"
 
 using namespace gradmesh;
+using gradmesh::app::Checkpoint;
 using gradmesh::app::merge_velocities;
 using gradmesh::app::rescale_iteration;
 using gradmesh::app::resplit_checkpoint;
@@ -61,7 +62,7 @@ TEST_CASE(
     "resplit_checkpoint: the replica and cursor of rank 0, merged velocities, a user's "
     "state of the same rank",
     "[resume][resplit]") {
-  std::vector<engine::Checkpoint> old(3);
+  std::vector<Checkpoint> old(3);
   for (std::size_t r = 0; r < 3; ++r) {
     old[r].header.rank = r;
     old[r].header.nodes = 3;
@@ -74,7 +75,7 @@ TEST_CASE(
     old[r].sections["mine"] = text_section("user state of rank " + std::to_string(r));
   }
   SECTION("on 2 nodes") {
-    const engine::Checkpoint c = resplit_checkpoint(old, 1, 2, "old");
+    const Checkpoint c = resplit_checkpoint(old, 1, 2, "old");
     CHECK(c.header.rank == 1);
     CHECK(c.header.nodes == 2);
     CHECK(c.header.iteration == 25);
@@ -85,7 +86,7 @@ TEST_CASE(
     CHECK(in.read_float_vector() == std::vector<float>{1.0f, -2.0f, 4.0f});
   }
   SECTION("on 4 nodes: rank 3 had no node in the old job, its user state is rank 0's") {
-    const engine::Checkpoint c = resplit_checkpoint(old, 3, 4, "old");
+    const Checkpoint c = resplit_checkpoint(old, 3, 4, "old");
     CHECK(text_of(c.sections.at("mine")) == "user state of rank 0");
   }
   SECTION("a missing section is named") {

@@ -1,4 +1,4 @@
-#include "apps/pipeline/resplit.h"
+#include "apps/recovery/resplit.h"
 
 #include <cmath>
 #include <string>
@@ -30,8 +30,8 @@ std::vector<float> merge_velocities(std::span<const std::vector<float>> velociti
   return out;
 }
 
-engine::Checkpoint resplit_checkpoint(std::span<const engine::Checkpoint> old, std::size_t rank,
-                                      std::size_t nodes, const std::string& source) {
+Checkpoint resplit_checkpoint(std::span<const Checkpoint> old, std::size_t rank, std::size_t nodes,
+                              const std::string& source) {
   GRADMESH_CHECK(!old.empty(), "resplit_checkpoint: no checkpoints");
   const auto section = [&](std::size_t k,
                            const std::string& name) -> const std::vector<std::byte>& {
@@ -42,7 +42,7 @@ engine::Checkpoint resplit_checkpoint(std::span<const engine::Checkpoint> old, s
     }
     return it->second;
   };
-  engine::Checkpoint out;
+  Checkpoint out;
   out.header = old[0].header;
   out.header.rank = rank;
   out.header.nodes = nodes;

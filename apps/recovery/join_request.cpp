@@ -1,4 +1,4 @@
-#include "apps/pipeline/join_request.h"
+#include "apps/recovery/join_request.h"
 
 #include <algorithm>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/checkpoint.h"
+#include "apps/recovery/checkpoint_file.h"
 #include "topo/peer_list.h"
 
 namespace gradmesh::app {
@@ -44,7 +44,7 @@ fs::path refusal_path(const fs::path& root, const std::string& address) {
 void write_json(const fs::path& path, const json& value) {
   fs::create_directories(path.parent_path());
   const std::string text = value.dump(2) + "\n";
-  engine::write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())));
+  write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())));
 }
 
 /// The file's JSON, or nullopt (logged) when it cannot be read or parsed; a missing file is

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/checkpoint.h"
+#include "apps/recovery/checkpoint_file.h"
 
 namespace gradmesh::app {
 
@@ -34,8 +34,7 @@ namespace gradmesh::app {
 /// save the new plan), and any other section (a user's state) from rank `rank` if the old job had
 /// it, else from rank 0. The header says `rank`, `nodes` and the old iteration. Throws
 /// CheckpointError naming `source` when a section is missing or malformed.
-[[nodiscard]] engine::Checkpoint resplit_checkpoint(std::span<const engine::Checkpoint> old,
-                                                    std::size_t rank, std::size_t nodes,
-                                                    const std::string& source);
+[[nodiscard]] Checkpoint resplit_checkpoint(std::span<const Checkpoint> old, std::size_t rank,
+                                            std::size_t nodes, const std::string& source);
 
 }  // namespace gradmesh::app
