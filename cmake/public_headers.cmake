@@ -24,6 +24,7 @@ set(GRADMESH_PUBLIC_HEADERS
   apps/pipeline/data_source.h
   apps/pipeline/iteration_graph.h
   apps/pipeline/pipeline.h
+  apps/recovery/membership_view.h
   engine/checkpoint.h
   engine/error.h
   engine/executor.h

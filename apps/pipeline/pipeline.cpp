@@ -53,7 +53,7 @@ void abort_peers(net::Transport* transport, const std::exception& e) noexcept {
 
 }  // namespace
 
-Pipeline::Pipeline(NodeOptions options) {
+Pipeline::Pipeline(NodeOptions options, MembershipView membership) {
   JobConfig config = load_job_config(options.config, options.overrides);
   // Without --peers / --peers-file, SLURM's or torchrun's variables may give peers and rank.
   auto launched =
@@ -61,7 +61,8 @@ Pipeline::Pipeline(NodeOptions options) {
           ? topo::launch_environment(topo::process_environment(), config.net.port, options.rank)
           : std::nullopt;
   topo::PeerList peers = launched ? launched->peers : peer_list(options);
-  state_ = std::make_unique<State>(std::move(options), std::move(config), std::move(peers));
+  state_ = std::make_unique<State>(std::move(options), std::move(membership), std::move(config),
+                                   std::move(peers));
   State& s = *state_;
   const std::size_t nodes = s.nodes();
   const topo::RankChoice choice =
@@ -99,6 +100,7 @@ Pipeline::~Pipeline() = default;
 
 const JobConfig& Pipeline::config() const noexcept { return state_->config; }
 const NodeOptions& Pipeline::options() const noexcept { return state_->options; }
+const MembershipView& Pipeline::membership() const noexcept { return state_->membership; }
 
 std::vector<std::string> Pipeline::peer_addresses() const {
   std::vector<std::string> out;
@@ -158,7 +160,7 @@ void Pipeline::build() {
     t.connect_timeout_s = config.net.connect_timeout;
     t.peer_timeout_s = config.net.peer_timeout;
     t.handshake_timeout_s = config.net.handshake_timeout;
-    t.view = static_cast<std::uint32_t>(s.options.view);
+    t.view = static_cast<std::uint32_t>(s.membership.view);
     t.rejoin = s.options.rejoin;
     t.max_frame_bytes = config.net.max_frame_bytes;
     t.lanes = sync::lane_names();
@@ -484,8 +486,8 @@ NodeMetrics Pipeline::run() {
   metrics.train_seconds = train_seconds;
 
   if (transport) transport->shutdown(10.0);
-  const CompletedRun run{transport, stage, model, config, s.options,    s.rank,
-                         nodes,     batch, start, done,   train_seconds};
+  const CompletedRun run{transport, stage, model, config, s.options, s.membership,
+                         s.rank,    nodes, batch, start,  done,      train_seconds};
   complete_metrics(metrics, run);
   report_run(metrics, run, s.trace.get());
   return metrics;

@@ -33,6 +33,7 @@
 #include "apps/node/metrics.h"
 #include "apps/pipeline/data_source.h"
 #include "apps/pipeline/iteration_graph.h"
+#include "apps/recovery/membership_view.h"
 #include "tasks/model.h"
 
 namespace gradmesh::app {
@@ -59,21 +60,6 @@ struct NodeOptions {
   bool save_parameters = false;  ///< --save-parameters: DIR/parameters-<rank>.f32
   bool trace = false;            ///< --trace: DIR/trace-<rank>.json (Chrome trace of every task)
   bool verbose = false;          ///< -v: debug logging, the effective config printed
-  /// Set by run_with_recovery() (not a flag): how many times this node has rolled back after a
-  /// peer failed ("rollbacks" in the metrics).
-  std::size_t rollbacks = 0;
-  /// Set by run_with_recovery() (not a flag): the membership view's number, 0 at the start, one
-  /// more after each rollback or growth; the transport's handshake compares it ("view" in the
-  /// metrics).
-  std::size_t view = 0;
-  /// Set by run_with_recovery() (not a flag): view 0's checkpoint.dir under a BSP strategy. At
-  /// every checkpoint boundary the nodes exchange the join requests filed there and take the
-  /// restarted nodes back (apps/recovery/join_request.h). Empty: no restarted node is admitted.
-  std::filesystem::path join_root;
-  /// Set by run_with_recovery() (not a flag): restarted nodes this node's views took back
-  /// ("rejoins_admitted" in the metrics), and whether this node is one ("rejoined").
-  std::size_t rejoins_admitted = 0;
-  bool rejoined = false;
 };
 
 /// The result of parse_node_command_line: the options, or (options empty) the exit status the
@@ -115,13 +101,16 @@ class Pipeline {
   /// (--peers, --peers-file, SLURM's or torchrun's variables, else one local node) and this
   /// node's rank, and sets up logging.
   /// Opens no socket yet. Throws ConfigError naming the key, flag or variable at fault.
-  explicit Pipeline(NodeOptions options);
+  /// `membership`: the view this Pipeline runs in (run_with_recovery() sets it; a user's program
+  /// leaves the default).
+  explicit Pipeline(NodeOptions options, MembershipView membership = {});
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
   ~Pipeline();
 
   [[nodiscard]] const JobConfig& config() const noexcept;
   [[nodiscard]] const NodeOptions& options() const noexcept;
+  [[nodiscard]] const MembershipView& membership() const noexcept;
   /// This node's rank in [0, nodes()).
   [[nodiscard]] std::size_t rank() const noexcept;
   /// n, the number of nodes in the peer list.
@@ -189,7 +178,7 @@ class Pipeline {
   void write_checkpoint(std::uint64_t iteration, NodeMetrics& metrics);
   /// Waits for the background write, if any; rethrows its CheckpointError.
   void finish_checkpoint_write(NodeMetrics& metrics);
-  /// At the checkpoint boundary of `iteration` (options.join_root set): exchanges the join
+  /// At the checkpoint boundary of `iteration` (membership().join_root set): exchanges the join
   /// requests every node has seen; on any, finishes the checkpoint write and throws ViewGrowth
   /// (apps/recovery/join_request.h), unless `iteration` is the job's last (`last`): then the
   /// requests are refused. Throws PeerError as the stage does for a failed or silent peer.

@@ -273,7 +273,7 @@ void Pipeline::finish_checkpoint_write(NodeMetrics& metrics) {
 
 void Pipeline::admit_rejoins(std::uint64_t iteration, bool last, NodeMetrics& metrics) {
   State& s = *state_;
-  const std::filesystem::path& root = s.options.join_root;
+  const std::filesystem::path& root = s.membership.join_root;
   if (root.empty()) return;
   const std::vector<std::string> members = peer_addresses();
   std::vector<JoinRequest> seen;
@@ -285,10 +285,10 @@ void Pipeline::admit_rejoins(std::uint64_t iteration, bool last, NodeMetrics& me
       const std::size_t rank = static_cast<std::size_t>(live - members.begin());
       spdlog::warn(
           "a join request from {} refused: rank {} of view {} has that address and is live",
-          request.address, rank, s.options.view);
+          request.address, rank, s.membership.view);
       write_join_refusal(root, request,
                          "rank " + std::to_string(rank) + " of view " +
-                             std::to_string(s.options.view) + " has the address " +
+                             std::to_string(s.membership.view) + " has the address " +
                              request.address + " and is live");
     }
   }

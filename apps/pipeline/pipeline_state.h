@@ -33,6 +33,7 @@ namespace gradmesh::app {
 /// that they are destroyed in reverse: the graph and stage before the router and transport.
 struct Pipeline::State {
   NodeOptions options;
+  MembershipView membership;  // run_with_recovery()'s, for this view
   JobConfig config;
   topo::PeerList peers;
   std::size_t rank = 0;
@@ -72,8 +73,11 @@ struct Pipeline::State {
   // cursor and the plan are rewritten for this job in run(): apps/recovery/resplit.h).
   std::size_t resplit_from_nodes = 0;
 
-  State(NodeOptions o, JobConfig c, topo::PeerList p)
-      : options(std::move(o)), config(std::move(c)), peers(std::move(p)) {}
+  State(NodeOptions o, MembershipView m, JobConfig c, topo::PeerList p)
+      : options(std::move(o)),
+        membership(std::move(m)),
+        config(std::move(c)),
+        peers(std::move(p)) {}
 
   /// On every exit path, before the stage, the probe or the router is destroyed: stop the
   /// transport's loop thread (no more handler calls into them; later sends throw instead of

@@ -45,15 +45,15 @@ bool holds_checkpoint(const fs::path& dir, std::size_t nodes) {
   return false;
 }
 
-/// Points `options` at membership view `view`: its peers ("host:port" in rank order; they
-/// replace --peers-file), this node's `rank` in it, the checkpoint folder to `resume` from, and
-/// the view's own checkpoint folder, view_dir(root, view), which it returns.
-fs::path enter_view(NodeOptions& options, const fs::path& root, std::size_t view,
-                    const std::vector<std::string>& peers, std::size_t rank,
+/// Points `options` and `membership` at membership view `view`: its peers ("host:port" in rank
+/// order; they replace --peers-file), this node's `rank` in it, the checkpoint folder to
+/// `resume` from, and the view's own checkpoint folder, view_dir(root, view), which it returns.
+fs::path enter_view(NodeOptions& options, MembershipView& membership, const fs::path& root,
+                    std::size_t view, const std::vector<std::string>& peers, std::size_t rank,
                     const fs::path& resume) {
   std::string list;
   for (const std::string& p : peers) list += (list.empty() ? "" : ",") + p;
-  options.view = view;
+  membership.view = view;
   options.peers = list;
   options.peers_file.clear();
   options.rank = static_cast<long long>(rank);
@@ -69,10 +69,11 @@ fs::path enter_view(NodeOptions& options, const fs::path& root, std::size_t view
 
 /// --rejoin under a BSP strategy: files a join request under `root` (view 0's checkpoint.dir)
 /// and waits until a checkpoint boundary of the running job admits it (a view.json naming its
-/// request) or refuses it. Returns the options of the view it joins (its peers and rank, the
-/// checkpoint to resume from); `views` becomes that checkpoint's view and the new one. Throws
-/// gradmesh::Error when refused or after kAdmissionWaitSeconds.
-NodeOptions await_admission(NodeOptions options, const fs::path& root, std::vector<View>& views) {
+/// request) or refuses it. Points `options` and `membership` at the view it joins (its peers and
+/// rank, the checkpoint to resume from); `views` becomes that checkpoint's view and the new one.
+/// Throws gradmesh::Error when refused or after kAdmissionWaitSeconds.
+void await_admission(NodeOptions& options, MembershipView& membership, const fs::path& root,
+                     std::vector<View>& views) {
   std::string address;
   {
     const Pipeline own(options);  // this node's peer list and rank; opens no socket
@@ -115,10 +116,10 @@ NodeOptions await_admission(NodeOptions options, const fs::path& root, std::vect
                 " admits this node's request but does not list its address " + address);
   }
   const std::size_t rank = static_cast<std::size_t>(me - admission->peers.begin());
-  const fs::path dir =
-      enter_view(options, root, admission->view, admission->peers, rank, admission->resume);
+  const fs::path dir = enter_view(options, membership, root, admission->view, admission->peers,
+                                  rank, admission->resume);
   options.rejoin = false;
-  options.rejoined = true;
+  membership.rejoined = true;
   views = {View{admission->resume, admission->resume_nodes}, View{dir, admission->peers.size()}};
   std::printf(
       "[rank %zu] admitted into view %llu of %zu nodes: resuming from the checkpoint of "
@@ -126,7 +127,6 @@ NodeOptions await_admission(NodeOptions options, const fs::path& root, std::vect
       rank, static_cast<unsigned long long>(admission->view), admission->peers.size(),
       static_cast<unsigned long long>(admission->iteration), admission->resume.string().c_str());
   std::fflush(stdout);
-  return options;
 }
 
 }  // namespace
@@ -139,15 +139,16 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
   const fs::path root = first.checkpoint.dir;
   const bool recoverable = is_bsp(first.sync.strategy) && !root.empty();
   std::vector<View> views;
+  MembershipView membership;
   if (options.rejoin && is_bsp(first.sync.strategy)) {
     if (root.empty()) {
       throw ConfigError("--rejoin under sync.strategy = \"" + first.sync.strategy +
                         "\" needs checkpoint.dir (the folder the job's nodes share): a BSP job "
                         "takes a restarted node back at a checkpoint boundary");
     }
-    options = await_admission(std::move(options), root, views);
+    await_admission(options, membership, root, views);
   }
-  if (recoverable) options.join_root = root;
+  if (recoverable) membership.join_root = root;
   // Membership with a majority (the quorum rule of Raft and Viewstamped Replication): a node
   // goes on in a view only with more than half of the members of the last view it ran in. A node
   // cut off from the others (a pause, a partition) sees every one of them fail, one rollback after
@@ -158,13 +159,13 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
   std::vector<std::string> lost_since_start;  // peers gone since then ("rank r (host:port)")
   for (;;) {
     std::optional<Pipeline> pipeline;
-    pipeline.emplace(options);
+    pipeline.emplace(options, membership);
     const JobConfig& config = pipeline->config();
     if (views.empty()) views.push_back(View{config.checkpoint.dir, pipeline->nodes()});
     configure(*pipeline);
     // A peer lost at the start-up of the first view is an error (nothing to roll back to); at a
     // later one's (a joiner that never came), run() builds and the view rolls back.
-    if (options.view == 0) pipeline->build();
+    if (membership.view == 0) pipeline->build();
     try {
       pipeline->run();
       return;
@@ -177,7 +178,7 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
         admission.admitted.push_back(j.nonce);
       }
       pipeline.reset();  // its transport closed cleanly and its checkpoint is on disk
-      admission.view = options.view + 1;
+      admission.view = membership.view + 1;
       admission.peers = peers;
       admission.resume = views.back().dir;
       admission.resume_nodes = old_nodes;
@@ -189,13 +190,14 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
         write_view_admission(root, admission);
         for (const JoinRequest& j : growth.joiners()) withdraw_join_request(root, j);
       }
-      views.push_back(View{enter_view(options, root, admission.view, peers, rank, admission.resume),
-                           peers.size()});
-      options.rejoins_admitted += growth.joiners().size();
+      views.push_back(
+          View{enter_view(options, membership, root, admission.view, peers, rank, admission.resume),
+               peers.size()});
+      membership.rejoins_admitted += growth.joiners().size();
       spdlog::warn(
           "view {}: {} node(s) rejoined at the checkpoint of iteration {}; going on "
           "with {} nodes from it (this node stays rank {})",
-          options.view, growth.joiners().size(), growth.iteration(), peers.size(), rank);
+          membership.view, growth.joiners().size(), growth.iteration(), peers.size(), rank);
     } catch (const PeerError& e) {
       const std::size_t nodes = pipeline->nodes();
       const std::size_t rank = pipeline->rank();
@@ -236,12 +238,13 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
       const std::size_t new_rank = rank > dead ? rank - 1 : rank;
       pipeline.reset();  // closes this view's transport and waits for a checkpoint write
       views.push_back(
-          View{enter_view(options, root, options.view + 1, peers, new_rank, *from), peers.size()});
-      ++options.rollbacks;
+          View{enter_view(options, membership, root, membership.view + 1, peers, new_rank, *from),
+               peers.size()});
+      ++membership.rollbacks;
       spdlog::warn(
           "peer rank {} ({}) is gone ({}): rolling back to the newest checkpoint in {} "
           "and going on with {} nodes; this node is rank {} of them (view {})",
-          dead, dead_address, e.what(), from->string(), peers.size(), new_rank, options.view);
+          dead, dead_address, e.what(), from->string(), peers.size(), new_rank, membership.view);
     }
   }
 }

@@ -69,10 +69,10 @@ void complete_metrics(NodeMetrics& metrics, const CompletedRun& run) {
   metrics.iterations = run.done - run.start;
   metrics.samples = (run.done - run.start) * run.batch;
   if (options.resume || options.rejoin) metrics.resumed_from_iteration = run.start;
-  metrics.rollbacks = options.rollbacks;
-  metrics.view = options.view;
-  metrics.rejoins_admitted = options.rejoins_admitted;
-  metrics.rejoined = options.rejoin || options.rejoined;
+  metrics.rollbacks = run.membership.rollbacks;
+  metrics.view = run.membership.view;
+  metrics.rejoins_admitted = run.membership.rejoins_admitted;
+  metrics.rejoined = options.rejoin || run.membership.rejoined;
   metrics.samples_per_second =
       static_cast<double>(metrics.samples) / std::max(run.train_seconds, 1e-9);
   metrics.bytes_sent_per_iteration =

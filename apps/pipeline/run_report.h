@@ -22,6 +22,7 @@ struct CompletedRun {
   tasks::Model& model;
   const JobConfig& config;
   const NodeOptions& options;
+  const MembershipView& membership;
   std::size_t rank = 0;
   std::size_t nodes = 1;
   std::size_t batch = 0;     ///< K, samples per node per iteration
