@@ -24,6 +24,8 @@ set(GRADMESH_PUBLIC_HEADERS
   apps/pipeline/data_source.h
   apps/pipeline/iteration_graph.h
   apps/pipeline/pipeline.h
+  apps/pipeline/progress.h
+  apps/pipeline/run_observer.h
   apps/recovery/membership_view.h
   engine/checkpoint.h
   engine/error.h

@@ -12,7 +12,7 @@
 #include "apps/pipeline/job_options.h"
 #include "apps/pipeline/job_secret.h"
 #include "apps/pipeline/pipeline_state.h"
-#include "apps/pipeline/progress.h"
+#include "apps/pipeline/run_observer.h"
 #include "apps/pipeline/run_report.h"
 #include "apps/pipeline/start_up.h"
 #include "apps/recovery/join_request.h"
@@ -101,6 +101,11 @@ Pipeline::~Pipeline() = default;
 const JobConfig& Pipeline::config() const noexcept { return state_->config; }
 const NodeOptions& Pipeline::options() const noexcept { return state_->options; }
 const MembershipView& Pipeline::membership() const noexcept { return state_->membership; }
+
+void Pipeline::add_observer(RunObserver& observer) {
+  GRADMESH_CHECK(!state_->ran, "Pipeline::add_observer after run() began");
+  state_->observers.push_back(&observer);
+}
 
 std::vector<std::string> Pipeline::peer_addresses() const {
   std::vector<std::string> out;
@@ -348,22 +353,21 @@ NodeMetrics Pipeline::run() {
     spdlog::info("learning rate: {} schedule from {} over {} iterations", config.optimizer.schedule,
                  config.optimizer.lr, limit);
   }
-  if (s.options.rejoin) {
-    std::printf(
-        "[rank %zu] rejoined at iteration %llu (epoch %llu, iteration %llu of it) from a "
-        "live peer's replica\n",
-        s.rank, static_cast<unsigned long long>(start),
-        static_cast<unsigned long long>(start / per_epoch + 1),
-        static_cast<unsigned long long>(start % per_epoch));
-    std::fflush(stdout);
-  }
-  if (s.options.resume) {
-    std::printf("[rank %zu] resumed from iteration %llu (epoch %llu, iteration %llu of it) of %s\n",
-                s.rank, static_cast<unsigned long long>(start),
-                static_cast<unsigned long long>(start / per_epoch + 1),
-                static_cast<unsigned long long>(start % per_epoch), s.resume_source.c_str());
-    std::fflush(stdout);
-  }
+  // Reporting: the console's lines and the metrics' per-epoch figures, then the program's own.
+  NodeMetrics metrics;
+  ConsoleReporter console(stdout);
+  MetricsRecorder recorder(metrics);
+  std::vector<RunObserver*> observers{&console, &recorder};
+  observers.insert(observers.end(), s.observers.begin(), s.observers.end());
+  const RunStart run_start{s.rank,
+                           start,
+                           per_epoch,
+                           limit,
+                           config.job.epochs,
+                           s.options.resume.has_value(),
+                           s.options.rejoin,
+                           s.resume_source};
+  for (RunObserver* o : observers) o->on_start(run_start);
 
   const auto evaluate = [&]() -> std::optional<tasks::Model::Evaluation> {
     if (!s.evaluate) return std::nullopt;
@@ -374,8 +378,6 @@ NodeMetrics Pipeline::run() {
     return result;
   };
 
-  NodeMetrics metrics;
-  ProgressReporter progress(stdout);
   const auto bytes_sent = [transport] {
     return transport ? static_cast<double>(transport->counters().bytes_sent) : 0.0;
   };
@@ -419,39 +421,40 @@ NodeMetrics Pipeline::run() {
           else
             admit_at_epoch_end = true;
         }
-        if (progress.due(in_epoch == epoch_iterations)) {
+        const bool last = in_epoch == epoch_iterations;
+        if (std::any_of(observers.begin(), observers.end(),
+                        [last](const RunObserver* o) { return o->progress_due(last); })) {
           const double seconds =
               std::max(std::chrono::duration<double>(Clock::now() - epoch_start).count(), 1e-9);
-          progress.update(
-              ProgressSnapshot{s.rank, epoch + 1, config.job.epochs, in_epoch, epoch_iterations,
-                               static_cast<double>((in_epoch - first) * batch) / seconds,
-                               (bytes_sent() - sent_at_start) / 1e6 / seconds, seconds});
+          const ProgressSnapshot snapshot{s.rank,
+                                          epoch + 1,
+                                          config.job.epochs,
+                                          in_epoch,
+                                          epoch_iterations,
+                                          static_cast<double>((in_epoch - first) * batch) / seconds,
+                                          (bytes_sent() - sent_at_start) / 1e6 / seconds,
+                                          seconds};
+          for (RunObserver* o : observers) {
+            if (o->progress_due(last)) o->on_progress(snapshot);
+          }
         }
       }
-      progress.finish();
       train_seconds += std::chrono::duration<double>(Clock::now() - epoch_start).count();
       stage.pause(true);
       const auto evaluation = evaluate();
       stage.pause(false);
-      const double sent = bytes_sent();
-      metrics.epochs = epoch + 1;
-      metrics.train_loss =
-          loss_sum / static_cast<double>(std::max<std::uint64_t>(1, in_epoch - first));
-      metrics.test_accuracy = evaluation ? evaluation->accuracy : 0.0;
-      metrics.test_loss = evaluation ? evaluation->loss : 0.0;
-      metrics.epoch_train_loss.push_back(metrics.train_loss);
-      metrics.epoch_test_accuracy.push_back(metrics.test_accuracy);
-      metrics.epoch_wall_seconds.push_back(
-          std::chrono::duration<double>(Clock::now() - started).count());
-      metrics.epoch_train_seconds.push_back(train_seconds);
-      const std::string accuracy =
-          evaluation ? fmt::format("  test accuracy {:.2f}%", 100.0 * evaluation->accuracy) : "";
-      std::printf(
-          "[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f%s  %.0f samples/s  %.1f MB sent\n",
-          s.rank, epoch + 1, config.job.epochs, static_cast<unsigned long long>(done),
-          metrics.train_loss, accuracy.c_str(),
-          static_cast<double>((done - start) * batch) / std::max(train_seconds, 1e-9), sent / 1e6);
-      std::fflush(stdout);
+      const EpochEnd epoch_end{
+          s.rank,
+          epoch + 1,
+          config.job.epochs,
+          done,
+          loss_sum / static_cast<double>(std::max<std::uint64_t>(1, in_epoch - first)),
+          evaluation,
+          static_cast<double>((done - start) * batch) / std::max(train_seconds, 1e-9),
+          bytes_sent(),
+          std::chrono::duration<double>(Clock::now() - started).count(),
+          train_seconds};
+      for (RunObserver* o : observers) o->on_epoch_end(epoch_end);
       if (admit_at_epoch_end) {
         admit_at_epoch_end = false;
         admit_rejoins(done, done == limit, metrics);

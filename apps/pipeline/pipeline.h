@@ -33,6 +33,7 @@
 #include "apps/node/metrics.h"
 #include "apps/pipeline/data_source.h"
 #include "apps/pipeline/iteration_graph.h"
+#include "apps/pipeline/run_observer.h"
 #include "apps/recovery/membership_view.h"
 #include "tasks/model.h"
 
@@ -148,6 +149,10 @@ class Pipeline {
   /// run(). Every node must add the same names. Throws ContractError after run() began or for a
   /// name taken ("model", "optimizer", "cursor", "sync" are the pipeline's own).
   void add_checkpoint_state(std::string name, engine::Checkpointable& state);
+  /// Adds an observer told of the run's start, progress and each epoch's end (after the
+  /// console's and the metrics'; apps/pipeline/run_observer.h). It must outlive run(). Throws
+  /// ContractError after run() began.
+  void add_observer(RunObserver& observer);
 
   /// The iteration graph and its tasks (after build(); ContractError before).
   [[nodiscard]] engine::Graph& graph();

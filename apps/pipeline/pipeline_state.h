@@ -56,6 +56,7 @@ struct Pipeline::State {
   std::unique_ptr<sync::SyncStage> stage;
   std::optional<IterationGraph> graph;
   bool ran = false;
+  std::vector<RunObserver*> observers;  // the program's own (add_observer), after the built-in
 
   // Checkpoints (checkpoint.dir) and --resume: README "Checkpoints and resume".
   std::vector<std::pair<std::string, engine::Checkpointable*>> own_states;  // add_checkpoint_state

@@ -1,0 +1,47 @@
+#include "apps/pipeline/run_observer.h"
+
+#include <spdlog/fmt/fmt.h>
+
+namespace gradmesh::app {
+
+void ConsoleReporter::on_start(const RunStart& s) {
+  const auto epoch = static_cast<unsigned long long>(s.start / s.per_epoch + 1);
+  const auto in_epoch = static_cast<unsigned long long>(s.start % s.per_epoch);
+  const auto start = static_cast<unsigned long long>(s.start);
+  if (s.rejoined) {
+    std::fprintf(out_,
+                 "[rank %zu] rejoined at iteration %llu (epoch %llu, iteration %llu of it) from a "
+                 "live peer's replica\n",
+                 s.rank, start, epoch, in_epoch);
+  }
+  if (s.resumed) {
+    std::fprintf(
+        out_, "[rank %zu] resumed from iteration %llu (epoch %llu, iteration %llu of it) of %s\n",
+        s.rank, start, epoch, in_epoch, s.resume_source.c_str());
+  }
+  std::fflush(out_);
+}
+
+void ConsoleReporter::on_epoch_end(const EpochEnd& e) {
+  progress_.finish();
+  const std::string accuracy =
+      e.evaluation ? fmt::format("  test accuracy {:.2f}%", 100.0 * e.evaluation->accuracy) : "";
+  std::fprintf(out_,
+               "[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f%s  %.0f samples/s  %.1f MB sent\n",
+               e.rank, e.epoch, e.epochs, static_cast<unsigned long long>(e.done), e.train_loss,
+               accuracy.c_str(), e.samples_per_second, e.bytes_sent / 1e6);
+  std::fflush(out_);
+}
+
+void MetricsRecorder::on_epoch_end(const EpochEnd& e) {
+  metrics_.epochs = e.epoch;
+  metrics_.train_loss = e.train_loss;
+  metrics_.test_accuracy = e.evaluation ? e.evaluation->accuracy : 0.0;
+  metrics_.test_loss = e.evaluation ? e.evaluation->loss : 0.0;
+  metrics_.epoch_train_loss.push_back(e.train_loss);
+  metrics_.epoch_test_accuracy.push_back(metrics_.test_accuracy);
+  metrics_.epoch_wall_seconds.push_back(e.wall_seconds);
+  metrics_.epoch_train_seconds.push_back(e.train_seconds);
+}
+
+}  // namespace gradmesh::app

@@ -1,0 +1,99 @@
+#pragma once
+// What a run reports as it goes (issue 27: reporting as observers of the training loop): the
+// start, the progress within an epoch, each epoch's end. The console's progress bar and epoch
+// lines and the metrics' per-epoch figures are two observers; a program may add its own
+// (Pipeline::add_observer). The trace of every task is the engine's observer
+// (engine::TraceRecorder); the metrics file is written at the end (apps/pipeline/run_report.h).
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "apps/node/metrics.h"
+#include "apps/pipeline/progress.h"
+#include "tasks/model.h"
+
+namespace gradmesh::app {
+
+/// Where a run stands when its first iteration is about to run.
+struct RunStart {
+  std::size_t rank = 0;
+  std::uint64_t start = 0;      ///< iterations done before this process's first (> 0 after a
+                                ///< resume or a rejoin)
+  std::uint64_t per_epoch = 1;  ///< iterations per epoch
+  std::uint64_t limit = 0;      ///< the job's last iteration (job.epochs, job.max_iterations)
+  std::size_t epochs = 1;       ///< job.epochs
+  bool resumed = false;         ///< --resume: from `resume_source`
+  bool rejoined = false;        ///< --rejoin under ako: from a live peer's replica
+  std::string resume_source;    ///< the checkpoint file resumed from
+};
+
+/// One epoch's end, after its evaluation.
+struct EpochEnd {
+  std::size_t rank = 0;
+  std::size_t epoch = 1;   ///< 1-based
+  std::size_t epochs = 1;  ///< job.epochs
+  std::uint64_t done = 0;  ///< iterations done in the job
+  double train_loss = 0;   ///< mean over this epoch's iterations run here
+  std::optional<tasks::Model::Evaluation> evaluation;  ///< none without an evaluation
+  double samples_per_second = 0;  ///< this process's training so far (evaluation left out)
+  double bytes_sent = 0;          ///< by this node so far, bytes
+  double wall_seconds = 0;        ///< since the run began
+  double train_seconds = 0;       ///< in iterations since the run began
+};
+
+/// Told of a run's progress, on the pipeline's thread, between iterations (never while the
+/// iteration graph runs). An observer must not throw; it may be slow only at an epoch's end.
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  virtual void on_start(const RunStart& start) { (void)start; }
+  /// Whether on_progress() would use a snapshot now (cheap: the loop builds one only then);
+  /// `last`: the epoch's last iteration.
+  [[nodiscard]] virtual bool progress_due(bool last) const {
+    (void)last;
+    return false;
+  }
+  virtual void on_progress(const ProgressSnapshot& snapshot) { (void)snapshot; }
+  virtual void on_epoch_end(const EpochEnd& end) { (void)end; }
+
+ protected:
+  RunObserver() = default;
+  RunObserver(const RunObserver&) = default;
+  RunObserver& operator=(const RunObserver&) = default;
+};
+
+/// The console's view of a run, as gradmesh-node prints it on `out`: a line when it resumed or
+/// rejoined, the progress bar (ProgressReporter: redrawn on a terminal, a plain line now and then
+/// elsewhere), and one line per epoch ("[rank 0] epoch 1/5  iter 938  loss 0.5123  test
+/// accuracy 84.20%  41000 samples/s  12.3 MB sent"). Thread safety: none.
+class ConsoleReporter final : public RunObserver {
+ public:
+  explicit ConsoleReporter(std::FILE* out, double plain_every_seconds = 30.0)
+      : out_(out), progress_(out, plain_every_seconds) {}
+  void on_start(const RunStart& start) override;
+  [[nodiscard]] bool progress_due(bool last) const override { return progress_.due(last); }
+  void on_progress(const ProgressSnapshot& snapshot) override { progress_.update(snapshot); }
+  void on_epoch_end(const EpochEnd& end) override;
+
+ private:
+  std::FILE* out_;
+  ProgressReporter progress_;
+};
+
+/// Records each epoch's figures into `metrics` (which must outlive it): epochs, train_loss,
+/// test_accuracy and test_loss (0 without an evaluation), and the per-epoch series
+/// (epoch_train_loss, epoch_test_accuracy, epoch_wall_seconds, epoch_train_seconds). Thread
+/// safety: none.
+class MetricsRecorder final : public RunObserver {
+ public:
+  explicit MetricsRecorder(NodeMetrics& metrics) : metrics_(metrics) {}
+  void on_epoch_end(const EpochEnd& end) override;
+
+ private:
+  NodeMetrics& metrics_;
+};
+
+}  // namespace gradmesh::app

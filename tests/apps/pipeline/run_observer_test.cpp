@@ -1,0 +1,75 @@
+// Tests for apps/pipeline/run_observer.h: the console's lines and the metrics' per-epoch figures
+// as observers of a run, fed by hand (no training).
+
+#include "apps/pipeline/run_observer.h"
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <string>
+
+using namespace gradmesh::app;
+
+namespace {
+
+std::string contents(std::FILE* file) {
+  std::fflush(file);
+  std::rewind(file);
+  std::string text;
+  for (int c = std::fgetc(file); c != EOF; c = std::fgetc(file)) text += static_cast<char>(c);
+  return text;
+}
+
+EpochEnd epoch_end(std::size_t epoch, bool evaluated) {
+  EpochEnd e;
+  e.rank = 2;
+  e.epoch = epoch;
+  e.epochs = 3;
+  e.done = epoch * 100;
+  e.train_loss = 0.5 / static_cast<double>(epoch);
+  if (evaluated) e.evaluation = gradmesh::tasks::Model::Evaluation{0.4, 0.8125};
+  e.samples_per_second = 41000.4;
+  e.bytes_sent = 12.34e6;
+  e.wall_seconds = 3.0 * static_cast<double>(epoch);
+  e.train_seconds = 2.5 * static_cast<double>(epoch);
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("the console prints the resume, the rejoin and one line per epoch", "[pipeline]") {
+  std::FILE* file = std::tmpfile();
+  REQUIRE(file != nullptr);
+  {
+    ConsoleReporter console(file);
+    console.on_start(RunStart{2, 250, 100, 300, 3, true, false, "ckpt/node-2/ckpt-250.gmckpt"});
+    console.on_start(RunStart{2, 250, 100, 300, 3, false, true, ""});
+    console.on_start(RunStart{2, 0, 100, 300, 3, false, false, ""});  // a fresh start: nothing
+    console.on_epoch_end(epoch_end(1, true));
+    console.on_epoch_end(epoch_end(2, false));
+  }
+  const std::string text = contents(file);
+  std::fclose(file);
+  CHECK(text ==
+        "[rank 2] resumed from iteration 250 (epoch 3, iteration 50 of it) of "
+        "ckpt/node-2/ckpt-250.gmckpt\n"
+        "[rank 2] rejoined at iteration 250 (epoch 3, iteration 50 of it) from a live peer's "
+        "replica\n"
+        "[rank 2] epoch 1/3  iter 100  loss 0.5000  test accuracy 81.25%  41000 samples/s  "
+        "12.3 MB sent\n"
+        "[rank 2] epoch 2/3  iter 200  loss 0.2500  41000 samples/s  12.3 MB sent\n");
+}
+
+TEST_CASE("the metrics recorder keeps each epoch's figures and the last epoch's", "[pipeline]") {
+  NodeMetrics metrics;
+  MetricsRecorder recorder(metrics);
+  recorder.on_epoch_end(epoch_end(1, true));
+  recorder.on_epoch_end(epoch_end(2, false));
+  CHECK(metrics.epochs == 2);
+  CHECK(metrics.train_loss == 0.25);
+  CHECK(metrics.test_accuracy == 0.0);  // no evaluation in the last epoch
+  CHECK(metrics.test_loss == 0.0);
+  CHECK(metrics.epoch_train_loss == std::vector<double>{0.5, 0.25});
+  CHECK(metrics.epoch_test_accuracy == std::vector<double>{0.8125, 0.0});
+  CHECK(metrics.epoch_wall_seconds == std::vector<double>{3.0, 6.0});
+  CHECK(metrics.epoch_train_seconds == std::vector<double>{2.5, 5.0});
+}
