@@ -8,6 +8,7 @@
 #if GRADMESH_HAVE_CUDA
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -37,9 +38,8 @@ std::vector<std::string> module_candidates() {
   if (!ec) candidates.push_back((self.parent_path().parent_path() / "lib" / file).string());
   for (const std::string& path :
        {std::string(GRADMESH_CUDA_MODULE_INSTALL), std::string(GRADMESH_CUDA_MODULE_BUILD), file}) {
-    bool seen = false;
-    for (const std::string& c : candidates) seen = seen || c == path;
-    if (!seen) candidates.push_back(path);
+    if (std::find(candidates.begin(), candidates.end(), path) == candidates.end())
+      candidates.push_back(path);
   }
   return candidates;
 }

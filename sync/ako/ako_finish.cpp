@@ -203,8 +203,9 @@ std::map<std::string, double> AkoStage::summary() const {
   out["peers_rejoined"] = static_cast<double>(membership_.rejoins());
   out["rejoined"] = rejoined_ ? 1.0 : 0.0;
   out["profile_iterations"] = static_cast<double>(profiled_.load());
+  // One node has no sender and sends nothing: every figure 0.
   const ako::SendRateMeter::Figures measured =
-      sender_ ? sender_->measured() : ako::SendRateMeter(ctx_.nodes).figures();
+      sender_ ? sender_->measured() : ako::SendRateMeter::Figures{};
   out["measured_seconds"] = measured.seconds;
   out["measured_send_rate"] = measured.send_rate;
   out["measured_gamma"] = measured.gamma;

@@ -29,18 +29,17 @@ constexpr std::uint16_t kKind = 3;
 // end.
 struct Ranks {
   std::vector<std::unique_ptr<net::InProcTransport>> mesh;
-  std::vector<std::unique_ptr<sync::LaneRouter>> channels;
+  std::vector<std::unique_ptr<sync::LaneRouter>> routers;
   std::vector<std::unique_ptr<AllGather>> gathers;
 
   explicit Ranks(std::size_t n, std::size_t max_payload = SIZE_MAX)
       : mesh(net::make_inproc_mesh(n, sync::lane_names())) {
     for (std::size_t r = 0; r < n; ++r) {
-      channels.push_back(std::make_unique<sync::LaneRouter>(mesh[r].get(), r, n));
-      gathers.push_back(std::make_unique<AllGather>(*channels[r], kLane, kKind, max_payload));
-      (void)channels[r]->route("resume",
-                               [g = gathers[r].get()](std::size_t from, net::Message&& m) {
-                                 g->on_message(from, std::move(m));
-                               });
+      routers.push_back(std::make_unique<sync::LaneRouter>(mesh[r].get(), r, n));
+      gathers.push_back(std::make_unique<AllGather>(*routers[r], kLane, kKind, max_payload));
+      (void)routers[r]->route("resume", [g = gathers[r].get()](std::size_t from, net::Message&& m) {
+        g->on_message(from, std::move(m));
+      });
     }
     for (auto& t : mesh) t->start();
   }
@@ -116,7 +115,7 @@ TEST_CASE("all-gather gives every rank every payload, n = 1..5, blocking and wit
     const std::vector<std::uint64_t> rounds{0, 2, 4, 5, 7};
     for (std::size_t r = 0; r < n; ++r) {
       REQUIRE(got[r].size() == rounds.size());
-      CHECK(ranks.channels[r]->rejected() == 0);
+      CHECK(ranks.routers[r]->rejected() == 0);
       for (std::size_t i = 0; i < rounds.size(); ++i) {
         REQUIRE(got[r][i].size() == n);
         for (std::size_t q = 0; q < n; ++q) {
@@ -134,10 +133,10 @@ TEST_CASE("all-gather rejects what breaks its protocol and keeps memory bounded"
   AllGather& gather = *ranks.gathers[0];
   auto& peer = *ranks.mesh[1];
   const auto rejected_within = [&](std::uint64_t count) {
-    for (int i = 0; i < 500 && ranks.channels[0]->rejected() < count; ++i) {
+    for (int i = 0; i < 500 && ranks.routers[0]->rejected() < count; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    return ranks.channels[0]->rejected();
+    return ranks.routers[0]->rejected();
   };
   peer.send(0, net::Message{kLane, kKind, 0, 1, payload_of(1, 1), 0});  // early: kept
   gather.start(1, payload_of(0, 1));
@@ -187,15 +186,15 @@ TEST_CASE("a silent peer is named after the timeout, a failed one at once",
 TEST_CASE("a barrier returns when every rank reached its round", "[sync][collective][inproc]") {
   for (std::size_t n = 1; n <= 4; ++n) {
     auto mesh = net::make_inproc_mesh(n, sync::lane_names());
-    std::vector<std::unique_ptr<sync::LaneRouter>> channels;
+    std::vector<std::unique_ptr<sync::LaneRouter>> routers;
     std::vector<std::unique_ptr<Barrier>> barriers;
     for (std::size_t r = 0; r < n; ++r) {
-      channels.push_back(std::make_unique<sync::LaneRouter>(mesh[r].get(), r, n));
-      barriers.push_back(std::make_unique<Barrier>(*channels[r], kLane, kKind));
-      (void)channels[r]->route("resume",
-                               [b = barriers[r].get()](std::size_t from, net::Message&& m) {
-                                 b->on_message(from, std::move(m));
-                               });
+      routers.push_back(std::make_unique<sync::LaneRouter>(mesh[r].get(), r, n));
+      barriers.push_back(std::make_unique<Barrier>(*routers[r], kLane, kKind));
+      (void)routers[r]->route("resume",
+                              [b = barriers[r].get()](std::size_t from, net::Message&& m) {
+                                b->on_message(from, std::move(m));
+                              });
     }
     for (auto& t : mesh) t->start();
     std::atomic<std::size_t> arrived{0};
@@ -214,10 +213,10 @@ TEST_CASE("a barrier returns when every rank reached its round", "[sync][collect
     // A barrier carries nothing: a payload is rejected.
     if (n > 1) {
       mesh[1]->send(0, net::Message{kLane, kKind, 0, 5, payload_of(1, 1), 0});
-      for (int i = 0; i < 500 && channels[0]->rejected() == 0; ++i) {
+      for (int i = 0; i < 500 && routers[0]->rejected() == 0; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
-      CHECK(channels[0]->rejected() == 1);
+      CHECK(routers[0]->rejected() == 1);
     }
     std::vector<std::thread> leaving;
     for (auto& t : mesh) leaving.emplace_back([&t] { t->shutdown(5.0); });
