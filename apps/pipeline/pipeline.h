@@ -39,6 +39,10 @@
 
 namespace gradmesh::app {
 
+namespace detail {
+struct NodeState;  // apps/pipeline/node_state.h (internal)
+}  // namespace detail
+
 /// What a node was given on its command line (gradmesh-node's flags; DESIGN.md "Contracts: CLI").
 struct NodeOptions {
   std::filesystem::path config;        ///< --config JOB.toml (required)
@@ -171,26 +175,7 @@ class Pipeline {
   NodeMetrics run();
 
  private:
-  /// --resume: exchanges the iterations of every node's valid checkpoints, takes the newest
-  /// common one and checks it fits this job (nodes, rank, config); run() loads it.
-  void agree_on_checkpoint();
-  /// agree_on_checkpoint() for checkpoints of a job of `old_nodes` != this job's node count.
-  void agree_on_resplit(std::size_t old_nodes);
-  /// A re-split checkpoint's cursor and plan, rewritten for this job (run(), before loading).
-  void adapt_resplit();
-  /// Saves every section into the checkpoint buffer (the iteration waits for this copy only) and
-  /// starts writing the file of `iteration` in the background, after the previous write ended.
-  void write_checkpoint(std::uint64_t iteration, NodeMetrics& metrics);
-  /// Waits for the background write, if any; rethrows its CheckpointError.
-  void finish_checkpoint_write(NodeMetrics& metrics);
-  /// At the checkpoint boundary of `iteration` (membership().join_root set): exchanges the join
-  /// requests every node has seen; on any, finishes the checkpoint write and throws ViewGrowth
-  /// (apps/recovery/join_request.h), unless `iteration` is the job's last (`last`): then the
-  /// requests are refused. Throws PeerError as the stage does for a failed or silent peer.
-  void admit_rejoins(std::uint64_t iteration, bool last, NodeMetrics& metrics);
-
-  struct State;
-  std::unique_ptr<State> state_;
+  std::unique_ptr<detail::NodeState> state_;
 };
 
 /// Runs a node's job as gradmesh-node does: a Pipeline of `options`, `configure` (set_source,

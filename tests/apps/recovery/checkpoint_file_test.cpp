@@ -8,24 +8,14 @@
 #include <catch2/catch.hpp>
 
 #include "engine/error.h"
+#include "recovery_fixture.h"
 
 using gradmesh::CheckpointError;
 using gradmesh::ContractError;
 using namespace gradmesh::app;
+using gradmesh::app::testing::TempDir;
 
 namespace {
-
-/// A temporary folder, removed at the end of the test.
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& name)
-      : path(std::filesystem::temp_directory_path() /
-             ("gradmesh-ckpt-" + name + "-" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 /// A stateful object of every value kind the writer has.
 struct Thing final : Checkpointable {

@@ -11,28 +11,16 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "recovery_fixture.h"
 
 using namespace gradmesh;
 using namespace gradmesh::app;
 
-namespace {
-
-struct TempDir {
-  std::filesystem::path path;
-  TempDir()
-      : path(std::filesystem::temp_directory_path() /
-             ("gradmesh-join-" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
-
-}  // namespace
+using gradmesh::app::testing::TempDir;
 
 TEST_CASE("a join request is filed, read back, replaced by a newer one and withdrawn",
           "[pipeline][rejoin]") {
-  TempDir dir;
+  TempDir dir("join");
   CHECK(read_join_requests(dir.path).empty());  // no folder yet
   const JoinRequest first = file_join_request(dir.path, "127.0.0.1:9002");
   CHECK(first.nonce != 0);
@@ -49,7 +37,7 @@ TEST_CASE("a join request is filed, read back, replaced by a newer one and withd
 }
 
 TEST_CASE("a malformed or misnamed request file is skipped, not fatal", "[pipeline][rejoin]") {
-  TempDir dir;
+  TempDir dir("join");
   const JoinRequest good = file_join_request(dir.path, "10.0.0.1:9000");
   std::ofstream(dir.path / "join-requests" / "garbage.json") << "{not json";
   std::ofstream(dir.path / "join-requests" / "10.0.0.2_9000.json")
@@ -80,7 +68,7 @@ TEST_CASE("requests travel as a list of numbers, every node merges the lists ali
 
 TEST_CASE("a view's admission is found by the joiner's nonce, a refusal by its own",
           "[pipeline][rejoin]") {
-  TempDir dir;
+  TempDir dir("join");
   CHECK(view_dir(dir.path, 0) == dir.path);
   CHECK(view_dir(dir.path, 3) == dir.path / "view-3");
   ViewAdmission a;

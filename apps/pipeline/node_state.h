@@ -1,11 +1,12 @@
 #pragma once
-// Pipeline::State, what one node's job holds (internal to apps/pipeline): shared by pipeline.cpp
-// (set-up and the run) and pipeline_checkpoint.cpp (checkpoints and --resume).
+// NodeState, what one node's job holds (internal to apps/pipeline): the Pipeline facade
+// (pipeline.cpp) owns it, NodeBuilder (node_builder.h) fills it from the config, TrainingLoop
+// (training_loop.h) runs it.
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <future>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,9 @@
 #include "apps/pipeline/iteration_graph.h"
 #include "apps/pipeline/pipeline.h"
 #include "apps/recovery/checkpoint_file.h"
+#include "apps/recovery/checkpoint_writer.h"
+#include "apps/recovery/resume_point.h"
+#include "engine/error.h"
 #include "engine/executor.h"
 #include "engine/trace_recorder.h"
 #include "net/transport.h"
@@ -29,9 +33,12 @@
 
 namespace gradmesh::app {
 
+namespace detail {
+
 /// Everything a node holds for its job. Members are declared in the order they are needed, so
 /// that they are destroyed in reverse: the graph and stage before the router and transport.
-struct Pipeline::State {
+/// Thread safety: none (the node's thread).
+struct NodeState {
   NodeOptions options;
   MembershipView membership;  // run_with_recovery()'s, for this view
   JobConfig config;
@@ -60,21 +67,13 @@ struct Pipeline::State {
 
   // Checkpoints (checkpoint.dir) and --resume: README "Checkpoints and resume".
   std::vector<std::pair<std::string, engine::Checkpointable*>> own_states;  // add_checkpoint_state
-  CheckpointSet checkpoints;               // the pipeline's sections, then own_states
-  std::optional<CheckpointStore> store;    // checkpoint.dir set
-  CheckpointHeader checkpoint_header;      // iteration filled at each save
-  std::vector<std::byte> checkpoint_file;  // reused by every save
-  // The file write under way (its seconds), at most one; declared after what it uses, so that
-  // its destructor (which waits for the write) runs first.
-  std::future<double> checkpoint_write;
-  std::uint64_t checkpoint_writing = 0;   // the iteration being written
-  std::optional<Checkpoint> resume_from;  // agreed in build(), loaded in run()
-  std::string resume_source;              // its path
-  // Resuming on another node count: the node count and iterations per epoch that wrote it (the
-  // cursor and the plan are rewritten for this job in run(): apps/recovery/resplit.h).
-  std::size_t resplit_from_nodes = 0;
+  CheckpointSet checkpoints;  // the pipeline's sections, then own_states
+  // checkpoint.dir set; declared after what it saves, so that its destructor (which waits for the
+  // write under way) runs first.
+  std::optional<CheckpointWriter> checkpoint_writer;
+  std::optional<ResumePoint> resume;  // agreed in build(), loaded in run()
 
-  State(NodeOptions o, MembershipView m, JobConfig c, topo::PeerList p)
+  NodeState(NodeOptions o, MembershipView m, JobConfig c, topo::PeerList p)
       : options(std::move(o)),
         membership(std::move(m)),
         config(std::move(c)),
@@ -83,12 +82,33 @@ struct Pipeline::State {
   /// On every exit path, before the stage, the probe or the router is destroyed: stop the
   /// transport's loop thread (no more handler calls into them; later sends throw instead of
   /// touching freed memory), then let queued network jobs (which refer to them) drain.
-  ~State() {
+  ~NodeState() {
     if (transport) transport->close();
     executor.wait_idle();
   }
 
   [[nodiscard]] std::size_t nodes() const noexcept { return peers.size(); }
+  /// Every node's "host:port", in rank order.
+  [[nodiscard]] std::vector<std::string> addresses() const {
+    std::vector<std::string> out;
+    for (std::size_t r = 0; r < nodes(); ++r) out.push_back(peers[r].address());
+    return out;
+  }
 };
+
+/// Tells the peers why this node stops (net::Transport::abort_for): a PeerError passes on the
+/// rank that failed (a peer that stopped for another's failure names that one), so each peer names
+/// the root cause, not this node's hang-up, and survivors that roll back agree on who is gone
+/// (run_with_recovery). Nothing when there is no transport (one node). Never throws.
+inline void abort_peers(net::Transport* transport, const std::exception& e) noexcept {
+  if (transport == nullptr) return;
+  if (const auto* peer = dynamic_cast<const PeerError*>(&e)) {
+    transport->abort_for(e.what(), peer->root_rank());
+  } else {
+    transport->abort(e.what());
+  }
+}
+
+}  // namespace detail
 
 }  // namespace gradmesh::app

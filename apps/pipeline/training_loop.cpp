@@ -1,0 +1,237 @@
+#include "apps/pipeline/training_loop.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "apps/pipeline/run_report.h"
+#include "apps/recovery/join_admission.h"
+#include "apps/recovery/join_request.h"
+#include "apps/recovery/resume_point.h"
+
+namespace gradmesh::app::detail {
+
+TrainingLoop::TrainingLoop(NodeState& state, std::vector<RunObserver*> observers)
+    : s_(state), console_(stdout), recorder_(metrics_), observers_{&console_, &recorder_} {
+  observers_.insert(observers_.end(), observers.begin(), observers.end());
+}
+
+void TrainingLoop::prepare() {
+  try {
+    for (auto& [name, state] : s_.own_states) s_.checkpoints.add(name, *state);
+    if (s_.resume) {
+      if (s_.resume->resplit_from_nodes != 0)
+        adapt_resplit(*s_.resume, s_.graph->iterations_per_epoch(), *s_.stage);
+      s_.checkpoints.load(s_.resume->checkpoint, s_.resume->source);
+      s_.resume->checkpoint = Checkpoint{};  // its sections are loaded: free them
+    }
+    if (s_.options.rejoin) {
+      // A live peer's replica and clock: this node goes on from its iteration (the data cursor
+      // is a pure function of the iteration number, so it lands in the same epoch and batch).
+      s_.graph->continue_from(s_.stage->join());
+    }
+  } catch (const std::exception& e) {
+    abort_peers(s_.transport.get(), e);
+    throw;
+  }
+}
+
+NodeMetrics TrainingLoop::run() {
+  prepare();
+  const JobConfig& config = s_.config;
+  net::Transport* transport = s_.transport.get();
+  start_ = done_ = s_.graph->iterations();
+  per_epoch_ = s_.graph->iterations_per_epoch();
+  limit_ =
+      std::min<std::uint64_t>(per_epoch_ * config.job.epochs,
+                              config.job.max_iterations.value_or(per_epoch_ * config.job.epochs));
+  spdlog::info("{} parameters, batch {} per node, {} iterations per epoch, {} iterations in all",
+               s_.model->parameter_count(), config.optimizer.batch_size, per_epoch_, limit_);
+  // The rate of each iteration is a function of its number alone: the same on every node, and
+  // after a resume (a resume with other job.epochs stretches a cosine schedule).
+  schedule_ = tasks::LrSchedule{tasks::parse_lr_schedule(config.optimizer.schedule),
+                                static_cast<float>(config.optimizer.lr), limit_};
+  if (schedule_.kind != tasks::LrScheduleKind::kConstant) {
+    spdlog::info("learning rate: {} schedule from {} over {} iterations", config.optimizer.schedule,
+                 config.optimizer.lr, limit_);
+  }
+  const RunStart run_start{s_.rank,           start_,
+                           per_epoch_,        limit_,
+                           config.job.epochs, s_.options.resume.has_value(),
+                           s_.options.rejoin, s_.resume ? s_.resume->source : std::string()};
+  for (RunObserver* o : observers_) o->on_start(run_start);
+
+  started_ = Clock::now();
+  try {
+    for (std::size_t epoch = done_ / per_epoch_; done_ < limit_; ++epoch) run_epoch(epoch);
+    finish_checkpoint_write();
+    finish();
+    s_.stage->check_quorum();  // a node cut off from the job (Ako) writes no metrics
+  } catch (const ViewGrowth&) {
+    // Every node stops here, at the same boundary, its checkpoint on disk: a clean close, so no
+    // peer takes it for failed; run_with_recovery() starts the grown view.
+    if (transport) transport->shutdown(10.0);
+    throw;
+  } catch (const std::exception& e) {
+    abort_peers(transport, e);
+    throw;
+  }
+  metrics_.wall_seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+  metrics_.train_seconds = train_seconds_;
+
+  if (transport) transport->shutdown(10.0);
+  const CompletedRun run{transport, *s_.stage,  *s_.model,
+                         config,    s_.options, s_.membership,
+                         s_.rank,   s_.nodes(), config.optimizer.batch_size,
+                         start_,    done_,      train_seconds_};
+  complete_metrics(metrics_, run);
+  report_run(metrics_, run, s_.trace.get());
+  return std::move(metrics_);
+}
+
+void TrainingLoop::run_epoch(std::size_t epoch) {
+  const JobConfig& config = s_.config;
+  double loss_sum = 0;
+  const std::uint64_t first = done_ % per_epoch_;  // > 0 only in the epoch a resume lands in
+  std::uint64_t in_epoch = first;
+  const auto epoch_start = Clock::now();
+  const double sent_at_start = bytes_sent();
+  const std::uint64_t epoch_iterations =
+      std::min<std::uint64_t>(per_epoch_, first + (limit_ - done_));
+  while (in_epoch < epoch_iterations) {
+    const bool first_step = done_ == start_;  // this process's first (after a resume too)
+    const auto step_start = first_step ? Clock::now() : Clock::time_point{};
+    s_.optimizer->set_lr(schedule_.at(done_));
+    loss_sum += s_.graph->step();
+    if (first_step) {
+      metrics_.first_iteration_seconds =
+          std::chrono::duration<double>(Clock::now() - step_start).count();
+    }
+    ++in_epoch;
+    ++done_;
+    if (checkpoint_due(in_epoch)) {
+      write_checkpoint(done_);
+      // Restarted nodes come back at a checkpoint boundary; at an epoch's end after its
+      // evaluation (the boundary is the same on every node: BSP).
+      if (in_epoch < epoch_iterations)
+        admit_rejoins(done_, done_ == limit_);
+      else
+        admit_at_epoch_end_ = true;
+    }
+    report_progress(epoch, first, in_epoch, epoch_iterations, epoch_start, sent_at_start);
+  }
+  train_seconds_ += std::chrono::duration<double>(Clock::now() - epoch_start).count();
+  s_.stage->pause(true);
+  const auto evaluation = evaluate();
+  s_.stage->pause(false);
+  const EpochEnd epoch_end{
+      s_.rank,
+      epoch + 1,
+      config.job.epochs,
+      done_,
+      loss_sum / static_cast<double>(std::max<std::uint64_t>(1, in_epoch - first)),
+      evaluation,
+      static_cast<double>((done_ - start_) * config.optimizer.batch_size) /
+          std::max(train_seconds_, 1e-9),
+      bytes_sent(),
+      std::chrono::duration<double>(Clock::now() - started_).count(),
+      train_seconds_};
+  for (RunObserver* o : observers_) o->on_epoch_end(epoch_end);
+  if (admit_at_epoch_end_) {
+    admit_at_epoch_end_ = false;
+    admit_rejoins(done_, done_ == limit_);
+  }
+}
+
+void TrainingLoop::report_progress(std::size_t epoch, std::uint64_t first, std::uint64_t in_epoch,
+                                   std::uint64_t epoch_iterations, Clock::time_point epoch_start,
+                                   double sent_at_start) {
+  const bool last = in_epoch == epoch_iterations;
+  const auto due = [last](const RunObserver* o) { return o->progress_due(last); };
+  if (std::none_of(observers_.begin(), observers_.end(), due)) return;
+  const double seconds =
+      std::max(std::chrono::duration<double>(Clock::now() - epoch_start).count(), 1e-9);
+  const ProgressSnapshot snapshot{
+      s_.rank,
+      epoch + 1,
+      s_.config.job.epochs,
+      in_epoch,
+      epoch_iterations,
+      static_cast<double>((in_epoch - first) * s_.config.optimizer.batch_size) / seconds,
+      (bytes_sent() - sent_at_start) / 1e6 / seconds,
+      seconds};
+  for (RunObserver* o : observers_) {
+    if (due(o)) o->on_progress(snapshot);
+  }
+}
+
+bool TrainingLoop::checkpoint_due(std::uint64_t in_epoch) const {
+  if (!s_.checkpoint_writer) return false;
+  if (done_ == limit_) return true;
+  const auto& every = s_.config.checkpoint.every;
+  return every ? done_ % *every == 0 : in_epoch == per_epoch_;
+}
+
+void TrainingLoop::write_checkpoint(std::uint64_t iteration) {
+  s_.stage->check_quorum();  // a node cut off from the job writes nothing into its folder
+  const CheckpointWriter::Saved saved = s_.checkpoint_writer->save(iteration, s_.checkpoints);
+  metrics_.checkpoint_write_seconds += saved.previous_write_seconds;
+  ++metrics_.checkpoints_written;
+  metrics_.checkpoint_bytes = saved.bytes;
+  metrics_.checkpoint_seconds += saved.seconds;
+}
+
+void TrainingLoop::finish_checkpoint_write() {
+  if (s_.checkpoint_writer) metrics_.checkpoint_write_seconds += s_.checkpoint_writer->finish();
+}
+
+void TrainingLoop::admit_rejoins(std::uint64_t iteration, bool last) {
+  const std::filesystem::path& root = s_.membership.join_root;
+  if (root.empty()) return;
+  std::vector<JoinRequest> joiners = admit_join_requests(
+      root, s_.addresses(), s_.rank, s_.membership.view, iteration, last, *s_.agreement);
+  if (joiners.empty()) return;
+  std::string who;
+  for (const JoinRequest& j : joiners) who += (who.empty() ? "" : ", ") + j.address;
+  spdlog::warn(
+      "{} restarted and asked to rejoin: every node stops at the checkpoint of iteration "
+      "{} and goes on from it with {} nodes",
+      who, iteration, s_.nodes() + joiners.size());
+  finish_checkpoint_write();  // on disk before any node of the grown view reads it
+  throw ViewGrowth(iteration, std::move(joiners));
+}
+
+std::optional<tasks::Model::Evaluation> TrainingLoop::evaluate() {
+  if (!s_.evaluate) return std::nullopt;
+  tasks::Model& model = *s_.model;
+  const bool training = model.training();
+  model.set_training(false);
+  const auto result = s_.evaluate(model);
+  model.set_training(training);
+  return result;
+}
+
+void TrainingLoop::finish() {
+  // The stage completes its exchange; an asynchronous one (Ako) then folds in every peer's last
+  // updates, which changes this replica: evaluate that final model too.
+  if (s_.stage->finish()) {
+    const auto final_evaluation = evaluate();
+    metrics_.final_test_accuracy = final_evaluation ? final_evaluation->accuracy : 0.0;
+    metrics_.final_test_loss = final_evaluation ? final_evaluation->loss : 0.0;
+    if (final_evaluation) {
+      spdlog::info("after the final exchange: test accuracy {:.2f}%",
+                   100.0 * final_evaluation->accuracy);
+    }
+  } else {
+    metrics_.final_test_accuracy = metrics_.test_accuracy;
+    metrics_.final_test_loss = metrics_.test_loss;
+  }
+}
+
+double TrainingLoop::bytes_sent() const {
+  return s_.transport ? static_cast<double>(s_.transport->counters().bytes_sent) : 0.0;
+}
+
+}  // namespace gradmesh::app::detail

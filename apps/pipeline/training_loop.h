@@ -1,0 +1,77 @@
+#pragma once
+// The training loop of a built node (internal to apps/pipeline; Pipeline::run()): the epochs and
+// their iterations, the learning-rate schedule, the evaluations, the checkpoints at their
+// boundaries and the restarted nodes taken back there, the observers told of each, the
+// strategy's final exchange, and the report at the end.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "apps/node/metrics.h"
+#include "apps/pipeline/node_state.h"
+#include "apps/pipeline/run_observer.h"
+#include "tasks/model.h"
+#include "tasks/optim/lr_schedule.h"
+
+namespace gradmesh::app::detail {
+
+/// Runs a built NodeState once (Pipeline::run(), whose docstring says what a run does).
+///
+/// Thread safety: none (the node's thread). Errors: a task's error, PeerError naming a peer,
+/// CheckpointError naming a path, ViewGrowth when restarted nodes are taken back (after a clean
+/// close of the transport); on any other error the peers are told why this node stops.
+class TrainingLoop {
+ public:
+  /// `observers`: the program's own, told after the console's and the metrics'. They must
+  /// outlive run().
+  TrainingLoop(NodeState& state, std::vector<RunObserver*> observers);
+
+  /// Trains from the resumed (or rejoined, or first) iteration to the job's last and returns the
+  /// node's metrics. Call once.
+  NodeMetrics run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  /// Loads the agreed checkpoint (--resume) or a live peer's state (--rejoin under ako).
+  void prepare();
+  /// One epoch from iteration `done_`: its iterations, checkpoints, progress, evaluation and end.
+  void run_epoch(std::size_t epoch);
+  /// The observers' progress, when one of them wants it now.
+  void report_progress(std::size_t epoch, std::uint64_t first, std::uint64_t in_epoch,
+                       std::uint64_t epoch_iterations, Clock::time_point epoch_start,
+                       double sent_at_start);
+  /// Whether a checkpoint is due after `in_epoch` iterations of the epoch (checkpoint.every, else
+  /// each epoch's end, and after the last iteration).
+  [[nodiscard]] bool checkpoint_due(std::uint64_t in_epoch) const;
+  /// Saves the checkpoint of `iteration` and starts its write (CheckpointWriter).
+  void write_checkpoint(std::uint64_t iteration);
+  /// Waits for the checkpoint write under way; rethrows its CheckpointError.
+  void finish_checkpoint_write();
+  /// At a checkpoint boundary (membership().join_root set): throws ViewGrowth when the nodes take
+  /// restarted ones back (apps/recovery/join_admission.h).
+  void admit_rejoins(std::uint64_t iteration, bool last);
+  /// The evaluation (set_evaluation), with the model in evaluation mode; none when not set.
+  [[nodiscard]] std::optional<tasks::Model::Evaluation> evaluate();
+  /// The evaluation after the strategy's final exchange, into the metrics.
+  void finish();
+  [[nodiscard]] double bytes_sent() const;
+
+  NodeState& s_;
+  NodeMetrics metrics_;
+  ConsoleReporter console_;
+  MetricsRecorder recorder_;
+  std::vector<RunObserver*> observers_;  // the console, the recorder, then the program's own
+  std::uint64_t start_ = 0;              // > 0 after a resume or a rejoin
+  std::uint64_t done_ = 0;
+  std::uint64_t per_epoch_ = 1;
+  std::uint64_t limit_ = 0;  // the job's last iteration
+  tasks::LrSchedule schedule_;
+  Clock::time_point started_;
+  double train_seconds_ = 0;  // iterations only: samples/s never counts evaluation
+  bool admit_at_epoch_end_ = false;
+};
+
+}  // namespace gradmesh::app::detail
