@@ -1,0 +1,340 @@
+#include "sync/compress/codec.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "engine/error.h"
+#include "tasks/random.h"
+
+namespace gradmesh::sync::compress {
+
+static_assert(std::endian::native == std::endian::little,
+              "the codecs' wire layouts are little-endian and written with memcpy");
+
+namespace {
+
+constexpr std::string_view kNames[] = {"none", "fp16", "bf16", "int8", "topk", "randomk"};
+
+std::size_t int8_chunks(std::size_t floats) noexcept {
+  return (floats + kInt8ChunkFloats - 1) / kInt8ChunkFloats;
+}
+
+template <typename T>
+T load(const std::byte* at) noexcept {
+  T value;
+  std::memcpy(&value, at, sizeof(T));
+  return value;
+}
+
+template <typename T>
+void store(std::byte* at, T value) noexcept {
+  std::memcpy(at, &value, sizeof(T));
+}
+
+}  // namespace
+
+std::string_view codec_name(CodecKind kind) noexcept {
+  return kNames[static_cast<std::size_t>(kind)];
+}
+
+CodecKind parse_codec_kind(std::string_view name, std::string_view key) {
+  for (std::size_t i = 0; i < std::size(kNames); ++i) {
+    if (kNames[i] == name) return static_cast<CodecKind>(i);
+  }
+  std::string known;
+  for (const std::string_view n : kNames) known += (known.empty() ? "" : ", ") + std::string(n);
+  throw ConfigError(std::string(key) + ": unknown compressor \"" + std::string(name) +
+                    "\" (known: " + known + ")");
+}
+
+std::uint16_t float_to_fp16(float value) noexcept {
+  const std::uint32_t x = std::bit_cast<std::uint32_t>(value);
+  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  const std::uint32_t abs = x & 0x7fff'ffffu;
+  if (abs > 0x7f80'0000u) return sign | 0x7e00u | static_cast<std::uint16_t>((abs >> 13) & 0x3ffu);
+  if (abs == 0x7f80'0000u) return sign | 0x7c00u;  // infinity stays infinite
+  if (abs >= 0x477f'f000u) return sign | 0x7bffu;  // rounds to 65520 or more: saturate at 65504
+  if (abs >= 0x3880'0000u) {                       // normal in binary16 (>= 2^-14)
+    std::uint32_t h = (abs - 0x3800'0000u) >> 13;  // rebias the exponent from 127 to 15
+    const std::uint32_t rest = abs & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u) != 0)) ++h;
+    return sign | static_cast<std::uint16_t>(h);
+  }
+  // Subnormal in binary16: h 2^-24 with h = m 2^(e - 126), rounded to nearest even.
+  const std::uint32_t e = abs >> 23;
+  if (e < 102) return sign;  // below 2^-25: rounds to zero
+  const std::uint32_t m = (abs & 0x7f'ffffu) | 0x80'0000u;
+  const std::uint32_t shift = 126 - e;  // 14 .. 24
+  std::uint32_t h = m >> shift;
+  const std::uint32_t rest = m & ((1u << shift) - 1u);
+  const std::uint32_t half = 1u << (shift - 1u);
+  if (rest > half || (rest == half && (h & 1u) != 0)) ++h;
+  return sign | static_cast<std::uint16_t>(h);
+}
+
+float fp16_to_float(std::uint16_t bits) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
+  const std::uint32_t exponent = (bits >> 10) & 0x1fu;
+  const std::uint32_t mantissa = bits & 0x3ffu;
+  if (exponent == 0) {
+    const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;  // exact
+    return std::bit_cast<float>(std::bit_cast<std::uint32_t>(magnitude) | sign);
+  }
+  if (exponent == 31) return std::bit_cast<float>(sign | 0x7f80'0000u | (mantissa << 13));
+  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+std::uint16_t float_to_bf16(float value) noexcept {
+  const std::uint32_t x = std::bit_cast<std::uint32_t>(value);
+  if ((x & 0x7fff'ffffu) > 0x7f80'0000u) return static_cast<std::uint16_t>((x >> 16) | 0x0040u);
+  const std::uint32_t bias = 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<std::uint16_t>((x + bias) >> 16);
+}
+
+float bf16_to_float(std::uint16_t bits) noexcept {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+std::size_t kept_entries(std::size_t floats, double ratio) noexcept {
+  if (floats == 0) return 0;
+  const double k = std::ceil(ratio * static_cast<double>(floats));
+  return std::clamp<std::size_t>(static_cast<std::size_t>(std::max(k, 1.0)), 1, floats);
+}
+
+Codec::Codec(CodecKind kind, std::size_t floats, double ratio, bool error_feedback,
+             std::uint64_t seed)
+    : kind_(kind),
+      floats_(floats),
+      kept_(floats),
+      error_feedback_(error_feedback && kind != CodecKind::kNone),
+      seed_(seed) {
+  if (!(ratio > 0.0 && ratio <= 1.0)) {
+    throw ConfigError("sync.compression.ratio = " + std::to_string(ratio) +
+                      ": the share of entries kept must be in (0, 1]");
+  }
+  if (kind == CodecKind::kTopK || kind == CodecKind::kRandomK) {
+    GRADMESH_CHECK(floats <= UINT32_MAX, "Codec: a sparse codec indexes at most 2^32 floats");
+    kept_ = kept_entries(floats, ratio);
+  }
+  if (error_feedback_) residual_.assign(floats, 0.0f);
+  if (kind == CodecKind::kTopK) order_.resize(floats);
+}
+
+std::size_t Codec::encoded_bytes() const noexcept {
+  switch (kind_) {
+    case CodecKind::kNone:
+      return 4 * floats_;
+    case CodecKind::kFp16:
+    case CodecKind::kBf16:
+      return 2 * floats_;
+    case CodecKind::kInt8:
+      return 4 * int8_chunks(floats_) + floats_;
+    case CodecKind::kTopK:
+      return 8 * kept_;
+    case CodecKind::kRandomK:
+      return 4 * kept_;
+  }
+  return 0;
+}
+
+std::uint64_t Codec::random_stream(std::uint64_t iteration) const noexcept {
+  return tasks::derive_seed(seed_, iteration);
+}
+
+std::size_t Codec::random_index(std::uint64_t stream, std::size_t j) const noexcept {
+  // Stratified: the j-th of k equal strata of [0, n), one uniform index in each. Distinct and
+  // ascending by construction, O(1) each, and the same on every node for the same iteration.
+  const std::size_t lo = j * floats_ / kept_;
+  const std::size_t hi = (j + 1) * floats_ / kept_;
+  tasks::SplitMix64 rng(tasks::derive_seed(stream, j));
+  return lo + static_cast<std::size_t>(rng.next_below(hi - lo));
+}
+
+EncodeStats Codec::encode(std::span<const float> gradient, std::span<std::byte> out,
+                          std::uint64_t iteration) {
+  GRADMESH_CHECK_EQ(gradient.size(), floats_, "Codec::encode: gradient size");
+  GRADMESH_CHECK_EQ(out.size(), encoded_bytes(), "Codec::encode: output size");
+  const std::size_t n = floats_;
+  // p = g + e, kept in the residual's buffer (it becomes e' = p - D(C(p)) in place).
+  float* p = nullptr;
+  if (error_feedback_) {
+    for (std::size_t i = 0; i < n; ++i) residual_[i] += gradient[i];
+    p = residual_.data();
+  }
+  const float* in = error_feedback_ ? p : gradient.data();
+  EncodeStats stats;
+  for (std::size_t i = 0; i < n; ++i) stats.input_norm2 += static_cast<double>(in[i]) * in[i];
+  // One entry decoded as `sent`: the error, and with error feedback the residual e' = p - sent.
+  const auto account = [&](std::size_t i, float sent) {
+    const float error = in[i] - sent;
+    stats.error_norm2 += static_cast<double>(error) * error;
+    if (p != nullptr) p[i] = error;
+  };
+  std::byte* bytes = out.data();
+  switch (kind_) {
+    case CodecKind::kNone:
+      if (n > 0) std::memcpy(bytes, in, 4 * n);
+      break;
+    case CodecKind::kFp16:
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint16_t h = float_to_fp16(in[i]);
+        store(bytes + 2 * i, h);
+        account(i, fp16_to_float(h));
+      }
+      break;
+    case CodecKind::kBf16:
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uint16_t h = float_to_bf16(in[i]);
+        store(bytes + 2 * i, h);
+        account(i, bf16_to_float(h));
+      }
+      break;
+    case CodecKind::kInt8: {
+      const std::size_t chunks = int8_chunks(n);
+      auto* values = reinterpret_cast<std::int8_t*>(bytes + 4 * chunks);
+      for (std::size_t c = 0; c < chunks; ++c) {
+        const std::size_t begin = c * kInt8ChunkFloats;
+        const std::size_t end = std::min(n, begin + kInt8ChunkFloats);
+        float max_abs = 0;
+        for (std::size_t i = begin; i < end; ++i) max_abs = std::max(max_abs, std::abs(in[i]));
+        const float scale = max_abs / 127.0f;
+        store(bytes + 4 * c, scale);
+        const float inverse = scale > 0 ? 1.0f / scale : 0.0f;
+        for (std::size_t i = begin; i < end; ++i) {
+          const float q = std::clamp(std::nearbyint(in[i] * inverse), -127.0f, 127.0f);
+          values[i] = static_cast<std::int8_t>(q);
+          account(i, q * scale);
+        }
+      }
+      break;
+    }
+    case CodecKind::kTopK: {
+      const std::size_t k = kept_;
+      std::iota(order_.begin(), order_.end(), std::uint32_t{0});
+      // A total order (magnitude, then index): the same choice on every run of the same input.
+      const auto larger = [in](std::uint32_t a, std::uint32_t b) {
+        const float x = std::abs(in[a]), y = std::abs(in[b]);
+        return x > y || (x == y && a < b);
+      };
+      std::nth_element(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                       order_.end(), larger);
+      std::sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k));
+      for (std::size_t j = 0; j < k; ++j) {
+        const std::uint32_t i = order_[j];
+        store(bytes + 4 * j, i);
+        store(bytes + 4 * (k + j), in[i]);
+      }
+      // Every entry not kept is error (and residual); the kept ones are sent exactly.
+      stats.error_norm2 = stats.input_norm2;
+      for (std::size_t j = 0; j < k; ++j) {
+        const float v = in[order_[j]];
+        stats.error_norm2 -= static_cast<double>(v) * v;
+        if (p != nullptr) p[order_[j]] = 0.0f;
+      }
+      stats.error_norm2 = std::max(stats.error_norm2, 0.0);
+      break;
+    }
+    case CodecKind::kRandomK: {
+      const std::uint64_t stream = random_stream(iteration);
+      stats.error_norm2 = stats.input_norm2;
+      for (std::size_t j = 0; j < kept_; ++j) {
+        const std::size_t i = random_index(stream, j);
+        store(bytes + 4 * j, in[i]);
+        stats.error_norm2 -= static_cast<double>(in[i]) * in[i];
+        if (p != nullptr) p[i] = 0.0f;
+      }
+      stats.error_norm2 = std::max(stats.error_norm2, 0.0);
+      break;
+    }
+  }
+  return stats;
+}
+
+template <bool kAdd>
+void Codec::decode_into(std::span<const std::byte> in, std::span<float> out,
+                        std::uint64_t iteration) const {
+  GRADMESH_CHECK_EQ(out.size(), floats_, "Codec::decode: output size");
+  if (in.size() != encoded_bytes()) {
+    throw ProtocolError(std::string(codec_name(kind_)) + " encoding of " + std::to_string(floats_) +
+                        " floats: " + std::to_string(in.size()) + " bytes, expected " +
+                        std::to_string(encoded_bytes()));
+  }
+  const std::size_t n = floats_;
+  const std::byte* bytes = in.data();
+  const auto put = [&out](std::size_t i, float v) {
+    if constexpr (kAdd) {
+      out[i] += v;
+    } else {
+      out[i] = v;
+    }
+  };
+  switch (kind_) {
+    case CodecKind::kNone:
+      for (std::size_t i = 0; i < n; ++i) put(i, load<float>(bytes + 4 * i));
+      break;
+    case CodecKind::kFp16:
+      for (std::size_t i = 0; i < n; ++i) put(i, fp16_to_float(load<std::uint16_t>(bytes + 2 * i)));
+      break;
+    case CodecKind::kBf16:
+      for (std::size_t i = 0; i < n; ++i) put(i, bf16_to_float(load<std::uint16_t>(bytes + 2 * i)));
+      break;
+    case CodecKind::kInt8: {
+      const std::size_t chunks = int8_chunks(n);
+      const auto* values = reinterpret_cast<const std::int8_t*>(bytes + 4 * chunks);
+      for (std::size_t c = 0; c < chunks; ++c) {
+        const float scale = load<float>(bytes + 4 * c);
+        const std::size_t end = std::min(n, (c + 1) * kInt8ChunkFloats);
+        for (std::size_t i = c * kInt8ChunkFloats; i < end; ++i) {
+          put(i, static_cast<float>(values[i]) * scale);
+        }
+      }
+      break;
+    }
+    case CodecKind::kTopK: {
+      const std::size_t k = kept_;
+      // Checked before anything is written: a malformed message changes nothing.
+      std::uint64_t previous = 0;
+      for (std::size_t j = 0; j < k; ++j) {
+        const std::uint32_t i = load<std::uint32_t>(bytes + 4 * j);
+        if (i >= n || (j > 0 && i <= previous)) {
+          throw ProtocolError("topk encoding of " + std::to_string(n) + " floats: index " +
+                              std::to_string(i) + " at entry " + std::to_string(j) +
+                              (i >= n ? " is out of range" : " is not ascending"));
+        }
+        previous = i;
+      }
+      if constexpr (!kAdd) std::fill(out.begin(), out.end(), 0.0f);
+      for (std::size_t j = 0; j < k; ++j) {
+        out[load<std::uint32_t>(bytes + 4 * j)] += load<float>(bytes + 4 * (k + j));
+      }
+      break;
+    }
+    case CodecKind::kRandomK: {
+      if constexpr (!kAdd) std::fill(out.begin(), out.end(), 0.0f);
+      const std::uint64_t stream = random_stream(iteration);
+      for (std::size_t j = 0; j < kept_; ++j) {
+        out[random_index(stream, j)] += load<float>(bytes + 4 * j);
+      }
+      break;
+    }
+  }
+}
+
+void Codec::decode(std::span<const std::byte> in, std::span<float> out,
+                   std::uint64_t iteration) const {
+  decode_into<false>(in, out, iteration);
+}
+
+void Codec::decode_add(std::span<const std::byte> in, std::span<float> sum,
+                       std::uint64_t iteration) const {
+  decode_into<true>(in, sum, iteration);
+}
+
+void Codec::save_state(engine::StateWriter& out) { out.write_floats(residual_); }
+
+void Codec::load_state(engine::StateReader& in) { in.read_floats(residual_); }
+
+}  // namespace gradmesh::sync::compress

@@ -1,0 +1,329 @@
+// Tests for sync/compress/codec.h: the half-precision conversions, each codec's error bound, the
+// error-feedback invariant, random-k's shared indices, malformed encodings and the residual in
+// checkpoints.
+
+#include "sync/compress/codec.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "engine/error.h"
+#include "tasks/random.h"
+
+using namespace gradmesh::sync::compress;
+using gradmesh::ConfigError;
+using gradmesh::ProtocolError;
+
+namespace {
+
+constexpr CodecKind kAll[] = {CodecKind::kNone, CodecKind::kFp16, CodecKind::kBf16,
+                              CodecKind::kInt8, CodecKind::kTopK, CodecKind::kRandomK};
+
+/// n floats, normal with spread `scale` (a gradient's shape: mostly small, a few large).
+std::vector<float> gradient(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
+  gradmesh::tasks::SplitMix64 rng(seed);
+  std::vector<float> out(n);
+  for (float& v : out) {
+    // Sum of 4 uniforms: a bell shape, then a heavy tail on one entry in 50.
+    float x = rng.next_float() + rng.next_float() + rng.next_float() + rng.next_float() - 2.0f;
+    if (rng.next_below(50) == 0) x *= 40.0f;
+    v = x * scale;
+  }
+  return out;
+}
+
+/// Integers in [-50, 50]: sums of them are exact in fp32.
+std::vector<float> integers(std::size_t n, std::uint64_t seed) {
+  gradmesh::tasks::SplitMix64 rng(seed);
+  std::vector<float> out(n);
+  for (float& v : out) v = static_cast<float>(static_cast<int>(rng.next_below(101)) - 50);
+  return out;
+}
+
+std::uint32_t bits(float v) { return std::bit_cast<std::uint32_t>(v); }
+
+/// The float next to `v` towards +infinity in binary16 steps: for the nearest-value check.
+float fp16_neighbour(std::uint16_t h, int step) {
+  return fp16_to_float(static_cast<std::uint16_t>(static_cast<int>(h) + step));
+}
+
+}  // namespace
+
+TEST_CASE("binary16 conversion rounds to nearest even and saturates finite values", "[compress]") {
+  CHECK(float_to_fp16(1.0f) == 0x3c00);
+  CHECK(float_to_fp16(-2.0f) == 0xc000);
+  CHECK(float_to_fp16(0.0f) == 0x0000);
+  CHECK(float_to_fp16(-0.0f) == 0x8000);
+  CHECK(float_to_fp16(65504.0f) == 0x7bff);
+  CHECK(float_to_fp16(65519.0f) == 0x7bff);  // below the half-way point to 65536
+  CHECK(float_to_fp16(1e6f) == 0x7bff);      // saturated, not infinite
+  CHECK(float_to_fp16(-1e6f) == 0xfbff);
+  CHECK(float_to_fp16(std::numeric_limits<float>::infinity()) == 0x7c00);
+  CHECK(std::isnan(fp16_to_float(float_to_fp16(std::numeric_limits<float>::quiet_NaN()))));
+  CHECK(float_to_fp16(0x1p-14f) == 0x0400);  // the smallest normal
+  CHECK(float_to_fp16(0x1p-24f) == 0x0001);  // the smallest subnormal
+  CHECK(float_to_fp16(0x1p-25f) == 0x0000);  // a tie: to even, zero
+  CHECK(float_to_fp16(0x1.8p-25f) == 0x0001);
+  CHECK(float_to_fp16(0x1.8p-24f) == 0x0002);          // a tie between 1 and 2: to even
+  CHECK(float_to_fp16(1.0f + 0x1p-11f) == 0x3c00);     // a tie: to even (down)
+  CHECK(float_to_fp16(1.0f + 0x1.8p-10f) == 0x3c02);   // a tie: to even (up)
+  CHECK(float_to_fp16(1.0f + 0x1.01p-11f) == 0x3c01);  // just above the tie: up
+
+  // Every binary16 value converts to a float and back to itself.
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    const auto half = static_cast<std::uint16_t>(h);
+    const float f = fp16_to_float(half);
+    if (std::isnan(f)) continue;
+    REQUIRE(float_to_fp16(f) == half);
+  }
+  // Random floats in binary16's range go to a nearest value (no neighbour is closer).
+  gradmesh::tasks::SplitMix64 rng(7);
+  for (int i = 0; i < 20000; ++i) {
+    const float x =
+        std::ldexp(rng.next_float() * 2.0f - 1.0f, static_cast<int>(rng.next_below(40)) - 26);
+    const std::uint16_t h = float_to_fp16(x);
+    const float d = std::abs(x - fp16_to_float(h));
+    const std::uint16_t magnitude = h & 0x7fff;
+    if (magnitude > 0) REQUIRE(d <= std::abs(x - fp16_neighbour(h, -1)));
+    if (magnitude < 0x7bff) REQUIRE(d <= std::abs(x - fp16_neighbour(h, 1)));
+  }
+}
+
+TEST_CASE("bfloat16 conversion keeps the top half of a float, rounded to nearest even",
+          "[compress]") {
+  CHECK(float_to_bf16(1.0f) == 0x3f80);
+  CHECK(float_to_bf16(1.0f + 0x1p-8f) == 0x3f80);     // a tie: to even (down)
+  CHECK(float_to_bf16(1.0f + 0x1.8p-7f) == 0x3f82);   // a tie: to even (up)
+  CHECK(float_to_bf16(1.0f + 0x1.01p-8f) == 0x3f81);  // just above the tie: up
+  CHECK(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    const auto half = static_cast<std::uint16_t>(h);
+    const float f = bf16_to_float(half);
+    if (std::isnan(f)) continue;
+    REQUIRE(float_to_bf16(f) == half);
+  }
+}
+
+TEST_CASE("codec names parse, a wrong one is a config error naming the key", "[compress]") {
+  for (const CodecKind kind : kAll) CHECK(parse_codec_kind(codec_name(kind)) == kind);
+  try {
+    (void)parse_codec_kind("zip", "sync.compression");
+    FAIL("parsed an unknown compressor");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("sync.compression") && Catch::Contains("topk"));
+  }
+  CHECK_THROWS_AS(Codec(CodecKind::kTopK, 10, 0.0), ConfigError);
+  CHECK_THROWS_AS(Codec(CodecKind::kTopK, 10, 1.5), ConfigError);
+  CHECK(kept_entries(0, 0.1) == 0);
+  CHECK(kept_entries(1000, 0.01) == 10);
+  CHECK(kept_entries(1001, 0.01) == 11);  // rounded up
+  CHECK(kept_entries(5, 0.001) == 1);     // at least one
+  CHECK(kept_entries(5, 1.0) == 5);
+}
+
+TEST_CASE("each codec's encoding has its size and its error within its bound", "[compress]") {
+  const std::size_t n = 3 * kInt8ChunkFloats + 77;  // a last chunk cut short
+  const std::vector<float> g = gradient(n, 11);
+  for (const CodecKind kind : kAll) {
+    INFO(codec_name(kind));
+    Codec codec(kind, n, 0.05, /*error_feedback=*/false, 3);
+    std::vector<std::byte> wire(codec.encoded_bytes());
+    const EncodeStats stats = codec.encode(g, wire, 0);
+    std::vector<float> decoded(n);
+    codec.decode(wire, decoded, 0);
+    double error2 = 0, norm2 = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      error2 += static_cast<double>(g[i] - decoded[i]) * (g[i] - decoded[i]);
+      norm2 += static_cast<double>(g[i]) * g[i];
+    }
+    CHECK(stats.input_norm2 == Approx(norm2).epsilon(1e-12));
+    CHECK(stats.error_norm2 == Approx(error2).epsilon(1e-6).margin(1e-12));
+    switch (kind) {
+      case CodecKind::kNone:
+        CHECK(wire.size() == 4 * n);
+        CHECK(decoded == g);
+        break;
+      case CodecKind::kFp16:
+      case CodecKind::kBf16: {
+        CHECK(wire.size() == 2 * n);
+        const float bound = kind == CodecKind::kFp16 ? 0x1p-11f : 0x1p-8f;  // half an ulp
+        for (std::size_t i = 0; i < n; ++i) {
+          REQUIRE(std::abs(g[i] - decoded[i]) <= bound * std::abs(g[i]) + 0x1p-25f);
+        }
+        break;
+      }
+      case CodecKind::kInt8: {
+        CHECK(wire.size() == 4 * 4 + n);
+        for (std::size_t c = 0; c * kInt8ChunkFloats < n; ++c) {
+          float max_abs = 0;
+          const std::size_t end = std::min(n, (c + 1) * kInt8ChunkFloats);
+          for (std::size_t i = c * kInt8ChunkFloats; i < end; ++i)
+            max_abs = std::max(max_abs, std::abs(g[i]));
+          for (std::size_t i = c * kInt8ChunkFloats; i < end; ++i) {
+            REQUIRE(std::abs(g[i] - decoded[i]) <= max_abs / 254.0f * 1.0001f);
+          }
+        }
+        break;
+      }
+      case CodecKind::kTopK: {
+        const std::size_t k = kept_entries(n, 0.05);
+        CHECK(wire.size() == 8 * k);
+        // Kept entries are exact; every dropped one is no larger than the smallest kept.
+        float smallest_kept = std::numeric_limits<float>::infinity();
+        float largest_dropped = 0;
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          if (decoded[i] != 0.0f) {
+            REQUIRE(decoded[i] == g[i]);
+            smallest_kept = std::min(smallest_kept, std::abs(g[i]));
+            ++kept;
+          } else {
+            largest_dropped = std::max(largest_dropped, std::abs(g[i]));
+          }
+        }
+        CHECK(kept == k);
+        CHECK(largest_dropped <= smallest_kept);
+        break;
+      }
+      case CodecKind::kRandomK: {
+        const std::size_t k = kept_entries(n, 0.05);
+        CHECK(wire.size() == 4 * k);
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          if (decoded[i] != 0.0f) {
+            REQUIRE(decoded[i] == g[i]);
+            ++kept;
+          }
+        }
+        CHECK(kept == k);  // no entry of g is 0
+        break;
+      }
+    }
+  }
+}
+
+TEST_CASE("with error feedback, what is sent plus the residual is exactly what was given",
+          "[compress]") {
+  const std::size_t n = 2 * kInt8ChunkFloats + 13;
+  for (const CodecKind kind : kAll) {
+    if (kind == CodecKind::kNone) continue;
+    INFO(codec_name(kind) << ", bit for bit at each step");
+    Codec codec(kind, n, 0.1, true, 5);
+    std::vector<std::byte> wire(codec.encoded_bytes());
+    std::vector<float> decoded(n);
+    for (std::uint64_t t = 0; t < 6; ++t) {
+      const std::vector<float> g = gradient(n, 100 + t, t % 2 == 0 ? 1.0f : 1e-3f);
+      std::vector<float> p(codec.residual().begin(), codec.residual().end());
+      for (std::size_t i = 0; i < n; ++i) p[i] += g[i];
+      (void)codec.encode(g, wire, t);
+      codec.decode(wire, decoded, t);
+      for (std::size_t i = 0; i < n; ++i) {
+        REQUIRE(bits(decoded[i] + codec.residual()[i]) == bits(p[i]));
+      }
+    }
+  }
+  // Summed over a run, on integers, for the sparse codecs.
+  for (const CodecKind kind : {CodecKind::kTopK, CodecKind::kRandomK}) {
+    INFO(codec_name(kind) << ", summed over a run");
+    Codec codec(kind, n, 0.02, true, 9);
+    std::vector<std::byte> wire(codec.encoded_bytes());
+    std::vector<float> given(n, 0.0f), sent(n, 0.0f);
+    for (std::uint64_t t = 0; t < 20; ++t) {
+      const std::vector<float> g = integers(n, 300 + t);
+      for (std::size_t i = 0; i < n; ++i) given[i] += g[i];
+      (void)codec.encode(g, wire, t);
+      codec.decode_add(wire, sent, t);
+    }
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(sent[i] + codec.residual()[i] == given[i]);
+  }
+}
+
+TEST_CASE("random-k picks the same indices on every node, so its values sum on a ring",
+          "[compress]") {
+  const std::size_t n = 1000;
+  Codec a(CodecKind::kRandomK, n, 0.1, true, 42);
+  Codec b(CodecKind::kRandomK, n, 0.1, true, 42);
+  const std::vector<float> ga = integers(n, 1), gb = integers(n, 2);
+  std::vector<std::byte> wa(a.encoded_bytes()), wb(b.encoded_bytes());
+  (void)a.encode(ga, wa, 17);
+  (void)b.encode(gb, wb, 17);
+  // The ring adds encodings value by value; decoding the sum gives the sum of the decodings.
+  std::vector<std::byte> summed(wa.size());
+  for (std::size_t j = 0; j < a.kept(); ++j) {
+    float x, y;
+    std::memcpy(&x, wa.data() + 4 * j, 4);
+    std::memcpy(&y, wb.data() + 4 * j, 4);
+    const float s = x + y;
+    std::memcpy(summed.data() + 4 * j, &s, 4);
+  }
+  std::vector<float> expected(n, 0.0f), from_sum(n);
+  a.decode_add(wa, expected, 17);
+  b.decode_add(wb, expected, 17);
+  a.decode(summed, from_sum, 17);
+  CHECK(from_sum == expected);
+  // Another iteration draws other indices (one per stratum of n / k = 10 floats).
+  std::vector<float> at17(n), at18(n);
+  (void)a.encode(ga, wa, 18);
+  a.decode(wa, at18, 18);
+  a.decode(summed, at17, 17);
+  std::size_t same = 0;
+  for (std::size_t i = 0; i < n; ++i) same += (at17[i] != 0.0f && at18[i] != 0.0f) ? 1 : 0;
+  CHECK(same < a.kept() / 2);
+}
+
+TEST_CASE("a malformed encoding is refused and changes nothing", "[compress]") {
+  const std::size_t n = 100;
+  Codec topk(CodecKind::kTopK, n, 0.05, false);
+  std::vector<std::byte> wire(topk.encoded_bytes());
+  (void)topk.encode(gradient(n, 3), wire, 0);
+  std::vector<float> sum(n, 1.0f);
+  const std::vector<float> before = sum;
+
+  std::vector<std::byte> short_wire(wire.begin(), wire.end() - 1);
+  CHECK_THROWS_AS(topk.decode_add(short_wire, sum, 0), ProtocolError);
+  std::vector<std::byte> out_of_range = wire;
+  const std::uint32_t far = 1000;
+  std::memcpy(out_of_range.data() + 4, &far, 4);
+  CHECK_THROWS_WITH(topk.decode_add(out_of_range, sum, 0), Catch::Contains("out of range"));
+  std::vector<std::byte> unordered = wire;
+  std::memcpy(unordered.data() + 4, unordered.data(), 4);  // entry 1 repeats entry 0's index
+  CHECK_THROWS_WITH(topk.decode_add(unordered, sum, 0), Catch::Contains("not ascending"));
+  CHECK(sum == before);
+
+  Codec fp16(CodecKind::kFp16, n, 1.0, false);
+  CHECK_THROWS_AS(fp16.decode_add(std::vector<std::byte>(2 * n + 2), sum, 0), ProtocolError);
+  CHECK(sum == before);
+}
+
+TEST_CASE("the residual is saved and restored bit for bit: the run goes on as if never stopped",
+          "[compress]") {
+  const std::size_t n = 700;
+  for (const CodecKind kind : {CodecKind::kInt8, CodecKind::kTopK, CodecKind::kRandomK}) {
+    INFO(codec_name(kind));
+    Codec through(kind, n, 0.05, true, 8);
+    Codec stopped(kind, n, 0.05, true, 8);
+    std::vector<std::byte> w1(through.encoded_bytes()), w2(stopped.encoded_bytes());
+    for (std::uint64_t t = 0; t < 3; ++t) {
+      (void)through.encode(gradient(n, t), w1, t);
+      (void)stopped.encode(gradient(n, t), w2, t);
+    }
+    gradmesh::engine::StateWriter out;
+    stopped.save_state(out);
+    Codec resumed(kind, n, 0.05, true, 8);
+    gradmesh::engine::StateReader in(out.bytes(), "residual");
+    resumed.load_state(in);
+    for (std::uint64_t t = 3; t < 6; ++t) {
+      (void)through.encode(gradient(n, t), w1, t);
+      (void)resumed.encode(gradient(n, t), w2, t);
+      REQUIRE(w1 == w2);
+    }
+    Codec other(kind, n + 1, 0.05, true, 8);
+    gradmesh::engine::StateReader wrong(out.bytes(), "residual");
+    CHECK_THROWS_AS(other.load_state(wrong), gradmesh::CheckpointError);
+  }
+}
