@@ -8,6 +8,7 @@
 #include "sync/probe/link_probe.h"
 #include "sync/ps/options.h"
 #include "sync/scheme.h"
+#include "tasks/layers/weighted_layer.h"
 
 namespace gradmesh::sync {
 
@@ -24,6 +25,13 @@ topo::PlannerInput planner_input(const SyncContext& ctx, const std::vector<std::
     if (p.sufficient_factors) {
       p.rows = layer.output_size();
       p.cols = layer.input_size();
+    }
+    if (const auto* weighted = dynamic_cast<const tasks::WeightedLayer*>(&layer)) {
+      const std::size_t bias = weighted->bias_count();
+      if (bias > 0 && weighted->weight_count() % bias == 0) {
+        p.weight_rows = bias;
+        p.weight_cols = weighted->weight_count() / bias;
+      }
     }
     // Layer::forward_flops: 2 x parameters for a dense layer, 2 x weights x output positions for
     // a convolution, 2 x inputs without parameters; backward twice that (dW and dx) for a layer

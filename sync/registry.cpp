@@ -16,6 +16,9 @@
 #include "sync/ako/partition_count.h"
 #include "sync/allreduce/allreduce_scheme.h"
 #include "sync/allreduce/messages.h"
+#include "sync/compress/options.h"
+#include "sync/compress/powersgd_model.h"
+#include "sync/compress/powersgd_scheme.h"
 #include "sync/lane_router.h"
 #include "sync/plan_stage.h"
 #include "sync/poseidon/messages.h"
@@ -79,8 +82,33 @@ const std::vector<SchemeEntry>& builtin_schemes() {
          return std::make_unique<AllReduceScheme>(ctx, router, buckets);
        },
        {}},
+      {powersgd_scheme_model(static_cast<std::size_t>(CompressionOptions{}.rank)),
+       {kPowerSgdLane},
+       [](const SyncContext& ctx, LaneRouter& router, const topo::Plan&,
+          const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
+         return std::make_unique<PowerSgdScheme>(ctx, router, layers,
+                                                 compression_options(ctx.options.values));
+       },
+       compression_option_table()},
   };
   return entries;
+}
+
+/// The planner may also use the compressed schemes sync.compression allows (auto, allreduce).
+void add_compression(const SyncOptions& o, topo::PlannerInput& input) {
+  add_compressed_schemes(compression_options(o.values), input);
+}
+
+/// The check of a strategy that compresses nothing: sync.compression.method must stay "none".
+Check without_compression(std::string name) {
+  return [name = std::move(name)](const SyncOptions& o, const StartFacts&) {
+    const std::string method = compression_options(o.values).method;
+    if (method != "none") {
+      throw ConfigError("sync.compression.method = \"" + method + "\": sync.strategy = \"" + name +
+                        "\" sends uncompressed; compression runs under " +
+                        "\"auto\" and \"allreduce\"");
+    }
+  };
 }
 
 // The planned strategies: a plan stage over their schemes (ids, in the planner's tie order).
@@ -101,13 +129,13 @@ const std::vector<Entry>& registry() {
        // one node: the planner makes every layer local
        planned("none", {}),
        {false, false, 1, {}},
-       {},
+       without_compression("none"),
        {}},
       {"ps",
        {ps::kPushLane, ps::kBroadcastLane},
        planned("ps", {ps_id}),
        {true, false, 0, {ps_id}},
-       {},
+       without_compression("ps"),
        {}},
       {"poseidon",
        {ps::kPushLane, ps::kBroadcastLane, sfb::kLane},
@@ -116,7 +144,7 @@ const std::vector<Entry>& registry() {
                  apply_poseidon_options(poseidon_options(o.values), input);
                }),
        {true, false, 0, {ps_id, sfb_id}},
-       {},
+       without_compression("poseidon"),
        poseidon_option_table()},
       {"ako",
        {ako::kPartitionLane, ako::kControlLane, ako::kFullRoundLane, ako::kAverageLane},
@@ -125,6 +153,7 @@ const std::vector<Entry>& registry() {
        },
        {false, true, 0, {}},
        [](const SyncOptions& o, const StartFacts& facts) {
+         without_compression("ako")(o, facts);
          // eq. 3's automatic p needs B: a rejoining node takes p from its donor, a probe measures
          // it; without either it must be configured (throws naming the keys).
          const AkoOptions ako = ako_options(o);
@@ -133,14 +162,14 @@ const std::vector<Entry>& registry() {
        },
        ako_option_table()},
       {"allreduce",
-       {allreduce::kLane},
-       planned("allreduce", {ar_id}),
+       {allreduce::kLane, kPowerSgdLane},
+       planned("allreduce", {ar_id}, add_compression),
        {true, false, 0, {ar_id}},
        {},
        {}},
       {"auto",
-       {ps::kPushLane, ps::kBroadcastLane, sfb::kLane, allreduce::kLane},
-       planned("auto", {ps_id, ar_id, sfb_id}),
+       {ps::kPushLane, ps::kBroadcastLane, sfb::kLane, allreduce::kLane, kPowerSgdLane},
+       planned("auto", {ps_id, ar_id, sfb_id}, add_compression),
        {true, false, 0, {ps_id, ar_id, sfb_id}},
        {},
        {}},

@@ -49,6 +49,11 @@ struct LayerProfile {
   /// which rebuilds dW from the factors instead of computing it (the dense layer nearest the
   /// input then computes nothing). nullopt: backward_seconds (SFB saves nothing).
   std::optional<double> backward_input_seconds;
+  /// W viewed as a matrix, weight_rows x weight_cols (rows: one per bias: a dense layer's M x N,
+  /// a convolution's F x C k^2); 0 x 0 for a layer without weights. Low-rank compression
+  /// (PowerSGD) fits a layer by it.
+  std::size_t weight_rows = 0;
+  std::size_t weight_cols = 0;
 
   /// t_b^(l) under SFB (`sfb`: backward_input_seconds when set) or another scheme
   /// (backward_seconds), seconds.

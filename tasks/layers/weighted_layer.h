@@ -18,6 +18,10 @@ class WeightedLayer : public Layer {
   [[nodiscard]] std::size_t parameter_count() const noexcept final {
     return weight_count_ + bias_count_;
   }
+  /// Floats of W and of b (W viewed as a matrix: bias_count() rows of weight_count() /
+  /// bias_count() floats: a dense layer's M x N, a convolution's F x C k^2).
+  [[nodiscard]] std::size_t weight_count() const noexcept { return weight_count_; }
+  [[nodiscard]] std::size_t bias_count() const noexcept { return bias_count_; }
   /// Splits the bound spans at weight_count. Throws gradmesh::ContractError, naming kind(), if
   /// either does not hold parameter_count() floats.
   void bind(std::span<float> parameters, std::span<float> gradients) final;

@@ -22,19 +22,8 @@ namespace {
 
 constexpr std::uint64_t kIterations = 6;
 
-// The reference: one node, strategy none, batch n K = the n nodes' batches concatenated.
-std::vector<float> union_reference(SyntheticJob job, std::size_t nodes) {
-  job.factory = nullptr;
-  std::vector<std::size_t> all(nodes);
-  for (std::size_t r = 0; r < nodes; ++r) all[r] = r;
-  InProcNode single(job, "none", 0, 1, nullptr, all);
-  for (std::uint64_t i = 0; i < kIterations; ++i) single.step();
-  const auto p = single.model().parameters();
-  return {p.begin(), p.end()};
-}
-
 void check_equals_union(const SyntheticJob& job, const std::string& strategy, std::size_t nodes) {
-  const auto reference = union_reference(job, nodes);
+  const auto reference = testing::union_reference(job, nodes, kIterations);
   InProcCluster cluster(job, strategy, nodes);
   cluster.train(kIterations);
   for (std::size_t r = 0; r < nodes; ++r) {

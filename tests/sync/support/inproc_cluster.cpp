@@ -130,6 +130,17 @@ void InProcCluster::finish() {
   for (auto& t : threads) t.join();
 }
 
+std::vector<float> union_reference(SyntheticJob job, std::size_t nodes, std::uint64_t iterations) {
+  job.factory = nullptr;
+  job.options = {};
+  std::vector<std::size_t> all(nodes);
+  for (std::size_t r = 0; r < nodes; ++r) all[r] = r;
+  InProcNode single(job, "none", 0, 1, nullptr, all);
+  for (std::uint64_t i = 0; i < iterations; ++i) single.step();
+  const auto p = single.model().parameters();
+  return {p.begin(), p.end()};
+}
+
 double max_abs_difference(std::span<const float> a, std::span<const float> b) {
   GRADMESH_CHECK_EQ(a.size(), b.size(), "max_abs_difference: sizes");
   double worst = 0;

@@ -94,6 +94,12 @@ class InProcCluster {
   std::vector<std::unique_ptr<InProcNode>> nodes_;
 };
 
+/// The BSP reference of `nodes` nodes of `job`: one node, strategy none, trained `iterations`
+/// iterations on the n nodes' batches concatenated (batch n K); its parameters. `job`'s factory
+/// and sync options are not used (a single node plans every layer local).
+[[nodiscard]] std::vector<float> union_reference(SyntheticJob job, std::size_t nodes,
+                                                 std::uint64_t iterations);
+
 /// Largest |a_i - b_i|.
 [[nodiscard]] double max_abs_difference(std::span<const float> a, std::span<const float> b);
 

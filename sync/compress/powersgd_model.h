@@ -1,0 +1,38 @@
+#pragma once
+// How the planner prices PowerSGD on a layer (issue 28; Vogels, Karimireddy, Jaggi, "PowerSGD:
+// Practical Low-Rank Gradient Compression for Distributed Optimization", NeurIPS'19, Alg. 1).
+
+#include <cstddef>
+#include <string_view>
+
+#include "topo/cost_model.h"
+#include "topo/scheme_model.h"
+
+namespace gradmesh::sync {
+
+/// The scheme's id (plans, checkpoints' plan signatures) and the lane it sends on.
+inline constexpr std::string_view kPowerSgdScheme = "powersgd";
+inline constexpr std::string_view kPowerSgdLane = "powersgd";
+
+/// One node's cost per iteration of PowerSGD of rank r on a layer whose weights are a
+/// rows x cols matrix M plus `bias` floats, r = min(rank, rows, cols): two ring all-reduces in
+/// sequence, of P with the bias (4 (rows r + bias) bytes) and of Q (4 cols r bytes):
+///   bytes_sent = ring_allreduce_bytes(P) + ring_allreduce_bytes(Q),
+///   comm_seconds = T_ar(P) + T_ar(Q)   (MG-WFBP eq. 9 for each),
+///   compute_seconds = 6 rows cols r / gemm_flops (P = M Q, Q = M^T P, M' = P Q^T)
+///                     + 1.8 rows cols step_seconds_per_float (the passes over M: at small r the
+///                       GEMMs read M more than they compute; about 36 bytes a weight against
+///                       the step's 20)
+///                     + (rows cols + bias) step_seconds_per_float (the step).
+/// The two GEMMs before and between the all-reduces are counted after them (they hold no link; the
+/// planner's timeline charges compute after the layer's communication). One node: all 0. Throws
+/// ContractError for a bad cluster, or a GEMM rate <= 0 on several nodes.
+[[nodiscard]] topo::SchemeCost powersgd_cost(const topo::ClusterCost& cluster, std::size_t rows,
+                                             std::size_t cols, std::size_t bias, std::size_t rank);
+
+/// PowerSGD of rank `rank` as the planner sees it: fits a layer with a weight matrix
+/// (LayerProfile::weight_rows x weight_cols, its bias one float a row); cost powersgd_cost; one
+/// lane; neither bucketed nor chunked.
+[[nodiscard]] topo::SchemeModel powersgd_scheme_model(std::size_t rank);
+
+}  // namespace gradmesh::sync

@@ -1,0 +1,103 @@
+// Tests for sync/compress/powersgd_scheme.h on the in-process transport: the dense layers of a
+// synthetic job fixed to PowerSGD, on 2 to 4 nodes.
+
+#include "sync/compress/powersgd_scheme.h"
+
+#include <catch2/catch.hpp>
+
+#include "sync/compress/powersgd_model.h"
+#include "sync/plan_input.h"
+#include "sync/plan_stage.h"
+#include "tests/sync/support/inproc_cluster.h"
+
+using namespace gradmesh;
+using gradmesh::testing::InProcCluster;
+using gradmesh::testing::InProcNode;
+using gradmesh::testing::SyntheticJob;
+
+namespace {
+
+constexpr std::uint64_t kIterations = 6;
+
+/// A job whose dense layers (0, 2, 4) are PowerSGD's, of rank `rank`, uncompressed for the first
+/// `start_iteration` iterations.
+SyntheticJob powersgd_job(std::int64_t rank, std::int64_t start_iteration = 0) {
+  SyntheticJob job;
+  job.options.values.set("compression.method", std::string("powersgd"));
+  job.options.values.set("compression.rank", rank);
+  job.options.values.set("compression.start_iteration", start_iteration);
+  job.factory = [](sync::SyncContext c) -> std::unique_ptr<sync::SyncStage> {
+    auto input = sync::planner_input(c, sync::strategy_traits("auto").schemes);
+    sync::add_compressed_schemes(sync::compression_options(c.options.values), input);
+    input.fixed_schemes.assign(input.layers.size(), std::nullopt);
+    for (const std::size_t l : {0, 2, 4})
+      input.fixed_schemes[l] = std::string(sync::kPowerSgdScheme);
+    return std::make_unique<sync::PlanStage>(std::move(c), "auto", topo::make_plan(input));
+  };
+  return job;
+}
+
+std::vector<float> parameters(InProcCluster& cluster, std::size_t rank) {
+  const auto p = cluster.node(rank).model().parameters();
+  return {p.begin(), p.end()};
+}
+
+}  // namespace
+
+TEST_CASE("PowerSGD at full rank equals training on the union batches", "[compress][inproc]") {
+  // Rank 64 >= the smaller side of every weight matrix (24 x 12, 16 x 24, 4 x 16): P_hat spans
+  // each gradient's column space, so the mean gradient comes through whole.
+  const SyntheticJob job = powersgd_job(64);
+  for (const std::size_t nodes : {2, 3, 4}) {
+    const auto reference = testing::union_reference(job, nodes, kIterations);
+    InProcCluster cluster(job, "auto", nodes);
+    cluster.train(kIterations);
+    for (std::size_t r = 0; r < nodes; ++r) {
+      INFO(nodes << " nodes, rank " << r);
+      CHECK(testing::max_abs_difference(parameters(cluster, r), reference) <= 1e-5);
+      CHECK(cluster.node(r).stage().rejected_messages() == 0);
+    }
+    const auto plan = cluster.node(0).stage().plan();
+    CHECK(plan[0].scheme == "PowerSGD r12");
+    CHECK(plan[2].scheme == "PowerSGD r16");
+    CHECK(plan[4].scheme == "PowerSGD r4");
+  }
+}
+
+TEST_CASE("PowerSGD at rank 1 compresses, and every replica holds the same bits",
+          "[compress][inproc]") {
+  const SyntheticJob job = powersgd_job(1);
+  const std::size_t nodes = 3;
+  const auto reference = testing::union_reference(job, nodes, kIterations);
+  InProcCluster cluster(job, "auto", nodes);
+  cluster.train(kIterations);
+  const auto first = parameters(cluster, 0);
+  for (std::size_t r = 1; r < nodes; ++r) CHECK(parameters(cluster, r) == first);
+  // A rank-1 update is not the mean gradient: the model moved elsewhere than uncompressed SGD.
+  CHECK(testing::max_abs_difference(first, reference) > 1e-4);
+  const auto plan = cluster.node(0).stage().plan();
+  CHECK(plan[2].scheme == "PowerSGD r1");
+  CHECK(cluster.node(0).stage().rejected_messages() == 0);
+}
+
+TEST_CASE("PowerSGD's warm-up iterations go uncompressed, then compression starts",
+          "[compress][inproc]") {
+  const std::size_t nodes = 2;
+  SECTION("warm-up over the whole run: the union batches' training") {
+    const SyntheticJob job = powersgd_job(1, kIterations);
+    const auto reference = testing::union_reference(job, nodes, kIterations);
+    InProcCluster cluster(job, "auto", nodes);
+    cluster.train(kIterations);
+    CHECK(testing::max_abs_difference(parameters(cluster, 0), reference) <= 1e-5);
+    CHECK(parameters(cluster, 1) == parameters(cluster, 0));
+  }
+  SECTION("two warm-up iterations, then rank 1: replicas agree, and leave the reference") {
+    const SyntheticJob job = powersgd_job(1, 2);
+    const auto reference = testing::union_reference(job, nodes, kIterations);
+    InProcCluster cluster(job, "auto", nodes);
+    cluster.train(kIterations);
+    CHECK(parameters(cluster, 1) == parameters(cluster, 0));
+    CHECK(testing::max_abs_difference(parameters(cluster, 0), reference) > 1e-4);
+    CHECK(cluster.node(0).stage().rejected_messages() == 0);
+  }
+}
