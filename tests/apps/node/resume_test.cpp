@@ -59,17 +59,34 @@ void run_ok(Cluster& cluster, const std::vector<std::string>& sets,
 /// The uninterrupted job, then the same job stopped at `stop` with checkpoints every `every`,
 /// then resumed to the end; parameters compared byte for byte. `tear` corrupts rank 0's newest
 /// checkpoint before the resume (a crash mid-write): the nodes then agree on the one before.
+/// `job_sets` (KEY=VALUE) go to every run; with `expected_scheme`, the plan must put a layer on
+/// a scheme whose plan name starts with it.
 void check_stop_and_resume_is_bitwise(const std::string& strategy, std::size_t every,
-                                      std::size_t stop, bool tear, std::uint64_t expected_resume) {
+                                      std::size_t stop, bool tear, std::uint64_t expected_resume,
+                                      const std::vector<std::string>& job_sets = {},
+                                      const std::string& expected_scheme = "") {
   const std::string toml = job_toml(strategy);
+  const auto with_job_sets = [&job_sets](std::vector<std::string> sets) {
+    sets.insert(sets.end(), job_sets.begin(), job_sets.end());
+    return sets;
+  };
   const std::string limit = "job.max_iterations=" + std::to_string(kIterations);
   Cluster whole("resume-whole-" + strategy, kNodes, toml);
-  run_ok(whole, {limit});
+  run_ok(whole, with_job_sets({limit}));
+  if (!expected_scheme.empty()) {  // the plan runs the scheme under test
+    std::size_t rows = 0;
+    const auto metrics = whole.metrics(0);
+    for (const auto& row : metrics["plan"]) {
+      rows += row["scheme"].get<std::string>().starts_with(expected_scheme) ? 1 : 0;
+    }
+    CHECK(rows > 0);
+  }
 
   Cluster first("resume-first-" + strategy, kNodes, toml);
   const std::string ckpt = (first.dir() / "ckpt").string();
-  run_ok(first, {"job.max_iterations=" + std::to_string(stop), "checkpoint.dir=" + ckpt,
-                 "checkpoint.every=" + std::to_string(every)});
+  run_ok(first,
+         with_job_sets({"job.max_iterations=" + std::to_string(stop), "checkpoint.dir=" + ckpt,
+                        "checkpoint.every=" + std::to_string(every)}));
   for (std::size_t r = 0; r < kNodes; ++r) {
     INFO("rank " << r);
     CHECK(first.metrics(r)["checkpoints_written"].get<int>() >= 2);
@@ -84,8 +101,10 @@ void check_stop_and_resume_is_bitwise(const std::string& strategy, std::size_t e
   }
 
   Cluster second("resume-second-" + strategy, kNodes, toml);
-  run_ok(second, {limit, "checkpoint.dir=" + ckpt, "checkpoint.every=" + std::to_string(every)},
-         {"--resume", ckpt});
+  run_ok(
+      second,
+      with_job_sets({limit, "checkpoint.dir=" + ckpt, "checkpoint.every=" + std::to_string(every)}),
+      {"--resume", ckpt});
   INFO(second.all_logs());
   for (std::size_t r = 0; r < kNodes; ++r) {
     INFO("rank " << r);
@@ -124,6 +143,19 @@ TEST_CASE("poseidon: a torn newest checkpoint is skipped and the previous one re
 TEST_CASE("allreduce: stopped at an epoch's end and resumed equals the uninterrupted run bitwise",
           "[e2e][resume][allreduce]") {
   check_stop_and_resume_is_bitwise("allreduce", 5, 20, /*tear=*/false, 20);
+}
+
+TEST_CASE(
+    "auto with PowerSGD: stopped mid-epoch and resumed equals the uninterrupted run bitwise, "
+    "residuals and warm starts restored",
+    "[e2e][resume][compression]") {
+  // planner.bandwidth = 1mbit: the planner puts the dense layers on PowerSGD (rank 2), whose
+  // error-feedback residuals and warm-start Q the checkpoint must carry for the resumed run to
+  // match.
+  check_stop_and_resume_is_bitwise(
+      "auto", 6, 15, /*tear=*/false, 15,
+      {"sync.compression.method=powersgd", "sync.compression.rank=2", "planner.bandwidth=1mbit"},
+      "PowerSGD");
 }
 
 TEST_CASE(
