@@ -2,7 +2,7 @@
 // Sharing a node's send link among lanes by weight: start-time fair queuing over lanes
 // (Goyal, Vin, Cheng, SIGCOMM'96), the policy of Poseidon's bandwidth manager (arXiv'15 sec.
 // 4.3.3: send as fast as the link allows, allocating bandwidth by each message's contribution).
-// Pure bookkeeping, no I/O: the TCP send queue (net/tcp/send_queue.cpp) asks it which lane goes
+// Pure bookkeeping, no I/O: the TCP send queue (net/tcp/send_scheduler.cpp) asks it which lane goes
 // next and tells it what was written.
 
 #include <cstddef>

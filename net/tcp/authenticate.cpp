@@ -41,8 +41,8 @@ void TcpTransport::Impl::send_challenge(Connection& connection) noexcept {
                 auth::encode_challenge(options_.rank, connection.our_nonce, key_.has_value(), {},
                                        control_lane_, options_.rejoin, encrypts()));
   } catch (const std::exception& e) {
-    fail_start(
-        PeerError(rank, peers_[rank].address, std::string("cannot encode Challenge: ") + e.what()));
+    fail_start(PeerError(rank, peers_[rank].address(),
+                         std::string("cannot encode Challenge: ") + e.what()));
     return;
   }
   pump();
@@ -90,7 +90,7 @@ void TcpTransport::Impl::handle_acceptor_challenge(Connection& connection,
     if (keys) connection.start_sealing(keys->send);
     queue_frame(connection, encode_hello(our_hello(), control_lane_));
   } catch (const std::exception& e) {
-    fail_start(PeerError(rank, peers_[rank].address,
+    fail_start(PeerError(rank, peers_[rank].address(),
                          std::string("cannot encode Proof and Hello: ") + e.what()));
     return;
   }
@@ -124,7 +124,7 @@ void TcpTransport::Impl::handle_challenge(Connection& connection, const schema::
   // this node's older view, and must be told to dial again, not refused.
   bool retry = false;
   if (why.empty() && theirs->rejoin) why = rejoin_refusal(theirs->rank, true, retry);
-  if (why.empty() && peers_[theirs->rank].connection != nullptr)
+  if (why.empty() && peers_[theirs->rank].connection() != nullptr)
     why = "rank " + std::to_string(theirs->rank) + " is already connected";
   if (!why.empty()) {
     counters_.add_received(CounterBook::kUnknownPeer, control_lane_, wire, 1);
@@ -193,7 +193,7 @@ void TcpTransport::Impl::refused_by_dialer(Connection& connection, const schema:
   log_rejection(spdlog::level::err, "connection from " + connection.remote_address() + ": " + why);
   {
     const std::lock_guard lock(mutex_);
-    peers_[rank].last_refusal = why;
+    peers_[rank].set_last_refusal_locked(why);
   }
   close_connection(connection);
 }

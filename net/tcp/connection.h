@@ -2,7 +2,7 @@
 // One TCP connection to a peer on the loop thread: the frame reader (prefix -> header -> payload
 // read in place) and the writer (scatter/gather slices of the frames of its WriteQueue).
 //
-// Internal to gradmesh::net (includes <uv.h>); only tcp_transport.cpp and tests use it.
+// Internal to gradmesh::net (includes <uv.h>); only net/tcp/ and tests use it.
 
 #include <uv.h>
 
@@ -192,13 +192,13 @@ class Connection final {
   [[nodiscard]] std::string remote_ip_address() const;
 
   // ---- the owner's per-connection state (the transport's handshake and shutdown bookkeeping) ----
-  std::size_t dial_address = 0;   ///< dialer: index of the address it connects to (Peer::addresses)
+  std::size_t dial_address = 0;   ///< dialer: index of the address it connects to (Dialer's)
   std::uint64_t accepted_ms = 0;  ///< acceptor: uv_now() at the accept (net.handshake_timeout)
   std::string remote_ip;          ///< acceptor: the dialer's IP address (the per-address cap)
   bool established = false;       ///< handshake done, frames go to the owner
   bool goodbye_sent = false;      ///< our Goodbye's last byte was written
   bool goodbye_received = false;  ///< the peer's Goodbye arrived
-  bool in_ready_list = false;     ///< queued in the owner's write round-robin
+  bool in_ready_list = false;     ///< queued in the SendScheduler's ready list
   // heartbeats (TransportOptions::peer_timeout_s): uv_now() of the last byte read / written
   std::uint64_t last_heard_ms = 0;
   std::uint64_t last_written_ms = 0;

@@ -21,19 +21,17 @@ void TcpTransport::Impl::fail_start(PeerError error) noexcept {
 
 void TcpTransport::Impl::fail_peer(std::size_t rank, const std::string& why,
                                    std::optional<std::size_t> failed_peer) noexcept {
-  if (Connection* connection = peers_[rank].connection) close_connection(*connection);
+  if (Connection* connection = peers_[rank].connection()) close_connection(*connection);
   if (stopping_) return;
-  PeerError error(rank, peers_[rank].address, why, failed_peer);
+  PeerError error(rank, peers_[rank].address(), why, failed_peer);
   bool during_start = false;
   {
     const std::lock_guard lock(mutex_);
-    if (peers_[rank].failure) return;
-    peers_[rank].failure = error;
-    peers_[rank].done = true;
+    if (!peers_[rank].fail_locked(error)) return;
     if (!started_) {
       // start() keeps waiting for the others and names this peer among the missing ones when it
       // times out (a peer that exits because *another* peer is missing must not mask that one).
-      peers_[rank].connected = false;
+      peers_[rank].set_connected_locked(false);
       during_start = true;
     }
   }
@@ -50,14 +48,14 @@ void TcpTransport::Impl::fail_peer(std::size_t rank, const std::string& why,
   }
   // A failed peer answers no LivenessQuery: it counts as one that does not hear.
   for (std::size_t r = 0; r < peers_.size(); ++r) {
-    if (peers_[r].liveness.peer_failed(rank) == tcp::LivenessQuery::Answer::kSettled) {
+    if (peers_[r].liveness().peer_failed(rank) == tcp::LivenessQuery::Answer::kSettled) {
       settle_query(r);
     }
   }
 }
 
 void TcpTransport::Impl::settle_query(std::size_t rank) noexcept {
-  const Connection* silent = peers_[rank].connection;
+  const Connection* silent = peers_[rank].connection();
   if (silent == nullptr || !silent->established || silent->closing()) return;
   const std::uint64_t now = uv_now(&loop_);
   // Every answer is in and none heard it: failed now.
@@ -72,7 +70,7 @@ void TcpTransport::Impl::on_heartbeat(uv_timer_t* timer) noexcept {
   const std::uint64_t timeout_ms = self->peer_timeout_ms();
   const std::uint64_t every_ms = std::max<std::uint64_t>(1, timeout_ms / 4);
   for (std::size_t r = 0; r < self->peers_.size(); ++r) {
-    Connection* connection = self->peers_[r].connection;
+    Connection* connection = self->peers_[r].connection();
     if (r == self->options_.rank || connection == nullptr || !connection->established ||
         connection->closing()) {
       continue;
@@ -95,24 +93,24 @@ void TcpTransport::Impl::on_heartbeat(uv_timer_t* timer) noexcept {
 
 bool TcpTransport::Impl::check_silence(std::size_t rank, std::uint64_t now,
                                        std::uint64_t direct_ms) noexcept {
-  Peer& peer = peers_[rank];
+  PeerLink& peer = peers_[rank];
   const std::uint64_t timeout_ms = peer_timeout_ms();
   if (direct_ms > kMaxVouchedTimeouts * timeout_ms) {
     const std::string bound = std::to_string(kMaxVouchedTimeouts) + " x net.peer_timeout";
     fail_silent(
         rank, direct_ms,
-        peer.liveness.vouched()
+        peer.liveness().vouched()
             ? ", though other peers heard from it: past " + bound +
                   " its link to this node is taken for broken"
             : ": hung, stopped or cut off; the other peers' answers did not come within " + bound);
     return true;
   }
-  const std::uint64_t silent_ms = std::min(direct_ms, peer.liveness.silent_by_reports_ms(now));
+  const std::uint64_t silent_ms = std::min(direct_ms, peer.liveness().silent_by_reports_ms(now));
   if (silent_ms <= timeout_ms) {
-    peer.liveness.close();  // heard (or vouched for) again: a query still out is moot
+    peer.liveness().close();  // heard (or vouched for) again: a query still out is moot
     return false;
   }
-  if (!peer.liveness.open()) {
+  if (!peer.liveness().open()) {
     if (query_liveness(rank, now)) return false;
     fail_silent(rank, direct_ms, ": hung, stopped or cut off");
     return true;
@@ -124,7 +122,7 @@ bool TcpTransport::Impl::check_silence(std::size_t rank, std::uint64_t now,
 
 void TcpTransport::Impl::fail_silent(std::size_t rank, std::uint64_t direct_ms,
                                      const std::string& why) noexcept {
-  peers_[rank].liveness.close();
+  peers_[rank].liveness().close();
   fail_peer(rank, "sent nothing for " + seconds_text(static_cast<double>(direct_ms) / 1e3) +
                       " s (net.peer_timeout = " + seconds_text(options_.peer_timeout_s) + " s)" +
                       why);
@@ -135,7 +133,7 @@ bool TcpTransport::Impl::query_liveness(std::size_t rank, std::uint64_t now) noe
   std::size_t asked = 0;
   std::vector<bool> asking(peers_.size(), false);
   for (std::size_t q = 0; q < peers_.size(); ++q) {
-    Connection* other = peers_[q].connection;
+    Connection* other = peers_[q].connection();
     if (q == rank || q == options_.rank || other == nullptr || !other->established ||
         other->closing() || other->goodbye_received ||
         now - std::min(now, other->last_heard_ms) > timeout_ms) {
@@ -150,13 +148,14 @@ bool TcpTransport::Impl::query_liveness(std::size_t rank, std::uint64_t now) noe
     }
   }
   if (asked == 0) return false;
-  Peer& peer = peers_[rank];
-  peer.liveness.start(now, std::move(asking));
+  PeerLink& peer = peers_[rank];
+  peer.liveness().start(now, std::move(asking));
   spdlog::info(
       "net rank {}: peer rank {} ({}) has sent nothing for {} s (net.peer_timeout = {} "
       "s); asking the {} other peer(s) it hears whether they hear it",
-      options_.rank, rank, peer.address,
-      seconds_text(static_cast<double>(now - std::min(now, peer.connection->last_heard_ms)) / 1e3),
+      options_.rank, rank, peer.address(),
+      seconds_text(static_cast<double>(now - std::min(now, peer.connection()->last_heard_ms)) /
+                   1e3),
       seconds_text(options_.peer_timeout_s), asked);
   return true;
 }
@@ -186,7 +185,7 @@ void TcpTransport::Impl::on_liveness_query(Connection& connection,
   const std::uint64_t now = uv_now(&loop_);
   if (about == options_.rank) {
     silent_ms = 0;  // this node hears itself
-  } else if (const Connection* c = peers_[about].connection;
+  } else if (const Connection* c = peers_[about].connection();
              c != nullptr && c->established && !c->closing()) {
     silent_ms = static_cast<std::uint32_t>(
         std::min<std::uint64_t>(now - std::min(now, c->last_heard_ms), kNotHeardMs - 1));
@@ -209,7 +208,7 @@ void TcpTransport::Impl::on_liveness_report(Connection& connection,
     return;
   }
   const tcp::LivenessQuery::Answer answer =
-      peers_[about].liveness.report(from, report.silent_ms(), uv_now(&loop_), peer_timeout_ms());
+      peers_[about].liveness().report(from, report.silent_ms(), uv_now(&loop_), peer_timeout_ms());
   if (answer == tcp::LivenessQuery::Answer::kVouched) {
     spdlog::info(
         "net rank {}: rank {} heard peer rank {} {} s ago: its link to this node is slow, "
@@ -224,7 +223,7 @@ void TcpTransport::Impl::begin_shutdown() noexcept {
   shutting_down_ = true;
   for (std::size_t r = 0; r < peers_.size(); ++r) {
     if (r == options_.rank) continue;
-    Connection* connection = peers_[r].connection;
+    Connection* connection = peers_[r].connection();
     if (connection != nullptr && connection->established && !connection->closing()) {
       try {
         queue_frame(*connection, encode_goodbye(control_lane_));
@@ -248,20 +247,17 @@ void TcpTransport::Impl::maybe_finish_peer(Connection& connection) noexcept {
 void TcpTransport::Impl::mark_done(std::size_t rank) noexcept {
   {
     const std::lock_guard lock(mutex_);
-    peers_[rank].done = true;
+    peers_[rank].set_done_locked();
   }
   changed_.notify_all();
 }
 
 void TcpTransport::Impl::close_connection(Connection& connection) noexcept {
-  if (connection.in_ready_list) {
-    std::erase(ready_, &connection);
-    connection.in_ready_list = false;
-  }
-  std::erase(pending_inbound_, &connection);
+  send_queue_.forget(connection);
+  listener_.forget(connection);
   const std::size_t rank = connection.peer_rank();
-  if (rank < peers_.size() && peers_[rank].connection == &connection)
-    peers_[rank].connection = nullptr;
+  if (rank < peers_.size() && peers_[rank].connection() == &connection)
+    peers_[rank].set_connection(nullptr);
   connection.close();
 }
 
@@ -276,21 +272,14 @@ void TcpTransport::Impl::close_all() noexcept {
     if (!uv_is_closing(h)) uv_close(h, nullptr);
   };
   close(&async_);
-  for (auto& listener : listeners_) close(listener.get());
-  close(&pace_timer_);
+  listener_.close_handles();  // the listening sockets and the handshake deadline's timer
+  send_queue_.close();
   close(&heartbeat_timer_);
-  close(&handshake_timer_);
-  for (std::size_t r = 0; r < peers_.size(); ++r) {
-    if (!dials(r)) continue;
-    close(&peers_[r].retry_timer);
-    close(&peers_[r].attempt_timer);
-    for (Connection* attempt : peers_[r].attempts) close_connection(*attempt);
-    peers_[r].attempts.clear();
-  }
   for (auto& peer : peers_)
-    if (peer.connection != nullptr) close_connection(*peer.connection);
-  while (!pending_inbound_.empty()) close_connection(*pending_inbound_.back());
-  ready_.clear();
+    if (Dialer* dialer = peer.dialer()) dialer->close();
+  for (auto& peer : peers_)
+    if (peer.connection() != nullptr) close_connection(*peer.connection());
+  listener_.close_pending();
 }
 
 }  // namespace gradmesh::net

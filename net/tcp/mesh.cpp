@@ -1,4 +1,5 @@
-// TcpTransport start-up: listening, accepting, the handshake (dialing: dialing.cpp).
+// TcpTransport start-up and the handshake's end: start(), inbound rejections and refusals, the
+// Hello (authentication: authenticate.cpp; dialing and accepting: net/tcp/dialer.h, listener.h).
 #include "net/tcp/mesh_impl.h"
 
 namespace gradmesh::net {
@@ -17,27 +18,18 @@ void TcpTransport::Impl::start() {
   // SIGPIPE that ends this process without a word: libuv writes with write(2), which raises it.
   // Process-wide, and kept (a survivor goes on: README "When a peer fails").
   std::signal(SIGPIPE, SIG_IGN);
-  for (std::size_t r = 0; r < peers_.size(); ++r) {
-    peers_[r].addresses = resolve_all(r, options_.peers[r], options_.resolver);
-    peers_[r].dial_errors.assign(peers_[r].addresses.size(), std::string());
-  }
+  for (std::size_t r = 0; r < peers_.size(); ++r)
+    peers_[r].set_addresses(resolve_all(r, options_.peers[r], options_.resolver));
 
   uv_loop_init(&loop_);
   loop_initialised_ = true;
   loop_.data = this;
   uv_async_init(&loop_, &async_, &Impl::on_async);
   async_.data = this;
-  uv_timer_init(&loop_, &pace_timer_);
-  pace_timer_.data = this;
+  send_queue_.open(&loop_, options_.max_send_rate);
   uv_timer_init(&loop_, &heartbeat_timer_);
   heartbeat_timer_.data = this;
-  uv_timer_init(&loop_, &handshake_timer_);
-  handshake_timer_.data = this;
-  {
-    const auto every = std::max<std::uint64_t>(
-        10, static_cast<std::uint64_t>(options_.handshake_timeout_s * 1000.0 / 4.0));
-    uv_timer_start(&handshake_timer_, &Impl::on_handshake_deadline, every, every);
-  }
+  listener_.open(&loop_);  // starts the handshake deadline's timer
   if (options_.peer_timeout_s > 0.0) {
     const auto every = std::max<std::uint64_t>(
         1, static_cast<std::uint64_t>(options_.peer_timeout_s * 1000.0 / 4.0));
@@ -45,28 +37,21 @@ void TcpTransport::Impl::start() {
   }
   for (std::size_t r = 0; r < peers_.size(); ++r) {
     if (!dials(r)) continue;
-    uv_timer_init(&loop_, &peers_[r].retry_timer);
-    peers_[r].retry_timer.data = this;
-    uv_timer_init(&loop_, &peers_[r].attempt_timer);
-    peers_[r].attempt_timer.data = this;
+    peers_[r].make_dialer(*this, mutex_, self, r).open(&loop_);
   }
-  if (options_.max_send_rate > 0.0)
-    limiter_.emplace(options_.max_send_rate, RateLimiter::default_capacity(options_.max_send_rate),
-                     &RateLimiter::steady_seconds,
-                     RateLimiter::default_backlog_capacity(options_.max_send_rate));
 
   {
     const std::lock_guard lock(mutex_);
     loop_accepts_ = true;
   }
   try {
-    listen_on_own_addresses();
+    listener_.listen(peers_[self].addresses(), peers_[self].address());
   } catch (...) {
     stop_and_join();  // runs the loop once to close the handles
     throw;
   }
   for (std::size_t r = 0; r < peers_.size(); ++r) {
-    if (dials(r)) dial(r);  // before the thread exists: no race
+    if (dials(r)) peers_[r].dialer()->dial();  // before the thread exists: no race
   }
   thread_ = std::thread([this] { run_loop(); });
 
@@ -81,9 +66,10 @@ void TcpTransport::Impl::start() {
   const auto failed_with_others_in = [&]() -> const PeerError* {
     const PeerError* failed = nullptr;
     for (std::size_t r = 0; r < peers_.size(); ++r) {
-      if (r == self || peers_[r].connected) continue;
-      if (!peers_[r].failure) return nullptr;
-      if (failed == nullptr) failed = &*peers_[r].failure;
+      if (r == self || peers_[r].connected_locked()) continue;
+      const PeerError* failure = peers_[r].failure_locked();
+      if (failure == nullptr) return nullptr;
+      if (failed == nullptr) failed = failure;
     }
     return failed;
   };
@@ -105,25 +91,26 @@ void TcpTransport::Impl::start() {
     std::size_t first = kNoRank;
     std::size_t named = 0, unnamed = 0;  // a long peer list: the first kNamedMissing, then a count
     for (std::size_t r = 0; r < peers_.size(); ++r) {
-      if (r == self || peers_[r].connected) continue;
+      if (r == self || peers_[r].connected_locked()) continue;
       // Name a never-connected rank first: a peer that failed may only have given up on it.
-      if (first == kNoRank || (peers_[first].failure && !peers_[r].failure)) first = r;
+      if (first == kNoRank || (peers_[first].failure_locked() && !peers_[r].failure_locked()))
+        first = r;
       if (named == kNamedMissing) {
         ++unnamed;
         continue;
       }
       ++named;
       missing += (missing.empty() ? "" : ", ") + ("rank " + std::to_string(r)) + " (" +
-                 peers_[r].address + ")";
-      if (peers_[r].failure)
-        missing += " [connected, then failed: " + std::string(peers_[r].failure->what()) + "]";
-      else if (!peers_[r].last_refusal.empty())
-        missing += " [refused: " + peers_[r].last_refusal + "]";
-      else if (const std::string tried = dial_errors_locked(r); !tried.empty())
+                 peers_[r].address() + ")";
+      if (const PeerError* failure = peers_[r].failure_locked())
+        missing += " [connected, then failed: " + std::string(failure->what()) + "]";
+      else if (!peers_[r].last_refusal_locked().empty())
+        missing += " [refused: " + peers_[r].last_refusal_locked() + "]";
+      else if (const std::string tried = peers_[r].dial_errors_locked(); !tried.empty())
         missing += " [could not connect to " + tried + "]";
     }
     if (unnamed > 0) missing += " and " + std::to_string(unnamed) + " more";
-    error = std::make_exception_ptr(PeerError(first, peers_[first].address,
+    error = std::make_exception_ptr(PeerError(first, peers_[first].address(),
                                               "timed out after " +
                                                   seconds_text(options_.connect_timeout_s) +
                                                   " s waiting for peers: " + missing));
@@ -133,60 +120,7 @@ void TcpTransport::Impl::start() {
   std::rethrow_exception(error);
 }
 
-// ---------------------------------------------------------------- accepting
-
-void TcpTransport::Impl::on_new_connection(uv_stream_t* server, int status) noexcept {
-  auto* self = static_cast<Impl*>(server->data);
-  if (self->stopping_) return;
-  if (status != 0) {
-    spdlog::warn("net rank {}: accept failed: {}", self->options_.rank, uv_error_text(status));
-    return;
-  }
-  Connection* connection = Connection::make(&self->loop_, *self, Connection::Role::kAcceptor,
-                                            kNoRank, self->limits(true));
-  if (uv_accept(server, connection->stream()) != 0) {
-    connection->close();
-    return;
-  }
-  connection->accepted_ms = uv_now(&self->loop_);
-  connection->remote_ip = connection->remote_ip_address();
-  // Bounded state for strangers: a connection past a cap on handshakes in progress is closed
-  // before it is read (it must be accepted to leave the listen backlog).
-  const std::size_t peers = self->peers_.size();
-  const std::size_t from_ip = static_cast<std::size_t>(
-      std::count_if(self->pending_inbound_.begin(), self->pending_inbound_.end(),
-                    [&](const Connection* c) { return c->remote_ip == connection->remote_ip; }));
-  std::string why;
-  if (self->pending_inbound_.size() >= 2 * peers + kExtraPendingHandshakes)
-    why = std::to_string(self->pending_inbound_.size()) + " handshakes in progress already";
-  else if (from_ip >= peers + kExtraPendingHandshakesPerAddress)
-    why = std::to_string(from_ip) + " handshakes from " + connection->remote_ip +
-          " in progress already";
-  if (!why.empty()) {
-    self->reject_inbound(*connection, why);
-    return;
-  }
-  if (connection->start_reading() != 0) {
-    connection->close();
-    return;
-  }
-  self->pending_inbound_.push_back(connection);
-}
-
-void TcpTransport::Impl::on_handshake_deadline(uv_timer_t* timer) noexcept {
-  auto* self = static_cast<Impl*>(timer->data);
-  if (self->stopping_) return;
-  const std::uint64_t now = uv_now(&self->loop_);
-  const auto limit_ms = static_cast<std::uint64_t>(self->options_.handshake_timeout_s * 1000.0);
-  std::vector<Connection*> late;
-  for (Connection* c : self->pending_inbound_)
-    if (!c->closing() && now - std::min(now, c->accepted_ms) > limit_ms) late.push_back(c);
-  for (Connection* c : late) {
-    self->reject_inbound(*c, "handshake not finished within " +
-                                 seconds_text(self->options_.handshake_timeout_s) +
-                                 " s (net.handshake_timeout)");
-  }
-}
+// ---------------------------------------------------------------- rejections and refusals
 
 void TcpTransport::Impl::log_rejection(spdlog::level::level_enum level,
                                        const std::string& line) noexcept {
@@ -218,12 +152,12 @@ void TcpTransport::Impl::refuse(Connection& connection, std::size_t claimed_rank
                                           " claiming rank " + rank + ": " + why);
   } else {
     spdlog::error("net rank {}: refusing rank {} ({}): {}", options_.rank, rank,
-                  peers_[claimed_rank].address, why);
+                  peers_[claimed_rank].address(), why);
   }
   connection.step = Connection::Step::kRefused;
   if (claimed_rank < peers_.size()) {
     const std::lock_guard lock(mutex_);
-    peers_[claimed_rank].last_refusal = why;
+    peers_[claimed_rank].set_last_refusal_locked(why);
   }
   // A real peer with a different config (or secret) fails our start() too, once the Refuse is
   // written; an unproven claim of a rank does not.
@@ -260,7 +194,7 @@ void TcpTransport::Impl::handle_hello(Connection& connection, const schema::Hell
              std::to_string(connection.peer_rank());
     duplicate = true;  // not the rank it authenticated as: no reason to fail our start()
   }
-  if (reason.empty() && peers_[theirs.rank].connection != nullptr) {
+  if (reason.empty() && peers_[theirs.rank].connection() != nullptr) {
     reason = "rank " + std::to_string(theirs.rank) + " is already connected";
     duplicate = true;
   }
@@ -280,26 +214,24 @@ void TcpTransport::Impl::handle_hello(Connection& connection, const schema::Hell
   }
   connection.set_peer_rank(theirs.rank);
   counters_.add_received(theirs.rank, control_lane_, wire, 1);
-  std::erase(pending_inbound_, &connection);
-  peers_[theirs.rank].connection = &connection;
+  listener_.handshake_done(connection);
+  peers_[theirs.rank].set_connection(&connection);
   try {
     queue_frame(connection, encode_hello_ack(options_.rank, control_lane_));
   } catch (...) {
-    fail_start(PeerError(theirs.rank, peers_[theirs.rank].address, "cannot encode HelloAck"));
+    fail_start(PeerError(theirs.rank, peers_[theirs.rank].address(), "cannot encode HelloAck"));
     return;
   }
   if (theirs.rejoin) {
     // The restarted node takes its rank back: it is live again, and may fail again.
     const std::lock_guard lock(mutex_);
-    peers_[theirs.rank].failure.reset();
-    peers_[theirs.rank].done = false;
-    peers_[theirs.rank].last_refusal.clear();
+    peers_[theirs.rank].rejoined_locked();
   }
   mark_connected(connection);
   pump();
   if (!theirs.rejoin) return;
   spdlog::warn("net rank {}: rank {} ({}) restarted and rejoined the job", options_.rank,
-               theirs.rank, peers_[theirs.rank].address);
+               theirs.rank, peers_[theirs.rank].address());
   if (!on_rejoin_) return;
   try {
     on_rejoin_(theirs.rank);
@@ -314,7 +246,7 @@ std::string TcpTransport::Impl::rejoin_refusal(std::size_t rank, bool rejoin,
                                                bool& retry) noexcept {
   retry = false;
   const std::lock_guard lock(mutex_);
-  const bool failed = peers_[rank].failure.has_value();
+  const bool failed = peers_[rank].failure_locked() != nullptr;
   if (!rejoin) {
     if (!failed || !started_) return {};
     return "rank " + std::to_string(rank) +
@@ -323,7 +255,7 @@ std::string TcpTransport::Impl::rejoin_refusal(std::size_t rank, bool rejoin,
   }
   if (!started_ || shutdown_requested_ || shutting_down_)
     return "this node is not running a job it can be rejoined in (starting or shutting down)";
-  if (!failed || peers_[rank].connection != nullptr) {
+  if (!failed || peers_[rank].connection() != nullptr) {
     retry = true;  // its old connection has not failed here yet (a hung peer takes peer_timeout)
     return "rank " + std::to_string(rank) + " is still live here: dial again";
   }
@@ -343,13 +275,13 @@ void TcpTransport::Impl::handle_dialer_reply(Connection& connection, const schem
     const auto* reason = header.body_as_Refuse()->reason();
     const std::string why_retry = reason != nullptr ? reason->str() : std::string();
     spdlog::debug("net rank {}: rank {} ({}) asks us to dial again ({})", options_.rank, rank,
-                  peers_[rank].address, why_retry);
+                  peers_[rank].address(), why_retry);
     {
       const std::lock_guard lock(mutex_);  // named if start() times out
-      peers_[rank].last_refusal = why_retry;
+      peers_[rank].set_last_refusal_locked(why_retry);
     }
     close_connection(connection);
-    schedule_retry(rank);
+    peers_[rank].dialer()->schedule_retry();
     return;
   }
   if (header.body_type() == schema::Body::Refuse) {
@@ -359,7 +291,7 @@ void TcpTransport::Impl::handle_dialer_reply(Connection& connection, const schem
     why = std::string("expected HelloAck or Refuse, got ") + body_name(header.body_type());
   }
   close_connection(connection);
-  fail_start(PeerError(rank, peers_[rank].address, why));
+  fail_start(PeerError(rank, peers_[rank].address(), why));
 }
 
 void TcpTransport::Impl::mark_connected(Connection& connection) noexcept {
@@ -367,15 +299,15 @@ void TcpTransport::Impl::mark_connected(Connection& connection) noexcept {
   connection.last_heard_ms = connection.last_written_ms = uv_now(&loop_);
   connection.set_limits(limits(false));
   apply_fragment_bytes(connection);
-  Peer& peer = peers_[connection.peer_rank()];
-  peer.liveness.reset();  // a new connection: no silence yet
+  PeerLink& peer = peers_[connection.peer_rank()];
+  peer.liveness().reset();  // a new connection: no silence yet
   {
     const std::lock_guard lock(mutex_);
-    peers_[connection.peer_rank()].connected = true;
+    peer.set_connected_locked(true);
   }
   changed_.notify_all();
   spdlog::debug("net rank {}: connected to rank {} ({})", options_.rank, connection.peer_rank(),
-                peers_[connection.peer_rank()].address);
+                peer.address());
 }
 
 }  // namespace gradmesh::net

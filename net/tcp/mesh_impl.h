@@ -1,11 +1,21 @@
 #pragma once
-// Internal to net/tcp/ (includes <uv.h>): TcpTransport's implementation class, shared by the files
-// that implement it one concept each — tcp_transport.cpp (construction and the public facade),
-// mesh.cpp (start-up: listening, dialing with back-off, accepting, the Hello), authenticate.cpp
-// (the Challenges and the Proof before the Hello: net/tcp/auth.h), send_queue.cpp
-// (callers' sends, the loop thread, the send queue and its pacing), receive.cpp (frames in:
-// dispatch, malformed frames, broken connections, writes completed), lifecycle.cpp (peer failure,
+// Internal to net/tcp/ (includes <uv.h>): TcpTransport's implementation class. It owns the loop,
+// the parts below and the state shared with callers' threads, and connects them: the Listener
+// (net/tcp/listener.h: listening, accepted connections in their handshake), one PeerLink per
+// peer (net/tcp/peer_link.h: its connection, its Dialer, its liveness probe, its stored failure)
+// and the SendScheduler (net/tcp/send_scheduler.h: which frame goes next, the send cap). Its
+// methods live one concept a file: tcp_transport.cpp (construction and the public facade),
+// mesh.cpp (start-up, the Hello), authenticate.cpp (the Challenges and the Proof before the Hello:
+// net/tcp/auth.h), send_queue.cpp (callers' sends and settings, the loop thread's async wake-up),
+// receive.cpp (frames in: dispatch, malformed frames, broken connections, writes completed),
+// dialing.cpp (the Dialer's winner), lifecycle.cpp (peer failure, heartbeats and silent peers,
 // shutdown, closing).
+//
+// Threads: the public methods (start, enqueue_from_caller, shutdown, ...) run on callers'
+// threads and meet the loop thread under mutex_ (the members under "shared with caller threads",
+// and PeerLink's `_locked` members); everything else runs on the loop thread, and before it
+// exists on start()'s thread. Nothing on the loop thread throws: a peer's failure is stored in its
+// PeerLink and reported through the FailureHandler.
 
 #include <netdb.h>
 
@@ -29,12 +39,16 @@
 #include "net/lane_scheduler.h"
 #include "net/rate_limiter.h"
 #include "net/tcp/connection.h"
+#include "net/tcp/dialer.h"
 #include "net/tcp/handshake.h"
-#include "net/tcp/log_throttle.h"
-#include "net/tcp/resolve.h"
-
+#include "net/tcp/listener.h"
 #include "net/tcp/liveness_query.h"
+#include "net/tcp/log_throttle.h"
+#include "net/tcp/peer_link.h"
+#include "net/tcp/resolve.h"
+#include "net/tcp/send_scheduler.h"
 #include "net/tcp/tcp_transport.h"
+#include "net/tcp/text.h"
 
 namespace gradmesh::net {
 
@@ -43,14 +57,6 @@ namespace tcp {
 using detail::Connection;
 
 inline constexpr std::size_t kNoRank = static_cast<std::size_t>(-1);
-// Under the send cap a frame is written in slices of this, so the lane choice and the token
-// bucket act between slices. (Uncapped, the rest of a frame goes in one uv_write: see pump().)
-inline constexpr std::size_t kSliceBytes = 64 * 1024;
-// A connection whose libuv write queue holds this many bytes (handed to uv_write, not yet taken by
-// the socket) starts no more until a write completes; it may exceed it by the rest of one frame
-// (uncapped) or one slice (capped). Keeps the order in our queue, not in libuv's FIFO: a frame of
-// lower priority overtakes all but this much and the one being written.
-inline constexpr std::size_t kMaxBytesInFlight = 256 * 1024;
 // Cut data frames (TcpTransport::set_link_rates): one fragment holds a connection for at most this
 // share of the peer timeout at the link's measured rate, and is never smaller than the floor (a
 // DataMore head is 8 + 24 bytes a fragment; the floor keeps that under 0.2%). A connection with
@@ -60,33 +66,12 @@ inline constexpr std::size_t kMinFragmentBytes = 16 * 1024;
 // start()'s time-out error names at most this many missing peers, then counts the rest (a
 // 10,000-entry peer list must not make a 300,000-character line).
 inline constexpr std::size_t kNamedMissing = 8;
-// Accepted connections still in their handshake: at most 2 x peers + this many in all, and
-// peers + kExtraPendingHandshakesPerAddress from one IP address (every peer may share one, as on
-// loopback). One past a cap is closed at once.
-inline constexpr std::size_t kExtraPendingHandshakes = 64;
-inline constexpr std::size_t kExtraPendingHandshakesPerAddress = 16;
-inline constexpr std::uint64_t kFirstBackoffMs = 50;
-inline constexpr std::uint64_t kMaxBackoffMs = 1000;
 // A peer this node does not hear while others vouch for it (LivenessReport) is failed all the same
 // once this node has read nothing from it for this many peer timeouts: a connection broken one way
 // must not stall the job for good. Six (60 s at the default 10 s) outlasts TCP's retransmission
 // backoff on a congested link (0.2 s doubling: 5 lost retransmissions in a row sum to 6.2 s of
 // waiting, 6 to 12.6 s, 7 to 25.4 s).
 inline constexpr std::uint64_t kMaxVouchedTimeouts = 6;
-// RFC 8305 sec. 5 ("Happy Eyeballs"), the Connection Attempt Delay: a dialer starts its connect to
-// a peer's next address this long after the last one began (at once when the last one fails),
-// keeping the earlier ones; the first to connect wins.
-inline constexpr std::uint64_t kAttemptDelayMs = 250;
-
-inline std::string uv_error_text(int status) {
-  return std::string(uv_err_name(status)) + ": " + uv_strerror(status);
-}
-
-inline std::string seconds_text(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f", seconds);
-  return text;
-}
 
 inline const char* body_name(schema::Body type) {
   const char* name = schema::EnumNameBody(type);
@@ -97,7 +82,9 @@ inline const char* body_name(schema::Body type) {
 
 using tcp::Connection;
 
-class TcpTransport::Impl final : public detail::ConnectionListener {
+class TcpTransport::Impl final : public detail::ConnectionListener,
+                                 public tcp::DialerOwner,
+                                 public tcp::ListenerOwner {
  public:
   explicit Impl(TransportOptions options);
   ~Impl();
@@ -122,26 +109,6 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   CounterBook counters_;
 
  private:
-  struct Peer {
-    std::string address;                          // Endpoint::to_string()
-    std::vector<tcp::ResolvedAddress> addresses;  // every address of its host, in the order tried
-    // loop thread
-    Connection* connection = nullptr;
-    std::vector<Connection*> attempts;  // dialer: TCP connects in flight, one per address tried
-    std::size_t next_address = 0;       // dialer: the address the round tries next
-    uv_timer_t attempt_timer{};         // dialer: starts the next address (kAttemptDelayMs)
-    uv_timer_t retry_timer{};
-    std::uint64_t backoff_ms = tcp::kFirstBackoffMs;
-    // loop thread: the indirect probe of a silent peer (lifecycle.cpp, check_silence)
-    tcp::LivenessQuery liveness;
-    // guarded by mutex_
-    bool connected = false;
-    bool done = false;  // shutdown finished for this peer (goodbyes exchanged, failed or absent)
-    std::optional<PeerError> failure;
-    std::string last_refusal;  // why we last refused a connection claiming this rank (start())
-    std::vector<std::string> dial_errors;  // dialer, per address: why its last connect failed
-  };
-
   // ---- ConnectionListener (loop thread) ----
   void on_connected(Connection& connection, int status) noexcept override;
   void on_frame(Connection& connection, const schema::Header& header, Payload&& payload,
@@ -155,12 +122,16 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   void on_writable(Connection& connection) noexcept override;
   void on_bytes_read(Connection& connection, std::size_t bytes) noexcept override;
 
+  // ---- DialerOwner and ListenerOwner (loop thread) ----
+  Connection* make_dial_connection(std::size_t rank) noexcept override;
+  Connection* make_accept_connection() noexcept override;
+  void reject_inbound(Connection& connection, const std::string& why) noexcept override;
+  // Takes `connection` off the send queue, the pending list and its peer, and closes it.
+  void close_connection(Connection& connection) noexcept override;
+  [[nodiscard]] bool stopping() const noexcept override { return stopping_; }
+
   // ---- loop thread ----
   static void on_async(uv_async_t* handle) noexcept;
-  static void on_new_connection(uv_stream_t* server, int status) noexcept;
-  static void on_retry(uv_timer_t* timer) noexcept;
-  static void on_attempt_delay(uv_timer_t* timer) noexcept;
-  static void on_pace(uv_timer_t* timer) noexcept;
   // Every quarter of peer_timeout_s: fails the peers silent for longer than it, and sends a
   // Heartbeat on each connection that has carried nothing for a quarter of it (lifecycle.cpp).
   static void on_heartbeat(uv_timer_t* timer) noexcept;
@@ -189,9 +160,6 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
                          std::size_t wire_bytes) noexcept;
   void on_liveness_report(Connection& connection, const schema::LivenessReport& report,
                           std::size_t wire_bytes) noexcept;
-  // Every quarter of handshake_timeout_s: closes the accepted connections whose handshake has
-  // taken longer than it (counted as rejected).
-  static void on_handshake_deadline(uv_timer_t* timer) noexcept;
   void run_loop() noexcept;
   // The ranks this node dials: the lower ones, or every other one when it rejoins.
   [[nodiscard]] bool dials(std::size_t rank) const noexcept {
@@ -201,16 +169,6 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   // `retry` when the dialer should dial again. A plain claim of a failed rank is refused (it must
   // say it rejoins): called for it at the Hello only, after the view check.
   [[nodiscard]] std::string rejoin_refusal(std::size_t rank, bool rejoin, bool& retry) noexcept;
-  // A dialing round: connects to the peer's addresses in order, racing them (kAttemptDelayMs);
-  // when every one has failed, dials again after a back-off (schedule_retry).
-  void dial(std::size_t rank) noexcept;
-  void try_next_address(std::size_t rank) noexcept;
-  void note_dial_error(std::size_t rank, std::size_t address, const std::string& why) noexcept;
-  // "; [::1]:4000: ECONNREFUSED: ...; 127.0.0.1:4000: ..." for start()'s timeout (under mutex_).
-  [[nodiscard]] std::string dial_errors_locked(std::size_t rank) const;
-  // Binds and listens on every address of this node's own entry (start()); throws PeerError.
-  void listen_on_own_addresses();
-  void schedule_retry(std::size_t rank) noexcept;
   void handle_hello(Connection& connection, const schema::Hello& hello, std::size_t wire) noexcept;
   // authenticate.cpp
   void send_challenge(Connection& connection) noexcept;
@@ -229,7 +187,6 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
                                             std::size_t peer_rank) const noexcept;
   void handle_dialer_reply(Connection& connection, const schema::Header& header,
                            std::size_t wire) noexcept;
-  void reject_inbound(Connection& connection, const std::string& why) noexcept;
   // Counts an inbound connection rejected during the handshake and logs it at `level`, one line
   // a second at most (the next line says how many were left out).
   void log_rejection(spdlog::level::level_enum level, const std::string& line) noexcept;
@@ -244,14 +201,11 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   void fail_peer(std::size_t rank, const std::string& why,
                  std::optional<std::size_t> failed_peer = std::nullopt) noexcept;
   void fail_start(PeerError error) noexcept;
-  void close_connection(Connection& connection) noexcept;
-  void queue_frame(Connection& connection, std::unique_ptr<OutgoingFrame> frame) noexcept;
-  void pump() noexcept;
-  struct Choice {
-    Connection* connection = nullptr;
-    detail::WriteCandidate candidate;
-  };
-  Choice choose() noexcept;
+  // The send queue's (SendScheduler::enqueue and pump).
+  void queue_frame(Connection& connection, std::unique_ptr<OutgoingFrame> frame) noexcept {
+    send_queue_.enqueue(connection, std::move(frame));
+  }
+  void pump() noexcept { send_queue_.pump(); }
   void begin_shutdown() noexcept;
   void maybe_finish_peer(Connection& connection) noexcept;
   void mark_done(std::size_t rank) noexcept;
@@ -266,27 +220,19 @@ class TcpTransport::Impl final : public detail::ConnectionListener {
   [[nodiscard]] std::size_t count_connected_locked() const noexcept;
   [[nodiscard]] std::size_t count_done_locked() const noexcept;
 
-  std::vector<Peer> peers_;
-  std::optional<auth::Key> key_;  // derived from options_.secret (then wiped); none: no secret
+  std::vector<tcp::PeerLink> peers_;  // index = rank; this node's own entry has no connection
+  std::optional<auth::Key> key_;      // derived from options_.secret (then wiped); none: no secret
 
   uv_loop_t loop_{};
   uv_async_t async_{};
-  // One per address of this node's own entry (listen_on_own_addresses); heap: handles never move.
-  std::vector<std::unique_ptr<uv_tcp_t>> listeners_;
-  uv_timer_t pace_timer_{};
   uv_timer_t heartbeat_timer_{};
-  uv_timer_t handshake_timer_{};  // closes accepted connections past net.handshake_timeout
   bool loop_initialised_ = false;
   std::thread thread_;
 
   // loop thread only
-  std::optional<RateLimiter> limiter_;
-  LaneScheduler scheduler_;                   // link shares of the lanes (set_lane_weights)
-  bool share_by_lane_ = false;                // weights were set: lanes may overtake each other
-  std::vector<Connection*> ready_;            // connections with unissued frames
-  std::size_t ready_cursor_ = 0;              // round-robin start in ready_ for the next choice
-  std::vector<Connection*> pending_inbound_;  // accepted, not yet handshaked
-  tcp::LogThrottle rejection_log_;            // inbound rejections: one line a second at most
+  tcp::Listener listener_;
+  tcp::SendScheduler send_queue_;
+  tcp::LogThrottle rejection_log_;  // inbound rejections: one line a second at most
   std::vector<std::pair<std::size_t, std::unique_ptr<OutgoingFrame>>> draining_;
   bool stopping_ = false;
   bool shutting_down_ = false;

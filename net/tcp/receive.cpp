@@ -62,7 +62,7 @@ void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& 
       } catch (const std::exception& e) {
         counters_.add_malformed_frame();
         spdlog::error("net rank {}: message handler threw on a frame from rank {} ({}): {}",
-                      options_.rank, rank, peers_[rank].address, e.what());
+                      options_.rank, rank, peers_[rank].address(), e.what());
       } catch (...) {
         counters_.add_malformed_frame();
         spdlog::error("net rank {}: message handler threw a non-exception on a frame from rank {}",
@@ -114,7 +114,7 @@ void TcpTransport::Impl::on_malformed(Connection& connection, const std::string&
     } else {
       const std::size_t rank = connection.peer_rank();
       close_connection(connection);
-      fail_start(PeerError(rank, peers_[rank].address, "malformed handshake reply: " + why));
+      fail_start(PeerError(rank, peers_[rank].address(), "malformed handshake reply: " + why));
     }
     return;
   }
@@ -122,13 +122,13 @@ void TcpTransport::Impl::on_malformed(Connection& connection, const std::string&
   counters_.add_malformed_frame();
   counters_.add_received(rank, CounterBook::kNoLane, wire_bytes, 0);
   spdlog::error("net rank {}: skipped a malformed frame of {} bytes from rank {} ({}): {}",
-                options_.rank, wire_bytes, rank, peers_[rank].address, why);
+                options_.rank, wire_bytes, rank, peers_[rank].address(), why);
 }
 
 void TcpTransport::Impl::on_unverified(Connection& connection, const std::string& why) noexcept {
   counters_.add_unverified_frame();
   const std::size_t rank = connection.peer_rank();
-  const std::string address = rank < peers_.size() ? peers_[rank].address : "unknown";
+  const std::string address = rank < peers_.size() ? peers_[rank].address() : "unknown";
   spdlog::error("net rank {}: closing the connection to rank {} ({}, from {}): {}", options_.rank,
                 rank, address, connection.remote_address(), why);
   if (!connection.established) {
@@ -150,10 +150,10 @@ void TcpTransport::Impl::on_broken(Connection& connection, int status,
       reject_inbound(connection, why);
     } else if (status != 0) {  // the acceptor went away mid-handshake: dial again
       close_connection(connection);
-      schedule_retry(rank);
+      peers_[rank].dialer()->schedule_retry();
     } else {
       close_connection(connection);
-      fail_start(PeerError(rank, peers_[rank].address, "handshake failed: " + why));
+      fail_start(PeerError(rank, peers_[rank].address(), "handshake failed: " + why));
     }
     return;
   }
@@ -165,7 +165,7 @@ void TcpTransport::Impl::on_broken(Connection& connection, int status,
   if (status == 0) {
     counters_.add_malformed_frame();
     spdlog::error("net rank {}: closing the connection to rank {} ({}): {}", options_.rank, rank,
-                  peers_[rank].address, why);
+                  peers_[rank].address(), why);
   }
   fail_peer(rank, why);
 }
@@ -197,7 +197,7 @@ void TcpTransport::Impl::finish_refusal(Connection& connection) noexcept {
   connection.refusal.clear();
   const std::size_t rank = connection.peer_rank();
   close_connection(connection);
-  if (!refusal.empty()) fail_start(PeerError(rank, peers_[rank].address, refusal));
+  if (!refusal.empty()) fail_start(PeerError(rank, peers_[rank].address(), refusal));
 }
 
 }  // namespace gradmesh::net

@@ -18,13 +18,15 @@ TcpTransport::Impl::Impl(TransportOptions options)
                   return names;
                 }()),
       peers_(options_.peers.size()),
-      scheduler_(options_.lanes.size() + 1) {
+      listener_(*this, options_.rank, options_.peers.size(), options_.handshake_timeout_s),
+      send_queue_(options_.lanes.size() + 1) {
   lane_names_.emplace_back(kControlLane);
   if (!options_.secret.empty()) {
     key_.emplace(options_.secret);
     auth::wipe(options_.secret);
   }
-  for (std::size_t r = 0; r < peers_.size(); ++r) peers_[r].address = options_.peers[r].to_string();
+  for (std::size_t r = 0; r < peers_.size(); ++r)
+    peers_[r].set_address(options_.peers[r].to_string());
 }
 
 TcpTransport::Impl::~Impl() { stop_and_join(); }
@@ -41,18 +43,18 @@ HelloFields TcpTransport::Impl::our_hello() const {
   hello.config_hash = options_.config_hash;
   hello.view = options_.view;
   hello.rejoin = options_.rejoin;
-  for (const auto& peer : peers_) hello.peers.push_back(peer.address);
+  for (const auto& peer : peers_) hello.peers.push_back(peer.address());
   return hello;
 }
 
 std::size_t TcpTransport::Impl::count_connected_locked() const noexcept {
-  return static_cast<std::size_t>(
-      std::count_if(peers_.begin(), peers_.end(), [](const Peer& p) { return p.connected; }));
+  return static_cast<std::size_t>(std::count_if(
+      peers_.begin(), peers_.end(), [](const tcp::PeerLink& p) { return p.connected_locked(); }));
 }
 
 std::size_t TcpTransport::Impl::count_done_locked() const noexcept {
-  return static_cast<std::size_t>(
-      std::count_if(peers_.begin(), peers_.end(), [](const Peer& p) { return p.done; }));
+  return static_cast<std::size_t>(std::count_if(
+      peers_.begin(), peers_.end(), [](const tcp::PeerLink& p) { return p.done_locked(); }));
 }
 
 // ====================================================================== Transport
@@ -163,7 +165,7 @@ void TcpTransport::Impl::abort(const std::string& reason,
     if (!closed_ && loop_initialised_ && started_ && loop_accepts_ && !stop_requested_) {
       sends_allowed_ = false;
       for (std::size_t r = 0; r < peers_.size(); ++r) {
-        if (r == options_.rank || peers_[r].failure || peers_[r].done) continue;
+        if (r == options_.rank || peers_[r].failure_locked() || peers_[r].done_locked()) continue;
         try {
           if (incoming_.empty()) incoming_since_ = RateLimiter::steady_seconds();
           incoming_.emplace_back(r, encode_abort(reason, control_lane_, failed_peer));

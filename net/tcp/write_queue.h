@@ -12,7 +12,7 @@
 
 namespace gradmesh::net::detail {
 
-/// A frame a connection could write next, for the send scheduler (net/tcp/send_queue.cpp).
+/// A frame a connection could write next, for the send scheduler (net/tcp/send_scheduler.h).
 struct WriteCandidate {
   std::size_t lane = 0;        ///< counter lane id (the LaneScheduler's index)
   std::uint32_t priority = 0;  ///< OutgoingFrame::priority: lower is written first

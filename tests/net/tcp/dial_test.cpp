@@ -1,5 +1,5 @@
-// Tests for name resolution and dialing in net/tcp/ (resolve.h; mesh.cpp's dialing rounds and
-// listeners): a peer's host resolves to every address, the dialer tries each until one connects
+// Tests for name resolution and dialing in net/tcp/ (resolve.h; dialer.h's dialing rounds and
+// listener.h): a peer's host resolves to every address, the dialer tries each until one connects
 // (RFC 8305), a node listens on every address of its own entry, and an error names them all.
 
 #include "net/tcp/resolve.h"

@@ -1,4 +1,4 @@
-// Tests for the TCP transport's send scheduling (net/tcp/send_queue.cpp): priorities, the
+// Tests for the TCP transport's send scheduling (net/tcp/send_scheduler.h): priorities, the
 // Goodbye's place, lane shares under the send cap, backpressure when uncapped. Two ranks in one
 // process on 127.0.0.1; rank 1 sends to rank 0.
 
