@@ -19,11 +19,11 @@ inline constexpr std::string_view kPowerSgdLane = "powersgd";
 /// sequence, of P with the bias (4 (rows r + bias) bytes) and of Q (4 cols r bytes):
 ///   bytes_sent = ring_allreduce_bytes(P) + ring_allreduce_bytes(Q),
 ///   comm_seconds = T_ar(P) + T_ar(Q)   (MG-WFBP eq. 9 for each),
-///   compute_seconds = 6 rows cols r / gemm_flops (P = M Q, Q = M^T P, M' = P Q^T)
-///                     + 1.8 rows cols step_seconds_per_float (the passes over M: at small r the
-///                       GEMMs read M more than they compute; about 36 bytes a weight against
-///                       the step's 20)
-///                     + (rows cols + bias) step_seconds_per_float (the step).
+///   compute_seconds = max(6 rows cols r / gemm_flops,             (P = M Q, Q = M^T P, P Q^T)
+///                         2.5 rows cols step_seconds_per_float)    (the passes over M)
+///                     + (rows cols + bias) step_seconds_per_float  (the step).
+/// At small r the passes bound the GEMMs, not the flops: bench/powersgd_step.cpp measured 72-79
+/// ms for a 4096 x 4096 step at r = 1, 4 and 16, 2.4-2.6 optimizer steps over the same floats.
 /// The two GEMMs before and between the all-reduces are counted after them (they hold no link; the
 /// planner's timeline charges compute after the layer's communication). One node: all 0. Throws
 /// ContractError for a bad cluster, or a GEMM rate <= 0 on several nodes.
