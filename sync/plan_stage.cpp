@@ -89,6 +89,12 @@ std::map<std::string, double> PlanStage::summary() const {
   return out;
 }
 
+std::map<std::string, double> PlanStage::epoch_figures() {
+  std::map<std::string, double> out;
+  for (const auto& scheme : schemes_) scheme->epoch_figures(out);
+  return out;
+}
+
 namespace {
 
 /// The number the signature gives a built-in scheme (as before schemes had ids, so that a

@@ -43,6 +43,7 @@ class PlanStage final : public SyncStage {
   /// (o, s) of the slowest link, "gemm_flops" (FLOP/s), "kv_chunk_floats", "buckets", and
   /// "budget_<lane>" (bytes per iteration).
   [[nodiscard]] std::map<std::string, double> summary() const override;
+  [[nodiscard]] std::map<std::string, double> epoch_figures() override;
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
     return router_.rejected();
   }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,6 +52,10 @@ class Scheme {
     (void)layer;
     return 0;
   }
+
+  /// Adds its per-layer figures since the last call to `out` ("<figure>.<layer name>", e.g.
+  /// "compression_error.dense2"; SyncStage::epoch_figures()); default none. Between iterations.
+  virtual void epoch_figures(std::map<std::string, double>& out) { (void)out; }
 
   /// Its state at an iteration boundary (e.g. error-feedback residuals), written after the plan's
   /// signature; default none. Between iterations only.

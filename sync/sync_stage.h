@@ -120,6 +120,10 @@ class SyncStage : public engine::Checkpointable {
   /// Strategy-level figures for the start-up log and the metrics file ("sync": {...}), e.g. Ako's
   /// partition count and the inputs of its eq. 3. Default: none.
   [[nodiscard]] virtual std::map<std::string, double> summary() const { return {}; }
+  /// Figures of the iterations since the last call, per layer, for the metrics' per-epoch record
+  /// ("<figure>.<layer name>": a compressed layer's "compression_error" and "residual_ratio",
+  /// docs/metrics.md); the node calls it at each epoch's end, between iterations. Default none.
+  [[nodiscard]] virtual std::map<std::string, double> epoch_figures() { return {}; }
   /// Why this strategy cannot be checkpointed and resumed ("" when it can): the node refuses
   /// checkpoint.dir and --resume with this reason. Default: "".
   [[nodiscard]] virtual std::string checkpoint_refusal() const { return {}; }

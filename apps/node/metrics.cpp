@@ -85,6 +85,7 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"epoch_train_loss", m.epoch_train_loss},
       {"epoch_wall_seconds", m.epoch_wall_seconds},
       {"epoch_train_seconds", m.epoch_train_seconds},
+      {"epoch_sync", m.epoch_sync},
       {"plan", plan_json(m.plan)},
       {"sync", m.sync},
   };

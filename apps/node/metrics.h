@@ -83,6 +83,8 @@ struct NodeMetrics {
   /// training-only seconds up to it (evaluations excluded), so progress can be plotted over time.
   std::vector<double> epoch_wall_seconds;
   std::vector<double> epoch_train_seconds;
+  /// Per epoch, the sync stage's per-layer figures (SyncStage::epoch_figures(); docs/metrics.md).
+  std::vector<std::map<std::string, double>> epoch_sync;
 };
 
 /// Writes `metrics` as JSON to `dir`/node-<rank>.json, creating `dir`. Throws gradmesh::Error

@@ -1,5 +1,7 @@
 #include "apps/pipeline/run_observer.h"
 
+#include <algorithm>
+
 #include <spdlog/fmt/fmt.h>
 
 namespace gradmesh::app {
@@ -26,10 +28,17 @@ void ConsoleReporter::on_epoch_end(const EpochEnd& e) {
   progress_.finish();
   const std::string accuracy =
       e.evaluation ? fmt::format("  test accuracy {:.2f}%", 100.0 * e.evaluation->accuracy) : "";
+  // A compressing stage: its largest per-layer compression error of the epoch.
+  double worst = -1;
+  for (const auto& [key, value] : e.sync_figures) {
+    if (key.starts_with("compression_error.")) worst = std::max(worst, value);
+  }
+  const std::string compression =
+      worst >= 0 ? fmt::format("  compression error {:.3f}", worst) : std::string();
   std::fprintf(out_,
-               "[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f%s  %.0f samples/s  %.1f MB sent\n",
+               "[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f%s  %.0f samples/s  %.1f MB sent%s\n",
                e.rank, e.epoch, e.epochs, static_cast<unsigned long long>(e.done), e.train_loss,
-               accuracy.c_str(), e.samples_per_second, e.bytes_sent / 1e6);
+               accuracy.c_str(), e.samples_per_second, e.bytes_sent / 1e6, compression.c_str());
   std::fflush(out_);
 }
 
@@ -42,6 +51,7 @@ void MetricsRecorder::on_epoch_end(const EpochEnd& e) {
   metrics_.epoch_test_accuracy.push_back(metrics_.test_accuracy);
   metrics_.epoch_wall_seconds.push_back(e.wall_seconds);
   metrics_.epoch_train_seconds.push_back(e.train_seconds);
+  metrics_.epoch_sync.push_back(e.sync_figures);
 }
 
 }  // namespace gradmesh::app

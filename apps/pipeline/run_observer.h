@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -42,6 +43,9 @@ struct EpochEnd {
   double bytes_sent = 0;          ///< by this node so far, bytes
   double wall_seconds = 0;        ///< since the run began
   double train_seconds = 0;       ///< in iterations since the run began
+  /// The sync stage's per-layer figures of this epoch (SyncStage::epoch_figures(): a compressed
+  /// layer's "compression_error.<layer>", "residual_ratio.<layer>"); empty for most stages.
+  std::map<std::string, double> sync_figures;
 };
 
 /// Told of a run's progress, on the pipeline's thread, between iterations (never while the

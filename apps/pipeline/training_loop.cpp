@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <string>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -123,6 +125,7 @@ void TrainingLoop::run_epoch(std::size_t epoch) {
     report_progress(epoch, first, in_epoch, epoch_iterations, epoch_start, sent_at_start);
   }
   train_seconds_ += std::chrono::duration<double>(Clock::now() - epoch_start).count();
+  std::map<std::string, double> figures = s_.stage->epoch_figures();
   s_.stage->pause(true);
   const auto evaluation = evaluate();
   s_.stage->pause(false);
@@ -137,7 +140,8 @@ void TrainingLoop::run_epoch(std::size_t epoch) {
           std::max(train_seconds_, 1e-9),
       bytes_sent(),
       std::chrono::duration<double>(Clock::now() - started_).count(),
-      train_seconds_};
+      train_seconds_,
+      std::move(figures)};
   for (RunObserver* o : observers_) o->on_epoch_end(epoch_end);
   if (admit_at_epoch_end_) {
     admit_at_epoch_end_ = false;

@@ -111,11 +111,19 @@ void PowerSgd::compute_p(std::span<const float> gradient, std::span<float> p) {
   GRADMESH_CHECK(phase_ == Phase::kIdle, "PowerSgd::compute_p: the previous step is unfinished");
   GRADMESH_CHECK_EQ(gradient.size(), m_.size(), "PowerSgd::compute_p: gradient size");
   GRADMESH_CHECK_EQ(p.size(), p_floats(), "PowerSgd::compute_p: P size");
+  double gradient2 = 0;
   if (error_feedback_) {
-    for (std::size_t i = 0; i < m_.size(); ++i) m_[i] += gradient[i];  // M = g + e
+    for (std::size_t i = 0; i < m_.size(); ++i) {
+      gradient2 += static_cast<double>(gradient[i]) * gradient[i];
+      m_[i] += gradient[i];  // M = g + e
+    }
   } else {
+    for (std::size_t i = 0; i < m_.size(); ++i) {
+      gradient2 += static_cast<double>(gradient[i]) * gradient[i];
+    }
     std::copy(gradient.begin(), gradient.end(), m_.begin());
   }
+  gradient2_ = gradient2;
   // P = M Q: (rows x cols) (cols x r).
   tasks::cpu::sgemm(false, false, rows_, rank_, cols_, 1.0f, m_.data(), cols_, q_.data(), rank_,
                     0.0f, p.data(), rank_);
@@ -130,6 +138,9 @@ void PowerSgd::compute_q(std::span<float> p_sum, std::span<float> q) {
   // Q = M^T P_hat: (cols x rows) (rows x r); M is stored rows x cols.
   tasks::cpu::sgemm(true, false, cols_, rank_, rows_, 1.0f, m_.data(), cols_, p_sum.data(), rank_,
                     0.0f, q.data(), rank_);
+  double q2 = 0;
+  for (const float v : q) q2 += static_cast<double>(v) * v;
+  q2_ = q2;
   phase_ = Phase::kHaveQ;
 }
 
@@ -145,9 +156,14 @@ void PowerSgd::decompress(std::span<const float> p_hat, std::span<const float> q
   // out = P_hat Q_mean^T: (rows x r) (r x cols).
   tasks::cpu::sgemm(false, true, rows_, cols_, rank_, 1.0f, p_hat.data(), rank_, q_.data(), rank_,
                     0.0f, out.data(), cols_);
-  if (error_feedback_) {
-    for (std::size_t i = 0; i < m_.size(); ++i) m_[i] -= out[i];  // e = M - out
+  double input2 = 0, error2 = 0;
+  for (std::size_t i = 0; i < m_.size(); ++i) {
+    const float error = m_[i] - out[i];
+    input2 += static_cast<double>(m_[i]) * m_[i];
+    error2 += static_cast<double>(error) * error;
+    if (error_feedback_) m_[i] = error;  // e = M - out
   }
+  norms_ = Norms{gradient2_, input2, error2, std::max(0.0, input2 - q2_)};
   orthonormalize_warm_start();
   phase_ = Phase::kIdle;
 }

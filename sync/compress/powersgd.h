@@ -112,6 +112,19 @@ class PowerSgd final : public engine::Checkpointable {
   /// The error-feedback residual e (rows x cols; empty without error feedback), between
   /// decompress() and the next compute_p() (in between, the buffer holds M).
   [[nodiscard]] std::span<const float> residual() const noexcept;
+  /// Squared norms of the last completed step, for the metrics (issue 28: the compression error):
+  /// the gradient g, M = g + e, and M - out (the compression error, and with error feedback the
+  /// new residual). Zero before the first step.
+  struct Norms {
+    double gradient2 = 0;  ///< ||g||^2
+    double input2 = 0;     ///< ||M||^2
+    double error2 = 0;     ///< ||M - out||^2 (with error feedback: the new residual's)
+    /// ||M - P_hat P_hat^T M||^2 = ||M||^2 - ||Q||^2 (Q = M^T P_hat, P_hat's columns orthonormal or
+    /// zero): what compressing this node's own M onto the shared subspace loses, without the
+    /// difference between its M and the nodes' mean that error2 also holds. At least 0.
+    double projection_error2 = 0;
+  };
+  [[nodiscard]] const Norms& last_norms() const noexcept { return norms_; }
   /// The warm-start Q (cols x r, orthonormal columns or zero ones).
   [[nodiscard]] std::span<const float> warm_start() const noexcept { return q_; }
 
@@ -140,6 +153,9 @@ class PowerSgd final : public engine::Checkpointable {
   Phase phase_ = Phase::kIdle;
   std::vector<float> m_;  // M during a step; with error feedback the residual between steps
   std::vector<float> q_;  // the warm-start Q, cols x r
+  Norms norms_;           // of the last completed step
+  double gradient2_ = 0;  // ||g||^2 of the step in progress
+  double q2_ = 0;         // ||Q||^2 of the step in progress (this node's Q = M^T P_hat)
 };
 
 }  // namespace gradmesh::sync::compress

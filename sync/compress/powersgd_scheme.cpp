@@ -1,6 +1,7 @@
 #include "sync/compress/powersgd_scheme.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/error.h"
 #include "sync/compress/powersgd_model.h"
@@ -46,6 +47,7 @@ PowerSgdScheme::PowerSgdScheme(const SyncContext& ctx, LaneRouter& router,
     const std::size_t cols = weighted->weight_count() / rows;
     auto layer = std::make_unique<Layer>(rows, cols, rank, tasks::derive_seed(kQSeed, l));
     layer->index = l;
+    layer->name = std::string(ctx_.model.layer(l).kind()) + std::to_string(l);
     layer->offset = ctx_.model.parameter_offset(l);
     const std::size_t r = layer->psgd.rank();
     layer->p_send.resize(rows * r + rows);
@@ -160,6 +162,27 @@ void PowerSgdScheme::apply(Layer& layer) {
       layer.ring_p->result(round).subspan(layer.p_hat.size())};
   ctx_.optimizer.step_sum(layer.offset + weights, params.subspan(weights), b_grads, mean,
                           scratch.subspan(weights));
+  const compress::PowerSgd::Norms& norms = layer.psgd.last_norms();
+  const std::lock_guard lock(figures_mutex_);
+  ++layer.steps;
+  if (norms.input2 > 0) layer.error_sum += std::sqrt(norms.projection_error2 / norms.input2);
+  if (layer.psgd.error_feedback()) {
+    layer.residual_norm_sum += std::sqrt(norms.error2);
+    if (norms.gradient2 > 0) layer.residual_ratio_sum += std::sqrt(norms.error2 / norms.gradient2);
+  }
+}
+
+void PowerSgdScheme::epoch_figures(std::map<std::string, double>& out) {
+  const std::lock_guard lock(figures_mutex_);
+  for (auto& layer : layers_) {
+    if (layer->steps == 0) continue;
+    const auto steps = static_cast<double>(layer->steps);
+    out["compression_error." + layer->name] = layer->error_sum / steps;
+    out["residual_norm." + layer->name] = layer->residual_norm_sum / steps;
+    out["residual_ratio." + layer->name] = layer->residual_ratio_sum / steps;
+    layer->steps = 0;
+    layer->error_sum = layer->residual_norm_sum = layer->residual_ratio_sum = 0;
+  }
 }
 
 void PowerSgdScheme::fail_all(std::exception_ptr error) {

@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,12 @@ class PowerSgdScheme final : public Scheme {
   [[nodiscard]] double bytes_sent(std::size_t layer) const override;
   /// "PowerSGD r<rank>".
   [[nodiscard]] std::string describe(std::size_t layer) const override;
+  /// Per PowerSGD layer over the compressed iterations since the last call:
+  /// "compression_error.<l>", the mean of ||M - P_hat P_hat^T M|| / ||M|| (M = g + e: what
+  /// projecting this node's M on the rank-r subspace loses; 0 nothing, 1 everything),
+  /// "residual_norm.<l>", the mean of ||e|| after the step, and "residual_ratio.<l>", the mean of
+  /// ||e|| / ||g|| (how many iterations' worth of gradient the error feedback holds back).
+  void epoch_figures(std::map<std::string, double>& out) override;
   /// Per layer: the iterations done, the residual and Q (bit for bit).
   void save_state(engine::StateWriter& out) override;
   void load_state(engine::StateReader& in) override;
@@ -72,6 +80,11 @@ class PowerSgdScheme final : public Scheme {
     // Each ring counts its own rounds from 0 in this process (a RingAllReduce takes rounds one
     // after another): the warm-up ring's, the factors' rings', and this iteration's.
     std::uint64_t full_rounds = 0, compressed_rounds = 0, round = 0;
+    std::string name;  // "<kind><index>", as the plan names it
+    // Since the last epoch_figures(), under figures_mutex_: compressed steps, the sums of the
+    // relative error, of ||e|| and of ||e|| / ||g||.
+    std::uint64_t steps = 0;
+    double error_sum = 0, residual_norm_sum = 0, residual_ratio_sum = 0;
     Layer(std::size_t m, std::size_t n, std::size_t rank, std::uint64_t seed)
         : rows(m), cols(n), psgd(m, n, rank, seed) {}
   };
@@ -86,6 +99,7 @@ class PowerSgdScheme final : public Scheme {
   LaneId lane_;
   CompressionOptions options_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::mutex figures_mutex_;  // the layers' figure sums: apply() against epoch_figures()
 };
 
 }  // namespace gradmesh::sync

@@ -72,4 +72,25 @@ TEST_CASE("the metrics recorder keeps each epoch's figures and the last epoch's"
   CHECK(metrics.epoch_test_accuracy == std::vector<double>{0.8125, 0.0});
   CHECK(metrics.epoch_wall_seconds == std::vector<double>{3.0, 6.0});
   CHECK(metrics.epoch_train_seconds == std::vector<double>{2.5, 5.0});
+  CHECK(metrics.epoch_sync.size() == 2);
+}
+
+TEST_CASE("a compressing stage's figures reach the metrics and the console's epoch line",
+          "[pipeline]") {
+  EpochEnd e = epoch_end(1, true);
+  e.sync_figures = {{"compression_error.dense0", 0.25},
+                    {"compression_error.dense2", 0.5},
+                    {"residual_ratio.dense2", 1.5}};
+  NodeMetrics metrics;
+  MetricsRecorder(metrics).on_epoch_end(e);
+  REQUIRE(metrics.epoch_sync.size() == 1);
+  CHECK(metrics.epoch_sync[0].at("residual_ratio.dense2") == 1.5);
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out != nullptr);
+  ConsoleReporter(out).on_epoch_end(e);
+  std::rewind(out);
+  char line[512] = {};
+  REQUIRE(std::fgets(line, sizeof line, out) != nullptr);
+  std::fclose(out);
+  CHECK_THAT(std::string(line), Catch::EndsWith("compression error 0.500\n"));
 }

@@ -57,6 +57,7 @@ TEST_CASE("PowerSGD at full rank equals training on the union batches", "[compre
       CHECK(testing::max_abs_difference(parameters(cluster, r), reference) <= 1e-5);
       CHECK(cluster.node(r).stage().rejected_messages() == 0);
     }
+    CHECK(cluster.node(0).stage().epoch_figures().at("compression_error.dense2") < 1e-3);
     const auto plan = cluster.node(0).stage().plan();
     CHECK(plan[0].scheme == "PowerSGD r12");
     CHECK(plan[2].scheme == "PowerSGD r16");
@@ -77,6 +78,17 @@ TEST_CASE("PowerSGD at rank 1 compresses, and every replica holds the same bits"
   CHECK(testing::max_abs_difference(first, reference) > 1e-4);
   const auto plan = cluster.node(0).stage().plan();
   CHECK(plan[2].scheme == "PowerSGD r1");
+  // The epoch's figures: each dense layer loses part of its gradient (rank 1 of 16 x 24), and its
+  // residual holds some of it back; a second call, with no iteration between, has none.
+  auto figures = cluster.node(0).stage().epoch_figures();
+  for (const char* layer : {"dense0", "dense2", "dense4"}) {
+    INFO(layer);
+    const double error = figures.at(std::string("compression_error.") + layer);
+    CHECK(error > 0.05);
+    CHECK(error < 1.0);
+    CHECK(figures.at(std::string("residual_ratio.") + layer) > 0.0);
+  }
+  CHECK(cluster.node(0).stage().epoch_figures().empty());
   CHECK(cluster.node(0).stage().rejected_messages() == 0);
 }
 

@@ -287,6 +287,18 @@ TEST_CASE("PowerSgd with error feedback keeps out + residual == gradient + previ
     }
     // Rank 2 of a 16 x 12 random matrix: a real compression, so the residual is not zero.
     CHECK(max_abs(Floats(e.begin(), e.end())) > 1e-2f);
+    // The step's norms, for the metrics: of g, of M and of M - out (the new residual).
+    double g2 = 0, m2 = 0, e2 = 0;
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      g2 += static_cast<double>(g[i]) * g[i];
+      m2 += static_cast<double>(m[i]) * m[i];
+      e2 += static_cast<double>(e[i]) * e[i];
+    }
+    const PowerSgd::Norms& norms = nodes.front().last_norms();
+    CHECK(norms.gradient2 == Approx(g2).epsilon(1e-6));
+    CHECK(norms.input2 == Approx(m2).epsilon(1e-5));
+    CHECK(norms.error2 == Approx(e2).epsilon(1e-5));
+    CHECK(norms.error2 < norms.input2);
   }
   // Over the run, what was sent plus what is left is what was given.
   const auto e = nodes.front().residual();
