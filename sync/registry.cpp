@@ -99,16 +99,14 @@ void add_compression(const SyncOptions& o, topo::PlannerInput& input) {
   add_compressed_schemes(compression_options(o.values), input);
 }
 
-/// The check of a strategy that compresses nothing: sync.compression.method must stay "none".
-Check without_compression(std::string name) {
-  return [name = std::move(name)](const SyncOptions& o, const StartFacts&) {
-    const std::string method = compression_options(o.values).method;
-    if (method != "none") {
-      throw ConfigError("sync.compression.method = \"" + method + "\": sync.strategy = \"" + name +
-                        "\" sends uncompressed; compression runs under " +
-                        "\"auto\" and \"allreduce\"");
-    }
-  };
+/// A strategy without StrategyTraits::compression sends every layer uncompressed: it refuses a
+/// compression method (check_strategy()).
+void check_uncompressed(std::string_view name, const SyncOptions& o) {
+  const CompressionOptions compression = compression_options(o.values);
+  if (!compression.compresses()) return;
+  throw ConfigError("sync.compression.method = \"" + compression.method + "\": sync.strategy = \"" +
+                    std::string(name) + "\" sends uncompressed; compression runs under " +
+                    strategies_with(&StrategyTraits::compression));
 }
 
 // The planned strategies: a plan stage over their schemes (ids, in the planner's tie order).
@@ -121,7 +119,8 @@ Factory planned(std::string_view name, std::vector<std::string> schemes,
 
 const std::vector<Entry>& registry() {
   const std::string ps_id(topo::kPsScheme), sfb_id(topo::kSfbScheme), ar_id(topo::kAllReduceScheme);
-  // Traits: {bsp, live_membership, max_nodes, schemes (ids, in the planner's tie order)}; then
+  // Traits: {bsp, live_membership, max_nodes, schemes (ids, in the planner's tie order),
+  // compression}; then
   // the strategy's own check of its options before any connection, and its own option table.
   static const std::vector<Entry> entries = {
       {"none",
@@ -129,13 +128,13 @@ const std::vector<Entry>& registry() {
        // one node: the planner makes every layer local
        planned("none", {}),
        {false, false, 1, {}},
-       without_compression("none"),
+       {},
        {}},
       {"ps",
        {ps::kPushLane, ps::kBroadcastLane},
        planned("ps", {ps_id}),
        {true, false, 0, {ps_id}},
-       without_compression("ps"),
+       {},
        {}},
       {"poseidon",
        {ps::kPushLane, ps::kBroadcastLane, sfb::kLane},
@@ -144,7 +143,7 @@ const std::vector<Entry>& registry() {
                  apply_poseidon_options(poseidon_options(o.values), input);
                }),
        {true, false, 0, {ps_id, sfb_id}},
-       without_compression("poseidon"),
+       {},
        poseidon_option_table()},
       {"ako",
        {ako::kPartitionLane, ako::kControlLane, ako::kFullRoundLane, ako::kAverageLane},
@@ -153,7 +152,6 @@ const std::vector<Entry>& registry() {
        },
        {false, true, 0, {}},
        [](const SyncOptions& o, const StartFacts& facts) {
-         without_compression("ako")(o, facts);
          // eq. 3's automatic p needs B: a rejoining node takes p from its donor, a probe measures
          // it; without either it must be configured (throws naming the keys).
          const AkoOptions ako = ako_options(o);
@@ -164,13 +162,13 @@ const std::vector<Entry>& registry() {
       {"allreduce",
        {allreduce::kLane, kPowerSgdLane},
        planned("allreduce", {ar_id}, add_compression),
-       {true, false, 0, {ar_id}},
+       {true, false, 0, {ar_id}, true},
        {},
        {}},
       {"auto",
        {ps::kPushLane, ps::kBroadcastLane, sfb::kLane, allreduce::kLane, kPowerSgdLane},
        planned("auto", {ps_id, ar_id, sfb_id}, add_compression),
-       {true, false, 0, {ps_id, ar_id, sfb_id}},
+       {true, false, 0, {ps_id, ar_id, sfb_id}, true},
        {},
        {}},
   };
@@ -263,6 +261,7 @@ std::string strategy_for_nodes(std::string_view name, std::size_t nodes) {
 
 void check_strategy(std::string_view name, const StartFacts& facts, const SyncOptions& options) {
   const Entry& e = entry(name, facts.nodes);
+  if (!e.traits.compression) check_uncompressed(name, options);
   if (e.check) e.check(options, facts);
 }
 

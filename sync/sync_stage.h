@@ -166,6 +166,10 @@ struct StrategyTraits {
   /// The per-layer schemes (sync/scheme.h ids) the planner may choose from, in its tie order,
   /// for the strategies made of planned layers (PlanStage); empty for the others.
   std::vector<std::string> schemes;
+  /// Its plan may also put layers on the compressed schemes [sync.compression] allows
+  /// (sync/compress/options.h); without it, check_strategy() refuses a compression method other
+  /// than none, naming the key. (allreduce, auto.)
+  bool compression = false;
 };
 
 /// The traits of strategy `name`. Throws ConfigError naming `sync.strategy`, the value and the

@@ -7,8 +7,8 @@ namespace gradmesh::sync {
 
 OptionTable compression_option_table() {
   return {"compression",
-          {choice_key("method", {"none", "powersgd"}), integer_key("rank", 1, 2, ""),
-           integer_key("start_iteration", 0, 0, "iterations")}};
+          {choice_key("method", {std::string(kNoCompression), "powersgd"}),
+           integer_key("rank", 1, 2, ""), integer_key("start_iteration", 0, 0, "iterations")}};
 }
 
 CompressionOptions compression_options(const OptionValues& values) {

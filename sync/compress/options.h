@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "sync/option_table.h"
 
@@ -15,6 +16,9 @@ struct PlannerInput;
 
 namespace gradmesh::sync {
 
+/// sync.compression.method's value that compresses nothing (the default).
+inline constexpr std::string_view kNoCompression = "none";
+
 /// sync.compression.*.
 struct CompressionOptions {
   /// "none", or "powersgd" (Vogels et al., NeurIPS'19: rank-r power iteration with error feedback
@@ -22,6 +26,9 @@ struct CompressionOptions {
   std::string method = "none";
   std::int64_t rank = 2;             ///< PowerSGD's rank r (>= 1)
   std::int64_t start_iteration = 0;  ///< iterations sent uncompressed first (>= 0)
+
+  /// Whether a compressor is asked for (method other than kNoCompression).
+  [[nodiscard]] bool compresses() const noexcept { return method != kNoCompression; }
 };
 
 /// [sync.compression]: method (none, powersgd), rank (integer >= 1, default 2), start_iteration

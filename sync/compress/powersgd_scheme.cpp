@@ -53,7 +53,6 @@ PowerSgdScheme::PowerSgdScheme(const SyncContext& ctx, LaneRouter& router,
     layer->p_send.resize(rows * r + rows);
     layer->p_hat.resize(rows * r);
     layer->q_send.resize(cols * r);
-    layer->update.resize(rows * cols);
     const auto id = static_cast<std::uint32_t>(layers_.size() * kRings);
     const auto priority = static_cast<std::uint32_t>(l);
     layer->ring_p = std::make_unique<collective::RingAllReduce>(router_, lane_, id + kRingP,
@@ -154,10 +153,11 @@ void PowerSgdScheme::apply(Layer& layer) {
     return;
   }
   const std::size_t weights = layer.rows * layer.cols;
-  layer.psgd.decompress(layer.p_hat, layer.ring_q->result(round), ctx_.nodes, layer.update);
-  const std::span<const float> w_grads[1] = {layer.update};
-  ctx_.optimizer.step_sum(layer.offset, params.first(weights), w_grads, 1.0f,
-                          scratch.first(weights));
+  // The mean gradient's approximation goes straight into the layer's gradient buffer (M, the
+  // gradient plus the residual, is PowerSgd's own copy): one step on it, no sum to form.
+  const std::span<float> update = scratch.first(weights);
+  layer.psgd.decompress(layer.p_hat, layer.ring_q->result(round), ctx_.nodes, update);
+  ctx_.optimizer.step(layer.offset, params.first(weights), update);
   const std::span<const float> b_grads[1] = {
       layer.ring_p->result(round).subspan(layer.p_hat.size())};
   ctx_.optimizer.step_sum(layer.offset + weights, params.subspan(weights), b_grads, mean,

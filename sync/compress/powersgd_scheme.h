@@ -72,7 +72,6 @@ class PowerSgdScheme final : public Scheme {
     std::vector<float> p_send;  // [P | db], rows r + rows
     std::vector<float> p_hat;   // rows r
     std::vector<float> q_send;  // cols r
-    std::vector<float> update;  // rows cols: P_hat Q_mean^T
     std::unique_ptr<collective::RingAllReduce> ring_p, ring_q;
     std::unique_ptr<collective::RingAllReduce> ring_full;  // start_iteration > 0 only
     std::uint64_t done = 0;  // iterations applied (start_iteration counts them; checkpointed)
