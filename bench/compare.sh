@@ -6,6 +6,9 @@
 # Part 2: the demo MLP (configs/fashion-mnist-mlp.toml): one `none` node, then each strategy on 4
 # nodes, uncapped; prints the best strategy's samples/s (all nodes) over the single node's.
 #
+# COMPRESSION="fp16 powersgd" adds, per cap, `auto` with each of those sync.compression.method
+# values (PowerSGD at rank PSGD_RANK, default 4): the compression column.
+#
 # Columns: samples/s (all nodes), bytes sent per node per iteration by the sync stages (measured,
 # the start-up probe left out; the plan's prediction), seconds per iteration (measured: the
 # metrics' steady_iteration_seconds, training time less the first iteration over the other
@@ -22,6 +25,7 @@ large_iterations=${1:-8}
 demo_iterations=${2:-400}
 caps=${3:-"unlimited 1gbit 100mbit"}
 strategies="ps poseidon allreduce auto"
+compression=${COMPRESSION:-}
 out=out/bench-compare
 rm -rf "$out"
 mkdir -p "$out"
@@ -52,6 +56,11 @@ for cap in $caps; do
     run "$out/large-$strategy-$cap" 4 configs/fashion-mnist-mlp-large.toml "$large_iterations" \
       --set sync.strategy=$strategy --set net.max_send_rate=$cap
   done
+  for method in $compression; do
+    run "$out/large-auto+$method-$cap" 4 configs/fashion-mnist-mlp-large.toml \
+      "$large_iterations" --set sync.strategy=auto --set net.max_send_rate=$cap \
+      --set sync.compression.method=$method --set sync.compression.rank="${PSGD_RANK:-4}"
+  done
 done
 run "$out/demo-none" 1 configs/fashion-mnist-mlp.toml "$demo_iterations" --set sync.strategy=none
 for strategy in $strategies; do
@@ -59,14 +68,15 @@ for strategy in $strategies; do
     --set sync.strategy=$strategy
 done
 
-python3 - "$out" "$caps" "$strategies" <<'PY'
+python3 - "$out" "$caps" "$strategies" "$compression" <<'PY'
 import glob, json, os, sys
-out, caps, strategies = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+out, caps, strategies, compression = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), \
+    sys.argv[4].split()
 
 def load(name):
     return [json.load(open(p)) for p in sorted(glob.glob(f"{out}/{name}/node-*.json"))]
 
-def row(label, cap, rows):
+def row(label, cap, rows, method="none"):
     sps = sum(r["samples_per_second"] for r in rows)
     # The sync stages' bytes: the start-up probe's and the handshake's ("control") are not the plan's.
     measured_bytes = sum(sum(v for k, v in r["bytes_sent_by_stage"].items()
@@ -79,11 +89,11 @@ def row(label, cap, rows):
     predicted_s = sum(r["sync"].get("predicted_iteration_seconds", 0) for r in rows) / len(rows)
     acc = sum(r["test_accuracy"] for r in rows) / len(rows)
     ratio = measured_s / predicted_s if predicted_s else float("nan")
-    print(f"{label:10} {cap:>9} {sps:10.1f} {measured_bytes:12.0f} {predicted_bytes:12.0f} "
+    print(f"{label:10} {method:>11} {cap:>9} {sps:10.1f} {measured_bytes:12.0f} {predicted_bytes:12.0f} "
           f"{measured_s:9.4f} {predicted_s:9.4f} {ratio:6.2f} {acc * 100:6.2f}%")
     return sps
 
-header = (f"{'strategy':10} {'cap':>9} {'samples/s':>10} {'B/iter':>12} {'B/iter pred':>12} "
+header = (f"{'strategy':10} {'compression':>11} {'cap':>9} {'samples/s':>10} {'B/iter':>12} {'B/iter pred':>12} "
           f"{'s/iter':>9} {'s pred':>9} {'meas/pred':>6} {'acc':>7}")
 link = os.environ.get("NETNS_RATE")
 where = f"network namespaces joined by {link} links" if link else "loopback"
@@ -92,6 +102,8 @@ print(header)
 for cap in caps:
     for s in strategies:
         row(s, cap, load(f"large-{s}-{cap}"))
+    for m in compression:
+        row("auto", cap, load(f"large-auto+{m}-{cap}"), m)
 print("\ndemo MLP (784-256-256-10), uncapped" + (f", {link} links" if link else ""))
 print(header)
 single = row("none x1", "unlimited", load("demo-none"))

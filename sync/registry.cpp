@@ -56,71 +56,92 @@ struct Entry {
   OptionTable options;  // its own [sync.<name>] table (name "": none)
 };
 
-// The per-layer schemes PlanStage executes: the planner's model, the stages, the factory.
-const std::vector<SchemeEntry>& builtin_schemes() {
-  static const std::vector<SchemeEntry> entries = {
-      {topo::ps_scheme_model(),
-       {ps::kPushLane, ps::kBroadcastLane},
-       [](const SyncContext& ctx, LaneRouter& router, const topo::Plan& plan,
-          const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
-         return std::make_unique<PsScheme>(ctx, router, layers, plan.kv_chunk_floats);
-       },
-       ps_option_table()},
-      {topo::sfb_scheme_model(),
-       {sfb::kLane},
-       [](const SyncContext& ctx, LaneRouter& router, const topo::Plan&,
-          const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
-         return std::make_unique<SfbScheme>(ctx, router, layers);
-       },
-       {}},
-      {topo::allreduce_scheme_model(),
-       {allreduce::kLane},
-       [](const SyncContext& ctx, LaneRouter& router, const topo::Plan& plan,
-          const std::vector<std::size_t>&) -> std::unique_ptr<Scheme> {
-         std::vector<std::pair<std::size_t, std::size_t>> buckets;
-         for (const topo::Bucket& g : plan.buckets) buckets.emplace_back(g.first, g.last);
-         return std::make_unique<AllReduceScheme>(ctx, router, buckets);
-       },
-       {}},
-      {powersgd_scheme_model(static_cast<std::size_t>(CompressionOptions{}.rank)),
-       {kPowerSgdLane},
-       [](const SyncContext& ctx, LaneRouter& router, const topo::Plan&,
-          const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
-         return std::make_unique<PowerSgdScheme>(ctx, router, layers,
-                                                 compression_options(ctx.options.values));
-       },
-       compression_option_table()},
-  };
+/// The plan's buckets as (first, last) layer ranges (its one bucketed scheme's).
+std::vector<std::pair<std::size_t, std::size_t>> plan_buckets(const topo::Plan& plan) {
+  std::vector<std::pair<std::size_t, std::size_t>> buckets;
+  for (const topo::Bucket& g : plan.buckets) buckets.emplace_back(g.first, g.last);
+  return buckets;
+}
+
+/// The 16-bit forms of all-reduce and SFB (issue 28: sync.compression.method fp16, bf16).
+std::vector<SchemeEntry> half_schemes() {
+  std::vector<SchemeEntry> entries;
+  for (const compress::CodecKind kind : {compress::CodecKind::kFp16, compress::CodecKind::kBf16}) {
+    entries.push_back({allreduce_half_scheme_model(kind),
+                       {allreduce::kHalfLane},
+                       [kind](const SyncContext& ctx, LaneRouter& router, const topo::Plan& plan,
+                              const std::vector<std::size_t>&) -> std::unique_ptr<Scheme> {
+                         return std::make_unique<AllReduceScheme>(ctx, router, plan_buckets(plan),
+                                                                  kind);
+                       },
+                       {}});
+    entries.push_back({sfb_half_scheme_model(kind),
+                       {sfb::kHalfLane},
+                       [kind](const SyncContext& ctx, LaneRouter& router, const topo::Plan&,
+                              const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
+                         return std::make_unique<SfbScheme>(ctx, router, layers, kind);
+                       },
+                       {}});
+  }
   return entries;
 }
 
-/// The planner may also use the compressed schemes sync.compression allows (auto, allreduce).
-void add_compression(const SyncOptions& o, topo::PlannerInput& input) {
-  add_compressed_schemes(compression_options(o.values), input);
+// The per-layer schemes PlanStage executes: the planner's model, the stages, the factory.
+const std::vector<SchemeEntry>& builtin_schemes() {
+  static const std::vector<SchemeEntry> entries = [] {
+    std::vector<SchemeEntry> all = {
+        {topo::ps_scheme_model(),
+         {ps::kPushLane, ps::kBroadcastLane},
+         [](const SyncContext& ctx, LaneRouter& router, const topo::Plan& plan,
+            const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
+           return std::make_unique<PsScheme>(ctx, router, layers, plan.kv_chunk_floats);
+         },
+         ps_option_table()},
+        {topo::sfb_scheme_model(),
+         {sfb::kLane},
+         [](const SyncContext& ctx, LaneRouter& router, const topo::Plan&,
+            const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
+           return std::make_unique<SfbScheme>(ctx, router, layers);
+         },
+         {}},
+        {topo::allreduce_scheme_model(),
+         {allreduce::kLane},
+         [](const SyncContext& ctx, LaneRouter& router, const topo::Plan& plan,
+            const std::vector<std::size_t>&) -> std::unique_ptr<Scheme> {
+           return std::make_unique<AllReduceScheme>(ctx, router, plan_buckets(plan));
+         },
+         {}},
+        {powersgd_scheme_model(static_cast<std::size_t>(CompressionOptions{}.rank)),
+         {kPowerSgdLane},
+         [](const SyncContext& ctx, LaneRouter& router, const topo::Plan&,
+            const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
+           return std::make_unique<PowerSgdScheme>(ctx, router, layers,
+                                                   compression_options(ctx.options.values));
+         },
+         compression_option_table()},
+    };
+    for (SchemeEntry& e : half_schemes()) all.push_back(std::move(e));
+    return all;
+  }();
+  return entries;
 }
 
-/// A strategy without StrategyTraits::compression sends every layer uncompressed: it refuses a
-/// compression method (check_strategy()).
-void check_uncompressed(std::string_view name, const SyncOptions& o) {
-  const CompressionOptions compression = compression_options(o.values);
-  if (!compression.compresses()) return;
-  throw ConfigError("sync.compression.method = \"" + compression.method + "\": sync.strategy = \"" +
-                    std::string(name) + "\" sends uncompressed; compression runs under " +
-                    strategies_with(&StrategyTraits::compression));
-}
-
-// The planned strategies: a plan stage over their schemes (ids, in the planner's tie order).
+// The planned strategies: a plan stage over their schemes (ids, in the planner's tie order),
+// and the compressed schemes sync.compression allows among them (add_compressed_schemes).
 Factory planned(std::string_view name, std::vector<std::string> schemes,
                 std::function<void(const SyncOptions&, topo::PlannerInput&)> adjust = {}) {
   return [name, schemes, adjust = std::move(adjust)](SyncContext c) {
-    return make_plan_stage(std::move(c), name, schemes, adjust);
+    return make_plan_stage(std::move(c), name, schemes,
+                           [adjust](const SyncOptions& o, topo::PlannerInput& input) {
+                             if (adjust) adjust(o, input);
+                             add_compressed_schemes(compression_options(o.values), input);
+                           });
   };
 }
 
 const std::vector<Entry>& registry() {
   const std::string ps_id(topo::kPsScheme), sfb_id(topo::kSfbScheme), ar_id(topo::kAllReduceScheme);
-  // Traits: {bsp, live_membership, max_nodes, schemes (ids, in the planner's tie order),
-  // compression}; then
+  // Traits: {bsp, live_membership, max_nodes, schemes (ids, in the planner's tie order)}; then
   // the strategy's own check of its options before any connection, and its own option table.
   static const std::vector<Entry> entries = {
       {"none",
@@ -137,7 +158,7 @@ const std::vector<Entry>& registry() {
        {},
        {}},
       {"poseidon",
-       {ps::kPushLane, ps::kBroadcastLane, sfb::kLane},
+       {ps::kPushLane, ps::kBroadcastLane, sfb::kLane, sfb::kHalfLane},
        planned("poseidon", {ps_id, sfb_id},
                [](const SyncOptions& o, topo::PlannerInput& input) {
                  apply_poseidon_options(poseidon_options(o.values), input);
@@ -160,15 +181,16 @@ const std::vector<Entry>& registry() {
        },
        ako_option_table()},
       {"allreduce",
-       {allreduce::kLane, kPowerSgdLane},
-       planned("allreduce", {ar_id}, add_compression),
-       {true, false, 0, {ar_id}, true},
+       {allreduce::kLane, allreduce::kHalfLane, kPowerSgdLane},
+       planned("allreduce", {ar_id}),
+       {true, false, 0, {ar_id}},
        {},
        {}},
       {"auto",
-       {ps::kPushLane, ps::kBroadcastLane, sfb::kLane, allreduce::kLane, kPowerSgdLane},
-       planned("auto", {ps_id, ar_id, sfb_id}, add_compression),
-       {true, false, 0, {ps_id, ar_id, sfb_id}, true},
+       {ps::kPushLane, ps::kBroadcastLane, sfb::kLane, sfb::kHalfLane, allreduce::kLane,
+        allreduce::kHalfLane, kPowerSgdLane},
+       planned("auto", {ps_id, ar_id, sfb_id}),
+       {true, false, 0, {ps_id, ar_id, sfb_id}},
        {},
        {}},
   };
@@ -259,9 +281,33 @@ std::string strategy_for_nodes(std::string_view name, std::size_t nodes) {
   return max_nodes != 0 && nodes > max_nodes ? std::string(kDefaultStrategy) : std::string(name);
 }
 
+namespace {
+
+/// A compression method stands in for one scheme (compression_base): a strategy that does not
+/// plan it refuses the method, naming the strategies that can use it.
+void check_compression(std::string_view name, const std::vector<std::string>& schemes,
+                       const SyncOptions& o) {
+  const CompressionOptions compression = compression_options(o.values);
+  if (compression_fits(compression.method, schemes)) return;
+  std::string can;
+  for (const Entry& e : registry()) {
+    if (!compression_fits(compression.method, e.traits.schemes)) continue;
+    can += (can.empty() ? "" : ", ") + e.name;
+  }
+  std::string bases;
+  for (const std::string_view base : compression_bases(compression.method)) {
+    bases += (bases.empty() ? "" : " or ") + std::string(base);
+  }
+  throw ConfigError("sync.compression.method = \"" + compression.method +
+                    "\" compresses the traffic of the " + bases + " scheme: sync.strategy = \"" +
+                    std::string(name) + "\" plans no layer on it; it runs under " + can);
+}
+
+}  // namespace
+
 void check_strategy(std::string_view name, const StartFacts& facts, const SyncOptions& options) {
   const Entry& e = entry(name, facts.nodes);
-  if (!e.traits.compression) check_uncompressed(name, options);
+  check_compression(name, e.traits.schemes, options);
   if (e.check) e.check(options, facts);
 }
 

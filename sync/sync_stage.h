@@ -166,10 +166,6 @@ struct StrategyTraits {
   /// The per-layer schemes (sync/scheme.h ids) the planner may choose from, in its tie order,
   /// for the strategies made of planned layers (PlanStage); empty for the others.
   std::vector<std::string> schemes;
-  /// Its plan may also put layers on the compressed schemes [sync.compression] allows
-  /// (sync/compress/options.h); without it, check_strategy() refuses a compression method other
-  /// than none, naming the key. (allreduce, auto.)
-  bool compression = false;
 };
 
 /// The traits of strategy `name`. Throws ConfigError naming `sync.strategy`, the value and the
@@ -192,10 +188,11 @@ struct StartFacts {
 };
 
 /// Checks, before any connection, what the registry knows of strategy `name` for a job: that the
-/// name is known, the node count one it can train (none: 1), and its own options (`options`;
-/// e.g. ako's automatic p needs a bandwidth when nothing will measure one). Throws ConfigError
-/// naming the key, as make_sync_stage() would after the start-up probe: found there, the first
-/// node to stop looks like a failed peer to the others.
+/// name is known, the node count one it can train (none: 1), that sync.compression.method
+/// compresses a scheme it plans (sync/compress/options.h: compression_fits), and its own options
+/// (`options`; e.g. ako's automatic p needs a bandwidth when nothing will measure one). Throws
+/// ConfigError naming the key, as make_sync_stage() would after the start-up probe: found there,
+/// the first node to stop looks like a failed peer to the others.
 void check_strategy(std::string_view name, const StartFacts& facts,
                     const SyncOptions& options = {});
 

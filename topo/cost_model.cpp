@@ -120,7 +120,7 @@ SchemeCost ps_cost(const ClusterCost& cluster, std::size_t floats, std::size_t c
 }
 
 SchemeCost sfb_cost(const ClusterCost& cluster, std::size_t batch, std::size_t rows,
-                    std::size_t cols) {
+                    std::size_t cols, FactorWire wire) {
   check_cluster(cluster);
   if (cluster.nodes == 1) return {};
   detail::require(detail::finite_positive(cluster.gemm_flops), "GEMM rate (FLOP/s)",
@@ -130,11 +130,15 @@ SchemeCost sfb_cost(const ClusterCost& cluster, std::size_t batch, std::size_t r
   const double m = static_cast<double>(rows);
   const double c = static_cast<double>(cols);
   SchemeCost cost;
-  cost.bytes_sent = (n - 1.0) * (kFloatBytes * k * (m + c) + cluster.frame_overhead_bytes);
+  cost.bytes_sent = (n - 1.0) * (wire.bytes_per_float * k * (m + c) + wire.header_bytes +
+                                 cluster.frame_overhead_bytes);
   cost.messages = n - 1.0;
   cost.comm_seconds = phase_seconds(cluster.link, cost.messages, cost.bytes_sent);
   cost.compute_seconds =
       2.0 * n * k * m * c / cluster.gemm_flops + (m * c + m) * cluster.step_seconds_per_float;
+  if (wire.bytes_per_float < kFloatBytes) {
+    cost.compute_seconds += (n + 1.0) * k * (m + c) * cluster.step_seconds_per_float;
+  }
   return cost;
 }
 

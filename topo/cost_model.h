@@ -125,8 +125,17 @@ struct ClusterCost {
 /// Poseidon picks the scheme by floats (topo::best_scheme); the planner by this time ("beyond
 /// Poseidon": on a fast link the rebuild GEMM can cost more than PS's extra bytes). One node:
 /// all 0. Throws ContractError if n > 1 and gemm_flops is not finite and > 0.
+///
+/// `wire`: factors in 16 bits (issue 28, sync/poseidon/sfb_layer.h): 2 bytes a float plus a
+/// header per message, and the conversions (this node's K (M + N) floats encoded, the n nodes'
+/// decoded) priced at the optimizer step's time per float each, one pass over a float as the
+/// step is (bench_sfb_wire measures both).
+struct FactorWire {
+  double bytes_per_float = 4;  ///< 4: floats; 2: fp16, bf16
+  double header_bytes = 0;     ///< per message, bytes (the 16-bit wire's scales)
+};
 [[nodiscard]] SchemeCost sfb_cost(const ClusterCost& cluster, std::size_t batch, std::size_t rows,
-                                  std::size_t cols);
+                                  std::size_t cols, FactorWire wire = {});
 
 /// Ring all-reduce of one layer of `floats` floats on its own (no merging):
 /// bytes_sent = ring_allreduce_bytes(4 floats), messages = 2(n - 1),

@@ -78,16 +78,13 @@ std::string allowed_ids(const PlannerInput& input) {
 }
 
 void check_schemes(const PlannerInput& input) {
-  std::size_t bucketed = 0;
   for (std::size_t i = 0; i < input.schemes.size(); ++i) {
     const SchemeModel& m = input.schemes[i];
     detail::require(!m.id.empty() && m.id != kLocalScheme && model_of(input, m.id) == &m,
                     "scheme id", "'" + m.id + "'", "a unique id other than 'local'");
     detail::require(static_cast<bool>(m.cost), "scheme " + m.id + "'s cost function", "none",
                     "one");
-    bucketed += m.bucketed ? 1 : 0;
   }
-  detail::require(bucketed <= 1, "bucketed schemes", allowed_ids(input), "at most one");
   if (input.nodes == 1) return;  // every layer is local: fixed schemes are ignored
   for (std::size_t l = 0; l < input.fixed_schemes.size(); ++l) {
     if (!input.fixed_schemes[l] || input.layers[l].parameters == 0) continue;
@@ -222,11 +219,8 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
   return plan;
 }
 
-}  // namespace
-
-Plan make_plan(const PlannerInput& input) {
-  check_input(input);
-  check_schemes(input);
+/// make_plan() for an input with at most one bucketed scheme (checked inputs).
+Plan plan_one(const PlannerInput& input) {
   const ClusterCost cluster{input.nodes, slowest_link(input.links), input.frame_overhead_bytes,
                             input.gemm_flops, input.step_seconds_per_float};
   std::size_t total_floats = 0;
@@ -283,6 +277,41 @@ Plan make_plan(const PlannerInput& input) {
     }
   }
   return plan;
+}
+
+}  // namespace
+
+Plan make_plan(const PlannerInput& input) {
+  check_input(input);
+  check_schemes(input);
+  std::vector<std::size_t> bucketed;  // indices in input.schemes
+  for (std::size_t i = 0; i < input.schemes.size(); ++i) {
+    if (input.schemes[i].bucketed) bucketed.push_back(i);
+  }
+  if (bucketed.size() <= 1) return plan_one(input);
+  // One bucketed scheme per plan (a bucket is one ring): plan with each in turn, the others left
+  // out, and keep the shortest predicted iteration (ties: the earlier in input.schemes). A plan
+  // whose fixed schemes name a left-out one is not tried.
+  std::optional<Plan> best;
+  for (const std::size_t keep : bucketed) {
+    PlannerInput one = input;
+    one.schemes.clear();
+    for (std::size_t i = 0; i < input.schemes.size(); ++i) {
+      if (i == keep || !input.schemes[i].bucketed) one.schemes.push_back(input.schemes[i]);
+    }
+    const bool fixed_elsewhere =
+        std::any_of(input.fixed_schemes.begin(), input.fixed_schemes.end(),
+                    [&](const auto& f) { return f && model_of(one, *f) == nullptr; });
+    if (fixed_elsewhere) continue;
+    Plan plan = plan_one(one);
+    if (!best || plan.iteration_seconds < best->iteration_seconds) best = std::move(plan);
+  }
+  detail::require(best.has_value(), "fixed schemes", "several bucketed schemes",
+                  "at most one bucketed scheme among them");
+  for (const SchemeModel& m : input.schemes) {
+    for (const auto& [lane, share] : m.lanes) best->lane_bytes.try_emplace(lane, 0.0);
+  }
+  return *std::move(best);
 }
 
 }  // namespace gradmesh::topo

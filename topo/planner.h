@@ -159,8 +159,13 @@ inline constexpr double kMixedPlanMargin = 0.10;
 /// Throws ContractError (printing the bad value) on n == 0, a link matrix that is not n x n or
 /// has a bad alpha or B, K == 0, a negative or non-finite time, a sufficient-factor layer whose
 /// parameters are not rows x cols + rows, gemm_flops <= 0 when SFB may apply, two schemes of one
-/// id or two bucketed ones, a fixed scheme that is not allowed or does not fit, or a layer with
-/// parameters that no allowed scheme fits.
+/// id, a fixed scheme that is not allowed or does not fit, or a layer with parameters that no
+/// allowed scheme fits.
+///
+/// Several bucketed schemes (all-reduce and its 16-bit form): a plan holds one (a bucket is one
+/// ring), so the job is planned with each in turn, the others left out, and the shortest
+/// predicted iteration is kept (ties: the earlier in input.schemes); not with one that fixed
+/// schemes leave out.
 [[nodiscard]] Plan make_plan(const PlannerInput& input);
 
 }  // namespace gradmesh::topo

@@ -58,7 +58,8 @@ struct SchemeModel {
   bool skips_parameter_gradients = false;
   /// Its layers go into ring all-reduce buckets (topo/merge_planner.h, MG-WFBP): consecutive
   /// layers of it are merged when that shortens the iteration, and a bucket costs
-  /// ring_allreduce_cost() of its payload. At most one bucketed scheme per plan.
+  /// ring_allreduce_cost() of its payload. At most one bucketed scheme per plan (make_plan tries
+  /// each of several in turn).
   bool bucketed = false;
   /// A bucketed layer's payload in a bucket, bytes (empty: 4 bytes a parameter).
   std::function<double(const LayerProfile&)> bucket_bytes;

@@ -1,17 +1,55 @@
 #include "sync/allreduce/allreduce_scheme.h"
 
+#include "engine/error.h"
 #include "sync/allreduce/messages.h"
 #include "topo/cost_model.h"
+#include "topo/planner.h"
 
 namespace gradmesh::sync {
 
+namespace {
+/// A 16-bit segment's scale (RingAllReduce): 4 bytes on every message.
+constexpr double kScaleBytes = sizeof(float);
+/// Conversions per float over the ring (RingAllReduce, 16 bits): reduce-scatter decodes and
+/// re-encodes (n - 1)/n of the floats, all-gather decodes them all; about 3 passes.
+constexpr double kConversionPasses = 3.0;
+}  // namespace
+
+topo::SchemeModel allreduce_half_scheme_model(compress::CodecKind kind) {
+  GRADMESH_CHECK(
+      kind == compress::CodecKind::kFp16 || kind == compress::CodecKind::kBf16,
+      "allreduce_half_scheme_model: fp16 or bf16, not " + std::string(compress::codec_name(kind)));
+  topo::SchemeModel m = topo::allreduce_scheme_model();
+  m.id =
+      std::string(kind == compress::CodecKind::kFp16 ? kAllReduceFp16Scheme : kAllReduceBf16Scheme);
+  m.cost = [](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {
+    topo::SchemeCost cost = topo::allreduce_cost(in.cluster, layer.parameters);
+    if (in.cluster.nodes == 1 || layer.parameters == 0) return cost;
+    const double bytes = 2.0 * static_cast<double>(layer.parameters);
+    const double h = in.cluster.frame_overhead_bytes + kScaleBytes;
+    cost.bytes_sent = topo::ring_allreduce_bytes(bytes, in.cluster.nodes, h);
+    cost.comm_seconds =
+        topo::ring_allreduce_cost(in.cluster.link, in.cluster.nodes, h).seconds(bytes);
+    cost.compute_seconds += kConversionPasses * static_cast<double>(layer.parameters) *
+                            in.cluster.step_seconds_per_float;
+    return cost;
+  };
+  m.bucket_bytes = [](const topo::LayerProfile& layer) {
+    return 2.0 * static_cast<double>(layer.parameters);
+  };
+  m.lanes = {{std::string(allreduce::kHalfLane), 1.0}};
+  return m;
+}
+
 AllReduceScheme::AllReduceScheme(const SyncContext& ctx, LaneRouter& router,
-                                 const std::vector<std::pair<std::size_t, std::size_t>>& buckets)
+                                 const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
+                                 compress::CodecKind wire)
     : ctx_(ctx),
       router_(router),
-      lane_(router.route(allreduce::kLane, [this](std::size_t from, net::Message&& m) {
-        on_message(from, std::move(m));
-      })) {
+      wire_(wire),
+      lane_(router.route(
+          wire == compress::CodecKind::kNone ? allreduce::kLane : allreduce::kHalfLane,
+          [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })) {
   for (std::size_t i = 0; i < buckets.size(); ++i) {
     const auto [first, last] = buckets[i];
     Bucket b;
@@ -23,7 +61,7 @@ AllReduceScheme::AllReduceScheme(const SyncContext& ctx, LaneRouter& router,
     if (b.floats == 0) continue;
     b.ring = std::make_unique<collective::RingAllReduce>(
         router_, lane_, static_cast<std::uint32_t>(buckets_.size()), b.floats,
-        static_cast<std::uint32_t>(first));
+        static_cast<std::uint32_t>(first), wire_);
     buckets_.push_back(std::move(b));
   }
 }
@@ -40,18 +78,22 @@ double AllReduceScheme::bytes_sent(std::size_t layer) const {
   if (i == buckets_.size()) return 0;
   const std::size_t n = router_.nodes();
   const double floats = static_cast<double>(ctx_.model.layer_parameters(layer).size());
-  double bytes = topo::ring_allreduce_bytes(sizeof(float) * floats, n);
+  const bool half = wire_ != compress::CodecKind::kNone;
+  double bytes = topo::ring_allreduce_bytes((half ? 2.0 : 4.0) * floats, n);
   if (layer == buckets_[i].first) {
     const double overhead = frame_overhead_bytes(
         lane_, static_cast<std::uint16_t>(collective::RingKind::kReduceScatter));
-    bytes += topo::ring_allreduce_bytes(0, n, overhead);
+    bytes += topo::ring_allreduce_bytes(0, n, overhead + (half ? kScaleBytes : 0.0));
   }
   return bytes;
 }
 
 std::string AllReduceScheme::describe(std::size_t layer) const {
   const std::size_t i = bucket_of(layer);
-  return "allreduce b" + std::to_string(i == buckets_.size() ? 0 : buckets_[i].index);
+  const std::string wire = wire_ == compress::CodecKind::kNone
+                               ? std::string()
+                               : std::string(compress::codec_name(wire_)) + " ";
+  return "allreduce " + wire + "b" + std::to_string(i == buckets_.size() ? 0 : buckets_[i].index);
 }
 
 void AllReduceScheme::build(engine::Graph& graph, const IterationTasks& tasks) {

@@ -5,15 +5,30 @@
 #include <cstddef>
 #include <exception>
 #include <memory>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "sync/collective/ring_allreduce.h"
+#include "sync/compress/codec.h"
 #include "sync/lane_router.h"
 #include "sync/scheme.h"
 #include "sync/sync_stage.h"
 
 namespace gradmesh::sync {
+
+/// The scheme ids of all-reduce with every segment in 16 bits (issue 28; sync.compression.method
+/// fp16, bf16).
+inline constexpr std::string_view kAllReduceFp16Scheme = "allreduce_fp16";
+inline constexpr std::string_view kAllReduceBf16Scheme = "allreduce_bf16";
+
+/// All-reduce in 16 bits as the planner sees it (`kind` kFp16 or kBf16): bucketed like
+/// topo::allreduce_scheme_model, 2 bytes a parameter in a bucket; a layer alone costs the ring of
+/// 2 bytes a float with a 4-byte scale in each message, and the conversions (each float decoded
+/// and encoded about three times over the ring: RingAllReduce) priced at the optimizer step's
+/// time per float each, on top of the step. Lane allreduce_half. Throws ContractError for another
+/// kind.
+[[nodiscard]] topo::SchemeModel allreduce_half_scheme_model(compress::CodecKind kind);
 
 /// One iteration, for each bucket (consecutive layers first..last, one of the plan's buckets):
 /// ar_start_g (network task, after the backward task of every layer in the bucket) starts the
@@ -23,21 +38,29 @@ namespace gradmesh::sync {
 /// equals single-process SGD on the union of the n batches (mean loss), and every replica holds
 /// the same bits (the ring's sums are the same on every rank). Needs n >= 2.
 ///
+/// `wire` kFp16 or kBf16: the rings send 16-bit segments (RingAllReduce) on the lane
+/// allreduce_half, summing in fp32 at every step; the update is then the mean of the n gradients
+/// to one rounding a hop, no longer single-process SGD bit for bit, and still the same bits on
+/// every replica.
+///
 /// Errors and thread safety: as PsScheme.
 class AllReduceScheme final : public Scheme {
  public:
-  /// `buckets`: (first, last) layer ranges in any order. Routes the allreduce stage.
+  /// `buckets`: (first, last) layer ranges in any order. Routes the allreduce lane (or
+  /// allreduce_half for a 16-bit `wire`).
   AllReduceScheme(const SyncContext& ctx, LaneRouter& router,
-                  const std::vector<std::pair<std::size_t, std::size_t>>& buckets);
+                  const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
+                  compress::CodecKind wire = compress::CodecKind::kNone);
 
   void build(engine::Graph& graph, const IterationTasks& tasks) override;
   void fail_all(std::exception_ptr error) override;
   [[nodiscard]] std::size_t buckets() const noexcept { return buckets_.size(); }
   /// Wire bytes this rank sends for layer l per iteration: its share of its bucket's ring,
-  /// 2 (n - 1)/n of its floats, plus the bucket's 2 (n - 1) frame overheads on the bucket's first
-  /// layer (the one whose backward releases it), as the planner counts them.
+  /// 2 (n - 1)/n of its floats (4 or 2 bytes each), plus the bucket's 2 (n - 1) frame overheads on
+  /// the bucket's first layer (the one whose backward releases it), as the planner counts them.
   [[nodiscard]] double bytes_sent(std::size_t layer) const override;
-  /// "allreduce b<i>": i the bucket's index in the order given (the plan's send order).
+  /// "allreduce b<i>" ("allreduce fp16 b<i>"): i the bucket's index in the order given (the
+  /// plan's send order).
   [[nodiscard]] std::string describe(std::size_t layer) const override;
 
  private:
@@ -54,6 +77,7 @@ class AllReduceScheme final : public Scheme {
 
   const SyncContext& ctx_;
   LaneRouter& router_;
+  compress::CodecKind wire_;
   LaneId lane_;
   std::vector<Bucket> buckets_;
 };

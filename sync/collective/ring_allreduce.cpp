@@ -2,17 +2,19 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "engine/error.h"
 
 namespace gradmesh::sync::collective {
 
 namespace {
-constexpr unsigned kBucketShift = 32;  // key = bucket << 32 | step
-}
+constexpr unsigned kBucketShift = 32;               // key = bucket << 32 | step
+constexpr std::size_t kScaleBytes = sizeof(float);  // the 16-bit wire's scale per segment
+}  // namespace
 
 RingAllReduce::RingAllReduce(LaneRouter& router, LaneId lane, std::uint32_t bucket,
-                             std::size_t floats, std::uint32_t priority)
+                             std::size_t floats, std::uint32_t priority, compress::CodecKind wire)
     : router_(router),
       lane_(lane),
       bucket_(bucket),
@@ -21,12 +23,39 @@ RingAllReduce::RingAllReduce(LaneRouter& router, LaneId lane, std::uint32_t buck
       nodes_(router.nodes()),
       rank_(router.rank()),
       left_((rank_ + nodes_ - 1) % nodes_),
-      right_((rank_ + 1) % nodes_) {
+      right_((rank_ + 1) % nodes_),
+      wire_(wire) {
   GRADMESH_CHECK_GT(nodes_, std::size_t{0}, "RingAllReduce needs a rank");
+  GRADMESH_CHECK(wire == compress::CodecKind::kNone || wire == compress::CodecKind::kFp16 ||
+                     wire == compress::CodecKind::kBf16,
+                 "a ring all-reduce sends floats, fp16 or bf16, not " +
+                     std::string(compress::codec_name(wire)));
+  if (wire_ != compress::CodecKind::kNone) slot_bytes_ = wire_bytes(0);  // segment 0 is largest
   for (std::uint64_t parity = 0; parity < 2; ++parity) {
     reset(rounds_[parity], parity);
     results_[parity].assign(floats_, 0.0f);
+    encoded_[parity].assign(nodes_ * slot_bytes_, std::byte{0});
   }
+}
+
+std::size_t RingAllReduce::wire_bytes(std::size_t j) const noexcept {
+  if (wire_ == compress::CodecKind::kNone) return segment_size(j) * sizeof(float);
+  return kScaleBytes + segment_size(j) * sizeof(std::uint16_t);
+}
+
+net::Payload RingAllReduce::wire_payload(std::uint64_t round, std::size_t slot,
+                                         std::span<const float> values, std::span<float> decoded) {
+  if (wire_ == compress::CodecKind::kNone) {
+    if (!decoded.empty()) std::copy(values.begin(), values.end(), decoded.begin());
+    return net::Payload::view(std::as_bytes(values));
+  }
+  std::byte* at = encoded_[round % 2].data() + slot * slot_bytes_;
+  const float scale = compress::half_block_scale(wire_, values);
+  std::memcpy(at, &scale, kScaleBytes);
+  compress::encode_half_block(wire_, scale, values, at + kScaleBytes);
+  if (!decoded.empty()) compress::decode_half_block(wire_, scale, at + kScaleBytes, decoded);
+  return net::Payload::view(
+      std::span<const std::byte>(at, kScaleBytes + values.size() * sizeof(std::uint16_t)));
 }
 
 void RingAllReduce::reset(Round& r, std::uint64_t round) const {
@@ -63,12 +92,12 @@ RingAllReduce::Round* RingAllReduce::round_for(std::uint64_t round) {
 }
 
 void RingAllReduce::send(std::uint64_t round, RingKind kind, std::size_t step,
-                         std::span<const float> values) {
+                         net::Payload payload) {
   const net::Message message{lane_,
                              static_cast<std::uint16_t>(kind),
                              (std::uint64_t{bucket_} << kBucketShift) | step,
                              round,
-                             net::Payload::view(std::as_bytes(values)),
+                             std::move(payload),
                              priority_};
   if (auto error = router_.send(right_, message)) throw *error;
 }
@@ -90,44 +119,63 @@ void RingAllReduce::start(std::uint64_t round, std::span<float> input) {
       done = finish_segment(*r);
     } else {
       send(round, RingKind::kReduceScatter, 0,
-           input.subspan(segment_begin(rank_), segment_size(rank_)));
+           wire_payload(round, 0, input.subspan(segment_begin(rank_), segment_size(rank_))));
       // Steps that arrived before this rank started, in order (one neighbour: FIFO).
       for (std::size_t step = 0; step + 1 < nodes_ && r->arrived_early[step]; ++step) {
         const net::Payload payload = std::move(r->early[step]);
-        done = reduce_step(*r, step, payload.as<float>());
+        done = reduce_step(*r, step, payload);
       }
     }
   }
   std::move(done).run();
 }
 
-Settlement RingAllReduce::reduce_step(Round& r, std::size_t step, std::span<const float> values) {
+Settlement RingAllReduce::reduce_step(Round& r, std::size_t step, const net::Payload& arrived) {
   r.have_step[step] = 1;
   const std::size_t j = mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step) - 1);
   const std::span<float> segment = r.input.subspan(segment_begin(j), segment_size(j));
-  for (std::size_t i = 0; i < segment.size(); ++i) segment[i] += values[i];
+  if (wire_ == compress::CodecKind::kNone) {
+    const std::span<const float> values = arrived.as<float>();
+    for (std::size_t i = 0; i < segment.size(); ++i) segment[i] += values[i];
+  } else {
+    float scale = 0;
+    std::memcpy(&scale, arrived.bytes().data(), kScaleBytes);
+    compress::decode_add_half_block(wire_, scale, arrived.bytes().data() + kScaleBytes, segment);
+  }
   if (step + 2 < nodes_) {
-    send(r.round, RingKind::kReduceScatter, step + 1, segment);
+    send(r.round, RingKind::kReduceScatter, step + 1, wire_payload(r.round, step + 1, segment));
     return {};
   }
-  // The last reduce-scatter step: segment j = rank + 1 holds the full sum. Publish and pass on.
-  std::vector<float>& result = result_buffer(r.round);
-  std::copy(segment.begin(), segment.end(),
-            result.begin() + static_cast<std::ptrdiff_t>(segment_begin(j)));
-  send(r.round, RingKind::kAllGather, 0,
-       std::span<const float>(result).subspan(segment_begin(j), segment.size()));
+  // The last reduce-scatter step: segment j = rank + 1 holds the full sum. Publish (as the others
+  // will decode it) and pass on.
+  const std::span<float> result =
+      std::span<float>(result_buffer(r.round)).subspan(segment_begin(j), segment.size());
+  if (wire_ == compress::CodecKind::kNone) {
+    std::copy(segment.begin(), segment.end(), result.begin());
+    send(r.round, RingKind::kAllGather, 0, wire_payload(r.round, 0, result));
+  } else {
+    send(r.round, RingKind::kAllGather, 0, wire_payload(r.round, nodes_ - 1, segment, result));
+  }
   return finish_segment(r);
 }
 
-Settlement RingAllReduce::gather_step(Round& r, std::size_t step, std::span<const float> values) {
+Settlement RingAllReduce::gather_step(Round& r, std::size_t step, net::Payload arrived) {
   r.have_gather[step] = 1;
   const std::size_t j = mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step));
-  std::vector<float>& result = result_buffer(r.round);
-  std::copy(values.begin(), values.end(),
-            result.begin() + static_cast<std::ptrdiff_t>(segment_begin(j)));
-  if (step + 2 < nodes_) {
-    send(r.round, RingKind::kAllGather, step + 1,
-         std::span<const float>(result).subspan(segment_begin(j), values.size()));
+  const std::span<float> result =
+      std::span<float>(result_buffer(r.round)).subspan(segment_begin(j), segment_size(j));
+  if (wire_ == compress::CodecKind::kNone) {
+    const std::span<const float> values = arrived.as<float>();
+    std::copy(values.begin(), values.end(), result.begin());
+    if (step + 2 < nodes_) {
+      send(r.round, RingKind::kAllGather, step + 1, wire_payload(r.round, 0, result));
+    }
+  } else {
+    float scale = 0;
+    std::memcpy(&scale, arrived.bytes().data(), kScaleBytes);
+    compress::decode_half_block(wire_, scale, arrived.bytes().data() + kScaleBytes, result);
+    // The bytes as received: every rank decodes the owner's one encoding.
+    if (step + 2 < nodes_) send(r.round, RingKind::kAllGather, step + 1, std::move(arrived));
   }
   return finish_segment(r);
 }
@@ -180,10 +228,9 @@ void RingAllReduce::on_message(std::size_t from, net::Message&& message) {
         kind == RingKind::kReduceScatter
             ? mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step) - 1)
             : mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step));
-    if (message.payload.size() != segment_size(j) * sizeof(float)) {
+    if (message.payload.size() != wire_bytes(j)) {
       return reject(from, "segment of " + std::to_string(message.payload.size()) +
-                              " bytes, expected " +
-                              std::to_string(segment_size(j) * sizeof(float)));
+                              " bytes, expected " + std::to_string(wire_bytes(j)));
     }
     if (kind == RingKind::kReduceScatter) {
       if (r->have_step[step] || r->arrived_early[step]) {
@@ -195,13 +242,13 @@ void RingAllReduce::on_message(std::size_t from, net::Message&& message) {
         r->arrived_early[step] = 1;
         return;
       }
-      done = reduce_step(*r, step, message.payload.as<float>());
+      done = reduce_step(*r, step, message.payload);
     } else if (kind == RingKind::kAllGather) {
       if (!r->started || r->have_gather[step]) {
         return reject(from, "all-gather step " + std::to_string(step) +
                                 " duplicate or before this rank started");
       }
-      done = gather_step(*r, step, message.payload.as<float>());
+      done = gather_step(*r, step, std::move(message.payload));
     } else {
       return reject(from, "unknown kind " + std::to_string(message.kind));
     }

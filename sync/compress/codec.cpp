@@ -98,6 +98,66 @@ float bf16_to_float(std::uint16_t bits) noexcept {
   return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
 }
 
+float half_block_scale(CodecKind kind, std::span<const float> values) noexcept {
+  if (kind != CodecKind::kFp16) return 1.0f;
+  float largest = 0;
+  for (const float v : values) {
+    if (!std::isfinite(v)) return 1.0f;
+    largest = std::max(largest, std::fabs(v));
+  }
+  if (largest == 0) return 1.0f;
+  // largest = f 2^e with f in [0.5, 1): largest * 2^(15 - e) lies in [2^14, 2^15).
+  const int e = std::ilogb(largest) + 1;
+  return std::ldexp(1.0f, std::clamp(15 - e, -100, 100));
+}
+
+void encode_half_block(CodecKind kind, float scale, std::span<const float> values,
+                       std::byte* out) noexcept {
+  if (kind == CodecKind::kFp16) {
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      store(out + 2 * i, float_to_fp16(values[i] * scale));
+    }
+  } else {
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      store(out + 2 * i, float_to_bf16(values[i] * scale));
+    }
+  }
+}
+
+namespace {
+
+template <bool kAdd>
+void decode_half_into(CodecKind kind, float scale, const std::byte* in,
+                      std::span<float> out) noexcept {
+  const float inverse = 1.0f / scale;  // exact: scale is a power of two
+  const auto put = [&](std::size_t i, float v) {
+    if constexpr (kAdd) {
+      out[i] += v * inverse;
+    } else {
+      out[i] = v * inverse;
+    }
+  };
+  if (kind == CodecKind::kFp16) {
+    for (std::size_t i = 0; i < out.size(); ++i)
+      put(i, fp16_to_float(load<std::uint16_t>(in + 2 * i)));
+  } else {
+    for (std::size_t i = 0; i < out.size(); ++i)
+      put(i, bf16_to_float(load<std::uint16_t>(in + 2 * i)));
+  }
+}
+
+}  // namespace
+
+void decode_half_block(CodecKind kind, float scale, const std::byte* in,
+                       std::span<float> out) noexcept {
+  decode_half_into<false>(kind, scale, in, out);
+}
+
+void decode_add_half_block(CodecKind kind, float scale, const std::byte* in,
+                           std::span<float> sum) noexcept {
+  decode_half_into<true>(kind, scale, in, sum);
+}
+
 std::size_t kept_entries(std::size_t floats, double ratio) noexcept {
   if (floats == 0) return 0;
   const double k = std::ceil(ratio * static_cast<double>(floats));

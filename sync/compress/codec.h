@@ -55,6 +55,32 @@ inline constexpr std::size_t kInt8ChunkFloats = 512;
 [[nodiscard]] std::uint16_t float_to_bf16(float value) noexcept;
 [[nodiscard]] float bf16_to_float(std::uint16_t bits) noexcept;
 
+/// Blocks of floats sent in 16 bits without error feedback: SFB's factors U and V (issue 28:
+/// "SFB with its factors U, V in fp16"; Poseidon's SFB composes with compression, the factors are
+/// what crosses the wire). A factor is not a gradient summed over iterations, so there is nothing
+/// for a residual to carry; the rounding of one product U^T V is what the rebuild sees.
+///
+/// fp16 carries a power-of-two `scale` per block: the block's largest magnitude times the scale
+/// lies in [2^14, 2^15), so nothing saturates and small output gradients (1e-6 and below) keep
+/// binary16's 11 significant bits instead of falling into its subnormals; scaling by a power of
+/// two is exact. bf16 has a float's range: its scale is 1. Wire: the block's n values as u16
+/// (2n bytes); the scale travels beside it (a sender writes it, SfbLayer's header).
+
+/// The scale of `values` for `kind` (kFp16 or kBf16): for kFp16 2^(14 - e) with e the exponent of
+/// the largest magnitude, clamped to [2^-100, 2^100]; 1 when the block is all zero, holds a NaN or
+/// an infinity, or for kBf16. Pure.
+[[nodiscard]] float half_block_scale(CodecKind kind, std::span<const float> values) noexcept;
+/// Writes values[i] * scale in `kind` (kFp16 or kBf16) to out[2i .. 2i + 1] (2 n bytes, any
+/// alignment). Pure.
+void encode_half_block(CodecKind kind, float scale, std::span<const float> values,
+                       std::byte* out) noexcept;
+/// The inverse: out[i] = D(in[2i .. 2i + 1]) / scale (exact: a power of two). Pure.
+void decode_half_block(CodecKind kind, float scale, const std::byte* in,
+                       std::span<float> out) noexcept;
+/// sum[i] += D(in[2i .. 2i + 1]) / scale, in fp32 (a ring's reduce step). Pure.
+void decode_add_half_block(CodecKind kind, float scale, const std::byte* in,
+                           std::span<float> sum) noexcept;
+
 /// k, the entries a sparsifying codec keeps of n floats at `ratio`: ceil(ratio n), at least 1
 /// (for n > 0) and at most n.
 [[nodiscard]] std::size_t kept_entries(std::size_t floats, double ratio) noexcept;

@@ -1,14 +1,48 @@
 #include "sync/compress/options.h"
 
+#include <algorithm>
+#include <optional>
+
+#include "sync/allreduce/allreduce_scheme.h"
+#include "sync/compress/codec.h"
 #include "sync/compress/powersgd_model.h"
+#include "sync/poseidon/sfb_scheme.h"
 #include "topo/planner.h"
 
 namespace gradmesh::sync {
 
+namespace {
+
+/// Each method and the uncompressed schemes it stands in for.
+struct MethodBase {
+  std::string_view method;
+  std::string_view base;
+};
+constexpr MethodBase kMethods[] = {{"powersgd", topo::kAllReduceScheme},
+                                   {"fp16", topo::kSfbScheme},
+                                   {"fp16", topo::kAllReduceScheme},
+                                   {"bf16", topo::kSfbScheme},
+                                   {"bf16", topo::kAllReduceScheme}};
+
+/// The compressed stand-in of `base` for `options` (a method of kMethods with that base).
+topo::SchemeModel compressed_model(const CompressionOptions& options, std::string_view base) {
+  if (options.method == "powersgd") {
+    return powersgd_scheme_model(static_cast<std::size_t>(options.rank));
+  }
+  const compress::CodecKind kind = compress::parse_codec_kind(options.method);
+  return base == topo::kSfbScheme ? sfb_half_scheme_model(kind) : allreduce_half_scheme_model(kind);
+}
+
+}  // namespace
+
 OptionTable compression_option_table() {
+  std::vector<std::string> methods{std::string(kNoCompression)};
+  for (const MethodBase& m : kMethods) {
+    if (methods.back() != m.method) methods.emplace_back(m.method);
+  }
   return {"compression",
-          {choice_key("method", {std::string(kNoCompression), "powersgd"}),
-           integer_key("rank", 1, 2, ""), integer_key("start_iteration", 0, 0, "iterations")}};
+          {choice_key("method", methods), integer_key("rank", 1, 2, ""),
+           integer_key("start_iteration", 0, 0, "iterations")}};
 }
 
 CompressionOptions compression_options(const OptionValues& values) {
@@ -16,9 +50,38 @@ CompressionOptions compression_options(const OptionValues& values) {
           values.integer("compression.start_iteration")};
 }
 
+std::vector<std::string_view> compression_bases(std::string_view method) {
+  std::vector<std::string_view> bases;
+  for (const MethodBase& m : kMethods) {
+    if (m.method == method) bases.push_back(m.base);
+  }
+  return bases;
+}
+
+bool compression_fits(std::string_view method, const std::vector<std::string>& scheme_ids) {
+  if (method == kNoCompression) return true;
+  for (const std::string_view base : compression_bases(method)) {
+    if (std::find(scheme_ids.begin(), scheme_ids.end(), base) != scheme_ids.end()) return true;
+  }
+  return false;
+}
+
 void add_compressed_schemes(const CompressionOptions& options, topo::PlannerInput& input) {
-  if (options.method == "powersgd" && input.nodes > 1) {
-    input.schemes.push_back(powersgd_scheme_model(static_cast<std::size_t>(options.rank)));
+  if (!options.compresses() || input.nodes < 2) return;
+  for (const std::string_view base : compression_bases(options.method)) {
+    const bool planned = std::any_of(input.schemes.begin(), input.schemes.end(),
+                                     [&](const topo::SchemeModel& m) { return m.id == base; });
+    if (!planned) continue;
+    input.schemes.push_back(compressed_model(options, base));
+    // A layer the strategy fixed to the base scheme (sync.poseidon.sfb = "always", choose =
+    // "bytes") takes the compressor the user asked for, where it fits.
+    const topo::SchemeModel& compressed = input.schemes.back();
+    for (std::size_t l = 0; l < input.fixed_schemes.size() && l < input.layers.size(); ++l) {
+      std::optional<std::string>& fixed = input.fixed_schemes[l];
+      if (fixed && *fixed == base && (!compressed.fits || compressed.fits(input.layers[l]))) {
+        fixed = compressed.id;
+      }
+    }
   }
 }
 

@@ -1,12 +1,15 @@
 #pragma once
 // [sync.compression]: the gradient compressor a job allows the planner to use (issue 28;
 // docs/compression.md). The user picks the compressor, the planner picks the layers where it pays
-// (by predicted time: topo/planner.h), under the strategies that plan per layer with all-reduce
-// (auto, allreduce).
+// (by predicted time: topo/planner.h). Each method stands in for uncompressed schemes
+// (compression_bases): a strategy may use it when it plans one of them (PowerSGD: all-reduce,
+// under allreduce and auto; fp16, bf16: SFB's factors and all-reduce's segments, under poseidon,
+// allreduce and auto).
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sync/option_table.h"
 
@@ -21,8 +24,9 @@ inline constexpr std::string_view kNoCompression = "none";
 
 /// sync.compression.*.
 struct CompressionOptions {
-  /// "none", or "powersgd" (Vogels et al., NeurIPS'19: rank-r power iteration with error feedback
-  /// and a warm-started Q, on all-reduce).
+  /// "none"; "powersgd" (Vogels et al., NeurIPS'19: rank-r power iteration with error feedback
+  /// and a warm-started Q, on all-reduce); "fp16" or "bf16" (SFB's factors and all-reduce's
+  /// segments in 16 bits).
   std::string method = "none";
   std::int64_t rank = 2;             ///< PowerSGD's rank r (>= 1)
   std::int64_t start_iteration = 0;  ///< iterations sent uncompressed first (>= 0)
@@ -31,16 +35,30 @@ struct CompressionOptions {
   [[nodiscard]] bool compresses() const noexcept { return method != kNoCompression; }
 };
 
-/// [sync.compression]: method (none, powersgd), rank (integer >= 1, default 2), start_iteration
-/// (integer >= 0, default 0).
+/// [sync.compression]: method (none, powersgd, fp16, bf16), rank (integer >= 1, default 2),
+/// start_iteration (integer >= 0, default 0).
 [[nodiscard]] OptionTable compression_option_table();
 
 /// The [sync.compression] values of `values` (defaults where unset).
 [[nodiscard]] CompressionOptions compression_options(const OptionValues& values);
 
-/// Adds the compressed schemes `options` allows to the planner's input (method powersgd: the
-/// powersgd scheme, last in tie order: of equal times the uncompressed scheme wins). Nothing for
-/// method none or one node.
+/// The uncompressed schemes (topo/scheme_model.h ids) compression method `method` stands in for:
+/// powersgd -> allreduce; fp16 and bf16 -> sfb, allreduce; none for none. Pure.
+[[nodiscard]] std::vector<std::string_view> compression_bases(std::string_view method);
+
+/// Whether a strategy planning schemes `scheme_ids` can use `method`: none, or one of its bases
+/// is among them. Pure.
+[[nodiscard]] bool compression_fits(std::string_view method,
+                                    const std::vector<std::string>& scheme_ids);
+
+/// Adds the compressed schemes `options` allows to the planner's input, one for each base scheme
+/// among input.schemes (powersgd: powersgd_scheme_model; fp16, bf16: sfb_half_scheme_model for
+/// sfb, allreduce_half_scheme_model for allreduce: a second bucketed scheme, which make_plan
+/// tries in turn), last in tie order: of equal times the uncompressed scheme wins. A layer
+/// input.fixed_schemes fixes to
+/// the base (poseidon's sfb = "always", choose = "bytes") is fixed to the compressed scheme where
+/// it fits: the user chose both. Nothing for method none, one node, or a base the strategy does
+/// not plan.
 void add_compressed_schemes(const CompressionOptions& options, topo::PlannerInput& input);
 
 }  // namespace gradmesh::sync

@@ -8,6 +8,8 @@ namespace gradmesh::sync::sfb {
 
 /// worker -> all: sufficient factors (u, v) of dense layers.
 inline constexpr std::string_view kLane = "sf_broadcast";
+/// worker -> all: the same factors in 16 bits (fp16 or bf16: sync.compression.method; issue 28).
+inline constexpr std::string_view kHalfLane = "sf_broadcast_half";
 
 /// Message::kind values of the SFB stage.
 enum class Kind : std::uint16_t {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "engine/error.h"
 #include "sync/poseidon/sf_rebuild.h"
@@ -9,11 +10,20 @@
 
 namespace gradmesh::sync {
 
+namespace {
+/// The 16-bit wire's header: U's scale, V's scale (f32 each).
+constexpr std::size_t kHalfHeaderBytes = 2 * sizeof(float);
+}  // namespace
+
 SfbLayer::SfbLayer(std::size_t m, std::size_t n, std::size_t k, std::size_t nodes, std::size_t rank,
-                   tasks::Backend* device)
-    : m_(m), n_(n), k_(k), nodes_(nodes), rank_(rank), device_(device) {
+                   tasks::Backend* device, compress::CodecKind wire)
+    : m_(m), n_(n), k_(k), nodes_(nodes), rank_(rank), device_(device), wire_(wire) {
+  GRADMESH_CHECK(
+      wire == compress::CodecKind::kNone || wire == compress::CodecKind::kFp16 ||
+          wire == compress::CodecKind::kBf16,
+      "SFB factors travel as floats, fp16 or bf16, not " + std::string(compress::codec_name(wire)));
   for (Round& r : rounds_) r.factors.resize(nodes);
-  for (auto& buffer : send_) buffer.resize(k * (m + n));
+  for (auto& buffer : send_) buffer.resize(factor_bytes());
   tasks::Backend& staging = device != nullptr ? *device : tasks::cpu::host_backend();
   u_all_ = staging.allocate<float>(nodes * k * m, tasks::MemoryKind::kHostStaging);
   v_all_ = staging.allocate<float>(nodes * k * n, tasks::MemoryKind::kHostStaging);
@@ -23,14 +33,29 @@ SfbLayer::SfbLayer(std::size_t m, std::size_t n, std::size_t k, std::size_t node
   }
 }
 
+std::size_t SfbLayer::factor_bytes() const noexcept {
+  const std::size_t floats = k_ * (m_ + n_);
+  if (wire_ == compress::CodecKind::kNone) return floats * sizeof(float);
+  return kHalfHeaderBytes + floats * sizeof(std::uint16_t);
+}
+
 net::Payload SfbLayer::pack(std::uint64_t round, std::span<const float> u,
                             std::span<const float> v) {
   GRADMESH_CHECK_EQ(u.size(), k_ * m_, "U must be K x M");
   GRADMESH_CHECK_EQ(v.size(), k_ * n_, "V must be K x N");
-  std::vector<float>& buffer = send_[round % 2];
-  std::copy(u.begin(), u.end(), buffer.begin());
-  std::copy(v.begin(), v.end(), buffer.begin() + static_cast<std::ptrdiff_t>(u.size()));
-  net::Payload payload = net::Payload::view(std::as_bytes(std::span<const float>(buffer)));
+  std::vector<std::byte>& buffer = send_[round % 2];
+  if (wire_ == compress::CodecKind::kNone) {
+    std::memcpy(buffer.data(), u.data(), u.size_bytes());
+    std::memcpy(buffer.data() + u.size_bytes(), v.data(), v.size_bytes());
+  } else {
+    const float scales[2] = {compress::half_block_scale(wire_, u),
+                             compress::half_block_scale(wire_, v)};
+    std::memcpy(buffer.data(), scales, sizeof(scales));
+    std::byte* at = buffer.data() + kHalfHeaderBytes;
+    compress::encode_half_block(wire_, scales[0], u, at);
+    compress::encode_half_block(wire_, scales[1], v, at + u.size() * sizeof(std::uint16_t));
+  }
+  net::Payload payload = net::Payload::view(std::span<const std::byte>(buffer));
   std::string why;
   GRADMESH_CHECK(store(rank_, round, payload, &why), why);
   return payload;
@@ -100,11 +125,21 @@ SfbLayer::Round& SfbLayer::stack(std::uint64_t round) {
     GRADMESH_CHECK_EQ(r->received, nodes_, "rebuild before every node's factors arrived");
   }
   // The round's slots are complete and only this task touches them until received is reset.
+  // Sizes were checked by store(); bytes are read with memcpy, whatever their alignment.
   for (std::size_t p = 0; p < nodes_; ++p) {
-    const auto values = r->factors[p].as<float>();
-    std::copy_n(values.begin(), k_ * m_, u_all_.data() + p * k_ * m_);
-    std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(k_ * m_), k_ * n_,
-                v_all_.data() + p * k_ * n_);
+    const std::byte* bytes = r->factors[p].bytes().data();
+    const std::span<float> u(u_all_.data() + p * k_ * m_, k_ * m_);
+    const std::span<float> v(v_all_.data() + p * k_ * n_, k_ * n_);
+    if (wire_ == compress::CodecKind::kNone) {
+      std::memcpy(u.data(), bytes, u.size_bytes());
+      std::memcpy(v.data(), bytes + u.size_bytes(), v.size_bytes());
+      continue;
+    }
+    float scales[2];
+    std::memcpy(scales, bytes, sizeof(scales));
+    const std::byte* at = bytes + kHalfHeaderBytes;
+    compress::decode_half_block(wire_, scales[0], at, u);
+    compress::decode_half_block(wire_, scales[1], at + u.size() * sizeof(std::uint16_t), v);
   }
   return *r;
 }

@@ -5,6 +5,10 @@
 // order and rebuilds the mean gradient with one GEMM, then steps the optimizer itself, so all
 // replicas stay identical. On a device model the stack goes to the device and the GEMM runs there
 // (rebuild_on_device): only the small factors cross PCIe, never the M x N gradient.
+//
+// The factors cross the wire as floats, or in 16 bits (fp16 with a power-of-two scale per factor,
+// or bf16; sync/compress/codec.h's half blocks, issue 28). Every node, this one included, rebuilds
+// from the decoded factors, so the replicas stay identical bit for bit.
 
 #include <array>
 #include <cstddef>
@@ -18,6 +22,7 @@
 #include "engine/task.h"
 #include "net/payload.h"
 #include "sync/collective/latch.h"
+#include "sync/compress/codec.h"
 #include "tasks/backend.h"
 
 namespace gradmesh::sync {
@@ -38,16 +43,18 @@ class SfbLayer {
   /// A dense layer with M outputs and N inputs, K samples per node, `nodes` nodes, this is `rank`.
   /// `device`: the Model's backend when the layer is rebuilt on the device (rebuild_on_device;
   /// the stack is then pinned staging plus a device copy, nK (M + N) floats each), nullptr for
-  /// the host (rebuild). Throws DeviceError when the device is out of memory.
+  /// the host (rebuild). `wire`: how the factors cross the wire: kNone (floats), kFp16 or kBf16.
+  /// Throws DeviceError when the device is out of memory, ContractError for another `wire`.
   SfbLayer(std::size_t m, std::size_t n, std::size_t k, std::size_t nodes, std::size_t rank,
-           tasks::Backend* device = nullptr);
+           tasks::Backend* device = nullptr, compress::CodecKind wire = compress::CodecKind::kNone);
 
-  /// Bytes of one node's factors: K (M + N) floats.
-  [[nodiscard]] std::size_t factor_bytes() const noexcept { return k_ * (m_ + n_) * sizeof(float); }
+  /// Bytes of one node's factors: K (M + N) floats; in 16 bits, two f32 scales (U's, V's) and
+  /// K (M + N) u16.
+  [[nodiscard]] std::size_t factor_bytes() const noexcept;
 
-  /// Copies this node's U (K x M) and V (K x N) into round `round`'s send buffer, stores them as
-  /// this node's factors of the round, and returns the buffer as a payload to broadcast (a view:
-  /// valid until round + 2).
+  /// Writes this node's U (K x M) and V (K x N) into round `round`'s send buffer (encoded for the
+  /// wire), stores them as this node's factors of the round, and returns the buffer as a payload
+  /// to broadcast (a view: valid until round + 2).
   net::Payload pack(std::uint64_t round, std::span<const float> u, std::span<const float> v);
 
   /// Stores `from`'s factors of `round` (kept, not copied). Returns false and says why in `why`
@@ -81,20 +88,21 @@ class SfbLayer {
     collective::CompletionLatch done;  // the round's waiting task; the error of fail_all()
   };
 
-  /// Checks that round `round` is complete and current, and stacks its n factors into u_all_ and
-  /// v_all_ in rank order. Returns the round for release().
+  /// Checks that round `round` is complete and current, and stacks its n factors (decoded) into
+  /// u_all_ and v_all_ in rank order. Returns the round for release().
   Round& stack(std::uint64_t round);
   /// Releases the round's payloads and opens round + 2's slots.
   void release(Round& r);
 
   std::size_t m_, n_, k_, nodes_, rank_;
   tasks::Backend* device_;  // null: rebuilt on the host
+  compress::CodecKind wire_;
   std::mutex mutex_;
-  std::uint64_t current_ = 0;                 // the oldest round not yet rebuilt
-  std::array<Round, 2> rounds_;               // by round parity
-  std::array<std::vector<float>, 2> send_;    // this node's [U | V], by round parity
-  tasks::Buffer<float> u_all_, v_all_;        // nK x M and nK x N, rank order (device: staging)
-  tasks::Buffer<float> u_device_, v_device_;  // device copies of the stack; empty on the host
+  std::uint64_t current_ = 0;                   // the oldest round not yet rebuilt
+  std::array<Round, 2> rounds_;                 // by round parity
+  std::array<std::vector<std::byte>, 2> send_;  // this node's encoded [U | V], by round parity
+  tasks::Buffer<float> u_all_, v_all_;          // nK x M and nK x N, rank order (device: staging)
+  tasks::Buffer<float> u_device_, v_device_;    // device copies of the stack; empty on the host
 };
 
 }  // namespace gradmesh::sync

@@ -2,6 +2,7 @@
 
 #include "engine/error.h"
 #include "sync/poseidon/messages.h"
+#include "topo/planner.h"
 
 namespace gradmesh::sync {
 
@@ -9,12 +10,28 @@ namespace {
 constexpr auto kFactors = static_cast<std::uint16_t>(sfb::Kind::kSufficientFactors);
 }
 
+topo::SchemeModel sfb_half_scheme_model(compress::CodecKind kind) {
+  GRADMESH_CHECK(
+      kind == compress::CodecKind::kFp16 || kind == compress::CodecKind::kBf16,
+      "sfb_half_scheme_model: fp16 or bf16, not " + std::string(compress::codec_name(kind)));
+  topo::SchemeModel m = topo::sfb_scheme_model();
+  m.id = std::string(kind == compress::CodecKind::kFp16 ? kSfbFp16Scheme : kSfbBf16Scheme);
+  m.cost = [](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {
+    return topo::sfb_cost(in.cluster, in.batch, layer.rows, layer.cols,
+                          topo::FactorWire{2.0, 2.0 * sizeof(float)});
+  };
+  m.lanes = {{std::string(sfb::kHalfLane), 1.0}};
+  return m;
+}
+
 SfbScheme::SfbScheme(const SyncContext& ctx, LaneRouter& router,
-                     const std::vector<std::size_t>& layers)
+                     const std::vector<std::size_t>& layers, compress::CodecKind wire)
     : ctx_(ctx),
       router_(router),
-      lane_(router.route(sfb::kLane, [this](std::size_t from,
-                                            net::Message&& m) { on_factors(from, std::move(m)); })),
+      wire_(wire),
+      lane_(router.route(
+          wire == compress::CodecKind::kNone ? sfb::kLane : sfb::kHalfLane,
+          [this](std::size_t from, net::Message&& m) { on_factors(from, std::move(m)); })),
       layers_(ctx.model.num_layers()) {
   tasks::Model& model = ctx_.model;
   // On a device model the factor downloads, the rebuild and the step use the device (send_factors,
@@ -29,7 +46,7 @@ SfbScheme::SfbScheme(const SyncContext& ctx, LaneRouter& router,
     tasks::Layer& layer = model.layer(l);
     GRADMESH_CHECK(layer.has_sufficient_factors(), "SFB on a layer without sufficient factors");
     layers_[l] = std::make_unique<SfbLayer>(layer.output_size(), layer.input_size(),
-                                            ctx_.batch_size, ctx_.nodes, ctx_.rank, device);
+                                            ctx_.batch_size, ctx_.nodes, ctx_.rank, device, wire);
     // The mean dW is rebuilt from every node's factors: the local one would be thrown away.
     layer.set_parameter_gradients_enabled(false);
     // One velocity per parameter: the layer's lives where it is stepped.
@@ -73,6 +90,12 @@ double SfbScheme::bytes_sent(std::size_t layer) const {
   return static_cast<double>(ctx_.nodes - 1) *
          (static_cast<double>(layers_[layer]->factor_bytes()) +
           frame_overhead_bytes(lane_, kFactors));
+}
+
+std::string SfbScheme::describe(std::size_t layer) const {
+  (void)layer;
+  if (wire_ == compress::CodecKind::kNone) return "SFB";
+  return "SFB " + std::string(compress::codec_name(wire_));
 }
 
 void SfbScheme::send_factors(std::size_t layer, std::uint64_t round) {

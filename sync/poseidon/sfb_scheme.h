@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "sync/lane_router.h"
@@ -13,6 +14,17 @@
 #include "sync/sync_stage.h"
 
 namespace gradmesh::sync {
+
+/// The scheme ids of SFB with its factors in 16 bits (issue 28; sync.compression.method fp16,
+/// bf16).
+inline constexpr std::string_view kSfbFp16Scheme = "sfb_fp16";
+inline constexpr std::string_view kSfbBf16Scheme = "sfb_bf16";
+
+/// SFB with 16-bit factors as the planner sees it (`kind` kFp16 or kBf16): fits the layers SFB
+/// fits; cost topo::sfb_cost with 2 bytes a float and the 8-byte header of the two scales
+/// (FactorWire), the conversions priced; lane sf_broadcast_half; skips the layer's own dW.
+/// Throws ContractError for another kind.
+[[nodiscard]] topo::SchemeModel sfb_half_scheme_model(compress::CodecKind kind);
 
 /// One iteration, for each of its layers l (a layer with sufficient factors, M x N weights):
 ///   sfb_send_l (network task, right after backward_l) broadcasts (U, V) to every peer;
@@ -30,22 +42,26 @@ namespace gradmesh::sync {
 /// scheme registered (Optimizer::keep_on_device); the layer's device copy is then the current one
 /// (Model::device_layer_parameters). The M x N gradient and weights never cross PCIe.
 ///
+/// `wire` kFp16 or kBf16: the factors cross the wire in 16 bits (SfbLayer; scheme ids sfb_fp16,
+/// sfb_bf16 on the lane sf_broadcast_half, issue 28), half the bytes; every node rebuilds from the
+/// decoded factors, its own included.
+///
 /// Errors and thread safety: as PsScheme (see SfbLayer for the buffers). The constructor throws
 /// ContractError for a device model whose executor has more than one compute thread.
 class SfbScheme final : public Scheme {
  public:
-  /// Routes the sf_broadcast lane on `router`. `layers` must have sufficient factors.
-  SfbScheme(const SyncContext& ctx, LaneRouter& router, const std::vector<std::size_t>& layers);
+  /// Routes the sf_broadcast lane (kNone) or sf_broadcast_half (16 bits) on `router`. `layers`
+  /// must have sufficient factors.
+  SfbScheme(const SyncContext& ctx, LaneRouter& router, const std::vector<std::size_t>& layers,
+            compress::CodecKind wire = compress::CodecKind::kNone);
 
   void build(engine::Graph& graph, const IterationTasks& tasks) override;
   void fail_all(std::exception_ptr error) override;
-  /// Wire bytes this rank sends for layer l per iteration: (n - 1) (K (M + N) floats + header).
+  /// Wire bytes this rank sends for layer l per iteration: (n - 1) (SfbLayer::factor_bytes() +
+  /// frame header).
   [[nodiscard]] double bytes_sent(std::size_t layer) const override;
-  /// "SFB".
-  [[nodiscard]] std::string describe(std::size_t layer) const override {
-    (void)layer;
-    return "SFB";
-  }
+  /// "SFB", "SFB fp16" or "SFB bf16".
+  [[nodiscard]] std::string describe(std::size_t layer) const override;
 
  private:
   void send_factors(std::size_t layer, std::uint64_t round);
@@ -54,6 +70,7 @@ class SfbScheme final : public Scheme {
 
   const SyncContext& ctx_;
   LaneRouter& router_;
+  compress::CodecKind wire_;
   LaneId lane_;
   std::vector<std::unique_ptr<SfbLayer>> layers_;  // by layer; null unless SFB
 };

@@ -344,6 +344,41 @@ TEST_CASE("a bucketed scheme's payload per layer sizes its buckets", "[topo][pla
   for (std::size_t l : {0u, 2u, 4u}) CHECK(plan.layers[l].scheme == "allreduce_fp16");
 }
 
+TEST_CASE("of several bucketed schemes the plan keeps the one with the shortest iteration",
+          "[topo][planner]") {
+  SchemeModel fp16 = allreduce_scheme_model();
+  fp16.id = "allreduce_fp16";
+  fp16.lanes = {{"allreduce_half", 1.0}};
+  fp16.bucket_bytes = [](const LayerProfile& layer) {
+    return 2.0 * static_cast<double>(layer.parameters);
+  };
+  SECTION("half the bytes on a slow link: the 16-bit buckets") {
+    const Plan plan =
+        make_plan(input_for(mlp(), 32, 4, 5e-3, 1e7, 0, {allreduce_scheme_model(), fp16}));
+    for (std::size_t l : {0u, 2u, 4u}) CHECK(plan.layers[l].scheme == "allreduce_fp16");
+    CHECK(plan.lane_bytes.at("allreduce_half") == Approx(plan.bytes_sent));
+    CHECK(plan.lane_bytes.at("allreduce") == 0);  // allowed, unused
+  }
+  SECTION("a conversion that costs more than the bytes it saves: the float buckets") {
+    SchemeModel slow = fp16;
+    slow.cost = [](const SchemeCostInput& in, const LayerProfile& layer) {
+      SchemeCost cost = allreduce_cost(in.cluster, layer.parameters);
+      cost.compute_seconds += 10.0;
+      return cost;
+    };
+    const Plan plan =
+        make_plan(input_for(mlp(), 32, 4, 5e-3, 1e7, 0, {allreduce_scheme_model(), slow}));
+    for (std::size_t l : {0u, 2u, 4u}) CHECK(plan.layers[l].scheme == kAllReduceScheme);
+  }
+  SECTION("equal times: the earlier in the list") {
+    SchemeModel same = allreduce_scheme_model();
+    same.id = "same";
+    const Plan plan =
+        make_plan(input_for(mlp(), 32, 4, 5e-3, 1e7, 0, {same, allreduce_scheme_model()}));
+    for (std::size_t l : {0u, 2u, 4u}) CHECK(plan.layers[l].scheme == "same");
+  }
+}
+
 TEST_CASE("bad scheme sets throw ContractError naming the scheme", "[topo][planner]") {
   PlannerInput in =
       input_for(mlp(), 32, 4, 1e-4, 1e9, 1e10, {ps_scheme_model(), ps_scheme_model()});
@@ -355,7 +390,11 @@ TEST_CASE("bad scheme sets throw ContractError naming the scheme", "[topo][plann
   SchemeModel other = allreduce_scheme_model();
   other.id = "other";
   in.schemes = {allreduce_scheme_model(), other};
+  // Fixed schemes that name two bucketed schemes: no plan holds both.
+  in.fixed_schemes = {std::string("allreduce"), std::nullopt, std::string("other"), std::nullopt,
+                      std::nullopt};
   CHECK_THROWS_WITH(make_plan(in), Catch::Contains("bucketed") && Catch::Contains("at most one"));
+  in.fixed_schemes.clear();
   SchemeModel no_cost = ps_scheme_model();
   no_cost.id = "no_cost";
   no_cost.cost = nullptr;

@@ -2,27 +2,33 @@
 
 #include "sync/collective/ring_allreduce.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "engine/error.h"
 #include "engine/executor.h"
 #include "engine/graph.h"
 #include "net/inproc/inproc_transport.h"
+#include "sync/compress/codec.h"
 
 using namespace gradmesh;
+using sync::compress::CodecKind;
 
 namespace {
 
 // One rank: its router, ring and a graph of one round (fill, start, wait, check).
 struct Rank {
-  Rank(net::Transport* transport, std::size_t rank, std::size_t nodes, std::size_t floats)
+  Rank(net::Transport* transport, std::size_t rank, std::size_t nodes, std::size_t floats,
+       CodecKind wire)
       : router(transport, rank, nodes),
         lane(router.route(
             "allreduce",
             [this](std::size_t from, net::Message&& m) { ring->on_message(from, std::move(m)); })),
-        ring(std::make_unique<sync::collective::RingAllReduce>(router, lane, 0, floats)),
+        ring(std::make_unique<sync::collective::RingAllReduce>(router, lane, 0, floats, 0, wire)),
         input(floats),
         sums(0) {}
   sync::LaneRouter router;
@@ -37,11 +43,46 @@ float value(std::size_t rank, std::uint64_t round, std::size_t i) {
   return static_cast<float>((rank + 1) * 1000 + i % 997 + round * 7);
 }
 
-void run_ring(std::size_t nodes, std::size_t floats, std::uint64_t rounds) {
+/// `values` through the 16-bit wire and back (one block, one scale), as a receiver sees them.
+std::vector<float> rounded(CodecKind kind, std::vector<float> values) {
+  const float scale = sync::compress::half_block_scale(kind, values);
+  std::vector<std::byte> wire(2 * values.size());
+  sync::compress::encode_half_block(kind, scale, values, wire.data());
+  sync::compress::decode_half_block(kind, scale, wire.data(), values);
+  return values;
+}
+
+/// The sum a 16-bit ring computes in round `round`, step by step as the ring's documentation says:
+/// segment j starts at rank j, encoded; each next rank adds its floats to the decoding in fp32 and
+/// encodes the partial sum it passes on; the owner's encoding of the full sum is the result.
+std::vector<float> half_ring_sum(CodecKind kind, const sync::collective::RingAllReduce& ring,
+                                 std::size_t nodes, std::uint64_t round) {
+  std::vector<float> out(ring.floats());
+  for (std::size_t j = 0; j < nodes; ++j) {
+    const std::size_t begin = ring.segment_begin(j), size = ring.segment_size(j);
+    std::vector<float> sum(size);
+    for (std::size_t i = 0; i < size; ++i) sum[i] = value(j, round, begin + i);
+    if (nodes == 1) {
+      std::copy(sum.begin(), sum.end(), out.begin() + static_cast<std::ptrdiff_t>(begin));
+      continue;
+    }
+    sum = rounded(kind, sum);
+    for (std::size_t k = 1; k < nodes; ++k) {
+      for (std::size_t i = 0; i < size; ++i)
+        sum[i] = value((j + k) % nodes, round, begin + i) + sum[i];
+      sum = rounded(kind, sum);
+    }
+    std::copy(sum.begin(), sum.end(), out.begin() + static_cast<std::ptrdiff_t>(begin));
+  }
+  return out;
+}
+
+void run_ring(std::size_t nodes, std::size_t floats, std::uint64_t rounds,
+              CodecKind wire = CodecKind::kNone) {
   auto mesh = net::make_inproc_mesh(nodes, sync::lane_names());
   std::vector<std::unique_ptr<Rank>> ranks;
   for (std::size_t r = 0; r < nodes; ++r) {
-    ranks.push_back(std::make_unique<Rank>(mesh[r].get(), r, nodes, floats));
+    ranks.push_back(std::make_unique<Rank>(mesh[r].get(), r, nodes, floats, wire));
   }
   for (auto& t : mesh) t->start();
   std::vector<std::thread> threads;
@@ -79,9 +120,21 @@ void run_ring(std::size_t nodes, std::size_t floats, std::uint64_t rounds) {
     REQUIRE(ranks[r]->sums.size() == rounds);
     CHECK(ranks[r]->router.rejected() == 0);
     for (std::uint64_t t = 0; t < rounds; ++t) {
+      const std::vector<float> half = wire == CodecKind::kNone
+                                          ? std::vector<float>()
+                                          : half_ring_sum(wire, *ranks[r]->ring, nodes, t);
       for (std::size_t i = 0; i < floats; ++i) {
         float expected = 0;
         for (std::size_t q = 0; q < nodes; ++q) expected += value(q, t, i);
+        if (wire != CodecKind::kNone) {
+          // One rounding a hop, each within 2^-11 (fp16) or 2^-8 (bf16) of its partial sum.
+          const double bound = nodes * (wire == CodecKind::kFp16 ? 0x1p-11 : 0x1p-8) * expected;
+          if (std::fabs(ranks[r]->sums[t][i] - expected) > bound) {
+            FAIL("n " << nodes << ", float " << i << ": " << ranks[r]->sums[t][i]
+                      << " is more than " << bound << " from " << expected);
+          }
+          expected = half[i];  // and exactly the ring's rounding, on every rank
+        }
         if (ranks[r]->sums[t][i] != expected) {
           FAIL("n " << nodes << ", " << floats << " floats, rank " << r << ", round " << t
                     << ", float " << i << ": " << ranks[r]->sums[t][i] << " != " << expected);
@@ -103,6 +156,34 @@ TEST_CASE("ring all-reduce sums exactly for n = 1..5 and odd sizes", "[sync][col
       run_ring(nodes, floats, 4);  // back-to-back rounds: peers run a round ahead
     }
   }
+}
+
+TEST_CASE("a 16-bit ring sums in fp32 with one rounding a hop, the same bits on every rank",
+          "[sync][collective][compress][inproc]") {
+  for (const CodecKind wire : {CodecKind::kFp16, CodecKind::kBf16}) {
+    for (std::size_t nodes = 1; nodes <= 5; ++nodes) {
+      INFO(sync::compress::codec_name(wire) << ", n = " << nodes);
+      run_ring(nodes, 1, 3, wire);
+      run_ring(nodes, nodes * 37 + 3, 3, wire);
+    }
+  }
+}
+
+TEST_CASE("a 16-bit ring sends 2 bytes a float and a scale a segment, and refuses floats",
+          "[sync][collective][compress]") {
+  auto mesh = net::make_inproc_mesh(2, sync::lane_names());
+  sync::LaneRouter router(mesh[0].get(), 0, 2);
+  const sync::LaneId lane = router.route("allreduce", [](std::size_t, net::Message&&) {});
+  sync::collective::RingAllReduce ring(router, lane, 0, 11, 0, CodecKind::kFp16);
+  CHECK(ring.wire_bytes(0) == 4 + 2 * 6);
+  CHECK(ring.wire_bytes(1) == 4 + 2 * 5);
+  // A float segment (a peer without compression) is rejected, not read.
+  const std::vector<float> floats(6, 1.0f);
+  ring.on_message(
+      1, net::Message{lane, 1, 0, 0, net::Payload::copy_of(std::as_bytes(std::span(floats))), 0});
+  CHECK(router.rejected() == 1);
+  CHECK_THROWS_AS(sync::collective::RingAllReduce(router, lane, 1, 4, 0, CodecKind::kTopK),
+                  ContractError);
 }
 
 TEST_CASE("ring segments cover the bucket, sizes within one float", "[sync][collective]") {

@@ -4,6 +4,7 @@
 
 #include "sync/compress/codec.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -326,4 +327,63 @@ TEST_CASE("the residual is saved and restored bit for bit: the run goes on as if
     gradmesh::engine::StateReader wrong(out.bytes(), "residual");
     CHECK_THROWS_AS(other.load_state(wrong), gradmesh::CheckpointError);
   }
+}
+
+TEST_CASE("half blocks: fp16 scaled by a power of two keeps 11 bits at any magnitude, bf16 8",
+          "[compress][codec]") {
+  for (const float magnitude : {1e-9f, 1e-6f, 1.0f, 3e4f, 1e8f}) {
+    INFO("magnitude " << magnitude);
+    const std::vector<float> values = gradient(1000, 17, magnitude);
+    float largest = 0;
+    for (const float v : values) largest = std::max(largest, std::fabs(v));
+    const float scale = half_block_scale(CodecKind::kFp16, values);
+    // A power of two that puts the largest magnitude in [2^14, 2^15): no saturation.
+    int exponent = 0;
+    CHECK(std::frexp(scale, &exponent) == 0.5f);
+    CHECK(largest * scale >= 16384.0f);
+    CHECK(largest * scale < 32768.0f);
+    CHECK(half_block_scale(CodecKind::kBf16, values) == 1.0f);
+
+    for (const CodecKind kind : {CodecKind::kFp16, CodecKind::kBf16}) {
+      const float s = half_block_scale(kind, values);
+      std::vector<std::byte> wire(2 * values.size());
+      encode_half_block(kind, s, values, wire.data());
+      std::vector<float> back(values.size());
+      decode_half_block(kind, s, wire.data(), back);
+      // Relative error of a normal value: 2^-11 (fp16's 10 stored bits, round to nearest), 2^-8
+      // (bf16's 7). Values below 2^-14 of the scaled range are fp16 subnormals: absolute bound.
+      const double relative = kind == CodecKind::kFp16 ? 0x1p-11 : 0x1p-8;
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const double v = values[i];
+        const double bound = kind == CodecKind::kFp16
+                                 ? std::max(relative * std::fabs(v), 0x1p-25 / s)
+                                 : relative * std::fabs(v);
+        REQUIRE(std::fabs(back[i] - v) <= bound);
+      }
+    }
+  }
+}
+
+TEST_CASE("half blocks: zero, non-finite values and extreme magnitudes", "[compress][codec]") {
+  const std::vector<float> zeros(8, 0.0f);
+  CHECK(half_block_scale(CodecKind::kFp16, zeros) == 1.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> with_nan{1.0f, nan, 2.0f};
+  CHECK(half_block_scale(CodecKind::kFp16, with_nan) == 1.0f);
+  std::vector<std::byte> wire(6);
+  encode_half_block(CodecKind::kFp16, 1.0f, with_nan, wire.data());
+  std::vector<float> back(3);
+  decode_half_block(CodecKind::kFp16, 1.0f, wire.data(), back);
+  CHECK(back[0] == 1.0f);
+  CHECK(std::isnan(back[1]));  // a NaN travels as it would uncompressed
+  CHECK(back[2] == 2.0f);
+  // The scale is clamped at 2^100: 1e-30 still comes back within fp16's bits, a float's smallest
+  // normal (2^-126) is beyond it and goes to zero.
+  const std::vector<float> tiny{1e-30f, std::numeric_limits<float>::min()};
+  const float scale = half_block_scale(CodecKind::kFp16, tiny);
+  CHECK(scale == std::ldexp(1.0f, 100));
+  encode_half_block(CodecKind::kFp16, scale, tiny, wire.data());
+  decode_half_block(CodecKind::kFp16, scale, wire.data(), std::span<float>(back).first(2));
+  CHECK(std::fabs(back[0] - 1e-30f) <= 0x1p-11 * 1e-30);
+  CHECK(back[1] == 0.0f);
 }

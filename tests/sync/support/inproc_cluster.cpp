@@ -141,6 +141,15 @@ std::vector<float> union_reference(SyntheticJob job, std::size_t nodes, std::uin
   return {p.begin(), p.end()};
 }
 
+std::vector<std::vector<float>> replicas(InProcCluster& cluster) {
+  std::vector<std::vector<float>> out;
+  for (std::size_t r = 0; r < cluster.size(); ++r) {
+    const auto p = cluster.node(r).model().parameters();
+    out.emplace_back(p.begin(), p.end());
+  }
+  return out;
+}
+
 double max_abs_difference(std::span<const float> a, std::span<const float> b) {
   GRADMESH_CHECK_EQ(a.size(), b.size(), "max_abs_difference: sizes");
   double worst = 0;

@@ -100,6 +100,9 @@ class InProcCluster {
 [[nodiscard]] std::vector<float> union_reference(SyntheticJob job, std::size_t nodes,
                                                  std::uint64_t iterations);
 
+/// Each node's parameters (index = rank), for "every replica holds the same bits" checks.
+[[nodiscard]] std::vector<std::vector<float>> replicas(InProcCluster& cluster);
+
 /// Largest |a_i - b_i|.
 [[nodiscard]] double max_abs_difference(std::span<const float> a, std::span<const float> b);
 
