@@ -83,7 +83,11 @@ struct LayerPlan {
   double sfb_floats =
       0;  ///< Poseidon Table 1: floats per node per iteration under SFB (dense only)
   double predicted_bytes_sent = 0;  ///< this node, per iteration, payload + frame header bytes
-  double predicted_seconds = 0;  ///< the planner's time of the layer's communication (+ SFB GEMM)
+  double predicted_seconds = 0;  ///< the planner's time of the layer's communication and its work
+                                 ///< after it (predicted_compute_seconds)
+  /// The planner's time of the layer's work after its communication, seconds: the optimizer step,
+  /// SFB's rebuild GEMM, PowerSGD's GEMMs and passes, 16-bit encodes and decodes.
+  double predicted_compute_seconds = 0;
 };
 
 /// A sync strategy. Lifetime: made by make_sync_stage() before the transport starts (it installs

@@ -24,7 +24,9 @@ nlohmann::json plan_json(const std::vector<sync::LayerPlan>& plan) {
                     {"chunks", row.chunks},
                     {"ps_floats", row.ps_floats},
                     {"sfb_floats", row.sfb_floats},
-                    {"predicted_bytes_sent", row.predicted_bytes_sent}});
+                    {"predicted_bytes_sent", row.predicted_bytes_sent},
+                    {"predicted_seconds", row.predicted_seconds},
+                    {"predicted_compute_seconds", row.predicted_compute_seconds}});
   }
   return rows;
 }
@@ -120,7 +122,7 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
       << std::right << std::setw(11) << "parameters"
       << "  " << std::left << std::setw(scheme_width) << "scheme" << std::right << std::setw(12)
       << "PS floats" << std::setw(12) << "SFB floats" << std::setw(8) << "chunks" << std::setw(17)
-      << "bytes sent/iter" << std::setw(10) << "comm ms" << '\n';
+      << "bytes sent/iter" << std::setw(10) << "comm ms" << std::setw(12) << "compute ms" << '\n';
   double total = 0;
   std::size_t params = 0;
   for (const sync::LayerPlan& row : plan) {
@@ -130,7 +132,9 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
         << (row.parameters ? floats(row.ps_floats) : "-") << std::setw(12)
         << (row.sfb_floats > 0 ? floats(row.sfb_floats) : "-") << std::setw(8) << row.chunks
         << std::setw(17) << std::fixed << std::setprecision(0) << row.predicted_bytes_sent
-        << std::setw(10) << std::setprecision(3) << row.predicted_seconds * 1e3 << '\n';
+        << std::setw(10) << std::setprecision(3)
+        << (row.predicted_seconds - row.predicted_compute_seconds) * 1e3 << std::setw(12)
+        << row.predicted_compute_seconds * 1e3 << '\n';
     total += row.predicted_bytes_sent;
     params += row.parameters;
   }
@@ -140,7 +144,9 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
          "nodes;\n"
          " bytes sent/iter: this node's payload + frame headers under the chosen schemes;\n"
          " comm ms: the planner's time of the layer's communication, a bucket's on its first "
-         "layer)\n";
+         "layer;\n"
+         " compute ms: its work after it: the step, SFB's rebuild GEMM, PowerSGD's GEMMs, 16-bit "
+         "conversions)\n";
   return out.str();
 }
 

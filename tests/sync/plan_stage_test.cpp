@@ -117,11 +117,19 @@ TEST_CASE("predicted bytes per node per iteration are within 5% of the measured,
   mixed.factory = fixed_plan({topo::kPsScheme, topo::kSfbScheme, topo::kAllReduceScheme});
   SyntheticJob sfb;
   sfb.options.values.set("poseidon.sfb", std::string("always"));
-  const std::vector<std::pair<std::string, SyntheticJob>> runs = {{"ps", SyntheticJob{}},
-                                                                  {"poseidon", sfb},
-                                                                  {"allreduce", SyntheticJob{}},
-                                                                  {"auto", SyntheticJob{}},
-                                                                  {"mixed", mixed}};
+  // The compressed schemes (issue 28), on a declared 1 Mbit/s link so that the planner uses them.
+  SyntheticJob sfb_fp16 = sfb;
+  sfb_fp16.options.values.set("compression.method", std::string("fp16"));
+  SyntheticJob slow;
+  slow.options.planner.bandwidth = 125e3;
+  SyntheticJob ring_bf16 = slow;
+  ring_bf16.options.values.set("compression.method", std::string("bf16"));
+  SyntheticJob powersgd = slow;
+  powersgd.options.values.set("compression.method", std::string("powersgd"));
+  const std::vector<std::pair<std::string, SyntheticJob>> runs = {
+      {"ps", SyntheticJob{}},   {"poseidon", sfb},      {"allreduce", SyntheticJob{}},
+      {"auto", SyntheticJob{}}, {"mixed", mixed},       {"poseidon", sfb_fp16},
+      {"allreduce", ring_bf16}, {"allreduce", powersgd}};
   for (const auto& [strategy, job] : runs) {
     InProcCluster cluster(job, strategy == "mixed" ? "auto" : strategy, 3);
     cluster.train(kIterations);
@@ -129,8 +137,28 @@ TEST_CASE("predicted bytes per node per iteration are within 5% of the measured,
       const auto counters = cluster.transport(r).counters();
       const double measured = static_cast<double>(counters.bytes_sent) / kIterations;
       const double predicted = cluster.node(r).stage().summary().at("predicted_bytes_sent");
-      INFO(strategy << ", rank " << r << ": measured " << measured << ", predicted " << predicted);
+      INFO(strategy << " " << job.options.values.text("compression.method") << ", rank " << r
+                    << ": measured " << measured << ", predicted " << predicted);
       CHECK(measured == Approx(predicted).epsilon(0.05));
+      for (const sync::LayerPlan& row : cluster.node(r).stage().plan()) {
+        INFO(row.name << ": " << row.scheme);
+        // At least the step; PS's owners step as the pushes arrive (priced 0: topo::ps_cost).
+        if (row.parameters > 0 && row.scheme != "PS") CHECK(row.predicted_compute_seconds > 0);
+        CHECK(row.predicted_compute_seconds <= row.predicted_seconds);
+      }
+    }
+    const std::string schemes = [&] {
+      std::string out;
+      for (const sync::LayerPlan& row : cluster.node(0).stage().plan()) out += row.scheme + ";";
+      return out;
+    }();
+    INFO(schemes);
+    if (job.options.values.text("compression.method") == "fp16") {
+      CHECK_THAT(schemes, Catch::Contains("SFB fp16"));
+    } else if (job.options.values.text("compression.method") == "bf16") {
+      CHECK_THAT(schemes, Catch::Contains("allreduce bf16"));
+    } else if (job.options.values.text("compression.method") == "powersgd") {
+      CHECK_THAT(schemes, Catch::Contains("PowerSGD"));
     }
   }
 }
