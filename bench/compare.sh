@@ -6,6 +6,7 @@
 # Part 2: the demo MLP (configs/fashion-mnist-mlp.toml): one `none` node, then each strategy on 4
 # nodes, uncapped; prints the best strategy's samples/s (all nodes) over the single node's.
 #
+# GRADMESH_BIN names the folder of the binaries (default ./build/bin).
 # COMPRESSION="fp16 powersgd" adds, per cap, `auto` with each of those sync.compression.method
 # values (PowerSGD at rank PSGD_RANK, default 4): the compression column.
 #
@@ -26,11 +27,13 @@ demo_iterations=${2:-400}
 caps=${3:-"unlimited 1gbit 100mbit"}
 strategies="ps poseidon allreduce auto"
 compression=${COMPRESSION:-}
+bin=${GRADMESH_BIN:-./build/bin}
 out=out/bench-compare
 rm -rf "$out"
 mkdir -p "$out"
 
 if [[ -n ${NETNS_RATE:-} ]]; then
+  export GRADMESH_NODE=$bin/gradmesh-node
   source bench/lib/netns_nodes.sh
   netns_up 4 "$NETNS_RATE"
   trap netns_down EXIT
@@ -46,7 +49,7 @@ run() {  # run DIR NODES CONFIG ITERATIONS ARGS...
     [[ $codes =~ ^[0,]+$ ]] || { echo "exit codes $codes" >&2; tail -20 "$dir"/log-*.txt; exit 1; }
     return
   fi
-  ./build/bin/gradmesh-launch -n "$nodes" --config "$config" --metrics-out "$dir" \
+  "$bin/gradmesh-launch" -n "$nodes" --config "$config" --metrics-out "$dir" \
     --set job.max_iterations="$iterations" --set data.test_limit=1000 "$@" > "$dir.log" 2>&1 ||
     { tail -20 "$dir.log"; exit 1; }
 }
