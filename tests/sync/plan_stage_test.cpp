@@ -144,7 +144,6 @@ TEST_CASE("predicted bytes per node per iteration are within 5% of the measured,
         INFO(row.name << ": " << row.scheme);
         // At least the step; PS's owners step as the pushes arrive (priced 0: topo::ps_cost).
         if (row.parameters > 0 && row.scheme != "PS") CHECK(row.predicted_compute_seconds > 0);
-        CHECK(row.predicted_compute_seconds <= row.predicted_seconds);
       }
     }
     const std::string schemes = [&] {

@@ -14,6 +14,7 @@
 #include "engine/graph.h"
 #include "net/inproc/inproc_transport.h"
 #include "sync/compress/codec.h"
+#include "tests/sync/support/half_round_trip.h"
 
 using namespace gradmesh;
 using sync::compress::CodecKind;
@@ -43,15 +44,6 @@ float value(std::size_t rank, std::uint64_t round, std::size_t i) {
   return static_cast<float>((rank + 1) * 1000 + i % 997 + round * 7);
 }
 
-/// `values` through the 16-bit wire and back (one block, one scale), as a receiver sees them.
-std::vector<float> rounded(CodecKind kind, std::vector<float> values) {
-  const float scale = sync::compress::half_block_scale(kind, values);
-  std::vector<std::byte> wire(2 * values.size());
-  sync::compress::encode_half_block(kind, scale, values, wire.data());
-  sync::compress::decode_half_block(kind, scale, wire.data(), values);
-  return values;
-}
-
 /// The sum a 16-bit ring computes in round `round`, step by step as the ring's documentation says:
 /// segment j starts at rank j, encoded; each next rank adds its floats to the decoding in fp32 and
 /// encodes the partial sum it passes on; the owner's encoding of the full sum is the result.
@@ -66,11 +58,11 @@ std::vector<float> half_ring_sum(CodecKind kind, const sync::collective::RingAll
       std::copy(sum.begin(), sum.end(), out.begin() + static_cast<std::ptrdiff_t>(begin));
       continue;
     }
-    sum = rounded(kind, sum);
+    sum = testing::half_round_trip(kind, sum);
     for (std::size_t k = 1; k < nodes; ++k) {
       for (std::size_t i = 0; i < size; ++i)
         sum[i] = value((j + k) % nodes, round, begin + i) + sum[i];
-      sum = rounded(kind, sum);
+      sum = testing::half_round_trip(kind, sum);
     }
     std::copy(sum.begin(), sum.end(), out.begin() + static_cast<std::ptrdiff_t>(begin));
   }

@@ -16,6 +16,7 @@
 #include "sync/poseidon/sfb_layer.h"
 #include "sync/poseidon/sfb_scheme.h"
 #include "tasks/random.h"
+#include "tests/sync/support/half_round_trip.h"
 #include "tests/sync/support/inproc_cluster.h"
 #include "tests/sync/support/lossy_wire.h"
 #include "topo/planner.h"
@@ -33,16 +34,6 @@ std::vector<float> factor(std::size_t size, std::uint64_t seed, float magnitude)
   tasks::SplitMix64 rng(seed);
   std::vector<float> out(size);
   for (float& v : out) v = (2.0f * rng.next_float() - 1.0f) * magnitude;
-  return out;
-}
-
-/// The factors through the 16-bit wire and back, as a receiver sees them.
-std::vector<float> rounded(CodecKind kind, const std::vector<float>& values) {
-  const float scale = sync::compress::half_block_scale(kind, values);
-  std::vector<std::byte> wire(2 * values.size());
-  sync::compress::encode_half_block(kind, scale, values, wire.data());
-  std::vector<float> out(values.size());
-  sync::compress::decode_half_block(kind, scale, wire.data(), out);
   return out;
 }
 
@@ -75,7 +66,8 @@ TEST_CASE("SFB's 16-bit factors: every node rebuilds the same gradient, from the
     // The reference: the rank-ordered stack of the factors as the wire rounds them.
     std::vector<float> u_all, v_all, u_exact, v_exact;
     for (std::size_t p = 0; p < kNodes; ++p) {
-      const auto ur = rounded(kind, u[p]), vr = rounded(kind, v[p]);
+      const auto ur = testing::half_round_trip(kind, u[p]),
+                 vr = testing::half_round_trip(kind, v[p]);
       u_all.insert(u_all.end(), ur.begin(), ur.end());
       v_all.insert(v_all.end(), vr.begin(), vr.end());
       u_exact.insert(u_exact.end(), u[p].begin(), u[p].end());
