@@ -15,11 +15,11 @@ LaneId lane_id(std::string_view name) {
   throw ContractError("no strategy declares the sync stage \"" + std::string(name) + "\"");
 }
 
-double frame_overhead_bytes(LaneId lane, std::uint16_t kind) {
+double frame_overhead_bytes(LaneId lane, std::uint16_t kind, bool keyed) {
   // Non-zero tags and a payload: FlatBuffers leaves out fields equal to their default, so 0s (a
   // payload size of 0 among them) would under-count: by 12 bytes a frame, 10% of a small ring's
   // traffic (measured on PowerSGD's rings of 24-72 floats).
-  const net::Message probe{lane, kind, 1, 1, net::Payload::allocate(1)};
+  const net::Message probe{lane, kind, keyed ? 1u : 0u, 1, net::Payload::allocate(1)};
   return static_cast<double>(net::encode_data(probe)->wire_bytes()) - 1.0;
 }
 

@@ -36,8 +36,10 @@ using LaneId = std::uint8_t;
 [[nodiscard]] LaneId lane_id(std::string_view name);
 
 /// Bytes one data frame of `lane` and `kind` puts on the socket besides its payload (prefix +
-/// FlatBuffers header), for predicting traffic. Thread-safe.
-[[nodiscard]] double frame_overhead_bytes(LaneId lane, std::uint16_t kind);
+/// FlatBuffers header), for predicting traffic. `keyed`: the frames carry a key other than 0
+/// (FlatBuffers leaves a field at its default out: an all-gather's frames, key 0, are smaller).
+/// Thread-safe.
+[[nodiscard]] double frame_overhead_bytes(LaneId lane, std::uint16_t kind, bool keyed = true);
 
 /// Routes a transport's messages to per-lane handlers and sends with peer errors as values.
 ///

@@ -83,6 +83,24 @@ OptionKey integer_key(std::string name, std::int64_t min, std::int64_t default_v
           }};
 }
 
+OptionKey fraction_key(std::string name, double default_value, std::string_view what) {
+  std::string expected = "a number in (0, 1]";
+  if (!what.empty()) expected += " (" + std::string(what) + ")";
+  return {std::move(name), std::move(expected), false, default_value,
+          [](const OptionValue& v) -> std::optional<OptionValue> {
+            double x = 0.0;
+            if (const auto* i = std::get_if<std::int64_t>(&v)) {
+              x = static_cast<double>(*i);
+            } else if (const auto* d = std::get_if<double>(&v)) {
+              x = *d;
+            } else {
+              return std::nullopt;
+            }
+            if (!(x > 0.0 && x <= 1.0)) return std::nullopt;
+            return x;
+          }};
+}
+
 OptionKey word_or_integer_key(std::string name, std::string word, std::int64_t min,
                               std::string expected, std::function<bool(std::int64_t)> also) {
   OptionValue default_value = word;

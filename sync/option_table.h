@@ -48,6 +48,9 @@ struct OptionTable {
 /// An integer >= `min`; default `default_value`. `unit` ends `expected` ("iterations").
 [[nodiscard]] OptionKey integer_key(std::string name, std::int64_t min, std::int64_t default_value,
                                     std::string_view unit);
+/// A number in (0, 1] (an integer 1 reads as 1.0); default `default_value`. `what` ends
+/// `expected` ("the share of entries kept").
+[[nodiscard]] OptionKey fraction_key(std::string name, double default_value, std::string_view what);
 /// The string `word` (the default, e.g. "auto") or an integer >= `min` that `also` accepts (no
 /// further condition when empty); `expected` says what a valid value is.
 [[nodiscard]] OptionKey word_or_integer_key(std::string name, std::string word, std::int64_t min,

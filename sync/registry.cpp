@@ -19,6 +19,8 @@
 #include "sync/compress/options.h"
 #include "sync/compress/powersgd_model.h"
 #include "sync/compress/powersgd_scheme.h"
+#include "sync/compress/sparse_model.h"
+#include "sync/compress/sparse_scheme.h"
 #include "sync/lane_router.h"
 #include "sync/plan_stage.h"
 #include "sync/poseidon/messages.h"
@@ -86,6 +88,24 @@ std::vector<SchemeEntry> half_schemes() {
   return entries;
 }
 
+/// Top-k and random-k (issue 28: sync.compression.method topk, randomk). The model registered
+/// prices the default ratio; the plan's input carries the job's (add_compressed_schemes).
+std::vector<SchemeEntry> sparse_schemes() {
+  std::vector<SchemeEntry> entries;
+  for (const compress::CodecKind kind :
+       {compress::CodecKind::kTopK, compress::CodecKind::kRandomK}) {
+    entries.push_back({sparse_scheme_model(kind, CompressionOptions{}.ratio),
+                       {kind == compress::CodecKind::kTopK ? kTopKLane : kRandomKLane},
+                       [kind](const SyncContext& ctx, LaneRouter& router, const topo::Plan&,
+                              const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
+                         return std::make_unique<SparseScheme>(
+                             ctx, router, layers, kind, compression_options(ctx.options.values));
+                       },
+                       {}});
+  }
+  return entries;
+}
+
 // The per-layer schemes PlanStage executes: the planner's model, the stages, the factory.
 const std::vector<SchemeEntry>& builtin_schemes() {
   static const std::vector<SchemeEntry> entries = [] {
@@ -121,6 +141,7 @@ const std::vector<SchemeEntry>& builtin_schemes() {
          compression_option_table()},
     };
     for (SchemeEntry& e : half_schemes()) all.push_back(std::move(e));
+    for (SchemeEntry& e : sparse_schemes()) all.push_back(std::move(e));
     return all;
   }();
   return entries;
@@ -181,14 +202,14 @@ const std::vector<Entry>& registry() {
        },
        ako_option_table()},
       {"allreduce",
-       {allreduce::kLane, allreduce::kHalfLane, kPowerSgdLane},
+       {allreduce::kLane, allreduce::kHalfLane, kPowerSgdLane, kTopKLane, kRandomKLane},
        planned("allreduce", {ar_id}),
        {true, false, 0, {ar_id}},
        {},
        {}},
       {"auto",
        {ps::kPushLane, ps::kBroadcastLane, sfb::kLane, sfb::kHalfLane, allreduce::kLane,
-        allreduce::kHalfLane, kPowerSgdLane},
+        allreduce::kHalfLane, kPowerSgdLane, kTopKLane, kRandomKLane},
        planned("auto", {ps_id, ar_id, sfb_id}),
        {true, false, 0, {ps_id, ar_id, sfb_id}},
        {},

@@ -86,7 +86,7 @@ struct LayerPlan {
   double predicted_seconds = 0;  ///< the planner's time of the layer's communication and its work
                                  ///< after it (predicted_compute_seconds)
   /// The planner's time of the layer's work after its communication, seconds: the optimizer step,
-  /// SFB's rebuild GEMM, PowerSGD's GEMMs and passes, 16-bit encodes and decodes.
+  /// SFB's rebuild GEMM, PowerSGD's GEMMs and passes, 16-bit and sparse encodes and decodes.
   double predicted_compute_seconds = 0;
 };
 

@@ -127,9 +127,16 @@ struct ClusterCost {
 /// all 0. Throws ContractError if n > 1 and gemm_flops is not finite and > 0.
 ///
 /// `wire`: factors in 16 bits (issue 28, sync/poseidon/sfb_layer.h): 2 bytes a float plus a
-/// header per message, and the conversions (this node's K (M + N) floats encoded, the n nodes'
-/// decoded) priced at the optimizer step's time per float each, one pass over a float as the
-/// step is (bench_sfb_wire measures both).
+/// header per message, and the conversions: this node's K (M + N) floats encoded
+/// (kHalfEncodeSteps each) and the n nodes' decoded (kHalfDecodeSteps each).
+/// A 16-bit conversion's CPU time per float, in optimizer steps over as many floats
+/// (ClusterCost::step_seconds_per_float): an encode with its block's scale pass, and a decode
+/// added into a sum. bench/codec_step.cpp ("fp16 blk", "bf16 blk": F16C and SSE2 paths) measured
+/// 1.4-1.6 and 0.2-0.25 on this project's machine; a CPU without F16C converts fp16 in software,
+/// about 5x slower (the planner does not see it).
+inline constexpr double kHalfEncodeSteps = 1.5;
+inline constexpr double kHalfDecodeSteps = 0.25;
+
 struct FactorWire {
   double bytes_per_float = 4;  ///< 4: floats; 2: fp16, bf16
   double header_bytes = 0;     ///< per message, bytes (the 16-bit wire's scales)

@@ -145,8 +145,8 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
          " bytes sent/iter: this node's payload + frame headers under the chosen schemes;\n"
          " comm ms: the planner's time of the layer's communication, a bucket's on its first "
          "layer;\n"
-         " compute ms: its work after it: the step, SFB's rebuild GEMM, PowerSGD's GEMMs, 16-bit "
-         "conversions)\n";
+         " compute ms: its work after it: the step, SFB's rebuild GEMM, PowerSGD's GEMMs, "
+         "encodes and decodes)\n";
   return out.str();
 }
 

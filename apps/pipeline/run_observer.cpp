@@ -1,6 +1,8 @@
 #include "apps/pipeline/run_observer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string_view>
 
 #include <spdlog/fmt/fmt.h>
 
@@ -39,7 +41,41 @@ void ConsoleReporter::on_epoch_end(const EpochEnd& e) {
                "[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f%s  %.0f samples/s  %.1f MB sent%s\n",
                e.rank, e.epoch, e.epochs, static_cast<unsigned long long>(e.done), e.train_loss,
                accuracy.c_str(), e.samples_per_second, e.bytes_sent / 1e6, compression.c_str());
+  for (const std::string& warning : residuals_.epoch(e.sync_figures)) {
+    std::fprintf(out_, "[rank %zu] warning: %s\n", e.rank, warning.c_str());
+  }
   std::fflush(out_);
+}
+
+std::vector<std::string> ResidualWatch::epoch(const std::map<std::string, double>& figures) {
+  static constexpr std::string_view kPrefix = "residual_norm.";
+  std::vector<std::string> warnings;
+  for (const auto& [key, norm] : figures) {
+    if (!key.starts_with(kPrefix)) continue;
+    const std::string name = key.substr(kPrefix.size());
+    Layer& layer = layers_[name];
+    layer.norms.push_back(norm);
+    if (layer.norms.size() > kEpochs + 1) layer.norms.erase(layer.norms.begin());
+    if (layer.reported) continue;
+    bool diverging = !std::isfinite(norm);
+    if (!diverging && layer.norms.size() == kEpochs + 1) {
+      diverging = true;
+      for (std::size_t i = 1; i < layer.norms.size(); ++i) {
+        diverging = diverging && layer.norms[i] >= kGrowth * layer.norms[i - 1];
+      }
+    }
+    if (!diverging) continue;
+    layer.reported = true;
+    std::string trail;
+    for (const double n : layer.norms)
+      trail += (trail.empty() ? "" : " -> ") + fmt::format("{:.3g}", n);
+    warnings.push_back(fmt::format(
+        "layer {}: error-feedback residual norm {} over the last {} epoch(s): error feedback is "
+        "diverging; lower optimizer.lr, or keep more (sync.compression.ratio, .rank) "
+        "(docs/compression.md)",
+        name, trail, layer.norms.size()));
+  }
+  return warnings;
 }
 
 void MetricsRecorder::on_epoch_end(const EpochEnd& e) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "apps/node/metrics.h"
 #include "apps/pipeline/progress.h"
@@ -69,10 +70,36 @@ class RunObserver {
   RunObserver& operator=(const RunObserver&) = default;
 };
 
+/// Watches error feedback for divergence (issue 28: "a warning when the residual grows without
+/// bound"), from each epoch's sync figures. Error feedback keeps the residual bounded by a
+/// multiple of the largest gradient (Karimireddy et al., ICML'19, Lemma 3; Stich et al.,
+/// NeurIPS'18, Lemma 3.2), and gradients shrink as training goes on, so a compressed layer's
+/// mean residual norm ("residual_norm.<layer>") that grows by kGrowth or more an epoch over
+/// kEpochs epochs in a row (8x in all), or is not finite, is diverging: a learning rate too large
+/// for what the compressor keeps. Each layer is reported once. Thread safety: none. Pure.
+class ResidualWatch {
+ public:
+  static constexpr double kGrowth = 2.0;
+  static constexpr std::size_t kEpochs = 3;
+  /// The epoch's figures (SyncStage::epoch_figures()); returns a warning for each layer found
+  /// diverging now ("layer dense2: error-feedback residual norm 0.1 -> ... over 4 epochs: ..."),
+  /// empty when none. Layers without a "residual_norm." figure this epoch are left as they were.
+  [[nodiscard]] std::vector<std::string> epoch(const std::map<std::string, double>& figures);
+
+ private:
+  struct Layer {
+    std::vector<double> norms;  // the last kEpochs + 1 epochs' residual norms
+    bool reported = false;
+  };
+  std::map<std::string, Layer> layers_;
+};
+
 /// The console's view of a run, as gradmesh-node prints it on `out`: a line when it resumed or
 /// rejoined, the progress bar (ProgressReporter: redrawn on a terminal, a plain line now and then
 /// elsewhere), and one line per epoch ("[rank 0] epoch 1/5  iter 938  loss 0.5123  test
-/// accuracy 84.20%  41000 samples/s  12.3 MB sent"). Thread safety: none.
+/// accuracy 84.20%  41000 samples/s  12.3 MB sent"), ending with the largest compression error
+/// of a compressing stage, then a warning line for each layer whose error feedback diverges
+/// (ResidualWatch). Thread safety: none.
 class ConsoleReporter final : public RunObserver {
  public:
   explicit ConsoleReporter(std::FILE* out, double plain_every_seconds = 30.0)
@@ -85,6 +112,7 @@ class ConsoleReporter final : public RunObserver {
  private:
   std::FILE* out_;
   ProgressReporter progress_;
+  ResidualWatch residuals_;
 };
 
 /// Records each epoch's figures into `metrics` (which must outlive it): epochs, train_loss,

@@ -10,9 +10,13 @@ namespace gradmesh::sync {
 namespace {
 /// A 16-bit segment's scale (RingAllReduce): 4 bytes on every message.
 constexpr double kScaleBytes = sizeof(float);
-/// Conversions per float over the ring (RingAllReduce, 16 bits): reduce-scatter decodes and
-/// re-encodes (n - 1)/n of the floats, all-gather decodes them all; about 3 passes.
-constexpr double kConversionPasses = 3.0;
+/// Conversions over the ring (RingAllReduce, 16 bits), in optimizer steps per float of the
+/// bucket: each float is encoded once (the reduce-scatter's partial sums, (n - 1)/n, and the
+/// owner's full sum, 1/n) and decoded 2 (n - 1)/n times (reduce-scatter adds, all-gather stores).
+double conversion_steps(std::size_t nodes) {
+  const auto n = static_cast<double>(nodes);
+  return topo::kHalfEncodeSteps + 2.0 * (n - 1.0) / n * topo::kHalfDecodeSteps;
+}
 }  // namespace
 
 topo::SchemeModel allreduce_half_scheme_model(compress::CodecKind kind) {
@@ -30,7 +34,8 @@ topo::SchemeModel allreduce_half_scheme_model(compress::CodecKind kind) {
     cost.bytes_sent = topo::ring_allreduce_bytes(bytes, in.cluster.nodes, h);
     cost.comm_seconds =
         topo::ring_allreduce_cost(in.cluster.link, in.cluster.nodes, h).seconds(bytes);
-    cost.compute_seconds += kConversionPasses * static_cast<double>(layer.parameters) *
+    cost.compute_seconds += conversion_steps(in.cluster.nodes) *
+                            static_cast<double>(layer.parameters) *
                             in.cluster.step_seconds_per_float;
     return cost;
   };

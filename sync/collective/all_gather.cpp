@@ -3,12 +3,14 @@
 namespace gradmesh::sync::collective {
 
 AllGather::AllGather(LaneRouter& router, LaneId lane, std::uint16_t kind,
-                     std::size_t max_payload_bytes, std::size_t max_pending_rounds)
+                     std::size_t max_payload_bytes, std::size_t max_pending_rounds,
+                     std::uint32_t priority)
     : router_(router),
       lane_(lane),
       kind_(kind),
       max_payload_(max_payload_bytes),
-      max_pending_(max_pending_rounds) {
+      max_pending_(max_pending_rounds),
+      priority_(priority) {
   GRADMESH_CHECK_GT(max_pending_rounds, std::size_t{0}, "AllGather: max_pending_rounds");
 }
 
@@ -37,7 +39,8 @@ void AllGather::start(std::uint64_t round, net::Payload payload) {
     if (--r.missing == 0) settled = r.done.release();
   }
   if (router_.nodes() > 1) {
-    throw_first(router_.broadcast(net::Message{lane_, kind_, 0, round, std::move(payload), 0}));
+    throw_first(
+        router_.broadcast(net::Message{lane_, kind_, 0, round, std::move(payload), priority_}));
   }
   std::move(settled).run();
 }

@@ -40,8 +40,11 @@ namespace gradmesh::sync::collective {
 /// time); on_message() and fail() from the transport's delivery thread. Internally locked.
 class AllGather {
  public:
+  /// `priority`: net::Message::priority of this rank's sends (a layer's gather: the layer's
+  /// index, as RingAllReduce's buckets).
   AllGather(LaneRouter& router, LaneId lane, std::uint16_t kind,
-            std::size_t max_payload_bytes = SIZE_MAX, std::size_t max_pending_rounds = 4);
+            std::size_t max_payload_bytes = SIZE_MAX, std::size_t max_pending_rounds = 4,
+            std::uint32_t priority = 0);
   AllGather(const AllGather&) = delete;
   AllGather& operator=(const AllGather&) = delete;
 
@@ -87,6 +90,7 @@ class AllGather {
   std::uint16_t kind_;
   std::size_t max_payload_;
   std::size_t max_pending_;
+  std::uint32_t priority_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::map<std::uint64_t, Round> rounds_;  // open rounds; erased when over

@@ -129,6 +129,10 @@ class Codec final : public engine::Checkpointable {
   /// (every node must encode and decode one buffer's iteration t with the same t).
   EncodeStats encode(std::span<const float> gradient, std::span<std::byte> out,
                      std::uint64_t iteration);
+  /// Throws ProtocolError when `in` is not an encoding of this codec: a wrong size; top-k: an
+  /// index out of range or not ascending (what decode() checks first). A receiver checks a
+  /// peer's bytes on arrival with it. Thread-safe (const).
+  void check(std::span<const std::byte> in) const;
   /// Writes D(`in`) into `out` (floats() floats; random-k's untouched entries are set to 0).
   void decode(std::span<const std::byte> in, std::span<float> out, std::uint64_t iteration) const;
   /// Adds D(`in`) into `sum` (floats() floats): a receiver's sum in fp32.

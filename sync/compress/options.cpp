@@ -6,6 +6,7 @@
 #include "sync/allreduce/allreduce_scheme.h"
 #include "sync/compress/codec.h"
 #include "sync/compress/powersgd_model.h"
+#include "sync/compress/sparse_model.h"
 #include "sync/poseidon/sfb_scheme.h"
 #include "topo/planner.h"
 
@@ -18,11 +19,11 @@ struct MethodBase {
   std::string_view method;
   std::string_view base;
 };
-constexpr MethodBase kMethods[] = {{"powersgd", topo::kAllReduceScheme},
-                                   {"fp16", topo::kSfbScheme},
-                                   {"fp16", topo::kAllReduceScheme},
-                                   {"bf16", topo::kSfbScheme},
-                                   {"bf16", topo::kAllReduceScheme}};
+constexpr MethodBase kMethods[] = {
+    {"powersgd", topo::kAllReduceScheme}, {"fp16", topo::kSfbScheme},
+    {"fp16", topo::kAllReduceScheme},     {"bf16", topo::kSfbScheme},
+    {"bf16", topo::kAllReduceScheme},     {"topk", topo::kAllReduceScheme},
+    {"randomk", topo::kAllReduceScheme}};
 
 /// The compressed stand-in of `base` for `options` (a method of kMethods with that base).
 topo::SchemeModel compressed_model(const CompressionOptions& options, std::string_view base) {
@@ -30,6 +31,9 @@ topo::SchemeModel compressed_model(const CompressionOptions& options, std::strin
     return powersgd_scheme_model(static_cast<std::size_t>(options.rank));
   }
   const compress::CodecKind kind = compress::parse_codec_kind(options.method);
+  if (kind == compress::CodecKind::kTopK || kind == compress::CodecKind::kRandomK) {
+    return sparse_scheme_model(kind, options.ratio);
+  }
   return base == topo::kSfbScheme ? sfb_half_scheme_model(kind) : allreduce_half_scheme_model(kind);
 }
 
@@ -42,12 +46,14 @@ OptionTable compression_option_table() {
   }
   return {"compression",
           {choice_key("method", methods), integer_key("rank", 1, 2, ""),
+           fraction_key("ratio", CompressionOptions{}.ratio,
+                        "the share of a layer's entries top-k and random-k send"),
            integer_key("start_iteration", 0, 0, "iterations")}};
 }
 
 CompressionOptions compression_options(const OptionValues& values) {
   return {values.text("compression.method"), values.integer("compression.rank"),
-          values.integer("compression.start_iteration")};
+          values.number("compression.ratio"), values.integer("compression.start_iteration")};
 }
 
 std::vector<std::string_view> compression_bases(std::string_view method) {

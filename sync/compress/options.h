@@ -2,9 +2,9 @@
 // [sync.compression]: the gradient compressor a job allows the planner to use (issue 28;
 // docs/compression.md). The user picks the compressor, the planner picks the layers where it pays
 // (by predicted time: topo/planner.h). Each method stands in for uncompressed schemes
-// (compression_bases): a strategy may use it when it plans one of them (PowerSGD: all-reduce,
-// under allreduce and auto; fp16, bf16: SFB's factors and all-reduce's segments, under poseidon,
-// allreduce and auto).
+// (compression_bases): a strategy may use it when it plans one of them (PowerSGD, top-k,
+// random-k: all-reduce, under allreduce and auto; fp16, bf16: SFB's factors and all-reduce's
+// segments, under poseidon, allreduce and auto).
 
 #include <cstdint>
 #include <string>
@@ -26,24 +26,28 @@ inline constexpr std::string_view kNoCompression = "none";
 struct CompressionOptions {
   /// "none"; "powersgd" (Vogels et al., NeurIPS'19: rank-r power iteration with error feedback
   /// and a warm-started Q, on all-reduce); "fp16" or "bf16" (SFB's factors and all-reduce's
-  /// segments in 16 bits).
+  /// segments in 16 bits); "topk" (the largest entries with error feedback, by all-gather) or
+  /// "randomk" (entries at indices every node draws alike, with error feedback, on a ring).
   std::string method = "none";
-  std::int64_t rank = 2;             ///< PowerSGD's rank r (>= 1)
+  std::int64_t rank = 2;  ///< PowerSGD's rank r (>= 1)
+  /// Top-k's and random-k's share of a layer's entries sent, in (0, 1]: k = ceil(ratio n).
+  double ratio = 0.01;
   std::int64_t start_iteration = 0;  ///< iterations sent uncompressed first (>= 0)
 
   /// Whether a compressor is asked for (method other than kNoCompression).
   [[nodiscard]] bool compresses() const noexcept { return method != kNoCompression; }
 };
 
-/// [sync.compression]: method (none, powersgd, fp16, bf16), rank (integer >= 1, default 2),
-/// start_iteration (integer >= 0, default 0).
+/// [sync.compression]: method (none, powersgd, fp16, bf16, topk, randomk), rank (integer >= 1,
+/// default 2), ratio (a number in (0, 1], default 0.01), start_iteration (integer >= 0, default
+/// 0).
 [[nodiscard]] OptionTable compression_option_table();
 
 /// The [sync.compression] values of `values` (defaults where unset).
 [[nodiscard]] CompressionOptions compression_options(const OptionValues& values);
 
 /// The uncompressed schemes (topo/scheme_model.h ids) compression method `method` stands in for:
-/// powersgd -> allreduce; fp16 and bf16 -> sfb, allreduce; none for none. Pure.
+/// powersgd, topk, randomk -> allreduce; fp16 and bf16 -> sfb, allreduce; none for none. Pure.
 [[nodiscard]] std::vector<std::string_view> compression_bases(std::string_view method);
 
 /// Whether a strategy planning schemes `scheme_ids` can use `method`: none, or one of its bases

@@ -164,25 +164,13 @@ void PowerSgdScheme::apply(Layer& layer) {
                           scratch.subspan(weights));
   const compress::PowerSgd::Norms& norms = layer.psgd.last_norms();
   const std::lock_guard lock(figures_mutex_);
-  ++layer.steps;
-  if (norms.input2 > 0) layer.error_sum += std::sqrt(norms.projection_error2 / norms.input2);
-  if (layer.psgd.error_feedback()) {
-    layer.residual_norm_sum += std::sqrt(norms.error2);
-    if (norms.gradient2 > 0) layer.residual_ratio_sum += std::sqrt(norms.error2 / norms.gradient2);
-  }
+  layer.figures.add(norms.input2, norms.projection_error2,
+                    layer.psgd.error_feedback() ? norms.error2 : -1.0, norms.gradient2);
 }
 
 void PowerSgdScheme::epoch_figures(std::map<std::string, double>& out) {
   const std::lock_guard lock(figures_mutex_);
-  for (auto& layer : layers_) {
-    if (layer->steps == 0) continue;
-    const auto steps = static_cast<double>(layer->steps);
-    out["compression_error." + layer->name] = layer->error_sum / steps;
-    out["residual_norm." + layer->name] = layer->residual_norm_sum / steps;
-    out["residual_ratio." + layer->name] = layer->residual_ratio_sum / steps;
-    layer->steps = 0;
-    layer->error_sum = layer->residual_norm_sum = layer->residual_ratio_sum = 0;
-  }
+  for (auto& layer : layers_) layer->figures.flush(layer->name, out);
 }
 
 void PowerSgdScheme::fail_all(std::exception_ptr error) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sync/collective/ring_allreduce.h"
+#include "sync/compress/figures.h"
 #include "sync/compress/options.h"
 #include "sync/compress/powersgd.h"
 #include "sync/lane_router.h"
@@ -79,11 +80,8 @@ class PowerSgdScheme final : public Scheme {
     // Each ring counts its own rounds from 0 in this process (a RingAllReduce takes rounds one
     // after another): the warm-up ring's, the factors' rings', and this iteration's.
     std::uint64_t full_rounds = 0, compressed_rounds = 0, round = 0;
-    std::string name;  // "<kind><index>", as the plan names it
-    // Since the last epoch_figures(), under figures_mutex_: compressed steps, the sums of the
-    // relative error, of ||e|| and of ||e|| / ||g||.
-    std::uint64_t steps = 0;
-    double error_sum = 0, residual_norm_sum = 0, residual_ratio_sum = 0;
+    std::string name;                      // "<kind><index>", as the plan names it
+    compress::CompressionFigures figures;  // since the last epoch_figures(), figures_mutex_
     Layer(std::size_t m, std::size_t n, std::size_t rank, std::uint64_t seed)
         : rows(m), cols(n), psgd(m, n, rank, seed) {}
   };

@@ -1,9 +1,11 @@
 # Gradient compression (issue 28; docs/compression.md): the codecs with error feedback, PowerSGD's
-# low-rank approximation of one gradient matrix, and the PowerSGD scheme the planner may choose per
-# layer ([sync.compression]: options, its cost model, the scheme).
+# low-rank approximation of one gradient matrix, the PowerSGD, top-k and random-k schemes the
+# planner may choose per layer ([sync.compression]: options, its cost model, the scheme).
 target_sources(gradmesh_sync PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/codec.cpp
   ${CMAKE_CURRENT_LIST_DIR}/options.cpp
   ${CMAKE_CURRENT_LIST_DIR}/powersgd.cpp
   ${CMAKE_CURRENT_LIST_DIR}/powersgd_model.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/powersgd_scheme.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/powersgd_scheme.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sparse_model.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/sparse_scheme.cpp)

@@ -371,7 +371,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 45);
+  CHECK(keys.size() == 46);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -426,6 +426,7 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "sync.ako.final=fold",
       "sync.compression.method=powersgd",
       "sync.compression.rank=3",
+      "sync.compression.ratio=0.5",
       "sync.compression.start_iteration=5",
       "checkpoint.dir=/tmp/ckpt",
       "checkpoint.every=10",

@@ -14,6 +14,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "sync/compress/codec.h"
+#include "sync/compress/sparse_scheme.h"
 #include "sync/poseidon/sf_rebuild.h"
 #include "tasks/cpu/blas.h"
 #include "tasks/data/fashion_mnist.h"
@@ -57,13 +59,25 @@ enum class Reduction {
                 ///< rounding depends on how many threads share it (OpenBLAS's AVX-512 kernels)
 };
 
+/// Layers a node sparsified (top-k or random-k at one ratio, sync/compress/sparse_scheme.h).
+struct SparseLayer {
+  std::size_t layer = 0;
+  gradmesh::sync::compress::CodecKind kind = gradmesh::sync::compress::CodecKind::kTopK;
+  double ratio = 1.0;
+};
+
 /// Single-process SGD on the union of the n nodes' batches: one model, the batches of rank
 /// 0..n-1 stacked in rank order. kShardMean with `sfb_layers`: those (dense) layers' gradients
 /// are rebuilt as Poseidon's SFB rebuilds them, one GEMM over every shard's sufficient factors
-/// stacked in rank order (sync::rebuild_dense_gradient), not summed per shard.
+/// stacked in rank order (sync::rebuild_dense_gradient), not summed per shard. kShardMean with
+/// `sparse_layers`: each shard's gradient of those layers goes through its own codec with error
+/// feedback (one per rank and layer, as each node has), and the n decodings are summed in rank
+/// order (issue 28: "a single-process reference that applies the same algorithm to the n nodes'
+/// gradients in rank order").
 std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
                                         Reduction reduction = Reduction::kUnionBatch,
-                                        const std::vector<std::size_t>& sfb_layers = {}) {
+                                        const std::vector<std::size_t>& sfb_layers = {},
+                                        const std::vector<SparseLayer>& sparse_layers = {}) {
   const auto& train = job.standardize ? standardized_train() : fashion_mnist().train;
   const auto specs = gradmesh::tasks::parse_layer_specs(job.layers);
   const bool union_batch = reduction == Reduction::kUnionBatch;
@@ -80,6 +94,20 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
   for (const std::size_t l : sfb_layers) {
     factors_u.emplace_back(nodes * job.batch * model.layer(l).output_size());
     factors_v.emplace_back(nodes * job.batch * model.layer(l).input_size());
+  }
+  // Per sparse layer: each rank's codec, the encoding, the sum of the decodings.
+  std::vector<std::vector<gradmesh::sync::compress::Codec>> codecs;
+  std::vector<std::vector<std::byte>> encodings;
+  std::vector<std::vector<float>> sparse_sums;
+  for (const SparseLayer& sparse : sparse_layers) {
+    const std::size_t count = model.layer_gradients(sparse.layer).size();
+    codecs.emplace_back();
+    for (std::size_t r = 0; r < nodes; ++r) {
+      codecs.back().emplace_back(sparse.kind, count, sparse.ratio, true,
+                                 gradmesh::sync::randomk_seed(sparse.layer));
+    }
+    encodings.emplace_back(codecs.back()[0].encoded_bytes());
+    sparse_sums.emplace_back(count);
   }
   std::vector<gradmesh::tasks::ShardSampler> samplers;
   for (std::size_t r = 0; r < nodes; ++r)
@@ -136,6 +164,23 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
         }
       }
     }
+    // A sparse layer's decodings summed in rank order, s, into the scaled sum below: s on rank 0's
+    // view, 0 on the others ((s + 0) / n is s / n exactly, as the nodes scale it).
+    for (std::size_t i = 0; i < sparse_layers.size(); ++i) {
+      const std::size_t offset = model.parameter_offset(sparse_layers[i].layer);
+      const std::size_t count = sparse_sums[i].size();
+      std::fill(sparse_sums[i].begin(), sparse_sums[i].end(), 0.0f);
+      for (std::size_t r = 0; r < nodes; ++r) {
+        (void)codecs[i][r].encode(std::span(shard_gradients[r]).subspan(offset, count),
+                                  encodings[i], it);
+        codecs[i][r].decode_add(encodings[i], sparse_sums[i], it);
+      }
+      for (std::size_t r = 0; r < nodes; ++r) {
+        for (std::size_t j = 0; j < count; ++j) {
+          shard_gradients[r][offset + j] = r == 0 ? sparse_sums[i][j] : 0.0f;
+        }
+      }
+    }
     sgd.step_sum(model.parameters(), views, 1.0f / static_cast<float>(nodes), velocity, scratch,
                  schedule.at(it));
   }
@@ -165,14 +210,26 @@ void check_equivalence(const std::string& strategy, std::size_t nodes,
   REQUIRE(codes == std::vector<int>(nodes, 0));
 
   // The layers the nodes synchronised by SFB: the reference rebuilds their gradients as they do.
+  // The layers they sparsified ("top-k 10%", "random-k 10%"): the reference encodes them as they
+  // do, at the ratio the plan names.
   std::vector<std::size_t> sfb_layers;
+  std::vector<SparseLayer> sparse_layers;
   if (reduction == Reduction::kShardMean) {
     const auto m0 = cluster.metrics(0);
     for (const auto& row : m0["plan"]) {
-      if (row["scheme"] == "SFB") sfb_layers.push_back(row["layer"].get<std::size_t>());
+      const auto scheme = row["scheme"].get<std::string>();
+      const auto layer = row["layer"].get<std::size_t>();
+      if (scheme == "SFB") sfb_layers.push_back(layer);
+      for (const auto& [prefix, kind] :
+           {std::pair{std::string("top-k "), gradmesh::sync::compress::CodecKind::kTopK},
+            std::pair{std::string("random-k "), gradmesh::sync::compress::CodecKind::kRandomK}}) {
+        if (scheme.starts_with(prefix)) {
+          sparse_layers.push_back({layer, kind, std::stod(scheme.substr(prefix.size())) / 100.0});
+        }
+      }
     }
   }
-  const auto expected = reference_parameters(job, nodes, reduction, sfb_layers);
+  const auto expected = reference_parameters(job, nodes, reduction, sfb_layers, sparse_layers);
   const auto replica0 = cluster.parameters(0);
   REQUIRE(replica0.size() == expected.size());
   const float difference = max_abs_difference(replica0, expected);
@@ -287,6 +344,33 @@ TEST_CASE("fp16 on 2 and 3 node processes: identical replicas near single-proces
   SECTION("allreduce, 3 nodes") {
     check_equivalence("allreduce", 3, fp16, "allreduce fp16 b0", job, Reduction::kUnionBatch,
                       1e-3f);
+  }
+}
+
+TEST_CASE(
+    "top-k and random-k on 2 and 3 node processes equal the reference that sparsifies "
+    "each node's gradient",
+    "[e2e][compress][equivalence]") {
+  // A declared 1 Mbit/s link: the planner sparsifies the wide layers at 10%. The reference runs
+  // one codec with error feedback per node and layer and sums the decodings in rank order, as
+  // the nodes do; both on one BLAS thread. Random-k's ring sums each segment starting at its own
+  // rank: on 2 nodes that is rank order (a + b = b + a), on 3 not, so random-k runs on 2.
+  Job job;
+  job.iterations = 10;
+  const auto sparse = [](const std::string& method) {
+    return std::vector<std::string>{
+        "--set", "sync.compression.method=" + method, "--set", "sync.compression.ratio=0.1",
+        "--set", "planner.bandwidth=1mbit",           "--set", "compute.threads=1"};
+  };
+  SECTION("top-k, 2 nodes") {
+    check_equivalence("allreduce", 2, sparse("topk"), "top-k 10%", job, Reduction::kShardMean);
+  }
+  SECTION("top-k, 3 nodes") {
+    check_equivalence("allreduce", 3, sparse("topk"), "top-k 10%", job, Reduction::kShardMean);
+  }
+  SECTION("random-k, 2 nodes") {
+    check_equivalence("allreduce", 2, sparse("randomk"), "random-k 10%", job,
+                      Reduction::kShardMean);
   }
 }
 

@@ -159,6 +159,18 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "auto with top-k: stopped mid-epoch and resumed equals the uninterrupted run bitwise, "
+    "residuals restored",
+    "[e2e][resume][compression]") {
+  // planner.bandwidth = 1mbit: the planner sparsifies the dense layers (5%), whose error-feedback
+  // residuals and step counts the checkpoint must carry for the resumed run to match.
+  check_stop_and_resume_is_bitwise(
+      "auto", 6, 15, /*tear=*/false, 15,
+      {"sync.compression.method=topk", "sync.compression.ratio=0.05", "planner.bandwidth=1mbit"},
+      "top-k");
+}
+
+TEST_CASE(
     "a checkpoint written by 3 nodes resumes on 2 and on 4: the replica whole, the KV "
     "chunks re-sharded",
     "[e2e][resume][resplit]") {

@@ -4,7 +4,9 @@
 #include "apps/pipeline/run_observer.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 
 using namespace gradmesh::app;
@@ -93,4 +95,28 @@ TEST_CASE("a compressing stage's figures reach the metrics and the console's epo
   REQUIRE(std::fgets(line, sizeof line, out) != nullptr);
   std::fclose(out);
   CHECK_THAT(std::string(line), Catch::EndsWith("compression error 0.500\n"));
+}
+
+TEST_CASE("a residual that grows 2x an epoch for 3 epochs is reported once as diverging",
+          "[pipeline]") {
+  ResidualWatch watch;
+  const auto norms = [](double dense0, double dense2) {
+    return std::map<std::string, double>{{"residual_norm.dense0", dense0},
+                                         {"residual_norm.dense2", dense2},
+                                         {"compression_error.dense2", 0.9}};
+  };
+  // dense0 stays bounded (it grows, then falls back); dense2 doubles and more every epoch.
+  CHECK(watch.epoch(norms(0.5, 0.1)).empty());
+  CHECK(watch.epoch(norms(0.9, 0.2)).empty());
+  CHECK(watch.epoch(norms(0.7, 0.5)).empty());
+  const auto warnings = watch.epoch(norms(1.2, 1.0));
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::StartsWith("layer dense2:") &&
+                              Catch::Contains("0.1 -> 0.2 -> 0.5 -> 1") &&
+                              Catch::Contains("optimizer.lr"));
+  CHECK(watch.epoch(norms(1.3, 4.0)).empty());  // once
+  // Growth just under 2x in one of the epochs: not reported; a non-finite norm at once.
+  ResidualWatch slower;
+  for (const double n : {0.1, 0.2, 0.39, 0.8}) CHECK(slower.epoch(norms(0.5, n)).empty());
+  CHECK(slower.epoch(norms(std::nan(""), 0.9)).size() == 1);
 }

@@ -1,0 +1,63 @@
+#include "sync/compress/sparse_model.h"
+
+#include <string>
+
+#include "engine/error.h"
+#include "topo/planner.h"
+
+namespace gradmesh::sync {
+
+namespace {
+
+/// The CPU seconds of one layer's encode, n decodes and step.
+double sparse_compute_seconds(const topo::ClusterCost& cluster, std::size_t floats,
+                              double encode_steps) {
+  return (encode_steps + kSparseDecodeSteps + 1.0) * static_cast<double>(floats) *
+         cluster.step_seconds_per_float;
+}
+
+}  // namespace
+
+topo::SchemeCost topk_cost(const topo::ClusterCost& cluster, std::size_t floats, double ratio) {
+  (void)topo::ring_allreduce_bytes(0, cluster.nodes);  // checks the node count
+  if (cluster.nodes == 1 || floats == 0) return {};
+  const double peers = static_cast<double>(cluster.nodes - 1);
+  const double k = static_cast<double>(compress::kept_entries(floats, ratio));
+  topo::SchemeCost cost;
+  cost.bytes_sent = peers * (8.0 * k + cluster.frame_overhead_bytes);
+  cost.messages = peers;
+  cost.comm_seconds = cluster.link.alpha + peers * cluster.link.message_seconds +
+                      cost.bytes_sent / cluster.link.bandwidth;
+  cost.compute_seconds = sparse_compute_seconds(cluster, floats, kTopKEncodeSteps);
+  return cost;
+}
+
+topo::SchemeCost randomk_cost(const topo::ClusterCost& cluster, std::size_t floats, double ratio) {
+  (void)topo::ring_allreduce_bytes(0, cluster.nodes);
+  if (cluster.nodes == 1 || floats == 0) return {};
+  const double bytes = 4.0 * static_cast<double>(compress::kept_entries(floats, ratio));
+  const double h = cluster.frame_overhead_bytes;
+  topo::SchemeCost cost;
+  cost.bytes_sent = topo::ring_allreduce_bytes(bytes, cluster.nodes, h);
+  cost.messages = 2.0 * static_cast<double>(cluster.nodes - 1);
+  cost.comm_seconds = topo::ring_allreduce_cost(cluster.link, cluster.nodes, h).seconds(bytes);
+  cost.compute_seconds = sparse_compute_seconds(cluster, floats, kRandomKEncodeSteps);
+  return cost;
+}
+
+topo::SchemeModel sparse_scheme_model(compress::CodecKind kind, double ratio) {
+  GRADMESH_CHECK(
+      kind == compress::CodecKind::kTopK || kind == compress::CodecKind::kRandomK,
+      "sparse_scheme_model: topk or randomk, not " + std::string(compress::codec_name(kind)));
+  const bool top = kind == compress::CodecKind::kTopK;
+  topo::SchemeModel m;
+  m.id = std::string(top ? kTopKScheme : kRandomKScheme);
+  m.cost = [top, ratio](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {
+    return top ? topk_cost(in.cluster, layer.parameters, ratio)
+               : randomk_cost(in.cluster, layer.parameters, ratio);
+  };
+  m.lanes = {{std::string(top ? kTopKLane : kRandomKLane), 1.0}};
+  return m;
+}
+
+}  // namespace gradmesh::sync

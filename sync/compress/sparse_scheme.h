@@ -1,0 +1,111 @@
+#pragma once
+// Top-k and random-k as per-layer schemes (issue 28; Stich, Cordonnier, Jaggi, "Sparsified SGD
+// with Memory", NeurIPS'18, Alg. 1; the exchanges as BytePS's and GRACE's sparsifiers run them):
+// each node sends k of a layer's n entries with error feedback; top-k's indices differ per node,
+// so the pairs are all-gathered; random-k's are drawn alike on every node, so its values are
+// summed by a ring all-reduce of k floats.
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sync/collective/all_gather.h"
+#include "sync/collective/ring_allreduce.h"
+#include "sync/compress/codec.h"
+#include "sync/compress/figures.h"
+#include "sync/compress/options.h"
+#include "sync/lane_router.h"
+#include "sync/scheme.h"
+#include "sync/sync_stage.h"
+
+namespace gradmesh::sync {
+
+/// Random-k's seed for model layer `layer`: the same on every node (the values share indices only
+/// so), distinct per layer; the codec draws iteration t's indices from it and t. Pure.
+[[nodiscard]] std::uint64_t randomk_seed(std::size_t layer) noexcept;
+
+/// One iteration, for each of its layers l (its n parameters' gradient g, the bias included),
+/// after backward_l (WFBP):
+///   sparse_encode_l  p = g + e; C(p) keeps k = ceil(ratio n) entries and e = p - D(C(p))
+///                    (compress::Codec with error feedback; its iteration is the layer's count of
+///                    steps, the same on every node); top-k: this node's (index, value) pairs go
+///                    to every peer (collective::AllGather, one hop); random-k: the k values
+///                    start a ring all-reduce;
+///   sparse_wait_l    until every node's pairs (top-k) or the ring's sum (random-k) are in;
+///   sparse_apply_l   the layer's gradient buffer becomes sum over ranks 0..n-1, in rank order,
+///                    of D(C_r(p_r)) (random-k: the ring's sum of the values, scattered), times
+///                    1/n; the optimizer steps on it. Every replica holds the same bits.
+/// The first sync.compression.start_iteration iterations (counted per layer, checkpointed) send
+/// the whole layer through a ring all-reduce of its floats instead, as the allreduce scheme does.
+/// At ratio 1 the update is the mean gradient: training equals the union batches' SGD.
+///
+/// Bytes per layer and iteration: top-k (n - 1)(8 k + h), random-k the ring of 4 k bytes
+/// (sparse_model.h). Messages carry the layer's index as their priority. A peer's top-k pairs
+/// are checked on arrival (size, indices in range and ascending: Codec::check); malformed ones are
+/// rejected through the router, counted and logged, and never reach the sum.
+///
+/// Thread safety: as the Scheme interface. The codecs' residuals are owned by the layer's tasks
+/// (ordered by the graph); save_state/load_state between iterations. Errors: ConfigError when the
+/// model lives on a device, or for a ratio out of (0, 1]; a failed peer fails the layer's waiting
+/// tasks (fail_all).
+class SparseScheme final : public Scheme {
+ public:
+  /// The scheme of `layers` (ascending) with `kind` (kTopK or kRandomK; ContractError otherwise)
+  /// and `options` (ratio, start_iteration); routes its lane (topk or randomk) on `router`.
+  SparseScheme(const SyncContext& ctx, LaneRouter& router, const std::vector<std::size_t>& layers,
+               compress::CodecKind kind, const CompressionOptions& options);
+
+  void build(engine::Graph& graph, const IterationTasks& tasks) override;
+  void fail_all(std::exception_ptr error) override;
+  [[nodiscard]] double bytes_sent(std::size_t layer) const override;
+  /// "top-k 1%" or "random-k 1%" (the ratio in percent).
+  [[nodiscard]] std::string describe(std::size_t layer) const override;
+  /// Per layer over the compressed iterations since the last call: "compression_error.<l>", the
+  /// mean of ||p - D(C(p))|| / ||p|| (p = g + e; 0: nothing lost, 1: everything),
+  /// "residual_norm.<l>", the mean of ||e|| after the encode, and "residual_ratio.<l>", the mean
+  /// of ||e|| / ||g||.
+  void epoch_figures(std::map<std::string, double>& out) override;
+  /// Per layer: the iterations done and the residual (bit for bit).
+  void save_state(engine::StateWriter& out) override;
+  void load_state(engine::StateReader& in) override;
+
+ private:
+  struct Layer {
+    std::size_t index = 0;  // model layer
+    std::size_t offset = 0;
+    compress::Codec codec;
+    std::vector<std::byte> sent[2];  // top-k: this node's encoding, by round parity
+    std::vector<float> values;       // random-k: the k values, summed in place by the ring
+    std::unique_ptr<collective::AllGather> gather;         // top-k
+    std::unique_ptr<collective::RingAllReduce> ring;       // random-k
+    std::unique_ptr<collective::RingAllReduce> ring_full;  // start_iteration > 0 only
+    std::uint64_t done = 0;  // iterations applied (the codec's iteration; checkpointed)
+    bool warm = false;       // this iteration goes uncompressed
+    // Each collective counts its own rounds from 0 in this process.
+    std::uint64_t full_rounds = 0, compressed_rounds = 0, round = 0;
+    std::string name;                      // "<kind><index>", as the plan names it
+    compress::CompressionFigures figures;  // since the last epoch_figures(), figures_mutex_
+    Layer(compress::CodecKind kind, std::size_t floats, double ratio, std::uint64_t seed)
+        : codec(kind, floats, ratio, true, seed) {}
+  };
+  void encode(Layer& layer);
+  void await(Layer& layer, engine::TaskContext& task);
+  void apply(Layer& layer);
+  [[nodiscard]] const Layer* find(std::size_t layer) const noexcept;
+  void on_message(std::size_t from, net::Message&& message);
+
+  const SyncContext& ctx_;
+  LaneRouter& router_;
+  compress::CodecKind kind_;
+  LaneId lane_;
+  CompressionOptions options_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::mutex figures_mutex_;  // the layers' figure sums: encode() against epoch_figures()
+};
+
+}  // namespace gradmesh::sync

@@ -1,0 +1,109 @@
+// Tests for sync/compress/sparse_model.h and sync.compression.ratio: how the planner prices top-k
+// and random-k on a layer, and where it chooses them.
+
+#include "sync/compress/sparse_model.h"
+
+#include <catch2/catch.hpp>
+
+#include "engine/error.h"
+#include "sync/compress/options.h"
+#include "sync/sync_stage.h"
+#include "topo/planner.h"
+
+using namespace gradmesh;
+using namespace gradmesh::topo;
+
+namespace {
+
+LayerProfile dense(std::string name, std::size_t outputs, std::size_t inputs) {
+  LayerProfile p{std::move(name), outputs * inputs + outputs, true, outputs, inputs, 1e-3, 2e-3};
+  p.weight_rows = outputs;
+  p.weight_cols = inputs;
+  return p;
+}
+
+PlannerInput input(std::vector<LayerProfile> layers, double bandwidth, double step_per_float,
+                   const std::string& method, double ratio) {
+  PlannerInput in;
+  in.layers = std::move(layers);
+  in.batch = 64;
+  in.nodes = 4;
+  in.links = LinkMatrix::uniform(4, 1e-4, bandwidth);
+  in.gemm_flops = 2e10;
+  in.step_seconds_per_float = step_per_float;
+  in.frame_overhead_bytes = 64;
+  in.schemes = {ps_scheme_model(), allreduce_scheme_model(), sfb_scheme_model()};
+  sync::CompressionOptions options;
+  options.method = method;
+  options.ratio = ratio;
+  sync::add_compressed_schemes(options, in);
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("top-k's cost is an all-gather of the pairs, random-k's a ring of the values",
+          "[compress][planner]") {
+  const ClusterCost cluster{4, LinkCost{1e-4, 12.5e6, 2e-6}, 64.0, 1e10, 1e-9};
+  // 100,000 floats at 1%: k = 1,000.
+  const SchemeCost top = sync::topk_cost(cluster, 100'000, 0.01);
+  CHECK(top.bytes_sent == Approx(3 * (8.0 * 1000 + 64)));
+  CHECK(top.messages == 3);
+  CHECK(top.comm_seconds == Approx(1e-4 + 3 * 2e-6 + top.bytes_sent / 12.5e6));
+  CHECK(top.compute_seconds ==
+        Approx((sync::kTopKEncodeSteps + sync::kSparseDecodeSteps + 1) * 100'000 * 1e-9));
+  const SchemeCost random = sync::randomk_cost(cluster, 100'000, 0.01);
+  CHECK(random.bytes_sent == Approx(ring_allreduce_bytes(4.0 * 1000, 4, 64)));
+  CHECK(random.comm_seconds ==
+        Approx(ring_allreduce_cost(cluster.link, 4, 64).seconds(4.0 * 1000)));
+  CHECK(random.messages == 6);
+  // k is at least one entry; one node sends nothing.
+  CHECK(sync::topk_cost(cluster, 10, 0.01).bytes_sent == Approx(3 * (8.0 + 64)));
+  ClusterCost alone = cluster;
+  alone.nodes = 1;
+  CHECK(sync::topk_cost(alone, 100'000, 0.01).bytes_sent == 0);
+  CHECK(sync::randomk_cost(alone, 100'000, 0.01).seconds() == 0);
+  CHECK_THROWS_AS(sync::sparse_scheme_model(sync::compress::CodecKind::kFp16, 0.01), ContractError);
+}
+
+TEST_CASE("the planner sparsifies large layers on a slow link, not on a fast one",
+          "[compress][planner]") {
+  const std::vector<LayerProfile> layers{dense("dense0", 2048, 784), dense("dense1", 2048, 2048),
+                                         dense("dense2", 10, 2048)};
+  for (const std::string method : {"topk", "randomk"}) {
+    INFO(method);
+    {  // 100 Mbit/s: the wide layers go sparse, a fraction of the bytes
+      const Plan plan = make_plan(input(layers, 12.5e6, 1e-9, method, 0.01));
+      CHECK(plan.layers[0].scheme == method);
+      CHECK(plan.layers[1].scheme == method);
+      CHECK(plan.layers[1].bytes_sent < 0.05 * plan.layers[1].costs.at("allreduce").bytes_sent);
+      CHECK(plan.lane_bytes.at(method) > 0);
+    }
+    {  // a fast link and a slow encode: compressing costs more than it saves
+      const Plan plan = make_plan(input(layers, 5e9, 5e-9, method, 0.01));
+      for (const PlannedLayer& row : plan.layers) {
+        INFO(row.name);
+        CHECK(row.scheme != method);
+      }
+    }
+  }
+}
+
+TEST_CASE("sync.compression.ratio is a share of at most 1, and top-k runs where all-reduce does",
+          "[compress][config]") {
+  sync::SyncOptions options;
+  CHECK(sync::compression_options(options.values).ratio == 0.01);  // the default
+  for (const double bad : {0.0, -0.5, 1.5}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(options.values.set("compression.ratio", bad),
+                      Catch::Contains("compression.ratio") && Catch::Contains("(0, 1]"));
+  }
+  options.values.set("compression.ratio", std::int64_t{1});
+  CHECK(sync::compression_options(options.values).ratio == 1.0);
+  options.values.set("compression.method", std::string("topk"));
+  const sync::StartFacts facts{4, false, true};
+  CHECK_NOTHROW(sync::check_strategy("auto", facts, options));
+  CHECK_NOTHROW(sync::check_strategy("allreduce", facts, options));
+  CHECK_THROWS_WITH(sync::check_strategy("ps", facts, options),
+                    Catch::Contains("sync.compression.method"));
+}

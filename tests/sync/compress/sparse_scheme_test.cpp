@@ -1,0 +1,161 @@
+// Tests for sync/compress/sparse_scheme.h on the in-process transport: the dense layers of a
+// synthetic job fixed to top-k or random-k, on 2 to 5 nodes.
+
+#include "sync/compress/sparse_scheme.h"
+
+#include <catch2/catch.hpp>
+
+#include "sync/compress/sparse_model.h"
+#include "sync/plan_input.h"
+#include "sync/plan_stage.h"
+#include "tests/sync/support/inproc_cluster.h"
+
+using namespace gradmesh;
+using gradmesh::testing::InProcCluster;
+using gradmesh::testing::SyntheticJob;
+
+namespace {
+
+constexpr std::uint64_t kIterations = 6;
+constexpr std::size_t kDense[] = {0, 2, 4};
+
+/// A job whose dense layers (0, 2, 4) are `method`'s (topk or randomk) at `ratio`, uncompressed
+/// for the first `start_iteration` iterations.
+SyntheticJob sparse_job(const std::string& method, double ratio, std::int64_t start_iteration = 0) {
+  SyntheticJob job;
+  job.options.values.set("compression.method", method);
+  job.options.values.set("compression.ratio", ratio);
+  job.options.values.set("compression.start_iteration", start_iteration);
+  job.factory = [method](sync::SyncContext c) -> std::unique_ptr<sync::SyncStage> {
+    auto input = sync::planner_input(c, sync::strategy_traits("auto").schemes);
+    sync::add_compressed_schemes(sync::compression_options(c.options.values), input);
+    input.fixed_schemes.assign(input.layers.size(), std::nullopt);
+    for (const std::size_t l : kDense) input.fixed_schemes[l] = method;
+    return std::make_unique<sync::PlanStage>(std::move(c), "auto", topo::make_plan(input));
+  };
+  return job;
+}
+
+std::vector<float> parameters(InProcCluster& cluster, std::size_t rank) {
+  const auto p = cluster.node(rank).model().parameters();
+  return {p.begin(), p.end()};
+}
+
+}  // namespace
+
+TEST_CASE("top-k and random-k at ratio 1 equal training on the union batches",
+          "[compress][inproc]") {
+  // Every entry is kept: nothing is left in the residual, the sum of the decodings is the sum of
+  // the gradients, and the update is their mean.
+  for (const std::string method : {"topk", "randomk"}) {
+    const SyntheticJob job = sparse_job(method, 1.0);
+    for (const std::size_t nodes : {2, 3, 4, 5}) {
+      INFO(method << ", " << nodes << " nodes");
+      const auto reference = testing::union_reference(job, nodes, kIterations);
+      InProcCluster cluster(job, "auto", nodes);
+      cluster.train(kIterations);
+      for (std::size_t r = 0; r < nodes; ++r) {
+        INFO("rank " << r);
+        CHECK(testing::max_abs_difference(parameters(cluster, r), reference) <= 1e-5);
+        CHECK(cluster.node(r).stage().rejected_messages() == 0);
+      }
+      const auto plan = cluster.node(0).stage().plan();
+      CHECK(plan[2].scheme == (method == "topk" ? "top-k 100%" : "random-k 100%"));
+      // Nothing lost (random-k's figure is ||p||^2 less the kept entries' squares: rounding).
+      CHECK(cluster.node(0).stage().epoch_figures().at("compression_error.dense2") < 1e-6);
+    }
+  }
+}
+
+TEST_CASE("top-k and random-k at 10%: identical replicas, the bytes predicted, the error shown",
+          "[compress][inproc]") {
+  for (const std::string method : {"topk", "randomk"}) {
+    INFO(method);
+    const SyntheticJob job = sparse_job(method, 0.1);
+    const std::size_t nodes = 3;
+    const auto reference = testing::union_reference(job, nodes, kIterations);
+    InProcCluster cluster(job, "auto", nodes);
+    cluster.train(kIterations);
+    const auto all = testing::replicas(cluster);
+    for (std::size_t r = 0; r < nodes; ++r) {
+      CHECK(all[r] == all[0]);
+      CHECK(cluster.node(r).stage().rejected_messages() == 0);
+    }
+    // A tenth of each gradient a step (the rest held back): not the union batches' training.
+    CHECK(testing::max_abs_difference(all[0], reference) > 1e-4);
+    // What went out on the scheme's lane is what the plan predicted, iteration by iteration.
+    double predicted = 0;
+    for (const sync::LayerPlan& row : cluster.node(0).stage().plan()) {
+      if (row.scheme == (method == "topk" ? "top-k 10%" : "random-k 10%")) {
+        predicted += row.predicted_bytes_sent;
+      }
+    }
+    const auto lane = std::string(method == "topk" ? sync::kTopKLane : sync::kRandomKLane);
+    const double sent =
+        static_cast<double>(cluster.transport(0).counters().bytes_sent_by_lane.at(lane));
+    CHECK(sent == Approx(predicted * kIterations).epsilon(0.02));
+    // Each layer loses most of p = g + e to the residual, which holds some iterations' worth of
+    // gradient; a second call, with no iteration between, has none.
+    auto figures = cluster.node(0).stage().epoch_figures();
+    for (const char* layer : {"dense0", "dense2", "dense4"}) {
+      INFO(layer);
+      const double error = figures.at(std::string("compression_error.") + layer);
+      CHECK(error > 0.1);
+      CHECK(error < 1.0);
+      CHECK(figures.at(std::string("residual_norm.") + layer) > 0.0);
+      CHECK(figures.at(std::string("residual_ratio.") + layer) > 0.5);
+    }
+    CHECK(cluster.node(0).stage().epoch_figures().empty());
+  }
+}
+
+TEST_CASE("sparse warm-up iterations go uncompressed, then compression starts",
+          "[compress][inproc]") {
+  const std::size_t nodes = 2;
+  for (const std::string method : {"topk", "randomk"}) {
+    INFO(method);
+    {  // warm-up over the whole run: the union batches' training
+      const SyntheticJob job = sparse_job(method, 0.1, kIterations);
+      const auto reference = testing::union_reference(job, nodes, kIterations);
+      InProcCluster cluster(job, "auto", nodes);
+      cluster.train(kIterations);
+      CHECK(testing::max_abs_difference(parameters(cluster, 0), reference) <= 1e-5);
+      CHECK(parameters(cluster, 1) == parameters(cluster, 0));
+      CHECK(cluster.node(0).stage().epoch_figures().empty());  // nothing compressed
+    }
+    {  // two warm-up iterations, then 10%: replicas agree, and leave the reference
+      const SyntheticJob job = sparse_job(method, 0.1, 2);
+      const auto reference = testing::union_reference(job, nodes, kIterations);
+      InProcCluster cluster(job, "auto", nodes);
+      cluster.train(kIterations);
+      CHECK(parameters(cluster, 1) == parameters(cluster, 0));
+      CHECK(testing::max_abs_difference(parameters(cluster, 0), reference) > 1e-4);
+      CHECK(cluster.node(0).stage().rejected_messages() == 0);
+    }
+  }
+}
+
+TEST_CASE("a malformed top-k message is rejected and counted, and training goes on",
+          "[compress][inproc]") {
+  const SyntheticJob job = sparse_job("topk", 0.1);
+  const std::size_t nodes = 2;
+  InProcCluster plain(job, "auto", nodes);
+  plain.train(2);
+  InProcCluster cluster(job, "auto", nodes);
+  const auto lane = static_cast<std::uint8_t>(sync::lane_id(sync::kTopKLane));
+  // Layer slot 1 (dense2: 16 x 24 + 16 = 400 floats, k = 40): a payload of the wrong size, and
+  // one of the right size whose indices are out of range; then an unknown gather.
+  const auto payload = [](std::size_t bytes, std::byte fill) {
+    net::Payload p = net::Payload::allocate(bytes);
+    std::fill(p.mutable_bytes().begin(), p.mutable_bytes().end(), fill);
+    return p;
+  };
+  cluster.transport(1).send(0, net::Message{lane, 17, 0, 0, payload(12, std::byte{0}), 0});
+  cluster.transport(1).send(0, net::Message{lane, 17, 0, 0, payload(320, std::byte{0xff}), 0});
+  cluster.transport(1).send(0, net::Message{lane, 900, 0, 0, payload(320, std::byte{0}), 0});
+  cluster.train(2);
+  CHECK(cluster.node(0).stage().rejected_messages() == 3);
+  // None of them reached a sum: the run equals one that never saw them.
+  CHECK(parameters(cluster, 0) == parameters(plain, 0));
+  CHECK(parameters(cluster, 1) == parameters(cluster, 0));
+}
