@@ -132,6 +132,36 @@ TEST_CASE("the report on a 2-node run writes its PNGs and a summary per node", "
     CHECK_THAT(bare_out, Catch::Contains("no traces") && Catch::Contains("--trace"));
     check_png(bare / "progress.png", 1000, 700);
     CHECK_FALSE(fs::exists(bare / "compute_vs_comm.png"));
+    CHECK_THAT(bare_out, Catch::Contains("no compressed layers"));
+    CHECK_FALSE(fs::exists(bare / "compression.png"));
+  }
+  {  // a compressed run's epoch_sync (as a top-k or PowerSGD layer records it): its plot and the
+     // last epoch's figures in the summary
+    const fs::path compressed = dir / "compressed";
+    fs::create_directories(compressed);
+    for (const char* name : {"node-0.json", "node-1.json"}) {
+      auto m = nlohmann::json::parse(read_file(run_dir / name));
+      m["epoch_sync"] = nlohmann::json::array({{{"compression_error.dense0", 0.92},
+                                                {"residual_norm.dense0", 0.01},
+                                                {"residual_ratio.dense0", 4.5},
+                                                {"compression_error.dense2", 0.5},
+                                                {"residual_norm.dense2", 0.002},
+                                                {"residual_ratio.dense2", 1.25}},
+                                               {{"compression_error.dense0", 0.9},
+                                                {"residual_norm.dense0", 0.012},
+                                                {"residual_ratio.dense0", 6.0},
+                                                {"compression_error.dense2", 0.45},
+                                                {"residual_norm.dense2", 0.002},
+                                                {"residual_ratio.dense2", 1.5}}});
+      std::ofstream(compressed / name) << m.dump();
+    }
+    CHECK(report(compressed, dir / "compressed.txt") == 0);
+    const std::string compressed_out = read_file(dir / "compressed.txt");
+    INFO(compressed_out);
+    CHECK(has_line(compressed_out,
+                   "^rank 0 compression error, last epoch: dense0 0.900 "
+                   "\\(residual 6.0x g\\), dense2 0.450"));
+    check_png(compressed / "compression.png", 1000, 700);
   }
   {  // a folder without metrics is an error naming it
     const fs::path empty = dir / "empty";
