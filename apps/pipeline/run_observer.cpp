@@ -57,8 +57,10 @@ std::vector<std::string> ResidualWatch::epoch(const std::map<std::string, double
     layer.norms.push_back(norm);
     if (layer.norms.size() > kEpochs + 1) layer.norms.erase(layer.norms.begin());
     if (layer.reported) continue;
-    bool diverging = !std::isfinite(norm);
-    if (!diverging && layer.norms.size() == kEpochs + 1) {
+    const std::size_t kept = layer.norms.size();
+    const double before = kept >= 2 ? layer.norms[kept - 2] : 0.0;
+    bool diverging = !std::isfinite(norm) || (before > 0 && norm >= kJump * before);
+    if (!diverging && kept == kEpochs + 1) {
       diverging = true;
       for (std::size_t i = 1; i < layer.norms.size(); ++i) {
         diverging = diverging && layer.norms[i] >= kGrowth * layer.norms[i - 1];
@@ -67,8 +69,8 @@ std::vector<std::string> ResidualWatch::epoch(const std::map<std::string, double
     if (!diverging) continue;
     layer.reported = true;
     std::string trail;
-    for (const double n : layer.norms)
-      trail += (trail.empty() ? "" : " -> ") + fmt::format("{:.3g}", n);
+    for (const double each : layer.norms)
+      trail += (trail.empty() ? "" : " -> ") + fmt::format("{:.3g}", each);
     warnings.push_back(fmt::format(
         "layer {}: error-feedback residual norm {} over the last {} epoch(s): error feedback is "
         "diverging; lower optimizer.lr, or keep more (sync.compression.ratio, .rank) "

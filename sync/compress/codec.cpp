@@ -308,14 +308,25 @@ EncodeStats Codec::encode(std::span<const float> gradient, std::span<std::byte> 
   GRADMESH_CHECK_EQ(out.size(), encoded_bytes(), "Codec::encode: output size");
   const std::size_t n = floats_;
   // p = g + e, kept in the residual's buffer (it becomes e' = p - D(C(p)) in place).
+  // One pass: p, ||g||^2 and ||p||^2.
   float* p = nullptr;
+  EncodeStats stats;
   if (error_feedback_) {
-    for (std::size_t i = 0; i < n; ++i) residual_[i] += gradient[i];
+    for (std::size_t i = 0; i < n; ++i) {
+      const float g = gradient[i];
+      const float sum = residual_[i] + g;
+      residual_[i] = sum;
+      stats.gradient_norm2 += static_cast<double>(g) * g;
+      stats.input_norm2 += static_cast<double>(sum) * sum;
+    }
     p = residual_.data();
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      stats.input_norm2 += static_cast<double>(gradient[i]) * gradient[i];
+    }
+    stats.gradient_norm2 = stats.input_norm2;
   }
   const float* in = error_feedback_ ? p : gradient.data();
-  EncodeStats stats;
-  for (std::size_t i = 0; i < n; ++i) stats.input_norm2 += static_cast<double>(in[i]) * in[i];
   // One entry decoded as `sent`: the error, and with error feedback the residual e' = p - sent.
   const auto account = [&](std::size_t i, float sent) {
     const float error = in[i] - sent;

@@ -87,9 +87,10 @@ void decode_add_half_block(CodecKind kind, float scale, const std::byte* in,
 
 /// What one encode did, for the metrics (issue 28: the relative compression error per layer).
 struct EncodeStats {
-  double input_norm2 = 0;  ///< ||p||^2, p = g + e (the gradient with the earlier residual)
-  double error_norm2 = 0;  ///< ||p - D(C(p))||^2: the compression error, and with error
-                           ///< feedback the new residual's norm^2
+  double gradient_norm2 = 0;  ///< ||g||^2, the gradient given
+  double input_norm2 = 0;     ///< ||p||^2, p = g + e (the gradient with the earlier residual)
+  double error_norm2 = 0;     ///< ||p - D(C(p))||^2: the compression error, and with error
+                              ///< feedback the new residual's norm^2
 };
 
 /// A codec of one buffer of `floats` floats with its error-feedback residual.

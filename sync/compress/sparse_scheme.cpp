@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include <spdlog/spdlog.h>
+
 #include "engine/error.h"
 #include "sync/compress/sparse_model.h"
 #include "tasks/random.h"
@@ -47,6 +49,17 @@ SparseScheme::SparseScheme(const SyncContext& ctx, LaneRouter& router,
     throw ConfigError("sync.compression.method = \"" + std::string(compress::codec_name(kind)) +
                       "\" encodes on the host: the model's gradients must be in host memory "
                       "(compute.device = \"cpu\")");
+  }
+  if (!layers.empty() && ctx_.optimizer.options().momentum > 0.0f) {
+    // Measured (docs/compression.md): random-k at 1% with momentum 0.9 diverged on the demo MLP
+    // (loss 566 after one epoch, 1.6e20 after two), at 10% it stalled; with momentum 0 it reached
+    // 84.7% in 2 epochs. The residual releases many iterations' gradient into the momentum at
+    // once; DGC's momentum correction (Lin et al., ICLR'18) is not built.
+    spdlog::warn(
+        "sync.compression.method = \"{}\" on {} layer(s) with optimizer.momentum = {}: error "
+        "feedback with momentum can diverge (random-k at 1% with momentum 0.9 did on the demo "
+        "MLP); optimizer.momentum = 0 trains (docs/compression.md)",
+        compress::codec_name(kind), layers.size(), ctx_.optimizer.options().momentum);
   }
   for (const std::size_t l : layers) {
     const std::size_t floats = ctx_.model.layer_gradients(l).size();
@@ -127,15 +140,14 @@ void SparseScheme::encode(Layer& layer) {
     layer.ring_full->start(layer.round, gradients);
     return;
   }
-  double gradient2 = 0;
-  for (const float g : gradients) gradient2 += static_cast<double>(g) * g;
   const std::span<std::byte> out = layer.gather
                                        ? std::span<std::byte>(layer.sent[layer.round % 2])
                                        : std::as_writable_bytes(std::span<float>(layer.values));
   const compress::EncodeStats stats = layer.codec.encode(gradients, out, layer.done);
   {  // with error feedback the residual is the compression error
     const std::lock_guard lock(figures_mutex_);
-    layer.figures.add(stats.input_norm2, stats.error_norm2, stats.error_norm2, gradient2);
+    layer.figures.add(stats.input_norm2, stats.error_norm2, stats.error_norm2,
+                      stats.gradient_norm2);
   }
   if (layer.gather) {
     layer.gather->start(layer.round, net::Payload::view(out));
@@ -171,10 +183,14 @@ void SparseScheme::apply(Layer& layer) {
     const std::vector<net::Payload> payloads = layer.gather->take(round);
     std::fill(update.begin(), update.end(), 0.0f);
     for (const net::Payload& p : payloads) layer.codec.decode_add(p.bytes(), update, iteration);
+    for (float& u : update) u *= mean;
   } else {
-    layer.codec.decode(std::as_bytes(layer.ring->result(round)), update, iteration);
+    // The k sums scaled before they are scattered (the ring's input is free again): no pass over
+    // the layer's n floats but the decode's.
+    const std::span<const float> sum = layer.ring->result(round);
+    for (std::size_t j = 0; j < sum.size(); ++j) layer.values[j] = sum[j] * mean;
+    layer.codec.decode(std::as_bytes(std::span<const float>(layer.values)), update, iteration);
   }
-  for (float& u : update) u *= mean;
   ctx_.optimizer.step(layer.offset, params, update);
 }
 

@@ -49,6 +49,12 @@ namespace gradmesh::sync {
 /// are checked on arrival (size, indices in range and ascending: Codec::check); malformed ones are
 /// rejected through the router, counted and logged, and never reach the sum.
 ///
+/// Momentum: the optimizer steps the mean update with its momentum, as for every scheme. With
+/// momentum > 0 the constructor warns: error feedback releases many iterations' gradient into
+/// the momentum at once, and random-k at 1% with momentum 0.9 diverged on the demo MLP
+/// (docs/compression.md); DGC's momentum correction (Lin et al., ICLR'18: compress the local
+/// velocity, mask it where sent) is not built.
+///
 /// Thread safety: as the Scheme interface. The codecs' residuals are owned by the layer's tasks
 /// (ordered by the graph); save_state/load_state between iterations. Errors: ConfigError when the
 /// model lives on a device, or for a ratio out of (0, 1]; a failed peer fails the layer's waiting

@@ -119,4 +119,12 @@ TEST_CASE("a residual that grows 2x an epoch for 3 epochs is reported once as di
   ResidualWatch slower;
   for (const double n : {0.1, 0.2, 0.39, 0.8}) CHECK(slower.epoch(norms(0.5, n)).empty());
   CHECK(slower.epoch(norms(std::nan(""), 0.9)).size() == 1);
+  // A jump of 100x or more in one epoch at once (random-k at 1% on the demo MLP: 1051 -> 2.7e8);
+  // 99x is not.
+  ResidualWatch jump;
+  CHECK(jump.epoch(norms(1051.0, 1.0)).empty());
+  CHECK(jump.epoch(norms(1051.0 * 99, 1.0)).empty());
+  const auto jumped = jump.epoch(norms(2.7e8, 1.0));
+  REQUIRE(jumped.size() == 1);
+  CHECK_THAT(jumped[0], Catch::StartsWith("layer dense0:") && Catch::Contains("2.7e+08"));
 }

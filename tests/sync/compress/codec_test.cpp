@@ -143,6 +143,7 @@ TEST_CASE("each codec's encoding has its size and its error within its bound", "
       norm2 += static_cast<double>(g[i]) * g[i];
     }
     CHECK(stats.input_norm2 == Approx(norm2).epsilon(1e-12));
+    CHECK(stats.gradient_norm2 == stats.input_norm2);  // no residual: p = g
     CHECK(stats.error_norm2 == Approx(error2).epsilon(1e-6).margin(1e-12));
     switch (kind) {
       case CodecKind::kNone:
@@ -220,8 +221,15 @@ TEST_CASE("with error feedback, what is sent plus the residual is exactly what w
     for (std::uint64_t t = 0; t < 6; ++t) {
       const std::vector<float> g = gradient(n, 100 + t, t % 2 == 0 ? 1.0f : 1e-3f);
       std::vector<float> p(codec.residual().begin(), codec.residual().end());
-      for (std::size_t i = 0; i < n; ++i) p[i] += g[i];
-      (void)codec.encode(g, wire, t);
+      double g2 = 0, p2 = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        p[i] += g[i];
+        g2 += static_cast<double>(g[i]) * g[i];
+        p2 += static_cast<double>(p[i]) * p[i];
+      }
+      const EncodeStats stats = codec.encode(g, wire, t);
+      CHECK(stats.gradient_norm2 == Approx(g2).epsilon(1e-12));  // ||g||, ||g + e||
+      CHECK(stats.input_norm2 == Approx(p2).epsilon(1e-12));
       codec.decode(wire, decoded, t);
       for (std::size_t i = 0; i < n; ++i) {
         REQUIRE(bits(decoded[i] + codec.residual()[i]) == bits(p[i]));
