@@ -6,13 +6,12 @@
 #include <catch2/catch.hpp>
 
 #include "sync/compress/powersgd_model.h"
-#include "sync/plan_input.h"
-#include "sync/plan_stage.h"
-#include "tests/sync/support/inproc_cluster.h"
+#include "tests/sync/support/compressed_job.h"
 
 using namespace gradmesh;
 using gradmesh::testing::InProcCluster;
 using gradmesh::testing::InProcNode;
+using gradmesh::testing::parameters;
 using gradmesh::testing::SyntheticJob;
 
 namespace {
@@ -22,24 +21,10 @@ constexpr std::uint64_t kIterations = 6;
 /// A job whose dense layers (0, 2, 4) are PowerSGD's, of rank `rank`, uncompressed for the first
 /// `start_iteration` iterations.
 SyntheticJob powersgd_job(std::int64_t rank, std::int64_t start_iteration = 0) {
-  SyntheticJob job;
-  job.options.values.set("compression.method", std::string("powersgd"));
-  job.options.values.set("compression.rank", rank);
-  job.options.values.set("compression.start_iteration", start_iteration);
-  job.factory = [](sync::SyncContext c) -> std::unique_ptr<sync::SyncStage> {
-    auto input = sync::planner_input(c, sync::strategy_traits("auto").schemes);
-    sync::add_compressed_schemes(sync::compression_options(c.options.values), input);
-    input.fixed_schemes.assign(input.layers.size(), std::nullopt);
-    for (const std::size_t l : {0, 2, 4})
-      input.fixed_schemes[l] = std::string(sync::kPowerSgdScheme);
-    return std::make_unique<sync::PlanStage>(std::move(c), "auto", topo::make_plan(input));
-  };
-  return job;
-}
-
-std::vector<float> parameters(InProcCluster& cluster, std::size_t rank) {
-  const auto p = cluster.node(rank).model().parameters();
-  return {p.begin(), p.end()};
+  return testing::compressed_job(std::string(sync::kPowerSgdScheme),
+                                 {{"compression.method", std::string("powersgd")},
+                                  {"compression.rank", rank},
+                                  {"compression.start_iteration", start_iteration}});
 }
 
 }  // namespace

@@ -6,39 +6,23 @@
 #include <catch2/catch.hpp>
 
 #include "sync/compress/sparse_model.h"
-#include "sync/plan_input.h"
-#include "sync/plan_stage.h"
-#include "tests/sync/support/inproc_cluster.h"
+#include "tests/sync/support/compressed_job.h"
 
 using namespace gradmesh;
 using gradmesh::testing::InProcCluster;
+using gradmesh::testing::parameters;
 using gradmesh::testing::SyntheticJob;
 
 namespace {
 
 constexpr std::uint64_t kIterations = 6;
-constexpr std::size_t kDense[] = {0, 2, 4};
 
 /// A job whose dense layers (0, 2, 4) are `method`'s (topk or randomk) at `ratio`, uncompressed
 /// for the first `start_iteration` iterations.
 SyntheticJob sparse_job(const std::string& method, double ratio, std::int64_t start_iteration = 0) {
-  SyntheticJob job;
-  job.options.values.set("compression.method", method);
-  job.options.values.set("compression.ratio", ratio);
-  job.options.values.set("compression.start_iteration", start_iteration);
-  job.factory = [method](sync::SyncContext c) -> std::unique_ptr<sync::SyncStage> {
-    auto input = sync::planner_input(c, sync::strategy_traits("auto").schemes);
-    sync::add_compressed_schemes(sync::compression_options(c.options.values), input);
-    input.fixed_schemes.assign(input.layers.size(), std::nullopt);
-    for (const std::size_t l : kDense) input.fixed_schemes[l] = method;
-    return std::make_unique<sync::PlanStage>(std::move(c), "auto", topo::make_plan(input));
-  };
-  return job;
-}
-
-std::vector<float> parameters(InProcCluster& cluster, std::size_t rank) {
-  const auto p = cluster.node(rank).model().parameters();
-  return {p.begin(), p.end()};
+  return testing::compressed_job(method, {{"compression.method", method},
+                                          {"compression.ratio", ratio},
+                                          {"compression.start_iteration", start_iteration}});
 }
 
 }  // namespace
