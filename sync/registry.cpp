@@ -88,6 +88,25 @@ std::vector<SchemeEntry> half_schemes() {
   return entries;
 }
 
+/// Compressed PS (issue 28: sync.compression.method fp16, bf16, int8).
+std::vector<SchemeEntry> coded_ps_schemes() {
+  std::vector<SchemeEntry> entries;
+  for (const compress::CodecKind kind :
+       {compress::CodecKind::kFp16, compress::CodecKind::kBf16, compress::CodecKind::kInt8}) {
+    entries.push_back({ps_coded_scheme_model(kind),
+                       {ps::kCodedPushLane, ps::kCodedBroadcastLane},
+                       [kind](const SyncContext& ctx, LaneRouter& router, const topo::Plan& plan,
+                              const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
+                         const auto start = static_cast<std::uint64_t>(
+                             compression_options(ctx.options.values).start_iteration);
+                         return std::make_unique<PsScheme>(ctx, router, layers,
+                                                           plan.kv_chunk_floats, kind, start);
+                       },
+                       {}});
+  }
+  return entries;
+}
+
 /// Top-k and random-k (issue 28: sync.compression.method topk, randomk). The model registered
 /// prices the default ratio; the plan's input carries the job's (add_compressed_schemes).
 std::vector<SchemeEntry> sparse_schemes() {
@@ -142,6 +161,7 @@ const std::vector<SchemeEntry>& builtin_schemes() {
     };
     for (SchemeEntry& e : half_schemes()) all.push_back(std::move(e));
     for (SchemeEntry& e : sparse_schemes()) all.push_back(std::move(e));
+    for (SchemeEntry& e : coded_ps_schemes()) all.push_back(std::move(e));
     return all;
   }();
   return entries;
@@ -173,13 +193,14 @@ const std::vector<Entry>& registry() {
        {},
        {}},
       {"ps",
-       {ps::kPushLane, ps::kBroadcastLane},
+       {ps::kPushLane, ps::kBroadcastLane, ps::kCodedPushLane, ps::kCodedBroadcastLane},
        planned("ps", {ps_id}),
        {true, false, 0, {ps_id}},
        {},
        {}},
       {"poseidon",
-       {ps::kPushLane, ps::kBroadcastLane, sfb::kLane, sfb::kHalfLane},
+       {ps::kPushLane, ps::kBroadcastLane, ps::kCodedPushLane, ps::kCodedBroadcastLane, sfb::kLane,
+        sfb::kHalfLane},
        planned("poseidon", {ps_id, sfb_id},
                [](const SyncOptions& o, topo::PlannerInput& input) {
                  apply_poseidon_options(poseidon_options(o.values), input);
@@ -209,7 +230,8 @@ const std::vector<Entry>& registry() {
        {}},
       {"auto",
        {ps::kPushLane, ps::kBroadcastLane, sfb::kLane, sfb::kHalfLane, allreduce::kLane,
-        allreduce::kHalfLane, kPowerSgdLane, kTopKLane, kRandomKLane},
+        allreduce::kHalfLane, kPowerSgdLane, kTopKLane, kRandomKLane, ps::kCodedPushLane,
+        ps::kCodedBroadcastLane},
        planned("auto", {ps_id, ar_id, sfb_id}),
        {true, false, 0, {ps_id, ar_id, sfb_id}},
        {},
@@ -316,8 +338,9 @@ void check_compression(std::string_view name, const std::vector<std::string>& sc
     can += (can.empty() ? "" : ", ") + e.name;
   }
   std::string bases;
-  for (const std::string_view base : compression_bases(compression.method)) {
-    bases += (bases.empty() ? "" : " or ") + std::string(base);
+  const std::vector<std::string_view> all = compression_bases(compression.method);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    bases += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + std::string(all[i]);
   }
   throw ConfigError("sync.compression.method = \"" + compression.method +
                     "\" compresses the traffic of the " + bases + " scheme: sync.strategy = \"" +

@@ -104,15 +104,16 @@ std::size_t chunks_of(std::size_t floats, std::size_t chunk_floats) {
   return (floats + chunk_floats - 1) / chunk_floats;
 }
 
-SchemeCost ps_cost(const ClusterCost& cluster, std::size_t floats, std::size_t chunk_floats) {
+SchemeCost ps_cost(const ClusterCost& cluster, std::size_t floats, std::size_t chunk_floats,
+                   std::optional<double> payload_bytes) {
   check_cluster(cluster);
   const auto chunks = static_cast<double>(chunks_of(floats, chunk_floats));
   if (cluster.nodes == 1 || floats == 0) return {};
   const double n = static_cast<double>(cluster.nodes);
   const double share = 2.0 * (n - 1.0) / n;  // both phases, mean over nodes
   SchemeCost cost;
-  cost.bytes_sent =
-      share * (kFloatBytes * static_cast<double>(floats) + chunks * cluster.frame_overhead_bytes);
+  cost.bytes_sent = share * (payload_bytes.value_or(kFloatBytes * static_cast<double>(floats)) +
+                             chunks * cluster.frame_overhead_bytes);
   cost.messages = share * chunks;
   // Two phases (push, then broadcast), each half the messages and bytes.
   cost.comm_seconds = 2.0 * phase_seconds(cluster.link, cost.messages / 2, cost.bytes_sent / 2);

@@ -16,6 +16,7 @@
 // Thread safety: every function is pure.
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 namespace gradmesh::topo {
@@ -111,9 +112,11 @@ struct ClusterCost {
 /// (= 2 alpha + 2 (n - 1)/n M / B without overhead and o); the owner's reduce and optimizer
 /// step (n adds per float) are left out: an owner reduces and steps each chunk as its last push
 /// arrives, while the others' chunks still arrive (compute_seconds = 0). One node: all 0.
-/// Throws ContractError if chunk_floats == 0.
+/// `payload_bytes`: the layer's bytes on the wire when not 4 a float (a compressed PS: its
+/// chunks' encodings, both phases alike), in place of M. Throws ContractError if chunk_floats == 0.
 [[nodiscard]] SchemeCost ps_cost(const ClusterCost& cluster, std::size_t floats,
-                                 std::size_t chunk_floats);
+                                 std::size_t chunk_floats,
+                                 std::optional<double> payload_bytes = std::nullopt);
 
 /// SFB (Poseidon sec. 2.1 and 3.2) for an M x N dense layer (rows M, cols N) with batch K per
 /// node: a node broadcasts its factors U (K x M) and V (K x N), K (M + N) floats, to the n - 1

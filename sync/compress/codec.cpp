@@ -1,6 +1,7 @@
 #include "sync/compress/codec.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -183,7 +184,46 @@ std::size_t decode_bf16_sse2(float inverse, const std::byte* in, std::span<float
   }
   return i;
 }
+
+// int8 on SSE2: the largest magnitude of a chunk, and its quantization. max(|x|, acc) ignores a
+// NaN |x| as std::max(acc, |x|) does; clamping to [-127, 127] before rounding gives what rounding
+// then clamping gives for every number; cvtps2dq rounds to nearest even (the default MXCSR mode),
+// as std::nearbyint does in the default rounding mode.
+float max_abs_sse2(const float* in, std::size_t count, std::size_t* done) noexcept {
+  const __m128 magnitude = _mm_castsi128_ps(_mm_set1_epi32(0x7fff'ffff));
+  __m128 acc = _mm_setzero_ps();
+  std::size_t i = 0;
+  for (; i + 4 <= count; i += 4) acc = _mm_max_ps(_mm_and_ps(_mm_loadu_ps(in + i), magnitude), acc);
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, acc);
+  *done = i;
+  return std::max(std::max(lanes[0], lanes[1]), std::max(lanes[2], lanes[3]));
+}
+
+std::size_t quantize_int8_sse2(const float* in, std::size_t count, float inverse,
+                               std::int8_t* out) noexcept {
+  const __m128 factor = _mm_set1_ps(inverse);
+  const __m128 high = _mm_set1_ps(127.0f), low = _mm_set1_ps(-127.0f);
+  const auto round = [&](const float* at) {
+    const __m128 y = _mm_mul_ps(_mm_loadu_ps(at), factor);
+    return _mm_cvtps_epi32(_mm_min_ps(_mm_max_ps(y, low), high));
+  };
+  std::size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m128i lo = _mm_packs_epi32(round(in + i), round(in + i + 4));
+    const __m128i hi = _mm_packs_epi32(round(in + i + 8), round(in + i + 12));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_packs_epi16(lo, hi));
+  }
+  return i;
+}
 #else
+float max_abs_sse2(const float*, std::size_t, std::size_t* done) noexcept {
+  *done = 0;
+  return 0.0f;
+}
+std::size_t quantize_int8_sse2(const float*, std::size_t, float, std::int8_t*) noexcept {
+  return 0;
+}
 bool has_f16c() noexcept { return false; }
 template <bool kAdd>
 std::size_t decode_bf16_sse2(float, const std::byte*, std::span<float>) noexcept {
@@ -272,21 +312,25 @@ Codec::Codec(CodecKind kind, std::size_t floats, double ratio, bool error_feedba
   if (kind == CodecKind::kTopK) order_.resize(floats);
 }
 
-std::size_t Codec::encoded_bytes() const noexcept {
-  switch (kind_) {
+std::size_t encoded_bytes(CodecKind kind, std::size_t floats, std::size_t kept) noexcept {
+  switch (kind) {
     case CodecKind::kNone:
-      return 4 * floats_;
+      return 4 * floats;
     case CodecKind::kFp16:
     case CodecKind::kBf16:
-      return 2 * floats_;
+      return 2 * floats;
     case CodecKind::kInt8:
-      return 4 * int8_chunks(floats_) + floats_;
+      return 4 * int8_chunks(floats) + floats;
     case CodecKind::kTopK:
-      return 8 * kept_;
+      return 8 * kept;
     case CodecKind::kRandomK:
-      return 4 * kept_;
+      return 4 * kept;
   }
   return 0;
+}
+
+std::size_t Codec::encoded_bytes() const noexcept {
+  return compress::encoded_bytes(kind_, floats_, kept_);
 }
 
 std::uint64_t Codec::random_stream(std::uint64_t iteration) const noexcept {
@@ -308,29 +352,36 @@ EncodeStats Codec::encode(std::span<const float> gradient, std::span<std::byte> 
   GRADMESH_CHECK_EQ(out.size(), encoded_bytes(), "Codec::encode: output size");
   const std::size_t n = floats_;
   // p = g + e, kept in the residual's buffer (it becomes e' = p - D(C(p)) in place).
-  // One pass: p, ||g||^2 and ||p||^2.
+  // One pass: p, ||g||^2 and ||p||^2. The norms (figures only) sum in 4 interleaved parts, so
+  // that the additions do not wait on each other.
   float* p = nullptr;
   EncodeStats stats;
+  std::array<double, 4> gradient2{}, input2{}, error2{};
   if (error_feedback_) {
     for (std::size_t i = 0; i < n; ++i) {
       const float g = gradient[i];
       const float sum = residual_[i] + g;
       residual_[i] = sum;
-      stats.gradient_norm2 += static_cast<double>(g) * g;
-      stats.input_norm2 += static_cast<double>(sum) * sum;
+      gradient2[i % 4] += static_cast<double>(g) * g;
+      input2[i % 4] += static_cast<double>(sum) * sum;
     }
     p = residual_.data();
   } else {
     for (std::size_t i = 0; i < n; ++i) {
-      stats.input_norm2 += static_cast<double>(gradient[i]) * gradient[i];
+      input2[i % 4] += static_cast<double>(gradient[i]) * gradient[i];
     }
-    stats.gradient_norm2 = stats.input_norm2;
+    gradient2 = input2;
   }
+  const auto total = [](const std::array<double, 4>& parts) {
+    return (parts[0] + parts[1]) + (parts[2] + parts[3]);
+  };
+  stats.gradient_norm2 = total(gradient2);
+  stats.input_norm2 = total(input2);
   const float* in = error_feedback_ ? p : gradient.data();
   // One entry decoded as `sent`: the error, and with error feedback the residual e' = p - sent.
   const auto account = [&](std::size_t i, float sent) {
     const float error = in[i] - sent;
-    stats.error_norm2 += static_cast<double>(error) * error;
+    error2[i % 4] += static_cast<double>(error) * error;
     if (p != nullptr) p[i] = error;
   };
   std::byte* bytes = out.data();
@@ -339,35 +390,39 @@ EncodeStats Codec::encode(std::span<const float> gradient, std::span<std::byte> 
       if (n > 0) std::memcpy(bytes, in, 4 * n);
       break;
     case CodecKind::kFp16:
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::uint16_t h = float_to_fp16(in[i]);
-        store(bytes + 2 * i, h);
-        account(i, fp16_to_float(h));
+    case CodecKind::kBf16: {
+      // The block conversions (F16C where the CPU has it: the same bits as the scalar ones),
+      // a block at a time through a decoded copy on the stack for the error and the residual.
+      constexpr std::size_t kBlock = 1024;
+      std::array<float, kBlock> sent;
+      for (std::size_t begin = 0; begin < n; begin += kBlock) {
+        const std::size_t size = std::min(kBlock, n - begin);
+        encode_half_block(kind_, 1.0f, std::span(in + begin, size), bytes + 2 * begin);
+        decode_half_block(kind_, 1.0f, bytes + 2 * begin, std::span(sent.data(), size));
+        for (std::size_t j = 0; j < size; ++j) account(begin + j, sent[j]);
       }
       break;
-    case CodecKind::kBf16:
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::uint16_t h = float_to_bf16(in[i]);
-        store(bytes + 2 * i, h);
-        account(i, bf16_to_float(h));
-      }
-      break;
+    }
     case CodecKind::kInt8: {
       const std::size_t chunks = int8_chunks(n);
       auto* values = reinterpret_cast<std::int8_t*>(bytes + 4 * chunks);
       for (std::size_t c = 0; c < chunks; ++c) {
         const std::size_t begin = c * kInt8ChunkFloats;
         const std::size_t end = std::min(n, begin + kInt8ChunkFloats);
-        float max_abs = 0;
-        for (std::size_t i = begin; i < end; ++i) max_abs = std::max(max_abs, std::abs(in[i]));
+        std::size_t done = 0;
+        float max_abs = max_abs_sse2(in + begin, end - begin, &done);
+        for (std::size_t i = begin + done; i < end; ++i) {
+          max_abs = std::max(max_abs, std::abs(in[i]));
+        }
         const float scale = max_abs / 127.0f;
         store(bytes + 4 * c, scale);
         const float inverse = scale > 0 ? 1.0f / scale : 0.0f;
-        for (std::size_t i = begin; i < end; ++i) {
+        done = quantize_int8_sse2(in + begin, end - begin, inverse, values + begin);
+        for (std::size_t i = begin + done; i < end; ++i) {
           const float q = std::clamp(std::nearbyint(in[i] * inverse), -127.0f, 127.0f);
           values[i] = static_cast<std::int8_t>(q);
-          account(i, q * scale);
         }
+        for (std::size_t i = begin; i < end; ++i) account(i, static_cast<float>(values[i]) * scale);
       }
       break;
     }
@@ -410,6 +465,7 @@ EncodeStats Codec::encode(std::span<const float> gradient, std::span<std::byte> 
       break;
     }
   }
+  stats.error_norm2 += total(error2);  // the entries account() saw (none for top-k, random-k)
   return stats;
 }
 
@@ -452,10 +508,12 @@ void Codec::decode_into(std::span<const std::byte> in, std::span<float> out,
       for (std::size_t i = 0; i < n; ++i) put(i, load<float>(bytes + 4 * i));
       break;
     case CodecKind::kFp16:
-      for (std::size_t i = 0; i < n; ++i) put(i, fp16_to_float(load<std::uint16_t>(bytes + 2 * i)));
-      break;
     case CodecKind::kBf16:
-      for (std::size_t i = 0; i < n; ++i) put(i, bf16_to_float(load<std::uint16_t>(bytes + 2 * i)));
+      if constexpr (kAdd) {
+        decode_add_half_block(kind_, 1.0f, bytes, out);
+      } else {
+        decode_half_block(kind_, 1.0f, bytes, out);
+      }
       break;
     case CodecKind::kInt8: {
       const std::size_t chunks = int8_chunks(n);

@@ -85,6 +85,11 @@ void decode_add_half_block(CodecKind kind, float scale, const std::byte* in,
 /// (for n > 0) and at most n.
 [[nodiscard]] std::size_t kept_entries(std::size_t floats, double ratio) noexcept;
 
+/// Bytes of one encoding of `floats` floats by `kind` keeping `kept` entries (top-k, random-k;
+/// ignored by the others): the wire layouts above. Pure.
+[[nodiscard]] std::size_t encoded_bytes(CodecKind kind, std::size_t floats,
+                                        std::size_t kept) noexcept;
+
 /// What one encode did, for the metrics (issue 28: the relative compression error per layer).
 struct EncodeStats {
   double gradient_norm2 = 0;  ///< ||g||^2, the gradient given

@@ -8,6 +8,7 @@
 #include "sync/compress/powersgd_model.h"
 #include "sync/compress/sparse_model.h"
 #include "sync/poseidon/sfb_scheme.h"
+#include "sync/ps/ps_scheme.h"
 #include "topo/planner.h"
 
 namespace gradmesh::sync {
@@ -19,11 +20,16 @@ struct MethodBase {
   std::string_view method;
   std::string_view base;
 };
-constexpr MethodBase kMethods[] = {
-    {"powersgd", topo::kAllReduceScheme}, {"fp16", topo::kSfbScheme},
-    {"fp16", topo::kAllReduceScheme},     {"bf16", topo::kSfbScheme},
-    {"bf16", topo::kAllReduceScheme},     {"topk", topo::kAllReduceScheme},
-    {"randomk", topo::kAllReduceScheme}};
+constexpr MethodBase kMethods[] = {{"powersgd", topo::kAllReduceScheme},
+                                   {"fp16", topo::kPsScheme},
+                                   {"fp16", topo::kSfbScheme},
+                                   {"fp16", topo::kAllReduceScheme},
+                                   {"bf16", topo::kPsScheme},
+                                   {"bf16", topo::kSfbScheme},
+                                   {"bf16", topo::kAllReduceScheme},
+                                   {"int8", topo::kPsScheme},
+                                   {"topk", topo::kAllReduceScheme},
+                                   {"randomk", topo::kAllReduceScheme}};
 
 /// The compressed stand-in of `base` for `options` (a method of kMethods with that base).
 topo::SchemeModel compressed_model(const CompressionOptions& options, std::string_view base) {
@@ -34,6 +40,7 @@ topo::SchemeModel compressed_model(const CompressionOptions& options, std::strin
   if (kind == compress::CodecKind::kTopK || kind == compress::CodecKind::kRandomK) {
     return sparse_scheme_model(kind, options.ratio);
   }
+  if (base == topo::kPsScheme) return ps_coded_scheme_model(kind);
   return base == topo::kSfbScheme ? sfb_half_scheme_model(kind) : allreduce_half_scheme_model(kind);
 }
 

@@ -3,8 +3,9 @@
 // docs/compression.md). The user picks the compressor, the planner picks the layers where it pays
 // (by predicted time: topo/planner.h). Each method stands in for uncompressed schemes
 // (compression_bases): a strategy may use it when it plans one of them (PowerSGD, top-k,
-// random-k: all-reduce, under allreduce and auto; fp16, bf16: SFB's factors and all-reduce's
-// segments, under poseidon, allreduce and auto).
+// random-k: all-reduce, under allreduce and auto; fp16, bf16: PS's chunks, SFB's factors and
+// all-reduce's segments, under ps, poseidon, allreduce and auto; int8: PS's chunks, under ps,
+// poseidon and auto).
 
 #include <cstdint>
 #include <string>
@@ -25,8 +26,9 @@ inline constexpr std::string_view kNoCompression = "none";
 /// sync.compression.*.
 struct CompressionOptions {
   /// "none"; "powersgd" (Vogels et al., NeurIPS'19: rank-r power iteration with error feedback
-  /// and a warm-started Q, on all-reduce); "fp16" or "bf16" (SFB's factors and all-reduce's
-  /// segments in 16 bits); "topk" (the largest entries with error feedback, by all-gather) or
+  /// and a warm-started Q, on all-reduce); "fp16" or "bf16" (PS's chunks, SFB's factors and
+  /// all-reduce's segments in 16 bits); "int8" (PS's chunks, a scale per 512 floats, with error
+  /// feedback); "topk" (the largest entries with error feedback, by all-gather) or
   /// "randomk" (entries at indices every node draws alike, with error feedback, on a ring).
   std::string method = "none";
   std::int64_t rank = 2;  ///< PowerSGD's rank r (>= 1)
@@ -38,8 +40,8 @@ struct CompressionOptions {
   [[nodiscard]] bool compresses() const noexcept { return method != kNoCompression; }
 };
 
-/// [sync.compression]: method (none, powersgd, fp16, bf16, topk, randomk), rank (integer >= 1,
-/// default 2), ratio (a number in (0, 1], default 0.01), start_iteration (integer >= 0, default
+/// [sync.compression]: method (none, powersgd, fp16, bf16, int8, topk, randomk), rank (integer >=
+/// 1, default 2), ratio (a number in (0, 1], default 0.01), start_iteration (integer >= 0, default
 /// 0).
 [[nodiscard]] OptionTable compression_option_table();
 
@@ -47,7 +49,8 @@ struct CompressionOptions {
 [[nodiscard]] CompressionOptions compression_options(const OptionValues& values);
 
 /// The uncompressed schemes (topo/scheme_model.h ids) compression method `method` stands in for:
-/// powersgd, topk, randomk -> allreduce; fp16 and bf16 -> sfb, allreduce; none for none. Pure.
+/// powersgd, topk, randomk -> allreduce; fp16 and bf16 -> ps, sfb, allreduce; int8 -> ps; none
+/// for none. Pure.
 [[nodiscard]] std::vector<std::string_view> compression_bases(std::string_view method);
 
 /// Whether a strategy planning schemes `scheme_ids` can use `method`: none, or one of its bases
@@ -56,8 +59,9 @@ struct CompressionOptions {
                                     const std::vector<std::string>& scheme_ids);
 
 /// Adds the compressed schemes `options` allows to the planner's input, one for each base scheme
-/// among input.schemes (powersgd: powersgd_scheme_model; fp16, bf16: sfb_half_scheme_model for
-/// sfb, allreduce_half_scheme_model for allreduce: a second bucketed scheme, which make_plan
+/// among input.schemes (powersgd: powersgd_scheme_model; fp16, bf16, int8: ps_coded_scheme_model
+/// for ps; fp16, bf16: sfb_half_scheme_model for sfb, allreduce_half_scheme_model for allreduce: a
+/// second bucketed scheme, which make_plan
 /// tries in turn), last in tie order: of equal times the uncompressed scheme wins. A layer
 /// input.fixed_schemes fixes to
 /// the base (poseidon's sfb = "always", choose = "bytes") is fixed to the compressed scheme where

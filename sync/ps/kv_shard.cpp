@@ -9,10 +9,13 @@ namespace gradmesh::sync {
 
 namespace {
 constexpr std::size_t kNotOwned = std::numeric_limits<std::size_t>::max();
-}
+// ChunkState::arrived, by rank.
+constexpr std::uint8_t kNotYet = 0, kFloats = 1, kCoded = 2;
+}  // namespace
 
 KvShard::KvShard(const topo::KvPlacement& placement, std::size_t rank,
-                 std::span<const float> initial, tasks::Optimizer& optimizer)
+                 std::span<const float> initial, tasks::Optimizer& optimizer,
+                 compress::CodecKind wire)
     : placement_(placement),
       rank_(rank),
       nodes_(placement.nodes()),
@@ -33,10 +36,13 @@ KvShard::KvShard(const topo::KvPlacement& placement, std::size_t rank,
     state.size = chunk.size;
     state.pushes.resize(nodes_);
     state.views.resize(nodes_);
+    state.arrived.assign(nodes_, kNotYet);
+    if (wire != compress::CodecKind::kNone) decoders_.emplace_back(wire, chunk.size, 1.0, false);
     std::copy_n(initial.begin() + static_cast<std::ptrdiff_t>(chunk.offset), chunk.size,
                 master_.begin() + static_cast<std::ptrdiff_t>(offset));
     offset += chunk.size;
   }
+  if (wire != compress::CodecKind::kNone) sum_.assign(master_.size(), 0.0f);
 }
 
 void KvShard::reload(std::span<const float> parameters) {
@@ -60,8 +66,8 @@ void KvShard::reload(std::span<const float> parameters) {
   }
 }
 
-KvShard::PushResult KvShard::push(std::size_t from, std::size_t chunk, std::uint64_t round,
-                                  net::Payload gradient, std::string* reason) {
+KvShard::PushResult KvShard::store(std::size_t from, std::size_t chunk, std::uint64_t round,
+                                   net::Payload gradient, bool coded, std::string* reason) {
   const auto reject = [&](std::string why) {
     if (reason != nullptr) *reason = std::move(why);
     return PushResult::kRejected;
@@ -72,7 +78,17 @@ KvShard::PushResult KvShard::push(std::size_t from, std::size_t chunk, std::uint
   }
   if (from >= nodes_) return reject("sender rank " + std::to_string(from) + " out of range");
   ChunkState& state = states_[local_index_[chunk]];
-  if (gradient.size() != state.size * sizeof(float)) {
+  if (coded) {
+    if (decoders_.empty()) {
+      return reject("chunk " + std::to_string(chunk) +
+                    ": an encoded push, but this KV shard takes floats only");
+    }
+    try {
+      decoders_[local_index_[chunk]].check(gradient.bytes());
+    } catch (const ProtocolError& e) {
+      return reject("chunk " + std::to_string(chunk) + " push: " + e.what());
+    }
+  } else if (gradient.size() != state.size * sizeof(float)) {
     return reject("chunk " + std::to_string(chunk) + " gradient has " +
                   std::to_string(gradient.size()) + " bytes, expected " +
                   std::to_string(state.size * sizeof(float)));
@@ -82,29 +98,62 @@ KvShard::PushResult KvShard::push(std::size_t from, std::size_t chunk, std::uint
     return reject("chunk " + std::to_string(chunk) + " push for round " + std::to_string(round) +
                   " while collecting round " + std::to_string(state.round));
   }
-  if (!state.views[from].empty()) {  // chunks are never empty, so an empty view means "not yet"
+  if (state.arrived[from] != kNotYet) {
     return reject("duplicate push of chunk " + std::to_string(chunk) + " from rank " +
                   std::to_string(from) + " in round " + std::to_string(round));
   }
-  state.views[from] = gradient.as<float>();
+  if (!coded) state.views[from] = gradient.as<float>();
+  state.arrived[from] = coded ? kCoded : kFloats;
+  state.any_coded = state.any_coded || coded;
   state.pushes[from] = std::move(gradient);
   return ++state.received == nodes_ ? PushResult::kReady : PushResult::kAccepted;
 }
 
-std::span<const float> KvShard::reduce(std::size_t chunk) {
+std::span<const float> KvShard::reduce(std::size_t chunk, bool* coded) {
   GRADMESH_CHECK(chunk < local_index_.size() && local_index_[chunk] != kNotOwned,
                  "reduce of a chunk this shard does not own");
-  ChunkState& state = states_[local_index_[chunk]];
+  const std::size_t index = local_index_[chunk];
+  ChunkState& state = states_[index];
   std::lock_guard lock(state.mutex);
   GRADMESH_CHECK_EQ(state.received, nodes_, "reduce before every push arrived");
   const auto at = static_cast<std::ptrdiff_t>(state.offset);
   const std::span<float> master(master_.data() + at, state.size);
-  optimizer_.step_sum(state.model_offset, master, state.views, 1.0f / static_cast<float>(nodes_),
-                      std::span<float>(scratch_.data() + at, state.size));
+  const std::span<float> scratch(scratch_.data() + at, state.size);
+  const float scale = 1.0f / static_cast<float>(nodes_);
+  if (!state.any_coded) {
+    optimizer_.step_sum(state.model_offset, master, state.views, scale, scratch);
+  } else {
+    // The decodings summed in rank order, as Sgd::step_sum sums floats: the first one written,
+    // the others added, so the sum's bits are those of step_sum over the decoded floats.
+    const std::span<float> sum(sum_.data() + at, state.size);
+    const compress::Codec& decoder = decoders_[index];
+    for (std::size_t r = 0; r < nodes_; ++r) {
+      const net::Payload& push = state.pushes[r];
+      if (state.arrived[r] == kCoded) {
+        if (r == 0) {
+          decoder.decode(push.bytes(), sum, 0);
+        } else {
+          decoder.decode_add(push.bytes(), sum, 0);
+        }
+      } else {
+        const std::span<const float> g = push.as<float>();
+        if (r == 0) {
+          std::copy(g.begin(), g.end(), sum.begin());
+        } else {
+          for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += g[i];
+        }
+      }
+    }
+    const std::span<const float> views[1] = {sum};
+    optimizer_.step_sum(state.model_offset, master, views, scale, scratch);
+  }
+  if (coded != nullptr) *coded = state.any_coded;
   for (std::size_t r = 0; r < nodes_; ++r) {
     state.pushes[r] = net::Payload{};
     state.views[r] = {};
+    state.arrived[r] = kNotYet;
   }
+  state.any_coded = false;
   state.received = 0;
   ++state.round;
   return master;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "net/payload.h"
+#include "sync/compress/codec.h"
 #include "tasks/optim/optimizer.h"
 #include "topo/kv_placement.h"
 
@@ -35,19 +36,38 @@ class KvShard {
   /// copies are taken; `optimizer`: the node's optimizer (must outlive the shard), applied to the
   /// mean gradient with the velocity at each chunk's model offset (the replica's own velocity of
   /// those floats is unused under PS: the replica takes the master copy's parameters).
+  /// `wire`: the codec pushes may come encoded in (sync/ps/ps_scheme.h's compressed PS; kNone:
+  /// floats only).
   KvShard(const topo::KvPlacement& placement, std::size_t rank, std::span<const float> initial,
-          tasks::Optimizer& optimizer);
+          tasks::Optimizer& optimizer, compress::CodecKind wire = compress::CodecKind::kNone);
 
-  /// Stores worker `from`'s gradient of chunk `chunk` (a global chunk id) for `round`; the payload
-  /// is kept, not copied, until reduce(). `reason` receives why a push was rejected.
+  /// Stores worker `from`'s gradient of chunk `chunk` (a global chunk id) for `round`, as floats;
+  /// the payload is kept, not copied, until reduce(). `reason` receives why a push was rejected.
   [[nodiscard]] PushResult push(std::size_t from, std::size_t chunk, std::uint64_t round,
-                                net::Payload gradient, std::string* reason = nullptr);
+                                net::Payload gradient, std::string* reason = nullptr) {
+    return store(from, chunk, round, std::move(gradient), false, reason);
+  }
+  /// The same for a gradient encoded by the shard's wire codec (checked here: its size,
+  /// Codec::check); decoded in reduce(). Rejected when the shard's wire is kNone.
+  [[nodiscard]] PushResult push_coded(std::size_t from, std::size_t chunk, std::uint64_t round,
+                                      net::Payload encoding, std::string* reason = nullptr) {
+    return store(from, chunk, round, std::move(encoding), true, reason);
+  }
 
-  /// Sums the n stored gradients in rank order, scales by 1/n (the mean over all nodes' batches,
-  /// so the update equals single-process SGD on the union of the batches), applies the optimizer
-  /// to the master copy, releases the payloads and opens the next round. Returns the chunk's new
-  /// parameters (floats), valid and unchanged until the next reduce() of this chunk.
-  std::span<const float> reduce(std::size_t chunk);
+  /// Sums the n stored gradients in rank order (encoded ones decoded: the same float sum, in the
+  /// same order, as of their decodings), scales by 1/n (the mean over all nodes' batches, so the
+  /// update equals single-process SGD on the union of the batches), applies the optimizer to the
+  /// master copy, releases the payloads and opens the next round. Returns the chunk's new
+  /// parameters (floats), valid and unchanged until the next reduce() of this chunk. `coded`, when
+  /// given, receives whether any push of the round came encoded.
+  std::span<const float> reduce(std::size_t chunk, bool* coded = nullptr);
+
+  /// The master copy of every owned chunk (floats, owned order: chunks_owned_by(rank)), for a
+  /// checkpoint of a scheme whose replicas are not the master copies (compressed PS). Between
+  /// rounds only.
+  [[nodiscard]] std::span<const float> master() const noexcept { return master_; }
+  /// Writable, for loading such a checkpoint (owned_floats() floats). Between rounds only.
+  [[nodiscard]] std::span<float> master() noexcept { return master_; }
 
   /// Copies the master copy of every owned chunk from `parameters` (the model's flat vector, as
   /// the constructor's `initial`): after a checkpoint was loaded into the replica, which at an
@@ -70,7 +90,12 @@ class KvShard {
     std::size_t size = 0;              // floats
     std::vector<net::Payload> pushes;  // by rank
     std::vector<std::span<const float>> views;  // by rank, for Sgd::step_sum
+    std::vector<std::uint8_t> arrived;          // by rank: not yet, floats or an encoding
+    bool any_coded = false;
   };
+
+  PushResult store(std::size_t from, std::size_t chunk, std::uint64_t round, net::Payload payload,
+                   bool coded, std::string* reason);
 
   const topo::KvPlacement& placement_;
   std::size_t rank_;
@@ -80,6 +105,10 @@ class KvShard {
   std::unique_ptr<ChunkState[]> states_;
   std::vector<float> master_;
   std::vector<float> scratch_;
+  // Compressed pushes: a decoder per owned chunk (owned order; no residual) and the decodings'
+  // sum (owned floats), both empty for kNone.
+  std::vector<compress::Codec> decoders_;
+  std::vector<float> sum_;
 };
 
 }  // namespace gradmesh::sync

@@ -10,6 +10,11 @@ namespace gradmesh::sync::ps {
 inline constexpr std::string_view kPushLane = "kv_push";
 /// KV shard -> all: updated parameter chunks.
 inline constexpr std::string_view kBroadcastLane = "kv_broadcast";
+/// The same two for compressed PS (sync.compression.method fp16, bf16, int8: PsScheme with a
+/// wire codec), so that a plan can hold both PS forms: encoded gradient chunks, and the owner's
+/// parameter change encoded.
+inline constexpr std::string_view kCodedPushLane = "kv_push_coded";
+inline constexpr std::string_view kCodedBroadcastLane = "kv_broadcast_coded";
 
 /// Message::kind values of the PS lanes.
 enum class Kind : std::uint16_t {
@@ -17,6 +22,9 @@ enum class Kind : std::uint16_t {
       1,  ///< key = KV chunk id, round = iteration, payload = the chunk's gradient (floats)
   kParameterChunk =
       2,  ///< key = KV chunk id, round = iteration, payload = the chunk's new parameters
+  kCodedGradientChunk = 3,  ///< as kGradientChunk, payload = the wire codec's encoding of it
+  kParameterDelta = 4,      ///< key, round as kParameterChunk; payload = the wire codec's
+                            ///< encoding of the master copy less the replicas' copy: add it
 };
 
 }  // namespace gradmesh::sync::ps

@@ -3,11 +3,20 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/error.h"
 #include "sync/ps/messages.h"
+#include "topo/cost_model.h"
 
 namespace gradmesh::sync {
 
 namespace {
+
+void check_coded_kind(compress::CodecKind kind) {
+  GRADMESH_CHECK(
+      kind == compress::CodecKind::kFp16 || kind == compress::CodecKind::kBf16 ||
+          kind == compress::CodecKind::kInt8,
+      "compressed PS: fp16, bf16 or int8, not " + std::string(compress::codec_name(kind)));
+}
 
 topo::KvPlacement placement_for(const SyncContext& ctx, const std::vector<std::size_t>& layers,
                                 std::size_t chunk_floats) {
@@ -25,22 +34,93 @@ net::Payload float_view(std::span<const float> values) {
 
 constexpr auto kGradient = static_cast<std::uint16_t>(ps::Kind::kGradientChunk);
 constexpr auto kParameters = static_cast<std::uint16_t>(ps::Kind::kParameterChunk);
+constexpr auto kCodedGradient = static_cast<std::uint16_t>(ps::Kind::kCodedGradientChunk);
+constexpr auto kParameterDelta = static_cast<std::uint16_t>(ps::Kind::kParameterDelta);
+
+/// The bytes of one chunk of `floats` floats on `wire`.
+std::size_t chunk_bytes(compress::CodecKind wire, std::size_t floats) {
+  return compress::encoded_bytes(wire, floats, floats);
+}
 
 }  // namespace
 
+double ps_coded_encode_steps(compress::CodecKind kind) {
+  check_coded_kind(kind);
+  // bench_codec_step (1M floats, 4 nodes), 4 runs of 7-9 on 2026-11-27: fp16 2.7-3.6, bf16
+  // 2.6-6.0, int8 1.6-3.9 (on SSE2; 4.7 scalar) steps an encode; a decode 0.17-0.28.
+  switch (kind) {
+    case compress::CodecKind::kFp16:
+      return 2.8;
+    case compress::CodecKind::kBf16:
+      return 4.4;
+    default:
+      return 2.5;
+  }
+}
+
+double ps_coded_decode_steps(compress::CodecKind kind) {
+  check_coded_kind(kind);
+  return 0.25;
+}
+
+topo::SchemeModel ps_coded_scheme_model(compress::CodecKind kind) {
+  check_coded_kind(kind);
+  topo::SchemeModel m = topo::ps_scheme_model();
+  m.id = std::string(kind == compress::CodecKind::kFp16   ? kPsFp16Scheme
+                     : kind == compress::CodecKind::kBf16 ? kPsBf16Scheme
+                                                          : kPsInt8Scheme);
+  m.cost = [kind](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {
+    const std::size_t floats = layer.parameters,
+                      size = std::max<std::size_t>(1, in.kv_chunk_floats);
+    const double payload =
+        static_cast<double>(floats / size) * static_cast<double>(chunk_bytes(kind, size)) +
+        static_cast<double>(chunk_bytes(kind, floats % size));
+    topo::SchemeCost cost = topo::ps_cost(in.cluster, floats, size, payload);
+    if (in.cluster.nodes == 1 || floats == 0) return cost;
+    const auto n = static_cast<double>(in.cluster.nodes);
+    cost.compute_seconds +=
+        (ps_coded_encode_steps(kind) + ps_coded_decode_steps(kind) * (2.0 * n - 1.0) / n) *
+        static_cast<double>(floats) * in.cluster.step_seconds_per_float;
+    return cost;
+  };
+  m.lanes = {{std::string(ps::kCodedPushLane), 0.5}, {std::string(ps::kCodedBroadcastLane), 0.5}};
+  return m;
+}
+
 PsScheme::PsScheme(const SyncContext& ctx, LaneRouter& router,
-                   const std::vector<std::size_t>& layers, std::size_t chunk_floats)
+                   const std::vector<std::size_t>& layers, std::size_t chunk_floats,
+                   compress::CodecKind wire, std::uint64_t start_iteration)
     : ctx_(ctx),
       router_(router),
+      wire_(wire),
+      start_iteration_(start_iteration),
       placement_(placement_for(ctx, layers, chunk_floats)),
       push_lane_(router.route(
-          ps::kPushLane,
+          coded() ? ps::kCodedPushLane : ps::kPushLane,
           [this](std::size_t from, net::Message&& m) { on_push(from, std::move(m)); })),
       broadcast_lane_(router.route(
-          ps::kBroadcastLane,
+          coded() ? ps::kCodedBroadcastLane : ps::kBroadcastLane,
           [this](std::size_t from, net::Message&& m) { on_parameters(from, std::move(m)); })),
-      shard_(placement_, ctx.rank, ctx.model.parameters(), ctx.optimizer),
-      arrivals_(ctx.model.num_layers()) {}
+      shard_(placement_, ctx.rank, ctx.model.parameters(), ctx.optimizer, wire),
+      arrivals_(ctx.model.num_layers()) {
+  if (!coded()) return;
+  check_coded_kind(wire);
+  coded_.resize(placement_.chunks().size());
+  for (const topo::KvChunk& chunk : placement_.chunks()) {
+    CodedChunk& c = coded_[chunk.id];
+    const bool owned = chunk.owner == ctx_.rank;
+    c.codec = std::make_unique<compress::Codec>(wire, chunk.size, 1.0, !owned);
+    c.wire.resize(c.codec->encoded_bytes());
+    if (owned) c.change.resize(chunk.size);
+  }
+  const std::size_t count = ctx_.model.num_layers();
+  done_.assign(count, 0);
+  figures_.resize(count);
+  names_.resize(count);
+  for (std::size_t l = 0; l < count; ++l) {
+    names_[l] = std::string(ctx_.model.layer(l).kind()) + std::to_string(l);
+  }
+}
 
 void PsScheme::build(engine::Graph& graph, const IterationTasks& tasks) {
   for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
@@ -59,44 +139,107 @@ void PsScheme::build(engine::Graph& graph, const IterationTasks& tasks) {
 
 void PsScheme::fail_all(std::exception_ptr error) { arrivals_.fail_all(std::move(error)); }
 
+std::string PsScheme::describe(std::size_t layer) const {
+  (void)layer;
+  return coded() ? "PS " + std::string(compress::codec_name(wire_)) : std::string("PS");
+}
+
 std::size_t PsScheme::chunks(std::size_t layer) const {
   return placement_.chunks_of_layer(layer).size();
 }
 
 double PsScheme::bytes_sent(std::size_t layer) const {
   if (ctx_.nodes < 2) return 0;
-  const double overhead = frame_overhead_bytes(push_lane_, kGradient);
+  const double push_overhead =
+      frame_overhead_bytes(push_lane_, coded() ? kCodedGradient : kGradient);
+  const double broadcast_overhead =
+      frame_overhead_bytes(broadcast_lane_, coded() ? kParameterDelta : kParameters);
   const double peers = static_cast<double>(ctx_.nodes - 1);
   double bytes = 0;
   for (std::size_t id : placement_.chunks_of_layer(layer)) {
     const topo::KvChunk& chunk = placement_.chunks()[id];
-    const double frame = static_cast<double>(chunk.size * sizeof(float)) + overhead;
-    bytes += chunk.owner == ctx_.rank ? frame * peers : frame;
+    const auto payload = static_cast<double>(chunk_bytes(wire_, chunk.size));
+    bytes +=
+        chunk.owner == ctx_.rank ? (payload + broadcast_overhead) * peers : payload + push_overhead;
   }
   return bytes;
+}
+
+void PsScheme::epoch_figures(std::map<std::string, double>& out) {
+  const std::lock_guard lock(figures_mutex_);
+  for (std::size_t l = 0; l < figures_.size(); ++l) figures_[l].flush(names_[l], out);
+}
+
+void PsScheme::save_state(engine::StateWriter& out) {
+  if (!coded()) return;
+  const bool differs = master_differs_.load();
+  out.write_u64(differs ? 1 : 0);
+  if (differs) out.write_floats(shard_.master());
+  out.write_u64s(done_);
+  for (const topo::KvChunk& chunk : placement_.chunks()) {
+    if (chunk.owner != ctx_.rank) coded_[chunk.id].codec->save_state(out);
+  }
+}
+
+void PsScheme::load_state(engine::StateReader& in) {
+  shard_.reload(ctx_.model.parameters());
+  if (!coded()) return;
+  const bool differs = in.read_u64() != 0;
+  if (differs) in.read_floats(shard_.master());
+  master_differs_ = differs;
+  std::vector<std::uint64_t> done = in.read_u64s();
+  if (done.size() != done_.size()) {
+    throw CheckpointError(in.source() + ": compressed PS state of " + std::to_string(done.size()) +
+                          " layers, expected " + std::to_string(done_.size()));
+  }
+  done_ = std::move(done);
+  for (const topo::KvChunk& chunk : placement_.chunks()) {
+    if (chunk.owner != ctx_.rank) coded_[chunk.id].codec->load_state(in);
+  }
 }
 
 void PsScheme::push_layer(std::size_t layer, std::uint64_t round) {
   const auto chunks = placement_.chunks_of_layer(layer);
   arrivals_.expect(layer, round, chunks.size());
   const std::span<const float> gradients = ctx_.model.gradients();
+  const bool encode = coded() && done_[layer]++ >= start_iteration_;
+  compress::EncodeStats layer_stats;
   for (std::size_t id : chunks) {
     const topo::KvChunk& chunk = placement_.chunks()[id];
     const auto values = gradients.subspan(chunk.offset, chunk.size);
     if (chunk.owner == ctx_.rank) {
-      accept_push(ctx_.rank, id, round, float_view(values));
-    } else if (auto error = router_.send(
-                   chunk.owner, net::Message{push_lane_, kGradient, id, round, float_view(values),
-                                             static_cast<std::uint32_t>(layer)})) {
-      throw *error;
+      accept_push(ctx_.rank, id, round, float_view(values), false);
+      continue;
     }
+    net::Message message{push_lane_, kGradient,          id,
+                         round,      float_view(values), static_cast<std::uint32_t>(layer)};
+    if (encode) {
+      // The buffer is free again: its last send reached the owner before the owner's broadcast,
+      // which this layer's pull waited for.
+      CodedChunk& c = coded_[id];
+      const compress::EncodeStats stats = c.codec->encode(values, c.wire, 0);
+      layer_stats.gradient_norm2 += stats.gradient_norm2;
+      layer_stats.input_norm2 += stats.input_norm2;
+      layer_stats.error_norm2 += stats.error_norm2;
+      message.kind = kCodedGradient;
+      message.payload = net::Payload::view(std::span<const std::byte>(c.wire));
+    }
+    if (auto error = router_.send(chunk.owner, std::move(message))) throw *error;
+  }
+  if (encode) {  // with error feedback the residual is the compression error
+    const std::lock_guard lock(figures_mutex_);
+    figures_[layer].add(layer_stats.input_norm2, layer_stats.error_norm2, layer_stats.error_norm2,
+                        layer_stats.gradient_norm2);
   }
 }
 
 void PsScheme::accept_push(std::size_t from, std::size_t chunk, std::uint64_t round,
-                           net::Payload payload) {
+                           net::Payload payload, bool coded) {
   std::string why;
-  switch (shard_.push(from, chunk, round, std::move(payload), &why)) {
+  const KvShard::PushResult result =
+      coded ? shard_.push_coded(from, chunk, round, std::move(payload), &why)
+            : shard_.push(from, chunk, round, std::move(payload), &why);
+  switch (result) {
     case KvShard::PushResult::kAccepted:
       break;
     case KvShard::PushResult::kReady:
@@ -113,23 +256,41 @@ void PsScheme::accept_push(std::size_t from, std::size_t chunk, std::uint64_t ro
   }
 }
 
-void PsScheme::reduce_and_broadcast(std::size_t chunk, std::uint64_t round) {
-  const std::span<const float> values = shard_.reduce(chunk);
-  throw_first(router_.broadcast(
-      net::Message{broadcast_lane_, kParameters, chunk, round, float_view(values),
-                   static_cast<std::uint32_t>(placement_.chunks()[chunk].layer)}));
-  apply_parameters(chunk, round, values, ctx_.rank);
-}
-
-void PsScheme::apply_parameters(std::size_t chunk, std::uint64_t round,
-                                std::span<const float> values, std::size_t from) {
+std::span<float> PsScheme::replica(std::size_t chunk) const {
   const topo::KvChunk& info = placement_.chunks()[chunk];
   // The chunk's layer only: its host copy becomes the current one (uploaded before its forward),
   // and no other layer's device copy is touched (an SFB layer's may be the current one).
-  const std::span<float> layer = ctx_.model.layer_parameters(info.layer);
-  std::memcpy(layer.data() + (info.offset - ctx_.model.parameter_offset(info.layer)), values.data(),
-              info.size * sizeof(float));
-  if (!arrivals_.arrive(info.layer, round)) {
+  return ctx_.model.layer_parameters(info.layer)
+      .subspan(info.offset - ctx_.model.parameter_offset(info.layer), info.size);
+}
+
+void PsScheme::reduce_and_broadcast(std::size_t chunk, std::uint64_t round) {
+  bool pushes_coded = false;
+  const std::span<const float> values = shard_.reduce(chunk, &pushes_coded);
+  const auto layer = static_cast<std::uint32_t>(placement_.chunks()[chunk].layer);
+  const std::span<float> mine = replica(chunk);
+  if (!pushes_coded) {  // the parameters themselves (uncompressed PS, a warm-up iteration)
+    throw_first(router_.broadcast(
+        net::Message{broadcast_lane_, kParameters, chunk, round, float_view(values), layer}));
+    std::copy(values.begin(), values.end(), mine.begin());
+  } else {
+    // d = master - replica, encoded; every replica (this one too) adds D(C(d)). The encoding's
+    // buffer is free: the last broadcast of this chunk reached every peer before the pushes that
+    // made this round ready.
+    CodedChunk& c = coded_[chunk];
+    for (std::size_t i = 0; i < c.change.size(); ++i) c.change[i] = values[i] - mine[i];
+    (void)c.codec->encode(c.change, c.wire, 0);
+    master_differs_ = true;
+    throw_first(router_.broadcast(
+        net::Message{broadcast_lane_, kParameterDelta, chunk, round,
+                     net::Payload::view(std::span<const std::byte>(c.wire)), layer}));
+    c.codec->decode_add(c.wire, mine, 0);
+  }
+  arrive(chunk, round, ctx_.rank);
+}
+
+void PsScheme::arrive(std::size_t chunk, std::uint64_t round, std::size_t from) {
+  if (!arrivals_.arrive(placement_.chunks()[chunk].layer, round)) {
     router_.reject(from, broadcast_lane_,
                    "parameters of chunk " + std::to_string(chunk) + " for round " +
                        std::to_string(round) + " were not expected");
@@ -137,32 +298,49 @@ void PsScheme::apply_parameters(std::size_t chunk, std::uint64_t round,
 }
 
 void PsScheme::on_push(std::size_t from, net::Message&& message) {
-  if (message.kind != kGradient || message.key >= placement_.chunks().size()) {
+  const bool is_coded = message.kind == kCodedGradient && coded();
+  if ((message.kind != kGradient && !is_coded) || message.key >= placement_.chunks().size()) {
     router_.reject(from, push_lane_,
                    "kind " + std::to_string(message.kind) + ", chunk " +
                        std::to_string(message.key) + ": not a gradient chunk");
     return;
   }
-  accept_push(from, message.key, message.round, std::move(message.payload));
+  accept_push(from, message.key, message.round, std::move(message.payload), is_coded);
 }
 
 void PsScheme::on_parameters(std::size_t from, net::Message&& message) {
-  if (message.kind != kParameters || message.key >= placement_.chunks().size()) {
+  const bool is_delta = message.kind == kParameterDelta && coded();
+  if ((message.kind != kParameters && !is_delta) || message.key >= placement_.chunks().size()) {
     router_.reject(from, broadcast_lane_,
                    "kind " + std::to_string(message.kind) + ", chunk " +
                        std::to_string(message.key) + ": not a parameter chunk");
     return;
   }
   const topo::KvChunk& info = placement_.chunks()[message.key];
-  if (info.owner != from || message.payload.size() != info.size * sizeof(float)) {
+  const std::size_t expected =
+      is_delta ? coded_[info.id].codec->encoded_bytes() : info.size * sizeof(float);
+  if (info.owner != from || info.owner == ctx_.rank || message.payload.size() != expected) {
     router_.reject(from, broadcast_lane_,
                    "parameters of chunk " + std::to_string(message.key) +
                        " from a non-owner or of " + std::to_string(message.payload.size()) +
-                       " bytes (expected " + std::to_string(info.size * sizeof(float)) +
-                       " from rank " + std::to_string(info.owner) + ")");
+                       " bytes (expected " + std::to_string(expected) + " from rank " +
+                       std::to_string(info.owner) + ")");
     return;
   }
-  apply_parameters(message.key, message.round, message.payload.as<float>(), from);
+  const std::span<float> mine = replica(message.key);
+  if (is_delta) {
+    try {
+      coded_[info.id].codec->decode_add(message.payload.bytes(), mine, 0);
+    } catch (const ProtocolError& e) {
+      router_.reject(from, broadcast_lane_,
+                     "parameter change of chunk " + std::to_string(message.key) + ": " + e.what());
+      return;
+    }
+  } else {
+    const std::span<const float> values = message.payload.as<float>();
+    std::copy(values.begin(), values.end(), mine.begin());
+  }
+  arrive(message.key, message.round, from);
 }
 
 }  // namespace gradmesh::sync

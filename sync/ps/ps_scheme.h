@@ -2,14 +2,21 @@
 // The parameter-server scheme for a set of layers: Poseidon's KV store colocated on every node with
 // wait-free backpropagation (Poseidon ATC'17 sec. 3.1 WFBP, sec. 4.1 KV store and syncer).
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "net/payload.h"
+#include "sync/compress/codec.h"
+#include "sync/compress/figures.h"
 #include "sync/lane_router.h"
 #include "sync/layer_arrivals.h"
 #include "sync/ps/kv_shard.h"
@@ -18,6 +25,27 @@
 #include "topo/kv_placement.h"
 
 namespace gradmesh::sync {
+
+/// The scheme ids of compressed PS (issue 28; sync.compression.method fp16, bf16, int8).
+inline constexpr std::string_view kPsFp16Scheme = "ps_fp16";
+inline constexpr std::string_view kPsBf16Scheme = "ps_bf16";
+inline constexpr std::string_view kPsInt8Scheme = "ps_int8";
+
+/// A node's CPU for one float of a compressed PS layer, in optimizer steps
+/// (topo::ClusterCost::step_seconds_per_float), from build/bench/bench_codec_step (1M floats, 4
+/// nodes, median of 7; docs/compression.md): the encode with error feedback and one decode.
+/// Throws ContractError for a kind other than fp16, bf16, int8.
+[[nodiscard]] double ps_coded_encode_steps(compress::CodecKind kind);
+[[nodiscard]] double ps_coded_decode_steps(compress::CodecKind kind);
+
+/// Compressed PS as the planner sees it (`kind` kFp16, kBf16 or kInt8): chunked like
+/// topo::ps_scheme_model, both phases carrying the chunks' encodings (topo::ps_cost's
+/// payload_bytes: compress::encoded_bytes of each chunk) on the lanes kv_push_coded and
+/// kv_broadcast_coded; and per float of the layer, a mean node's CPU: one encode (the (n - 1)/n
+/// it pushes, the 1/n it owns and broadcasts) and (2n - 1)/n decodes (the owner's of n - 1
+/// pushes, every node's of the n - 1 others' broadcasts, the owner's own). Throws ContractError
+/// for another kind.
+[[nodiscard]] topo::SchemeModel ps_coded_scheme_model(compress::CodecKind kind);
 
 /// One iteration, for each of its layers l:
 ///   push_l (network task, right after backward_l) sends each KV chunk of l's gradient to its
@@ -31,6 +59,23 @@ namespace gradmesh::sync {
 /// this node's pushes; a shard's master chunk changes only after the next round's n pushes, which
 /// each node sends only after it received this round's broadcast.
 ///
+/// Compressed (`wire` kFp16, kBf16 or kInt8; issue 28, as BytePS compresses both directions of
+/// its PS, docs/gradient-compression.md): a node encodes each chunk it pushes to a remote owner
+/// with error feedback (compress::Codec: p = g + e, C(p) sent, e = p - D(C(p)) kept; its own
+/// chunks go as floats: nothing crosses a wire); the owner decodes the pushes, sums them in rank
+/// order in fp32, scales by 1/n and steps its master copy as above. The owner cannot send the
+/// master copy itself in 8 or 16 bits (the parameters would lose what each rounding drops, every
+/// iteration); it sends the change d = master - replica, encoded, and every node, the owner too,
+/// adds D(C(d)) to its replica. The replica thus trails the master copy by exactly what the last
+/// encode lost, which the next d carries again: error feedback with the residual master -
+/// replica (BytePS re-encodes the summed gradient with a server-side residual; here the owner
+/// steps, so the residual is on the parameters). Every replica holds the same bits; the master
+/// copies differ from them by at most one rounding of d. The first `start_iteration` iterations
+/// of each layer (counted per layer, checkpointed) go as floats. Wire bytes per chunk: its
+/// encoding (compress::encoded_bytes) in both phases, on the lanes kv_push_coded and
+/// kv_broadcast_coded. A malformed encoding is rejected through the router, counted, logged and
+/// dropped (its size and Codec::check, before it reaches a sum or a replica).
+///
 /// Errors: fail_all() (a peer failure) fails the waiting tasks; a push that is sent to a failed
 /// peer throws its PeerError from the push task; a message that breaks the protocol is rejected
 /// through the router. Thread safety: build() before the first run; the rest from tasks and the
@@ -38,25 +83,32 @@ namespace gradmesh::sync {
 class PsScheme final : public Scheme {
  public:
   /// `layers`: the layers (with parameters) this scheme synchronises; `chunk_floats`: the KV chunk
-  /// size. Routes the kv_push and kv_broadcast lanes on `router`.
+  /// size; `wire`: kNone (floats), or the codec of compressed PS with `start_iteration`
+  /// uncompressed iterations first. Routes the kv_push and kv_broadcast lanes on `router` (the
+  /// coded ones for a compressed wire). Throws ContractError for a sparse `wire`.
   PsScheme(const SyncContext& ctx, LaneRouter& router, const std::vector<std::size_t>& layers,
-           std::size_t chunk_floats);
+           std::size_t chunk_floats, compress::CodecKind wire = compress::CodecKind::kNone,
+           std::uint64_t start_iteration = 0);
 
   /// Adds push_l -> pull_l after tasks.backward[l], before tasks.done, for each of its layers.
   void build(engine::Graph& graph, const IterationTasks& tasks) override;
+  /// Uncompressed: nothing. Compressed: whether the master copies differ from the replica, and
+  /// then the owned master copies; each layer's iterations; the push codecs' residuals. Between
+  /// iterations only.
+  void save_state(engine::StateWriter& out) override;
   /// Refreshes the KV shard's master copies from the replica after a checkpoint was loaded into
-  /// it (KvShard::reload); reads nothing. Between iterations only.
-  void load_state(engine::StateReader& in) override {
-    (void)in;
-    shard_.reload(ctx_.model.parameters());
-  }
+  /// it (KvShard::reload); compressed, then reads what save_state() wrote (the saved master
+  /// copies where they differed). Throws CheckpointError for state of another shape. Between
+  /// iterations only.
+  void load_state(engine::StateReader& in) override;
   /// Fails every waiting and later pull with `error`.
   void fail_all(std::exception_ptr error) override;
-  /// "PS".
-  [[nodiscard]] std::string describe(std::size_t layer) const override {
-    (void)layer;
-    return "PS";
-  }
+  /// "PS", or "PS int8" ("PS fp16", "PS bf16").
+  [[nodiscard]] std::string describe(std::size_t layer) const override;
+  /// Compressed: per layer over the iterations since the last call, of the chunks this node
+  /// pushed encoded: "compression_error.<l>", "residual_norm.<l>", "residual_ratio.<l>"
+  /// (compress::CompressionFigures).
+  void epoch_figures(std::map<std::string, double>& out) override;
 
   [[nodiscard]] const topo::KvPlacement& placement() const noexcept { return placement_; }
   /// KV chunks of layer l (0 unless it is one of this scheme's layers).
@@ -67,20 +119,41 @@ class PsScheme final : public Scheme {
   [[nodiscard]] double bytes_sent(std::size_t layer) const override;
 
  private:
+  /// A chunk's compression state (compressed PS only). Not owned here: the push codec (error
+  /// feedback; it also decodes the owner's broadcasts) and this node's encoding. Owned: the
+  /// codec of the change broadcast (no residual: master - replica is), the change, its encoding.
+  struct CodedChunk {
+    std::unique_ptr<compress::Codec> codec;
+    std::vector<std::byte> wire;
+    std::vector<float> change;
+  };
+
   void push_layer(std::size_t layer, std::uint64_t round);
   void on_push(std::size_t from, net::Message&& message);
   void on_parameters(std::size_t from, net::Message&& message);
-  void accept_push(std::size_t from, std::size_t chunk, std::uint64_t round, net::Payload payload);
+  void accept_push(std::size_t from, std::size_t chunk, std::uint64_t round, net::Payload payload,
+                   bool coded);
   void reduce_and_broadcast(std::size_t chunk, std::uint64_t round);
-  void apply_parameters(std::size_t chunk, std::uint64_t round, std::span<const float> values,
-                        std::size_t from);
+  /// Chunk `chunk`'s span of its layer's host parameters (the replica).
+  [[nodiscard]] std::span<float> replica(std::size_t chunk) const;
+  void arrive(std::size_t chunk, std::uint64_t round, std::size_t from);
+  [[nodiscard]] bool coded() const noexcept { return wire_ != compress::CodecKind::kNone; }
 
   const SyncContext& ctx_;
   LaneRouter& router_;
+  compress::CodecKind wire_;
+  std::uint64_t start_iteration_;
   topo::KvPlacement placement_;
   LaneId push_lane_, broadcast_lane_;
   KvShard shard_;
   LayerArrivals arrivals_;
+  // Compressed only: by chunk id; by model layer (iterations pushed, the figures and names).
+  std::vector<CodedChunk> coded_;
+  std::vector<std::uint64_t> done_;
+  std::vector<compress::CompressionFigures> figures_;  // under figures_mutex_
+  std::vector<std::string> names_;
+  std::mutex figures_mutex_;
+  std::atomic<bool> master_differs_{false};  // a change was broadcast since construction or load
 };
 
 }  // namespace gradmesh::sync

@@ -27,6 +27,7 @@
 #include "tests/apps/node/bsp_job.h"
 #include "tests/apps/node/cluster.h"
 #include "tests/apps/node/peer_failure.h"
+#include "topo/kv_placement.h"
 
 using gradmesh::testing::Cluster;
 using gradmesh::testing::config_text;
@@ -66,6 +67,14 @@ struct SparseLayer {
   double ratio = 1.0;
 };
 
+/// Layers a node synchronised by compressed PS (sync/ps/ps_scheme.h with a wire codec), in KV
+/// chunks of `chunk_floats` placed over those layers alone (the scheme's own placement).
+struct CodedPs {
+  gradmesh::sync::compress::CodecKind kind = gradmesh::sync::compress::CodecKind::kNone;
+  std::size_t chunk_floats = 0;
+  std::vector<std::size_t> layers;
+};
+
 /// Single-process SGD on the union of the n nodes' batches: one model, the batches of rank
 /// 0..n-1 stacked in rank order. kShardMean with `sfb_layers`: those (dense) layers' gradients
 /// are rebuilt as Poseidon's SFB rebuilds them, one GEMM over every shard's sufficient factors
@@ -73,11 +82,15 @@ struct SparseLayer {
 /// `sparse_layers`: each shard's gradient of those layers goes through its own codec with error
 /// feedback (one per rank and layer, as each node has), and the n decodings are summed in rank
 /// order (issue 28: "a single-process reference that applies the same algorithm to the n nodes'
-/// gradients in rank order").
+/// gradients in rank order"). kShardMean with `coded_ps`: per KV chunk of those layers, each
+/// rank but the owner sends its chunk through its own codec with error feedback, the owner steps
+/// its master copy on the sum of the decodings in rank order, and the replica adds the decoded
+/// change master - replica (the owner's codec without residual).
 std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
                                         Reduction reduction = Reduction::kUnionBatch,
                                         const std::vector<std::size_t>& sfb_layers = {},
-                                        const std::vector<SparseLayer>& sparse_layers = {}) {
+                                        const std::vector<SparseLayer>& sparse_layers = {},
+                                        const CodedPs& coded_ps = {}) {
   const auto& train = job.standardize ? standardized_train() : fashion_mnist().train;
   const auto specs = gradmesh::tasks::parse_layer_specs(job.layers);
   const bool union_batch = reduction == Reduction::kUnionBatch;
@@ -109,6 +122,32 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
     encodings.emplace_back(codecs.back()[0].encoded_bytes());
     sparse_sums.emplace_back(count);
   }
+  // Compressed PS: its chunks, each rank's push codec and the owner's change codec per chunk, the
+  // master copy (the replica is the model's parameters).
+  std::vector<gradmesh::topo::KvChunk> coded_chunks;
+  std::vector<std::vector<gradmesh::sync::compress::Codec>> push_codecs(nodes);
+  std::vector<gradmesh::sync::compress::Codec> change_codecs;
+  std::vector<float> master(model.parameters().begin(), model.parameters().end());
+  std::vector<std::uint8_t> coded_floats;  // 1 where a float is in a compressed PS chunk
+  if (!coded_ps.layers.empty()) {
+    REQUIRE(!union_batch);
+    std::vector<gradmesh::topo::ParameterBlock> blocks;
+    for (const std::size_t l : coded_ps.layers) {
+      blocks.push_back({l, model.parameter_offset(l), model.layer(l).parameter_count()});
+    }
+    const gradmesh::topo::KvPlacement placement(blocks, nodes, coded_ps.chunk_floats);
+    coded_chunks = placement.chunks();
+    coded_floats.assign(parameters, 0);
+    for (const gradmesh::topo::KvChunk& c : coded_chunks) {
+      std::fill_n(coded_floats.begin() + static_cast<std::ptrdiff_t>(c.offset), c.size, 1);
+    }
+    for (const gradmesh::topo::KvChunk& c : coded_chunks) {
+      for (std::size_t r = 0; r < nodes; ++r) push_codecs[r].emplace_back(coded_ps.kind, c.size);
+      change_codecs.emplace_back(coded_ps.kind, c.size, 1.0, false);
+    }
+  }
+  std::vector<std::byte> wire;
+  std::vector<float> change;
   std::vector<gradmesh::tasks::ShardSampler> samplers;
   for (std::size_t r = 0; r < nodes; ++r)
     samplers.emplace_back(train.count, nodes, r, job.batch, job.seed);
@@ -181,8 +220,37 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
         }
       }
     }
-    sgd.step_sum(model.parameters(), views, 1.0f / static_cast<float>(nodes), velocity, scratch,
+    if (coded_chunks.empty()) {
+      sgd.step_sum(model.parameters(), views, 1.0f / static_cast<float>(nodes), velocity, scratch,
+                   schedule.at(it));
+      continue;
+    }
+    // Compressed PS: the pushes that crossed a wire, decoded in place of the gradients.
+    for (const gradmesh::topo::KvChunk& c : coded_chunks) {
+      for (std::size_t r = 0; r < nodes; ++r) {
+        if (r == c.owner) continue;
+        gradmesh::sync::compress::Codec& codec = push_codecs[r][c.id];
+        const auto g = std::span(shard_gradients[r]).subspan(c.offset, c.size);
+        wire.resize(codec.encoded_bytes());
+        (void)codec.encode(g, wire, 0);
+        codec.decode(wire, g, 0);
+      }
+    }
+    sgd.step_sum(master, views, 1.0f / static_cast<float>(nodes), velocity, scratch,
                  schedule.at(it));
+    const std::span<float> replica = model.parameters();
+    for (std::size_t i = 0; i < parameters; ++i) {  // every other layer: replica = master
+      if (coded_floats[i] == 0) replica[i] = master[i];
+    }
+    for (const gradmesh::topo::KvChunk& c : coded_chunks) {
+      const auto mine = replica.subspan(c.offset, c.size);
+      change.resize(c.size);
+      for (std::size_t i = 0; i < c.size; ++i) change[i] = master[c.offset + i] - mine[i];
+      gradmesh::sync::compress::Codec& codec = change_codecs[c.id];
+      wire.resize(codec.encoded_bytes());
+      (void)codec.encode(change, wire, 0);
+      codec.decode_add(wire, mine, 0);
+    }
   }
   return {model.parameters().begin(), model.parameters().end()};
 }
@@ -214,12 +282,18 @@ void check_equivalence(const std::string& strategy, std::size_t nodes,
   // do, at the ratio the plan names.
   std::vector<std::size_t> sfb_layers;
   std::vector<SparseLayer> sparse_layers;
+  CodedPs coded_ps;
   if (reduction == Reduction::kShardMean) {
     const auto m0 = cluster.metrics(0);
     for (const auto& row : m0["plan"]) {
       const auto scheme = row["scheme"].get<std::string>();
       const auto layer = row["layer"].get<std::size_t>();
       if (scheme == "SFB") sfb_layers.push_back(layer);
+      if (scheme.starts_with("PS ")) {  // "PS int8": compressed PS
+        coded_ps.kind = gradmesh::sync::compress::parse_codec_kind(scheme.substr(3));
+        coded_ps.chunk_floats = m0["sync"]["kv_chunk_floats"].get<std::size_t>();
+        coded_ps.layers.push_back(layer);
+      }
       for (const auto& [prefix, kind] :
            {std::pair{std::string("top-k "), gradmesh::sync::compress::CodecKind::kTopK},
             std::pair{std::string("random-k "), gradmesh::sync::compress::CodecKind::kRandomK}}) {
@@ -229,7 +303,8 @@ void check_equivalence(const std::string& strategy, std::size_t nodes,
       }
     }
   }
-  const auto expected = reference_parameters(job, nodes, reduction, sfb_layers, sparse_layers);
+  const auto expected =
+      reference_parameters(job, nodes, reduction, sfb_layers, sparse_layers, coded_ps);
   const auto replica0 = cluster.parameters(0);
   REQUIRE(replica0.size() == expected.size());
   const float difference = max_abs_difference(replica0, expected);
@@ -371,6 +446,31 @@ TEST_CASE(
   SECTION("random-k, 2 nodes") {
     check_equivalence("allreduce", 2, sparse("randomk"), "random-k 10%", job,
                       Reduction::kShardMean);
+  }
+}
+
+TEST_CASE(
+    "compressed PS on 2 and 3 node processes equals the reference that encodes the pushes and "
+    "the owners' changes",
+    "[e2e][compress][ps][equivalence]") {
+  // A declared 1 Mbit/s link: every layer goes to compressed PS. The reference encodes each
+  // node's pushes with its own codec and the owner's change master - replica, as the nodes do,
+  // both on one BLAS thread.
+  Job job;
+  job.iterations = 10;
+  const auto coded = [](const std::string& method) {
+    return std::vector<std::string>{"--set", "sync.compression.method=" + method,
+                                    "--set", "planner.bandwidth=1mbit",
+                                    "--set", "compute.threads=1"};
+  };
+  SECTION("int8, 2 nodes") {
+    check_equivalence("ps", 2, coded("int8"), "PS int8", job, Reduction::kShardMean);
+  }
+  SECTION("int8, 3 nodes") {
+    check_equivalence("ps", 3, coded("int8"), "PS int8", job, Reduction::kShardMean);
+  }
+  SECTION("fp16, 2 nodes") {
+    check_equivalence("ps", 2, coded("fp16"), "PS fp16", job, Reduction::kShardMean);
   }
 }
 

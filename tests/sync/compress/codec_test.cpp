@@ -454,3 +454,41 @@ TEST_CASE("half blocks: every float converts as the scalar conversions do, bit f
   }
   CHECK(bf16_mismatches == 0);
 }
+
+TEST_CASE("int8: every chunk's scale and bytes as the scalar rule gives them, bit for bit",
+          "[compress][codec]") {
+  // The encode takes a chunk's largest magnitude and rounds x / scale 16 floats at a time on SSE2:
+  // it must give scale = max |p| / 127 and q = clamp(nearbyint(p / scale), -127, 127) of the
+  // scalar rule, on gradients, ties (x.5 after scaling), zeros and chunks with a scalar tail.
+  for (const std::size_t n :
+       {std::size_t{1}, std::size_t{15}, std::size_t{512}, std::size_t{1037}, std::size_t{4099}}) {
+    INFO(n << " floats");
+    std::vector<float> g = gradient(n, 17 + n);
+    if (n > 20) {
+      g[3] = 0.0f;
+      g[4] = -0.0f;
+      g[5] = g[0] * 0.5f / 127.0f;  // ties are unlikely but not impossible after scaling
+    }
+    Codec codec(CodecKind::kInt8, n, 1.0, false);
+    std::vector<std::byte> wire(codec.encoded_bytes());
+    (void)codec.encode(g, wire, 0);
+    const std::size_t chunks = (n + kInt8ChunkFloats - 1) / kInt8ChunkFloats;
+    std::size_t mismatches = 0;
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const std::size_t begin = c * kInt8ChunkFloats, end = std::min(n, begin + kInt8ChunkFloats);
+      float max_abs = 0;
+      for (std::size_t i = begin; i < end; ++i) max_abs = std::max(max_abs, std::abs(g[i]));
+      const float scale = max_abs / 127.0f;
+      float sent_scale = 0;
+      std::memcpy(&sent_scale, wire.data() + 4 * c, 4);
+      mismatches += bits(sent_scale) != bits(scale) ? 1 : 0;
+      const float inverse = scale > 0 ? 1.0f / scale : 0.0f;
+      for (std::size_t i = begin; i < end; ++i) {
+        const float q = std::clamp(std::nearbyint(g[i] * inverse), -127.0f, 127.0f);
+        const auto sent = static_cast<std::int8_t>(wire[4 * chunks + i]);
+        mismatches += static_cast<float>(sent) != q ? 1 : 0;
+      }
+    }
+    CHECK(mismatches == 0);
+  }
+}

@@ -8,6 +8,7 @@
 #include "engine/error.h"
 #include "sync/compress/options.h"
 #include "sync/sync_stage.h"
+#include "tests/sync/support/compressed_plan.h"
 #include "topo/planner.h"
 
 using namespace gradmesh;
@@ -15,28 +16,16 @@ using namespace gradmesh::topo;
 
 namespace {
 
-LayerProfile dense(std::string name, std::size_t outputs, std::size_t inputs) {
-  LayerProfile p{std::move(name), outputs * inputs + outputs, true, outputs, inputs, 1e-3, 2e-3};
-  p.weight_rows = outputs;
-  p.weight_cols = inputs;
-  return p;
-}
+using testing::dense_profile;
 
 PlannerInput input(std::vector<LayerProfile> layers, double bandwidth, double gemm_flops,
                    std::size_t rank) {
-  PlannerInput in;
-  in.layers = std::move(layers);
-  in.batch = 64;
-  in.nodes = 4;
-  in.links = LinkMatrix::uniform(4, 1e-4, bandwidth);
-  in.gemm_flops = gemm_flops;
-  in.frame_overhead_bytes = 64;
-  in.schemes = {ps_scheme_model(), allreduce_scheme_model(), sfb_scheme_model()};
   sync::CompressionOptions options;
   options.method = "powersgd";
   options.rank = static_cast<std::int64_t>(rank);
-  sync::add_compressed_schemes(options, in);
-  return in;
+  return testing::compressed_planner_input(
+      std::move(layers), {ps_scheme_model(), allreduce_scheme_model(), sfb_scheme_model()}, options,
+      bandwidth, 0.0, gemm_flops);
 }
 
 }  // namespace
@@ -68,8 +57,9 @@ TEST_CASE("PowerSGD's cost: two ring all-reduces of the factors, three GEMMs and
 TEST_CASE("the planner compresses large layers on a slow link and none on a fast one",
           "[compress][planner]") {
   // The large MLP's shape: two wide layers and a small last one; a bias-only layer has no matrix.
-  const std::vector<LayerProfile> layers{dense("dense0", 2048, 784), dense("dense1", 2048, 2048),
-                                         dense("dense2", 10, 2048)};
+  const std::vector<LayerProfile> layers{dense_profile("dense0", 2048, 784),
+                                         dense_profile("dense1", 2048, 2048),
+                                         dense_profile("dense2", 10, 2048)};
   SECTION("100 Mbit/s: the wide layers go PowerSGD, a fraction of the bytes") {
     const Plan plan = make_plan(input(layers, 12.5e6, 2e10, 4));
     CHECK(plan.layers[0].scheme == sync::kPowerSgdScheme);

@@ -8,6 +8,7 @@
 #include "engine/error.h"
 #include "sync/compress/options.h"
 #include "sync/sync_stage.h"
+#include "tests/sync/support/compressed_plan.h"
 #include "topo/planner.h"
 
 using namespace gradmesh;
@@ -15,29 +16,16 @@ using namespace gradmesh::topo;
 
 namespace {
 
-LayerProfile dense(std::string name, std::size_t outputs, std::size_t inputs) {
-  LayerProfile p{std::move(name), outputs * inputs + outputs, true, outputs, inputs, 1e-3, 2e-3};
-  p.weight_rows = outputs;
-  p.weight_cols = inputs;
-  return p;
-}
+using testing::dense_profile;
 
 PlannerInput input(std::vector<LayerProfile> layers, double bandwidth, double step_per_float,
                    const std::string& method, double ratio) {
-  PlannerInput in;
-  in.layers = std::move(layers);
-  in.batch = 64;
-  in.nodes = 4;
-  in.links = LinkMatrix::uniform(4, 1e-4, bandwidth);
-  in.gemm_flops = 2e10;
-  in.step_seconds_per_float = step_per_float;
-  in.frame_overhead_bytes = 64;
-  in.schemes = {ps_scheme_model(), allreduce_scheme_model(), sfb_scheme_model()};
   sync::CompressionOptions options;
   options.method = method;
   options.ratio = ratio;
-  sync::add_compressed_schemes(options, in);
-  return in;
+  return testing::compressed_planner_input(
+      std::move(layers), {ps_scheme_model(), allreduce_scheme_model(), sfb_scheme_model()}, options,
+      bandwidth, step_per_float);
 }
 
 }  // namespace
@@ -68,8 +56,9 @@ TEST_CASE("top-k's cost is an all-gather of the pairs, random-k's a ring of the 
 
 TEST_CASE("the planner sparsifies large layers on a slow link, not on a fast one",
           "[compress][planner]") {
-  const std::vector<LayerProfile> layers{dense("dense0", 2048, 784), dense("dense1", 2048, 2048),
-                                         dense("dense2", 10, 2048)};
+  const std::vector<LayerProfile> layers{dense_profile("dense0", 2048, 784),
+                                         dense_profile("dense1", 2048, 2048),
+                                         dense_profile("dense2", 10, 2048)};
   for (const std::string method : {"topk", "randomk"}) {
     INFO(method);
     {  // 100 Mbit/s: the wide layers go sparse, a fraction of the bytes

@@ -15,6 +15,7 @@
 #include "sync/poseidon/sf_rebuild.h"
 #include "sync/poseidon/sfb_layer.h"
 #include "sync/poseidon/sfb_scheme.h"
+#include "sync/ps/ps_scheme.h"
 #include "tasks/random.h"
 #include "tests/sync/support/half_round_trip.h"
 #include "tests/sync/support/inproc_cluster.h"
@@ -174,27 +175,26 @@ TEST_CASE("the 16-bit SFB scheme: the planner uses it where the link is slow, an
     const topo::Plan plan = topo::make_plan(in);
     for (const topo::PlannedLayer& row : plan.layers) CHECK(row.scheme == topo::kSfbScheme);
   }
-  SECTION("without SFB or all-reduce among the schemes, nothing is added") {
+  SECTION("with PS alone among the schemes, only compressed PS is added") {
     in.links = topo::LinkMatrix::uniform(4, 1e-4, 12.5e6);
     in.schemes = {topo::ps_scheme_model()};
     sync::add_compressed_schemes(fp16, in);
-    CHECK(in.schemes.size() == 1);
+    REQUIRE(in.schemes.size() == 2);
+    CHECK(in.schemes[1].id == sync::kPsFp16Scheme);
   }
-  SECTION("strategies: fp16 and bf16 under poseidon, allreduce and auto") {
+  SECTION("strategies: fp16 and bf16 under ps, poseidon, allreduce and auto") {
     const sync::StartFacts facts{4, false, true};
     for (const char* method : {"fp16", "bf16"}) {
       sync::SyncOptions options;
       options.values.set("compression.method", std::string(method));
-      for (const char* strategy : {"poseidon", "allreduce", "auto"}) {
+      for (const char* strategy : {"ps", "poseidon", "allreduce", "auto"}) {
         CHECK_NOTHROW(sync::check_strategy(strategy, facts, options));
       }
-      for (const char* strategy : {"ps", "ako"}) {
-        INFO(method << " under " << strategy);
-        CHECK_THROWS_WITH(sync::check_strategy(strategy, facts, options),
-                          Catch::Contains("sync.compression.method") && Catch::Contains(strategy) &&
-                              Catch::Contains("sfb or allreduce") &&
-                              Catch::Contains("runs under poseidon, allreduce, auto"));
-      }
+      INFO(method << " under ako");
+      CHECK_THROWS_WITH(sync::check_strategy("ako", facts, options),
+                        Catch::Contains("sync.compression.method") && Catch::Contains("ako") &&
+                            Catch::Contains("ps, sfb or allreduce") &&
+                            Catch::Contains("runs under ps, poseidon, allreduce, auto"));
     }
   }
 }

@@ -48,7 +48,7 @@ InProcNode::InProcNode(const SyntheticJob& job, std::string strategy, std::size_
   auto load = graph_.emplace("load", engine::Arena::kCompute, [this](engine::TaskContext& ctx) {
     const std::span<float> x = model_.input(batch_);
     for (std::size_t i = 0; i < data_ranks_.size(); ++i) {
-      synthetic_batch(job_, kClasses, data_ranks_[i], ctx.run(), job_.batch,
+      synthetic_batch(job_, kClasses, data_ranks_[i], job_.first_iteration + ctx.run(), job_.batch,
                       x.subspan(i * job_.batch * job_.features, job_.batch * job_.features),
                       std::span<std::int32_t>(labels_).subspan(i * job_.batch, job_.batch));
     }

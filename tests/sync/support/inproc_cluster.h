@@ -38,6 +38,8 @@ struct SyntheticJob {
   const sync::JobMeasurements* measured = nullptr;
   /// net.min_nodes (SyncContext::min_nodes); nullopt: a majority.
   std::optional<std::size_t> min_nodes;
+  /// The iteration whose batches a node's first run trains on (a resumed job's next iteration).
+  std::uint64_t first_iteration = 0;
 };
 
 /// Node `rank`'s batch of iteration `iteration`: K rows of `features` floats and K labels in

@@ -1,0 +1,302 @@
+// Tests for compressed PS (sync/ps/ps_scheme.h with a wire codec: fp16, bf16, int8) on the
+// in-process transport: the dense layers of a synthetic job fixed to it, on 2 to 5 nodes, against
+// a single-process reference that runs the same algorithm on the n nodes' gradients.
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "engine/checkpoint.h"
+#include "engine/error.h"
+#include "sync/compress/codec.h"
+#include "sync/ps/messages.h"
+#include "sync/ps/ps_scheme.h"
+#include "sync/scheme.h"
+#include "tasks/layers/layer_spec.h"
+#include "tasks/model.h"
+#include "tasks/optim/sgd.h"
+#include "tests/sync/support/compressed_job.h"
+#include "tests/sync/support/compressed_plan.h"
+#include "topo/kv_placement.h"
+
+using namespace gradmesh;
+using gradmesh::testing::InProcCluster;
+using gradmesh::testing::parameters;
+using gradmesh::testing::SyntheticJob;
+using sync::compress::Codec;
+using sync::compress::CodecKind;
+
+namespace {
+
+constexpr std::uint64_t kIterations = 6;
+constexpr std::size_t kClasses = 4;        // SyntheticJob's last dense layer
+constexpr std::size_t kChunkFloats = 100;  // several chunks a layer, owned round the nodes
+
+/// The scheme id of `method` (fp16, bf16, int8).
+std::string scheme_of(const std::string& method) { return "ps_" + method; }
+
+/// A job whose dense layers are on compressed PS with `method`, KV chunks of kChunkFloats.
+SyntheticJob coded_job(const std::string& method, std::int64_t start_iteration = 0) {
+  return testing::compressed_job(scheme_of(method),
+                                 {{"compression.method", method},
+                                  {"compression.start_iteration", start_iteration},
+                                  {"ps.chunk_bytes", std::int64_t{4 * kChunkFloats}}});
+}
+
+/// The reference: one model on each node's batch in turn (the same replica on all: they hold the
+/// same bits), then per KV chunk as the nodes run it: every rank but the owner encodes its chunk
+/// with its own codec (error feedback), the owner decodes and sums in rank order, scales by 1/n
+/// and steps its master copy; the replica adds the decoded change (master - replica) from the
+/// owner's codec without residual. Iterations below `start_iteration` go as floats.
+std::vector<float> coded_reference(const SyntheticJob& job, CodecKind kind, std::size_t nodes,
+                                   std::uint64_t iterations, std::uint64_t start_iteration = 0) {
+  tasks::Model model(tasks::parse_layer_specs(job.layers), job.features, job.batch, job.seed);
+  const tasks::Sgd sgd(job.sgd);
+  const std::size_t count = model.parameter_count();
+  std::vector<topo::ParameterBlock> blocks;
+  for (std::size_t l = 0; l < model.num_layers(); ++l) {
+    const std::size_t size = model.layer(l).parameter_count();
+    if (size > 0) blocks.push_back({l, model.parameter_offset(l), size});
+  }
+  const topo::KvPlacement placement(blocks, nodes, kChunkFloats);
+  const auto& chunks = placement.chunks();
+  // codecs[r][c]: rank r's push codec of chunk c (unused at the owner); change[c]: the owner's.
+  std::vector<std::vector<Codec>> codecs(nodes);
+  std::vector<Codec> change;
+  for (const topo::KvChunk& c : chunks) {
+    for (std::size_t r = 0; r < nodes; ++r) codecs[r].emplace_back(kind, c.size, 1.0, true);
+    change.emplace_back(kind, c.size, 1.0, false);
+  }
+  std::vector<float> master(model.parameters().begin(), model.parameters().end());
+  std::vector<float> velocity(count, 0.0f);
+  std::vector<std::vector<float>> gradients(nodes, std::vector<float>(count));
+  std::vector<std::int32_t> labels(job.batch);
+  for (std::uint64_t it = 0; it < iterations; ++it) {
+    for (std::size_t r = 0; r < nodes; ++r) {
+      testing::synthetic_batch(job, kClasses, r, it, job.batch, model.input(job.batch), labels);
+      for (std::size_t l = 0; l < model.num_layers(); ++l) model.forward_layer(l, job.batch);
+      (void)model.loss_backward(labels);
+      for (std::size_t l = model.num_layers(); l-- > 0;) model.backward_layer(l, job.batch);
+      std::copy(model.gradients().begin(), model.gradients().end(), gradients[r].begin());
+    }
+    const bool coded = it >= start_iteration;
+    const std::span<float> replica = model.parameters();
+    for (const topo::KvChunk& c : chunks) {
+      std::vector<std::vector<float>> decoded(nodes);
+      std::vector<std::span<const float>> views;
+      for (std::size_t r = 0; r < nodes; ++r) {
+        const auto g = std::span<const float>(gradients[r]).subspan(c.offset, c.size);
+        if (coded && r != c.owner) {
+          std::vector<std::byte> wire(codecs[r][c.id].encoded_bytes());
+          (void)codecs[r][c.id].encode(g, wire, 0);
+          decoded[r].resize(c.size);
+          codecs[r][c.id].decode(wire, decoded[r], 0);
+          views.emplace_back(decoded[r]);
+        } else {
+          views.push_back(g);
+        }
+      }
+      const auto w = std::span(master).subspan(c.offset, c.size);
+      std::vector<float> scratch(c.size);
+      sgd.step_sum(w, views, 1.0f / static_cast<float>(nodes),
+                   std::span(velocity).subspan(c.offset, c.size), scratch);
+      const auto mine = replica.subspan(c.offset, c.size);
+      if (!coded) {
+        std::copy(w.begin(), w.end(), mine.begin());
+        continue;
+      }
+      std::vector<float> d(c.size);
+      for (std::size_t i = 0; i < c.size; ++i) d[i] = w[i] - mine[i];
+      std::vector<std::byte> wire(change[c.id].encoded_bytes());
+      (void)change[c.id].encode(d, wire, 0);
+      change[c.id].decode_add(wire, mine, 0);
+    }
+  }
+  return {model.parameters().begin(), model.parameters().end()};
+}
+
+CodecKind kind_of(const std::string& method) { return sync::compress::parse_codec_kind(method); }
+
+}  // namespace
+
+TEST_CASE(
+    "compressed PS equals the reference that encodes each node's pushes and the owner's change",
+    "[ps][compress][inproc]") {
+  for (const std::string method : {"int8", "fp16", "bf16"}) {
+    const SyntheticJob job = coded_job(method);
+    for (const std::size_t nodes : {2, 3, 4, 5}) {
+      INFO(method << ", " << nodes << " nodes");
+      const auto reference = coded_reference(job, kind_of(method), nodes, kIterations);
+      InProcCluster cluster(job, "auto", nodes);
+      cluster.train(kIterations);
+      const auto all = testing::replicas(cluster);
+      for (std::size_t r = 0; r < nodes; ++r) {
+        INFO("rank " << r);
+        CHECK(all[r] == all[0]);  // every replica adds the same decoded changes
+        CHECK(testing::max_abs_difference(all[r], reference) <= 1e-5);
+        CHECK(cluster.node(r).stage().rejected_messages() == 0);
+      }
+      // Lossy: not the union batches' SGD.
+      CHECK(testing::max_abs_difference(all[0], testing::union_reference(job, nodes, kIterations)) >
+            1e-6);
+      const auto plan = cluster.node(0).stage().plan();
+      CHECK(plan[2].scheme == "PS " + method);
+      CHECK(plan[2].chunks == 4);  // 400 floats in chunks of 100
+    }
+  }
+}
+
+TEST_CASE("compressed PS: the bytes predicted, the error shown, a warm-up as floats",
+          "[ps][compress][inproc]") {
+  const std::size_t nodes = 3;
+  SECTION("int8: bytes on the coded lanes as predicted, a compression error per layer") {
+    const SyntheticJob job = coded_job("int8");
+    InProcCluster cluster(job, "auto", nodes);
+    cluster.train(kIterations);
+    for (std::size_t r = 0; r < nodes; ++r) {
+      INFO("rank " << r);
+      // Each rank's own figure (its pushes, its share of the chunks' broadcasts).
+      double predicted = 0;
+      for (const sync::LayerPlan& row : cluster.node(r).stage().plan()) {
+        if (row.scheme == "PS int8") predicted += row.predicted_bytes_sent;
+      }
+      const auto counters = cluster.transport(r).counters();
+      const auto lane_bytes = [&](std::string_view lane) {
+        return static_cast<double>(counters.bytes_sent_by_lane.at(std::string(lane)));
+      };
+      const double sent =
+          lane_bytes(sync::ps::kCodedPushLane) + lane_bytes(sync::ps::kCodedBroadcastLane);
+      CHECK(sent == Approx(predicted * kIterations).epsilon(0.02));
+    }
+    const auto figures = cluster.node(0).stage().epoch_figures();
+    const double error = figures.at("compression_error.dense0");
+    CHECK(error > 0);
+    CHECK(error < 0.01);  // int8 with a scale per chunk: well under 1% of the norm
+    CHECK(figures.contains("residual_norm.dense4"));
+  }
+  SECTION("start_iteration: the first iterations go as floats, as uncompressed PS") {
+    const std::uint64_t warm = 3;
+    const SyntheticJob job = coded_job("int8", static_cast<std::int64_t>(warm));
+    InProcCluster cluster(job, "auto", nodes);
+    cluster.train(warm);
+    // Floats only so far: the union batches' SGD (the PS sum is the mean in rank order).
+    CHECK(testing::max_abs_difference(parameters(cluster, 0),
+                                      testing::union_reference(job, nodes, warm)) <= 1e-5);
+    cluster.train(kIterations - warm);
+    const auto reference = coded_reference(job, CodecKind::kInt8, nodes, kIterations, warm);
+    for (std::size_t r = 0; r < nodes; ++r) {
+      CHECK(testing::max_abs_difference(parameters(cluster, r), reference) <= 1e-5);
+    }
+  }
+}
+
+TEST_CASE("compressed PS: stop and resume equals the uninterrupted run bitwise",
+          "[ps][compress][inproc][checkpoint]") {
+  const std::size_t nodes = 3;
+  const SyntheticJob job = coded_job("int8");
+  InProcCluster whole(job, "auto", nodes);
+  whole.train(kIterations);
+
+  InProcCluster first(job, "auto", nodes);
+  first.train(kIterations / 2);
+  std::vector<std::vector<std::byte>> model_state, optimizer_state, sync_state;
+  for (std::size_t r = 0; r < nodes; ++r) {
+    engine::StateWriter m, o, s;
+    first.node(r).model().save_state(m);
+    first.node(r).optimizer().save_state(o);
+    first.node(r).stage().save_state(s);
+    model_state.emplace_back(m.bytes().begin(), m.bytes().end());
+    optimizer_state.emplace_back(o.bytes().begin(), o.bytes().end());
+    sync_state.emplace_back(s.bytes().begin(), s.bytes().end());
+  }
+  SyntheticJob resumed = job;
+  resumed.first_iteration = kIterations / 2;
+  InProcCluster second(resumed, "auto", nodes);
+  for (std::size_t r = 0; r < nodes; ++r) {
+    engine::StateReader m(model_state[r], "model"), o(optimizer_state[r], "optimizer"),
+        s(sync_state[r], "sync");
+    second.node(r).model().load_state(m);
+    second.node(r).optimizer().load_state(o);
+    second.node(r).stage().load_state(s);
+  }
+  second.train(kIterations - kIterations / 2);
+  for (std::size_t r = 0; r < nodes; ++r) {
+    INFO("rank " << r);
+    CHECK(parameters(second, r) == parameters(whole, r));
+  }
+}
+
+namespace {
+
+using testing::dense_profile;
+
+/// 4 nodes of `layers` under `strategy`'s schemes, `method` allowed, a link of `bandwidth`
+/// bytes/s and an optimizer step of `step_per_float` seconds a float.
+topo::PlannerInput planner_input(const std::vector<topo::LayerProfile>& layers,
+                                 const std::string& strategy, const std::string& method,
+                                 double bandwidth, double step_per_float) {
+  sync::CompressionOptions options;
+  options.method = method;
+  return testing::compressed_planner_input(
+      layers, sync::scheme_models(sync::strategy_traits(strategy).schemes), options, bandwidth,
+      step_per_float);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "compressed PS costs its chunks' encodings and the conversions, and is planned where it pays",
+    "[ps][compress][planner]") {
+  const topo::ClusterCost cluster{4, topo::LinkCost{1e-4, 12.5e6, 2e-6}, 64.0, 1e10, 1e-9};
+  const topo::SchemeCostInput cost_input{cluster, 64, 1000};
+  const topo::LayerProfile layer = dense_profile("dense0", 100, 99);  // 10,000 floats, 10 chunks
+  const topo::SchemeCost floats = topo::ps_cost(cluster, 10'000, 1000);
+  for (const auto& [kind, bytes_per_chunk] :
+       {std::pair{CodecKind::kInt8, 4 * 2 + 1000}, std::pair{CodecKind::kFp16, 2 * 1000},
+        std::pair{CodecKind::kBf16, 2 * 1000}}) {
+    INFO(sync::compress::codec_name(kind));
+    const topo::SchemeCost coded = sync::ps_coded_scheme_model(kind).cost(cost_input, layer);
+    // Both phases, 2 (n - 1)/n of the layer, 10 chunks: the same messages as floats.
+    CHECK(coded.bytes_sent == Approx(1.5 * (10.0 * bytes_per_chunk + 10 * 64)));
+    CHECK(coded.messages == floats.messages);
+    CHECK(coded.compute_seconds ==
+          Approx((sync::ps_coded_encode_steps(kind) + sync::ps_coded_decode_steps(kind) * 7 / 4) *
+                 10'000 * 1e-9));
+    CHECK(coded.comm_seconds < floats.comm_seconds);
+  }
+  CHECK_THROWS_AS(sync::ps_coded_scheme_model(CodecKind::kTopK), ContractError);
+
+  const std::vector<topo::LayerProfile> layers{dense_profile("dense0", 2048, 784),
+                                               dense_profile("dense1", 2048, 2048),
+                                               dense_profile("dense2", 10, 2048)};
+  {  // 100 Mbit/s: ps plans every wide layer in int8, a quarter of the bytes and a scale a chunk
+    const topo::Plan plan = topo::make_plan(planner_input(layers, "ps", "int8", 12.5e6, 1e-9));
+    CHECK(plan.layers[0].scheme == sync::kPsInt8Scheme);
+    CHECK(plan.layers[1].scheme == sync::kPsInt8Scheme);
+    CHECK(plan.layers[1].bytes_sent < 0.26 * plan.layers[1].costs.at("ps").bytes_sent);
+    CHECK(plan.lane_bytes.at(std::string(sync::ps::kCodedPushLane)) > 0);
+  }
+  {  // a fast link and a slow encode: the floats go as they are
+    const topo::Plan plan = topo::make_plan(planner_input(layers, "ps", "int8", 5e9, 5e-9));
+    for (const topo::PlannedLayer& row : plan.layers) {
+      INFO(row.name);
+      CHECK(row.scheme == topo::kPsScheme);
+    }
+  }
+  // Which strategies take int8: those planning PS; all-reduce alone refuses it by name.
+  sync::SyncOptions options;
+  options.values.set("compression.method", std::string("int8"));
+  const sync::StartFacts facts{4, false, true};
+  for (const char* strategy : {"ps", "poseidon", "auto"}) {
+    CHECK_NOTHROW(sync::check_strategy(strategy, facts, options));
+  }
+  for (const char* strategy : {"allreduce", "ako"}) {
+    INFO(strategy);
+    CHECK_THROWS_WITH(sync::check_strategy(strategy, facts, options),
+                      Catch::Contains("int8") && Catch::Contains("the ps scheme") &&
+                          Catch::Contains("runs under ps, poseidon, auto"));
+  }
+}
