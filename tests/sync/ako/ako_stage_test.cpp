@@ -123,10 +123,16 @@ TEST_CASE("ako: a node cut off from the others stops, the majority goes on witho
   REQUIRE(errors[3] != nullptr);
   const std::string why = message_of(errors[3]);
   CHECK_THAT(why, Catch::StartsWith("cut off from the majority: this node lost contact with ") &&
-                      Catch::Contains("rank 0 (") && Catch::Contains("rank 1 (") &&
-                      Catch::Contains("of the 4 nodes it ran with") &&
+                      Catch::Contains("2 of the 4 nodes it ran with") &&
                       Catch::Contains("more than half of them (3)") &&
                       Catch::Contains("writes no metrics or checkpoints"));
+  // It stops at the second loss, so it names the first two peers whose links it saw cut, in
+  // whatever order the cut reached them (ranks 0 and 1, 0 and 2 or 1 and 2).
+  int named = 0;
+  for (const char* peer : {"rank 0 (", "rank 1 (", "rank 2 ("}) {
+    named += why.find(peer) != std::string::npos ? 1 : 0;
+  }
+  CHECK(named >= 2);
   CHECK_THROWS_WITH(cluster.node(3).stage().check_quorum(), why);
   CHECK_THROWS_WITH(cluster.node(3).stage().finish(), why);
 }
