@@ -469,6 +469,20 @@ EncodeStats Codec::encode(std::span<const float> gradient, std::span<std::byte> 
   return stats;
 }
 
+void Codec::mask_sent(std::span<const std::byte> in, std::span<float> values,
+                      std::uint64_t iteration) const {
+  GRADMESH_CHECK_EQ(values.size(), floats_, "Codec::mask_sent: size");
+  check(in);
+  if (kind_ == CodecKind::kTopK) {
+    for (std::size_t j = 0; j < kept_; ++j) values[load<std::uint32_t>(in.data() + 4 * j)] = 0.0f;
+  } else if (kind_ == CodecKind::kRandomK) {
+    const std::uint64_t stream = random_stream(iteration);
+    for (std::size_t j = 0; j < kept_; ++j) values[random_index(stream, j)] = 0.0f;
+  } else {
+    std::fill(values.begin(), values.end(), 0.0f);
+  }
+}
+
 void Codec::check(std::span<const std::byte> in) const {
   if (in.size() != encoded_bytes()) {
     throw ProtocolError(std::string(codec_name(kind_)) + " encoding of " + std::to_string(floats_) +

@@ -145,6 +145,12 @@ class Codec final : public engine::Checkpointable {
   void decode_add(std::span<const std::byte> in, std::span<float> sum,
                   std::uint64_t iteration) const;
 
+  /// Sets values[i] = 0 at every index i the encoding `in` (of iteration `iteration`) sent:
+  /// top-k's indices, random-k's drawn ones, every index for the dense codecs. DGC's momentum
+  /// factor masking (Lin et al., ICLR'18, sec. 3.2). `values`: floats() floats. Throws as check().
+  void mask_sent(std::span<const std::byte> in, std::span<float> values,
+                 std::uint64_t iteration) const;
+
   /// The error-feedback residual (floats() floats; empty without error feedback).
   [[nodiscard]] std::span<const float> residual() const noexcept { return residual_; }
   /// The residual, bit for bit (checkpoints: it is optimizer-like state).

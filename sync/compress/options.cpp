@@ -55,12 +55,14 @@ OptionTable compression_option_table() {
           {choice_key("method", methods), integer_key("rank", 1, 2, ""),
            fraction_key("ratio", CompressionOptions{}.ratio,
                         "the share of a layer's entries top-k and random-k send"),
-           integer_key("start_iteration", 0, 0, "iterations")}};
+           integer_key("start_iteration", 0, 0, "iterations"),
+           flag_key("momentum_correction", CompressionOptions{}.momentum_correction)}};
 }
 
 CompressionOptions compression_options(const OptionValues& values) {
   return {values.text("compression.method"), values.integer("compression.rank"),
-          values.number("compression.ratio"), values.integer("compression.start_iteration")};
+          values.number("compression.ratio"), values.integer("compression.start_iteration"),
+          values.flag("compression.momentum_correction")};
 }
 
 std::vector<std::string_view> compression_bases(std::string_view method) {

@@ -35,6 +35,10 @@ struct CompressionOptions {
   /// Top-k's and random-k's share of a layer's entries sent, in (0, 1]: k = ceil(ratio n).
   double ratio = 0.01;
   std::int64_t start_iteration = 0;  ///< iterations sent uncompressed first (>= 0)
+  /// Top-k and random-k with optimizer.momentum > 0: DGC's momentum correction and momentum
+  /// factor masking (Lin et al., ICLR'18, sec. 3.2): each node accumulates its own velocity and
+  /// compresses that, the optimizer then steps without momentum (sparse_scheme.h).
+  bool momentum_correction = true;
 
   /// Whether a compressor is asked for (method other than kNoCompression).
   [[nodiscard]] bool compresses() const noexcept { return method != kNoCompression; }
@@ -42,7 +46,7 @@ struct CompressionOptions {
 
 /// [sync.compression]: method (none, powersgd, fp16, bf16, int8, topk, randomk), rank (integer >=
 /// 1, default 2), ratio (a number in (0, 1], default 0.01), start_iteration (integer >= 0, default
-/// 0).
+/// 0), momentum_correction (a flag, default true).
 [[nodiscard]] OptionTable compression_option_table();
 
 /// The [sync.compression] values of `values` (defaults where unset).

@@ -49,11 +49,21 @@ namespace gradmesh::sync {
 /// are checked on arrival (size, indices in range and ascending: Codec::check); malformed ones are
 /// rejected through the router, counted and logged, and never reach the sum.
 ///
-/// Momentum: the optimizer steps the mean update with its momentum, as for every scheme. With
-/// momentum > 0 the constructor warns: error feedback releases many iterations' gradient into
-/// the momentum at once, and random-k at 1% with momentum 0.9 diverged on the demo MLP
-/// (docs/compression.md); DGC's momentum correction (Lin et al., ICLR'18: compress the local
-/// velocity, mask it where sent) is not built.
+/// Momentum (optimizer.momentum m > 0): by default DGC's momentum correction and momentum factor
+/// masking (Lin et al., "Deep Gradient Compression", ICLR'18, sec. 3.2, eq. 5-6): each node keeps
+/// its own velocity u of the layer (in the optimizer's velocity slice of the layer, which no
+/// other step uses then, so the checkpoint holds it): u = m u + (g + wd w), the codec compresses
+/// u with error feedback (its residual is DGC's accumulated v), u is zeroed where the encoding
+/// sent (masking), and the layer steps w -= lr * (the mean of the decodings), without momentum
+/// or weight decay again. Error feedback with the optimizer's momentum on the sparse mean instead
+/// (sync.compression.momentum_correction = false) releases many iterations' gradient into the
+/// momentum at once: random-k at 1% with momentum 0.9 diverged so on the demo MLP
+/// (docs/compression.md), and diverged with the correction too (a random-k coordinate goes out
+/// about every 1 / ratio iterations whatever its size): the constructor warns for random-k with
+/// momentum, and for top-k with momentum and no correction. At ratio 1 with the correction nothing
+/// is held back and u restarts every step: training equals the union batches' SGD without momentum;
+/// without it, with momentum. Warm-up iterations step with the optimizer's momentum, and the
+/// compressed ones start from that velocity.
 ///
 /// Thread safety: as the Scheme interface. The codecs' residuals are owned by the layer's tasks
 /// (ordered by the graph); save_state/load_state between iterations. Errors: ConfigError when the
@@ -110,6 +120,7 @@ class SparseScheme final : public Scheme {
   compress::CodecKind kind_;
   LaneId lane_;
   CompressionOptions options_;
+  bool momentum_correction_ = false;  // options_.momentum_correction and momentum > 0
   std::vector<std::unique_ptr<Layer>> layers_;
   std::mutex figures_mutex_;  // the layers' figure sums: encode() against epoch_figures()
 };

@@ -106,7 +106,8 @@ const std::multimap<std::string_view, std::string_view> kOutOfRange{
 
 /// Keys whose only bad values are of the wrong type.
 const std::set<std::string_view> kWithoutRange{"checkpoint.dir", "planner.probe",
-                                               "security.encrypt", "security.secret_file"};
+                                               "security.encrypt", "security.secret_file",
+                                               "sync.compression.momentum_correction"};
 
 /// `value` (TOML text) for `spec.key` in a config file; model.layers replaces the minimal one's.
 std::string file_with(const KeySpec& spec, std::string_view value) {

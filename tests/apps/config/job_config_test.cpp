@@ -371,7 +371,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 46);
+  CHECK(keys.size() == 47);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -428,6 +428,7 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "sync.compression.rank=3",
       "sync.compression.ratio=0.5",
       "sync.compression.start_iteration=5",
+      "sync.compression.momentum_correction=false",
       "checkpoint.dir=/tmp/ckpt",
       "checkpoint.every=10",
       "checkpoint.keep=3",

@@ -60,11 +60,13 @@ enum class Reduction {
                 ///< rounding depends on how many threads share it (OpenBLAS's AVX-512 kernels)
 };
 
-/// Layers a node sparsified (top-k or random-k at one ratio, sync/compress/sparse_scheme.h).
+/// Layers a node sparsified (top-k or random-k at one ratio, sync/compress/sparse_scheme.h), with
+/// DGC's momentum correction (the default when the job has momentum) or without.
 struct SparseLayer {
   std::size_t layer = 0;
   gradmesh::sync::compress::CodecKind kind = gradmesh::sync::compress::CodecKind::kTopK;
   double ratio = 1.0;
+  bool momentum_correction = true;
 };
 
 /// Layers a node synchronised by compressed PS (sync/ps/ps_scheme.h with a wire codec), in KV
@@ -82,10 +84,12 @@ struct CodedPs {
 /// `sparse_layers`: each shard's gradient of those layers goes through its own codec with error
 /// feedback (one per rank and layer, as each node has), and the n decodings are summed in rank
 /// order (issue 28: "a single-process reference that applies the same algorithm to the n nodes'
-/// gradients in rank order"). kShardMean with `coded_ps`: per KV chunk of those layers, each
-/// rank but the owner sends its chunk through its own codec with error feedback, the owner steps
-/// its master copy on the sum of the decodings in rank order, and the replica adds the decoded
-/// change master - replica (the owner's codec without residual).
+/// gradients in rank order"); with momentum correction each rank's velocity u = m u + (g + wd w)
+/// is what goes through the codec, u is zeroed where sent, and the layer steps w -= lr * mean
+/// without momentum (DGC, as the nodes run it). kShardMean with `coded_ps`: per KV chunk of those
+/// layers, each rank but the owner sends its chunk through its own codec with error feedback, the
+/// owner steps its master copy on the sum of the decodings in rank order, and the replica adds the
+/// decoded change master - replica (the owner's codec without residual).
 std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
                                         Reduction reduction = Reduction::kUnionBatch,
                                         const std::vector<std::size_t>& sfb_layers = {},
@@ -112,8 +116,14 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
   std::vector<std::vector<gradmesh::sync::compress::Codec>> codecs;
   std::vector<std::vector<std::byte>> encodings;
   std::vector<std::vector<float>> sparse_sums;
+  // Per sparse layer with DGC's momentum correction: each rank's velocity (else empty).
+  std::vector<std::vector<std::vector<float>>> dgc_velocity;
+  const auto momentum = static_cast<float>(job.momentum);
+  const auto weight_decay = static_cast<float>(job.weight_decay);
   for (const SparseLayer& sparse : sparse_layers) {
     const std::size_t count = model.layer_gradients(sparse.layer).size();
+    const bool dgc = sparse.momentum_correction && momentum > 0.0f;
+    dgc_velocity.emplace_back(dgc ? nodes : 0, std::vector<float>(count, 0.0f));
     codecs.emplace_back();
     for (std::size_t r = 0; r < nodes; ++r) {
       codecs.back().emplace_back(sparse.kind, count, sparse.ratio, true,
@@ -204,15 +214,25 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
       }
     }
     // A sparse layer's decodings summed in rank order, s, into the scaled sum below: s on rank 0's
-    // view, 0 on the others ((s + 0) / n is s / n exactly, as the nodes scale it).
+    // view, 0 on the others ((s + 0) / n is s / n exactly, as the nodes scale it). With DGC: each
+    // rank's velocity encoded instead, and the layer stepped after the others (below).
     for (std::size_t i = 0; i < sparse_layers.size(); ++i) {
       const std::size_t offset = model.parameter_offset(sparse_layers[i].layer);
       const std::size_t count = sparse_sums[i].size();
       std::fill(sparse_sums[i].begin(), sparse_sums[i].end(), 0.0f);
       for (std::size_t r = 0; r < nodes; ++r) {
-        (void)codecs[i][r].encode(std::span(shard_gradients[r]).subspan(offset, count),
-                                  encodings[i], it);
+        std::span<const float> input = std::span(shard_gradients[r]).subspan(offset, count);
+        if (!dgc_velocity[i].empty()) {
+          std::vector<float>& u = dgc_velocity[i][r];
+          const auto w = model.parameters().subspan(offset, count);
+          for (std::size_t j = 0; j < count; ++j) {
+            u[j] = momentum * u[j] + (input[j] + weight_decay * w[j]);
+          }
+          input = u;
+        }
+        (void)codecs[i][r].encode(input, encodings[i], it);
         codecs[i][r].decode_add(encodings[i], sparse_sums[i], it);
+        if (!dgc_velocity[i].empty()) codecs[i][r].mask_sent(encodings[i], dgc_velocity[i][r], it);
       }
       for (std::size_t r = 0; r < nodes; ++r) {
         for (std::size_t j = 0; j < count; ++j) {
@@ -221,8 +241,22 @@ std::vector<float> reference_parameters(const Job& job, std::size_t nodes,
       }
     }
     if (coded_chunks.empty()) {
+      // The DGC layers step w -= lr * s / n alone: kept aside from the step of the others.
+      std::vector<std::vector<float>> kept;
+      for (std::size_t i = 0; i < sparse_layers.size(); ++i) {
+        const auto w = model.layer_parameters(sparse_layers[i].layer);
+        kept.emplace_back(dgc_velocity[i].empty() ? 0 : w.size());
+        std::copy_n(w.begin(), kept.back().size(), kept.back().begin());
+      }
       sgd.step_sum(model.parameters(), views, 1.0f / static_cast<float>(nodes), velocity, scratch,
                    schedule.at(it));
+      const float lr = schedule.at(it), mean = 1.0f / static_cast<float>(nodes);
+      for (std::size_t i = 0; i < sparse_layers.size(); ++i) {
+        const auto w = model.layer_parameters(sparse_layers[i].layer);
+        for (std::size_t j = 0; j < kept[i].size(); ++j) {
+          w[j] = kept[i][j] - lr * (sparse_sums[i][j] * mean);
+        }
+      }
       continue;
     }
     // Compressed PS: the pushes that crossed a wire, decoded in place of the gradients.

@@ -492,3 +492,25 @@ TEST_CASE("int8: every chunk's scale and bytes as the scalar rule gives them, bi
     CHECK(mismatches == 0);
   }
 }
+
+TEST_CASE("mask_sent zeroes exactly the entries an encoding sent", "[compress][codec]") {
+  const std::size_t n = 1000;
+  const std::vector<float> g = gradient(n, 23);
+  for (const CodecKind kind : {CodecKind::kTopK, CodecKind::kRandomK, CodecKind::kInt8}) {
+    INFO(codec_name(kind));
+    Codec codec(kind, n, 0.05, false, 9);
+    std::vector<std::byte> wire(codec.encoded_bytes());
+    (void)codec.encode(g, wire, 4);
+    std::vector<float> sent(n, 0.0f), values(n, 1.0f);
+    codec.decode(wire, sent, 4);
+    codec.mask_sent(wire, values, 4);
+    std::size_t zeroed = 0, mismatches = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      zeroed += values[i] == 0.0f ? 1 : 0;
+      // A sent entry decodes to its value (non-zero here); every other one to 0 (sparse codecs).
+      if (kind != CodecKind::kInt8) mismatches += (values[i] == 0.0f) != (sent[i] != 0.0f) ? 1 : 0;
+    }
+    CHECK(zeroed == codec.kept());
+    CHECK(mismatches == 0);
+  }
+}
