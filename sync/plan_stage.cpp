@@ -68,6 +68,7 @@ std::vector<LayerPlan> PlanStage::plan() const {
       row.predicted_bytes_sent = scheme ? scheme->bytes_sent(l) : 0.0;
       row.predicted_seconds = p.comm_seconds + p.compute_seconds;
       row.predicted_compute_seconds = p.compute_seconds;
+      row.predicted_codec_seconds = p.codec_seconds;
     }
     rows.push_back(std::move(row));
   }

@@ -88,6 +88,9 @@ struct LayerPlan {
   /// The planner's time of the layer's work after its communication, seconds: the optimizer step,
   /// SFB's rebuild GEMM, PowerSGD's GEMMs and passes, 16-bit and sparse encodes and decodes.
   double predicted_compute_seconds = 0;
+  /// Of that, the compressor's encodes and decodes (PowerSGD: its GEMMs and passes), seconds; 0
+  /// for an uncompressed scheme.
+  double predicted_codec_seconds = 0;
 };
 
 /// A sync strategy. Lifetime: made by make_sync_stage() before the transport starts (it installs

@@ -138,8 +138,9 @@ SchemeCost sfb_cost(const ClusterCost& cluster, std::size_t batch, std::size_t r
   cost.compute_seconds =
       2.0 * n * k * m * c / cluster.gemm_flops + (m * c + m) * cluster.step_seconds_per_float;
   if (wire.bytes_per_float < kFloatBytes) {
-    cost.compute_seconds +=
+    cost.codec_seconds =
         (kHalfEncodeSteps + n * kHalfDecodeSteps) * k * (m + c) * cluster.step_seconds_per_float;
+    cost.compute_seconds += cost.codec_seconds;
   }
   return cost;
 }

@@ -79,6 +79,9 @@ struct SchemeCost {
   double messages = 0;         ///< messages this node sends (a mean over nodes for PS)
   double comm_seconds = 0;     ///< time the layer's communication holds the link
   double compute_seconds = 0;  ///< work after the communication that does not hold the link
+  /// The part of compute_seconds a compressor's encodes and decodes take (PowerSGD: its GEMMs
+  /// and passes over the weights), seconds; 0 uncompressed.
+  double codec_seconds = 0;
   /// comm_seconds + compute_seconds: the layer's cost alone.
   [[nodiscard]] double seconds() const noexcept { return comm_seconds + compute_seconds; }
 };

@@ -165,6 +165,7 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
     const SchemeCost& cost = row.costs.at(row.scheme);
     if (model->chunked) row.chunks = chunks_of(layer.parameters, plan.kv_chunk_floats);
     row.compute_seconds = cost.compute_seconds;
+    row.codec_seconds = cost.codec_seconds;
     pipeline[l].after_comm_seconds = cost.compute_seconds;
     if (model->bucketed) {
       bucketed = model;

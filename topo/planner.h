@@ -99,6 +99,7 @@ struct PlannedLayer {
   double comm_seconds = 0;     ///< t_c: time on the link (a bucket's on its sending layer)
   double compute_seconds = 0;  ///< work after the communication: SFB's rebuild GEMM and step;
                                ///< an all-reduce layer's step
+  double codec_seconds = 0;    ///< of which a compressor's encodes and decodes (SchemeCost)
   double backward_start = 0;   ///< tau_b, seconds from the start of the forward pass
   double comm_start = 0;       ///< tau_c, seconds from the start of the forward pass
   /// Each allowed scheme's cost for this layer alone, by id (for the plan table): the schemes

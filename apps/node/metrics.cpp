@@ -26,7 +26,8 @@ nlohmann::json plan_json(const std::vector<sync::LayerPlan>& plan) {
                     {"sfb_floats", row.sfb_floats},
                     {"predicted_bytes_sent", row.predicted_bytes_sent},
                     {"predicted_seconds", row.predicted_seconds},
-                    {"predicted_compute_seconds", row.predicted_compute_seconds}});
+                    {"predicted_compute_seconds", row.predicted_compute_seconds},
+                    {"predicted_codec_seconds", row.predicted_codec_seconds}});
   }
   return rows;
 }
@@ -122,7 +123,8 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
       << std::right << std::setw(11) << "parameters"
       << "  " << std::left << std::setw(scheme_width) << "scheme" << std::right << std::setw(12)
       << "PS floats" << std::setw(12) << "SFB floats" << std::setw(8) << "chunks" << std::setw(17)
-      << "bytes sent/iter" << std::setw(10) << "comm ms" << std::setw(12) << "compute ms" << '\n';
+      << "bytes sent/iter" << std::setw(10) << "comm ms" << std::setw(12) << "compute ms"
+      << std::setw(10) << "codec ms" << '\n';
   double total = 0;
   std::size_t params = 0;
   for (const sync::LayerPlan& row : plan) {
@@ -134,7 +136,8 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
         << std::setw(17) << std::fixed << std::setprecision(0) << row.predicted_bytes_sent
         << std::setw(10) << std::setprecision(3)
         << (row.predicted_seconds - row.predicted_compute_seconds) * 1e3 << std::setw(12)
-        << row.predicted_compute_seconds * 1e3 << '\n';
+        << row.predicted_compute_seconds * 1e3 << std::setw(10) << row.predicted_codec_seconds * 1e3
+        << '\n';
     total += row.predicted_bytes_sent;
     params += row.parameters;
   }
@@ -146,7 +149,8 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
          " comm ms: the planner's time of the layer's communication, a bucket's on its first "
          "layer;\n"
          " compute ms: its work after it: the step, SFB's rebuild GEMM, PowerSGD's GEMMs, "
-         "encodes and decodes)\n";
+         "encodes and decodes;\n"
+         " codec ms: of that, the compressor's encodes and decodes (PowerSGD: its GEMMs))\n";
   return out.str();
 }
 

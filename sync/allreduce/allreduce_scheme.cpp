@@ -34,9 +34,9 @@ topo::SchemeModel allreduce_half_scheme_model(compress::CodecKind kind) {
     cost.bytes_sent = topo::ring_allreduce_bytes(bytes, in.cluster.nodes, h);
     cost.comm_seconds =
         topo::ring_allreduce_cost(in.cluster.link, in.cluster.nodes, h).seconds(bytes);
-    cost.compute_seconds += conversion_steps(in.cluster.nodes) *
-                            static_cast<double>(layer.parameters) *
-                            in.cluster.step_seconds_per_float;
+    cost.codec_seconds = conversion_steps(in.cluster.nodes) *
+                         static_cast<double>(layer.parameters) * in.cluster.step_seconds_per_float;
+    cost.compute_seconds += cost.codec_seconds;
     return cost;
   };
   m.bucket_bytes = [](const topo::LayerProfile& layer) {

@@ -35,8 +35,9 @@ topo::SchemeCost powersgd_cost(const topo::ClusterCost& cluster, std::size_t row
   // against 29-32 ms a step), so the flops count only when they take longer than that.
   const double gemm_seconds = 6.0 * m * c * r / cluster.gemm_flops;
   const double pass_seconds = kPassesInSteps * m * c * cluster.step_seconds_per_float;
-  cost.compute_seconds = std::max(gemm_seconds, pass_seconds) +
-                         (m * c + static_cast<double>(bias)) * cluster.step_seconds_per_float;
+  cost.codec_seconds = std::max(gemm_seconds, pass_seconds);
+  cost.compute_seconds =
+      cost.codec_seconds + (m * c + static_cast<double>(bias)) * cluster.step_seconds_per_float;
   return cost;
 }
 

@@ -9,11 +9,13 @@ namespace gradmesh::sync {
 
 namespace {
 
-/// The CPU seconds of one layer's encode, n decodes and step.
-double sparse_compute_seconds(const topo::ClusterCost& cluster, std::size_t floats,
-                              double encode_steps) {
-  return (encode_steps + kSparseDecodeSteps + 1.0) * static_cast<double>(floats) *
-         cluster.step_seconds_per_float;
+/// The CPU seconds of one layer's encode and n decodes (codec_seconds), and with the step
+/// (compute_seconds), into `cost`.
+void add_sparse_compute(topo::SchemeCost& cost, const topo::ClusterCost& cluster,
+                        std::size_t floats, double encode_steps) {
+  const double step = static_cast<double>(floats) * cluster.step_seconds_per_float;
+  cost.codec_seconds = (encode_steps + kSparseDecodeSteps) * step;
+  cost.compute_seconds = cost.codec_seconds + step;
 }
 
 }  // namespace
@@ -28,7 +30,7 @@ topo::SchemeCost topk_cost(const topo::ClusterCost& cluster, std::size_t floats,
   cost.messages = peers;
   cost.comm_seconds = cluster.link.alpha + peers * cluster.link.message_seconds +
                       cost.bytes_sent / cluster.link.bandwidth;
-  cost.compute_seconds = sparse_compute_seconds(cluster, floats, kTopKEncodeSteps);
+  add_sparse_compute(cost, cluster, floats, kTopKEncodeSteps);
   return cost;
 }
 
@@ -41,7 +43,7 @@ topo::SchemeCost randomk_cost(const topo::ClusterCost& cluster, std::size_t floa
   cost.bytes_sent = topo::ring_allreduce_bytes(bytes, cluster.nodes, h);
   cost.messages = 2.0 * static_cast<double>(cluster.nodes - 1);
   cost.comm_seconds = topo::ring_allreduce_cost(cluster.link, cluster.nodes, h).seconds(bytes);
-  cost.compute_seconds = sparse_compute_seconds(cluster, floats, kRandomKEncodeSteps);
+  add_sparse_compute(cost, cluster, floats, kRandomKEncodeSteps);
   return cost;
 }
 

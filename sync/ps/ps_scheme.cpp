@@ -78,9 +78,10 @@ topo::SchemeModel ps_coded_scheme_model(compress::CodecKind kind) {
     topo::SchemeCost cost = topo::ps_cost(in.cluster, floats, size, payload);
     if (in.cluster.nodes == 1 || floats == 0) return cost;
     const auto n = static_cast<double>(in.cluster.nodes);
-    cost.compute_seconds +=
+    cost.codec_seconds =
         (ps_coded_encode_steps(kind) + ps_coded_decode_steps(kind) * (2.0 * n - 1.0) / n) *
         static_cast<double>(floats) * in.cluster.step_seconds_per_float;
+    cost.compute_seconds += cost.codec_seconds;
     return cost;
   };
   m.lanes = {{std::string(ps::kCodedPushLane), 0.5}, {std::string(ps::kCodedBroadcastLane), 0.5}};

@@ -40,6 +40,8 @@ TEST_CASE("top-k's cost is an all-gather of the pairs, random-k's a ring of the 
   CHECK(top.comm_seconds == Approx(1e-4 + 3 * 2e-6 + top.bytes_sent / 12.5e6));
   CHECK(top.compute_seconds ==
         Approx((sync::kTopKEncodeSteps + sync::kSparseDecodeSteps + 1) * 100'000 * 1e-9));
+  CHECK(top.codec_seconds ==
+        Approx((sync::kTopKEncodeSteps + sync::kSparseDecodeSteps) * 100'000 * 1e-9));
   const SchemeCost random = sync::randomk_cost(cluster, 100'000, 0.01);
   CHECK(random.bytes_sent == Approx(ring_allreduce_bytes(4.0 * 1000, 4, 64)));
   CHECK(random.comm_seconds ==

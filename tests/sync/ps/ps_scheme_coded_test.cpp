@@ -144,7 +144,8 @@ TEST_CASE(
             1e-6);
       const auto plan = cluster.node(0).stage().plan();
       CHECK(plan[2].scheme == "PS " + method);
-      CHECK(plan[2].chunks == 4);  // 400 floats in chunks of 100
+      CHECK(plan[2].predicted_codec_seconds > 0);  // shown in the plan table and metrics
+      CHECK(plan[2].chunks == 4);                  // 400 floats in chunks of 100
     }
   }
 }
@@ -265,6 +266,8 @@ TEST_CASE(
     CHECK(coded.compute_seconds ==
           Approx((sync::ps_coded_encode_steps(kind) + sync::ps_coded_decode_steps(kind) * 7 / 4) *
                  10'000 * 1e-9));
+    CHECK(coded.codec_seconds == Approx(coded.compute_seconds));  // PS steps at the owner
+    CHECK(floats.codec_seconds == 0);
     CHECK(coded.comm_seconds < floats.comm_seconds);
   }
   CHECK_THROWS_AS(sync::ps_coded_scheme_model(CodecKind::kTopK), ContractError);
