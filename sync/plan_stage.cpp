@@ -132,14 +132,23 @@ void PlanStage::save_state(engine::StateWriter& out) {
 
 void PlanStage::load_state(engine::StateReader& in) {
   const std::string saved = in.read_string();
-  if (saved != plan_signature(plan_)) {
-    spdlog::warn(
-        "{}: the plan differs from the checkpoint's (the planner measured again at "
-        "start-up: planner.probe): sums run in another order, so this run is not bitwise "
-        "the uninterrupted one. The checkpoint's plan:\n{}This run's:\n{}",
-        in.source(), saved, plan_signature(plan_));
+  if (saved == plan_signature(plan_)) {
+    for (const auto& scheme : schemes_) scheme->load_state(in);
+    return;
   }
-  for (const auto& scheme : schemes_) scheme->load_state(in);
+  spdlog::warn(
+      "{}: the plan differs from the checkpoint's (the planner measured again at start-up: "
+      "planner.probe): sums run in another order, and the schemes' own state (error-feedback "
+      "residuals, warm starts, iteration counts) starts afresh, so this run is not bitwise the "
+      "uninterrupted one. The checkpoint's plan:\n{}This run's:\n{}",
+      in.source(), saved, plan_signature(plan_));
+  // The saved states are laid out by the other plan's schemes: not read. Each scheme keeps the
+  // state it has (at a resume, its initial one) and takes the loaded model and optimizer as it
+  // would its own checkpoint (PS refreshes its KV shards' master copies from the replica).
+  engine::StateWriter own;
+  for (const auto& scheme : schemes_) scheme->save_state(own);
+  engine::StateReader again(own.bytes(), in.source() + " (this plan's schemes, afresh)");
+  for (const auto& scheme : schemes_) scheme->load_state(again);
 }
 
 std::unique_ptr<SyncStage> make_plan_stage(

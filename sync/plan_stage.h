@@ -51,7 +51,9 @@ class PlanStage final : public SyncStage {
   /// buckets), so that a resume under another plan (measured again at start-up, planner.probe)
   /// is named: its sums run in another order, so it is not bitwise the uninterrupted run; a
   /// warning says so. Then each scheme's own state (Scheme::save_state, load_state: PS refreshes
-  /// its KV shard's master copies from the loaded replica).
+  /// its KV shard's master copies from the loaded replica). Under another plan the saved scheme
+  /// states (laid out by the other plan's schemes) are not read: each scheme keeps its own (at a
+  /// resume, its initial one: residuals at 0) and takes the loaded replica.
   void save_state(engine::StateWriter& out) override;
   void load_state(engine::StateReader& in) override;
   /// The plan being executed.

@@ -3,6 +3,7 @@
 // a single-process reference that runs the same algorithm on the n nodes' gradients.
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -302,4 +303,35 @@ TEST_CASE(
                       Catch::Contains("int8") && Catch::Contains("the ps scheme") &&
                           Catch::Contains("runs under ps, poseidon, auto"));
   }
+}
+
+TEST_CASE("a checkpoint of another plan's compressed schemes is not read into this plan's",
+          "[ps][compress][inproc][checkpoint]") {
+  // Resumed under another plan (the probe measured again), the saved scheme states are laid out
+  // by other schemes: PlanStage warns and starts this plan's afresh from the loaded replica.
+  const std::size_t nodes = 2;
+  InProcCluster first(coded_job("int8"), "auto", nodes);
+  first.train(3);
+  const SyntheticJob other =
+      testing::compressed_job("topk", {{"compression.method", "topk"}, {"compression.ratio", 0.5}});
+  SyntheticJob resumed = other;
+  resumed.first_iteration = 3;
+  InProcCluster second(resumed, "auto", nodes);
+  REQUIRE(second.node(0).stage().plan()[2].scheme == "top-k 50%");
+  for (std::size_t r = 0; r < nodes; ++r) {
+    engine::StateWriter m, o, s;
+    first.node(r).model().save_state(m);
+    first.node(r).optimizer().save_state(o);
+    first.node(r).stage().save_state(s);
+    engine::StateReader mi(m.bytes(), "model"), oi(o.bytes(), "optimizer"), si(s.bytes(), "sync");
+    second.node(r).model().load_state(mi);
+    second.node(r).optimizer().load_state(oi);
+    CHECK_NOTHROW(second.node(r).stage().load_state(si));
+  }
+  // The replicas of int8 PS were the same on both nodes, and go on so under top-k.
+  CHECK(parameters(second, 0) == parameters(first, 0));
+  second.train(3);
+  CHECK(parameters(second, 0) == parameters(second, 1));
+  for (const float w : parameters(second, 0)) REQUIRE(std::isfinite(w));
+  CHECK(second.node(0).stage().rejected_messages() == 0);
 }
