@@ -52,17 +52,23 @@ SyntheticJob coded_job(const std::string& method, std::int64_t start_iteration =
 /// with its own codec (error feedback), the owner decodes and sums in rank order, scales by 1/n
 /// and steps its master copy; the replica adds the decoded change (master - replica) from the
 /// owner's codec without residual. Iterations below `start_iteration` go as floats.
-std::vector<float> coded_reference(const SyntheticJob& job, CodecKind kind, std::size_t nodes,
-                                   std::uint64_t iterations, std::uint64_t start_iteration = 0) {
-  tasks::Model model(tasks::parse_layer_specs(job.layers), job.features, job.batch, job.seed);
-  const tasks::Sgd sgd(job.sgd);
-  const std::size_t count = model.parameter_count();
+/// The KV placement the nodes of `job` (coded_job) make on `nodes` nodes: every layer with
+/// parameters (all of them on compressed PS), chunks of kChunkFloats.
+topo::KvPlacement coded_placement(tasks::Model& model, std::size_t nodes) {
   std::vector<topo::ParameterBlock> blocks;
   for (std::size_t l = 0; l < model.num_layers(); ++l) {
     const std::size_t size = model.layer(l).parameter_count();
     if (size > 0) blocks.push_back({l, model.parameter_offset(l), size});
   }
-  const topo::KvPlacement placement(blocks, nodes, kChunkFloats);
+  return topo::KvPlacement(blocks, nodes, kChunkFloats);
+}
+
+std::vector<float> coded_reference(const SyntheticJob& job, CodecKind kind, std::size_t nodes,
+                                   std::uint64_t iterations, std::uint64_t start_iteration = 0) {
+  tasks::Model model(tasks::parse_layer_specs(job.layers), job.features, job.batch, job.seed);
+  const tasks::Sgd sgd(job.sgd);
+  const std::size_t count = model.parameter_count();
+  const topo::KvPlacement placement = coded_placement(model, nodes);
   const auto& chunks = placement.chunks();
   // codecs[r][c]: rank r's push codec of chunk c (unused at the owner); change[c]: the owner's.
   std::vector<std::vector<Codec>> codecs(nodes);
@@ -193,6 +199,39 @@ TEST_CASE("compressed PS: the bytes predicted, the error shown, a warm-up as flo
       CHECK(testing::max_abs_difference(parameters(cluster, r), reference) <= 1e-5);
     }
   }
+}
+
+TEST_CASE("malformed compressed PS messages are rejected and counted, and training goes on",
+          "[ps][compress][inproc]") {
+  const std::size_t nodes = 2;
+  const SyntheticJob job = coded_job("int8");
+  InProcCluster plain(job, "auto", nodes);
+  plain.train(2);
+  InProcCluster cluster(job, "auto", nodes);
+  const topo::KvPlacement placement = coded_placement(cluster.node(0).model(), nodes);
+  std::uint64_t mine = 0, theirs = 0;  // a chunk rank 0 owns, one rank 1 owns
+  while (placement.chunks()[mine].owner != 0) ++mine;
+  while (placement.chunks()[theirs].owner != 1) ++theirs;
+  const auto push = static_cast<std::uint8_t>(sync::lane_id(sync::ps::kCodedPushLane));
+  const auto broadcast = static_cast<std::uint8_t>(sync::lane_id(sync::ps::kCodedBroadcastLane));
+  const auto coded = static_cast<std::uint16_t>(sync::ps::Kind::kCodedGradientChunk);
+  const auto change = static_cast<std::uint16_t>(sync::ps::Kind::kParameterDelta);
+  const auto payload = [](std::size_t bytes) {
+    net::Payload p = net::Payload::allocate(bytes);
+    std::fill(p.mutable_bytes().begin(), p.mutable_bytes().end(), std::byte{0});
+    return p;
+  };
+  // An encoded push of the wrong size; a change of the wrong size from the chunk's owner; a
+  // change of a chunk rank 0 owns, from rank 1; an unknown kind.
+  cluster.transport(1).send(0, net::Message{push, coded, mine, 0, payload(7), 0});
+  cluster.transport(1).send(0, net::Message{broadcast, change, theirs, 0, payload(7), 0});
+  cluster.transport(1).send(0, net::Message{broadcast, change, mine, 0, payload(104), 0});
+  cluster.transport(1).send(0, net::Message{push, 99, mine, 0, payload(104), 0});
+  cluster.train(2);
+  CHECK(cluster.node(0).stage().rejected_messages() == 4);
+  // None of them reached a sum or a replica: the run equals one that never saw them.
+  CHECK(parameters(cluster, 0) == parameters(plain, 0));
+  CHECK(parameters(cluster, 1) == parameters(cluster, 0));
 }
 
 TEST_CASE("compressed PS: stop and resume equals the uninterrupted run bitwise",
