@@ -33,7 +33,8 @@ inline constexpr std::string_view kPsInt8Scheme = "ps_int8";
 
 /// A node's CPU for one float of a compressed PS layer, in optimizer steps
 /// (topo::ClusterCost::step_seconds_per_float), from build/bench/bench_codec_step (1M floats, 4
-/// nodes, median of 7; docs/compression.md): the encode with error feedback and one decode.
+/// nodes, 4 runs on 2026-11-27, a value inside each range; docs/compression.md): the encode with
+/// error feedback and one decode.
 /// Throws ContractError for a kind other than fp16, bf16, int8.
 [[nodiscard]] double ps_coded_encode_steps(compress::CodecKind kind);
 [[nodiscard]] double ps_coded_decode_steps(compress::CodecKind kind);
