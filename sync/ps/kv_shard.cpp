@@ -42,7 +42,6 @@ KvShard::KvShard(const topo::KvPlacement& placement, std::size_t rank,
                 master_.begin() + static_cast<std::ptrdiff_t>(offset));
     offset += chunk.size;
   }
-  if (wire != compress::CodecKind::kNone) sum_.assign(master_.size(), 0.0f);
 }
 
 void KvShard::reload(std::span<const float> parameters) {
@@ -123,9 +122,10 @@ std::span<const float> KvShard::reduce(std::size_t chunk, bool* coded) {
   if (!state.any_coded) {
     optimizer_.step_sum(state.model_offset, master, state.views, scale, scratch);
   } else {
-    // The decodings summed in rank order, as Sgd::step_sum sums floats: the first one written,
-    // the others added, so the sum's bits are those of step_sum over the decoded floats.
-    const std::span<float> sum(sum_.data() + at, state.size);
+    // The decodings summed in rank order into the scratch, scaled, stepped: what Sgd::step_sum
+    // does over the decoded floats (the first written, the others added), bit for bit, without
+    // a buffer of decodings to copy from.
+    const std::span<float> sum = scratch;
     const compress::Codec& decoder = decoders_[index];
     for (std::size_t r = 0; r < nodes_; ++r) {
       const net::Payload& push = state.pushes[r];
@@ -144,8 +144,8 @@ std::span<const float> KvShard::reduce(std::size_t chunk, bool* coded) {
         }
       }
     }
-    const std::span<const float> views[1] = {sum};
-    optimizer_.step_sum(state.model_offset, master, views, scale, scratch);
+    for (float& s : sum) s *= scale;
+    optimizer_.step(state.model_offset, master, sum);
   }
   if (coded != nullptr) *coded = state.any_coded;
   for (std::size_t r = 0; r < nodes_; ++r) {

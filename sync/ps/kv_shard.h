@@ -105,10 +105,8 @@ class KvShard {
   std::unique_ptr<ChunkState[]> states_;
   std::vector<float> master_;
   std::vector<float> scratch_;
-  // Compressed pushes: a decoder per owned chunk (owned order; no residual) and the decodings'
-  // sum (owned floats), both empty for kNone.
+  // Compressed pushes: a decoder per owned chunk (owned order; no residual); empty for kNone.
   std::vector<compress::Codec> decoders_;
-  std::vector<float> sum_;
 };
 
 }  // namespace gradmesh::sync
