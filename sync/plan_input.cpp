@@ -65,6 +65,16 @@ topo::PlannerInput planner_input(const SyncContext& ctx, const std::vector<std::
         }
       }
     }
+    if (m->encode_seconds.size() == input.layers.size() &&
+        m->decode_seconds.size() == input.layers.size()) {
+      for (std::size_t l = 0; l < input.layers.size(); ++l) {
+        if (m->encode_seconds[l] > 0) {
+          input.layers[l].codec = topo::CodecSeconds{m->encode_seconds[l], m->decode_seconds[l]};
+        }
+      }
+    }
+    input.half_encode_seconds_per_float = m->half_encode_seconds_per_float;
+    input.half_decode_seconds_per_float = m->half_decode_seconds_per_float;
   }
   const PlannerOptions& o = ctx.options.planner;
   const double cipher = ctx.measured != nullptr ? ctx.measured->cipher_seconds_per_byte : 0.0;

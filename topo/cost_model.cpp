@@ -39,9 +39,25 @@ void check_cluster(const ClusterCost& cluster) {
   detail::require(detail::finite_non_negative(cluster.step_seconds_per_float),
                   "optimizer step (seconds/float)", cluster.step_seconds_per_float,
                   "a finite number >= 0");
+  detail::require(detail::finite_non_negative(cluster.half_encode_seconds_per_float),
+                  "16-bit encode (seconds/float)", cluster.half_encode_seconds_per_float,
+                  "a finite number >= 0");
+  detail::require(detail::finite_non_negative(cluster.half_decode_seconds_per_float),
+                  "16-bit decode (seconds/float)", cluster.half_decode_seconds_per_float,
+                  "a finite number >= 0");
 }
 
 }  // namespace
+
+double ClusterCost::half_encode_seconds() const noexcept {
+  return half_encode_seconds_per_float > 0 ? half_encode_seconds_per_float
+                                           : kHalfEncodeSteps * step_seconds_per_float;
+}
+
+double ClusterCost::half_decode_seconds() const noexcept {
+  return half_decode_seconds_per_float > 0 ? half_decode_seconds_per_float
+                                           : kHalfDecodeSteps * step_seconds_per_float;
+}
 
 LinkMatrix LinkMatrix::uniform(std::size_t nodes, double alpha, double bandwidth) {
   return LinkMatrix{nodes, std::vector<double>(nodes * nodes, alpha),
@@ -139,7 +155,7 @@ SchemeCost sfb_cost(const ClusterCost& cluster, std::size_t batch, std::size_t r
       2.0 * n * k * m * c / cluster.gemm_flops + (m * c + m) * cluster.step_seconds_per_float;
   if (wire.bytes_per_float < kFloatBytes) {
     cost.codec_seconds =
-        (kHalfEncodeSteps + n * kHalfDecodeSteps) * k * (m + c) * cluster.step_seconds_per_float;
+        (cluster.half_encode_seconds() + n * cluster.half_decode_seconds()) * k * (m + c);
     cost.compute_seconds += cost.codec_seconds;
   }
   return cost;

@@ -95,6 +95,22 @@ struct ClusterCost {
   /// The optimizer step's time per parameter, seconds/float (tasks::Sgd on the node's cores: one
   /// pass over w, g and the velocity). 0: steps are free.
   double step_seconds_per_float = 0;
+  /// A 16-bit block conversion's CPU time measured at start-up (sync/compress/codec_profile.h,
+  /// the slowest node): an encode with its block's scale, and a decode added into a sum,
+  /// seconds/float. 0: not measured; then kHalfEncodeSteps and kHalfDecodeSteps optimizer steps.
+  double half_encode_seconds_per_float = 0;
+  double half_decode_seconds_per_float = 0;
+
+  /// The 16-bit encode's and decode's time per float the cost formulas use: the measured figure,
+  /// else kHalfEncodeSteps (kHalfDecodeSteps) x step_seconds_per_float. Seconds/float.
+  [[nodiscard]] double half_encode_seconds() const noexcept;
+  [[nodiscard]] double half_decode_seconds() const noexcept;
+};
+
+/// A compressor's CPU time on one layer, measured at start-up (topo::LayerProfile::codec).
+struct CodecSeconds {
+  double encode = 0;  ///< one encode of the layer's floats with error feedback, seconds
+  double decode = 0;  ///< one decode of an encoding of the layer added into a sum, seconds
 };
 
 /// KV chunks of a layer of `floats` floats: ceil(floats / chunk_floats) (topo::KvPlacement never
@@ -134,12 +150,13 @@ struct ClusterCost {
 ///
 /// `wire`: factors in 16 bits (issue 28, sync/poseidon/sfb_layer.h): 2 bytes a float plus a
 /// header per message, and the conversions: this node's K (M + N) floats encoded
-/// (kHalfEncodeSteps each) and the n nodes' decoded (kHalfDecodeSteps each).
+/// (ClusterCost::half_encode_seconds() each) and the n nodes' decoded (half_decode_seconds()).
 /// A 16-bit conversion's CPU time per float, in optimizer steps over as many floats
 /// (ClusterCost::step_seconds_per_float): an encode with its block's scale pass, and a decode
 /// added into a sum. bench/codec_step.cpp ("fp16 blk", "bf16 blk": F16C and SSE2 paths) measured
 /// 1.4-1.6 and 0.2-0.25 on this project's machine; a CPU without F16C converts fp16 in software,
-/// about 5x slower (the planner does not see it).
+/// about 5x slower: what start-up measures (ClusterCost::half_encode_seconds_per_float) replaces
+/// these in a node's plan.
 inline constexpr double kHalfEncodeSteps = 1.5;
 inline constexpr double kHalfDecodeSteps = 0.25;
 

@@ -222,8 +222,13 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
 
 /// make_plan() for an input with at most one bucketed scheme (checked inputs).
 Plan plan_one(const PlannerInput& input) {
-  const ClusterCost cluster{input.nodes, slowest_link(input.links), input.frame_overhead_bytes,
-                            input.gemm_flops, input.step_seconds_per_float};
+  const ClusterCost cluster{input.nodes,
+                            slowest_link(input.links),
+                            input.frame_overhead_bytes,
+                            input.gemm_flops,
+                            input.step_seconds_per_float,
+                            input.half_encode_seconds_per_float,
+                            input.half_decode_seconds_per_float};
   std::size_t total_floats = 0;
   for (const LayerProfile& layer : input.layers) total_floats += layer.parameters;
 

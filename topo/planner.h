@@ -54,6 +54,11 @@ struct LayerProfile {
   /// (PowerSGD) fits a layer by it.
   std::size_t weight_rows = 0;
   std::size_t weight_cols = 0;
+  /// The job's compressor (sync.compression.method: fp16, bf16, int8, top-k, random-k) on this
+  /// layer's floats as start-up measured it (sync/compress/codec_profile.h; the slowest node):
+  /// one encode with error feedback and one decode added into a sum, seconds. nullopt: not
+  /// measured; the compressed schemes' cost models then price them in optimizer steps.
+  std::optional<CodecSeconds> codec;
 
   /// t_b^(l) under SFB (`sfb`: backward_input_seconds when set) or another scheme
   /// (backward_seconds), seconds.
@@ -71,6 +76,9 @@ struct PlannerInput {
   double gemm_flops = 0;  ///< measured GEMM rate, FLOP/s (needed when SFB may apply)
   /// The optimizer step's time per parameter, seconds/float (measured; 0: steps are free)
   double step_seconds_per_float = 0;
+  /// A 16-bit block's encode and decode, seconds/float (measured; 0: ClusterCost's step multiples)
+  double half_encode_seconds_per_float = 0;
+  double half_decode_seconds_per_float = 0;
   double frame_overhead_bytes = 0;            ///< bytes each message adds besides its payload
   std::optional<std::size_t> kv_chunk_bytes;  ///< KV chunk size; nullopt: auto
   std::optional<double> gamma;                ///< Ako's gradient rate, gradients/s; nullopt: no p

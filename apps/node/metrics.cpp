@@ -171,7 +171,8 @@ std::string format_summary(const std::map<std::string, double>& summary, bool me
       out << ", step " << std::setprecision(2) << summary.at("step_seconds_per_float") * 1e9
           << " ns/float";
     }
-    out << (measured ? " (layer times and GEMM measured here; planner.* and --bandwidth override)"
+    out << (measured ? " (layer times, GEMM, step and compressor measured here; planner.* and "
+                       "--bandwidth override)"
                      : " (planner.* or assumed)")
         << '\n';
   }

@@ -9,8 +9,10 @@
 #include "apps/config/job_config.h"
 #include "apps/node/metrics.h"
 #include "apps/pipeline/job_options.h"
+#include "apps/pipeline/start_up.h"
 #include "engine/error.h"
 #include "engine/executor.h"
+#include "sync/compress/options.h"
 #include "sync/lane_router.h"
 #include "sync/probe/link_probe.h"
 #include "sync/sync_stage.h"
@@ -82,6 +84,13 @@ int run_plan(const PlanOptions& options) {
       measured->backward_input_seconds = compute.times.backward_input_seconds;
       measured->gemm_flops = compute.gemm_flops;
       measured->step_seconds_per_float = compute.step_seconds_per_float;
+      if (auto codec = measure_compressor(sync::compression_options(config.sync.options), model,
+                                          config.job.seed)) {
+        measured->encode_seconds = std::move(codec->encode_seconds);
+        measured->decode_seconds = std::move(codec->decode_seconds);
+        measured->half_encode_seconds_per_float = codec->half_encode_seconds_per_float;
+        measured->half_decode_seconds_per_float = codec->half_decode_seconds_per_float;
+      }
       measured->links.nodes = 0;  // not measured
     }
     auto stage = sync::make_sync_stage(

@@ -13,6 +13,7 @@
 #include "apps/pipeline/start_up.h"
 #include "engine/error.h"
 #include "net/tcp/tcp_transport.h"
+#include "sync/compress/options.h"
 #include "sync/sync_stage.h"
 #include "topo/rate.h"
 
@@ -142,7 +143,7 @@ std::optional<sync::JobMeasurements> NodeBuilder::measure() {
   // The probe is every node's at once: the peers of a rejoining node are past it.
   if (config.planner.probe && !s_.options.rejoin) {
     measured = measure_job(*s_.probe, *s_.model, config.optimizer.batch_size, config.job.seed,
-                           nodes, s_.sealed);
+                           nodes, sync::compression_options(config.sync.options), s_.sealed);
   }
   // Each link's rate bounds how long one frame may hold it (control frames go between
   // fragments): the probe's measure, else the configured one.

@@ -16,6 +16,7 @@
 
 #include "engine/error.h"
 #include "net/tcp/frame_cipher.h"
+#include "sync/compress/codec_profile.h"
 #include "tasks/profile.h"
 #include "topo/cost_model.h"
 #include "topo/rate.h"
@@ -25,6 +26,26 @@ namespace gradmesh::app {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// Logs the compressor's measured times (the slowest node's), when start-up measured them: the
+/// largest layer's encode and decode, and the 16-bit blocks'.
+void log_codec(std::string_view method, const sync::JobMeasurements& m) {
+  if (m.encode_seconds.empty()) return;
+  std::size_t largest = 0;
+  for (std::size_t l = 1; l < m.encode_seconds.size(); ++l) {
+    if (m.encode_seconds[l] > m.encode_seconds[largest]) largest = l;
+  }
+  std::string half;
+  if (m.half_encode_seconds_per_float > 0) {
+    half =
+        fmt::format("; 16-bit blocks {:.2f} ns/float to encode, {:.2f} to decode",
+                    m.half_encode_seconds_per_float * 1e9, m.half_decode_seconds_per_float * 1e9);
+  }
+  spdlog::info(
+      "compressor {} measured: layer {} (the costliest) {:.3f} ms to encode, {:.3f} ms to "
+      "decode{} (slowest node)",
+      method, largest, m.encode_seconds[largest] * 1e3, m.decode_seconds[largest] * 1e3, half);
+}
 
 }  // namespace
 
@@ -92,8 +113,18 @@ std::string link_text(const sync::LinkReport& link) {
 
 }  // namespace
 
+std::optional<sync::compress::CodecProfile> measure_compressor(
+    const sync::CompressionOptions& compression, tasks::Model& model, std::uint64_t seed) {
+  const auto kind = sync::compress::host_codec(compression.method);
+  if (!kind) return std::nullopt;
+  std::vector<std::size_t> floats(model.num_layers());
+  for (std::size_t l = 0; l < floats.size(); ++l) floats[l] = model.layer(l).parameter_count();
+  return sync::compress::profile_codec(*kind, compression.ratio, floats, 0.01, seed);
+}
+
 sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, std::size_t batch,
-                                  std::uint64_t seed, std::size_t nodes, bool sealed) {
+                                  std::uint64_t seed, std::size_t nodes,
+                                  const sync::CompressionOptions& compression, bool sealed) {
   const auto start = Clock::now();
   sync::NodeProfile local = probe.measure_links();
   for (std::size_t peer = 0; peer < nodes; ++peer) {
@@ -115,6 +146,12 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   local.backward_input_seconds = compute.times.backward_input_seconds;
   local.gemm_flops = compute.gemm_flops;
   local.step_seconds_per_float = compute.step_seconds_per_float;
+  if (auto codec = measure_compressor(compression, model, seed)) {
+    local.encode_seconds = std::move(codec->encode_seconds);
+    local.decode_seconds = std::move(codec->decode_seconds);
+    local.half_encode_seconds_per_float = codec->half_encode_seconds_per_float;
+    local.half_decode_seconds_per_float = codec->half_decode_seconds_per_float;
+  }
   if (sealed) local.cipher_seconds_per_byte = net::auth::measure_cipher_seconds_per_byte();
   const auto profiles = nodes > 1 ? probe.exchange(local) : std::vector<sync::NodeProfile>{local};
   sync::JobMeasurements m = sync::combine(profiles);
@@ -129,6 +166,7 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
       std::chrono::duration<double>(Clock::now() - start).count(), link.alpha * 1e6,
       nodes > 1 ? topo::format_rate(link.bandwidth) : std::string("-"), link.message_seconds * 1e6,
       m.gemm_flops / 1e9, m.step_seconds_per_float * 1e9, tf * 1e3, tb * 1e3);
+  log_codec(compression.method, m);
   if (m.cipher_seconds_per_byte > 0)
     spdlog::info(
         "frame cipher: {} sealed and opened per core (slowest node; in every B the probe "

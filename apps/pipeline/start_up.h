@@ -6,10 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 
 #include "apps/config/job_config.h"
 #include "apps/pipeline/pipeline.h"
+#include "sync/compress/codec_profile.h"
+#include "sync/compress/options.h"
 #include "sync/probe/link_probe.h"
 #include "sync/sync_stage.h"
 #include "tasks/model.h"
@@ -39,12 +42,24 @@ void check_writable_folder(const std::filesystem::path& dir, std::string_view wh
 /// backward times, GEMM rate (FLOP/s) and optimizer step time (seconds/float; tasks/profile.h),
 /// exchanged so that every node plans from the same figures (sync::combine: the slowest link, the
 /// slowest node's layer times). Every node calls it at once; nodes profile their compute together,
-/// after a barrier. With `sealed` frames, also what the frame cipher costs a byte
+/// after a barrier; then the `compression` method's encode and decode on each layer
+/// (measure_compressor). With `sealed` frames, also what the frame cipher costs a byte
 /// (net::auth::measure_cipher_seconds_per_byte; the slowest node's). Throws PeerError for a
 /// failed or silent peer. Logs what it measured.
 [[nodiscard]] sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model,
                                                 std::size_t batch, std::uint64_t seed,
-                                                std::size_t nodes, bool sealed = false);
+                                                std::size_t nodes,
+                                                const sync::CompressionOptions& compression,
+                                                bool sealed = false);
+
+/// The `compression` method's codec (fp16, bf16, int8, topk, randomk at its ratio) timed on the
+/// floats of each of `model`'s layers (sync::compress::profile_codec, at least 10 ms a figure,
+/// data from `seed`): what the planner prices the compressed schemes' encodes and decodes at
+/// (issue 28: "measured at start-up per layer, like the GEMM rate"). nullopt for none and
+/// powersgd (its GEMMs are priced at the measured GEMM rate). Thread safety: reads the model's
+/// shapes only.
+[[nodiscard]] std::optional<sync::compress::CodecProfile> measure_compressor(
+    const sync::CompressionOptions& compression, tasks::Model& model, std::uint64_t seed);
 
 /// Logs the stage's predicted bytes and iteration time, when its summary has them.
 void log_summary(const sync::SyncStage& stage);

@@ -10,12 +10,12 @@ namespace gradmesh::sync {
 namespace {
 /// A 16-bit segment's scale (RingAllReduce): 4 bytes on every message.
 constexpr double kScaleBytes = sizeof(float);
-/// Conversions over the ring (RingAllReduce, 16 bits), in optimizer steps per float of the
-/// bucket: each float is encoded once (the reduce-scatter's partial sums, (n - 1)/n, and the
-/// owner's full sum, 1/n) and decoded 2 (n - 1)/n times (reduce-scatter adds, all-gather stores).
-double conversion_steps(std::size_t nodes) {
-  const auto n = static_cast<double>(nodes);
-  return topo::kHalfEncodeSteps + 2.0 * (n - 1.0) / n * topo::kHalfDecodeSteps;
+/// Conversions over the ring (RingAllReduce, 16 bits), seconds per float of the bucket: each float
+/// is encoded once (the reduce-scatter's partial sums, (n - 1)/n, and the owner's full sum, 1/n)
+/// and decoded 2 (n - 1)/n times (reduce-scatter adds, all-gather stores).
+double conversion_seconds(const topo::ClusterCost& cluster) {
+  const auto n = static_cast<double>(cluster.nodes);
+  return cluster.half_encode_seconds() + 2.0 * (n - 1.0) / n * cluster.half_decode_seconds();
 }
 }  // namespace
 
@@ -34,8 +34,7 @@ topo::SchemeModel allreduce_half_scheme_model(compress::CodecKind kind) {
     cost.bytes_sent = topo::ring_allreduce_bytes(bytes, in.cluster.nodes, h);
     cost.comm_seconds =
         topo::ring_allreduce_cost(in.cluster.link, in.cluster.nodes, h).seconds(bytes);
-    cost.codec_seconds = conversion_steps(in.cluster.nodes) *
-                         static_cast<double>(layer.parameters) * in.cluster.step_seconds_per_float;
+    cost.codec_seconds = conversion_seconds(in.cluster) * static_cast<double>(layer.parameters);
     cost.compute_seconds += cost.codec_seconds;
     return cost;
   };

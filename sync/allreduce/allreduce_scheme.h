@@ -25,9 +25,10 @@ inline constexpr std::string_view kAllReduceBf16Scheme = "allreduce_bf16";
 /// All-reduce in 16 bits as the planner sees it (`kind` kFp16 or kBf16): bucketed like
 /// topo::allreduce_scheme_model, 2 bytes a parameter in a bucket; a layer alone costs the ring of
 /// 2 bytes a float with a 4-byte scale in each message, and the conversions (each float encoded
-/// once and decoded 2 (n - 1)/n times over the ring: RingAllReduce) at topo::kHalfEncodeSteps
-/// and kHalfDecodeSteps optimizer steps each, on top of the step. Lane allreduce_half. Throws
-/// ContractError for another kind.
+/// once and decoded 2 (n - 1)/n times over the ring: RingAllReduce) at
+/// ClusterCost::half_encode_seconds() and half_decode_seconds() each (measured at start-up, else
+/// topo::kHalfEncodeSteps and kHalfDecodeSteps optimizer steps), on top of the step. Lane
+/// allreduce_half. Throws ContractError for another kind.
 [[nodiscard]] topo::SchemeModel allreduce_half_scheme_model(compress::CodecKind kind);
 
 /// One iteration, for each bucket (consecutive layers first..last, one of the plan's buckets):

@@ -3,6 +3,7 @@
 # planner may choose per layer ([sync.compression]: options, its cost model, the scheme).
 target_sources(gradmesh_sync PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/codec.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/codec_profile.cpp
   ${CMAKE_CURRENT_LIST_DIR}/options.cpp
   ${CMAKE_CURRENT_LIST_DIR}/powersgd.cpp
   ${CMAKE_CURRENT_LIST_DIR}/powersgd_model.cpp

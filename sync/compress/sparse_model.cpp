@@ -1,5 +1,6 @@
 #include "sync/compress/sparse_model.h"
 
+#include <optional>
 #include <string>
 
 #include "engine/error.h"
@@ -9,18 +10,23 @@ namespace gradmesh::sync {
 
 namespace {
 
-/// The CPU seconds of one layer's encode and n decodes (codec_seconds), and with the step
-/// (compute_seconds), into `cost`.
+/// The CPU seconds of one layer's encode and `decodes` decodes (codec_seconds), and with the
+/// step (compute_seconds), into `cost`: measured (`measured`), else `encode_steps` and
+/// kSparseDecodeSteps optimizer steps a float.
 void add_sparse_compute(topo::SchemeCost& cost, const topo::ClusterCost& cluster,
-                        std::size_t floats, double encode_steps) {
+                        std::size_t floats, double encode_steps, double decodes,
+                        const std::optional<topo::CodecSeconds>& measured) {
   const double step = static_cast<double>(floats) * cluster.step_seconds_per_float;
-  cost.codec_seconds = (encode_steps + kSparseDecodeSteps) * step;
+  cost.codec_seconds =
+      measured ? measured->encode + decodes * measured->decode + kSparseDecodeSteps * step
+               : (encode_steps + kSparseDecodeSteps) * step;
   cost.compute_seconds = cost.codec_seconds + step;
 }
 
 }  // namespace
 
-topo::SchemeCost topk_cost(const topo::ClusterCost& cluster, std::size_t floats, double ratio) {
+topo::SchemeCost topk_cost(const topo::ClusterCost& cluster, std::size_t floats, double ratio,
+                           const std::optional<topo::CodecSeconds>& measured) {
   (void)topo::ring_allreduce_bytes(0, cluster.nodes);  // checks the node count
   if (cluster.nodes == 1 || floats == 0) return {};
   const double peers = static_cast<double>(cluster.nodes - 1);
@@ -30,11 +36,13 @@ topo::SchemeCost topk_cost(const topo::ClusterCost& cluster, std::size_t floats,
   cost.messages = peers;
   cost.comm_seconds = cluster.link.alpha + peers * cluster.link.message_seconds +
                       cost.bytes_sent / cluster.link.bandwidth;
-  add_sparse_compute(cost, cluster, floats, kTopKEncodeSteps);
+  add_sparse_compute(cost, cluster, floats, kTopKEncodeSteps, static_cast<double>(cluster.nodes),
+                     measured);
   return cost;
 }
 
-topo::SchemeCost randomk_cost(const topo::ClusterCost& cluster, std::size_t floats, double ratio) {
+topo::SchemeCost randomk_cost(const topo::ClusterCost& cluster, std::size_t floats, double ratio,
+                              const std::optional<topo::CodecSeconds>& measured) {
   (void)topo::ring_allreduce_bytes(0, cluster.nodes);
   if (cluster.nodes == 1 || floats == 0) return {};
   const double bytes = 4.0 * static_cast<double>(compress::kept_entries(floats, ratio));
@@ -43,7 +51,7 @@ topo::SchemeCost randomk_cost(const topo::ClusterCost& cluster, std::size_t floa
   cost.bytes_sent = topo::ring_allreduce_bytes(bytes, cluster.nodes, h);
   cost.messages = 2.0 * static_cast<double>(cluster.nodes - 1);
   cost.comm_seconds = topo::ring_allreduce_cost(cluster.link, cluster.nodes, h).seconds(bytes);
-  add_sparse_compute(cost, cluster, floats, kRandomKEncodeSteps);
+  add_sparse_compute(cost, cluster, floats, kRandomKEncodeSteps, 1.0, measured);
   return cost;
 }
 
@@ -55,8 +63,8 @@ topo::SchemeModel sparse_scheme_model(compress::CodecKind kind, double ratio) {
   topo::SchemeModel m;
   m.id = std::string(top ? kTopKScheme : kRandomKScheme);
   m.cost = [top, ratio](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {
-    return top ? topk_cost(in.cluster, layer.parameters, ratio)
-               : randomk_cost(in.cluster, layer.parameters, ratio);
+    return top ? topk_cost(in.cluster, layer.parameters, ratio, layer.codec)
+               : randomk_cost(in.cluster, layer.parameters, ratio, layer.codec);
   };
   m.lanes = {{std::string(top ? kTopKLane : kRandomKLane), 1.0}};
   return m;

@@ -6,6 +6,7 @@
 // sum as a dense vector of k floats).
 
 #include <cstddef>
+#include <optional>
 #include <string_view>
 
 #include "sync/compress/codec.h"
@@ -37,21 +38,28 @@ inline constexpr double kSparseDecodeSteps = 0.6;
 ///   bytes_sent = (n - 1)(8 k + h),   messages = n - 1,
 ///   comm_seconds = alpha + (n - 1) o + bytes_sent / B,
 ///   compute_seconds = (kTopKEncodeSteps + kSparseDecodeSteps + 1) floats step_seconds_per_float
-///   (the encode, the decodes, the optimizer step).
+///   (the encode, the decodes, the optimizer step);
+/// with the layer's codec times start-up measured (`measured`, topo::LayerProfile::codec) the
+/// encode and the n decodes of k entries are those figures (encode + n decode), and the passes
+/// over the layer that clear and scale the sum stay kSparseDecodeSteps steps.
 /// The bytes grow with n (all-gather: a sparse vector's indices differ per node, it cannot be
 /// summed on the way), so at large n a ring of random-k or fp16 wins: the planner sees it. One
 /// node: all 0. Throws ContractError for a bad cluster.
-[[nodiscard]] topo::SchemeCost topk_cost(const topo::ClusterCost& cluster, std::size_t floats,
-                                         double ratio);
+[[nodiscard]] topo::SchemeCost topk_cost(
+    const topo::ClusterCost& cluster, std::size_t floats, double ratio,
+    const std::optional<topo::CodecSeconds>& measured = std::nullopt);
 
 /// One node's cost per iteration of random-k on a layer of `floats` floats at `ratio`: the k
 /// values at the iteration's shared indices, summed by one ring all-reduce of 4 k bytes:
 ///   bytes_sent = ring_allreduce_bytes(4 k),   comm_seconds = T_ar(4 k) (MG-WFBP eq. 9),
 ///   compute_seconds = (kRandomKEncodeSteps + kSparseDecodeSteps + 1) floats
-///   step_seconds_per_float.
+///   step_seconds_per_float;
+/// measured (`measured`): encode + decode (the k sums scattered once) + kSparseDecodeSteps steps
+/// of passes.
 /// One node: all 0. Throws ContractError for a bad cluster.
-[[nodiscard]] topo::SchemeCost randomk_cost(const topo::ClusterCost& cluster, std::size_t floats,
-                                            double ratio);
+[[nodiscard]] topo::SchemeCost randomk_cost(
+    const topo::ClusterCost& cluster, std::size_t floats, double ratio,
+    const std::optional<topo::CodecSeconds>& measured = std::nullopt);
 
 /// Top-k (`kind` kTopK) or random-k (kRandomK) at `ratio` as the planner sees it: fits every
 /// layer with parameters (the whole layer, its bias included, is one sparse vector); cost

@@ -15,7 +15,7 @@ namespace probe {
 namespace {
 
 constexpr std::uint64_t kMaxProfileLayers = std::uint64_t{1} << 20;
-constexpr std::size_t kProfileHeaderBytes = 2 * sizeof(std::uint64_t);
+constexpr std::size_t kProfileHeaderBytes = 3 * sizeof(std::uint64_t);
 
 }  // namespace
 
@@ -30,10 +30,17 @@ std::string profile_problem(const NodeProfile& profile, std::size_t nodes) {
     why << "forward, backward and backward-without-dW times differ in size: "
         << profile.forward_seconds.size() << ", " << profile.backward_seconds.size() << " and "
         << profile.backward_input_seconds.size();
+  } else if (profile.encode_seconds.size() != profile.decode_seconds.size() ||
+             (!profile.encode_seconds.empty() &&
+              profile.encode_seconds.size() != profile.forward_seconds.size())) {
+    why << "encode and decode times need 0 or " << profile.forward_seconds.size()
+        << " entries, got " << profile.encode_seconds.size() << " and "
+        << profile.decode_seconds.size();
   } else {
     const auto bad = [](double x) { return !std::isfinite(x) || x < 0; };
-    for (const auto* values : {&profile.alpha, &profile.bandwidth, &profile.forward_seconds,
-                               &profile.backward_seconds, &profile.backward_input_seconds}) {
+    for (const auto* values :
+         {&profile.alpha, &profile.bandwidth, &profile.forward_seconds, &profile.backward_seconds,
+          &profile.backward_input_seconds, &profile.encode_seconds, &profile.decode_seconds}) {
       if (std::any_of(values->begin(), values->end(), bad)) {
         why << "a value is negative or not finite";
         break;
@@ -46,19 +53,27 @@ std::string profile_problem(const NodeProfile& profile, std::size_t nodes) {
       why << "step_seconds_per_float = " << profile.step_seconds_per_float;
     if (why.tellp() == 0 && bad(profile.cipher_seconds_per_byte))
       why << "cipher_seconds_per_byte = " << profile.cipher_seconds_per_byte;
+    if (why.tellp() == 0 && bad(profile.half_encode_seconds_per_float))
+      why << "half_encode_seconds_per_float = " << profile.half_encode_seconds_per_float;
+    if (why.tellp() == 0 && bad(profile.half_decode_seconds_per_float))
+      why << "half_decode_seconds_per_float = " << profile.half_decode_seconds_per_float;
   }
   return why.str();
 }
 
 net::Payload encode_profile(const NodeProfile& profile) {
-  const std::uint64_t header[2] = {profile.alpha.size(), profile.forward_seconds.size()};
+  const std::uint64_t header[3] = {profile.alpha.size(), profile.forward_seconds.size(),
+                                   profile.encode_seconds.size()};
   std::vector<double> values;
   values.push_back(profile.gemm_flops);
   values.push_back(profile.message_seconds);
   values.push_back(profile.step_seconds_per_float);
   values.push_back(profile.cipher_seconds_per_byte);
-  for (const auto* part : {&profile.alpha, &profile.bandwidth, &profile.forward_seconds,
-                           &profile.backward_seconds, &profile.backward_input_seconds}) {
+  values.push_back(profile.half_encode_seconds_per_float);
+  values.push_back(profile.half_decode_seconds_per_float);
+  for (const auto* part :
+       {&profile.alpha, &profile.bandwidth, &profile.forward_seconds, &profile.backward_seconds,
+        &profile.backward_input_seconds, &profile.encode_seconds, &profile.decode_seconds}) {
     values.insert(values.end(), part->begin(), part->end());
   }
   net::Payload payload = net::Payload::allocate(sizeof(header) + values.size() * sizeof(double));
@@ -75,14 +90,16 @@ std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes, std:
     why = "profile of " + std::to_string(bytes.size()) + " bytes, shorter than its header";
     return std::nullopt;
   }
-  std::uint64_t header[2];
+  std::uint64_t header[3];
   std::memcpy(header, bytes.data(), sizeof(header));
-  if (header[0] != nodes || header[1] > kMaxProfileLayers) {
-    why = "profile of " + std::to_string(header[0]) + " nodes and " + std::to_string(header[1]) +
-          " layers, expected " + std::to_string(nodes) + " nodes";
+  if (header[0] != nodes || header[1] > kMaxProfileLayers ||
+      (header[2] != 0 && header[2] != header[1])) {
+    why = "profile of " + std::to_string(header[0]) + " nodes, " + std::to_string(header[1]) +
+          " layers and codec times of " + std::to_string(header[2]) + ", expected " +
+          std::to_string(nodes) + " nodes and codec times of 0 or every layer";
     return std::nullopt;
   }
-  const std::uint64_t doubles = 4 + 2 * header[0] + 3 * header[1];
+  const std::uint64_t doubles = 6 + 2 * header[0] + 3 * header[1] + 2 * header[2];
   if (bytes.size() != kProfileHeaderBytes + doubles * sizeof(double)) {
     why = "profile of " + std::to_string(bytes.size()) + " bytes, expected " +
           std::to_string(kProfileHeaderBytes + doubles * sizeof(double));
@@ -96,6 +113,8 @@ std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes, std:
   profile.message_seconds = *at++;
   profile.step_seconds_per_float = *at++;
   profile.cipher_seconds_per_byte = *at++;
+  profile.half_encode_seconds_per_float = *at++;
+  profile.half_decode_seconds_per_float = *at++;
   const auto take = [&at](std::vector<double>& part, std::uint64_t count) {
     part.assign(at, at + static_cast<std::ptrdiff_t>(count));
     at += static_cast<std::ptrdiff_t>(count);
@@ -105,6 +124,8 @@ std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes, std:
   take(profile.forward_seconds, header[1]);
   take(profile.backward_seconds, header[1]);
   take(profile.backward_input_seconds, header[1]);
+  take(profile.encode_seconds, header[2]);
+  take(profile.decode_seconds, header[2]);
   why = profile_problem(profile, nodes);
   if (!why.empty()) return std::nullopt;
   return profile;
@@ -123,6 +144,11 @@ JobMeasurements combine(const std::vector<NodeProfile>& profiles) {
     GRADMESH_CHECK_EQ(p.backward_seconds.size(), layers, "combine(): backward times vs layers");
     GRADMESH_CHECK_EQ(p.backward_input_seconds.size(), layers,
                       "combine(): backward times without dW vs layers");
+    GRADMESH_CHECK_EQ(p.decode_seconds.size(), p.encode_seconds.size(),
+                      "combine(): decode times vs encode times");
+    GRADMESH_CHECK(p.encode_seconds.empty() || p.encode_seconds.size() == layers,
+                   "combine(): encode times of " + std::to_string(p.encode_seconds.size()) +
+                       " layers, expected 0 or " + std::to_string(layers));
   }
   JobMeasurements job;
   job.links.nodes = n;
@@ -151,6 +177,17 @@ JobMeasurements combine(const std::vector<NodeProfile>& profiles) {
     job.gemm_flops = std::min(job.gemm_flops, p.gemm_flops);
     job.step_seconds_per_float = std::max(job.step_seconds_per_float, p.step_seconds_per_float);
     job.cipher_seconds_per_byte = std::max(job.cipher_seconds_per_byte, p.cipher_seconds_per_byte);
+    job.half_encode_seconds_per_float =
+        std::max(job.half_encode_seconds_per_float, p.half_encode_seconds_per_float);
+    job.half_decode_seconds_per_float =
+        std::max(job.half_decode_seconds_per_float, p.half_decode_seconds_per_float);
+    if (p.encode_seconds.empty()) continue;
+    job.encode_seconds.resize(layers, 0.0);
+    job.decode_seconds.resize(layers, 0.0);
+    for (std::size_t l = 0; l < layers; ++l) {
+      job.encode_seconds[l] = std::max(job.encode_seconds[l], p.encode_seconds[l]);
+      job.decode_seconds[l] = std::max(job.decode_seconds[l], p.decode_seconds[l]);
+    }
   }
   return job;
 }

@@ -31,6 +31,14 @@ struct NodeProfile {
   /// What a sealed byte costs the loop threads of its two ends (net::auth::
   /// measure_cipher_seconds_per_byte: seal + open), seconds/byte (0: frames go in clear)
   double cipher_seconds_per_byte = 0;
+  /// The job's compressor on each layer (compress::profile_codec): one encode and one decode into
+  /// a sum, seconds; empty (not measured: no compressor, or one priced otherwise) or the size of
+  /// forward_seconds (0 for a layer without parameters)
+  std::vector<double> encode_seconds;
+  std::vector<double> decode_seconds;  ///< the same size as encode_seconds
+  /// 16-bit blocks (fp16, bf16), seconds/float (0: not measured)
+  double half_encode_seconds_per_float = 0;
+  double half_decode_seconds_per_float = 0;
 
   friend bool operator==(const NodeProfile&, const NodeProfile&) = default;
 };
@@ -44,15 +52,21 @@ struct JobMeasurements {
   double gemm_flops = 0;                       ///< FLOP/s, the min over nodes
   double step_seconds_per_float = 0;           ///< seconds/float, the max over nodes
   double cipher_seconds_per_byte = 0;          ///< seconds/byte, the max over nodes (0: in clear)
+  /// Per layer, the max over nodes (empty when no node measured its compressor)
+  std::vector<double> encode_seconds;
+  std::vector<double> decode_seconds;        ///< per layer, the max over nodes (as encode)
+  double half_encode_seconds_per_float = 0;  ///< seconds/float, the max over nodes (0: none)
+  double half_decode_seconds_per_float = 0;  ///< seconds/float, the max over nodes (0: none)
 };
 
 /// Combines the n profiles (index = rank): the LinkMatrix from their rows (diagonal 0; o per
 /// node); per layer
 /// the max over nodes of t_f, of t_b and of t_b without dW (in BSP every iteration waits for the
-/// slowest node) and of the step's time per float; the
-/// min GEMM rate. Pure and deterministic, so every node computes the same from exchange()'s result.
-/// Throws ContractError (printing the sizes) for no profiles, a row not of size n, or per-layer
-/// vectors of different sizes.
+/// slowest node), of the compressor's encode and decode, and of the step's, the cipher's and the
+/// 16-bit blocks' times; the min GEMM rate. Pure and deterministic, so every node computes the same
+/// from exchange()'s result. Throws ContractError (printing the sizes) for no profiles, a row not
+/// of size n, or per-layer vectors of different sizes (a profile's encode and decode times may be
+/// empty).
 [[nodiscard]] JobMeasurements combine(const std::vector<NodeProfile>& profiles);
 
 namespace probe {
@@ -61,15 +75,17 @@ namespace probe {
 /// non-finite value); empty if it is. Pure.
 [[nodiscard]] std::string profile_problem(const NodeProfile& profile, std::size_t nodes);
 
-/// `profile` as a kProfile payload: u64 nodes, u64 layers, then doubles gemm_flops,
-/// message_seconds, step_seconds_per_float, cipher_seconds_per_byte, alpha[nodes],
-/// bandwidth[nodes], forward_seconds, backward_seconds, backward_input_seconds [layers each]; host
-/// byte order (the job's nodes share one build, as the handshake's config hash assumes).
-/// Bytes: 16 + 8 (4 + 2 nodes + 3 layers).
+/// `profile` as a kProfile payload: u64 nodes, u64 layers, u64 codec layers (c: 0 or layers),
+/// then doubles gemm_flops, message_seconds, step_seconds_per_float, cipher_seconds_per_byte,
+/// half_encode_seconds_per_float, half_decode_seconds_per_float, alpha[nodes], bandwidth[nodes],
+/// forward_seconds, backward_seconds, backward_input_seconds [layers each], encode_seconds,
+/// decode_seconds [c each]; host byte order (the job's nodes share one build, as the handshake's
+/// config hash assumes). Bytes: 24 + 8 (6 + 2 nodes + 3 layers + 2 c).
 [[nodiscard]] net::Payload encode_profile(const NodeProfile& profile);
 
 /// The profile in `bytes` for a job of `nodes` nodes, or nullopt with `why` set (a short, wrong
-/// sized or malformed payload; more than 2^20 layers). Never throws beyond std::bad_alloc.
+/// sized or malformed payload; more than 2^20 layers; codec layers neither 0 nor layers). Never
+/// throws beyond std::bad_alloc.
 [[nodiscard]] std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes,
                                                         std::size_t nodes, std::string& why);
 

@@ -78,9 +78,12 @@ topo::SchemeModel ps_coded_scheme_model(compress::CodecKind kind) {
     topo::SchemeCost cost = topo::ps_cost(in.cluster, floats, size, payload);
     if (in.cluster.nodes == 1 || floats == 0) return cost;
     const auto n = static_cast<double>(in.cluster.nodes);
-    cost.codec_seconds =
-        (ps_coded_encode_steps(kind) + ps_coded_decode_steps(kind) * (2.0 * n - 1.0) / n) *
-        static_cast<double>(floats) * in.cluster.step_seconds_per_float;
+    const topo::CodecSeconds codec = layer.codec.value_or(
+        topo::CodecSeconds{ps_coded_encode_steps(kind) * static_cast<double>(floats) *
+                               in.cluster.step_seconds_per_float,
+                           ps_coded_decode_steps(kind) * static_cast<double>(floats) *
+                               in.cluster.step_seconds_per_float});
+    cost.codec_seconds = codec.encode + codec.decode * (2.0 * n - 1.0) / n;
     cost.compute_seconds += cost.codec_seconds;
     return cost;
   };

@@ -44,8 +44,9 @@ inline constexpr std::string_view kPsInt8Scheme = "ps_int8";
 /// payload_bytes: compress::encoded_bytes of each chunk) on the lanes kv_push_coded and
 /// kv_broadcast_coded; and per float of the layer, a mean node's CPU: one encode (the (n - 1)/n
 /// it pushes, the 1/n it owns and broadcasts) and (2n - 1)/n decodes (the owner's of n - 1
-/// pushes, every node's of the n - 1 others' broadcasts, the owner's own). Throws ContractError
-/// for another kind.
+/// pushes, every node's of the n - 1 others' broadcasts, the owner's own), at the layer's
+/// measured topo::LayerProfile::codec when start-up measured it, else at the steps above. Throws
+/// ContractError for another kind.
 [[nodiscard]] topo::SchemeModel ps_coded_scheme_model(compress::CodecKind kind);
 
 /// One iteration, for each of its layers l:

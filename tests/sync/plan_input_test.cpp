@@ -25,6 +25,21 @@ tasks::Model small_cnn() {
       tasks::Shape{1, 12, 12}, kBatch, 5);
 }
 
+/// small_cnn() with what a sync context needs on rank 0 of kNodes (nothing measured).
+struct CnnContext {
+  tasks::Model model = small_cnn();
+  engine::Executor executor;
+  sync::LaneRouter router;
+  tasks::Optimizer optimizer;
+  sync::SyncContext ctx;
+
+  CnnContext()
+      : executor({1, 1}),
+        router(nullptr, 0, kNodes),
+        optimizer({0.05f, 0.9f, 0.0f}, model.parameter_count()),
+        ctx{model, executor, router, 0, kNodes, kBatch, optimizer, {}} {}
+};
+
 /// The plan rows of strategy `strategy` for `model` on kNodes nodes, nothing measured.
 std::vector<sync::LayerPlan> plan_of(tasks::Model& model, const std::string& strategy,
                                      const std::string& sfb) {
@@ -42,11 +57,9 @@ std::vector<sync::LayerPlan> plan_of(tasks::Model& model, const std::string& str
 
 TEST_CASE("planner_input gives conv layers no sufficient factors and their flops",
           "[sync][plan][cnn]") {
-  tasks::Model model = small_cnn();
-  engine::Executor executor({1, 1});
-  sync::LaneRouter router(nullptr, 0, kNodes);
-  tasks::Optimizer optimizer({0.05f, 0.9f, 0.0f}, model.parameter_count());
-  const sync::SyncContext ctx{model, executor, router, 0, kNodes, kBatch, optimizer, {}};
+  CnnContext cnn;
+  tasks::Model& model = cnn.model;
+  const sync::SyncContext& ctx = cnn.ctx;
   const sync::AssumedRates rates;
   const topo::PlannerInput input =
       sync::planner_input(ctx, sync::strategy_traits("poseidon").schemes, rates);
@@ -92,16 +105,12 @@ TEST_CASE(
     "sealed frames: a B that planner.bandwidth gives pays the measured cipher, a probed B "
     "holds it already",
     "[sync][plan]") {
-  tasks::Model model = small_cnn();
-  engine::Executor executor({1, 1});
-  sync::LaneRouter router(nullptr, 0, kNodes);
-  tasks::Optimizer optimizer({0.05f, 0.9f, 0.0f}, model.parameter_count());
+  CnnContext cnn;
   sync::JobMeasurements measured;
   measured.links = topo::LinkMatrix::uniform(kNodes, 50e-6, 4e8);
   measured.links.message_seconds.assign(kNodes, 10e-6);
   measured.cipher_seconds_per_byte = 1.0 / 7.5e8;  // seal + open at 750 MB/s
-  sync::SyncOptions options;
-  sync::SyncContext ctx{model, executor, router, 0, kNodes, kBatch, optimizer, options};
+  sync::SyncContext& ctx = cnn.ctx;
   ctx.measured = &measured;
   const auto schemes = sync::strategy_traits("ps").schemes;
   CHECK(sync::planner_input(ctx, schemes).links.bandwidth[1] == 4e8);  // measured sealed
@@ -110,4 +119,40 @@ TEST_CASE(
         Approx(1.0 / (1.0 / 1.25e9 + 1.0 / 7.5e8)));
   measured.cipher_seconds_per_byte = 0;  // in clear: B as given
   CHECK(sync::planner_input(ctx, schemes).links.bandwidth[1] == 1.25e9);
+}
+
+TEST_CASE("planner_input takes the compressor's measured times per layer and the 16-bit rates",
+          "[sync][plan][compress]") {
+  CnnContext cnn;
+  tasks::Model& model = cnn.model;
+  sync::SyncContext& ctx = cnn.ctx;
+  const auto schemes = sync::strategy_traits("ps").schemes;
+  for (const topo::LayerProfile& layer : sync::planner_input(ctx, schemes).layers) {
+    CHECK_FALSE(layer.codec);  // nothing measured: the cost models' step multiples
+  }
+  sync::JobMeasurements measured;
+  const std::size_t layers = model.num_layers();
+  measured.encode_seconds.assign(layers, 0.0);
+  measured.decode_seconds.assign(layers, 0.0);
+  for (std::size_t l = 0; l < layers; ++l) {
+    if (model.layer(l).parameter_count() == 0) continue;
+    measured.encode_seconds[l] = 1e-3 * static_cast<double>(l + 1);
+    measured.decode_seconds[l] = 1e-4 * static_cast<double>(l + 1);
+  }
+  measured.half_encode_seconds_per_float = 1.5e-9;
+  measured.half_decode_seconds_per_float = 3e-10;
+  ctx.measured = &measured;
+  const topo::PlannerInput input = sync::planner_input(ctx, schemes);
+  for (std::size_t l = 0; l < layers; ++l) {
+    INFO("layer " << l);
+    if (model.layer(l).parameter_count() == 0) {
+      CHECK_FALSE(input.layers[l].codec);
+      continue;
+    }
+    REQUIRE(input.layers[l].codec);
+    CHECK(input.layers[l].codec->encode == measured.encode_seconds[l]);
+    CHECK(input.layers[l].codec->decode == measured.decode_seconds[l]);
+  }
+  CHECK(input.half_encode_seconds_per_float == 1.5e-9);
+  CHECK(input.half_decode_seconds_per_float == 3e-10);
 }

@@ -10,11 +10,13 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include <catch2/catch.hpp>
 
 #include "sync/compress/codec.h"
+#include "sync/compress/codec_profile.h"
 #include "sync/compress/sparse_scheme.h"
 #include "sync/poseidon/sf_rebuild.h"
 #include "tasks/cpu/blas.h"
@@ -310,6 +312,15 @@ void check_equivalence(const std::string& strategy, std::size_t nodes,
   const auto codes = cluster.wait(std::chrono::seconds(120));
   INFO(cluster.all_logs());
   REQUIRE(codes == std::vector<int>(nodes, 0));
+  // A codec on the host was measured at start-up, and the plan priced its encodes by that.
+  constexpr std::string_view kMethodKey = "sync.compression.method=";
+  for (const std::string& arg : extra) {
+    if (!arg.starts_with(kMethodKey)) continue;
+    const std::string method = arg.substr(kMethodKey.size());
+    if (gradmesh::sync::compress::host_codec(method)) {
+      CHECK_THAT(cluster.all_logs(), Catch::Contains("compressor " + method + " measured"));
+    }
+  }
 
   // The layers the nodes synchronised by SFB: the reference rebuilds their gradients as they do.
   // The layers they sparsified ("top-k 10%", "random-k 10%"): the reference encodes them as they

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -88,6 +89,14 @@ void fill_compute(sync::NodeProfile& p, std::size_t rank) {
   p.backward_input_seconds = {0.001, 0.0002 * static_cast<double>(rank + 1)};
   p.gemm_flops = 1e9 * static_cast<double>(rank + 2);
   p.cipher_seconds_per_byte = 1e-9 * static_cast<double>(rank + 1);
+  // The compressor's figures (compress::profile_codec) on the odd ranks only: a profile without
+  // them travels and combines beside ones with them.
+  if (rank % 2 == 1) {
+    p.encode_seconds = {0.0, 1e-4 * static_cast<double>(rank)};
+    p.decode_seconds = {0.0, 2e-5 * static_cast<double>(rank)};
+    p.half_encode_seconds_per_float = 1e-9 * static_cast<double>(rank);
+    p.half_decode_seconds_per_float = 3e-10;
+  }
 }
 
 // measure_links, exchange, combine and barriers on n in-process ranks; returns the slowest
@@ -144,6 +153,12 @@ double measure_exchange_combine(std::size_t n) {
   CHECK(job.backward_seconds == std::vector<double>{0.003, 0.0005 * static_cast<double>(n)});
   CHECK(job.backward_input_seconds == std::vector<double>{0.001, 0.0002 * static_cast<double>(n)});
   CHECK(job.gemm_flops == 2e9);
+  // The slowest odd rank's codec figures (every n here has rank 1).
+  const double odd = static_cast<double>(n % 2 == 0 ? n - 1 : n - 2);
+  CHECK(job.encode_seconds == std::vector<double>{0.0, 1e-4 * odd});
+  CHECK(job.decode_seconds == std::vector<double>{0.0, 2e-5 * odd});
+  CHECK(job.half_encode_seconds_per_float == 1e-9 * odd);
+  CHECK(job.half_decode_seconds_per_float == 3e-10);
   REQUIRE(job.links.message_seconds.size() == n);
   CHECK(job.links.message_seconds[n - 1] == rows[n - 1].message_seconds);
   return *std::max_element(took.begin(), took.end());
@@ -214,6 +229,56 @@ TEST_CASE("combine: link matrix from the rows, max times, min GEMM", "[sync][pro
   sync::NodeProfile no_input_times = b;
   no_input_times.backward_input_seconds.clear();
   CHECK_THROWS_AS(sync::combine({a, no_input_times}), ContractError);
+  // Codec figures: none measured, none combined; else per layer the max, of 0 or every layer.
+  CHECK(sync::combine({a, b}).encode_seconds.empty());
+  sync::NodeProfile coded = b;
+  coded.encode_seconds = {3e-4, 1e-4};
+  coded.decode_seconds = {1e-5, 2e-5};
+  sync::NodeProfile coded_slower = a;
+  coded_slower.encode_seconds = {2e-4, 5e-4};
+  coded_slower.decode_seconds = {4e-5, 1e-5};
+  CHECK(sync::combine({coded, coded_slower}).encode_seconds == std::vector<double>{3e-4, 5e-4});
+  CHECK(sync::combine({coded, coded_slower}).decode_seconds == std::vector<double>{4e-5, 2e-5});
+  CHECK(sync::combine({a, coded}).encode_seconds == coded.encode_seconds);
+  sync::NodeProfile one_layer = coded;
+  one_layer.encode_seconds.pop_back();
+  one_layer.decode_seconds.pop_back();
+  CHECK_THROWS_AS(sync::combine({a, one_layer}), ContractError);
+  CHECK_FALSE(sync::probe::profile_problem(one_layer, 2).empty());
+  sync::NodeProfile no_decode = coded;
+  no_decode.decode_seconds.clear();
+  CHECK_THROWS_AS(sync::combine({a, no_decode}), ContractError);
+}
+
+TEST_CASE("a profile with codec figures survives its wire form, and a wrong count is refused",
+          "[sync][probe]") {
+  sync::NodeProfile p{{0, 1e-4}, {0, 1e8}, {1.0, 2.0}, {3.0, 1.0}, 5e9, 3e-5, {1.0, 0.25}};
+  for (const bool coded : {false, true}) {
+    INFO("codec figures: " << coded);
+    if (coded) {
+      p.encode_seconds = {0.0, 7e-4};
+      p.decode_seconds = {0.0, 9e-5};
+      p.half_encode_seconds_per_float = 1.5e-9;
+      p.half_decode_seconds_per_float = 2.5e-10;
+    }
+    const net::Payload wire = sync::probe::encode_profile(p);
+    CHECK(wire.size() == 24 + 8 * (6 + 2 * 2 + 3 * 2 + (coded ? 2 * 2 : 0)));
+    std::string why;
+    const auto back = sync::probe::decode_profile(wire.bytes(), 2, why);
+    INFO(why);
+    REQUIRE(back);
+    CHECK(*back == p);
+  }
+  // A header that claims codec figures for one layer of two: refused, saying why.
+  net::Payload wire = sync::probe::encode_profile(p);
+  std::vector<std::byte> bytes(wire.bytes().begin(), wire.bytes().end());
+  const std::uint64_t one = 1;
+  std::memcpy(bytes.data() + 16, &one, sizeof(one));
+  std::string why;
+  CHECK_FALSE(sync::probe::decode_profile(bytes, 2, why));
+  CHECK_THAT(why, Catch::Contains("codec times of 1"));
+  p.encode_seconds[1] = -1.0;
+  CHECK_THAT(sync::probe::profile_problem(p, 2), Catch::Contains("negative"));
 }
 
 TEST_CASE("link probe options are checked", "[sync][probe]") {

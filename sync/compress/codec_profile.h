@@ -1,0 +1,57 @@
+#pragma once
+// What a compressor costs this node's CPU, measured at start-up for the planner (issue 28 item 2:
+// "the encode/decode time measured at start-up per layer (like the GEMM rate today)"). The
+// figures travel in the probe's profile exchange (sync/probe/node_profile.h), the slowest node's
+// go into topo::LayerProfile::codec and topo::ClusterCost's 16-bit rates, and the compressed
+// schemes' cost models price their encodes and decodes with them instead of the optimizer-step
+// multiples bench/codec_step.cpp measured on this project's machine (which hold on a CPU like it
+// and may not on another: without F16C an fp16 encode costs about 5x more).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "sync/compress/codec.h"
+
+namespace gradmesh::sync::compress {
+
+/// The most floats one measurement touches; a larger layer's figure is scaled by its floats (each
+/// codec is one or a few passes over the layer, linear once the buffers leave the caches). 4 Mi
+/// floats, as tasks::measure_step_seconds_per_float.
+inline constexpr std::size_t kMaxProfiledFloats = std::size_t{1} << 22;
+
+/// A compressor's measured CPU time.
+struct CodecProfile {
+  /// Per layer (the index of `layer_floats`): one Codec::encode of the layer's floats with error
+  /// feedback, seconds; 0 for a layer of 0 floats.
+  std::vector<double> encode_seconds;
+  /// Per layer: one Codec::decode_add of an encoding of the layer into a sum, seconds.
+  std::vector<double> decode_seconds;
+  /// fp16, bf16 only (else 0): encode_half_block with its half_block_scale, seconds/float.
+  double half_encode_seconds_per_float = 0;
+  /// fp16, bf16 only (else 0): decode_add_half_block, seconds/float.
+  double half_decode_seconds_per_float = 0;
+};
+
+/// The codec sync.compression.method `method` runs on the host: fp16, bf16, int8, topk, randomk;
+/// nullopt for "none" and "powersgd" (priced from the measured GEMM rate and optimizer step) and
+/// for a name that is no codec. Pure.
+[[nodiscard]] std::optional<CodecKind> host_codec(std::string_view method) noexcept;
+
+/// Times `kind`'s codec (at `ratio` for top-k and random-k) on each layer's floats: for each
+/// distinct size s of `layer_floats`, a Codec of min(s, kMaxProfiledFloats) floats with error
+/// feedback encodes seeded random floats (uniform in [-1, 1), from `seed`) once untimed, then
+/// repeatedly until `min_seconds` have passed (at least once); one decode_add into a sum likewise;
+/// each figure scaled by s / min(s, kMaxProfiledFloats). For kFp16 and kBf16 also the 16-bit
+/// blocks of the rings and of SFB's factors over the largest size. Allocates about 4 buffers of the
+/// largest measured size. Cost: about 2 x min_seconds per distinct size (4 more for 16 bits).
+/// Thread safety: any thread (owns its buffers). Throws ContractError for kNone, a ratio outside
+/// (0, 1] or a min_seconds that is negative or not finite.
+[[nodiscard]] CodecProfile profile_codec(CodecKind kind, double ratio,
+                                         std::span<const std::size_t> layer_floats,
+                                         double min_seconds, std::uint64_t seed);
+
+}  // namespace gradmesh::sync::compress
