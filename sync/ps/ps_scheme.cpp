@@ -83,7 +83,15 @@ topo::SchemeModel ps_coded_scheme_model(compress::CodecKind kind) {
                                in.cluster.step_seconds_per_float,
                            ps_coded_decode_steps(kind) * static_cast<double>(floats) *
                                in.cluster.step_seconds_per_float});
-    cost.codec_seconds = codec.encode + codec.decode * (2.0 * n - 1.0) / n;
+    // Each chunk is encoded as it is pushed and decoded as it arrives (the owner's change
+    // likewise), so the CPU and the link work as a pipeline of the layer's chunks: the longer of
+    // the two bounds the pair, and the other adds one chunk's share (its first encode, its last
+    // decode). What comes after the link is the CPU's excess over it and that share.
+    const double cpu = codec.encode + codec.decode * (2.0 * n - 1.0) / n;
+    const auto chunks =
+        static_cast<double>(std::max<std::size_t>(1, topo::chunks_of(floats, size)));
+    cost.codec_seconds =
+        std::max(0.0, cpu - cost.comm_seconds) + std::min(cpu, cost.comm_seconds) / chunks;
     cost.compute_seconds += cost.codec_seconds;
     return cost;
   };

@@ -45,7 +45,12 @@ inline constexpr std::string_view kPsInt8Scheme = "ps_int8";
 /// kv_broadcast_coded; and per float of the layer, a mean node's CPU: one encode (the (n - 1)/n
 /// it pushes, the 1/n it owns and broadcasts) and (2n - 1)/n decodes (the owner's of n - 1
 /// pushes, every node's of the n - 1 others' broadcasts, the owner's own), at the layer's
-/// measured topo::LayerProfile::codec when start-up measured it, else at the steps above. Throws
+/// measured topo::LayerProfile::codec when start-up measured it, else at the steps above. That CPU
+/// time t_cpu pipelines with the link's t_c chunk by chunk (a chunk is sent as it is encoded,
+/// decoded as it arrives), so the work after the communication is
+///   codec_seconds = max(0, t_cpu - t_c) + min(t_cpu, t_c) / chunks
+/// (the excess of the CPU over the link, and one chunk's share: the first encode, the last
+/// decode). On a slow link the encodes hide behind it; on a fast one they are paid in full. Throws
 /// ContractError for another kind.
 [[nodiscard]] topo::SchemeModel ps_coded_scheme_model(compress::CodecKind kind);
 
