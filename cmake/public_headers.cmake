@@ -47,6 +47,7 @@ set(GRADMESH_PUBLIC_HEADERS
   tasks/data/dataset.h
   tasks/data/fashion_mnist.h
   tasks/data/shard_sampler.h
+  tasks/data/synthetic.h
   tasks/layers/gradient_check.h
   tasks/layers/layer.h
   tasks/layers/layer_registry.h

@@ -129,6 +129,17 @@ bool set_non_empty_string(std::string& out, const toml::node& n) {
 
 std::string print_size(std::size_t v) { return std::to_string(v); }
 
+/// A TOML array, "[a, b, c]", of `values` each printed by `print`.
+template <typename T, typename Print>
+std::string print_array(const std::vector<T>& values, Print print) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += print(values[i]);
+  }
+  return out + "]";
+}
+
 std::string print_optional_size(const std::optional<std::size_t>& v, std::string_view word) {
   return v ? std::to_string(*v) : toml_quote(word);
 }
@@ -138,7 +149,9 @@ std::string print_optional_rate(const std::optional<double>& v, std::string_view
 }
 
 constexpr std::array<std::string_view, 2> kLrSchedules{"constant", "cosine"};
-constexpr std::array<std::string_view, 1> kDatasets{"fashion-mnist"};
+constexpr std::array<std::string_view, 2> kDatasets{"fashion-mnist", "synthetic"};
+/// data.shape's most floats a sample (64 MiB): beyond it a batch would not fit a node.
+constexpr std::size_t kMaxSampleFloats = std::size_t{1} << 24;
 constexpr std::array<std::string_view, 2> kNormalizations{"none", "standardize"};
 constexpr std::array<std::string_view, 2> kDevices{"cpu", "cuda"};
 
@@ -155,7 +168,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 35> kKeys{{
+constexpr std::array<KeySpec, 37> kKeys{{
     {"checkpoint.dir",
      "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
      OverrideKind::kString,
@@ -181,7 +194,12 @@ constexpr std::array<KeySpec, 35> kKeys{{
     {"compute.threads", "an integer >= 0 (worker threads; 0 = one per core)", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) { return set_size(c.compute.threads, n, 0); },
      [](const JobConfig& c) { return print_size(c.compute.threads); }},
-    {"data.dataset", "\"fashion-mnist\" (the only dataset supported for now)",
+    {"data.classes", "an integer >= 2 (the classes of synthetic data)", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) { return set_size(c.data.classes, n, 2); },
+     [](const JobConfig& c) { return print_size(c.data.classes); }},
+    {"data.dataset",
+     "\"fashion-mnist\" (the files under data.path) or \"synthetic\" (generated from job.seed: "
+     "data.shape, data.classes)",
      OverrideKind::kString,
      [](JobConfig& c, const toml::node& n) { return set_choice(c.data.dataset, n, kDatasets); },
      [](const JobConfig& c) { return toml_quote(c.data.dataset); }},
@@ -197,6 +215,28 @@ constexpr std::array<KeySpec, 35> kKeys{{
      OverrideKind::kString,
      [](JobConfig& c, const toml::node& n) { return set_non_empty_string(c.data.path, n); },
      [](const JobConfig& c) { return toml_quote(c.data.path); }},
+    {"data.shape",
+     "an array of 1 or 3 integers >= 1: one sample's [features] or [channels, height, width] "
+     "(synthetic data; at most 16777216 floats)",
+     OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       const auto* array = n.as_array();
+       if (array == nullptr || (array->size() != 1 && array->size() != 3)) return false;
+       std::vector<std::size_t> shape;
+       std::size_t floats = 1;
+       for (const toml::node& element : *array) {
+         const auto v = integer_of(element);
+         if (!v || *v < 1 || *v > static_cast<std::int64_t>(kMaxSampleFloats)) return false;
+         floats *= static_cast<std::size_t>(*v);
+         if (floats > kMaxSampleFloats) return false;
+         shape.push_back(static_cast<std::size_t>(*v));
+       }
+       c.data.shape = std::move(shape);
+       return true;
+     },
+     [](const JobConfig& c) {
+       return print_array(c.data.shape, [](std::size_t v) { return std::to_string(v); });
+     }},
     {"data.test_limit", "\"none\" or an integer >= 1 (test images to evaluate on)",
      OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
@@ -254,12 +294,7 @@ constexpr std::array<KeySpec, 35> kKeys{{
        return true;
      },
      [](const JobConfig& c) {
-       std::string out = "[";
-       for (std::size_t i = 0; i < c.model.layers.size(); ++i) {
-         if (i > 0) out += ", ";
-         out += toml_quote(c.model.layers[i]);
-       }
-       return out + "]";
+       return print_array(c.model.layers, [](const std::string& v) { return toml_quote(v); });
      }},
     {"net.connect_timeout", "a number of seconds > 0", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {

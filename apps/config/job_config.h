@@ -17,6 +17,11 @@
 
 namespace gradmesh::app {
 
+/// Synthetic data's examples an epoch when data.train_limit is "none" (Fashion-MNIST's 60,000)
+/// and its test set when data.test_limit is "none" (generated and held in memory: 1,000).
+inline constexpr std::size_t kSyntheticTrainCount = 60'000;
+inline constexpr std::size_t kSyntheticTestCount = 1'000;
+
 /// The effective job config of one run: defaults, then the file, then the overrides.
 /// A plain value type; fields are checked by parse_job_config(), not on assignment.
 struct JobConfig {
@@ -33,7 +38,15 @@ struct JobConfig {
 
   /// [data]: the training and test set.
   struct Data {
-    std::string dataset = "fashion-mnist";  ///< data.dataset: only "fashion-mnist".
+    /// data.dataset: "fashion-mnist" (read from data.path) or "synthetic" (tasks::SyntheticTask:
+    /// generated from job.seed, of data.shape and data.classes; an epoch of data.train_limit
+    /// examples, default kSyntheticTrainCount, a test set of data.test_limit, default
+    /// kSyntheticTestCount).
+    std::string dataset = "fashion-mnist";
+    /// data.shape: one synthetic sample's [features] or [channels, height, width].
+    std::vector<std::size_t> shape{1, 28, 28};
+    /// data.classes: the classes of synthetic data, >= 2.
+    std::size_t classes = 10;
     /// data.path: the folder of the dataset's files.
     std::string path = "/usr/share/datasets/fashion-mnist";
     /// data.train_limit: use only the first N training images (>= 1; for tests); unset

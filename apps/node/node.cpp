@@ -17,6 +17,7 @@
 #include "sync/probe/link_probe.h"
 #include "sync/sync_stage.h"
 #include "tasks/data/fashion_mnist.h"
+#include "tasks/data/synthetic.h"
 #include "tasks/model.h"
 #include "tasks/optim/optimizer.h"
 #include "tasks/profile.h"
@@ -27,8 +28,27 @@ namespace gradmesh::app {
 int run_node(const NodeOptions& options) {
   return run_main([&] {
     std::optional<tasks::TrainTest> data;  // loaded once, kept over rollbacks
-    run_with_recovery(options, [&data](Pipeline& pipeline) {
+    // Synthetic data: the task, its test set in `data`, its training batches generated.
+    std::optional<tasks::SyntheticTask> synthetic;
+    run_with_recovery(options, [&data, &synthetic](Pipeline& pipeline) {
       const JobConfig& config = pipeline.config();
+      check_data_keys(config);
+      if (!data && config.data.dataset == "synthetic") {
+        synthetic.emplace(input_shape(config), config.data.classes, config.job.seed);
+        data.emplace();
+        data->test = synthetic->make(tasks::kSyntheticTestBase,
+                                     config.data.test_limit.value_or(kSyntheticTestCount));
+        spdlog::info(
+            "synthetic data: {} samples of {} in {} classes an epoch (generated per batch), a "
+            "test set of {}",
+            config.data.train_limit.value_or(kSyntheticTrainCount),
+            tasks::to_string(synthetic->shape()), synthetic->classes(), data->test.count);
+        if (config.data.normalize == "standardize") {
+          spdlog::warn(
+              "data.normalize = \"standardize\" does nothing for synthetic data: its inputs are "
+              "of mean 0 already");
+        }
+      }
       if (!data) {
         try {
           data = tasks::load_fashion_mnist(config.data.path);
@@ -50,7 +70,12 @@ int run_node(const NodeOptions& options) {
                        s.mean, s.stddev);
         }
       }
-      pipeline.set_source(std::make_unique<DatasetSource>(data->train));
+      if (synthetic) {
+        pipeline.set_source(std::make_unique<SyntheticSource>(
+            *synthetic, config.data.train_limit.value_or(kSyntheticTrainCount)));
+      } else {
+        pipeline.set_source(std::make_unique<DatasetSource>(data->train));
+      }
       pipeline.set_evaluation([&data](tasks::Model& model) { return model.evaluate(data->test); });
     });
   });
@@ -60,10 +85,10 @@ int run_plan(const PlanOptions& options) {
   try {
     const JobConfig config = load_job_config(options.config, options.overrides);
     if (options.nodes == 0) throw ConfigError("--nodes must be >= 1");
+    check_data_keys(config);
     const auto specs = layer_specs(config);
     // The plan needs the model's shapes only: the CPU backend, whatever compute.device says.
-    tasks::Model model(specs, tasks::kFashionMnistShape, config.optimizer.batch_size,
-                       config.job.seed);
+    tasks::Model model(specs, input_shape(config), config.optimizer.batch_size, config.job.seed);
     engine::Executor executor({1, 1});
     const std::string strategy = sync::strategy_for_nodes(config.sync.strategy, options.nodes);
     tasks::Optimizer optimizer(sgd_options(config), model.parameter_count());

@@ -11,6 +11,7 @@
 
 #include "tasks/data/dataset.h"
 #include "tasks/data/shard_sampler.h"
+#include "tasks/data/synthetic.h"
 #include "tasks/shape.h"
 
 namespace gradmesh::app {
@@ -51,6 +52,10 @@ class DataSource {
 
   /// The shape of one sample (C x H x W; flat features as F x 1 x 1). Fixed for the job.
   [[nodiscard]] virtual tasks::Shape sample_shape() const = 0;
+  /// The number of classes its labels take, [0, classes), when the source knows it: the pipeline
+  /// then refuses a model with fewer outputs before the first batch (ConfigError). nullopt (the
+  /// default): not checked.
+  [[nodiscard]] virtual std::optional<std::size_t> classes() const { return std::nullopt; }
   /// Takes this node's place in the job and returns the iterations per epoch (>= 1, the same on
   /// every node). Throws gradmesh::ConfigError when the data gives no full batch per node.
   virtual std::size_t open(const ShardInfo& shard) = 0;
@@ -68,11 +73,35 @@ class DatasetSource final : public DataSource {
   explicit DatasetSource(const tasks::Dataset& data) : data_(data) {}
 
   [[nodiscard]] tasks::Shape sample_shape() const override { return tasks::sample_shape(data_); }
+  [[nodiscard]] std::optional<std::size_t> classes() const override { return data_.classes; }
   std::size_t open(const ShardInfo& shard) override;
   void fill(Batch& batch) override;
 
  private:
   const tasks::Dataset& data_;
+  std::optional<tasks::ShardSampler> sampler_;
+  std::vector<std::size_t> indices_;
+};
+
+/// Synthetic examples generated batch by batch (data.dataset = "synthetic"; tasks::SyntheticTask):
+/// an epoch of `count` examples, indices 0 .. count - 1, sharded and reshuffled as DatasetSource
+/// shards a data set of that size (tasks::ShardSampler), so its batches equal DatasetSource's over
+/// task.make(0, count) bit for bit, without holding the data: fill() writes each example from its
+/// index (one SplitMix64 draw a float, no allocation). The task must outlive the source. Thread
+/// safety: as DataSource.
+class SyntheticSource final : public DataSource {
+ public:
+  SyntheticSource(const tasks::SyntheticTask& task, std::size_t count)
+      : task_(task), count_(count) {}
+
+  [[nodiscard]] tasks::Shape sample_shape() const override { return task_.shape(); }
+  [[nodiscard]] std::optional<std::size_t> classes() const override { return task_.classes(); }
+  std::size_t open(const ShardInfo& shard) override;
+  void fill(Batch& batch) override;
+
+ private:
+  const tasks::SyntheticTask& task_;
+  std::size_t count_;
   std::optional<tasks::ShardSampler> sampler_;
   std::vector<std::size_t> indices_;
 };

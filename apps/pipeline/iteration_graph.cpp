@@ -21,6 +21,12 @@ IterationGraph::IterationGraph(tasks::Model& model, DataSource& source,
                       std::to_string(source.sample_shape().size()) + " floats, the model's input " +
                       std::to_string(model.input_size()));
   }
+  if (const auto classes = source.classes(); classes && *classes > model.output_size()) {
+    throw ConfigError("the data source's labels take " + std::to_string(*classes) +
+                      " classes, the model's last layer gives " +
+                      std::to_string(model.output_size()) +
+                      " outputs (data.classes, or the units of the last dense layer)");
+  }
   const std::size_t batch = shard.batch_size;
   const std::size_t layers = model.num_layers();
 

@@ -1,8 +1,11 @@
 #include "apps/pipeline/job_options.h"
 
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "engine/error.h"
+#include "tasks/data/fashion_mnist.h"
 
 namespace gradmesh::app {
 
@@ -18,6 +21,25 @@ tasks::SgdOptions sgd_options(const JobConfig& config) {
   return tasks::SgdOptions{static_cast<float>(config.optimizer.lr),
                            static_cast<float>(config.optimizer.momentum),
                            static_cast<float>(config.optimizer.weight_decay)};
+}
+
+void check_data_keys(const JobConfig& config) {
+  if (config.data.dataset == "synthetic") return;
+  const JobConfig::Data defaults;
+  for (const auto& [key, set] :
+       {std::pair{"data.shape", config.data.shape != defaults.shape},
+        std::pair{"data.classes", config.data.classes != defaults.classes}}) {
+    if (set) {
+      throw ConfigError(std::string(key) + " applies to data.dataset = \"synthetic\"; \"" +
+                        config.data.dataset + "\" has its own 1x28x28 images in 10 classes");
+    }
+  }
+}
+
+tasks::Shape input_shape(const JobConfig& config) {
+  if (config.data.dataset != "synthetic") return tasks::kFashionMnistShape;
+  const std::vector<std::size_t>& s = config.data.shape;
+  return s.size() == 3 ? tasks::Shape{s[0], s[1], s[2]} : tasks::Shape::flat(s.at(0));
 }
 
 sync::SyncOptions sync_options(const JobConfig& config) {

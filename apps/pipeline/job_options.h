@@ -8,6 +8,7 @@
 #include "sync/sync_stage.h"
 #include "tasks/layers/layer_spec.h"
 #include "tasks/optim/sgd.h"
+#include "tasks/shape.h"
 
 namespace gradmesh::app {
 
@@ -16,6 +17,16 @@ namespace gradmesh::app {
 
 /// [optimizer] as the SGD rule's options. Never throws (the Optimizer checks ranges).
 [[nodiscard]] tasks::SgdOptions sgd_options(const JobConfig& config);
+
+/// Refuses data.shape or data.classes set away from their defaults for a data set on disk
+/// (data.dataset = "fashion-mnist": its own 1 x 28 x 28 images in 10 classes): they describe what
+/// synthetic data generates. Throws ConfigError naming the key. (A check across keys, so after
+/// parse_job_config: a file may set them in any order.)
+void check_data_keys(const JobConfig& config);
+
+/// One sample's shape as data.dataset gives it: Fashion-MNIST's 1 x 28 x 28
+/// (tasks::kFashionMnistShape), or data.shape for synthetic data ([F] as F x 1 x 1). Never throws.
+[[nodiscard]] tasks::Shape input_shape(const JobConfig& config);
 
 /// [sync], [planner] and net.max_send_rate as the sync stage's options. Never throws.
 [[nodiscard]] sync::SyncOptions sync_options(const JobConfig& config);

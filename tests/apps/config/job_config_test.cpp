@@ -195,7 +195,11 @@ TEST_CASE("every bad value is an error naming the key, the value and what was ex
       {"[job]\nname = \"\"", "job.name", "\"\"", "a non-empty string"},
       {"[job]\nname = 5", "job.name", "5", "a non-empty string"},
       {"[data]\ndataset = \"mnist\"", "data.dataset", "\"mnist\"",
-       "\"fashion-mnist\" (the only dataset supported for now)"},
+       "\"fashion-mnist\" (the files under data.path) or \"synthetic\""},
+      {"[data]\nshape = [3, 0, 4]", "data.shape", "[3, 0, 4]", "an array of 1 or 3 integers >= 1"},
+      {"[data]\nshape = [4096, 4096, 2]", "data.shape", "[4096, 4096, 2]",
+       "at most 16777216 floats"},
+      {"[data]\nclasses = 1", "data.classes", "1", "an integer >= 2"},
       {"[data]\ntrain_limit = 0", "data.train_limit", "0", "an integer >= 1"},
       {"[net]\nconnect_timeout = 0", "net.connect_timeout", "0", "> 0"},
       {"[net]\nmax_send_rate = \"fast\"", "net.max_send_rate", "\"fast\"", "100mbit"},
@@ -371,7 +375,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 47);
+  CHECK(keys.size() == 49);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -388,7 +392,9 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
   const std::vector<std::string> changes = {
       "compute.device=cuda",
       "compute.threads=3",
-      "data.dataset=fashion-mnist",  // (unchanged: see below)
+      "data.dataset=synthetic",
+      "data.shape=[3, 8, 8]",  // (with data.dataset = "synthetic": see below)
+      "data.classes=12",
       "data.path=/other",
       "data.train_limit=100",
       "data.test_limit=100",
@@ -437,13 +443,12 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
   std::set<std::uint64_t> hashes{base.hash()};
   std::set<std::string> keys_changed;
   for (const std::string& change : changes) {
-    const JobConfig changed = parse(file, {change});
     const std::string key = change.substr(0, change.find('='));
-    if (key == "data.dataset") {
-      CHECK(changed.hash() == base.hash());  // only one dataset exists, so it cannot differ
-      keys_changed.insert(key);
-      continue;
-    }
+    // data.shape and data.classes describe synthetic data (check_data_keys refuses them for a
+    // data set on disk): each changes that config's hash from data.dataset = "synthetic" alone.
+    const bool synthetic = key == "data.shape" || key == "data.classes";
+    const JobConfig changed =
+        synthetic ? parse(file, {"data.dataset=synthetic", change}) : parse(file, {change});
     INFO(change);
     CHECK(changed != base);
     CHECK(hashes.insert(changed.hash()).second);

@@ -1,0 +1,90 @@
+// End-to-end tests of synthetic data (data.dataset = "synthetic", issue 29 item 4) through
+// gradmesh-node: no files, any input shape, and the keys' errors.
+
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "tests/apps/node/cluster.h"
+
+using gradmesh::testing::Cluster;
+
+namespace {
+
+/// A job on synthetic 3 x 8 x 8 images in `classes` classes, a small CNN of `outputs` outputs;
+/// data.path names no folder: nothing is read.
+std::string synthetic_config(std::size_t classes, std::size_t outputs) {
+  return R"([job]
+name = "synthetic"
+seed = 3
+epochs = 3
+[data]
+dataset = "synthetic"
+path = "/nonexistent/gradmesh-test"
+shape = [3, 8, 8]
+classes = )" +
+         std::to_string(classes) +
+         R"(
+train_limit = 640
+test_limit = 200
+[model]
+layers = ["conv2d:4:3:1:1", "relu", "max_pool2d:2", "flatten", "dense:)" +
+         std::to_string(outputs) + R"(", "softmax_cross_entropy"]
+[optimizer]
+lr = 0.05
+momentum = 0.9
+batch_size = 32
+[sync]
+strategy = "allreduce"
+)";
+}
+
+}  // namespace
+
+TEST_CASE("synthetic data trains on 2 node processes without files, replicas equal",
+          "[e2e][data][synthetic]") {
+  Cluster cluster("synthetic-2", 2, synthetic_config(10, 10));
+  cluster.start({"--save-parameters"});
+  const auto codes = cluster.wait(std::chrono::seconds(120));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>{0, 0});
+  CHECK_THAT(cluster.log_text(0),
+             Catch::Contains("synthetic data: 640 samples of 3x8x8 in 10 classes an epoch") &&
+                 Catch::Contains("a test set of 200"));
+  const auto m = cluster.metrics(0);
+  CHECK(m["iterations"] == 30);  // 640 / 2 nodes / 32 a batch = 10 an epoch, 3 epochs
+  CHECK(m["parameters"] == 3 * 9 * 4 + 4 + 4 * 4 * 4 * 10 + 10);
+  const auto losses = m["epoch_train_loss"].get<std::vector<double>>();
+  REQUIRE(losses.size() == 3);
+  CHECK(losses.back() < 0.5 * losses.front());
+  CHECK(m["test_accuracy"].get<double>() > 0.5);          // chance: 0.1
+  CHECK(cluster.parameters(0) == cluster.parameters(1));  // BSP: one model
+}
+
+TEST_CASE("synthetic data's keys: more classes than outputs, or a shape for Fashion-MNIST, refused",
+          "[e2e][data][synthetic][config]") {
+  {
+    Cluster cluster("synthetic-classes", 1, synthetic_config(12, 10));
+    cluster.start();
+    const auto codes = cluster.wait(std::chrono::seconds(60));
+    INFO(cluster.all_logs());
+    CHECK(codes == std::vector<int>{2});
+    CHECK_THAT(cluster.log_text(0), Catch::Contains("labels take 12 classes") &&
+                                        Catch::Contains("gives 10 outputs") &&
+                                        Catch::Contains("data.classes"));
+  }
+  {
+    Cluster cluster("synthetic-shape", 1,
+                    R"([model]
+layers = ["dense:10", "softmax_cross_entropy"]
+[data]
+shape = [3, 8, 8]
+)");
+    cluster.start();
+    const auto codes = cluster.wait(std::chrono::seconds(60));
+    INFO(cluster.all_logs());
+    CHECK(codes == std::vector<int>{2});
+    CHECK_THAT(cluster.log_text(0),
+               Catch::Contains("data.shape applies to data.dataset = \"synthetic\""));
+  }
+}

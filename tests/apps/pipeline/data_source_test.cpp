@@ -1,0 +1,67 @@
+// Tests for apps/pipeline/data_source.h's built-in sources: synthetic batches equal the data set
+// sharding of the same examples, and a source's classes are checked against the model.
+
+#include "apps/pipeline/data_source.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "apps/config/job_config.h"
+#include "apps/pipeline/job_options.h"
+#include "tasks/data/synthetic.h"
+
+using namespace gradmesh;
+
+TEST_CASE("synthetic batches equal DatasetSource's over the same examples, every rank and epoch",
+          "[pipeline][data][synthetic]") {
+  const tasks::SyntheticTask task(tasks::Shape{2, 3, 3}, 6, 11);
+  const std::size_t count = 100, batch = 8, nodes = 3;
+  const tasks::Dataset all = task.make(0, count);
+  for (std::size_t rank = 0; rank < nodes; ++rank) {
+    INFO("rank " << rank);
+    app::SyntheticSource synthetic(task, count);
+    app::DatasetSource dataset(all);
+    CHECK(synthetic.sample_shape() == dataset.sample_shape());
+    CHECK(synthetic.classes() == std::optional<std::size_t>{6});
+    CHECK(dataset.classes() == std::optional<std::size_t>{6});
+    const app::ShardInfo shard{rank, nodes, batch, 5};
+    const std::size_t iterations = synthetic.open(shard);
+    REQUIRE(iterations == dataset.open(shard));
+    REQUIRE(iterations == 4);  // floor(floor(100 / 3) / 8)
+    std::vector<float> x1(batch * 18), x2(batch * 18);
+    std::vector<std::int32_t> y1(batch), y2(batch);
+    for (std::size_t epoch = 0; epoch < 2; ++epoch) {
+      for (std::size_t i = 0; i < iterations; ++i) {
+        app::Batch b1{x1, y1, epoch, i}, b2{x2, y2, epoch, i};
+        synthetic.fill(b1);
+        dataset.fill(b2);
+        CHECK(x1 == x2);
+        CHECK(y1 == y2);
+      }
+    }
+  }
+}
+
+TEST_CASE("data.shape and data.classes belong to synthetic data, and give its input shape",
+          "[pipeline][data][synthetic][config]") {
+  const std::string layers = "[model]\nlayers = [\"dense:10\"]\n";
+  const auto parse = [&](const std::vector<std::string>& overrides) {
+    return app::parse_job_config(layers, "x.toml", overrides);
+  };
+  CHECK(app::input_shape(parse({})) == tasks::Shape{1, 28, 28});
+  CHECK_NOTHROW(app::check_data_keys(parse({})));
+  const app::JobConfig image = parse({"data.dataset=synthetic", "data.shape=[3, 64, 64]"});
+  CHECK_NOTHROW(app::check_data_keys(image));
+  CHECK(app::input_shape(image) == tasks::Shape{3, 64, 64});
+  CHECK(app::input_shape(parse({"data.dataset=synthetic", "data.shape=[100]"})) ==
+        tasks::Shape::flat(100));
+  CHECK(app::input_shape(parse({"data.dataset=synthetic"})) == tasks::Shape{1, 28, 28});
+  for (const std::string key : {"data.shape", "data.classes"}) {
+    INFO(key);
+    const app::JobConfig on_disk = parse({key + (key == "data.shape" ? "=[3, 8, 8]" : "=12")});
+    CHECK_THROWS_WITH(app::check_data_keys(on_disk),
+                      Catch::StartsWith(key + " applies to data.dataset = \"synthetic\"") &&
+                          Catch::Contains("\"fashion-mnist\" has its own"));
+  }
+}
