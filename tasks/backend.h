@@ -226,6 +226,14 @@ class Backend {
   /// dx (planes x H x W) = 0, then dx[argmax[o]] += dy[o] per plane (overlapping windows add).
   virtual void max_pool_backward(const float* dy, const std::uint32_t* argmax, std::size_t planes,
                                  const PoolGeometry& g, float* dx) = 0;
+  /// For each of `planes` planes: y[o] = the mean of the window of output o (its window^2 inputs
+  /// summed in row-major order, times 1 / window^2).
+  virtual void avg_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g,
+                                float* y) = 0;
+  /// dx (planes x H x W): each input the sum of dy[o] / window^2 over the outputs o whose window
+  /// covers it, in ascending o (0 where none does).
+  virtual void avg_pool_backward(const float* dy, std::size_t planes, const PoolGeometry& g,
+                                 float* dx) = 0;
 
   // ---- loss ----
   /// Softmax cross-entropy as SoftmaxCrossEntropy::forward_backward: logits (batch x classes,

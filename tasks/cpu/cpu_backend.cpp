@@ -242,6 +242,46 @@ void CpuBackend::max_pool_backward(const float* dy, const std::uint32_t* argmax,
   }
 }
 
+void CpuBackend::avg_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g,
+                                  float* y) {
+  const std::size_t oh = g.out_height, ow = g.out_width, stride = g.stride, window = g.window;
+  const float scale = 1.0f / static_cast<float>(window * window);
+  for (std::size_t plane = 0; plane < planes; ++plane) {
+    const float* src = x + plane * g.height * g.width;
+    float* dst = y + plane * oh * ow;
+    for (std::size_t i = 0; i < oh; ++i) {
+      for (std::size_t j = 0; j < ow; ++j) {
+        float sum = 0.0f;
+        for (std::size_t u = 0; u < window; ++u) {
+          const float* row = src + (i * stride + u) * g.width + j * stride;
+          for (std::size_t v = 0; v < window; ++v) sum += row[v];
+        }
+        dst[i * ow + j] = sum * scale;
+      }
+    }
+  }
+}
+
+void CpuBackend::avg_pool_backward(const float* dy, std::size_t planes, const PoolGeometry& g,
+                                   float* dx) {
+  const std::size_t in_plane = g.height * g.width, oh = g.out_height, ow = g.out_width;
+  const float scale = 1.0f / static_cast<float>(g.window * g.window);
+  std::fill(dx, dx + planes * in_plane, 0.0f);
+  for (std::size_t plane = 0; plane < planes; ++plane) {
+    float* dst = dx + plane * in_plane;
+    const float* src = dy + plane * oh * ow;
+    for (std::size_t i = 0; i < oh; ++i) {
+      for (std::size_t j = 0; j < ow; ++j) {
+        const float share = src[i * ow + j] * scale;
+        for (std::size_t u = 0; u < g.window; ++u) {
+          float* row = dst + (i * g.stride + u) * g.width + j * g.stride;
+          for (std::size_t v = 0; v < g.window; ++v) row[v] += share;
+        }
+      }
+    }
+  }
+}
+
 float CpuBackend::softmax_cross_entropy(const float* logits, std::span<const std::int32_t> labels,
                                         std::size_t classes, float* dlogits) {
   return SoftmaxCrossEntropy::forward_backward(logits, labels.data(), labels.size(), classes,

@@ -58,6 +58,10 @@ class CpuBackend final : public Backend {
                         std::uint32_t* argmax) override;
   void max_pool_backward(const float* dy, const std::uint32_t* argmax, std::size_t planes,
                          const PoolGeometry& g, float* dx) override;
+  void avg_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g,
+                        float* y) override;
+  void avg_pool_backward(const float* dy, std::size_t planes, const PoolGeometry& g,
+                         float* dx) override;
   float softmax_cross_entropy(const float* logits, std::span<const std::int32_t> labels,
                               std::size_t classes, float* dlogits) override;
 };

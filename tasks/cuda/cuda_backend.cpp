@@ -176,6 +176,14 @@ class CudaBackend final : public Backend {
     check(kernels::max_pool_backward(dy, argmax, planes, pool_shape(g), dx, stream_),
           "max_pool_backward");
   }
+  void avg_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g,
+                        float* y) override {
+    check(kernels::avg_pool_forward(x, planes, pool_shape(g), y, stream_), "avg_pool_forward");
+  }
+  void avg_pool_backward(const float* dy, std::size_t planes, const PoolGeometry& g,
+                         float* dx) override {
+    check(kernels::avg_pool_backward(dy, planes, pool_shape(g), dx, stream_), "avg_pool_backward");
+  }
 
   float softmax_cross_entropy(const float* logits, std::span<const std::int32_t> labels,
                               std::size_t classes, float* dlogits) override {

@@ -225,6 +225,45 @@ __global__ void max_pool_backward_kernel(const float* dy, const std::uint32_t* a
   }
 }
 
+__global__ void avg_pool_forward_kernel(const float* x, std::size_t planes, PoolShape g, float* y) {
+  const std::size_t out_plane = g.out_height * g.out_width;
+  const float scale = 1.0f / static_cast<float>(g.window * g.window);
+  GM_FOR(t, planes * out_plane) {
+    const std::size_t o = t % out_plane, plane = t / out_plane;
+    const std::size_t i = o / g.out_width, j = o % g.out_width;
+    const float* src = x + plane * g.height * g.width;
+    float sum = 0.0f;
+    for (std::size_t u = 0; u < g.window; ++u) {
+      const float* row = src + (i * g.stride + u) * g.width + j * g.stride;
+      for (std::size_t v = 0; v < g.window; ++v) sum += row[v];
+    }
+    y[t] = sum * scale;
+  }
+}
+
+// One thread per input pixel, the covering outputs in ascending order as max_pool_backward.
+__global__ void avg_pool_backward_kernel(const float* dy, std::size_t planes, PoolShape g,
+                                         float* dx) {
+  const std::size_t in_plane = g.height * g.width, out_plane = g.out_height * g.out_width;
+  const float scale = 1.0f / static_cast<float>(g.window * g.window);
+  GM_FOR(t, planes * in_plane) {
+    const std::size_t p = t % in_plane, plane = t / in_plane;
+    const std::size_t h = p / g.width, w = p % g.width;
+    // Outputs i with i stride <= h < i stride + window (none when the stride skips h).
+    const std::size_t i_lo = h + 1 > g.window ? (h + 1 - g.window + g.stride - 1) / g.stride : 0;
+    const std::size_t i_hi = h / g.stride < g.out_height ? h / g.stride : g.out_height - 1;
+    const std::size_t j_lo = w + 1 > g.window ? (w + 1 - g.window + g.stride - 1) / g.stride : 0;
+    const std::size_t j_hi = w / g.stride < g.out_width ? w / g.stride : g.out_width - 1;
+    float sum = 0.0f;
+    for (std::size_t i = i_lo; i <= i_hi; ++i) {
+      for (std::size_t j = j_lo; j <= j_hi; ++j) {
+        sum += dy[plane * out_plane + i * g.out_width + j] * scale;
+      }
+    }
+    dx[t] = sum;
+  }
+}
+
 __global__ void softmax_cross_entropy_kernel(const float* logits, const std::int32_t* labels,
                                              std::size_t batch, std::size_t classes, float* dlogits,
                                              double* row_losses) {
@@ -367,6 +406,22 @@ cudaError_t max_pool_backward(const float* dy, const std::uint32_t* argmax, std:
   const std::size_t n = planes * g.height * g.width;
   if (n == 0) return cudaSuccess;
   max_pool_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, argmax, planes, g, dx);
+  return launched();
+}
+
+cudaError_t avg_pool_forward(const float* x, std::size_t planes, const PoolShape& g, float* y,
+                             cudaStream_t stream) {
+  const std::size_t n = planes * g.out_height * g.out_width;
+  if (n == 0) return cudaSuccess;
+  avg_pool_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, planes, g, y);
+  return launched();
+}
+
+cudaError_t avg_pool_backward(const float* dy, std::size_t planes, const PoolShape& g, float* dx,
+                              cudaStream_t stream) {
+  const std::size_t n = planes * g.height * g.width;
+  if (n == 0) return cudaSuccess;
+  avg_pool_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, planes, g, dx);
   return launched();
 }
 

@@ -51,6 +51,12 @@ cudaError_t max_pool_forward(const float* x, std::size_t planes, const PoolShape
                              std::uint32_t* argmax, cudaStream_t stream);
 cudaError_t max_pool_backward(const float* dy, const std::uint32_t* argmax, std::size_t planes,
                               const PoolShape& g, float* dx, cudaStream_t stream);
+/// One thread per output: the window's mean, summed in the CPU's order.
+cudaError_t avg_pool_forward(const float* x, std::size_t planes, const PoolShape& g, float* y,
+                             cudaStream_t stream);
+/// One thread per input pixel: dy / window^2 of every output whose window covers it, ascending.
+cudaError_t avg_pool_backward(const float* dy, std::size_t planes, const PoolShape& g, float* dx,
+                              cudaStream_t stream);
 
 /// One thread per row: dlogits as SoftmaxCrossEntropy::forward_backward, and row_losses[k] =
 /// log(sum_c exp(z_c - max)) - (z_label - max) in double (the host sums them in row order).

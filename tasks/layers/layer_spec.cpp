@@ -17,6 +17,8 @@ namespace {
 constexpr std::string_view kDense = "dense";
 constexpr std::string_view kConv = "conv2d";
 constexpr std::string_view kPool = "max_pool2d";
+constexpr std::string_view kAvgPool = "avg_pool2d";
+constexpr std::string_view kGlobalAvgPool = "global_avg_pool";
 constexpr std::string_view kDropout = "dropout";
 constexpr std::string_view kFlatten = "flatten";
 constexpr std::string_view kRelu = "relu";
@@ -25,11 +27,12 @@ constexpr std::string_view kLoss = "softmax_cross_entropy";
 constexpr std::string_view kDenseForm = "'dense:<units>'";
 constexpr std::string_view kConvForm = "'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]'";
 constexpr std::string_view kPoolForm = "'max_pool2d:<window>[:<stride>]'";
+constexpr std::string_view kAvgPoolForm = "'avg_pool2d:<window>[:<stride>]'";
 constexpr std::string_view kDropoutForm = "'dropout:<p>'";
 constexpr std::string_view kAllForms =
     "'dense:<units>', 'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]', "
-    "'max_pool2d:<window>[:<stride>]', 'flatten', 'dropout:<p>', 'relu' or "
-    "'softmax_cross_entropy'";
+    "'max_pool2d:<window>[:<stride>]', 'avg_pool2d:<window>[:<stride>]', 'global_avg_pool', "
+    "'flatten', 'dropout:<p>', 'relu' or 'softmax_cross_entropy'";
 
 std::string_view trim(std::string_view s) {
   const auto first = s.find_first_not_of(" \t");
@@ -102,8 +105,8 @@ std::array<std::size_t, N> parse_counts(std::string_view form, std::string_view 
 }  // namespace
 
 std::span<const std::string_view> built_in_layer_kinds() noexcept {
-  static constexpr std::array<std::string_view, 7> kKinds{kDense,   kConv, kPool, kFlatten,
-                                                          kDropout, kRelu, kLoss};
+  static constexpr std::array<std::string_view, 9> kKinds{
+      kDense, kConv, kPool, kAvgPool, kGlobalAvgPool, kFlatten, kDropout, kRelu, kLoss};
   return kKinds;
 }
 
@@ -117,7 +120,7 @@ std::string to_string(const LayerSpec& spec) {
     field(spec.kernel);
     field(spec.stride);
     field(spec.padding);
-  } else if (spec.kind == kPool) {
+  } else if (spec.kind == kPool || spec.kind == kAvgPool) {
     field(spec.kernel);
     field(spec.stride);
   } else if (spec.kind == kDropout) {
@@ -133,7 +136,7 @@ std::string to_string(const LayerSpec& spec) {
 
 LayerSpec parse_layer_spec(std::string_view text) {
   const std::string_view s = trim(text);
-  for (const std::string_view bare : {kRelu, kLoss, kFlatten}) {
+  for (const std::string_view bare : {kRelu, kLoss, kFlatten, kGlobalAvgPool}) {
     if (s == bare) return LayerSpec{std::string(bare)};
   }
   const std::string_view kind = s.substr(0, s.find(':'));
@@ -152,8 +155,9 @@ LayerSpec parse_layer_spec(std::string_view text) {
     spec.kernel = v[1];
     spec.stride = fields.size() > 2 ? v[2] : 1;
     spec.padding = v[3];
-  } else if (kind == kPool) {
-    const auto v = parse_counts<2>(kPoolForm, text, fields, 1, {"window", "stride"}, {1, 1});
+  } else if (kind == kPool || kind == kAvgPool) {
+    const auto v = parse_counts<2>(kind == kPool ? kPoolForm : kAvgPoolForm, text, fields, 1,
+                                   {"window", "stride"}, {1, 1});
     spec.kernel = v[0];
     spec.stride = fields.size() > 1 ? v[1] : v[0];
   } else if (kind == kDropout) {

@@ -7,16 +7,18 @@
 
 namespace gradmesh::tasks {
 
-Shape MaxPool2d::output_shape_for(Shape input, std::size_t window, std::size_t stride) {
+Shape MaxPool2d::output_shape_for(Shape input, std::size_t window, std::size_t stride,
+                                  std::string_view kind) {
+  const std::string name(kind);
   if (input.size() == 0) {
-    throw ConfigError("max_pool2d: expected a non-empty input, got " + to_string(input));
+    throw ConfigError(name + ": expected a non-empty input, got " + to_string(input));
   }
   if (window == 0 || stride == 0) {
-    throw ConfigError("max_pool2d: expected window and stride >= 1, got window " +
+    throw ConfigError(name + ": expected window and stride >= 1, got window " +
                       std::to_string(window) + ", stride " + std::to_string(stride));
   }
   if (window > input.height || window > input.width) {
-    throw ConfigError("max_pool2d: expected a window no larger than the input's " +
+    throw ConfigError(name + ": expected a window no larger than the input's " +
                       std::to_string(input.height) + "x" + std::to_string(input.width) +
                       " (input " + to_string(input) + "), got " + std::to_string(window) + "x" +
                       std::to_string(window));

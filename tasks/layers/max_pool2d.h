@@ -25,8 +25,10 @@ class MaxPool2d final : public Layer {
   /// stride is 0, or the window is larger than the input (window > H or window > W).
   MaxPool2d(Shape input, std::size_t window, std::size_t stride);
 
-  /// The output shape for `input`, `window` and `stride`. Same errors as the constructor.
-  [[nodiscard]] static Shape output_shape_for(Shape input, std::size_t window, std::size_t stride);
+  /// The output shape for `input`, `window` and `stride` (of any pooling: `kind` names the layer
+  /// in the errors). Same errors as the constructor.
+  [[nodiscard]] static Shape output_shape_for(Shape input, std::size_t window, std::size_t stride,
+                                              std::string_view kind = "max_pool2d");
 
   [[nodiscard]] std::string_view kind() const noexcept override { return "max_pool2d"; }
   void reserve(std::size_t max_batch) override;

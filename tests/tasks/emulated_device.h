@@ -96,6 +96,14 @@ class EmulatedDevice final : public Backend {
                          const PoolGeometry& g, float* dx) override {
     cpu_.max_pool_backward(dy, argmax, planes, g, dx);
   }
+  void avg_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g,
+                        float* y) override {
+    cpu_.avg_pool_forward(x, planes, g, y);
+  }
+  void avg_pool_backward(const float* dy, std::size_t planes, const PoolGeometry& g,
+                         float* dx) override {
+    cpu_.avg_pool_backward(dy, planes, g, dx);
+  }
   float softmax_cross_entropy(const float* logits, std::span<const std::int32_t> labels,
                               std::size_t classes, float* dlogits) override {
     return cpu_.softmax_cross_entropy(logits, labels, classes, dlogits);

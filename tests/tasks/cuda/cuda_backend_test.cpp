@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tasks/cpu/cpu_backend.h"
+#include "tasks/layers/avg_pool2d.h"
 #include "tasks/layers/conv2d.h"
 #include "tasks/layers/dense.h"
 #include "tasks/layers/dropout.h"
@@ -228,6 +229,12 @@ TEST_CASE("CUDA element-wise, im2col/col2im, pooling and loss kernels equal the 
     cpu.max_pool_backward(dy.data(), arg.data(), 4, g, dx.data());
     gpu->max_pool_backward(ddy.data(), darg.data(), 4, g, ddx.data());
     check_close(dev.download(ddx), dx, "max_pool_backward");
+    cpu.avg_pool_forward(x.data(), 4, g, y.data());
+    gpu->avg_pool_forward(dxin.data(), 4, g, dyy.data());
+    check_close(dev.download(dyy), y, "avg_pool_forward");
+    cpu.avg_pool_backward(dy.data(), 4, g, dx.data());
+    gpu->avg_pool_backward(ddy.data(), 4, g, ddx.data());
+    check_close(dev.download(ddx), dx, "avg_pool_backward");
   }
   // softmax cross-entropy
   {
@@ -268,6 +275,16 @@ TEST_CASE("Every layer's forward and backward on CUDA equals the CPU's", "[tasks
     MaxPool2d c(image, 3, 2), g(image, 3, 2);
     g.set_backend(*gpu);
     compare_layer(c, g, *gpu, 4, 4);
+  }
+  {
+    AvgPool2d c(image, 3, 2), g(image, 3, 2);
+    g.set_backend(*gpu);
+    compare_layer(c, g, *gpu, 4, 7);
+  }
+  {
+    GlobalAvgPool c(image), g(image);
+    g.set_backend(*gpu);
+    compare_layer(c, g, *gpu, 4, 8);
   }
   {
     Flatten c(image), g(image);

@@ -18,11 +18,19 @@ TEST_CASE("parse_layer_spec reads conv2d, max_pool2d, flatten and dropout with t
   CHECK(parse_layer_spec("conv2d:8:3:2") == LayerSpec{"conv2d", 8, 3, 2, 0});
   CHECK(parse_layer_spec("max_pool2d:2") == LayerSpec{"max_pool2d", 0, 2, 2});
   CHECK(parse_layer_spec("max_pool2d:3:2") == LayerSpec{"max_pool2d", 0, 3, 2});
+  CHECK(parse_layer_spec("avg_pool2d:2") == LayerSpec{"avg_pool2d", 0, 2, 2});
+  CHECK(parse_layer_spec("avg_pool2d:3:1") == LayerSpec{"avg_pool2d", 0, 3, 1});
+  CHECK(parse_layer_spec(" global_avg_pool ") == LayerSpec{"global_avg_pool"});
+  CHECK_THROWS_WITH(parse_layer_spec("avg_pool2d"),
+                    Catch::StartsWith("expected 'avg_pool2d:<window>[:<stride>]', got"));
+  CHECK_THROWS_WITH(parse_layer_spec("global_avg_pool:2"),
+                    Catch::Contains("got 'global_avg_pool:2'"));
   CHECK(parse_layer_spec(" flatten") == LayerSpec{"flatten"});
   CHECK(parse_layer_spec("dropout:0.5") == LayerSpec{"dropout", 0, 0, 0, 0, 0.5});
   CHECK(parse_layer_spec("dropout:0") == LayerSpec{"dropout"});
-  for (const char* text : {"dense:256", "conv2d:32:5:1:2", "max_pool2d:3:2", "dropout:0.25",
-                           "flatten", "relu", "softmax_cross_entropy"}) {
+  for (const char* text :
+       {"dense:256", "conv2d:32:5:1:2", "max_pool2d:3:2", "avg_pool2d:3:2", "global_avg_pool",
+        "dropout:0.25", "flatten", "relu", "softmax_cross_entropy"}) {
     CHECK(to_string(parse_layer_spec(text)) == text);
   }
   CHECK(to_string(parse_layer_spec("conv2d:32:5")) == "conv2d:32:5:1:0");
@@ -55,7 +63,8 @@ TEST_CASE("parse_layer_spec says what each new kind expected", "[tasks][spec]") 
 TEST_CASE("parse_layer_spec says what it expected", "[tasks][spec]") {
   CHECK_THROWS_WITH(parse_layer_spec("dens:5"),
                     "expected 'dense:<units>', 'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]', "
-                    "'max_pool2d:<window>[:<stride>]', 'flatten', 'dropout:<p>', 'relu' or "
+                    "'max_pool2d:<window>[:<stride>]', 'avg_pool2d:<window>[:<stride>]', "
+                    "'global_avg_pool', 'flatten', 'dropout:<p>', 'relu' or "
                     "'softmax_cross_entropy', got 'dens:5'");
   for (const char* bad :
        {"dense", "dense:", "dense:0", "dense:-3", "dense:12x", "dense:+4", "Relu", "", "conv:3"}) {
