@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/machine_state.h"
 #include "sync/compress/codec.h"
 #include "tasks/optim/optimizer.h"
 #include "tasks/random.h"
@@ -76,6 +77,9 @@ int main(int argc, char** argv) {
   }
   const double step = median(step_seconds);
   std::printf("%zu floats, %zu nodes, ratio %.3g, median of %zu\n", floats, nodes, ratio, runs);
+  std::printf(
+      "%s\n",
+      gradmesh::bench::format_machine_state(gradmesh::bench::measure_machine_state()).c_str());
   std::printf("optimizer step %8.3f ms (%.2f ns/float)\n", step * 1e3,
               step * 1e9 / static_cast<double>(floats));
   std::printf("%-8s %12s %12s %14s %14s\n", "codec", "encode ms", "decode ms", "encode steps",

@@ -43,6 +43,8 @@ run() {  # run DIR NODES CONFIG ITERATIONS ARGS...
   local dir=$1 nodes=$2 config=$3 iterations=$4 codes
   shift 4
   echo "== $dir" >&2
+  # The host's mode beside every run (bench/machine_state.h): compare figures within one.
+  "$(dirname "$bin")/bench/bench_machine_state" >&2 || true
   if [[ -n ${NETNS_RATE:-} ]]; then
     codes=$(netns_nodes "$dir" "$nodes" "$config" --set job.max_iterations="$iterations" \
       --set data.test_limit=1000 "$@")

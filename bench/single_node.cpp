@@ -6,11 +6,22 @@
 // layers, SGD), then prints the model's achieved GFLOP/s — 3 x each layer's forward flops per
 // sample (forward, then dW and dx backward; 6 x parameters for the MLP) — as a fraction of
 // sgemm's, and each layer's forward and backward time (tasks::profile_layers, median of 20).
+// The machine's state (bench/machine_state.h: triad bandwidth, a large and a small sgemm) is
+// printed before and after.
+//
+// --rounds R (issue 29 item 5, "know why a run is fast or slow"): then R rounds, --gap seconds
+// apart, each the machine's state, 200 iterations' samples/s and every layer's forward + backward
+// time, one row a round; and per layer the spread (max / min over the rounds) beside the
+// probes' and its correlation with the triad's time a byte and the small GEMM's time a flop, to
+// tell the layers the host's memory mode moves from those it does not.
 //
 //   build/bench/bench_single_node [--model mlp|cnn] [--threads N] [--iterations N] [--data DIR]
+//                                 [--rounds R] [--gap S]
 // A benchmark, never a test: its figures go in README.md, not in assertions.
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +30,7 @@
 #include <vector>
 
 #include "apps/pipeline/iteration_graph.h"
+#include "bench/machine_state.h"
 #include "engine/executor.h"
 #include "sync/lane_router.h"
 #include "sync/sync_stage.h"
@@ -50,6 +62,25 @@ double sgemm_gflops(std::size_t n) {
   return 2.0 * static_cast<double>(n * n * n) * reps / seconds_since(start) / 1e9;
 }
 
+/// Pearson's correlation of x and y (0 when either is constant).
+double correlation(const std::vector<double>& x, const std::vector<double>& y) {
+  const auto n = static_cast<double>(x.size());
+  double mx = 0, my = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) mx += x[i] / n, my += y[i] / n;
+  double sxy = 0, sxx = 0, syy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
+  }
+  return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : 0.0;
+}
+
+double spread(const std::vector<double>& v) {
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return *lo > 0 ? *hi / *lo : 0.0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,13 +88,19 @@ int main(int argc, char** argv) {
   std::size_t iterations = 2000;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::string model_name = "mlp";
+  std::size_t rounds = 0;
+  double gap = 10.0;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--rounds")) rounds = std::strtoul(argv[i + 1], nullptr, 10);
+    if (!std::strcmp(argv[i], "--gap")) gap = std::strtod(argv[i + 1], nullptr);
     if (!std::strcmp(argv[i], "--model")) model_name = argv[i + 1];
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--iterations")) iterations = std::strtoul(argv[i + 1], nullptr, 10);
     if (!std::strcmp(argv[i], "--data")) data_dir = argv[i + 1];
   }
   gradmesh::tasks::cpu::set_blas_threads(threads);
+  namespace bench = gradmesh::bench;
+  std::printf("before: %s\n", bench::format_machine_state(bench::measure_machine_state()).c_str());
 
   const double peak = sgemm_gflops(1024);
   std::printf("sgemm 1024x1024x1024, %d BLAS thread(s): %.1f GFLOP/s\n", threads, peak);
@@ -119,6 +156,58 @@ int main(int argc, char** argv) {
                 (std::string(layer.kind()) + std::to_string(l)).c_str(),
                 gradmesh::tasks::to_string(layer.output_shape()).c_str(),
                 1e3 * times.forward_seconds[l], 1e3 * times.backward_seconds[l]);
+  }
+  std::printf("after: %s\n", bench::format_machine_state(bench::measure_machine_state()).c_str());
+  if (rounds == 0) return 0;
+
+  // Rounds: the machine's state beside the model's, to see which layers move with it.
+  const std::size_t layers = model.num_layers();
+  std::vector<double> triad, sgemm, small, rate;
+  std::vector<std::vector<double>> layer_ms(layers);
+  std::printf("\n%-6s %8s %8s %8s %6s %10s", "round", "triad", "sgemm", "small", "steal",
+              "samples/s");
+  for (std::size_t l = 0; l < layers; ++l) {
+    std::printf(" %10s", (std::string(model.layer(l).kind()) + std::to_string(l)).c_str());
+  }
+  std::printf("\n%-6s %8s %8s %8s %6s %10s  (each layer: forward + backward ms, median of 5)\n", "",
+              "GB/s", "GFLOP/s", "GFLOP/s", "%", "");
+  for (std::size_t r = 0; r < rounds; ++r) {
+    if (r > 0) std::this_thread::sleep_for(std::chrono::duration<double>(gap));
+    const bench::MachineState m = bench::measure_machine_state();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 200; ++i) trainer.step();
+    const double samples = 200.0 * static_cast<double>(batch) / seconds_since(t0);
+    const auto t = gradmesh::tasks::profile_layers(model, batch, 5, 42 + r);
+    triad.push_back(m.triad_gbps);
+    sgemm.push_back(m.sgemm_gflops);
+    small.push_back(m.small_gemm_gflops);
+    rate.push_back(samples);
+    std::printf("%-6zu %8.1f %8.1f %8.1f %6.1f %10.0f", r, m.triad_gbps, m.sgemm_gflops,
+                m.small_gemm_gflops, 100 * m.steal, samples);
+    for (std::size_t l = 0; l < layers; ++l) {
+      layer_ms[l].push_back(1e3 * (t.forward_seconds[l] + t.backward_seconds[l]));
+      std::printf(" %10.3f", layer_ms[l].back());
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  // A layer bound by memory takes longer when the triad is slow: its time correlates with the
+  // triad's time a byte (1 / GB/s); one bound by compute, with the large sgemm's.
+  std::vector<double> per_byte, per_flop, per_small;
+  for (std::size_t r = 0; r < rounds; ++r) {
+    per_byte.push_back(1.0 / triad[r]);
+    per_flop.push_back(1.0 / sgemm[r]);
+    per_small.push_back(1.0 / small[r]);
+  }
+  std::printf("\nspread (max / min): triad %.2f, sgemm %.2f, small gemm %.2f, samples/s %.2f\n",
+              spread(triad), spread(sgemm), spread(small), spread(rate));
+  std::printf("%-14s %8s %14s %14s %14s\n", "layer", "spread", "corr 1/triad", "corr 1/sgemm",
+              "corr 1/small");
+  for (std::size_t l = 0; l < layers; ++l) {
+    std::printf("%-14s %8.2f %14.2f %14.2f %14.2f\n",
+                (std::string(model.layer(l).kind()) + std::to_string(l)).c_str(),
+                spread(layer_ms[l]), correlation(layer_ms[l], per_byte),
+                correlation(layer_ms[l], per_flop), correlation(layer_ms[l], per_small));
   }
   return 0;
 }

@@ -55,6 +55,8 @@ for seed in $seeds; do
     run_epochs=$epochs
     [[ $strategy == ako ]] && run_epochs=$ako_epochs
     echo "== $run, seed $seed ($run_epochs epochs)" >&2
+    # The host's mode beside every run (bench/machine_state.h): compare figures within one.
+    "$(dirname "$bin")/bench/bench_machine_state" >&2 || true
     args=(--set sync.strategy="$strategy" --set sync.compression.method="$method"
           --set sync.compression.rank="${PSGD_RANK:-4}" --set job.seed="$seed"
           --set job.epochs="$run_epochs" --set job.max_iterations=none
