@@ -235,6 +235,31 @@ class Backend {
   virtual void avg_pool_backward(const float* dy, std::size_t planes, const PoolGeometry& g,
                                  float* dx) = 0;
 
+  // ---- batch normalization (tasks/layers/batch_norm.h) ----
+  // x, y, dx, dy: samples x channels x spatial floats (NCHW with spatial = H W; a flat input has
+  // spatial 1); per-channel vectors: channels floats. M = samples x spatial.
+  /// mean[c] = sum x[., c, .] / M, var[c] = sum (x - mean[c])^2 / M (biased), each summed per
+  /// sample first, the samples in order.
+  virtual void batch_norm_statistics(const float* x, std::size_t samples, std::size_t channels,
+                                     std::size_t spatial, float* mean, float* var) = 0;
+  /// inv_std[c] = 1 / sqrt(var[c] + eps); with running_mean != nullptr also the running
+  /// statistics: running_mean = (1 - momentum) running_mean + momentum mean, running_var =
+  /// (1 - momentum) running_var + momentum unbias var (unbias = M / (M - 1), PyTorch's).
+  virtual void batch_norm_update(const float* mean, const float* var, std::size_t channels,
+                                 float momentum, float unbias, float eps, float* running_mean,
+                                 float* running_var, float* inv_std) = 0;
+  /// y = gamma[c] (x - mean[c]) inv_std[c] + beta[c].
+  virtual void batch_norm_forward(const float* x, std::size_t samples, std::size_t channels,
+                                  std::size_t spatial, const float* mean, const float* inv_std,
+                                  const float* gamma, const float* beta, float* y) = 0;
+  /// With x_hat = (x - mean[c]) inv_std[c]: dbeta[c] = sum dy, dgamma[c] = sum dy x_hat
+  /// (overwritten; summed per sample first, in order), and when dx != nullptr
+  /// dx = gamma[c] inv_std[c] (dy - dbeta[c] / M - x_hat dgamma[c] / M).
+  virtual void batch_norm_backward(const float* x, const float* dy, std::size_t samples,
+                                   std::size_t channels, std::size_t spatial, const float* mean,
+                                   const float* inv_std, const float* gamma, float* dx,
+                                   float* dgamma, float* dbeta) = 0;
+
   // ---- loss ----
   /// Softmax cross-entropy as SoftmaxCrossEntropy::forward_backward: logits (batch x classes,
   /// device), labels (host, batch = labels.size(), each in [0, classes) else

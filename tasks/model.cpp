@@ -264,6 +264,37 @@ Model::Evaluation Model::evaluate(const Dataset& d) {
                       " classes, data set has " + std::to_string(d.classes));
   }
   if (d.count == 0) return {0.0, 0.0};
+  double loss_sum = 0.0;
+  std::size_t correct = 0;
+  forward_in_batches(
+      d.x.data(), d.count, [&](std::size_t first, std::size_t batch, const float* logits) {
+        const std::int32_t* labels = d.y.data() + first;
+        loss_sum +=
+            static_cast<double>(SoftmaxCrossEntropy::loss(logits, labels, batch, output_size())) *
+            static_cast<double>(batch);
+        correct += SoftmaxCrossEntropy::count_correct(logits, labels, batch, output_size());
+      });
+  const auto n = static_cast<double>(d.count);
+  return {loss_sum / n, static_cast<double>(correct) / n};
+}
+
+void Model::predict(std::span<const float> inputs, std::span<float> logits) {
+  GRADMESH_CHECK_EQ(inputs.size() % input_size(), std::size_t{0},
+                    "predict: input floats, a multiple of the model's input size");
+  const std::size_t count = inputs.size() / input_size();
+  GRADMESH_CHECK_EQ(logits.size(), count * output_size(), "predict: logit floats");
+  if (count == 0) return;
+  const std::size_t classes = output_size();
+  forward_in_batches(inputs.data(), count,
+                     [&](std::size_t first, std::size_t batch, const float* out) {
+                       std::copy(out, out + batch * classes,
+                                 logits.begin() + static_cast<std::ptrdiff_t>(first * classes));
+                     });
+}
+
+void Model::forward_in_batches(
+    const float* x, std::size_t count,
+    const std::function<void(std::size_t, std::size_t, const float*)>& each) {
   // Evaluation mode for the loop, and the caller's mode back on every exit.
   struct ModeGuard {
     Model& model;
@@ -271,28 +302,28 @@ Model::Evaluation Model::evaluate(const Dataset& d) {
     ~ModeGuard() { model.set_training(saved); }
   } guard{*this, training_};
   set_training(false);
-  double loss_sum = 0.0;
-  std::size_t correct = 0;
-  for (std::size_t first = 0; first < d.count; first += max_batch_) {
-    const std::size_t batch = std::min(max_batch_, d.count - first);
-    const auto x = d.x.begin() + static_cast<std::ptrdiff_t>(first * input_size());
-    std::copy(x, x + static_cast<std::ptrdiff_t>(batch * input_size()), input(batch).begin());
+  for (std::size_t first = 0; first < count; first += max_batch_) {
+    const std::size_t batch = std::min(max_batch_, count - first);
+    const float* from = x + first * input_size();
+    std::copy(from, from + batch * input_size(), input(batch).begin());
     for (std::size_t l = 0; l < layers_.size(); ++l) forward_layer(l, batch);
-    const float* logits = output(batch).data();
-    const std::int32_t* labels = d.y.data() + first;
-    loss_sum +=
-        static_cast<double>(SoftmaxCrossEntropy::loss(logits, labels, batch, output_size())) *
-        static_cast<double>(batch);
-    correct += SoftmaxCrossEntropy::count_correct(logits, labels, batch, output_size());
+    each(first, batch, output(batch).data());
   }
-  const auto n = static_cast<double>(d.count);
-  return {loss_sum / n, static_cast<double>(correct) / n};
 }
 
 void Model::save_state(engine::StateWriter& out) {
   out.write_floats(parameters());
   out.write_u64(layers_.size());
   for (const auto& layer : layers_) out.write_u64(layer->random_state());
+  // The layers' own state (batch normalization's running statistics), when any has some: a model
+  // without such layers writes what it always wrote.
+  std::vector<float> state;
+  for (const auto& layer : layers_) {
+    if (layer->state_size() == 0) continue;
+    state.resize(layer->state_size());
+    layer->save_layer_state(state);
+    out.write_floats(state);
+  }
 }
 
 void Model::load_state(engine::StateReader& in) {
@@ -304,6 +335,13 @@ void Model::load_state(engine::StateReader& in) {
                           " layers, this model has " + std::to_string(layers_.size()));
   }
   for (const auto& layer : layers_) layer->set_random_state(in.read_u64());
+  std::vector<float> state;
+  for (const auto& layer : layers_) {
+    if (layer->state_size() == 0) continue;
+    state.resize(layer->state_size());
+    in.read_floats(state);
+    layer->load_layer_state(state);
+  }
 }
 
 }  // namespace gradmesh::tasks

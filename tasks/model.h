@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -204,7 +205,17 @@ class Model final : public engine::Checkpointable {
   /// d.features != input_size() or d.classes != output_size(). An empty data set gives {0, 0}.
   Evaluation evaluate(const Dataset& d);
 
-  /// Writes parameters() and every layer's random_state() (a device model downloads first).
+  /// The logits of `inputs` (count x input_size() floats, count = inputs.size() / input_size(),
+  /// any count) into `logits` (count x output_size() floats, row k sample k's), for a user's own
+  /// evaluation loop (issue 29 item 3): forward in batches of max_batch(), in evaluation mode (the
+  /// mode is restored after; dropout is the identity), as evaluate() computes them. Touches no
+  /// gradients (but overwrites the activations). Throws gradmesh::ContractError when inputs.size()
+  /// is not a multiple of input_size() or logits.size() != count x output_size().
+  void predict(std::span<const float> inputs, std::span<float> logits);
+
+  /// Writes parameters(), every layer's random_state() and, for each layer with some, its own
+  /// state (Layer::state_size(): batch normalization's running statistics) (a device model
+  /// downloads first).
   void save_state(engine::StateWriter& out) override;
   /// Replaces parameters() (uploaded before the next forward) and the layers' random states.
   void load_state(engine::StateReader& in) override;
@@ -224,6 +235,11 @@ class Model final : public engine::Checkpointable {
   /// Device model: downloads layer l's parameters if its device copy is current, then marks the
   /// host copy current. No-op on the CPU.
   void make_host_current(std::size_t l);
+  /// Forward of the `count` samples at `x` (count x input_size() floats) in batches of
+  /// max_batch(), in evaluation mode (restored after): `each(first, batch, logits)` sees the
+  /// logits (host, batch x output_size()) of samples first .. first + batch - 1.
+  void forward_in_batches(const float* x, std::size_t count,
+                          const std::function<void(std::size_t, std::size_t, const float*)>& each);
 
   /// Which copy of a layer's parameters is current on a device model (see the class comment).
   enum class Current : std::uint8_t { kBoth, kHost, kDevice };

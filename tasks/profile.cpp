@@ -33,6 +33,13 @@ LayerTimes profile_layers(Model& model, std::size_t batch, std::size_t iteration
 
   constexpr std::size_t kWarmUp = 2;
   const std::size_t layers = model.num_layers();
+  // The layers' own state (batch normalization's running statistics) is put back after: the
+  // timed passes run on random inputs, which must not enter the trained model.
+  std::vector<std::vector<float>> state(layers);
+  for (std::size_t l = 0; l < layers; ++l) {
+    state[l].resize(model.layer(l).state_size());
+    if (!state[l].empty()) model.layer(l).save_layer_state(state[l]);
+  }
   std::vector<std::vector<double>> forward(layers), backward(layers), backward_input(layers);
   for (std::size_t pass = 0; pass < kWarmUp + iterations; ++pass) {
     const bool timed = pass >= kWarmUp;
@@ -57,6 +64,9 @@ LayerTimes profile_layers(Model& model, std::size_t batch, std::size_t iteration
       if (timed) backward_input[l].push_back(seconds_since(again));
       layer.set_parameter_gradients_enabled(enabled);
     }
+  }
+  for (std::size_t l = 0; l < layers; ++l) {
+    if (!state[l].empty()) model.layer(l).load_layer_state(state[l]);
   }
   LayerTimes times;
   for (std::size_t l = 0; l < layers; ++l) {

@@ -33,7 +33,8 @@ struct LayerTimes {
 /// itself is not timed (it is no layer). A parameter-free layer (relu) may read as ~0 s.
 ///
 /// Call it before training: it overwrites the model's input, activations and gradients
-/// (parameters() are left bitwise unchanged; no optimizer step runs). The passes run in the
+/// (parameters() and the layers' own state, such as batch normalization's running statistics,
+/// are left bitwise unchanged; no optimizer step runs). The passes run in the
 /// model's current mode, so in training mode each dropout layer draws (iterations + 2) masks
 /// (Dropout::step() advances by as much, the same on every node). Thread safety: as Model,
 /// one thread drives it; BLAS uses its process-wide thread count. Cost: (iterations + 2) passes,

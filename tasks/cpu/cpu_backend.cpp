@@ -1,6 +1,7 @@
 #include "tasks/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -277,6 +278,88 @@ void CpuBackend::avg_pool_backward(const float* dy, std::size_t planes, const Po
           float* row = dst + (i * g.stride + u) * g.width + j * g.stride;
           for (std::size_t v = 0; v < g.window; ++v) row[v] += share;
         }
+      }
+    }
+  }
+}
+
+void CpuBackend::batch_norm_statistics(const float* x, std::size_t samples, std::size_t channels,
+                                       std::size_t spatial, float* mean, float* var) {
+  const auto m = static_cast<float>(samples * spatial);
+  for (std::size_t c = 0; c < channels; ++c) {
+    float total = 0.0f;
+    for (std::size_t s = 0; s < samples; ++s) {
+      const float* src = x + (s * channels + c) * spatial;
+      float acc = 0.0f;
+      for (std::size_t i = 0; i < spatial; ++i) acc += src[i];
+      total += acc;
+    }
+    const float mu = total / m;
+    float squares = 0.0f;
+    for (std::size_t s = 0; s < samples; ++s) {
+      const float* src = x + (s * channels + c) * spatial;
+      float acc = 0.0f;
+      for (std::size_t i = 0; i < spatial; ++i) acc += (src[i] - mu) * (src[i] - mu);
+      squares += acc;
+    }
+    mean[c] = mu;
+    var[c] = squares / m;
+  }
+}
+
+void CpuBackend::batch_norm_update(const float* mean, const float* var, std::size_t channels,
+                                   float momentum, float unbias, float eps, float* running_mean,
+                                   float* running_var, float* inv_std) {
+  for (std::size_t c = 0; c < channels; ++c) {
+    if (running_mean != nullptr) {
+      running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean[c];
+      running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbias * var[c];
+    }
+    inv_std[c] = 1.0f / std::sqrt(var[c] + eps);
+  }
+}
+
+void CpuBackend::batch_norm_forward(const float* x, std::size_t samples, std::size_t channels,
+                                    std::size_t spatial, const float* mean, const float* inv_std,
+                                    const float* gamma, const float* beta, float* y) {
+  for (std::size_t s = 0; s < samples; ++s) {
+    for (std::size_t c = 0; c < channels; ++c) {
+      const std::size_t at = (s * channels + c) * spatial;
+      const float scale = gamma[c] * inv_std[c], mu = mean[c], shift = beta[c];
+      for (std::size_t i = 0; i < spatial; ++i) y[at + i] = scale * (x[at + i] - mu) + shift;
+    }
+  }
+}
+
+void CpuBackend::batch_norm_backward(const float* x, const float* dy, std::size_t samples,
+                                     std::size_t channels, std::size_t spatial, const float* mean,
+                                     const float* inv_std, const float* gamma, float* dx,
+                                     float* dgamma, float* dbeta) {
+  for (std::size_t c = 0; c < channels; ++c) {
+    float sum_dy = 0.0f, sum_dy_xhat = 0.0f;
+    for (std::size_t s = 0; s < samples; ++s) {
+      const std::size_t at = (s * channels + c) * spatial;
+      float a = 0.0f, b = 0.0f;
+      for (std::size_t i = 0; i < spatial; ++i) {
+        a += dy[at + i];
+        b += dy[at + i] * (x[at + i] - mean[c]) * inv_std[c];
+      }
+      sum_dy += a;
+      sum_dy_xhat += b;
+    }
+    dbeta[c] = sum_dy;
+    dgamma[c] = sum_dy_xhat;
+  }
+  if (dx == nullptr) return;
+  const auto m = static_cast<float>(samples * spatial);
+  for (std::size_t s = 0; s < samples; ++s) {
+    for (std::size_t c = 0; c < channels; ++c) {
+      const std::size_t at = (s * channels + c) * spatial;
+      const float scale = gamma[c] * inv_std[c], mean_dy = dbeta[c] / m,
+                  mean_dy_xhat = dgamma[c] / m;
+      for (std::size_t i = 0; i < spatial; ++i) {
+        const float x_hat = (x[at + i] - mean[c]) * inv_std[c];
+        dx[at + i] = scale * (dy[at + i] - mean_dy - x_hat * mean_dy_xhat);
       }
     }
   }

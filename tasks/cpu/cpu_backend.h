@@ -62,6 +62,18 @@ class CpuBackend final : public Backend {
                         float* y) override;
   void avg_pool_backward(const float* dy, std::size_t planes, const PoolGeometry& g,
                          float* dx) override;
+  void batch_norm_statistics(const float* x, std::size_t samples, std::size_t channels,
+                             std::size_t spatial, float* mean, float* var) override;
+  void batch_norm_update(const float* mean, const float* var, std::size_t channels, float momentum,
+                         float unbias, float eps, float* running_mean, float* running_var,
+                         float* inv_std) override;
+  void batch_norm_forward(const float* x, std::size_t samples, std::size_t channels,
+                          std::size_t spatial, const float* mean, const float* inv_std,
+                          const float* gamma, const float* beta, float* y) override;
+  void batch_norm_backward(const float* x, const float* dy, std::size_t samples,
+                           std::size_t channels, std::size_t spatial, const float* mean,
+                           const float* inv_std, const float* gamma, float* dx, float* dgamma,
+                           float* dbeta) override;
   float softmax_cross_entropy(const float* logits, std::span<const std::int32_t> labels,
                               std::size_t classes, float* dlogits) override;
 };

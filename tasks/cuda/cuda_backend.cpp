@@ -176,6 +176,33 @@ class CudaBackend final : public Backend {
     check(kernels::max_pool_backward(dy, argmax, planes, pool_shape(g), dx, stream_),
           "max_pool_backward");
   }
+  void batch_norm_statistics(const float* x, std::size_t samples, std::size_t channels,
+                             std::size_t spatial, float* mean, float* var) override {
+    check(kernels::batch_norm_statistics(x, samples, channels, spatial, mean, var, stream_),
+          "batch_norm_statistics");
+  }
+  void batch_norm_update(const float* mean, const float* var, std::size_t channels, float momentum,
+                         float unbias, float eps, float* running_mean, float* running_var,
+                         float* inv_std) override {
+    check(kernels::batch_norm_update(mean, var, channels, momentum, unbias, eps, running_mean,
+                                     running_var, inv_std, stream_),
+          "batch_norm_update");
+  }
+  void batch_norm_forward(const float* x, std::size_t samples, std::size_t channels,
+                          std::size_t spatial, const float* mean, const float* inv_std,
+                          const float* gamma, const float* beta, float* y) override {
+    check(kernels::batch_norm_forward(x, samples, channels, spatial, mean, inv_std, gamma, beta, y,
+                                      stream_),
+          "batch_norm_forward");
+  }
+  void batch_norm_backward(const float* x, const float* dy, std::size_t samples,
+                           std::size_t channels, std::size_t spatial, const float* mean,
+                           const float* inv_std, const float* gamma, float* dx, float* dgamma,
+                           float* dbeta) override {
+    check(kernels::batch_norm_backward(x, dy, samples, channels, spatial, mean, inv_std, gamma, dx,
+                                       dgamma, dbeta, stream_),
+          "batch_norm_backward");
+  }
   void avg_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g,
                         float* y) override {
     check(kernels::avg_pool_forward(x, planes, pool_shape(g), y, stream_), "avg_pool_forward");

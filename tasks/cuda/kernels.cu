@@ -159,27 +159,44 @@ __global__ void pack_kernel(const float* dy, std::size_t samples, std::size_t fi
   }
 }
 
-// One block per filter f: for each sample in order, a block reduction of its positions, added to
-// bias_sums[f] by thread 0 (as the CPU: each sample's sum first).
+// The sum of every thread's `acc` over the block (blockDim.x a power of two, <= kThreads), through
+// `partial` (kThreads floats of shared memory), in a fixed tree order; every thread gets it.
+__device__ float block_sum(float acc, float* partial) {
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  const float sum = partial[0];
+  __syncthreads();
+  return sum;
+}
+
+// One block per channel c of x (samples x channels x spatial): the sum over samples, in order,
+// of each sample's block sum of f(x) over its spatial floats, f(x) = x, or (x - *mean)^2 when
+// `mean` is given. As the CPU: each sample's sum first.
+__device__ float channel_sum(const float* x, std::size_t samples, std::size_t channels,
+                             std::size_t spatial, std::size_t c, const float* mean,
+                             float* partial) {
+  float total = 0.0f;
+  for (std::size_t s = 0; s < samples; ++s) {
+    const float* src = x + (s * channels + c) * spatial;
+    float acc = 0.0f;
+    for (std::size_t i = threadIdx.x; i < spatial; i += blockDim.x) {
+      acc += mean == nullptr ? src[i] : (src[i] - *mean) * (src[i] - *mean);
+    }
+    total += block_sum(acc, partial);
+  }
+  return total;
+}
+
+// One block per filter f: bias_sums[f] += the sum of dy over the samples and positions.
 __global__ void bias_sums_kernel(const float* dy, std::size_t samples, std::size_t filters,
                                  std::size_t positions, float* bias_sums) {
   __shared__ float partial[kThreads];
-  const std::size_t f = blockIdx.x;
-  float total = 0.0f;
-  for (std::size_t s = 0; s < samples; ++s) {
-    const float* src = dy + (s * filters + f) * positions;
-    float acc = 0.0f;
-    for (std::size_t i = threadIdx.x; i < positions; i += blockDim.x) acc += src[i];
-    partial[threadIdx.x] = acc;
-    __syncthreads();
-    for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
-      if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) total += partial[0];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) bias_sums[f] += total;
+  const float total = channel_sum(dy, samples, filters, positions, blockIdx.x, nullptr, partial);
+  if (threadIdx.x == 0) bias_sums[blockIdx.x] += total;
 }
 
 __global__ void max_pool_forward_kernel(const float* x, std::size_t planes, PoolShape g, float* y,
@@ -261,6 +278,84 @@ __global__ void avg_pool_backward_kernel(const float* dy, std::size_t planes, Po
       }
     }
     dx[t] = sum;
+  }
+}
+
+__global__ void batch_norm_statistics_kernel(const float* x, std::size_t samples,
+                                             std::size_t channels, std::size_t spatial, float* mean,
+                                             float* var) {
+  __shared__ float partial[kThreads];
+  __shared__ float mu;
+  const std::size_t c = blockIdx.x;
+  const auto m = static_cast<float>(samples * spatial);
+  const float total = channel_sum(x, samples, channels, spatial, c, nullptr, partial);
+  if (threadIdx.x == 0) mu = total / m;
+  __syncthreads();
+  const float squares = channel_sum(x, samples, channels, spatial, c, &mu, partial);
+  if (threadIdx.x == 0) {
+    mean[c] = mu;
+    var[c] = squares / m;
+  }
+}
+
+__global__ void batch_norm_update_kernel(const float* mean, const float* var, std::size_t channels,
+                                         float momentum, float unbias, float eps,
+                                         float* running_mean, float* running_var, float* inv_std) {
+  GM_FOR(c, channels) {
+    if (running_mean != nullptr) {
+      running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean[c];
+      running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbias * var[c];
+    }
+    inv_std[c] = 1.0f / sqrtf(var[c] + eps);
+  }
+}
+
+__global__ void batch_norm_forward_kernel(const float* x, std::size_t samples, std::size_t channels,
+                                          std::size_t spatial, const float* mean,
+                                          const float* inv_std, const float* gamma,
+                                          const float* beta, float* y) {
+  GM_FOR(t, samples * channels * spatial) {
+    const std::size_t c = (t / spatial) % channels;
+    y[t] = gamma[c] * inv_std[c] * (x[t] - mean[c]) + beta[c];
+  }
+}
+
+// One block per channel: dbeta = sum dy, dgamma = sum dy x_hat, per sample then in order.
+__global__ void batch_norm_parameter_gradients_kernel(const float* x, const float* dy,
+                                                      std::size_t samples, std::size_t channels,
+                                                      std::size_t spatial, const float* mean,
+                                                      const float* inv_std, float* dgamma,
+                                                      float* dbeta) {
+  __shared__ float partial[kThreads];
+  const std::size_t c = blockIdx.x;
+  float total_dy = 0.0f, total_xhat = 0.0f;
+  for (std::size_t s = 0; s < samples; ++s) {
+    const std::size_t at = (s * channels + c) * spatial;
+    float a = 0.0f, b = 0.0f;
+    for (std::size_t i = threadIdx.x; i < spatial; i += blockDim.x) {
+      a += dy[at + i];
+      b += dy[at + i] * (x[at + i] - mean[c]) * inv_std[c];
+    }
+    total_dy += block_sum(a, partial);
+    total_xhat += block_sum(b, partial);
+  }
+  if (threadIdx.x == 0) {
+    dbeta[c] = total_dy;
+    dgamma[c] = total_xhat;
+  }
+}
+
+__global__ void batch_norm_input_gradient_kernel(const float* x, const float* dy,
+                                                 std::size_t samples, std::size_t channels,
+                                                 std::size_t spatial, const float* mean,
+                                                 const float* inv_std, const float* gamma,
+                                                 const float* dgamma, const float* dbeta,
+                                                 float* dx) {
+  const auto m = static_cast<float>(samples * spatial);
+  GM_FOR(t, samples * channels * spatial) {
+    const std::size_t c = (t / spatial) % channels;
+    const float x_hat = (x[t] - mean[c]) * inv_std[c];
+    dx[t] = gamma[c] * inv_std[c] * (dy[t] - dbeta[c] / m - x_hat * (dgamma[c] / m));
   }
 }
 
@@ -406,6 +501,50 @@ cudaError_t max_pool_backward(const float* dy, const std::uint32_t* argmax, std:
   const std::size_t n = planes * g.height * g.width;
   if (n == 0) return cudaSuccess;
   max_pool_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(dy, argmax, planes, g, dx);
+  return launched();
+}
+
+cudaError_t batch_norm_statistics(const float* x, std::size_t samples, std::size_t channels,
+                                  std::size_t spatial, float* mean, float* var,
+                                  cudaStream_t stream) {
+  if (channels == 0) return cudaSuccess;
+  batch_norm_statistics_kernel<<<static_cast<unsigned>(channels), kThreads, 0, stream>>>(
+      x, samples, channels, spatial, mean, var);
+  return launched();
+}
+
+cudaError_t batch_norm_update(const float* mean, const float* var, std::size_t channels,
+                              float momentum, float unbias, float eps, float* running_mean,
+                              float* running_var, float* inv_std, cudaStream_t stream) {
+  if (channels == 0) return cudaSuccess;
+  batch_norm_update_kernel<<<blocks_for(channels), kThreads, 0, stream>>>(
+      mean, var, channels, momentum, unbias, eps, running_mean, running_var, inv_std);
+  return launched();
+}
+
+cudaError_t batch_norm_forward(const float* x, std::size_t samples, std::size_t channels,
+                               std::size_t spatial, const float* mean, const float* inv_std,
+                               const float* gamma, const float* beta, float* y,
+                               cudaStream_t stream) {
+  const std::size_t n = samples * channels * spatial;
+  if (n == 0) return cudaSuccess;
+  batch_norm_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, samples, channels, spatial,
+                                                                    mean, inv_std, gamma, beta, y);
+  return launched();
+}
+
+cudaError_t batch_norm_backward(const float* x, const float* dy, std::size_t samples,
+                                std::size_t channels, std::size_t spatial, const float* mean,
+                                const float* inv_std, const float* gamma, float* dx, float* dgamma,
+                                float* dbeta, cudaStream_t stream) {
+  const std::size_t n = samples * channels * spatial;
+  if (channels == 0) return cudaSuccess;
+  batch_norm_parameter_gradients_kernel<<<static_cast<unsigned>(channels), kThreads, 0, stream>>>(
+      x, dy, samples, channels, spatial, mean, inv_std, dgamma, dbeta);
+  if (dx != nullptr && n > 0) {
+    batch_norm_input_gradient_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
+        x, dy, samples, channels, spatial, mean, inv_std, gamma, dgamma, dbeta, dx);
+  }
   return launched();
 }
 

@@ -58,6 +58,24 @@ cudaError_t avg_pool_forward(const float* x, std::size_t planes, const PoolShape
 cudaError_t avg_pool_backward(const float* dy, std::size_t planes, const PoolShape& g, float* dx,
                               cudaStream_t stream);
 
+/// Batch normalization (Backend's batch_norm_*): one block per channel for the statistics and the
+/// parameter gradients (each sample's block reduction, then the samples in order, as the CPU),
+/// one thread per float for the rest.
+cudaError_t batch_norm_statistics(const float* x, std::size_t samples, std::size_t channels,
+                                  std::size_t spatial, float* mean, float* var,
+                                  cudaStream_t stream);
+cudaError_t batch_norm_update(const float* mean, const float* var, std::size_t channels,
+                              float momentum, float unbias, float eps, float* running_mean,
+                              float* running_var, float* inv_std, cudaStream_t stream);
+cudaError_t batch_norm_forward(const float* x, std::size_t samples, std::size_t channels,
+                               std::size_t spatial, const float* mean, const float* inv_std,
+                               const float* gamma, const float* beta, float* y,
+                               cudaStream_t stream);
+cudaError_t batch_norm_backward(const float* x, const float* dy, std::size_t samples,
+                                std::size_t channels, std::size_t spatial, const float* mean,
+                                const float* inv_std, const float* gamma, float* dx, float* dgamma,
+                                float* dbeta, cudaStream_t stream);
+
 /// One thread per row: dlogits as SoftmaxCrossEntropy::forward_backward, and row_losses[k] =
 /// log(sum_c exp(z_c - max)) - (z_label - max) in double (the host sums them in row order).
 cudaError_t softmax_cross_entropy(const float* logits, const std::int32_t* labels,

@@ -89,8 +89,20 @@ class Layer {
   virtual void set_random_state(std::uint64_t /*state*/) noexcept {}
 
   /// Training (true, the default) or evaluation (false) mode. Only layers that behave differently
-  /// care: dropout drops units in training and is the identity in evaluation.
+  /// care: dropout drops units in training and is the identity in evaluation; batch
+  /// normalization normalizes by the batch's statistics in training, by its running ones in
+  /// evaluation.
   virtual void set_training(bool /*training*/) {}
+
+  /// Floats of state the layer keeps besides its parameters that a checkpoint must carry (batch
+  /// normalization's running statistics); 0 (the default): none. Fixed after reserve().
+  [[nodiscard]] virtual std::size_t state_size() const noexcept { return 0; }
+  /// Copies that state into `out` (state_size() floats, host memory; a layer on a device
+  /// downloads it). Throws gradmesh::ContractError for another size.
+  virtual void save_layer_state(std::span<float> /*out*/) {}
+  /// Replaces that state from `in` (state_size() floats, host memory). Throws
+  /// gradmesh::ContractError for another size.
+  virtual void load_layer_state(std::span<const float> /*in*/) {}
 
   /// y (batch x output_shape) = f(x (batch x input_shape)).
   virtual void forward(const float* x, float* y, std::size_t batch) = 0;

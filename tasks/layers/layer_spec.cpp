@@ -19,6 +19,7 @@ constexpr std::string_view kConv = "conv2d";
 constexpr std::string_view kPool = "max_pool2d";
 constexpr std::string_view kAvgPool = "avg_pool2d";
 constexpr std::string_view kGlobalAvgPool = "global_avg_pool";
+constexpr std::string_view kBatchNorm = "batch_norm";
 constexpr std::string_view kDropout = "dropout";
 constexpr std::string_view kFlatten = "flatten";
 constexpr std::string_view kRelu = "relu";
@@ -32,7 +33,7 @@ constexpr std::string_view kDropoutForm = "'dropout:<p>'";
 constexpr std::string_view kAllForms =
     "'dense:<units>', 'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]', "
     "'max_pool2d:<window>[:<stride>]', 'avg_pool2d:<window>[:<stride>]', 'global_avg_pool', "
-    "'flatten', 'dropout:<p>', 'relu' or 'softmax_cross_entropy'";
+    "'batch_norm', 'flatten', 'dropout:<p>', 'relu' or 'softmax_cross_entropy'";
 
 std::string_view trim(std::string_view s) {
   const auto first = s.find_first_not_of(" \t");
@@ -105,8 +106,8 @@ std::array<std::size_t, N> parse_counts(std::string_view form, std::string_view 
 }  // namespace
 
 std::span<const std::string_view> built_in_layer_kinds() noexcept {
-  static constexpr std::array<std::string_view, 9> kKinds{
-      kDense, kConv, kPool, kAvgPool, kGlobalAvgPool, kFlatten, kDropout, kRelu, kLoss};
+  static constexpr std::array<std::string_view, 10> kKinds{
+      kDense, kConv, kPool, kAvgPool, kGlobalAvgPool, kBatchNorm, kFlatten, kDropout, kRelu, kLoss};
   return kKinds;
 }
 
@@ -136,7 +137,7 @@ std::string to_string(const LayerSpec& spec) {
 
 LayerSpec parse_layer_spec(std::string_view text) {
   const std::string_view s = trim(text);
-  for (const std::string_view bare : {kRelu, kLoss, kFlatten, kGlobalAvgPool}) {
+  for (const std::string_view bare : {kRelu, kLoss, kFlatten, kGlobalAvgPool, kBatchNorm}) {
     if (s == bare) return LayerSpec{std::string(bare)};
   }
   const std::string_view kind = s.substr(0, s.find(':'));

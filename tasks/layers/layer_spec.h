@@ -43,7 +43,7 @@ struct LayerSpec {
 /// Parses one entry:
 ///   "dense:<units>", "conv2d:<filters>:<kernel>[:<stride>[:<padding>]]",
 ///   "max_pool2d:<window>[:<stride>]", "avg_pool2d:<window>[:<stride>]", "global_avg_pool",
-///   "dropout:<p>", "flatten", "relu", "softmax_cross_entropy",
+///   "batch_norm", "dropout:<p>", "flatten", "relu", "softmax_cross_entropy",
 /// integers in decimal, p a decimal number; or "<kind>[:<args>]" for a kind registered with
 /// register_layer (its args are checked when the layer is made). Surrounding spaces are ignored.
 /// Reentrant. Throws std::invalid_argument saying what was expected and what came, e.g. "expected

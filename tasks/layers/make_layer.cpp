@@ -2,6 +2,7 @@
 
 #include "engine/error.h"
 #include "tasks/layers/avg_pool2d.h"
+#include "tasks/layers/batch_norm.h"
 #include "tasks/layers/conv2d.h"
 #include "tasks/layers/dense.h"
 #include "tasks/layers/dropout.h"
@@ -22,6 +23,7 @@ std::unique_ptr<Layer> make_layer(const LayerSpec& spec, Shape input) {
   if (kind == "max_pool2d") return std::make_unique<MaxPool2d>(input, spec.kernel, spec.stride);
   if (kind == "avg_pool2d") return std::make_unique<AvgPool2d>(input, spec.kernel, spec.stride);
   if (kind == "global_avg_pool") return std::make_unique<GlobalAvgPool>(input);
+  if (kind == "batch_norm") return std::make_unique<BatchNorm>(input);
   if (kind == "flatten") return std::make_unique<Flatten>(input);
   if (kind == "dropout") return std::make_unique<Dropout>(input, spec.probability);
   if (kind == "relu") return std::make_unique<Relu>(input);

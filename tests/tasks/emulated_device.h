@@ -104,6 +104,28 @@ class EmulatedDevice final : public Backend {
                          float* dx) override {
     cpu_.avg_pool_backward(dy, planes, g, dx);
   }
+  void batch_norm_statistics(const float* x, std::size_t samples, std::size_t channels,
+                             std::size_t spatial, float* mean, float* var) override {
+    cpu_.batch_norm_statistics(x, samples, channels, spatial, mean, var);
+  }
+  void batch_norm_update(const float* mean, const float* var, std::size_t channels, float momentum,
+                         float unbias, float eps, float* running_mean, float* running_var,
+                         float* inv_std) override {
+    cpu_.batch_norm_update(mean, var, channels, momentum, unbias, eps, running_mean, running_var,
+                           inv_std);
+  }
+  void batch_norm_forward(const float* x, std::size_t samples, std::size_t channels,
+                          std::size_t spatial, const float* mean, const float* inv_std,
+                          const float* gamma, const float* beta, float* y) override {
+    cpu_.batch_norm_forward(x, samples, channels, spatial, mean, inv_std, gamma, beta, y);
+  }
+  void batch_norm_backward(const float* x, const float* dy, std::size_t samples,
+                           std::size_t channels, std::size_t spatial, const float* mean,
+                           const float* inv_std, const float* gamma, float* dx, float* dgamma,
+                           float* dbeta) override {
+    cpu_.batch_norm_backward(x, dy, samples, channels, spatial, mean, inv_std, gamma, dx, dgamma,
+                             dbeta);
+  }
   float softmax_cross_entropy(const float* logits, std::span<const std::int32_t> labels,
                               std::size_t classes, float* dlogits) override {
     return cpu_.softmax_cross_entropy(logits, labels, classes, dlogits);

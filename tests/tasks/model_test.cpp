@@ -242,6 +242,40 @@ TEST_CASE("Model gradients of a small CNN match finite differences", "[tasks][mo
   CHECK(kinks <= params.size() / 10);
 }
 
+TEST_CASE("Model predict gives the logits evaluate scores, in any count of samples",
+          "[tasks][model]") {
+  // Batches of at most 2: 5 samples take three forward passes; dropout is off while predicting.
+  const auto specs =
+      parse_layer_specs({"dropout:0.5", "dense:4", "relu", "dense:3", "softmax_cross_entropy"});
+  Model m(specs, 2, 2, 7);
+  const std::vector<float> x = {1, 0, 0, 1, 0.5f, 0.5f, -1, 2, 3, -2};
+  std::vector<float> logits(5 * 3);
+  m.predict(x, logits);
+  CHECK(m.training());                                    // restored
+  CHECK(dynamic_cast<Dropout&>(m.layer(0)).step() == 0);  // no mask drawn
+  // Each sample alone gives its row: the batching does not change a logit.
+  for (std::size_t k = 0; k < 5; ++k) {
+    INFO("sample " << k);
+    std::vector<float> one(3);
+    m.predict(std::span<const float>(x).subspan(2 * k, 2), one);
+    CHECK(std::equal(one.begin(), one.end(), logits.begin() + static_cast<std::ptrdiff_t>(3 * k)));
+  }
+  // evaluate's accuracy is the share of rows whose argmax is the label.
+  const std::vector<std::int32_t> labels = {0, 1, 2, 0, 1};
+  std::size_t right = 0;
+  for (std::size_t k = 0; k < 5; ++k) {
+    const auto row = logits.begin() + static_cast<std::ptrdiff_t>(3 * k);
+    right += std::max_element(row, row + 3) - row == labels[k] ? 1 : 0;
+  }
+  const Dataset d{5, 2, 3, x, labels};
+  CHECK(m.evaluate(d).accuracy == Approx(static_cast<double>(right) / 5));
+  // Nothing in, nothing out; sizes that do not fit are refused.
+  m.predict({}, {});
+  std::vector<float> wrong(14);
+  CHECK_THROWS_AS(m.predict(x, wrong), ContractError);
+  CHECK_THROWS_AS(m.predict(std::span<const float>(x).first(3), logits), ContractError);
+}
+
 TEST_CASE("Model evaluate switches dropout off", "[tasks][model][cnn]") {
   const auto specs = parse_layer_specs({"dropout:0.5", "dense:3", "softmax_cross_entropy"});
   Model m(specs, 4, 2, 3);

@@ -245,7 +245,7 @@ TEST_CASE("a bad layer spec is an error naming model.layers, the entry and what 
       Catch::Equals("configs/x.toml: model.layers[1]: expected 'dense:<units>', "
                     "'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]', "
                     "'max_pool2d:<window>[:<stride>]', 'avg_pool2d:<window>[:<stride>]', "
-                    "'global_avg_pool', 'flatten', 'dropout:<p>', 'relu' or "
+                    "'global_avg_pool', 'batch_norm', 'flatten', 'dropout:<p>', 'relu' or "
                     "'softmax_cross_entropy', got 'rleu' (line 2)"));
   CHECK_THROWS_WITH(parse(kMinimal, {"model.layers=dense:0,softmax_cross_entropy"}),
                     Catch::Equals("--set: model.layers[0]: expected 'dense:<units>', got 'dense:0' "

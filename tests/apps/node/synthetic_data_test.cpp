@@ -11,9 +11,12 @@ using gradmesh::testing::Cluster;
 
 namespace {
 
-/// A job on synthetic 3 x 8 x 8 images in `classes` classes, a small CNN of `outputs` outputs;
-/// data.path names no folder: nothing is read.
-std::string synthetic_config(std::size_t classes, std::size_t outputs) {
+/// A job on synthetic 3 x 8 x 8 images in `classes` classes, a small CNN of `outputs` outputs
+/// (`layers`: its hidden layers, before the classifier); data.path names no folder: nothing is
+/// read.
+std::string synthetic_config(
+    std::size_t classes, std::size_t outputs,
+    const std::string& layers = R"("conv2d:4:3:1:1", "relu", "max_pool2d:2", "flatten")") {
   return R"([job]
 name = "synthetic"
 seed = 3
@@ -28,8 +31,9 @@ classes = )" +
 train_limit = 640
 test_limit = 200
 [model]
-layers = ["conv2d:4:3:1:1", "relu", "max_pool2d:2", "flatten", "dense:)" +
-         std::to_string(outputs) + R"(", "softmax_cross_entropy"]
+layers = [)" +
+         layers + R"(, "dense:)" + std::to_string(outputs) +
+         R"(", "softmax_cross_entropy"]
 [optimizer]
 lr = 0.05
 momentum = 0.9
@@ -59,6 +63,26 @@ TEST_CASE("synthetic data trains on 2 node processes without files, replicas equ
   CHECK(losses.back() < 0.5 * losses.front());
   CHECK(m["test_accuracy"].get<double>() > 0.5);          // chance: 0.1
   CHECK(cluster.parameters(0) == cluster.parameters(1));  // BSP: one model
+}
+
+TEST_CASE("batch_norm and avg_pool2d train on 2 node processes, parameters equal, loss falling",
+          "[e2e][data][synthetic][batch_norm]") {
+  // Per-node batch statistics (as DDP): the gradients are averaged, so the parameters stay one
+  // model; each node keeps its own running statistics.
+  Cluster cluster("synthetic-bn", 2,
+                  synthetic_config(10, 10,
+                                   R"("conv2d:4:3:1:1", "batch_norm", "relu", "avg_pool2d:2", )"
+                                   R"("flatten", "dense:16", "batch_norm", "relu")"));
+  cluster.start({"--save-parameters"});
+  const auto codes = cluster.wait(std::chrono::seconds(120));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>{0, 0});
+  const auto m = cluster.metrics(0);
+  const auto losses = m["epoch_train_loss"].get<std::vector<double>>();
+  REQUIRE(losses.size() == 3);
+  CHECK(losses.back() < 0.5 * losses.front());
+  CHECK(m["test_accuracy"].get<double>() > 0.5);  // chance: 0.1
+  CHECK(cluster.parameters(0) == cluster.parameters(1));
 }
 
 TEST_CASE("synthetic data's keys: more classes than outputs, or a shape for Fashion-MNIST, refused",

@@ -12,6 +12,7 @@
 
 #include "tasks/cpu/cpu_backend.h"
 #include "tasks/layers/avg_pool2d.h"
+#include "tasks/layers/batch_norm.h"
 #include "tasks/layers/conv2d.h"
 #include "tasks/layers/dense.h"
 #include "tasks/layers/dropout.h"
@@ -285,6 +286,11 @@ TEST_CASE("Every layer's forward and backward on CUDA equals the CPU's", "[tasks
     GlobalAvgPool c(image), g(image);
     g.set_backend(*gpu);
     compare_layer(c, g, *gpu, 4, 8);
+  }
+  for (const Shape shape : {image, Shape::flat(13)}) {  // 2-d and 1-d
+    BatchNorm c(shape), g(shape);
+    g.set_backend(*gpu);
+    compare_layer(c, g, *gpu, 5, 9);
   }
   {
     Flatten c(image), g(image);

@@ -1,0 +1,72 @@
+#pragma once
+// Batch normalization (Ioffe and Szegedy, "Batch Normalization: Accelerating Deep Network Training
+// by Reducing Internal Covariate Shift", ICML'15, Alg. 1 and 2; sec. 3.2 for convolutions: one
+// mean and variance per channel over the batch and the positions).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "tasks/layers/layer.h"
+
+namespace gradmesh::tasks {
+
+/// Batch normalization of each channel: for a C x H x W input over the batch's N x H x W values of
+/// the channel (2-d, after a convolution), for a flat F x 1 x 1 input over the batch's N values of
+/// each feature (1-d, after a dense layer):
+///   training:   y = gamma[c] (x - mu_B[c]) / sqrt(var_B[c] + eps) + beta[c]
+///               (mu_B, var_B: the batch's mean and biased variance; Alg. 1), and the running
+///               statistics r_mu = (1 - m) r_mu + m mu_B, r_var = (1 - m) r_var + m M/(M - 1)
+///               var_B (M = N H W; PyTorch's unbiased running variance, momentum m = 0.1)
+///   evaluation: y = gamma[c] (x - r_mu[c]) / sqrt(r_var[c] + eps) + beta[c]   (Alg. 2)
+/// eps = 1e-5. Parameters [gamma (C) | beta (C)], initialized to 1 and 0; running statistics to
+/// 0 and 1. backward follows the training forward of the same batch (it uses that batch's
+/// statistics): dbeta = sum dy, dgamma = sum dy x_hat,
+/// dx = gamma / sqrt(var_B + eps) (dy - dbeta / M - x_hat dgamma / M).
+///
+/// Statistics are the node's own batch's (per-node, as PyTorch DDP's BatchNorm; not synchronized
+/// across nodes). The running statistics are the layer's state (state_size() = 2C: r_mu, then
+/// r_var), carried by checkpoints. Scratch: the batch's mean, variance and 1 / std, C floats each,
+/// and the running statistics, on the layer's backend. Thread safety: see Layer.
+class BatchNorm final : public Layer {
+ public:
+  static constexpr float kMomentum = 0.1f;
+  static constexpr float kEpsilon = 1e-5f;
+
+  /// Throws gradmesh::ConfigError if the input is empty.
+  explicit BatchNorm(Shape input);
+
+  [[nodiscard]] std::string_view kind() const noexcept override { return "batch_norm"; }
+  [[nodiscard]] std::size_t parameter_count() const noexcept override { return 2 * channels_; }
+  /// About 8 flops a value each way (normalize, scale, shift; the statistics).
+  [[nodiscard]] double forward_flops() const noexcept override {
+    return 8.0 * static_cast<double>(input_size());
+  }
+  /// Throws gradmesh::ContractError unless both spans hold parameter_count() floats.
+  void bind(std::span<float> parameters, std::span<float> gradients) override;
+  void reserve(std::size_t max_batch) override;
+  /// gamma = 1, beta = 0 (the bound host parameters); running mean 0, running variance 1.
+  void initialize(std::uint64_t seed) override;
+  void set_training(bool training) override { training_ = training; }
+  [[nodiscard]] bool training() const noexcept { return training_; }
+  /// Throws gradmesh::ContractError before reserve().
+  void forward(const float* x, float* y, std::size_t batch) override;
+  void backward(const float* x, const float* y, const float* dy, float* dx,
+                std::size_t batch) override;
+
+  [[nodiscard]] std::size_t state_size() const noexcept override { return 2 * channels_; }
+  void save_layer_state(std::span<float> out) override;
+  void load_layer_state(std::span<const float> in) override;
+
+ private:
+  std::size_t channels_;
+  std::size_t spatial_;  // H W: 1 for a flat input
+  bool training_ = true;
+  std::span<float> gamma_, beta_, dgamma_, dbeta_;
+  Buffer<float> mean_, var_, inv_std_;  // the last training batch's (backward uses them)
+  Buffer<float> running_mean_, running_var_;
+  Buffer<float> eval_inv_std_;  // 1 / sqrt(r_var + eps) for an evaluation forward
+};
+
+}  // namespace gradmesh::tasks

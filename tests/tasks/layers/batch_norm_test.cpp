@@ -1,0 +1,172 @@
+// Tests for tasks/layers/batch_norm.h: batch normalization's statistics (1-d and 2-d), its
+// running statistics and evaluation mode, finite-difference checks, and its state in checkpoints.
+
+#include "tasks/layers/batch_norm.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "engine/checkpoint.h"
+#include "engine/error.h"
+#include "tasks/layers/layer_spec.h"
+#include "tasks/layers/make_layer.h"
+#include "tasks/model.h"
+#include "tasks/profile.h"
+#include "tests/tasks/gradient_check.h"
+
+namespace gradmesh::tasks {
+
+namespace {
+
+/// A batch_norm layer of `input`, bound to `params` and `grads`, reserved and initialized.
+struct Bound {
+  BatchNorm layer;
+  std::vector<float> params, grads;
+  explicit Bound(Shape input)
+      : layer(input), params(layer.parameter_count()), grads(layer.parameter_count()) {
+    layer.bind(params, grads);
+    layer.reserve(8);
+    layer.initialize(1);
+  }
+  /// Writes `values` into the bound parameters (their storage stays where the layer points).
+  void set_params(const std::vector<float>& values) {
+    std::copy(values.begin(), values.end(), params.begin());
+  }
+  [[nodiscard]] std::vector<float> running() {
+    std::vector<float> out(layer.state_size());
+    layer.save_layer_state(out);
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("batch_norm 1-d: each feature over the batch, and the running statistics",
+          "[tasks][batch_norm]") {
+  Bound b(Shape::flat(2));
+  CHECK(b.layer.kind() == "batch_norm");
+  CHECK(b.layer.parameter_count() == 4);
+  CHECK(b.params == std::vector<float>{1, 1, 0, 0});     // gamma 1, beta 0
+  CHECK(b.running() == std::vector<float>{0, 0, 1, 1});  // mean 0, variance 1
+  // Feature 0: 1, 2, 3, 4 (mean 2.5, variance 1.25); feature 1: 10, 10, 10, 10 (variance 0).
+  const std::vector<float> x = {1, 10, 2, 10, 3, 10, 4, 10};
+  std::vector<float> y(8);
+  b.layer.forward(x.data(), y.data(), 4);
+  const float inv_std = 1.0f / std::sqrt(1.25f + BatchNorm::kEpsilon);
+  for (std::size_t k = 0; k < 4; ++k) {
+    INFO("sample " << k);
+    CHECK(y[2 * k] == Approx((static_cast<float>(k) + 1 - 2.5f) * inv_std));
+    CHECK(y[2 * k + 1] == 0.0f);
+  }
+  // r_mu = 0.9 * 0 + 0.1 * mu; r_var = 0.9 * 1 + 0.1 * (4/3) var (unbiased).
+  const std::vector<float> running = b.running();
+  CHECK(running[0] == Approx(0.25));
+  CHECK(running[1] == Approx(1.0));
+  CHECK(running[2] == Approx(0.9 + 0.1 * 1.25 * 4 / 3));
+  CHECK(running[3] == Approx(0.9));
+  // gamma and beta scale and shift.
+  b.set_params({2, 1, 0.5f, -1});
+  b.layer.forward(x.data(), y.data(), 4);
+  CHECK(y[0] == Approx(2 * (1 - 2.5f) * inv_std + 0.5f));
+  CHECK(y[1] == Approx(-1));
+}
+
+TEST_CASE("batch_norm 2-d: each channel over the batch and its positions", "[tasks][batch_norm]") {
+  Bound b(Shape{2, 1, 2});
+  // Channel 0 takes 1, 2 (sample 0) and 3, 6 (sample 1): mean 3, variance 3.5; channel 1 all 5.
+  const std::vector<float> x = {1, 2, 5, 5, 3, 6, 5, 5};
+  std::vector<float> y(8);
+  b.layer.forward(x.data(), y.data(), 2);
+  const float inv_std = 1.0f / std::sqrt(3.5f + BatchNorm::kEpsilon);
+  CHECK(y[0] == Approx(-2 * inv_std));
+  CHECK(y[5] == Approx(3 * inv_std));
+  CHECK(y[2] == 0.0f);
+  CHECK(b.running()[0] == Approx(0.3));
+  CHECK(b.running()[2] == Approx(0.9 + 0.1 * 3.5 * 4 / 3));
+}
+
+TEST_CASE("batch_norm evaluates with its running statistics", "[tasks][batch_norm]") {
+  Bound b(Shape{2, 1, 1});
+  b.set_params({2, 3, 1, -1});
+  const std::vector<float> running = {0.5f, -1, 4, 0.25f};  // means, then variances
+  b.layer.load_layer_state(running);
+  CHECK(b.running() == running);
+  b.layer.set_training(false);
+  const std::vector<float> x = {1.5f, 0, 2.5f, 1};
+  std::vector<float> y(4);
+  b.layer.forward(x.data(), y.data(), 2);
+  CHECK(y[0] == Approx(2 * (1.5 - 0.5) / std::sqrt(4 + 1e-5) + 1));
+  CHECK(y[1] == Approx(3 * (0 + 1) / std::sqrt(0.25 + 1e-5) - 1));
+  CHECK(y[2] == Approx(2 * (2.5 - 0.5) / std::sqrt(4 + 1e-5) + 1));
+  CHECK(b.running() == running);  // evaluation leaves them alone
+  std::vector<float> wrong(3);
+  CHECK_THROWS_AS(b.layer.save_layer_state(wrong), ContractError);
+  CHECK_THROWS_AS(BatchNorm(Shape{0, 1, 1}), ConfigError);
+}
+
+TEST_CASE("batch_norm gradients match finite differences, 1-d and 2-d", "[tasks][batch_norm]") {
+  for (const auto& [shape, batch] :
+       std::vector<std::pair<Shape, std::size_t>>{{Shape::flat(3), 5}, {Shape{2, 3, 2}, 3}}) {
+    INFO("input " << to_string(shape) << ", batch " << batch);
+    BatchNorm layer(shape);
+    testing::LayerHarness h(layer, batch, 1);
+    // gamma, beta not 1, 0 (copied in: the layer is bound to the harness's storage)
+    const std::vector<float> params = testing::random_floats(h.params.size(), 7, 0.5f, 1.5f);
+    std::copy(params.begin(), params.end(), h.params.begin());
+    h.check();
+  }
+}
+
+TEST_CASE("a model's checkpoint carries its running statistics, and profiling leaves them",
+          "[tasks][batch_norm][checkpoint]") {
+  const auto specs =
+      parse_layer_specs({"conv2d:3:3:1:1", "batch_norm", "relu", "flatten", "dense:4", "batch_norm",
+                         "dense:3", "softmax_cross_entropy"});
+  Model a(specs, Shape{1, 4, 4}, 4, 3);
+  CHECK(a.layer(1).state_size() == 6);
+  CHECK(a.layer(5).state_size() == 8);
+  const std::vector<float> x = testing::random_floats(4 * 16, 11);
+  const std::vector<std::int32_t> y{0, 1, 2, 1};
+  for (int i = 0; i < 3; ++i) (void)a.forward_backward(x, y);
+
+  std::vector<float> before(6);
+  a.layer(1).save_layer_state(before);
+  (void)profile_layers(a, 4, 2, 9);  // random inputs, training mode
+  std::vector<float> after(6);
+  a.layer(1).save_layer_state(after);
+  CHECK(after == before);
+
+  engine::StateWriter out;
+  a.save_state(out);
+  Model b(specs, Shape{1, 4, 4}, 4, 3);
+  engine::StateReader in(out.bytes(), "test");
+  b.load_state(in);
+  in.expect_end();
+  for (const std::size_t l : {std::size_t{1}, std::size_t{5}}) {
+    std::vector<float> sa(a.layer(l).state_size()), sb(sa.size());
+    a.layer(l).save_layer_state(sa);
+    b.layer(l).save_layer_state(sb);
+    CHECK(sa == sb);
+  }
+  // Evaluation uses them: both models give the same logits bitwise.
+  std::vector<float> la(4 * 3), lb(4 * 3);
+  a.predict(x, la);
+  b.predict(x, lb);
+  CHECK(std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)) == 0);
+  // And the next training step matches too.
+  CHECK(a.forward_backward(x, y) == b.forward_backward(x, y));
+}
+
+TEST_CASE("batch_norm is made from its spec", "[tasks][batch_norm][spec]") {
+  CHECK(parse_layer_spec("batch_norm") == LayerSpec{"batch_norm"});
+  CHECK(to_string(parse_layer_spec("batch_norm")) == "batch_norm");
+  const auto layer = make_layer(parse_layer_spec("batch_norm"), Shape{8, 5, 5});
+  CHECK(layer->kind() == "batch_norm");
+  CHECK(layer->output_shape() == Shape{8, 5, 5});
+  CHECK(layer->parameter_count() == 16);
+}
+
+}  // namespace gradmesh::tasks
