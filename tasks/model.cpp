@@ -259,7 +259,7 @@ Model::Evaluation Model::evaluate(const Dataset& d) {
     throw ConfigError("evaluate: model expects " + std::to_string(input_size()) +
                       " features, data set has " + std::to_string(d.features));
   }
-  if (d.classes != output_size()) {
+  if (d.classes > output_size()) {
     throw ConfigError("evaluate: model outputs " + std::to_string(output_size()) +
                       " classes, data set has " + std::to_string(d.classes));
   }

@@ -202,7 +202,9 @@ class Model final : public engine::Checkpointable {
   };
   /// Forward over all of `d` in batches of max_batch(), in evaluation mode (the mode is restored
   /// after); touches no gradients (but overwrites the activations). Throws gradmesh::ConfigError if
-  /// d.features != input_size() or d.classes != output_size(). An empty data set gives {0, 0}.
+  /// d.features != input_size() or d.classes > output_size() (a model may have more outputs than
+  /// the data set's classes: the softmax then spreads over them all, as in training). An empty
+  /// data set gives {0, 0}.
   Evaluation evaluate(const Dataset& d);
 
   /// The logits of `inputs` (count x input_size() floats, count = inputs.size() / input_size(),

@@ -159,6 +159,9 @@ TEST_CASE("Model evaluate counts accuracy over partial batches", "[tasks][model]
   CHECK(e.loss > 0.0);
   d.classes = 10;
   CHECK_THROWS_AS(m.evaluate(d), ConfigError);
+  // Fewer classes than outputs: evaluated over all the outputs, as in training.
+  const Dataset two{2, 2, 2, {2, 0, 0, 2}, {0, 1}};
+  CHECK(m.evaluate(two).accuracy == 1.0);
 }
 
 }  // namespace gradmesh::tasks
