@@ -199,6 +199,14 @@ __global__ void bias_sums_kernel(const float* dy, std::size_t samples, std::size
   if (threadIdx.x == 0) bias_sums[blockIdx.x] += total;
 }
 
+// The outputs o in [lo, hi] whose window covers input position p along one axis:
+// o stride <= p < o stride + window (lo > hi when the stride skips p).
+__device__ void covering_outputs(std::size_t p, std::size_t window, std::size_t stride,
+                                 std::size_t outputs, std::size_t& lo, std::size_t& hi) {
+  lo = p + 1 > window ? (p + 1 - window + stride - 1) / stride : 0;
+  hi = p / stride < outputs ? p / stride : outputs - 1;
+}
+
 __global__ void max_pool_forward_kernel(const float* x, std::size_t planes, PoolShape g, float* y,
                                         std::uint32_t* argmax) {
   const std::size_t out_plane = g.out_height * g.out_width;
@@ -226,11 +234,9 @@ __global__ void max_pool_backward_kernel(const float* dy, const std::uint32_t* a
   GM_FOR(t, planes * in_plane) {
     const std::size_t p = t % in_plane, plane = t / in_plane;
     const std::size_t h = p / g.width, w = p % g.width;
-    // Outputs i with i stride <= h < i stride + window.
-    const std::size_t i_lo = h + 1 > g.window ? (h + 1 - g.window + g.stride - 1) / g.stride : 0;
-    const std::size_t i_hi = h / g.stride < g.out_height ? h / g.stride : g.out_height - 1;
-    const std::size_t j_lo = w + 1 > g.window ? (w + 1 - g.window + g.stride - 1) / g.stride : 0;
-    const std::size_t j_hi = w / g.stride < g.out_width ? w / g.stride : g.out_width - 1;
+    std::size_t i_lo, i_hi, j_lo, j_hi;
+    covering_outputs(h, g.window, g.stride, g.out_height, i_lo, i_hi);
+    covering_outputs(w, g.window, g.stride, g.out_width, j_lo, j_hi);
     float sum = 0.0f;
     for (std::size_t i = i_lo; i <= i_hi; ++i) {
       for (std::size_t j = j_lo; j <= j_hi; ++j) {
@@ -266,11 +272,9 @@ __global__ void avg_pool_backward_kernel(const float* dy, std::size_t planes, Po
   GM_FOR(t, planes * in_plane) {
     const std::size_t p = t % in_plane, plane = t / in_plane;
     const std::size_t h = p / g.width, w = p % g.width;
-    // Outputs i with i stride <= h < i stride + window (none when the stride skips h).
-    const std::size_t i_lo = h + 1 > g.window ? (h + 1 - g.window + g.stride - 1) / g.stride : 0;
-    const std::size_t i_hi = h / g.stride < g.out_height ? h / g.stride : g.out_height - 1;
-    const std::size_t j_lo = w + 1 > g.window ? (w + 1 - g.window + g.stride - 1) / g.stride : 0;
-    const std::size_t j_hi = w / g.stride < g.out_width ? w / g.stride : g.out_width - 1;
+    std::size_t i_lo, i_hi, j_lo, j_hi;
+    covering_outputs(h, g.window, g.stride, g.out_height, i_lo, i_hi);
+    covering_outputs(w, g.window, g.stride, g.out_width, j_lo, j_hi);
     float sum = 0.0f;
     for (std::size_t i = i_lo; i <= i_hi; ++i) {
       for (std::size_t j = j_lo; j <= j_hi; ++j) {
