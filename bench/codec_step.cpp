@@ -7,8 +7,10 @@
 // call (median of `runs`) and the same in optimizer steps; the planner's constants
 // (sync/compress/sparse_model.h) come from these figures.
 //
-//   build/bench/bench_codec_step [--floats N] [--nodes n] [--ratio R] [--runs K]
-//   (defaults 1048576 4 0.01 9)
+//   build/bench/bench_codec_step [--floats N] [--nodes n] [--ratio R] [--runs K] [--device D]
+//   (defaults 1048576 4 0.01 9; --device cuda adds the same codecs as DeviceCodec on the GPU:
+//   the gradient and the sum in device memory, the encoding downloaded and each peer's uploaded,
+//   as a CUDA node would; sync/compress/device_codec.h)
 // A benchmark, never a test: its figures go in the docs, not in assertions.
 
 #include <algorithm>
@@ -20,6 +22,8 @@
 
 #include "bench/machine_state.h"
 #include "sync/compress/codec.h"
+#include "sync/compress/device_codec.h"
+#include "tasks/make_backend.h"
 #include "tasks/optim/optimizer.h"
 #include "tasks/random.h"
 
@@ -42,6 +46,7 @@ double seconds_since(Clock::time_point t0) {
 int main(int argc, char** argv) {
   std::size_t floats = 1 << 20, nodes = 4, runs = 9;
   double ratio = 0.01;
+  std::string device;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const char* value = argv[i + 1];
@@ -53,9 +58,12 @@ int main(int argc, char** argv) {
       ratio = std::strtod(value, nullptr);
     else if (flag == "--runs")
       runs = std::strtoull(value, nullptr, 10);
+    else if (flag == "--device")
+      device = value;
     else {
       std::fprintf(stderr,
-                   "usage: bench_codec_step [--floats N] [--nodes n] [--ratio R] [--runs K]\n");
+                   "usage: bench_codec_step [--floats N] [--nodes n] [--ratio R] [--runs K] "
+                   "[--device cuda]\n");
       return 2;
     }
   }
@@ -126,6 +134,37 @@ int main(int argc, char** argv) {
     const double encode = median(encode_seconds), decode = median(decode_seconds);
     std::printf("%-8s %12.3f %12.3f %14.2f %14.2f\n",
                 (std::string(compress::codec_name(kind)) + " blk").c_str(), encode * 1e3,
+                decode * 1e3, encode / step, decode / step);
+  }
+  if (device.empty()) return 0;
+  // The same codecs on a device: encode from device memory (the download of the encoding
+  // included), n decodes added into a device sum (each peer's upload included).
+  const auto backend = gradmesh::tasks::make_backend(device);
+  std::printf("device codec on %s\n", backend->description().c_str());
+  auto gradient_device = backend->allocate<float>(floats);
+  auto sum_device = backend->allocate<float>(floats);
+  for (const compress::CodecKind kind :
+       {compress::CodecKind::kFp16, compress::CodecKind::kBf16, compress::CodecKind::kInt8,
+        compress::CodecKind::kTopK, compress::CodecKind::kRandomK}) {
+    compress::DeviceCodec codec(*backend, kind, floats, ratio, true, 11);
+    std::vector<std::byte> wire(codec.encoded_bytes());
+    std::vector<double> encode_seconds, decode_seconds;
+    for (std::size_t run = 0; run < runs; ++run) {
+      for (float& g : gradient) g = rng.next_float() - 0.5f;
+      backend->copy_to_device(gradient_device.data(), gradient.data(), 4 * floats);
+      backend->synchronize();
+      auto t0 = Clock::now();
+      (void)codec.encode(gradient_device.data(), wire, run);
+      encode_seconds.push_back(seconds_since(t0));
+      backend->fill(sum_device.data(), floats, 0.0f);
+      backend->synchronize();
+      t0 = Clock::now();
+      for (std::size_t r = 0; r < nodes; ++r) codec.decode_add(wire, sum_device.data(), run);
+      decode_seconds.push_back(seconds_since(t0));
+    }
+    const double encode = median(encode_seconds), decode = median(decode_seconds);
+    std::printf("%-8s %12.3f %12.3f %14.2f %14.2f\n",
+                (std::string(compress::codec_name(kind)) + " dev").c_str(), encode * 1e3,
                 decode * 1e3, encode / step, decode / step);
   }
   return 0;

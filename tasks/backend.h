@@ -101,6 +101,12 @@ struct Im2colGeometry {
   }
 };
 
+/// The 16-bit float formats of the gradient codecs (Backend::encode_half).
+enum class HalfFormat : std::uint8_t {
+  kFp16,  ///< IEEE 754 binary16
+  kBf16,  ///< bfloat16 (a float's top 16 bits)
+};
+
 /// Geometry of max pooling over one plane of H x W, window x window squares, stride s, no
 /// padding, giving OH x OW outputs.
 struct PoolGeometry {
@@ -153,6 +159,11 @@ class Backend {
   virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
   /// Device -> device, `bytes`, enqueued.
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  /// `rows` runs of `cols` floats: dst[r dst_stride + c] = src[r src_stride + c] (strides in
+  /// floats, >= cols; the runs must not overlap), enqueued: channel concatenation, sample by
+  /// sample (tasks/layers/merge.h).
+  virtual void copy_rows(float* dst, std::size_t dst_stride, const float* src,
+                         std::size_t src_stride, std::size_t cols, std::size_t rows) = 0;
   /// Waits for everything enqueued.
   virtual void synchronize() = 0;
 
@@ -207,6 +218,9 @@ class Backend {
   virtual void fill(float* dst, std::size_t n, float value) = 0;
   /// x[i] *= alpha, i < n (the 1/n of the SF rebuild's bias sums).
   virtual void scale(float* x, std::size_t n, float alpha) = 0;
+  /// sum[i] += x[i], i < n, each add rounded on its own: a graph's sums (add layers, a tensor
+  /// used by two layers gets both gradients) and error feedback's p = g + e.
+  virtual void accumulate(float* sum, const float* x, std::size_t n) = 0;
 
   // ---- optimizer (the device-side update path: tasks/optim/optimizer.h, sync/poseidon) ----
   /// One SGD step on n floats, Sgd::step's arithmetic (tasks/optim/sgd.h, sgd_update): for i < n,
@@ -267,6 +281,73 @@ class Backend {
   /// returns the mean loss (nats). Waits for the result.
   virtual float softmax_cross_entropy(const float* logits, std::span<const std::int32_t> labels,
                                       std::size_t classes, float* dlogits) = 0;
+
+  // ---- gradient codecs (sync/compress/device_codec.h; issue 28 item 1) ----
+  // The kernels that a compressor of a gradient held in device memory is composed of, so that
+  // only the encoding crosses PCIe and the encode runs beside the backward pass. Each gives the
+  // bits compress::Codec gives on the host for the same input (codec.h: round to nearest even,
+  // fp16 saturated at +-65504, each operation rounded on its own), except sum_squares (a figure:
+  // any order of summation). The CPU backend has none (host memory is encoded by compress::Codec
+  // directly): the defaults throw DeviceError naming the backend. p: n floats; k <= n.
+  /// *out = sum x[i]^2 in double (device memory, one double). Any order: not bitwise.
+  virtual void sum_squares(const float* /*x*/, std::size_t /*n*/, double* /*out*/) {
+    no_codec_kernels("sum_squares");
+  }
+  /// out[i] = H(p[i]) (binary16 or bfloat16 bits) and p[i] -= decoded H(p[i]): p becomes the
+  /// compression error (the new residual). Exact (codec.h's invariant).
+  virtual void encode_half(HalfFormat /*format*/, float* /*p*/, std::size_t /*n*/,
+                           std::uint16_t* /*out*/) {
+    no_codec_kernels("encode_half");
+  }
+  /// out[i] = decoded in[i], or out[i] += it when `add` (n values).
+  virtual void decode_half(HalfFormat /*format*/, const std::uint16_t* /*in*/, std::size_t /*n*/,
+                           float* /*out*/, bool /*add*/) {
+    no_codec_kernels("decode_half");
+  }
+  /// Per chunk of `chunk` floats c: scales[c] = max |p| / 127, values[i] = round(p[i] / scales[c])
+  /// (nearest even, in [-127, 127]; 0 for an all-zero chunk), p[i] -= values[i] scales[c].
+  virtual void encode_int8(float* /*p*/, std::size_t /*n*/, std::size_t /*chunk*/,
+                           float* /*scales*/, std::int8_t* /*values*/) {
+    no_codec_kernels("encode_int8");
+  }
+  /// out[i] = values[i] scales[i / chunk], or += when `add`.
+  virtual void decode_int8(const float* /*scales*/, const std::int8_t* /*values*/,
+                           std::size_t /*n*/, std::size_t /*chunk*/, float* /*out*/, bool /*add*/) {
+    no_codec_kernels("decode_int8");
+  }
+  /// Device scratch bytes top_k needs for n floats (the caller allocates them once).
+  [[nodiscard]] virtual std::size_t top_k_scratch_bytes(std::size_t /*n*/) {
+    no_codec_kernels("top_k_scratch_bytes");
+  }
+  /// indices (k, strictly ascending) of the k entries of largest |p|, ties to the lower index
+  /// (Codec's total order). With a NaN among p which entries are kept may differ from the host's.
+  virtual void top_k(const float* /*p*/, std::size_t /*n*/, std::size_t /*k*/,
+                     std::uint32_t* /*indices*/, std::byte* /*scratch*/) {
+    no_codec_kernels("top_k");
+  }
+  /// indices[j] = random-k's j-th index of the iteration's `stream`: j n / k plus
+  /// SplitMix64(derive_seed(stream, j)).next_below((j + 1) n / k - j n / k) (Codec::random_index).
+  virtual void random_k(std::uint64_t /*stream*/, std::size_t /*n*/, std::size_t /*k*/,
+                        std::uint32_t* /*indices*/) {
+    no_codec_kernels("random_k");
+  }
+  /// values[j] = p[indices[j]], then p[indices[j]] = 0 (k distinct indices).
+  virtual void gather_and_zero(float* /*p*/, const std::uint32_t* /*indices*/, std::size_t /*k*/,
+                               float* /*values*/) {
+    no_codec_kernels("gather_and_zero");
+  }
+  /// out[indices[j]] += values[j] (k distinct indices).
+  virtual void scatter_add(const std::uint32_t* /*indices*/, const float* /*values*/,
+                           std::size_t /*k*/, float* /*out*/) {
+    no_codec_kernels("scatter_add");
+  }
+
+ private:
+  [[noreturn]] void no_codec_kernels(const char* what) const {
+    throw DeviceError(
+        std::string(what) + ": the " + std::string(name()) +
+        " backend has no gradient-codec kernels (compress::Codec encodes host memory)");
+  }
 };
 
 }  // namespace gradmesh::tasks

@@ -1,6 +1,8 @@
 #include "tasks/model.h"
 
 #include <algorithm>
+#include <map>
+#include <stdexcept>
 #include <string>
 
 #include "engine/error.h"
@@ -24,32 +26,7 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
     throw ConfigError("model: expected a non-empty input shape, got " + to_string(input_shape));
   }
   if (max_batch == 0) throw ConfigError("model: expected max_batch >= 1, got 0");
-  Shape shape = input_shape;
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    const LayerSpec& s = specs[i];
-    const std::string where = "model.layers[" + std::to_string(i) + "] '" + to_string(s) + "': ";
-    if (s.kind == "softmax_cross_entropy") {
-      if (i + 1 != specs.size()) {
-        throw ConfigError(where + "expected 'softmax_cross_entropy' only as the last entry");
-      }
-      if (!shape.is_flat()) {
-        throw ConfigError(where +
-                          "expected flat logits (classes x 1 x 1) from the layer before, "
-                          "got " +
-                          to_string(shape) + ": end the network with 'dense:<classes>'");
-      }
-      continue;
-    }
-    try {
-      layers_.push_back(make_layer(s, shape));
-      layers_.back()->set_backend(*backend_);
-    } catch (const ConfigError& e) {
-      throw ConfigError(where + e.what());
-    }
-    shape = layers_.back()->output_shape();
-  }
-  if (layers_.empty()) throw ConfigError("model: expected at least one layer before the loss");
-
+  build_graph(specs);
   offsets_.resize(layers_.size() + 1, 0);
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     offsets_[l + 1] = offsets_[l] + layers_[l]->parameter_count();
@@ -74,6 +51,21 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
     host_activations_[0] =
         be.allocate<float>(max_batch * input_shape.size(), MemoryKind::kHostStaging);
   }
+  // A tensor two layers take gets two gradients: the first written in place, the rest summed
+  // in through these (one a layer input; only for graphs that branch).
+  std::size_t largest = 0, fan_in = 1;
+  bool branches = false;
+  for (std::size_t a = 0; a < consumers_.size(); ++a) {
+    largest = std::max(largest, max_batch * shapes_[a].size());
+    branches = branches || consumers_[a] > 1;
+  }
+  for (const auto& in : inputs_) fan_in = std::max(fan_in, in.size());
+  if (branches) {
+    for (std::size_t j = 0; j < fan_in; ++j) delta_scratch_.push_back(be.allocate<float>(largest));
+  }
+  delta_writer_.assign(consumers_.size(), 0);
+  sources_.resize(fan_in);
+  targets_.resize(fan_in);
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const std::size_t out = max_batch * layers_[l]->output_size();
     activations_[l + 1] = be.allocate<float>(out);
@@ -88,6 +80,142 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
     layers_[l]->initialize(derive_seed(seed, l));
     if (device)
       layers_[l]->bind(layer_slice(device_parameters_, l), layer_slice(device_gradients_, l));
+  }
+}
+
+namespace {
+
+/// "model.layers[i] '<spec>': ", the prefix of an entry's errors.
+std::string entry_prefix(std::size_t i, const LayerSpec& spec) {
+  return "model.layers[" + std::to_string(i) + "] '" + to_string(spec) + "': ";
+}
+
+}  // namespace
+
+std::size_t Model::add_node(const LayerSpec& spec, const std::vector<std::size_t>& inputs) {
+  std::vector<Shape> shapes;
+  for (const std::size_t a : inputs) shapes.push_back(shapes_[a]);
+  LayerSpec bare = spec;  // the layer itself: its name and inputs are the graph's
+  bare.name.clear();
+  bare.inputs.clear();
+  layers_.push_back(make_layer(bare, shapes));
+  layers_.back()->set_backend(*backend_);
+  inputs_.push_back(inputs);
+  for (const std::size_t a : inputs) ++consumers_[a];
+  shapes_.push_back(layers_.back()->output_shape());
+  consumers_.push_back(0);
+  return layers_.size();  // the new layer's output: activation l + 1
+}
+
+std::size_t Model::add_basic_block(const LayerSpec& spec, std::size_t input,
+                                   std::map<std::string, std::size_t>& names) {
+  // He et al., CVPR'16, fig. 2 and sec. 3.3 (option B: a projection shortcut, 1 x 1 conv with
+  // the stride, where the shape changes), with batch normalization after each convolution
+  // (sec. 3.4): conv3x3/s - bn - relu - conv3x3 - bn, + shortcut, relu.
+  const std::size_t channels = spec.units, stride = spec.stride;
+  const auto part = [&](const char* what, const std::string& text,
+                        const std::vector<std::size_t>& from) {
+    LayerSpec s = parse_layer_spec(text);
+    try {
+      const std::size_t a = add_node(s, from);
+      if (!spec.name.empty()) names[spec.name + "." + what] = a;
+      return a;
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("its ") + what + " '" + text + "': " + e.what());
+    }
+  };
+  const std::string c = std::to_string(channels);
+  std::size_t a = part("conv1", "conv2d:" + c + ":3:" + std::to_string(stride) + ":1", {input});
+  a = part("bn1", "batch_norm", {a});
+  a = part("relu1", "relu", {a});
+  a = part("conv2", "conv2d:" + c + ":3:1:1", {a});
+  a = part("bn2", "batch_norm", {a});
+  std::size_t shortcut = input;
+  if (stride != 1 || shapes_[input].channels != channels) {
+    shortcut = part("projection", "conv2d:" + c + ":1:" + std::to_string(stride) + ":0", {input});
+    shortcut = part("projection_bn", "batch_norm", {shortcut});
+  }
+  a = part("add", "add", {a, shortcut});
+  return part("relu2", "relu", {a});
+}
+
+void Model::build_graph(const std::vector<LayerSpec>& specs) {
+  // Activation 0 is the model's input; layer l's output is activation l + 1. Every entry takes
+  // the entry before unless it names its inputs, which must come earlier in the list: the list
+  // is the graph in topological order, so forward runs it front to back, backward back to
+  // front, and each layer's gradient is ready for the sync stage in reverse topological order.
+  shapes_.assign(1, input_shape_);
+  consumers_.assign(1, 0);
+  std::map<std::string, std::size_t> names{{"input", 0}};
+  std::vector<std::size_t> entry_of(1, specs.size());  // activation -> its entry (input: none)
+  std::size_t previous = 0;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const LayerSpec& s = specs[i];
+    const std::string where = entry_prefix(i, s);
+    std::vector<std::size_t> inputs;
+    for (const std::string& name : s.inputs) {
+      const auto it = names.find(name);
+      if (it != names.end()) {
+        inputs.push_back(it->second);
+        continue;
+      }
+      for (std::size_t j = i; j < specs.size(); ++j) {
+        if (specs[j].name == name) {
+          throw ConfigError(where + "its input '" + name + "' is model.layers[" +
+                            std::to_string(j) + "]" + (j == i ? " itself" : ", later") +
+                            ": every input must be an earlier entry (the list is the graph in "
+                            "topological order, so no cycle can be written)");
+        }
+      }
+      std::string known;
+      for (const auto& [n, a] : names) known += (known.empty() ? "" : ", ") + n;
+      throw ConfigError(where + "unknown input '" + name + "' (expected one of " + known + ")");
+    }
+    if (inputs.empty()) inputs.push_back(previous);
+    if (s.kind == "softmax_cross_entropy") {
+      if (i + 1 != specs.size()) {
+        throw ConfigError(where + "expected 'softmax_cross_entropy' only as the last entry");
+      }
+      if (inputs.size() != 1 || inputs[0] != previous) {
+        throw ConfigError(where + "expected the loss to take the entry before it");
+      }
+      if (!shapes_[previous].is_flat()) {
+        throw ConfigError(where +
+                          "expected flat logits (classes x 1 x 1) from the layer before, "
+                          "got " +
+                          to_string(shapes_[previous]) +
+                          ": end the network with 'dense:<classes>'");
+      }
+      continue;
+    }
+    if (!s.name.empty() && names.count(s.name) != 0) {
+      throw ConfigError(where + "the name '" + s.name + "' is taken by an earlier entry");
+    }
+    try {
+      if (s.kind == "basic_block") {
+        if (inputs.size() != 1) {
+          throw ConfigError("basic_block: takes one input, got " + std::to_string(inputs.size()));
+        }
+        previous = add_basic_block(s, inputs[0], names);
+      } else {
+        previous = add_node(s, inputs);
+      }
+    } catch (const ConfigError& e) {
+      throw ConfigError(where + e.what());
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(where + e.what());
+    }
+    entry_of.resize(previous + 1, i);
+    if (!s.name.empty()) names[s.name] = previous;
+  }
+  if (layers_.empty()) throw ConfigError("model: expected at least one layer before the loss");
+  // A branch that ends nowhere would get no gradient: every output but the last feeds a layer.
+  for (std::size_t a = 1; a < layers_.size(); ++a) {
+    if (consumers_[a] == 0) {
+      throw ConfigError(entry_prefix(entry_of[a], specs[entry_of[a]]) +
+                        "its output goes nowhere: no later entry takes it (name it among a later "
+                        "entry's inputs; only the last layer's output reaches the loss)");
+    }
   }
 }
 
@@ -154,6 +282,21 @@ std::span<float> Model::layer_parameters(std::size_t l) {
   return layer_slice(parameters_, l);
 }
 
+std::vector<std::pair<std::size_t, std::size_t>> Model::weight_decay_exempt() const {
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const std::size_t begin = offsets_[l] + layers_[l]->decayed_parameter_count();
+    const std::size_t end = offsets_[l + 1];
+    if (begin >= end) continue;
+    if (!ranges.empty() && ranges.back().first + ranges.back().second == begin) {
+      ranges.back().second += end - begin;
+    } else {
+      ranges.emplace_back(begin, end - begin);
+    }
+  }
+  return ranges;
+}
+
 std::span<float> Model::layer_gradients(std::size_t l) {
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_gradients index");
   return layer_slice(gradients_, l);
@@ -194,12 +337,16 @@ void Model::forward_layer(std::size_t l, std::size_t batch) {
     Current host = Current::kHost;
     if (current_[l].compare_exchange_strong(host, Current::kBoth)) copy_parameters(l, true);
   }
-  layers_[l]->forward(activations_[l].data(), activations_[l + 1].data(), batch);
+  const std::vector<std::size_t>& in = inputs_[l];
+  for (std::size_t j = 0; j < in.size(); ++j) sources_[j] = activations_[in[j]].data();
+  layers_[l]->forward_inputs(std::span(sources_.data(), in.size()), activations_[l + 1].data(),
+                             batch);
   if (l + 1 == layers_.size()) forward_batch_ = batch;
 }
 
 float Model::loss_backward(std::span<const std::int32_t> labels) {
   GRADMESH_CHECK_EQ(labels.size(), forward_batch_, "loss_backward: labels vs last forward batch");
+  std::fill(delta_writer_.begin(), delta_writer_.end(), 0);  // a new backward pass
   return backend_->softmax_cross_entropy(activations_.back().data(), labels, output_size(),
                                          deltas_.back().data());
 }
@@ -207,9 +354,32 @@ float Model::loss_backward(std::span<const std::int32_t> labels) {
 void Model::backward_layer(std::size_t l, std::size_t batch) {
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::backward_layer index");
   check_batch(batch);
-  float* dx = l > 0 ? deltas_[l].data() : nullptr;
-  layers_[l]->backward(activations_[l].data(), activations_[l + 1].data(), deltas_[l + 1].data(),
-                       dx, batch);
+  // Each input's gradient: none for the model's input; written in place by the first (highest)
+  // layer that takes the tensor; summed in by the others (WFBP order: reverse topological).
+  const std::vector<std::size_t>& in = inputs_[l];
+  for (std::size_t j = 0; j < in.size(); ++j) {
+    const std::size_t a = in[j];
+    sources_[j] = activations_[a].data();
+    // The first layer to take the tensor writes it; the same layer again (a repeated
+    // backward_layer(l), as profile_layers times the input gradient alone) rewrites it.
+    const bool first_use = std::find(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(j), a) ==
+                           in.begin() + static_cast<std::ptrdiff_t>(j);
+    if (a == 0) {
+      targets_[j] = nullptr;
+    } else if (delta_writer_[a] == 0 || (delta_writer_[a] == l + 1 && first_use)) {
+      targets_[j] = deltas_[a].data();
+      delta_writer_[a] = l + 1;
+    } else {
+      targets_[j] = delta_scratch_[j].data();
+    }
+  }
+  layers_[l]->backward_inputs(std::span(sources_.data(), in.size()), activations_[l + 1].data(),
+                              deltas_[l + 1].data(), std::span(targets_.data(), in.size()), batch);
+  for (std::size_t j = 0; j < in.size(); ++j) {
+    if (targets_[j] != nullptr && targets_[j] != deltas_[in[j]].data()) {
+      backend_->accumulate(deltas_[in[j]].data(), targets_[j], batch * shapes_[in[j]].size());
+    }
+  }
   if (on_device()) {
     const std::size_t count = offsets_[l + 1] - offsets_[l];
     if (count > 0 && layers_[l]->parameter_gradients_enabled()) {
@@ -226,7 +396,8 @@ void Model::backward_layer(std::size_t l, std::size_t batch) {
 std::span<const float> Model::layer_input(std::size_t l, std::size_t batch) const {
   check_batch(batch);
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_input: no such layer");
-  return to_host(activations_[l], on_device() ? host_activations_[l] : activations_[l],
+  const std::size_t a = inputs_[l][0];
+  return to_host(activations_[a], on_device() ? host_activations_[a] : activations_[a],
                  batch * layers_[l]->input_size());
 }
 
@@ -308,6 +479,28 @@ void Model::forward_in_batches(
     std::copy(from, from + batch * input_size(), input(batch).begin());
     for (std::size_t l = 0; l < layers_.size(); ++l) forward_layer(l, batch);
     each(first, batch, output(batch).data());
+  }
+}
+
+std::size_t Model::layer_state_size() const noexcept {
+  std::size_t total = 0;
+  for (const auto& layer : layers_) total += layer->state_size();
+  return total;
+}
+
+void Model::save_layer_states(std::span<float> out) {
+  GRADMESH_CHECK_EQ(out.size(), layer_state_size(), "Model::save_layer_states: floats");
+  for (const auto& layer : layers_) {
+    layer->save_layer_state(out.first(layer->state_size()));
+    out = out.subspan(layer->state_size());
+  }
+}
+
+void Model::load_layer_states(std::span<const float> in) {
+  GRADMESH_CHECK_EQ(in.size(), layer_state_size(), "Model::load_layer_states: floats");
+  for (const auto& layer : layers_) {
+    layer->load_layer_state(in.first(layer->state_size()));
+    in = in.subspan(layer->state_size());
   }
 }
 

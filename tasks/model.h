@@ -7,8 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/checkpoint.h"
@@ -90,7 +92,18 @@ class Model final : public engine::Checkpointable {
   /// Builds layers from `specs` (as parse_layer_specs returns them; a trailing
   /// "softmax_cross_entropy" is the loss) for samples of shape `input_shape` (the data set's:
   /// Fashion-MNIST 1 x 28 x 28) and batches of at most `max_batch`: each layer's input shape is
-  /// the previous one's output shape, and every layer's scratch is sized here (Layer::reserve).
+  /// its input's output shape, and every layer's scratch is sized here (Layer::reserve).
+  ///
+  /// A graph (issue 29 item 1): an entry takes the entry before it unless it names its inputs
+  /// (LayerSpec::inputs: earlier entries' names, or "input"), so a stack needs no names. Layer l
+  /// is the l-th layer in list order (a "basic_block" entry expands to its 7 or 9 layers there:
+  /// conv, batch_norm, relu, conv, batch_norm, [projection conv, batch_norm,] add, relu), and the
+  /// list is the graph in topological order: forward_layer runs 0 .. L-1, backward_layer L-1 .. 0,
+  /// and each layer's gradient is final when its backward ends (WFBP in reverse topological
+  /// order). A tensor that several layers take gets the sum of their gradients (the first written
+  /// in place, the rest through a scratch buffer and Backend::accumulate). Errors name the entry
+  /// and what was expected: an unknown input or one listed later (a cycle cannot be listed), a
+  /// name used twice, an add of different shapes, an output no later entry takes.
   /// Initialises layer l from derive_seed(seed, l), so every node with the same seed holds
   /// identical weights. Starts in training mode. Throws gradmesh::ConfigError if the input shape
   /// is empty or max_batch is 0, a kind is unknown, the loss is not last, there is no layer before
@@ -155,6 +168,11 @@ class Model final : public engine::Checkpointable {
   /// before the next forward_layer(l)). Throws gradmesh::ContractError if l >= num_layers(),
   /// DeviceError when the download fails.
   [[nodiscard]] std::span<float> layer_parameters(std::size_t l);
+  /// The parameter ranges optimizer.weight_decay_exclude exempts from weight decay, as (offset,
+  /// size) pairs, ascending, disjoint, adjacent ones merged: each layer's parameters after its
+  /// Layer::decayed_parameter_count() (biases, batch normalization's gamma and beta). For
+  /// Optimizer::exempt_from_weight_decay.
+  [[nodiscard]] std::vector<std::pair<std::size_t, std::size_t>> weight_decay_exempt() const;
   /// Layer l's slice of gradients().
   [[nodiscard]] std::span<float> layer_gradients(std::size_t l);
   /// Layer l's parameters in the backend's memory, for a sync stage that updates the layer on the
@@ -178,8 +196,12 @@ class Model final : public engine::Checkpointable {
   /// Loss of the last full forward against `labels` (labels.size() == that batch), and writes the
   /// gradient of the mean loss wrt the logits. Returns the mean loss (nats).
   float loss_backward(std::span<const std::int32_t> labels);
-  /// Back-propagates through layer l: overwrites layer_gradients(l) and, for l > 0, the gradient
-  /// wrt layer l's input. Needs loss_backward (l == num_layers() - 1) or backward_layer(l + 1).
+  /// Back-propagates through layer l: overwrites layer_gradients(l) and writes the gradient wrt
+  /// each of layer l's inputs but the model's own (in a graph, summed into what later layers
+  /// taking the same tensor wrote). Needs loss_backward and backward_layer of every later layer
+  /// first (l == num_layers() - 1 down to 0). Called again for the same l before the next
+  /// loss_backward, it rewrites the same values, except that a tensor other layers take too gets
+  /// layer l's share summed in again (profile_layers times such repeats only).
   void backward_layer(std::size_t l, std::size_t batch);
   /// Layer l's input activations of the last forward: batch x layer(l).input_size(), row-major.
   /// For a Dense layer this is V of its sufficient factors (Poseidon ATC'17 sec. 2.1).
@@ -215,6 +237,17 @@ class Model final : public engine::Checkpointable {
   /// is not a multiple of input_size() or logits.size() != count x output_size().
   void predict(std::span<const float> inputs, std::span<float> logits);
 
+  /// Floats of every layer's own state together (Layer::state_size(): batch normalization's
+  /// running statistics), in layer order; 0 for a model without such layers.
+  [[nodiscard]] std::size_t layer_state_size() const noexcept;
+  /// Copies every layer's own state into `out` (layer_state_size() floats, host memory), in
+  /// layer order (a device model downloads). Throws gradmesh::ContractError for another size.
+  void save_layer_states(std::span<float> out);
+  /// Replaces every layer's own state from `in` (layer_state_size() floats): an average of the
+  /// nodes' running statistics (Ako's final model). Throws gradmesh::ContractError for another
+  /// size.
+  void load_layer_states(std::span<const float> in);
+
   /// Writes parameters(), every layer's random_state() and, for each layer with some, its own
   /// state (Layer::state_size(): batch normalization's running statistics) (a device model
   /// downloads first).
@@ -224,6 +257,15 @@ class Model final : public engine::Checkpointable {
 
  private:
   void check_batch(std::size_t batch) const;
+  /// The layers of `specs` in list order, each entry's inputs resolved (see the constructor).
+  void build_graph(const std::vector<LayerSpec>& specs);
+  /// Appends the layer `spec` (its name and inputs ignored) taking activations `inputs`; returns
+  /// its output's activation. Throws ConfigError as make_layer.
+  std::size_t add_node(const LayerSpec& spec, const std::vector<std::size_t>& inputs);
+  /// Appends basic_block `spec`'s layers taking activation `input`; returns its output's
+  /// activation. Named parts ("<name>.conv1", ...) go into `names`.
+  std::size_t add_basic_block(const LayerSpec& spec, std::size_t input,
+                              std::map<std::string, std::size_t>& names);
 
   /// On a device model: `count` floats of device buffer `src` into staging `dst`; returns dst's
   /// first count floats (src's own span on the CPU).
@@ -252,10 +294,18 @@ class Model final : public engine::Checkpointable {
   std::size_t max_batch_;
   bool training_ = true;
   std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<std::size_t> offsets_;  // num_layers() + 1 entries
-  Buffer<float> parameters_;          // host: the compute buffer (CPU) or pinned staging
-  Buffer<float> gradients_;           // host, as parameters_
-  Buffer<float> device_parameters_;   // device copies; empty on the CPU
+  std::vector<std::vector<std::size_t>> inputs_;  // by layer: the activations it takes
+  std::vector<Shape> shapes_;                     // by activation: one sample's shape
+  std::vector<std::size_t> consumers_;            // by activation: the layers that take it
+  std::vector<Buffer<float>> delta_scratch_;      // a graph that branches: a gradient to sum in
+  std::vector<std::size_t> delta_writer_;  // by activation: 1 + the layer that wrote its delta
+                                           // this pass (0: none yet)
+  std::vector<const float*> sources_;      // a layer call's input pointers
+  std::vector<float*> targets_;            // and its input-gradient pointers
+  std::vector<std::size_t> offsets_;       // num_layers() + 1 entries
+  Buffer<float> parameters_;               // host: the compute buffer (CPU) or pinned staging
+  Buffer<float> gradients_;                // host, as parameters_
+  Buffer<float> device_parameters_;        // device copies; empty on the CPU
   Buffer<float> device_gradients_;
   std::vector<Buffer<float>> activations_;  // backend memory: [0] input, [l + 1] output of layer l
   std::vector<Buffer<float>> deltas_;       // [l] d loss / d activations_[l]; [0] unused

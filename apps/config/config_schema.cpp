@@ -168,7 +168,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 37> kKeys{{
+constexpr std::array<KeySpec, 38> kKeys{{
     {"checkpoint.dir",
      "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
      OverrideKind::kString,
@@ -381,6 +381,13 @@ constexpr std::array<KeySpec, 37> kKeys{{
        return true;
      },
      [](const JobConfig& c) { return toml_float(c.optimizer.weight_decay); }},
+    {"optimizer.weight_decay_exclude", "true or false", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       return set_bool(c.optimizer.weight_decay_exclude, n);
+     },
+     [](const JobConfig& c) {
+       return std::string(c.optimizer.weight_decay_exclude ? "true" : "false");
+     }},
     {"planner.alpha", "\"auto\" (measured) or a number of seconds > 0", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
        return set_optional_positive(c.planner.alpha, n, "auto");

@@ -75,6 +75,9 @@ struct JobConfig {
     double lr = 0.05;           ///< optimizer.lr: learning rate, > 0.
     double momentum = 0.9;      ///< optimizer.momentum: in [0, 1).
     double weight_decay = 0.0;  ///< optimizer.weight_decay: L2 coefficient, >= 0.
+    /// optimizer.weight_decay_exclude: no weight decay on biases and batch normalization's
+    /// gamma and beta (Model::weight_decay_exempt), only on the weights of dense and conv2d.
+    bool weight_decay_exclude = false;
     /// optimizer.schedule: the learning rate over the job, "constant" (lr throughout) or
     /// "cosine" (annealed from lr to 0 over the job's iterations; tasks/optim/lr_schedule.h).
     std::string schedule = "constant";

@@ -92,6 +92,9 @@ int run_plan(const PlanOptions& options) {
     engine::Executor executor({1, 1});
     const std::string strategy = sync::strategy_for_nodes(config.sync.strategy, options.nodes);
     tasks::Optimizer optimizer(sgd_options(config), model.parameter_count());
+    if (config.optimizer.weight_decay_exclude) {
+      optimizer.exempt_from_weight_decay(model.weight_decay_exempt());
+    }
     sync::LaneRouter router(nullptr, 0, options.nodes);
     sync::SyncOptions sync = sync_options(config);
     if (options.bandwidth && !sync.planner.bandwidth) {

@@ -89,6 +89,9 @@ void Pipeline::set_source(std::unique_ptr<DataSource> source) {
   spdlog::info("compute device: {}", s.model->backend().description());
   tasks::cpu::set_blas_threads(blas_threads(s.config, s.peers, s.rank));
   s.optimizer.emplace(sgd_options(s.config), s.model->parameter_count());
+  if (s.config.optimizer.weight_decay_exclude) {
+    s.optimizer->exempt_from_weight_decay(s.model->weight_decay_exempt());
+  }
   s.source = std::move(source);
 }
 

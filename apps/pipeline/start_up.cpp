@@ -119,7 +119,9 @@ std::optional<sync::compress::CodecProfile> measure_compressor(
   if (!kind) return std::nullopt;
   std::vector<std::size_t> floats(model.num_layers());
   for (std::size_t l = 0; l < floats.size(); ++l) floats[l] = model.layer(l).parameter_count();
-  return sync::compress::profile_codec(*kind, compression.ratio, floats, 0.01, seed);
+  // On a GPU the pushes are encoded there (DeviceCodec): its encodes are what the plan prices.
+  return sync::compress::profile_codec(*kind, compression.ratio, floats, 0.01, seed,
+                                       model.on_device() ? &model.backend() : nullptr);
 }
 
 sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, std::size_t batch,

@@ -97,8 +97,12 @@ void AkoStage::average_replicas() {
   const auto start = Clock::now();
   const std::span<float> w = ctx_.model.parameters();
   // The ring reduces its input in place and the loop thread may still stage a late partition:
-  // a copy of the replica of its own (once, at the end of the job).
-  std::vector<float> input(w.begin(), w.end());
+  // a copy of the replica of its own (once, at the end of the job), then the layers' own state
+  // (batch normalization's running statistics), averaged with it.
+  const std::size_t state = ctx_.model.layer_state_size();
+  std::vector<float> input(floats_ + state);
+  std::copy(w.begin(), w.end(), input.begin());
+  ctx_.model.save_layer_states(std::span(input).subspan(floats_));
   engine::Graph graph;
   graph.emplace("ako_average", engine::Arena::kNetwork, [&](engine::TaskContext& task) {
     average_->start(0, input);
@@ -142,6 +146,10 @@ void AkoStage::average_replicas() {
   const std::span<const float> sum = average_->result(0);
   const float scale = 1.0f / static_cast<float>(ctx_.nodes);
   for (std::size_t i = 0; i < floats_; ++i) w[i] = sum[i] * scale;
+  if (state > 0) {
+    for (std::size_t i = 0; i < state; ++i) input[floats_ + i] = sum[floats_ + i] * scale;
+    ctx_.model.load_layer_states(std::span<const float>(input).subspan(floats_));
+  }
   spdlog::info("ako: the final model is the mean of the {} replicas ({:.2f} s)", ctx_.nodes,
                std::chrono::duration<double>(Clock::now() - start).count());
 }

@@ -94,7 +94,9 @@ AkoStage::AkoStage(SyncContext context)
         router_.route(ako::kAverageLane, [this](std::size_t from, net::Message&& m) {
           average_->on_message(from, std::move(m));  // constructed below, before any message
         });
-    average_.emplace(router_, average_lane, 0, floats_);
+    // The replicas and the layers' own state (batch normalization's running statistics): the
+    // final model is the mean of both.
+    average_.emplace(router_, average_lane, 0, floats_ + ctx_.model.layer_state_size());
   }
   if (ctx_.nodes > 1) {
     sender_.emplace(
@@ -165,7 +167,12 @@ void AkoStage::step_layer(std::size_t layer) {
   // BSP strategies (a step along the mean of the n nodes' gradients). n counts the live nodes
   // (a failed peer's updates stop coming, sec. 4.3).
   const float inverse_n = 1.0f / static_cast<float>(membership_.live());
-  for (std::size_t i = 0; i < g.size(); ++i) g[i] = (g[i] + o.weight_decay * w[i]) * inverse_n;
+  // The decay of each segment (none where optimizer.weight_decay_exclude exempts it).
+  ctx_.optimizer.for_each_decay_segment(ctx_.model.parameter_offset(layer), g.size(),
+                                        [&](std::size_t b, std::size_t e, float decay) {
+                                          for (std::size_t i = b; i < e; ++i)
+                                            g[i] = (g[i] + decay * w[i]) * inverse_n;
+                                        });
   if (o.momentum == 0.0f) {  // w -= lr u; u is sent (Algorithm 1 lines 5 and 13)
     for (std::size_t i = 0; i < g.size(); ++i) w[i] -= o.lr * g[i];
     return;

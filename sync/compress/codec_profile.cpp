@@ -6,6 +6,7 @@
 #include <map>
 
 #include "engine/error.h"
+#include "sync/compress/device_codec.h"
 #include "tasks/random.h"
 
 namespace gradmesh::sync::compress {
@@ -40,7 +41,8 @@ std::optional<CodecKind> host_codec(std::string_view method) noexcept {
 }
 
 CodecProfile profile_codec(CodecKind kind, double ratio, std::span<const std::size_t> layer_floats,
-                           double min_seconds, std::uint64_t seed) {
+                           double min_seconds, std::uint64_t seed, tasks::Backend* device) {
+  if (device != nullptr && device->host_addressable()) device = nullptr;
   GRADMESH_CHECK(kind != CodecKind::kNone, "profile_codec: no codec to measure (none)");
   GRADMESH_CHECK(
       std::isfinite(min_seconds) && min_seconds >= 0,
@@ -52,6 +54,12 @@ CodecProfile profile_codec(CodecKind kind, double ratio, std::span<const std::si
   tasks::SplitMix64 rng(seed);
   std::vector<float> gradient(largest), sum(largest, 0.0f);
   for (float& g : gradient) g = 2.0f * rng.next_float() - 1.0f;
+  tasks::Buffer<float> on_device;
+  if (device != nullptr && largest > 0) {
+    on_device = device->allocate<float>(largest);
+    device->copy_to_device(on_device.data(), gradient.data(), 4 * largest);
+    device->synchronize();
+  }
 
   CodecProfile profile;
   profile.encode_seconds.assign(layer_floats.size(), 0.0);
@@ -66,8 +74,15 @@ CodecProfile profile_codec(CodecKind kind, double ratio, std::span<const std::si
       std::vector<std::byte> wire(codec.encoded_bytes());
       const std::span<const float> in(gradient.data(), floats);
       const std::span<float> out(sum.data(), floats);
-      const double encode =
-          time_calls(min_seconds, [&](std::uint64_t rep) { (void)codec.encode(in, wire, rep); });
+      double encode = 0;
+      if (device != nullptr) {
+        DeviceCodec on(*device, kind, floats, ratio, /*error_feedback=*/true, seed);
+        encode = time_calls(
+            min_seconds, [&](std::uint64_t rep) { (void)on.encode(on_device.data(), wire, rep); });
+      } else {
+        encode =
+            time_calls(min_seconds, [&](std::uint64_t rep) { (void)codec.encode(in, wire, rep); });
+      }
       // The last encode's bytes, decoded as its iteration (random-k draws the indices from it).
       std::uint64_t last = 0;
       (void)codec.encode(in, wire, last);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sync/compress/codec.h"
+#include "tasks/backend.h"
 
 namespace gradmesh::sync::compress {
 
@@ -26,7 +27,7 @@ inline constexpr std::size_t kMaxProfiledFloats = std::size_t{1} << 22;
 /// A compressor's measured CPU time.
 struct CodecProfile {
   /// Per layer (the index of `layer_floats`): one Codec::encode of the layer's floats with error
-  /// feedback, seconds; 0 for a layer of 0 floats.
+  /// feedback (DeviceCodec::encode on a device), seconds; 0 for a layer of 0 floats.
   std::vector<double> encode_seconds;
   /// Per layer: one Codec::decode_add of an encoding of the layer into a sum, seconds.
   std::vector<double> decode_seconds;
@@ -50,8 +51,15 @@ struct CodecProfile {
 /// largest measured size. Cost: about 2 x min_seconds per distinct size (4 more for 16 bits).
 /// Thread safety: any thread (owns its buffers). Throws ContractError for kNone, a ratio outside
 /// (0, 1] or a min_seconds that is negative or not finite.
+///
+/// `device`: for a model on a compute device (not host-addressable), the backend whose
+/// DeviceCodec encodes the layers' pushes (sync/compress/device_codec.h): the encode figures are
+/// then its (from device memory, the encoding downloaded), the decodes and the 16-bit blocks stay
+/// the host's (the schemes decode and sum on the host). Call it from the Model's thread then.
+/// nullptr or a host backend: every figure the host's.
 [[nodiscard]] CodecProfile profile_codec(CodecKind kind, double ratio,
                                          std::span<const std::size_t> layer_floats,
-                                         double min_seconds, std::uint64_t seed);
+                                         double min_seconds, std::uint64_t seed,
+                                         tasks::Backend* device = nullptr);
 
 }  // namespace gradmesh::sync::compress

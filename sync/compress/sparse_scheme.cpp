@@ -46,11 +46,9 @@ SparseScheme::SparseScheme(const SyncContext& ctx, LaneRouter& router,
                  "SparseScheme: topk or randomk, not " + std::string(compress::codec_name(kind)));
   GRADMESH_CHECK(layers.size() <= kMaxLayers,
                  "SparseScheme: at most " + std::to_string(kMaxLayers) + " layers");
-  if (ctx_.model.on_device()) {
-    throw ConfigError("sync.compression.method = \"" + std::string(compress::codec_name(kind)) +
-                      "\" encodes on the host: the model's gradients must be in host memory "
-                      "(compute.device = \"cpu\")");
-  }
+  // On a device the codec runs there (DeviceCodec) unless DGC's correction needs the velocity,
+  // which the optimizer keeps in host memory: then the host copy of the gradient is encoded.
+  on_device_ = ctx_.model.on_device() && !momentum_correction_;
   const float momentum = ctx_.optimizer.options().momentum;
   if (!layers.empty() && momentum > 0.0f &&
       (!momentum_correction_ || kind == compress::CodecKind::kRandomK)) {
@@ -69,8 +67,12 @@ SparseScheme::SparseScheme(const SyncContext& ctx, LaneRouter& router,
   }
   for (const std::size_t l : layers) {
     const std::size_t floats = ctx_.model.layer_gradients(l).size();
-    auto layer =
-        std::make_unique<Layer>(kind, floats, options_.ratio, tasks::derive_seed(kRandomKSeed, l));
+    const std::uint64_t seed = tasks::derive_seed(kRandomKSeed, l);
+    auto layer = std::make_unique<Layer>(kind, floats, options_.ratio, seed, !on_device_);
+    if (on_device_) {
+      layer->device_codec = std::make_unique<compress::DeviceCodec>(
+          ctx_.model.backend(), kind, floats, options_.ratio, true, seed);
+    }
     layer->index = l;
     layer->name = std::string(ctx_.model.layer(l).kind()) + std::to_string(l);
     layer->offset = ctx_.model.parameter_offset(l);
@@ -125,7 +127,9 @@ void SparseScheme::build(engine::Graph& graph, const IterationTasks& tasks) {
   for (auto& owned : layers_) {
     Layer& layer = *owned;
     const std::string suffix = "_" + std::to_string(layer.index);
-    auto encode_task = graph.emplace("sparse_encode" + suffix, engine::Arena::kNetwork,
+    // The device codec uses the Model's device stream: on the Model's thread (as SFB's tasks).
+    const engine::Arena arena = on_device_ ? engine::Arena::kCompute : engine::Arena::kNetwork;
+    auto encode_task = graph.emplace("sparse_encode" + suffix, arena,
                                      [this, &layer](engine::TaskContext&) { encode(layer); });
     auto wait_task = graph.emplace("sparse_wait" + suffix, engine::Arena::kNetwork,
                                    [this, &layer](engine::TaskContext& t) { await(layer, t); });
@@ -155,12 +159,19 @@ void SparseScheme::encode(Layer& layer) {
     const tasks::SgdOptions o = ctx_.optimizer.options();
     velocity = ctx_.optimizer.velocity().subspan(layer.offset, gradients.size());
     const std::span<const float> w = ctx_.model.layer_parameters(layer.index);
-    for (std::size_t i = 0; i < velocity.size(); ++i) {
-      velocity[i] = o.momentum * velocity[i] + (gradients[i] + o.weight_decay * w[i]);
-    }
+    ctx_.optimizer.for_each_decay_segment(
+        layer.offset, velocity.size(), [&](std::size_t b, std::size_t e, float decay) {
+          for (std::size_t i = b; i < e; ++i) {
+            velocity[i] = o.momentum * velocity[i] + (gradients[i] + decay * w[i]);
+          }
+        });
     input = velocity;
   }
-  const compress::EncodeStats stats = layer.codec.encode(input, out, layer.done);
+  const compress::EncodeStats stats =
+      layer.device_codec
+          ? layer.device_codec->encode(ctx_.model.device_layer_gradients(layer.index).data(), out,
+                                       layer.done)
+          : layer.codec.encode(input, out, layer.done);
   if (momentum_correction_) layer.codec.mask_sent(out, velocity, layer.done);  // DGC masking
   {  // with error feedback the residual is the compression error
     const std::lock_guard lock(figures_mutex_);
@@ -282,14 +293,14 @@ void SparseScheme::on_message(std::size_t from, net::Message&& message) {
 void SparseScheme::save_state(engine::StateWriter& out) {
   for (auto& layer : layers_) {
     out.write_u64(layer->done);
-    layer->codec.save_state(out);
+    layer->residual_owner().save_state(out);
   }
 }
 
 void SparseScheme::load_state(engine::StateReader& in) {
   for (auto& layer : layers_) {
     layer->done = in.read_u64();
-    layer->codec.load_state(in);
+    layer->residual_owner().load_state(in);
   }
 }
 

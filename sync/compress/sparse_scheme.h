@@ -17,6 +17,7 @@
 #include "sync/collective/all_gather.h"
 #include "sync/collective/ring_allreduce.h"
 #include "sync/compress/codec.h"
+#include "sync/compress/device_codec.h"
 #include "sync/compress/figures.h"
 #include "sync/compress/options.h"
 #include "sync/lane_router.h"
@@ -65,10 +66,17 @@ namespace gradmesh::sync {
 /// without it, with momentum. Warm-up iterations step with the optimizer's momentum, and the
 /// compressed ones start from that velocity.
 ///
+/// On a device model (compute.device = "cuda") the encode runs on the device
+/// (compress::DeviceCodec: the same bytes and residual as the host's codec, bit for bit; only the
+/// encoding is downloaded), as a task on the Model's thread, from the gradient backward left in
+/// device memory. With DGC's correction on (momentum > 0) the velocity lives in the optimizer's
+/// host memory, so the host copy of the gradient is encoded on the host as on a CPU model.
+/// Decoding and the step run on the host in both cases (the host parameters are uploaded before
+/// the next forward, as for PS and all-reduce layers).
+///
 /// Thread safety: as the Scheme interface. The codecs' residuals are owned by the layer's tasks
-/// (ordered by the graph); save_state/load_state between iterations. Errors: ConfigError when the
-/// model lives on a device, or for a ratio out of (0, 1]; a failed peer fails the layer's waiting
-/// tasks (fail_all).
+/// (ordered by the graph); save_state/load_state between iterations. Errors: ConfigError for a
+/// ratio out of (0, 1]; a failed peer fails the layer's waiting tasks (fail_all).
 class SparseScheme final : public Scheme {
  public:
   /// The scheme of `layers` (ascending) with `kind` (kTopK or kRandomK; ContractError otherwise)
@@ -106,8 +114,16 @@ class SparseScheme final : public Scheme {
     std::uint64_t full_rounds = 0, compressed_rounds = 0, round = 0;
     std::string name;                      // "<kind><index>", as the plan names it
     compress::CompressionFigures figures;  // since the last epoch_figures(), figures_mutex_
-    Layer(compress::CodecKind kind, std::size_t floats, double ratio, std::uint64_t seed)
-        : codec(kind, floats, ratio, true, seed) {}
+    // On a device model without DGC's correction: encodes there (holds the residual); `codec`
+    // then only checks and decodes peers' bytes.
+    std::unique_ptr<compress::DeviceCodec> device_codec;
+    /// The codec that holds the residual (checkpoints): the device's, else the host's.
+    engine::Checkpointable& residual_owner() {
+      return device_codec ? static_cast<engine::Checkpointable&>(*device_codec) : codec;
+    }
+    Layer(compress::CodecKind kind, std::size_t floats, double ratio, std::uint64_t seed,
+          bool host_residual)
+        : codec(kind, floats, ratio, host_residual, seed) {}
   };
   void encode(Layer& layer);
   void await(Layer& layer, engine::TaskContext& task);
@@ -121,6 +137,7 @@ class SparseScheme final : public Scheme {
   LaneId lane_;
   CompressionOptions options_;
   bool momentum_correction_ = false;  // options_.momentum_correction and momentum > 0
+  bool on_device_ = false;            // encode with DeviceCodec (device model, no correction)
   std::vector<std::unique_ptr<Layer>> layers_;
   std::mutex figures_mutex_;  // the layers' figure sums: encode() against epoch_figures()
 };

@@ -121,7 +121,12 @@ PsScheme::PsScheme(const SyncContext& ctx, LaneRouter& router,
   for (const topo::KvChunk& chunk : placement_.chunks()) {
     CodedChunk& c = coded_[chunk.id];
     const bool owned = chunk.owner == ctx_.rank;
-    c.codec = std::make_unique<compress::Codec>(wire, chunk.size, 1.0, !owned);
+    const bool on_device = !owned && device_pushes();
+    c.codec = std::make_unique<compress::Codec>(wire, chunk.size, 1.0, !owned && !on_device);
+    if (on_device) {
+      c.device_codec = std::make_unique<compress::DeviceCodec>(ctx_.model.backend(), wire,
+                                                               chunk.size, 1.0, true);
+    }
     c.wire.resize(c.codec->encoded_bytes());
     if (owned) c.change.resize(chunk.size);
   }
@@ -138,7 +143,9 @@ void PsScheme::build(engine::Graph& graph, const IterationTasks& tasks) {
   for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
     if (placement_.chunks_of_layer(l).empty()) continue;
     const std::string suffix = "_" + std::to_string(l);
-    auto push = graph.emplace("push" + suffix, engine::Arena::kNetwork,
+    // Device encodes use the Model's device stream: on the Model's thread (as SFB's tasks).
+    const engine::Arena arena = device_pushes() ? engine::Arena::kCompute : engine::Arena::kNetwork;
+    auto push = graph.emplace("push" + suffix, arena,
                               [this, l](engine::TaskContext& t) { push_layer(l, t.run()); });
     auto pull = graph.emplace(
         "pull" + suffix, engine::Arena::kNetwork,
@@ -189,7 +196,7 @@ void PsScheme::save_state(engine::StateWriter& out) {
   if (differs) out.write_floats(shard_.master());
   out.write_u64s(done_);
   for (const topo::KvChunk& chunk : placement_.chunks()) {
-    if (chunk.owner != ctx_.rank) coded_[chunk.id].codec->save_state(out);
+    if (chunk.owner != ctx_.rank) coded_[chunk.id].residual_owner().save_state(out);
   }
 }
 
@@ -206,7 +213,7 @@ void PsScheme::load_state(engine::StateReader& in) {
   }
   done_ = std::move(done);
   for (const topo::KvChunk& chunk : placement_.chunks()) {
-    if (chunk.owner != ctx_.rank) coded_[chunk.id].codec->load_state(in);
+    if (chunk.owner != ctx_.rank) coded_[chunk.id].residual_owner().load_state(in);
   }
 }
 
@@ -229,7 +236,12 @@ void PsScheme::push_layer(std::size_t layer, std::uint64_t round) {
       // The buffer is free again: its last send reached the owner before the owner's broadcast,
       // which this layer's pull waited for.
       CodedChunk& c = coded_[id];
-      const compress::EncodeStats stats = c.codec->encode(values, c.wire, 0);
+      const compress::EncodeStats stats =
+          c.device_codec
+              ? c.device_codec->encode(ctx_.model.device_layer_gradients(layer).data() +
+                                           (chunk.offset - ctx_.model.parameter_offset(layer)),
+                                       c.wire, 0)
+              : c.codec->encode(values, c.wire, 0);
       layer_stats.gradient_norm2 += stats.gradient_norm2;
       layer_stats.input_norm2 += stats.input_norm2;
       layer_stats.error_norm2 += stats.error_norm2;
@@ -255,7 +267,7 @@ void PsScheme::accept_push(std::size_t from, std::size_t chunk, std::uint64_t ro
     case KvShard::PushResult::kAccepted:
       break;
     case KvShard::PushResult::kReady:
-      if (from == ctx_.rank) {
+      if (from == ctx_.rank && !device_pushes()) {
         reduce_and_broadcast(chunk, round);  // already on a network task
       } else {
         ctx_.executor.post(engine::Arena::kNetwork,

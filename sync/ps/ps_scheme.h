@@ -16,6 +16,7 @@
 
 #include "net/payload.h"
 #include "sync/compress/codec.h"
+#include "sync/compress/device_codec.h"
 #include "sync/compress/figures.h"
 #include "sync/lane_router.h"
 #include "sync/layer_arrivals.h"
@@ -81,7 +82,11 @@ inline constexpr std::string_view kPsInt8Scheme = "ps_int8";
 /// of each layer (counted per layer, checkpointed) go as floats. Wire bytes per chunk: its
 /// encoding (compress::encoded_bytes) in both phases, on the lanes kv_push_coded and
 /// kv_broadcast_coded. A malformed encoding is rejected through the router, counted, logged and
-/// dropped (its size and Codec::check, before it reaches a sum or a replica).
+/// dropped (its size and Codec::check, before it reaches a sum or a replica). On a device model
+/// (compute.device = "cuda") a node encodes its pushes on the device (compress::DeviceCodec: the
+/// same bytes and residual, bit for bit; only the encoding is downloaded), so the push tasks run
+/// on the Model's thread and hand the owner's own chunks' reduction to the network arena; the
+/// owner's side (the sum, the step, the encoded change) stays on the host.
 ///
 /// Errors: fail_all() (a peer failure) fails the waiting tasks; a push that is sent to a failed
 /// peer throws its PeerError from the push task; a message that breaks the protocol is rejected
@@ -131,6 +136,13 @@ class PsScheme final : public Scheme {
   /// codec of the change broadcast (no residual: master - replica is), the change, its encoding.
   struct CodedChunk {
     std::unique_ptr<compress::Codec> codec;
+    // A pushed chunk of a device model: encoded on the device from the gradient backward left
+    // there (the residual lives there; `codec` then decodes nothing of it).
+    std::unique_ptr<compress::DeviceCodec> device_codec;
+    /// The codec that holds the push's residual (checkpoints): the device's, else the host's.
+    engine::Checkpointable& residual_owner() {
+      return device_codec ? static_cast<engine::Checkpointable&>(*device_codec) : *codec;
+    }
     std::vector<std::byte> wire;
     std::vector<float> change;
   };
@@ -145,6 +157,9 @@ class PsScheme final : public Scheme {
   [[nodiscard]] std::span<float> replica(std::size_t chunk) const;
   void arrive(std::size_t chunk, std::uint64_t round, std::size_t from);
   [[nodiscard]] bool coded() const noexcept { return wire_ != compress::CodecKind::kNone; }
+  /// Pushes are encoded on the device (compressed PS on a device model): push tasks then run on
+  /// the Model's thread.
+  [[nodiscard]] bool device_pushes() const noexcept { return coded() && ctx_.model.on_device(); }
 
   const SyncContext& ctx_;
   LaneRouter& router_;

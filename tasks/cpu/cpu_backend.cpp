@@ -108,6 +108,14 @@ void CpuBackend::copy(void* dst, const void* src, std::size_t bytes) {
   if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
 }
 
+void CpuBackend::copy_rows(float* dst, std::size_t dst_stride, const float* src,
+                           std::size_t src_stride, std::size_t cols, std::size_t rows) {
+  if (cols == 0) return;
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::memcpy(dst + r * dst_stride, src + r * src_stride, cols * sizeof(float));
+  }
+}
+
 void CpuBackend::sgemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
                        float alpha, const float* a, std::size_t lda, const float* b,
                        std::size_t ldb, float beta, float* c, std::size_t ldc) {
@@ -200,6 +208,10 @@ void CpuBackend::fill(float* dst, std::size_t n, float value) { std::fill(dst, d
 
 void CpuBackend::scale(float* x, std::size_t n, float alpha) {
   for (std::size_t i = 0; i < n; ++i) x[i] *= alpha;
+}
+
+void CpuBackend::accumulate(float* sum, const float* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) sum[i] += x[i];
 }
 
 void CpuBackend::sgd_step(float* w, const float* g, float* velocity, std::size_t n,

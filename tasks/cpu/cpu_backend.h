@@ -28,6 +28,8 @@ class CpuBackend final : public Backend {
   void copy_to_device(void* dst, const void* src, std::size_t bytes) override;
   void copy_to_host(void* dst, const void* src, std::size_t bytes) override;
   void copy(void* dst, const void* src, std::size_t bytes) override;
+  void copy_rows(float* dst, std::size_t dst_stride, const float* src, std::size_t src_stride,
+                 std::size_t cols, std::size_t rows) override;
   void synchronize() override {}
 
   void sgemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
@@ -52,6 +54,7 @@ class CpuBackend final : public Backend {
                      std::size_t positions, float* out, std::size_t ld, float* bias_sums) override;
   void fill(float* dst, std::size_t n, float value) override;
   void scale(float* x, std::size_t n, float alpha) override;
+  void accumulate(float* sum, const float* x, std::size_t n) override;
   void sgd_step(float* w, const float* g, float* velocity, std::size_t n,
                 const SgdOptions& options) override;
   void max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g, float* y,

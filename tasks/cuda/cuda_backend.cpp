@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "tasks/cuda/codec_kernels.h"
 #include "tasks/cuda/kernels.h"
 
 namespace gradmesh::tasks::cuda {
@@ -57,6 +58,7 @@ class CudaBackend final : public Backend {
     }
     cublasSetStream(blas_, stream_);
     cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH);
+    square_partials_ = allocate<double>(kernels::kSquarePartials);
   }
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -101,6 +103,13 @@ class CudaBackend final : public Backend {
   void copy(void* dst, const void* src, std::size_t bytes) override {
     if (bytes == 0 || dst == src) return;
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "device copy");
+  }
+  void copy_rows(float* dst, std::size_t dst_stride, const float* src, std::size_t src_stride,
+                 std::size_t cols, std::size_t rows) override {
+    if (cols == 0 || rows == 0) return;
+    check(cudaMemcpy2DAsync(dst, dst_stride * sizeof(float), src, src_stride * sizeof(float),
+                            cols * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_),
+          "copy_rows");
   }
   void synchronize() override { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
@@ -239,6 +248,49 @@ class CudaBackend final : public Backend {
     return static_cast<float>(total / static_cast<double>(batch));
   }
 
+  // ---- gradient codecs (codec_kernels.cu) ----
+  void accumulate(float* sum, const float* x, std::size_t n) override {
+    check(kernels::accumulate(sum, x, n, stream_), "accumulate");
+  }
+  void sum_squares(const float* x, std::size_t n, double* out) override {
+    check(kernels::sum_squares(x, n, square_partials_.data(), out, stream_), "sum_squares");
+  }
+  void encode_half(HalfFormat format, float* p, std::size_t n, std::uint16_t* out) override {
+    check(kernels::encode_half(format == HalfFormat::kBf16, p, n, out, stream_), "encode_half");
+  }
+  void decode_half(HalfFormat format, const std::uint16_t* in, std::size_t n, float* out,
+                   bool add) override {
+    check(kernels::decode_half(format == HalfFormat::kBf16, in, n, out, add, stream_),
+          "decode_half");
+  }
+  void encode_int8(float* p, std::size_t n, std::size_t chunk, float* scales,
+                   std::int8_t* values) override {
+    check(kernels::encode_int8(p, n, chunk, scales, values, stream_), "encode_int8");
+  }
+  void decode_int8(const float* scales, const std::int8_t* values, std::size_t n, std::size_t chunk,
+                   float* out, bool add) override {
+    check(kernels::decode_int8(scales, values, n, chunk, out, add, stream_), "decode_int8");
+  }
+  [[nodiscard]] std::size_t top_k_scratch_bytes(std::size_t n) override {
+    return kernels::top_k_scratch_bytes(n);
+  }
+  void top_k(const float* p, std::size_t n, std::size_t k, std::uint32_t* indices,
+             std::byte* scratch) override {
+    check(kernels::top_k(p, n, k, indices, scratch, stream_), "top_k");
+  }
+  void random_k(std::uint64_t stream, std::size_t n, std::size_t k,
+                std::uint32_t* indices) override {
+    check(kernels::random_k(stream, n, k, indices, stream_), "random_k");
+  }
+  void gather_and_zero(float* p, const std::uint32_t* indices, std::size_t k,
+                       float* values) override {
+    check(kernels::gather_and_zero(p, indices, k, values, stream_), "gather_and_zero");
+  }
+  void scatter_add(const std::uint32_t* indices, const float* values, std::size_t k,
+                   float* out) override {
+    check(kernels::scatter_add(indices, values, k, out, stream_), "scatter_add");
+  }
+
  private:
   std::string description_;
   cudaStream_t stream_ = nullptr;
@@ -248,6 +300,7 @@ class CudaBackend final : public Backend {
   Buffer<double> row_losses_;
   Buffer<std::int32_t> host_labels_;
   Buffer<double> host_losses_;
+  Buffer<double> square_partials_;  // sum_squares's per-block sums
 };
 
 }  // namespace

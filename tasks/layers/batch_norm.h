@@ -39,6 +39,8 @@ class BatchNorm final : public Layer {
 
   [[nodiscard]] std::string_view kind() const noexcept override { return "batch_norm"; }
   [[nodiscard]] std::size_t parameter_count() const noexcept override { return 2 * channels_; }
+  /// None: gamma and beta are exempt under optimizer.weight_decay_exclude.
+  [[nodiscard]] std::size_t decayed_parameter_count() const noexcept override { return 0; }
   /// About 8 flops a value each way (normalize, scale, shift; the statistics).
   [[nodiscard]] double forward_flops() const noexcept override {
     return 8.0 * static_cast<double>(input_size());

@@ -51,6 +51,12 @@ class Layer {
   [[nodiscard]] virtual bool has_sufficient_factors() const noexcept { return false; }
   /// Number of trainable parameters, in floats (0 for parameter-free layers).
   [[nodiscard]] virtual std::size_t parameter_count() const noexcept { return 0; }
+  /// The leading parameters weight decay applies to when optimizer.weight_decay_exclude is set
+  /// (the rest are exempt: Model::weight_decay_exempt). Default: all of them; a weighted layer
+  /// (dense, conv2d) its weights, not its bias; batch normalization none.
+  [[nodiscard]] virtual std::size_t decayed_parameter_count() const noexcept {
+    return parameter_count();
+  }
   /// Floating-point operations of forward() for one sample, for the planner's estimates when
   /// nothing was measured. Default: 2 x parameter_count() (a multiply and an add per weight, as a
   /// dense layer), or 2 x input_size() for a parameter-free layer. A convolution overrides it
@@ -106,6 +112,21 @@ class Layer {
 
   /// y (batch x output_shape) = f(x (batch x input_shape)).
   virtual void forward(const float* x, float* y, std::size_t batch) = 0;
+
+  /// Inputs this layer takes: 1, or two or more for the layers that join a graph's branches (add,
+  /// concat; tasks/layers/merge.h). input_shape() is the first input's.
+  [[nodiscard]] virtual std::size_t input_count() const noexcept { return 1; }
+  /// forward() with every input: xs.size() == input_count() (the Model calls this one). Default:
+  /// forward(xs[0], y, batch).
+  virtual void forward_inputs(std::span<const float* const> xs, float* y, std::size_t batch) {
+    forward(xs[0], y, batch);
+  }
+  /// backward() with every input and its gradient: dxs[i] (batch x input i's shape, overwritten)
+  /// or nullptr when input i needs none. Default: backward(xs[0], y, dy, dxs[0], batch).
+  virtual void backward_inputs(std::span<const float* const> xs, const float* y, const float* dy,
+                               std::span<float* const> dxs, std::size_t batch) {
+    backward(xs[0], y, dy, dxs[0], batch);
+  }
 
   /// Whether backward() computes the parameter gradients (default true). A sync stage that
   /// rebuilds them from other data (Poseidon's SFB rebuilds dW from sufficient factors) turns it

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <optional>
@@ -23,6 +24,9 @@ constexpr std::string_view kBatchNorm = "batch_norm";
 constexpr std::string_view kDropout = "dropout";
 constexpr std::string_view kFlatten = "flatten";
 constexpr std::string_view kRelu = "relu";
+constexpr std::string_view kAdd = "add";
+constexpr std::string_view kConcat = "concat";
+constexpr std::string_view kBasicBlock = "basic_block";
 constexpr std::string_view kLoss = "softmax_cross_entropy";
 
 constexpr std::string_view kDenseForm = "'dense:<units>'";
@@ -30,10 +34,12 @@ constexpr std::string_view kConvForm = "'conv2d:<filters>:<kernel>[:<stride>[:<p
 constexpr std::string_view kPoolForm = "'max_pool2d:<window>[:<stride>]'";
 constexpr std::string_view kAvgPoolForm = "'avg_pool2d:<window>[:<stride>]'";
 constexpr std::string_view kDropoutForm = "'dropout:<p>'";
+constexpr std::string_view kBlockForm = "'basic_block:<channels>[:<stride>]'";
 constexpr std::string_view kAllForms =
     "'dense:<units>', 'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]', "
     "'max_pool2d:<window>[:<stride>]', 'avg_pool2d:<window>[:<stride>]', 'global_avg_pool', "
-    "'batch_norm', 'flatten', 'dropout:<p>', 'relu' or 'softmax_cross_entropy'";
+    "'batch_norm', 'flatten', 'dropout:<p>', 'relu', 'add', 'concat', "
+    "'basic_block:<channels>[:<stride>]' or 'softmax_cross_entropy'";
 
 std::string_view trim(std::string_view s) {
   const auto first = s.find_first_not_of(" \t");
@@ -106,13 +112,14 @@ std::array<std::size_t, N> parse_counts(std::string_view form, std::string_view 
 }  // namespace
 
 std::span<const std::string_view> built_in_layer_kinds() noexcept {
-  static constexpr std::array<std::string_view, 10> kKinds{
-      kDense, kConv, kPool, kAvgPool, kGlobalAvgPool, kBatchNorm, kFlatten, kDropout, kRelu, kLoss};
+  static constexpr std::array<std::string_view, 13> kKinds{
+      kDense,   kConv, kPool, kAvgPool, kGlobalAvgPool, kBatchNorm, kFlatten,
+      kDropout, kRelu, kAdd,  kConcat,  kBasicBlock,    kLoss};
   return kKinds;
 }
 
 std::string to_string(const LayerSpec& spec) {
-  std::string out = spec.kind;
+  std::string out = spec.name.empty() ? spec.kind : spec.name + " = " + spec.kind;
   const auto field = [&out](std::size_t v) { out += ":" + std::to_string(v); };
   if (spec.kind == kDense) {
     field(spec.units);
@@ -129,15 +136,83 @@ std::string to_string(const LayerSpec& spec) {
     const auto result = std::to_chars(buf.data(), buf.data() + buf.size(), spec.probability);
     out += ":";
     out.append(buf.data(), result.ptr);
+  } else if (spec.kind == kBasicBlock) {
+    field(spec.units);
+    field(spec.stride);
   } else if (!spec.args.empty()) {
     out += ":" + spec.args;
+  }
+  if (!spec.inputs.empty()) {
+    out += " <-";
+    for (const std::string& input : spec.inputs) out += " " + input;
   }
   return out;
 }
 
+namespace {
+
+/// A name of an entry: a letter or '_', then letters, digits, '_', '.' or '-'.
+bool is_name(std::string_view name) {
+  if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+constexpr std::string_view kGraphForm = "'[<name> =] <layer> [<- <input> ...]'";
+
+LayerSpec parse_layer_kind(std::string_view text, std::string_view s);
+
+}  // namespace
+
 LayerSpec parse_layer_spec(std::string_view text) {
-  const std::string_view s = trim(text);
-  for (const std::string_view bare : {kRelu, kLoss, kFlatten, kGlobalAvgPool, kBatchNorm}) {
+  std::string_view s = trim(text);
+  std::string name;
+  std::vector<std::string> inputs;
+  if (const auto arrow = s.find("<-"); arrow != std::string_view::npos) {
+    std::string_view list = s.substr(arrow + 2);
+    s = trim(s.substr(0, arrow));
+    while (!list.empty()) {
+      const auto end = list.find_first_of(" \t,");
+      const std::string_view item = list.substr(0, end);
+      if (!item.empty()) {
+        if (!is_name(item)) {
+          bad_spec(kGraphForm, text,
+                   "input '" + std::string(item) +
+                       "' is no name: a letter or '_', then letters, digits, '_', '.' or '-'");
+        }
+        inputs.emplace_back(item);
+      }
+      if (end == std::string_view::npos) break;
+      list.remove_prefix(end + 1);
+    }
+    if (inputs.empty()) bad_spec(kGraphForm, text, "'<-' names no input");
+  }
+  // A name comes before the kind: an '=' after a ':' belongs to a registered kind's arguments.
+  if (const auto equals = s.find('='); equals != std::string_view::npos && equals < s.find(':')) {
+    const std::string_view given = trim(s.substr(0, equals));
+    if (!is_name(given)) {
+      bad_spec(kGraphForm, text,
+               "name '" + std::string(given) +
+                   "' must be a letter or '_', then letters, digits, '_', '.' or '-'");
+    }
+    if (given == "input") bad_spec(kGraphForm, text, "'input' names the model's input");
+    name = given;
+    s = trim(s.substr(equals + 1));
+  }
+  LayerSpec spec = parse_layer_kind(text, s);
+  spec.name = std::move(name);
+  spec.inputs = std::move(inputs);
+  return spec;
+}
+
+namespace {
+
+LayerSpec parse_layer_kind(std::string_view text, std::string_view s) {
+  for (const std::string_view bare :
+       {kRelu, kLoss, kFlatten, kGlobalAvgPool, kBatchNorm, kAdd, kConcat}) {
     if (s == bare) return LayerSpec{std::string(bare)};
   }
   const std::string_view kind = s.substr(0, s.find(':'));
@@ -172,6 +247,10 @@ LayerSpec parse_layer_spec(std::string_view text) {
       bad_spec(kDropoutForm, text, "p must be a decimal number with 0 <= p < 1");
     }
     spec.probability = p;
+  } else if (kind == kBasicBlock) {
+    const auto v = parse_counts<2>(kBlockForm, text, fields, 1, {"channels", "stride"}, {1, 1});
+    spec.units = v[0];
+    spec.stride = fields.size() > 1 ? v[1] : 1;
   } else if (is_registered_layer(kind) || AcceptUnknownLayerKinds::active()) {
     spec.args =
         std::string(s.size() > kind.size() ? s.substr(kind.size() + 1) : std::string_view{});
@@ -182,6 +261,8 @@ LayerSpec parse_layer_spec(std::string_view text) {
   }
   return spec;
 }
+
+}  // namespace
 
 std::vector<LayerSpec> parse_layer_specs(const std::vector<std::string>& texts) {
   if (texts.empty()) {

@@ -1,6 +1,9 @@
 #pragma once
 // The model as declared in the job config: a list of strings such as
-// ["conv2d:32:5:1:2", "relu", "max_pool2d:2", "flatten", "dense:10", "softmax_cross_entropy"].
+// ["conv2d:32:5:1:2", "relu", "max_pool2d:2", "flatten", "dense:10", "softmax_cross_entropy"]
+// (a stack: each entry takes the one before), or a graph whose entries name their inputs:
+// ["stem = conv2d:16:3:1:1", "conv2d:16:3:1:1", "batch_norm", "add <- stem", ...]
+// (configs/README.md, "Model graphs").
 
 #include <cstddef>
 #include <span>
@@ -17,6 +20,9 @@ namespace gradmesh::tasks {
 ///   "max_pool2d"   kernel = the window side (>= 1), stride (>= 1, default = the window)
 ///   "flatten", "relu", "softmax_cross_entropy"   no fields
 ///   "dropout"      probability = p, the chance a unit is dropped, 0 <= p < 1
+///   "add", "concat"   no fields; two or more inputs (a residual sum; channels side by side)
+///   "basic_block"  units = output channels (>= 1), stride (>= 1, default 1): a residual block
+///                  (He et al., CVPR'16, fig. 2) the Model expands into layers
 ///   a kind registered with tasks::register_layer (a user's layer, tasks/layers/layer_registry.h):
 ///                  args = the text after "<kind>:" as written (empty when there is none)
 /// Fields a kind does not use stay 0 (or empty).
@@ -28,6 +34,12 @@ struct LayerSpec {
   std::size_t padding = 0;
   double probability = 0.0;
   std::string args;  ///< a registered kind's arguments, unparsed (its factory parses them)
+  /// The entry's name in a model graph ("<name> = ..."), or empty: later entries name it among
+  /// their inputs. "input" is the model's input and no entry's name.
+  std::string name;
+  /// The names of its inputs ("... <- <a> <b>"); empty: the entry before (the model's input for
+  /// the first): a stack needs none.
+  std::vector<std::string> inputs;
   friend bool operator==(const LayerSpec&, const LayerSpec&) = default;
 };
 
@@ -36,14 +48,16 @@ struct LayerSpec {
 [[nodiscard]] std::span<const std::string_view> built_in_layer_kinds() noexcept;
 
 /// The canonical text of `spec`, every field written: "dense:256", "conv2d:32:5:1:2",
-/// "max_pool2d:3:2", "dropout:0.5", "relu"; a registered kind as "<kind>[:<args>]".
+/// "max_pool2d:3:2", "dropout:0.5", "relu"; a registered kind as "<kind>[:<args>]"; a name as
+/// "<name> = " before it, inputs as " <- <a> <b>" after.
 /// parse_layer_spec(to_string(s)) == s. Never throws except std::bad_alloc.
 [[nodiscard]] std::string to_string(const LayerSpec& spec);
 
-/// Parses one entry:
+/// Parses one entry, "[<name> =] <layer> [<- <input> ...]" with <layer> one of
 ///   "dense:<units>", "conv2d:<filters>:<kernel>[:<stride>[:<padding>]]",
 ///   "max_pool2d:<window>[:<stride>]", "avg_pool2d:<window>[:<stride>]", "global_avg_pool",
-///   "batch_norm", "dropout:<p>", "flatten", "relu", "softmax_cross_entropy",
+///   "batch_norm", "dropout:<p>", "flatten", "relu", "add", "concat",
+///   "basic_block:<channels>[:<stride>]", "softmax_cross_entropy",
 /// integers in decimal, p a decimal number; or "<kind>[:<args>]" for a kind registered with
 /// register_layer (its args are checked when the layer is made). Surrounding spaces are ignored.
 /// Reentrant. Throws std::invalid_argument saying what was expected and what came, e.g. "expected

@@ -9,6 +9,7 @@
 #include "tasks/layers/flatten.h"
 #include "tasks/layers/layer_registry.h"
 #include "tasks/layers/max_pool2d.h"
+#include "tasks/layers/merge.h"
 #include "tasks/layers/relu.h"
 
 namespace gradmesh::tasks {
@@ -27,6 +28,10 @@ std::unique_ptr<Layer> make_layer(const LayerSpec& spec, Shape input) {
   if (kind == "flatten") return std::make_unique<Flatten>(input);
   if (kind == "dropout") return std::make_unique<Dropout>(input, spec.probability);
   if (kind == "relu") return std::make_unique<Relu>(input);
+  if (kind == "add" || kind == "concat") {
+    const Shape one[1] = {input};
+    return make_layer(spec, one);  // refused: one input
+  }
   if (auto layer = make_registered_layer(spec, input)) return layer;
   std::string known;
   for (const std::string_view built_in : built_in_layer_kinds()) {
@@ -36,6 +41,16 @@ std::unique_ptr<Layer> make_layer(const LayerSpec& spec, Shape input) {
   for (const std::string& user : registered_layers()) known += ", " + user;
   throw ConfigError("expected one of " + known + " (softmax_cross_entropy only last), got '" +
                     kind + "'");
+}
+
+std::unique_ptr<Layer> make_layer(const LayerSpec& spec, std::span<const Shape> inputs) {
+  if (spec.kind == "add") return std::make_unique<Add>(inputs);
+  if (spec.kind == "concat") return std::make_unique<Concat>(inputs);
+  if (inputs.size() != 1) {
+    throw ConfigError(spec.kind + ": takes one input, got " + std::to_string(inputs.size()) +
+                      " (only add and concat join several)");
+  }
+  return make_layer(spec, inputs[0]);
 }
 
 }  // namespace gradmesh::tasks

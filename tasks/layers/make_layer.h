@@ -2,6 +2,7 @@
 // From a parsed layer spec and the shape flowing into it to a Layer.
 
 #include <memory>
+#include <span>
 
 #include "tasks/layers/layer.h"
 #include "tasks/layers/layer_spec.h"
@@ -16,5 +17,12 @@ namespace gradmesh::tasks {
 /// (a kernel or window larger than the input, say); the message does not name the spec: the caller
 /// (Model) prefixes "model.layers[i] '<spec>': ".
 [[nodiscard]] std::unique_ptr<Layer> make_layer(const LayerSpec& spec, Shape input);
+
+/// The layer `spec` describes taking inputs of the shapes `inputs` (a model graph's entry): "add"
+/// and "concat" take two or more (tasks/layers/merge.h), every other kind exactly one
+/// (make_layer(spec, inputs[0])). Throws gradmesh::ConfigError as above, or saying how many
+/// inputs the kind takes.
+[[nodiscard]] std::unique_ptr<Layer> make_layer(const LayerSpec& spec,
+                                                std::span<const Shape> inputs);
 
 }  // namespace gradmesh::tasks

@@ -18,6 +18,8 @@ class WeightedLayer : public Layer {
   [[nodiscard]] std::size_t parameter_count() const noexcept final {
     return weight_count_ + bias_count_;
   }
+  /// W only: the bias is exempt under optimizer.weight_decay_exclude.
+  [[nodiscard]] std::size_t decayed_parameter_count() const noexcept final { return weight_count_; }
   /// Floats of W and of b (W viewed as a matrix: bias_count() rows of weight_count() /
   /// bias_count() floats: a dense layer's M x N, a convolution's F x C k^2).
   [[nodiscard]] std::size_t weight_count() const noexcept { return weight_count_; }

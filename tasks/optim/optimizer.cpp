@@ -1,5 +1,6 @@
 #include "tasks/optim/optimizer.h"
 
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -16,8 +17,36 @@ bool overlaps(std::size_t a, std::size_t a_size, std::size_t b, std::size_t b_si
 
 }  // namespace
 
+namespace {
+
+SgdOptions without_decay(SgdOptions o) noexcept {
+  o.weight_decay = 0.0f;
+  return o;
+}
+
+/// Up to this many summands, step_sum splits them on the stack (no allocation per step).
+constexpr std::size_t kStackSummands = 64;
+
+}  // namespace
+
 Optimizer::Optimizer(SgdOptions options, std::size_t parameter_count)
-    : sgd_(options), lr_(options.lr), velocity_(parameter_count, 0.0f) {}
+    : sgd_(options),
+      undecayed_(without_decay(options)),
+      lr_(options.lr),
+      velocity_(parameter_count, 0.0f) {}
+
+void Optimizer::exempt_from_weight_decay(std::vector<std::pair<std::size_t, std::size_t>> ranges) {
+  std::size_t end = 0;
+  for (const auto& [offset, size] : ranges) {
+    GRADMESH_CHECK(offset >= end && offset + size <= velocity_.size(),
+                   "Optimizer::exempt_from_weight_decay: ranges must be ascending, disjoint and "
+                   "inside the model; got [" +
+                       std::to_string(offset) + ", " + std::to_string(offset + size) + ")");
+    end = offset + size;
+  }
+  std::erase_if(ranges, [](const auto& r) { return r.second == 0; });
+  exempt_ = std::move(ranges);
+}
 
 void Optimizer::set_lr(float lr) {
   GRADMESH_CHECK(std::isfinite(lr) && lr >= 0.0f,
@@ -39,13 +68,40 @@ std::span<float> Optimizer::velocity_at(std::size_t offset, std::size_t size) {
 }
 
 void Optimizer::step(std::size_t offset, std::span<float> w, std::span<const float> g) {
-  sgd_.step(w, g, velocity_at(offset, w.size()), lr());
+  GRADMESH_CHECK_EQ(g.size(), w.size(), "Optimizer::step: gradient size");
+  const std::span<float> v = velocity_at(offset, w.size());
+  const float rate = lr();
+  for_each_decay_segment(offset, w.size(), [&](std::size_t b, std::size_t e, float decay) {
+    (decay == 0.0f ? undecayed_ : sgd_)
+        .step(w.subspan(b, e - b), g.subspan(b, e - b), v.subspan(b, e - b), rate);
+  });
 }
 
 void Optimizer::step_sum(std::size_t offset, std::span<float> w,
                          std::span<const std::span<const float>> grads, float scale,
                          std::span<float> scratch) {
-  sgd_.step_sum(w, grads, scale, velocity_at(offset, w.size()), scratch, lr());
+  const std::span<float> v = velocity_at(offset, w.size());
+  const float rate = lr();
+  if (exempt_.empty()) {
+    sgd_.step_sum(w, grads, scale, v, scratch, rate);
+    return;
+  }
+  std::array<std::span<const float>, kStackSummands> on_stack;
+  std::vector<std::span<const float>> on_heap;
+  const std::span<std::span<const float>> parts =
+      grads.size() <= kStackSummands
+          ? std::span<std::span<const float>>(on_stack.data(), grads.size())
+          : std::span<std::span<const float>>(
+                on_heap = std::vector<std::span<const float>>(grads.size()));
+  for_each_decay_segment(offset, w.size(), [&](std::size_t b, std::size_t e, float decay) {
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      GRADMESH_CHECK_EQ(grads[i].size(), w.size(), "Optimizer::step_sum: gradient size");
+      parts[i] = grads[i].subspan(b, e - b);
+    }
+    (decay == 0.0f ? undecayed_ : sgd_)
+        .step_sum(w.subspan(b, e - b), parts, scale, v.subspan(b, e - b), scratch.subspan(b, e - b),
+                  rate);
+  });
 }
 
 void Optimizer::step_plain(std::span<float> w, std::span<float> g) const {
@@ -73,7 +129,12 @@ void Optimizer::step_on_device(std::size_t offset, std::span<float> w, std::span
   for (DeviceRange& d : device_) {
     if (d.offset != offset) continue;
     GRADMESH_CHECK_EQ(w.size(), d.velocity.size(), "Optimizer::step_on_device: range size");
-    d.backend->sgd_step(w.data(), g.data(), d.velocity.data(), w.size(), options());
+    const SgdOptions o = options();
+    for_each_decay_segment(offset, w.size(), [&](std::size_t b, std::size_t e, float decay) {
+      SgdOptions segment = o;
+      segment.weight_decay = decay;
+      d.backend->sgd_step(w.data() + b, g.data() + b, d.velocity.data() + b, e - b, segment);
+    });
     return;
   }
   throw ContractError("Optimizer::step_on_device: no range kept on the device at offset " +

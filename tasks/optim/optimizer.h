@@ -7,9 +7,11 @@
 // velocity in device memory instead (keep_on_device): still one velocity per parameter, in one
 // place.
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/checkpoint.h"
@@ -80,6 +82,39 @@ class Optimizer final : public engine::Checkpointable {
   /// when the kernel fails to launch.
   void step_on_device(std::size_t offset, std::span<float> w, std::span<const float> g);
 
+  /// optimizer.weight_decay_exclude: no weight decay on the floats of `ranges`, (offset, size)
+  /// pairs, ascending and disjoint (Model::weight_decay_exempt(): biases and batch
+  /// normalization's gamma and beta: "no bias decay", He et al., "Bag of Tricks for Image
+  /// Classification with Convolutional Neural Networks", CVPR'19, sec. 3.1). Set-up only, before
+  /// any step. Every
+  /// step() / step_sum() / step_on_device() then splits its range where the decay changes, and a
+  /// scheme that applies the decay itself (Ako, DGC's correction) asks for_each_decay_segment().
+  /// Throws gradmesh::ContractError for ranges out of order, overlapping or leaving the model.
+  void exempt_from_weight_decay(std::vector<std::pair<std::size_t, std::size_t>> ranges);
+
+  /// Calls fn(begin, end, weight_decay) for the consecutive segments of [offset, offset + size)
+  /// (begin and end relative to offset) with one weight decay each: the options' (of the rate
+  /// in force), or 0 inside an exempt range. One call with the options' decay when nothing is
+  /// exempt. Thread-safe (reads set-up state only).
+  template <typename Fn>
+  void for_each_decay_segment(std::size_t offset, std::size_t size, Fn&& fn) const {
+    const float decay = sgd_.options().weight_decay;
+    std::size_t at = offset;
+    const std::size_t end = offset + size;
+    auto it = std::lower_bound(exempt_.begin(), exempt_.end(), offset,
+                               [](const std::pair<std::size_t, std::size_t>& r, std::size_t o) {
+                                 return r.first + r.second <= o;
+                               });
+    for (; it != exempt_.end() && it->first < end; ++it) {
+      const std::size_t begin = std::max(it->first, at),
+                        stop = std::min(it->first + it->second, end);
+      if (begin > at) fn(at - offset, begin - offset, decay);
+      fn(begin - offset, stop - offset, 0.0f);
+      at = stop;
+    }
+    if (at < end || size == 0) fn(at - offset, end - offset, decay);
+  }
+
   /// The options with the learning rate in force now (lr()).
   [[nodiscard]] SgdOptions options() const noexcept {
     SgdOptions o = sgd_.options();
@@ -112,6 +147,8 @@ class Optimizer final : public engine::Checkpointable {
   [[nodiscard]] std::span<float> velocity_at(std::size_t offset, std::size_t size);
 
   Sgd sgd_;
+  Sgd undecayed_;  // sgd_'s options without weight decay (the exempt ranges)
+  std::vector<std::pair<std::size_t, std::size_t>> exempt_;  // (offset, size), ascending
   std::atomic<float> lr_;
   std::vector<float> velocity_;
   std::vector<DeviceRange> device_;  // set up by keep_on_device(); few entries (one per layer)

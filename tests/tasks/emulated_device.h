@@ -14,7 +14,7 @@
 
 namespace gradmesh::tasks::testing {
 
-class EmulatedDevice final : public Backend {
+class EmulatedDevice : public Backend {
  public:
   std::atomic<std::size_t> uploads = 0;         ///< copy_to_device calls
   std::atomic<std::size_t> downloads = 0;       ///< copy_to_host calls
@@ -40,6 +40,10 @@ class EmulatedDevice final : public Backend {
     cpu_.copy_to_host(dst, src, bytes);
   }
   void copy(void* dst, const void* src, std::size_t bytes) override { cpu_.copy(dst, src, bytes); }
+  void copy_rows(float* dst, std::size_t dst_stride, const float* src, std::size_t src_stride,
+                 std::size_t cols, std::size_t rows) override {
+    cpu_.copy_rows(dst, dst_stride, src, src_stride, cols, rows);
+  }
   void synchronize() override {}
   void sgemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
              const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
@@ -84,6 +88,9 @@ class EmulatedDevice final : public Backend {
   }
   void fill(float* dst, std::size_t n, float value) override { cpu_.fill(dst, n, value); }
   void scale(float* x, std::size_t n, float alpha) override { cpu_.scale(x, n, alpha); }
+  void accumulate(float* sum, const float* x, std::size_t n) override {
+    cpu_.accumulate(sum, x, n);
+  }
   void sgd_step(float* w, const float* g, float* velocity, std::size_t n,
                 const SgdOptions& options) override {
     cpu_.sgd_step(w, g, velocity, n, options);

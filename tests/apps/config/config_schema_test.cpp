@@ -87,6 +87,7 @@ const std::multimap<std::string_view, std::string_view> kOutOfRange{
     {"optimizer.schedule", "\"step\""},
     {"optimizer.schedule", "\"Cosine\""},
     {"optimizer.weight_decay", "-0.5"},
+    {"optimizer.weight_decay_exclude", "\"yes\""},
     {"planner.alpha", "0"},
     {"planner.alpha", "\"measured\""},
     {"planner.bandwidth", "0"},

@@ -559,3 +559,25 @@ TEST_CASE(
   job.standardize = false;  // and the setting is not a no-op
   CHECK(max_abs_difference(parameters, reference_parameters(job, 1)) > 1e-3f);
 }
+
+TEST_CASE(
+    "a residual network with batch normalization on 2 node processes equals the per-shard "
+    "reference under ps, allreduce and auto",
+    "[e2e][equivalence][graph]") {
+  // A model graph (issue 29): a stem, an identity block and a projection block (stride 2, more
+  // channels), global average pooling. Batch normalization normalizes by each node's own batch,
+  // so the reference is the per-shard one: each rank's 16 images on their own (their statistics),
+  // the gradients summed in rank order (on one BLAS thread, as the nodes compute). The replicas'
+  // parameters are the same bits on both nodes; the running statistics are each node's own.
+  Job resnet;
+  resnet.layers = {"conv2d:4:3:1:1",  "batch_norm",      "relu",     "basic_block:4",
+                   "basic_block:8:2", "global_avg_pool", "dense:10", "softmax_cross_entropy"};
+  resnet.iterations = 10;
+  resnet.standardize = true;
+  for (const std::string strategy : {"ps", "allreduce", "auto"}) {
+    SECTION(strategy) {
+      check_equivalence(strategy, 2, {"--set", "compute.threads=1"}, "", resnet,
+                        Reduction::kShardMean);
+    }
+  }
+}

@@ -10,6 +10,8 @@
 #include "engine/error.h"
 #include "sync/compress/sparse_model.h"
 #include "sync/ps/ps_scheme.h"
+#include "tasks/cpu/cpu_backend.h"
+#include "tests/sync/compress/reference_codec_device.h"
 #include "tests/sync/support/compressed_plan.h"
 #include "topo/planner.h"
 
@@ -55,6 +57,26 @@ TEST_CASE("profile_codec: one figure a layer, measured once a size, 0 without fl
   const auto empty = sync::compress::profile_codec(CodecKind::kFp16, 1.0, none, 0.001, 1);
   CHECK(empty.encode_seconds == std::vector<double>{0, 0});
   CHECK(empty.half_encode_seconds_per_float == 0);
+}
+
+TEST_CASE("profile_codec on a device encodes with the device codec",
+          "[compress][profile][device]") {
+  // The reference device counts its encode kernels: the encode figures came from it; the decodes
+  // and a host backend's figures stay the host's.
+  const std::vector<std::size_t> floats{0, 3000, 700};
+  for (const CodecKind kind : {CodecKind::kInt8, CodecKind::kTopK}) {
+    INFO(sync::compress::codec_name(kind));
+    testing::ReferenceCodecDevice device;
+    const auto p = sync::compress::profile_codec(kind, 0.05, floats, 0.001, 7, &device);
+    CHECK(device.encodes.load() > 0);
+    REQUIRE(p.encode_seconds.size() == 3);
+    CHECK(p.encode_seconds[0] == 0);
+    CHECK(p.encode_seconds[1] > 0);
+    CHECK(p.decode_seconds[2] > 0);
+  }
+  gradmesh::tasks::cpu::CpuBackend cpu;  // host memory: the host codec (it has no codec kernels)
+  CHECK(sync::compress::profile_codec(CodecKind::kFp16, 1.0, floats, 0.001, 7, &cpu)
+            .encode_seconds[1] > 0);
 }
 
 TEST_CASE("profile_codec scales a layer past the cap by its floats", "[compress][profile]") {

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "sync/compress/sparse_model.h"
+#include "tests/sync/compress/reference_codec_device.h"
 #include "tests/sync/support/compressed_job.h"
 
 using namespace gradmesh;
@@ -152,4 +153,35 @@ TEST_CASE("a malformed top-k message is rejected and counted, and training goes 
   // None of them reached a sum: the run equals one that never saw them.
   CHECK(parameters(cluster, 0) == parameters(plain, 0));
   CHECK(parameters(cluster, 1) == parameters(cluster, 0));
+}
+
+TEST_CASE("top-k and random-k on a device model train as on the host, bit for bit",
+          "[compress][inproc][device]") {
+  // The model on the reference device (the emulated device with the codec kernels): without DGC's
+  // correction each layer encodes the device's gradient with the device codec; with it, the host
+  // copy on the host. Two warm-up iterations first. Either way the replicas are the host's bits.
+  for (const bool correction : {false, true}) {
+    for (const std::string method : {"topk", "randomk"}) {
+      INFO(method << ", momentum correction " << correction);
+      const SyntheticJob job = sparse_job(method, 0.1, 2, correction);
+      SyntheticJob on_device = job;
+      on_device.backend = [] { return std::make_unique<testing::ReferenceCodecDevice>(); };
+      const std::size_t nodes = 3;
+      InProcCluster host(job, "auto", nodes), device(on_device, "auto", nodes);
+      host.train(kIterations);
+      device.train(kIterations);
+      REQUIRE(device.node(0).stage().plan()[2].scheme ==
+              (method == "topk" ? "top-k 10%" : "random-k 10%"));
+      for (std::size_t r = 0; r < nodes; ++r) {
+        INFO("rank " << r);
+        CHECK(parameters(device, r) == parameters(host, r));
+        // Without DGC's correction the device codec encoded; with it, the host copy's codec.
+        CHECK((dynamic_cast<testing::ReferenceCodecDevice&>(device.node(r).model().backend())
+                   .encodes.load() > 0) == !correction);
+      }
+      CHECK(device.node(0).stage().epoch_figures().at("compression_error.dense2") ==
+            Approx(host.node(0).stage().epoch_figures().at("compression_error.dense2"))
+                .epsilon(1e-9));
+    }
+  }
 }

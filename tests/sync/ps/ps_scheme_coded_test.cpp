@@ -19,6 +19,7 @@
 #include "tasks/layers/layer_spec.h"
 #include "tasks/model.h"
 #include "tasks/optim/sgd.h"
+#include "tests/sync/compress/reference_codec_device.h"
 #include "tests/sync/support/compressed_job.h"
 #include "tests/sync/support/compressed_plan.h"
 #include "topo/kv_placement.h"
@@ -266,6 +267,55 @@ TEST_CASE("compressed PS: stop and resume equals the uninterrupted run bitwise",
   second.train(kIterations - kIterations / 2);
   for (std::size_t r = 0; r < nodes; ++r) {
     INFO("rank " << r);
+    CHECK(parameters(second, r) == parameters(whole, r));
+  }
+}
+
+TEST_CASE("compressed PS on a device model trains as on the host, and resumes across them",
+          "[ps][compress][inproc][device][checkpoint]") {
+  // The model on the reference device (the emulated device with the codec kernels): each pushed
+  // chunk is encoded by the device codec from the device's gradient, after two warm-up
+  // iterations as floats. The replicas are the host run's bits; a host checkpoint resumes on the
+  // device (the residuals' form is shared) to the uninterrupted host run's bits.
+  const std::size_t nodes = 3;
+  for (const std::string method : {"fp16", "bf16", "int8"}) {
+    INFO(method);
+    const SyntheticJob job = coded_job(method, 2);
+    SyntheticJob on_device = job;
+    on_device.backend = [] { return std::make_unique<testing::ReferenceCodecDevice>(); };
+    InProcCluster host(job, "auto", nodes), device(on_device, "auto", nodes);
+    host.train(kIterations);
+    device.train(kIterations);
+    REQUIRE(device.node(0).model().on_device());
+    for (std::size_t r = 0; r < nodes; ++r) {
+      INFO("rank " << r);
+      CHECK(parameters(device, r) == parameters(host, r));
+      // The device codec encoded (a DeviceCodec, not the host copy's codec).
+      CHECK(dynamic_cast<testing::ReferenceCodecDevice&>(device.node(r).model().backend())
+                .encodes.load() > 0);
+    }
+  }
+  const SyntheticJob job = coded_job("int8");
+  InProcCluster whole(job, "auto", nodes), first(job, "auto", nodes);
+  whole.train(kIterations);
+  first.train(kIterations / 2);
+  SyntheticJob resumed = job;
+  resumed.first_iteration = kIterations / 2;
+  resumed.backend = [] { return std::make_unique<testing::ReferenceCodecDevice>(); };
+  InProcCluster second(resumed, "auto", nodes);
+  for (std::size_t r = 0; r < nodes; ++r) {
+    engine::StateWriter m, o, s;
+    first.node(r).model().save_state(m);
+    first.node(r).optimizer().save_state(o);
+    first.node(r).stage().save_state(s);
+    engine::StateReader mr(m.bytes(), "model"), orr(o.bytes(), "optimizer"), sr(s.bytes(), "sync");
+    second.node(r).model().load_state(mr);
+    second.node(r).optimizer().load_state(orr);
+    second.node(r).stage().load_state(sr);
+  }
+  second.train(kIterations - kIterations / 2);
+  for (std::size_t r = 0; r < nodes; ++r) {
+    INFO("resumed on the device, rank " << r);
     CHECK(parameters(second, r) == parameters(whole, r));
   }
 }

@@ -64,7 +64,8 @@ TEST_CASE("parse_layer_spec says what it expected", "[tasks][spec]") {
   CHECK_THROWS_WITH(parse_layer_spec("dens:5"),
                     "expected 'dense:<units>', 'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]', "
                     "'max_pool2d:<window>[:<stride>]', 'avg_pool2d:<window>[:<stride>]', "
-                    "'global_avg_pool', 'batch_norm', 'flatten', 'dropout:<p>', 'relu' or "
+                    "'global_avg_pool', 'batch_norm', 'flatten', 'dropout:<p>', 'relu', 'add', "
+                    "'concat', 'basic_block:<channels>[:<stride>]' or "
                     "'softmax_cross_entropy', got 'dens:5'");
   for (const char* bad :
        {"dense", "dense:", "dense:0", "dense:-3", "dense:12x", "dense:+4", "Relu", "", "conv:3"}) {

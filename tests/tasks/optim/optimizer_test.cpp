@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "engine/error.h"
@@ -150,4 +151,57 @@ TEST_CASE(
   gradmesh::engine::StateReader again(out.bytes(), "ckpt, section 'optimizer'");
   CHECK_THROWS_WITH(smaller.load_state(again),
                     Catch::Contains("section 'optimizer'") && Catch::Contains("holds 6 floats"));
+}
+
+TEST_CASE("Optimizer: exempt ranges step without weight decay, the rest with it") {
+  // Floats 0..9, [2, 5) and [7, 8) exempt (a layer's bias, batch normalization's gamma and beta).
+  const SgdOptions o{0.1f, 0.9f, 0.05f};
+  Optimizer optimizer(o, 10);
+  optimizer.exempt_from_weight_decay({{2, 3}, {7, 1}});
+  std::vector<std::tuple<std::size_t, std::size_t, float>> segments;
+  optimizer.for_each_decay_segment(
+      1, 8, [&](std::size_t b, std::size_t e, float decay) { segments.emplace_back(b, e, decay); });
+  CHECK(segments == std::vector<std::tuple<std::size_t, std::size_t, float>>{
+                        {0, 1, 0.05f}, {1, 4, 0.0f}, {4, 6, 0.05f}, {6, 7, 0.0f}, {7, 8, 0.05f}});
+  // step and step_sum over [1, 9) equal Sgd with the decay per float: without it on the exempt.
+  std::vector<float> w(8), g(8), g2(8), scratch(8);
+  for (std::size_t i = 0; i < 8; ++i) {
+    w[i] = 0.5f + 0.25f * static_cast<float>(i);
+    g[i] = 0.1f * static_cast<float>(i) - 0.3f;
+    g2[i] = 0.2f - 0.05f * static_cast<float>(i);
+  }
+  std::vector<float> w_sum = w;
+  const Sgd decayed(o), undecayed({0.1f, 0.9f, 0.0f});
+  std::vector<float> w_ref = w, v_ref(8, 0.0f), w_sum_ref = w, v_sum_ref(8, 0.0f);
+  const std::span<const float> both[2] = {g, g2};
+  Optimizer summing(o, 10);
+  summing.exempt_from_weight_decay({{2, 3}, {7, 1}});
+  for (int step = 0; step < 3; ++step) {
+    optimizer.step(1, w, g);
+    summing.step_sum(1, w_sum, both, 0.5f, scratch);
+    for (std::size_t i = 0; i < 8; ++i) {
+      const std::size_t at = 1 + i;
+      const bool exempt = (at >= 2 && at < 5) || at == 7;
+      const Sgd& sgd = exempt ? undecayed : decayed;
+      sgd.step(std::span(w_ref).subspan(i, 1), std::span<const float>(g).subspan(i, 1),
+               std::span(v_ref).subspan(i, 1));
+      const std::span<const float> one[2] = {std::span<const float>(g).subspan(i, 1),
+                                             std::span<const float>(g2).subspan(i, 1)};
+      float sum_scratch = 0;
+      sgd.step_sum(std::span(w_sum_ref).subspan(i, 1), one, 0.5f,
+                   std::span(v_sum_ref).subspan(i, 1), std::span(&sum_scratch, 1));
+    }
+  }
+  CHECK(w == w_ref);
+  CHECK(w_sum == w_sum_ref);
+  // Nothing exempt: one segment with the decay. Bad ranges are refused.
+  Optimizer plain(o, 4);
+  int calls = 0;
+  plain.for_each_decay_segment(0, 4, [&](std::size_t b, std::size_t e, float decay) {
+    ++calls;
+    CHECK((b == 0 && e == 4 && decay == 0.05f));
+  });
+  CHECK(calls == 1);
+  CHECK_THROWS_AS(plain.exempt_from_weight_decay({{2, 1}, {1, 1}}), gradmesh::ContractError);
+  CHECK_THROWS_AS(plain.exempt_from_weight_decay({{3, 2}}), gradmesh::ContractError);
 }
