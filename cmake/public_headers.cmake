@@ -53,6 +53,7 @@ set(GRADMESH_PUBLIC_HEADERS
   tasks/layers/layer_registry.h
   tasks/layers/layer_spec.h
   tasks/model.h
+  tasks/optim/adam.h
   tasks/optim/optimizer.h
   tasks/optim/sgd.h
   tasks/random.h

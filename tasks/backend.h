@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "engine/error.h"
+#include "tasks/optim/adam.h"
 #include "tasks/optim/sgd.h"
 
 namespace gradmesh::tasks {
@@ -231,6 +232,11 @@ class Backend {
   /// computes the same bits where the host compiler does not contract either.
   virtual void sgd_step(float* w, const float* g, float* velocity, std::size_t n,
                         const SgdOptions& options) = 0;
+  /// One Adam or AdamW step on n floats, adam_update's arithmetic (tasks/optim/adam.h), each
+  /// operation rounded on its own: m (first moment) and v (second) and w are written. The CPU
+  /// backend runs adam_update itself.
+  virtual void adam_step(float* w, const float* g, float* m, float* v, std::size_t n,
+                         const AdamOptions& options, const AdamStep& step) = 0;
 
   // ---- pooling ----
   /// For each of `planes` planes: y[o] = max of the window of output o, argmax[o] = the index of

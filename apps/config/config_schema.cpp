@@ -105,6 +105,14 @@ bool set_choice(std::string& out, const toml::node& n,
 }
 
 /// Any string, "" included.
+/// A number in [0, 1) (momentum, Adam's betas).
+bool set_fraction(double& out, const toml::node& n) {
+  const auto v = number_of(n);
+  if (!v || *v < 0.0 || *v >= 1.0) return false;
+  out = *v;
+  return true;
+}
+
 bool set_bool(bool& out, const toml::node& n) {
   const auto* v = n.as_boolean();
   if (v == nullptr) return false;
@@ -149,6 +157,7 @@ std::string print_optional_rate(const std::optional<double>& v, std::string_view
 }
 
 constexpr std::array<std::string_view, 2> kLrSchedules{"constant", "cosine"};
+constexpr std::array<std::string_view, 3> kOptimizers{"sgd", "adam", "adamw"};
 constexpr std::array<std::string_view, 2> kDatasets{"fashion-mnist", "synthetic"};
 /// data.shape's most floats a sample (64 MiB): beyond it a batch would not fit a node.
 constexpr std::size_t kMaxSampleFloats = std::size_t{1} << 24;
@@ -168,7 +177,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 38> kKeys{{
+constexpr std::array<KeySpec, 42> kKeys{{
     {"checkpoint.dir",
      "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
      OverrideKind::kString,
@@ -348,10 +357,29 @@ constexpr std::array<KeySpec, 38> kKeys{{
        return true;
      },
      [](const JobConfig& c) { return std::to_string(c.net.port); }},
+    {"optimizer.algorithm", "one of sgd, adam, adamw", OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) {
+       return set_choice(c.optimizer.algorithm, n, kOptimizers);
+     },
+     [](const JobConfig& c) { return toml_quote(c.optimizer.algorithm); }},
     {"optimizer.batch_size", "an integer >= 1 (samples per iteration per node)",
      OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) { return set_size(c.optimizer.batch_size, n, 1); },
      [](const JobConfig& c) { return print_size(c.optimizer.batch_size); }},
+    {"optimizer.beta1", "a number >= 0 and < 1", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) { return set_fraction(c.optimizer.beta1, n); },
+     [](const JobConfig& c) { return toml_float(c.optimizer.beta1); }},
+    {"optimizer.beta2", "a number >= 0 and < 1", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) { return set_fraction(c.optimizer.beta2, n); },
+     [](const JobConfig& c) { return toml_float(c.optimizer.beta2); }},
+    {"optimizer.eps", "a number > 0", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) {
+       const auto v = number_of(n);
+       if (!v || *v <= 0.0) return false;
+       c.optimizer.eps = *v;
+       return true;
+     },
+     [](const JobConfig& c) { return toml_float(c.optimizer.eps); }},
     {"optimizer.lr", "a number > 0", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
        const auto v = number_of(n);
@@ -361,12 +389,7 @@ constexpr std::array<KeySpec, 38> kKeys{{
      },
      [](const JobConfig& c) { return toml_float(c.optimizer.lr); }},
     {"optimizer.momentum", "a number >= 0 and < 1", OverrideKind::kToml,
-     [](JobConfig& c, const toml::node& n) {
-       const auto v = number_of(n);
-       if (!v || *v < 0.0 || *v >= 1.0) return false;
-       c.optimizer.momentum = *v;
-       return true;
-     },
+     [](JobConfig& c, const toml::node& n) { return set_fraction(c.optimizer.momentum, n); },
      [](const JobConfig& c) { return toml_float(c.optimizer.momentum); }},
     {"optimizer.schedule", "one of constant, cosine", OverrideKind::kString,
      [](JobConfig& c, const toml::node& n) {

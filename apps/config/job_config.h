@@ -72,6 +72,11 @@ struct JobConfig {
 
   /// [optimizer]: SGD with momentum, run where the parameters are updated.
   struct Optimizer {
+    /// optimizer.algorithm: "sgd" (with momentum), "adam" or "adamw" (tasks/optim/adam.h).
+    std::string algorithm = "sgd";
+    double beta1 = 0.9;         ///< optimizer.beta1: Adam's first-moment decay, in [0, 1).
+    double beta2 = 0.999;       ///< optimizer.beta2: Adam's second-moment decay, in [0, 1).
+    double eps = 1e-8;          ///< optimizer.eps: Adam's denominator term, > 0.
     double lr = 0.05;           ///< optimizer.lr: learning rate, > 0.
     double momentum = 0.9;      ///< optimizer.momentum: in [0, 1).
     double weight_decay = 0.0;  ///< optimizer.weight_decay: L2 coefficient, >= 0.

@@ -86,12 +86,13 @@ int run_plan(const PlanOptions& options) {
     const JobConfig config = load_job_config(options.config, options.overrides);
     if (options.nodes == 0) throw ConfigError("--nodes must be >= 1");
     check_data_keys(config);
+    check_optimizer_keys(config);
     const auto specs = layer_specs(config);
     // The plan needs the model's shapes only: the CPU backend, whatever compute.device says.
     tasks::Model model(specs, input_shape(config), config.optimizer.batch_size, config.job.seed);
     engine::Executor executor({1, 1});
     const std::string strategy = sync::strategy_for_nodes(config.sync.strategy, options.nodes);
-    tasks::Optimizer optimizer(sgd_options(config), model.parameter_count());
+    tasks::Optimizer optimizer(sgd_options(config), model.parameter_count(), adam_options(config));
     if (config.optimizer.weight_decay_exclude) {
       optimizer.exempt_from_weight_decay(model.weight_decay_exempt());
     }

@@ -23,6 +23,23 @@ tasks::SgdOptions sgd_options(const JobConfig& config) {
                            static_cast<float>(config.optimizer.weight_decay)};
 }
 
+std::optional<tasks::AdamOptions> adam_options(const JobConfig& config) {
+  if (config.optimizer.algorithm == "sgd") return std::nullopt;
+  return tasks::AdamOptions{
+      static_cast<float>(config.optimizer.beta1), static_cast<float>(config.optimizer.beta2),
+      static_cast<float>(config.optimizer.eps), config.optimizer.algorithm == "adamw"};
+}
+
+void check_optimizer_keys(const JobConfig& config) {
+  if (config.optimizer.algorithm != "sgd" && config.sync.strategy == "ako") {
+    throw ConfigError("optimizer.algorithm = \"" + config.optimizer.algorithm +
+                      "\" with sync.strategy = \"ako\": Ako sends and applies its peers' updates "
+                      "(SGD's, momentum folded in), not gradients an optimizer steps; use "
+                      "optimizer.algorithm = \"sgd\" with ako, or a BSP strategy (ps, poseidon, "
+                      "allreduce, auto, none) with Adam");
+  }
+}
+
 void check_data_keys(const JobConfig& config) {
   if (config.data.dataset == "synthetic") return;
   const JobConfig::Data defaults;

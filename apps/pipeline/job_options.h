@@ -2,11 +2,13 @@
 // From the job config to the options of the parts a node is made of (the model's layers, the
 // optimizer, the sync stage). Used by Pipeline and by `gradmesh-node plan`.
 
+#include <optional>
 #include <vector>
 
 #include "apps/config/job_config.h"
 #include "sync/sync_stage.h"
 #include "tasks/layers/layer_spec.h"
+#include "tasks/optim/adam.h"
 #include "tasks/optim/sgd.h"
 #include "tasks/shape.h"
 
@@ -23,6 +25,16 @@ namespace gradmesh::app {
 /// synthetic data generates. Throws ConfigError naming the key. (A check across keys, so after
 /// parse_job_config: a file may set them in any order.)
 void check_data_keys(const JobConfig& config);
+
+/// [optimizer] as Adam's options for optimizer.algorithm = "adam" or "adamw" (AdamW: decoupled),
+/// nullopt for "sgd". Never throws (the Optimizer checks ranges).
+[[nodiscard]] std::optional<tasks::AdamOptions> adam_options(const JobConfig& config);
+
+/// Refuses optimizer.algorithm = "adam" / "adamw" with sync.strategy = "ako" (Ako sends and
+/// applies its peers' updates, momentum folded in, not gradients an optimizer could step: its
+/// rule is SGD's). Throws ConfigError naming both keys. (A check across keys, as
+/// check_data_keys.)
+void check_optimizer_keys(const JobConfig& config);
 
 /// One sample's shape as data.dataset gives it: Fashion-MNIST's 1 x 28 x 28
 /// (tasks::kFashionMnistShape), or data.shape for synthetic data ([F] as F x 1 x 1). Never throws.

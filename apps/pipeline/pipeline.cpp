@@ -1,6 +1,7 @@
 #include "apps/pipeline/pipeline.h"
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -88,11 +89,27 @@ void Pipeline::set_source(std::unique_ptr<DataSource> source) {
                   tasks::make_backend(s.config.compute.device));
   spdlog::info("compute device: {}", s.model->backend().description());
   tasks::cpu::set_blas_threads(blas_threads(s.config, s.peers, s.rank));
-  s.optimizer.emplace(sgd_options(s.config), s.model->parameter_count());
+  check_optimizer_keys(s.config);
+  s.optimizer.emplace(sgd_options(s.config), s.model->parameter_count(), adam_options(s.config));
   if (s.config.optimizer.weight_decay_exclude) {
     s.optimizer->exempt_from_weight_decay(s.model->weight_decay_exempt());
   }
   s.source = std::move(source);
+}
+
+void Pipeline::set_source(std::unique_ptr<DataSource> source,
+                          const std::vector<tasks::LayerSpec>& layers) {
+  GRADMESH_CHECK(!state_->source, "Pipeline::set_source: the source is set already");
+  std::vector<std::string> texts;
+  texts.reserve(layers.size());
+  for (const tasks::LayerSpec& spec : layers) texts.push_back(tasks::to_string(spec));
+  try {
+    (void)tasks::parse_layer_specs(texts);  // the list's rules, as for model.layers
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
+  state_->config.model.layers = std::move(texts);
+  set_source(std::move(source));
 }
 
 void Pipeline::add_preprocess(std::string name, PreprocessFn fn) {

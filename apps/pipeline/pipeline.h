@@ -132,6 +132,14 @@ class Pipeline {
   /// Throws ConfigError for a bad layer list (naming model.layers[i]), ContractError if called
   /// twice or after build().
   void set_source(std::unique_ptr<DataSource> source);
+  /// The same with the model given in C++ instead of by model.layers (issue 29: "models built in
+  /// C++ through the API"): a stack or a graph of LayerSpecs (tasks/layers/layer_spec.h; a
+  /// graph's entries carry their name and inputs), ending in softmax_cross_entropy. The specs
+  /// replace model.layers in this node's config, in canonical text (to_string), so the config
+  /// hash the nodes compare at the handshake, the metrics and --verbose's effective config all
+  /// show the model that runs: every node must build the same one. Throws ConfigError naming
+  /// model.layers[i] for a bad list or graph, ContractError as set_source.
+  void set_source(std::unique_ptr<DataSource> source, const std::vector<tasks::LayerSpec>& layers);
   /// Appends a pre-processing task (after the source and the earlier ones, before forward_0).
   /// Throws ContractError after build().
   void add_preprocess(std::string name, PreprocessFn fn);

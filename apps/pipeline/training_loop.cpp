@@ -106,6 +106,7 @@ void TrainingLoop::run_epoch(std::size_t epoch) {
     const bool first_step = done_ == start_;  // this process's first (after a resume too)
     const auto step_start = first_step ? Clock::now() : Clock::time_point{};
     s_.optimizer->set_lr(schedule_.at(done_));
+    s_.optimizer->set_step(done_ + 1);  // Adam's bias correction: this iteration, 1-based
     loss_sum += s_.graph->step();
     if (first_step) {
       metrics_.first_iteration_seconds =

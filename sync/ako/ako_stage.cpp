@@ -43,6 +43,11 @@ AkoStage::AkoStage(SyncContext context)
       staging_(floats_),
       receiver_(ctx_.nodes, floats_, staging_, clocks_),
       end_(ctx_.rank, ctx_.nodes, floats_) {
+  if (ctx_.optimizer.adam()) {  // the job config refuses it first (check_optimizer_keys)
+    throw ConfigError(
+        "sync.strategy = \"ako\" steps with SGD's rule (its peers' updates, not gradients): "
+        "optimizer.algorithm must be \"sgd\"");
+  }
   const AkoOptions& o = options_;
   if (auto_partitions_) {
     std::optional<double> measured = ctx_.options.planner.bandwidth;

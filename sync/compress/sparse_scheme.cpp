@@ -41,7 +41,10 @@ SparseScheme::SparseScheme(const SyncContext& ctx, LaneRouter& router,
           kind == compress::CodecKind::kTopK ? kTopKLane : kRandomKLane,
           [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })),
       options_(options),
-      momentum_correction_(options.momentum_correction && ctx.optimizer.options().momentum > 0.0f) {
+      // DGC's correction is SGD's momentum moved before the codec: none under Adam, whose
+      // moments the optimizer keeps (its step runs on the decoded mean as on any gradient).
+      momentum_correction_(options.momentum_correction && !ctx.optimizer.adam() &&
+                           ctx.optimizer.options().momentum > 0.0f) {
   GRADMESH_CHECK(kind == compress::CodecKind::kTopK || kind == compress::CodecKind::kRandomK,
                  "SparseScheme: topk or randomk, not " + std::string(compress::codec_name(kind)));
   GRADMESH_CHECK(layers.size() <= kMaxLayers,
@@ -50,7 +53,7 @@ SparseScheme::SparseScheme(const SyncContext& ctx, LaneRouter& router,
   // which the optimizer keeps in host memory: then the host copy of the gradient is encoded.
   on_device_ = ctx_.model.on_device() && !momentum_correction_;
   const float momentum = ctx_.optimizer.options().momentum;
-  if (!layers.empty() && momentum > 0.0f &&
+  if (!layers.empty() && momentum > 0.0f && !ctx_.optimizer.adam() &&
       (!momentum_correction_ || kind == compress::CodecKind::kRandomK)) {
     // Measured (docs/compression.md), demo MLP, 4 nodes, ratio 1%, momentum 0.9: random-k
     // diverged without the correction (loss 566 after one epoch, 1.6e20 after two) and with it

@@ -219,6 +219,11 @@ void CpuBackend::sgd_step(float* w, const float* g, float* velocity, std::size_t
   sgd_update(w, g, velocity, n, options);
 }
 
+void CpuBackend::adam_step(float* w, const float* g, float* m, float* v, std::size_t n,
+                           const AdamOptions& options, const AdamStep& step) {
+  adam_update(w, g, m, v, n, options, step);
+}
+
 void CpuBackend::max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g,
                                   float* y, std::uint32_t* argmax) {
   const std::size_t oh = g.out_height, ow = g.out_width, stride = g.stride, window = g.window;

@@ -57,6 +57,8 @@ class CpuBackend final : public Backend {
   void accumulate(float* sum, const float* x, std::size_t n) override;
   void sgd_step(float* w, const float* g, float* velocity, std::size_t n,
                 const SgdOptions& options) override;
+  void adam_step(float* w, const float* g, float* m, float* v, std::size_t n,
+                 const AdamOptions& options, const AdamStep& step) override;
   void max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g, float* y,
                         std::uint32_t* argmax) override;
   void max_pool_backward(const float* dy, const std::uint32_t* argmax, std::size_t planes,

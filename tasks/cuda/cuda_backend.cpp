@@ -175,6 +175,13 @@ class CudaBackend final : public Backend {
                             stream_),
           "sgd_step");
   }
+  void adam_step(float* w, const float* g, float* m, float* v, std::size_t n,
+                 const AdamOptions& options, const AdamStep& step) override {
+    check(kernels::adam_step(w, g, m, v, n, step.lr, step.weight_decay, options.beta1,
+                             options.beta2, options.eps, options.decoupled, step.correction1,
+                             step.correction2, stream_),
+          "adam_step");
+  }
   void max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g, float* y,
                         std::uint32_t* argmax) override {
     check(kernels::max_pool_forward(x, planes, pool_shape(g), y, argmax, stream_),

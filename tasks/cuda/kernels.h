@@ -28,6 +28,12 @@ cudaError_t scale(float* x, std::size_t n, float alpha, cudaStream_t stream);
 cudaError_t sgd_step(float* w, const float* g, float* velocity, std::size_t n, float lr,
                      float momentum, float weight_decay, cudaStream_t stream);
 
+/// adam_update (tasks/optim/adam.h) on n floats, rounded operation by operation as the host's:
+/// c1, c2 the step's bias corrections; decoupled: AdamW.
+cudaError_t adam_step(float* w, const float* g, float* m, float* v, std::size_t n, float lr,
+                      float weight_decay, float beta1, float beta2, float eps, bool decoupled,
+                      float c1, float c2, cudaStream_t stream);
+
 /// Input C x H x W, k x k kernel, stride s, padding p, output OH x OW.
 struct ConvShape {
   std::size_t channels, height, width, kernel, stride, padding, out_height, out_width;

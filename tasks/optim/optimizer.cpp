@@ -29,11 +29,40 @@ constexpr std::size_t kStackSummands = 64;
 
 }  // namespace
 
-Optimizer::Optimizer(SgdOptions options, std::size_t parameter_count)
+Optimizer::Optimizer(SgdOptions options, std::size_t parameter_count,
+                     std::optional<AdamOptions> adam)
     : sgd_(options),
       undecayed_(without_decay(options)),
       lr_(options.lr),
-      velocity_(parameter_count, 0.0f) {}
+      velocity_(parameter_count, 0.0f),
+      adam_(adam) {
+  if (!adam_) return;
+  const auto in_unit = [](float v) { return std::isfinite(v) && v >= 0.0f && v < 1.0f; };
+  if (!in_unit(adam_->beta1)) {
+    throw ConfigError("optimizer.beta1 = " + std::to_string(adam_->beta1) +
+                      ": expected a value in [0, 1)");
+  }
+  if (!in_unit(adam_->beta2)) {
+    throw ConfigError("optimizer.beta2 = " + std::to_string(adam_->beta2) +
+                      ": expected a value in [0, 1)");
+  }
+  if (!std::isfinite(adam_->eps) || adam_->eps <= 0.0f) {
+    throw ConfigError("optimizer.eps = " + std::to_string(adam_->eps) +
+                      ": expected a finite value > 0");
+  }
+  second_.assign(parameter_count, 0.0f);
+}
+
+void Optimizer::adam_step(std::size_t offset, std::span<float> w, std::span<const float> g) {
+  const std::span<float> m = velocity_at(offset, w.size());
+  float* v = second_.data() + offset;
+  const std::uint64_t t = t_.load(std::memory_order_relaxed);
+  const float rate = lr();
+  for_each_decay_segment(offset, w.size(), [&](std::size_t b, std::size_t e, float decay) {
+    adam_update(w.data() + b, g.data() + b, m.data() + b, v + b, e - b, *adam_,
+                adam_step_scalars(*adam_, t, rate, decay));
+  });
+}
 
 void Optimizer::exempt_from_weight_decay(std::vector<std::pair<std::size_t, std::size_t>> ranges) {
   std::size_t end = 0;
@@ -69,6 +98,10 @@ std::span<float> Optimizer::velocity_at(std::size_t offset, std::size_t size) {
 
 void Optimizer::step(std::size_t offset, std::span<float> w, std::span<const float> g) {
   GRADMESH_CHECK_EQ(g.size(), w.size(), "Optimizer::step: gradient size");
+  if (adam_) {
+    adam_step(offset, w, g);
+    return;
+  }
   const std::span<float> v = velocity_at(offset, w.size());
   const float rate = lr();
   for_each_decay_segment(offset, w.size(), [&](std::size_t b, std::size_t e, float decay) {
@@ -80,6 +113,16 @@ void Optimizer::step(std::size_t offset, std::span<float> w, std::span<const flo
 void Optimizer::step_sum(std::size_t offset, std::span<float> w,
                          std::span<const std::span<const float>> grads, float scale,
                          std::span<float> scratch) {
+  if (adam_) {  // the mean gradient (summed in the given order, scaled), then Adam's step
+    GRADMESH_CHECK(!grads.empty(), "Optimizer::step_sum: no gradients");
+    GRADMESH_CHECK_EQ(scratch.size(), w.size(), "Optimizer::step_sum: scratch size");
+    for (const auto& g : grads) {
+      GRADMESH_CHECK_EQ(g.size(), w.size(), "Optimizer::step_sum: gradient size");
+    }
+    sum_gradients(grads, scale, scratch);
+    adam_step(offset, w, scratch);
+    return;
+  }
   const std::span<float> v = velocity_at(offset, w.size());
   const float rate = lr();
   if (exempt_.empty()) {
@@ -121,7 +164,12 @@ void Optimizer::keep_on_device(Backend& backend, std::size_t offset, std::size_t
   // The source is never written again (the range is stepped on the device only), so the
   // asynchronous copy may read it whenever the device gets to it.
   backend.copy_to_device(velocity.data(), host.data(), size * sizeof(float));
-  device_.push_back(DeviceRange{&backend, offset, std::move(velocity)});
+  Buffer<float> second;
+  if (adam_) {
+    second = backend.allocate<float>(size);
+    backend.copy_to_device(second.data(), second_.data() + offset, size * sizeof(float));
+  }
+  device_.push_back(DeviceRange{&backend, offset, std::move(velocity), std::move(second)});
 }
 
 void Optimizer::step_on_device(std::size_t offset, std::span<float> w, std::span<const float> g) {
@@ -130,7 +178,13 @@ void Optimizer::step_on_device(std::size_t offset, std::span<float> w, std::span
     if (d.offset != offset) continue;
     GRADMESH_CHECK_EQ(w.size(), d.velocity.size(), "Optimizer::step_on_device: range size");
     const SgdOptions o = options();
+    const std::uint64_t t = t_.load(std::memory_order_relaxed);
     for_each_decay_segment(offset, w.size(), [&](std::size_t b, std::size_t e, float decay) {
+      if (adam_) {
+        d.backend->adam_step(w.data() + b, g.data() + b, d.velocity.data() + b, d.second.data() + b,
+                             e - b, *adam_, adam_step_scalars(*adam_, t, o.lr, decay));
+        return;
+      }
       SgdOptions segment = o;
       segment.weight_decay = decay;
       d.backend->sgd_step(w.data() + b, g.data() + b, d.velocity.data() + b, e - b, segment);
@@ -146,15 +200,25 @@ void Optimizer::save_state(engine::StateWriter& out) {
   for (DeviceRange& d : device_) {
     d.backend->copy_to_host(velocity_.data() + d.offset, d.velocity.data(),
                             d.velocity.size() * sizeof(float));
+    if (adam_) {
+      d.backend->copy_to_host(second_.data() + d.offset, d.second.data(),
+                              d.second.size() * sizeof(float));
+    }
   }
   out.write_floats(velocity_);
+  if (adam_) out.write_floats(second_);
 }
 
 void Optimizer::load_state(engine::StateReader& in) {
   in.read_floats(velocity_);
+  if (adam_) in.read_floats(second_);
   for (DeviceRange& d : device_) {
     d.backend->copy_to_device(d.velocity.data(), velocity_.data() + d.offset,
                               d.velocity.size() * sizeof(float));
+    if (adam_) {
+      d.backend->copy_to_device(d.second.data(), second_.data() + d.offset,
+                                d.second.size() * sizeof(float));
+    }
     d.backend->synchronize();
   }
 }

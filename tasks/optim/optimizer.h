@@ -10,17 +10,23 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include "engine/checkpoint.h"
 #include "tasks/backend.h"
+#include "tasks/optim/adam.h"
 #include "tasks/optim/sgd.h"
 
 namespace gradmesh::tasks {
 
-/// SGD with momentum and weight decay over a model of `parameter_count` floats.
+/// SGD with momentum and weight decay, or Adam / AdamW (tasks/optim/adam.h), over a model of
+/// `parameter_count` floats: the node's one optimizer state, whatever scheme steps a range. Under
+/// PS the KV shard's owner steps its chunks with it, so Adam's moments are sharded with the KV
+/// chunks as the velocity is.
 ///
 /// `offset` arguments are float offsets into Model::parameters() (Model::parameter_offset(l) for
 /// a layer, KvChunk::offset for a KV chunk): the velocity used is velocity()[offset, offset +
@@ -43,13 +49,29 @@ namespace gradmesh::tasks {
 /// Checkpoints (engine::Checkpointable; Poseidon arXiv'15 sec. 4.4, "all model/solver states"): the
 /// state is the velocity of every parameter, host and device ranges alike (device ranges are
 /// downloaded to save and uploaded on load). Under PS a node's velocity of the KV chunks it owns
-/// is the shard's solver state; of the other chunks it is unused, and saved all the same.
+/// is the shard's solver state; of the other chunks it is unused, and saved all the same. Adam
+/// writes its second moment after the first (an SGD checkpoint's form is unchanged).
 class Optimizer final : public engine::Checkpointable {
  public:
   /// Throws gradmesh::ConfigError naming the option for a bad lr, momentum or weight decay.
-  Optimizer(SgdOptions options, std::size_t parameter_count);
+  /// `adam`: Adam or AdamW (tasks/optim/adam.h) instead of SGD: options.lr and .weight_decay
+  /// still apply, .momentum does not; the state is then the first moment (velocity()) and the
+  /// second, and each step's bias correction uses set_step()'s t. Throws ConfigError naming
+  /// optimizer.beta1 / .beta2 / .eps for a value out of range.
+  Optimizer(SgdOptions options, std::size_t parameter_count,
+            std::optional<AdamOptions> adam = std::nullopt);
 
-  /// w -= lr v, v = mu v + g + wd w (Sgd::step) with the velocity at `offset`. Throws
+  /// Adam or AdamW (else SGD with momentum).
+  [[nodiscard]] bool adam() const noexcept { return adam_.has_value(); }
+  /// The Adam options (adam() only).
+  [[nodiscard]] const std::optional<AdamOptions>& adam_options() const noexcept { return adam_; }
+  /// Adam's step t (1-based) for the bias corrections of the steps from now on: the job's
+  /// iteration + 1, set between iterations as set_lr (every range steps once an iteration under
+  /// the BSP strategies). Default 1. Ignored by SGD. Thread-safe (an atomic store).
+  void set_step(std::uint64_t t) noexcept { t_.store(t == 0 ? 1 : t, std::memory_order_relaxed); }
+
+  /// w -= lr v, v = mu v + g + wd w (Sgd::step) with the velocity at `offset` (Adam: adam_update
+  /// with the moments at `offset`). Throws
   /// gradmesh::ContractError when sizes differ, the range leaves the model or it overlaps a range
   /// kept on the device.
   void step(std::size_t offset, std::span<float> w, std::span<const float> g);
@@ -141,8 +163,11 @@ class Optimizer final : public engine::Checkpointable {
   struct DeviceRange {
     Backend* backend;
     std::size_t offset;
-    Buffer<float> velocity;  // device memory, velocity.size() floats
+    Buffer<float> velocity;  // device memory, velocity.size() floats (Adam: the first moment)
+    Buffer<float> second;    // Adam: the second moment there; empty for SGD
   };
+  /// Adam on host floats [offset, offset + w.size()) with gradient g.
+  void adam_step(std::size_t offset, std::span<float> w, std::span<const float> g);
 
   [[nodiscard]] std::span<float> velocity_at(std::size_t offset, std::size_t size);
 
@@ -152,6 +177,9 @@ class Optimizer final : public engine::Checkpointable {
   std::atomic<float> lr_;
   std::vector<float> velocity_;
   std::vector<DeviceRange> device_;  // set up by keep_on_device(); few entries (one per layer)
+  std::optional<AdamOptions> adam_;
+  std::vector<float> second_;  // Adam's second moment (empty for SGD)
+  std::atomic<std::uint64_t> t_{1};
 };
 
 }  // namespace gradmesh::tasks

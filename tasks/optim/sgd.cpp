@@ -58,13 +58,18 @@ void Sgd::step_sum(std::span<float> w, std::span<const std::span<const float>> g
   GRADMESH_CHECK(!grads.empty(), "Sgd::step_sum: no gradients");
   GRADMESH_CHECK_EQ(scratch.size(), w.size(), "Sgd::step_sum: scratch size");
   for (const auto& g : grads) GRADMESH_CHECK_EQ(g.size(), w.size(), "Sgd::step_sum: gradient size");
+  sum_gradients(grads, scale, scratch);
+  step(w, scratch, velocity, lr);
+}
+
+void sum_gradients(std::span<const std::span<const float>> grads, float scale,
+                   std::span<float> scratch) noexcept {
   std::copy(grads[0].begin(), grads[0].end(), scratch.begin());
   for (std::size_t k = 1; k < grads.size(); ++k) {
     const float* g = grads[k].data();
     for (std::size_t i = 0; i < scratch.size(); ++i) scratch[i] += g[i];
   }
   for (float& s : scratch) s *= scale;
-  step(w, scratch, velocity, lr);
 }
 
 }  // namespace gradmesh::tasks

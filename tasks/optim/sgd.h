@@ -23,6 +23,11 @@ struct SgdOptions {
 void sgd_update(float* w, const float* g, float* velocity, std::size_t n,
                 const SgdOptions& options) noexcept;
 
+/// scratch = scale * (grads[0] + grads[1] + ...), summed in the given order (the same bits on
+/// every node), then scaled. Sizes are the caller's (checked by Sgd::step_sum). No allocation.
+void sum_gradients(std::span<const std::span<const float>> grads, float scale,
+                   std::span<float> scratch) noexcept;
+
 /// PyTorch-style SGD: g' = g + wd * w; v = mu * v + g'; w -= lr * v (v starts at 0, which gives
 /// PyTorch's first step v = g'). Stateless apart from its options: the caller owns the velocity
 /// buffer, so one Sgd may step many disjoint slices (one per layer or KV chunk) concurrently.

@@ -95,6 +95,10 @@ class EmulatedDevice : public Backend {
                 const SgdOptions& options) override {
     cpu_.sgd_step(w, g, velocity, n, options);
   }
+  void adam_step(float* w, const float* g, float* m, float* v, std::size_t n,
+                 const AdamOptions& options, const AdamStep& step) override {
+    cpu_.adam_step(w, g, m, v, n, options, step);
+  }
   void max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g, float* y,
                         std::uint32_t* argmax) override {
     cpu_.max_pool_forward(x, planes, g, y, argmax);

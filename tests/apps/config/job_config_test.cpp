@@ -368,7 +368,8 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   const JobConfig a = parse(kMinimal, {"net.max_send_rate=100mbit", "optimizer.lr=0.1",
                                        "job.name=tab\there \"quoted\"", "net.connect_timeout=30"});
   const std::string text = a.canonical_text();
-  CHECK_THAT(text, Catch::Contains("[optimizer]\nbatch_size = 64\nlr = 0.1\nmomentum = 0.9\n"));
+  CHECK_THAT(text, Catch::Contains("[optimizer]\nalgorithm = \"sgd\"\nbatch_size = 64\nbeta1 = "
+                                   "0.9\nbeta2 = 0.999\neps = 1e-08\nlr = 0.1\nmomentum = 0.9\n"));
   CHECK_THAT(text, Catch::Contains("connect_timeout = 30.0\n"));
   CHECK_THAT(text, Catch::Contains("max_send_rate = 12500000.0\n"));
   CHECK_THAT(text, Catch::Contains("[sync]\nstrategy = \"auto\"\n\n[sync.ako]\n"));
@@ -377,7 +378,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 50);
+  CHECK(keys.size() == 54);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -418,6 +419,10 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "optimizer.momentum=0.8",
       "optimizer.weight_decay=0.001",
       "optimizer.weight_decay_exclude=true",
+      "optimizer.algorithm=adamw",
+      "optimizer.beta1=0.8",
+      "optimizer.beta2=0.99",
+      "optimizer.eps=1e-6",
       "optimizer.schedule=cosine",
       "sync.ako.bandwidth=1gbit",
       "sync.ako.partitions=2",

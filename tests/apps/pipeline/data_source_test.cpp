@@ -4,11 +4,14 @@
 #include "apps/pipeline/data_source.h"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "apps/config/job_config.h"
 #include "apps/pipeline/job_options.h"
+#include "apps/pipeline/pipeline.h"
 #include "tasks/data/synthetic.h"
 
 using namespace gradmesh;
@@ -64,4 +67,64 @@ TEST_CASE("data.shape and data.classes belong to synthetic data, and give its in
                       Catch::StartsWith(key + " applies to data.dataset = \"synthetic\"") &&
                           Catch::Contains("\"fashion-mnist\" has its own"));
   }
+}
+
+TEST_CASE("optimizer.algorithm gives Adam's options and is refused with ako, naming both keys",
+          "[pipeline][config]") {
+  const std::string layers = "[model]\nlayers = [\"dense:10\"]\n";
+  const auto parse = [&](const std::vector<std::string>& overrides) {
+    return app::parse_job_config(layers, "x.toml", overrides);
+  };
+  CHECK_FALSE(app::adam_options(parse({})));
+  const auto adamw = app::adam_options(
+      parse({"optimizer.algorithm=adamw", "optimizer.beta2=0.99", "optimizer.eps=1e-6"}));
+  REQUIRE(adamw);
+  CHECK(adamw->decoupled);
+  CHECK(adamw->beta1 == 0.9f);
+  CHECK(adamw->beta2 == 0.99f);
+  CHECK(adamw->eps == 1e-6f);
+  CHECK_FALSE(app::adam_options(parse({"optimizer.algorithm=adam"}))->decoupled);
+  CHECK_NOTHROW(app::check_optimizer_keys(parse({"optimizer.algorithm=adam"})));
+  CHECK_NOTHROW(app::check_optimizer_keys(parse({"sync.strategy=ako"})));
+  CHECK_THROWS_WITH(
+      app::check_optimizer_keys(parse({"optimizer.algorithm=adam", "sync.strategy=ako"})),
+      Catch::StartsWith("optimizer.algorithm = \"adam\" with sync.strategy = \"ako\""));
+}
+
+TEST_CASE("a model given in C++ replaces model.layers, graphs too, and is checked as it",
+          "[pipeline][graph]") {
+  // One node (no peers): the Pipeline builds its model from the specs at set_source.
+  const auto dir = std::filesystem::temp_directory_path() / "gradmesh-cpp-model";
+  std::filesystem::create_directories(dir);
+  const auto config = dir / "job.toml";
+  std::ofstream(config) << "[job]\nname = \"cpp-model\"\n[data]\ndataset = \"synthetic\"\n"
+                           "shape = [2, 6, 6]\nclasses = 4\n[model]\nlayers = [\"dense:4\", "
+                           "\"softmax_cross_entropy\"]\n[optimizer]\nbatch_size = 8\n";
+  const tasks::SyntheticTask task(tasks::Shape{2, 6, 6}, 4, 3);
+  std::vector<tasks::LayerSpec> graph = {tasks::parse_layer_spec("stem = conv2d:4:3:1:1"),
+                                         {"relu"},
+                                         tasks::parse_layer_spec("conv2d:4:3:1:1"),
+                                         tasks::parse_layer_spec("add <- stem"),
+                                         {"global_avg_pool"},
+                                         {"dense", 4},
+                                         {"softmax_cross_entropy"}};
+  graph[2].name = "branch";
+  graph[3].inputs.push_back("branch");  // "add <- stem branch", built field by field
+  app::NodeOptions options;
+  options.config = config;
+  {
+    app::Pipeline pipeline(options);
+    pipeline.set_source(std::make_unique<app::SyntheticSource>(task, 64), graph);
+    CHECK(pipeline.model().num_layers() == 6);
+    CHECK(pipeline.model().layer(3).kind() == "add");
+    CHECK(pipeline.config().model.layers ==
+          std::vector<std::string>{"stem = conv2d:4:3:1:1", "relu", "branch = conv2d:4:3:1:1",
+                                   "add <- stem branch", "global_avg_pool", "dense:4",
+                                   "softmax_cross_entropy"});
+  }
+  app::Pipeline bad(options);
+  graph.pop_back();  // no loss
+  CHECK_THROWS_WITH(bad.set_source(std::make_unique<app::SyntheticSource>(task, 64), graph),
+                    Catch::Contains("expected the last entry to be 'softmax_cross_entropy'"));
+  std::filesystem::remove_all(dir);
 }

@@ -35,7 +35,7 @@ InProcNode::InProcNode(const SyntheticJob& job, std::string strategy, std::size_
       batch_(job.batch * data_ranks_.size()),
       model_(tasks::parse_layer_specs(job.layers), job.features, batch_, job.seed,
              job.backend ? job.backend() : nullptr),
-      optimizer_(job.sgd, model_.parameter_count()),
+      optimizer_(job.sgd, model_.parameter_count(), job.adam),
       executor_({1, 1}),
       router_(transport, rank, nodes),
       labels_(batch_) {
@@ -85,6 +85,7 @@ InProcNode::InProcNode(const SyntheticJob& job, std::string strategy, std::size_
 InProcNode::~InProcNode() { executor_.wait_idle(); }
 
 float InProcNode::step() {
+  optimizer_.set_step(job_.first_iteration + ++steps_);  // Adam's t, as the training loop sets it
   executor_.run(graph_);
   return loss_;
 }

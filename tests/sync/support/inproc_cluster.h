@@ -28,6 +28,8 @@ struct SyntheticJob {
   std::size_t batch = 8;  ///< K, per node
   std::uint64_t seed = 7;
   tasks::SgdOptions sgd{0.05f, 0.9f, 0.0f};
+  /// Adam or AdamW instead of SGD (the node's Optimizer), with sgd's lr and weight decay.
+  std::optional<tasks::AdamOptions> adam;
   sync::SyncOptions options;
   /// When set, makes the stage instead of the registry (the strategy name is then ignored).
   std::function<std::unique_ptr<sync::SyncStage>(sync::SyncContext)> factory;
@@ -76,6 +78,7 @@ class InProcNode {
   engine::Graph graph_;
   std::vector<std::int32_t> labels_;
   float loss_ = 0;
+  std::uint64_t steps_ = 0;  // step() calls: Adam's t is first_iteration + steps_
 };
 
 /// n InProcNodes of one strategy on one in-process mesh (started), plus helpers.

@@ -360,6 +360,39 @@ TEST_CASE("CUDA sgd_step and scale equal the CPU's, velocity carried over three 
   check_close(dev.download(dw), w, "scale");
 }
 
+TEST_CASE("CUDA adam_step, copy_rows and accumulate equal the CPU's", "[tasks][cuda]") {
+  const auto gpu = gpu_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend cpu;
+  Device dev{*gpu};
+  for (const bool decoupled : {false, true}) {
+    const AdamOptions o{0.9f, 0.999f, 1e-8f, decoupled};
+    std::vector<float> w = random_floats(4099, 41), m(w.size(), 0.0f), v(w.size(), 0.0f);
+    Buffer<float> dw = dev.upload(w), dm = dev.upload(m), dv = dev.upload(v);
+    for (std::uint64_t t = 1; t <= 3; ++t) {
+      const std::vector<float> g = random_floats(w.size(), 50 + t);
+      Buffer<float> dg = dev.upload(g);
+      const AdamStep step = adam_step_scalars(o, t, 0.01f, 0.01f);
+      cpu.adam_step(w.data(), g.data(), m.data(), v.data(), w.size(), o, step);
+      gpu->adam_step(dw.data(), dg.data(), dm.data(), dv.data(), w.size(), o, step);
+      gpu->synchronize();  // before dg is freed
+    }
+    check_close(dev.download(dw), w, "adam_step parameters");
+    check_close(dev.download(dm), m, "adam_step first moment");
+    check_close(dev.download(dv), v, "adam_step second moment");
+  }
+  // Channel concatenation's strided copy, and a graph's gradient sums.
+  const std::vector<float> a = random_floats(6 * 5, 61), b = random_floats(6 * 5, 62);
+  std::vector<float> rows(6 * 8, 0.0f), sum = a;
+  Buffer<float> da = dev.upload(a), db = dev.upload(b), drows = dev.upload(rows);
+  cpu.copy_rows(rows.data() + 3, 8, a.data(), 5, 5, 6);
+  gpu->copy_rows(drows.data() + 3, 8, da.data(), 5, 5, 6);
+  check_close(dev.download(drows), rows, "copy_rows");
+  cpu.accumulate(sum.data(), b.data(), sum.size());
+  gpu->accumulate(da.data(), db.data(), sum.size());
+  check_close(dev.download(da), sum, "accumulate");
+}
+
 TEST_CASE("A layer stepped on the CUDA device equals the host step, host reads download it",
           "[tasks][cuda]") {
   auto gpu = gpu_or_skip();
