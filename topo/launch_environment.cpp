@@ -97,6 +97,53 @@ LaunchEnvironment from_slurm(const EnvLookup& env, const Variable& nodelist, std
   return out;
 }
 
+/// An MPI launcher's processes (issue 30: "mpirun -np 2 gradmesh-node --config ... without
+/// --peers silently runs two independent one-node jobs"). Open MPI: OMPI_COMM_WORLD_SIZE,
+/// _RANK, _LOCAL_SIZE; MPICH / Intel MPI (Hydra): PMI_SIZE, PMI_RANK, MPI_LOCALNRANKS.
+std::optional<LaunchEnvironment> from_mpi(const EnvLookup& env, std::uint16_t port,
+                                          std::optional<long long> cli_rank) {
+  struct Names {
+    const char* size;
+    const char* rank;
+    const char* local_size;
+  };
+  for (const Names& n :
+       {Names{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+        Names{"PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS"}}) {
+    if (!env(n.size)) continue;
+    const std::string why = "an MPI launch gives the job's size and this process's rank";
+    const long long size = integer(env, n.size, 1, 65535, why);
+    if (size == 1) return std::nullopt;  // one process: a one-node job, as without a launcher
+    const auto local = env(n.local_size);
+    if (!local || *local != std::to_string(size)) {
+      throw ConfigError(
+          std::string(n.size) + "='" + std::to_string(size) + "'" +
+          (local ? std::string(" but ") + n.local_size + "='" + *local + "'" : std::string()) +
+          ": an MPI launch of " + std::to_string(size) +
+          " processes on several hosts (or hosts not known), whose addresses are not in its "
+          "environment; pass the same --peers HOST:PORT,... or --peers-file FILE to every "
+          "rank, or launch with srun (SLURM). Without them each process would train alone");
+    }
+    if (port + size - 1 > 65535) {
+      throw ConfigError(std::string(n.size) + "='" + std::to_string(size) + "' with net.port " +
+                        std::to_string(port) + ": the ports net.port..net.port+" +
+                        std::to_string(size - 1) + " pass 65535");
+    }
+    std::vector<Peer> peers;
+    for (long long r = 0; r < size; ++r) {
+      peers.push_back(Peer{"127.0.0.1", static_cast<std::uint16_t>(port + r)});
+    }
+    LaunchEnvironment out;
+    out.peers = PeerList(std::move(peers));
+    out.rank = resolve_rank(cli_rank, env, out.peers.size(), {n.rank});
+    out.source = std::string(n.size) + "=" + std::to_string(size) + " on one host (" +
+                 n.local_size + "): rank r on 127.0.0.1:(net.port + r), ports " +
+                 std::to_string(port) + ".." + std::to_string(port + size - 1);
+    return out;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<LaunchEnvironment> launch_environment(const EnvLookup& env, std::uint16_t port,
@@ -106,7 +153,7 @@ std::optional<LaunchEnvironment> launch_environment(const EnvLookup& env, std::u
   if (env("TORCHELASTIC_RUN_ID")) return from_torchrun(env, cli_rank);
   if (nodelist) return from_slurm(env, *nodelist, port, cli_rank);
   if (env("MASTER_ADDR") || env("WORLD_SIZE")) return from_torchrun(env, cli_rank);
-  return std::nullopt;
+  return from_mpi(env, port, cli_rank);
 }
 
 }  // namespace gradmesh::topo

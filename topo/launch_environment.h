@@ -1,6 +1,7 @@
 #pragma once
 // The peer list and this node's rank from a launcher's environment (SLURM's srun, torchrun or a
-// torchrun-style script), for nodes started without --peers / --peers-file (README "Launching").
+// torchrun-style script, mpirun on one host), for nodes started without --peers / --peers-file
+// (README "Launching").
 
 #include <cstdint>
 #include <optional>
@@ -33,6 +34,12 @@ struct LaunchEnvironment {
 ///    node per host of the list (expand_hostlist), each on HOST:`port` (net.port), rank from
 ///    `SLURM_PROCID`. The step's task count (`SLURM_STEP_NUM_TASKS`, else `SLURM_NTASKS`), when
 ///    set, must equal the number of hosts (srun --ntasks-per-node=1).
+/// 3. **MPI** (mpirun / mpiexec: Open MPI's `OMPI_COMM_WORLD_SIZE`, `_RANK`, `_LOCAL_SIZE`, else
+///    Hydra's (MPICH, Intel MPI) `PMI_SIZE`, `PMI_RANK`, `MPI_LOCALNRANKS`): a size of 1 is a
+///    one-node job; every process on one host (the local size equals the size) gives rank r on
+///    127.0.0.1:(`port` + r), rank from the MPI rank; several hosts (or no local size) are an
+///    error naming the variables and saying to pass --peers / --peers-file or use srun — never
+///    n independent one-node jobs.
 ///
 /// `cli_rank` (--rank), when given, overrides the environment's rank. Throws ConfigError naming
 /// the variable and its value when one is missing, malformed or inconsistent, or the rank is out

@@ -113,14 +113,16 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
     }
     return s.str();
   };
-  // Widths fit the longest names and shapes of the CNN config ("max_pool2d12",
-  // "32x14x14->64x14x14"); the scheme column the longest scheme ("allreduce fp16 b12").
-  int scheme_width = 14;
+  // The name, shape and scheme columns fit their longest entries ("global_avg_pool70",
+  // "32x14x14->64x14x14", "allreduce fp16 b12"), at least the CNN config's widths.
+  int name_width = 13, shape_width = 20, scheme_width = 14;
   for (const sync::LayerPlan& row : plan) {
+    name_width = std::max(name_width, static_cast<int>(row.name.size()) + 1);
+    shape_width = std::max(shape_width, static_cast<int>(row.shape.size()) + 1);
     scheme_width = std::max(scheme_width, static_cast<int>(row.scheme.size()) + 1);
   }
-  out << std::left << std::setw(7) << "layer" << std::setw(13) << "name" << std::setw(20) << "shape"
-      << std::right << std::setw(11) << "parameters"
+  out << std::left << std::setw(7) << "layer" << std::setw(name_width) << "name"
+      << std::setw(shape_width) << "shape" << std::right << std::setw(11) << "parameters"
       << "  " << std::left << std::setw(scheme_width) << "scheme" << std::right << std::setw(12)
       << "PS floats" << std::setw(12) << "SFB floats" << std::setw(8) << "chunks" << std::setw(17)
       << "bytes sent/iter" << std::setw(10) << "comm ms" << std::setw(12) << "compute ms"
@@ -128,9 +130,9 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
   double total = 0;
   std::size_t params = 0;
   for (const sync::LayerPlan& row : plan) {
-    out << std::left << std::setw(7) << row.layer << std::setw(13) << row.name << std::setw(20)
-        << row.shape << std::right << std::setw(11) << row.parameters << "  " << std::left
-        << std::setw(scheme_width) << row.scheme << std::right << std::setw(12)
+    out << std::left << std::setw(7) << row.layer << std::setw(name_width) << row.name
+        << std::setw(shape_width) << row.shape << std::right << std::setw(11) << row.parameters
+        << "  " << std::left << std::setw(scheme_width) << row.scheme << std::right << std::setw(12)
         << (row.parameters ? floats(row.ps_floats) : "-") << std::setw(12)
         << (row.sfb_floats > 0 ? floats(row.sfb_floats) : "-") << std::setw(8) << row.chunks
         << std::setw(17) << std::fixed << std::setprecision(0) << row.predicted_bytes_sent
@@ -141,8 +143,9 @@ std::string format_plan(const std::vector<sync::LayerPlan>& plan) {
     total += row.predicted_bytes_sent;
     params += row.parameters;
   }
-  out << std::left << std::setw(40) << "total" << std::right << std::setw(11) << params
-      << std::setw(51 + scheme_width) << std::fixed << std::setprecision(0) << total << '\n';
+  out << std::left << std::setw(7 + name_width + shape_width) << "total" << std::right
+      << std::setw(11) << params << std::setw(51 + scheme_width) << std::fixed
+      << std::setprecision(0) << total << '\n';
   out << "(PS / SFB floats: per node per iteration by Poseidon ATC'17 Table 1 with P1 = P2 = "
          "nodes;\n"
          " bytes sent/iter: this node's payload + frame headers under the chosen schemes;\n"

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 
 #include <catch2/catch.hpp>
 
@@ -131,4 +132,41 @@ TEST_CASE("torchrun-style errors name the variable, several hosts are refused", 
   CHECK_THROWS_WITH(env.launch(1), Catch::StartsWith("MASTER_ADDR is not set"));
   env.variables = {{"MASTER_ADDR", "h"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29500"}};
   CHECK_THROWS_WITH(env.launch(1), Catch::Contains("no rank: pass --rank R or set RANK"));
+}
+
+TEST_CASE("MPI on one host: rank r on 127.0.0.1:(net.port + r), the MPI rank", "[topo][launch]") {
+  for (const auto& [size, rank, local] :
+       {std::tuple{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+        std::tuple{"PMI_SIZE", "PMI_RANK", "MPI_LOCALNRANKS"}}) {
+    INFO(size);
+    FakeEnvironment env;
+    env.variables = {{size, "3"}, {rank, "2"}, {local, "3"}};
+    const auto launch = env.launch(29600);
+    REQUIRE(launch);
+    REQUIRE(launch->peers.size() == 3);
+    CHECK(launch->peers[0].host == "127.0.0.1");
+    CHECK(launch->peers[0].port == 29600);
+    CHECK(launch->peers[2].port == 29602);
+    CHECK(launch->rank.rank == 2);
+    CHECK_THAT(launch->source, Catch::Contains(std::string(size) + "=3 on one host"));
+    // One process: a one-node job, as without a launcher.
+    FakeEnvironment one;
+    one.variables = {{size, "1"}, {rank, "0"}};
+    CHECK_FALSE(one.launch());
+  }
+}
+
+TEST_CASE("MPI on several hosts, or with no local size, is refused: never n one-node jobs",
+          "[topo][launch]") {
+  FakeEnvironment several;
+  several.variables = {{"OMPI_COMM_WORLD_SIZE", "4"},
+                       {"OMPI_COMM_WORLD_RANK", "1"},
+                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
+  CHECK_THROWS_WITH(several.launch(), Catch::StartsWith("OMPI_COMM_WORLD_SIZE='4' but "
+                                                        "OMPI_COMM_WORLD_LOCAL_SIZE='2'") &&
+                                          Catch::Contains("--peers HOST:PORT") &&
+                                          Catch::Contains("train alone"));
+  FakeEnvironment unknown;
+  unknown.variables = {{"PMI_SIZE", "2"}, {"PMI_RANK", "0"}};
+  CHECK_THROWS_WITH(unknown.launch(), Catch::StartsWith("PMI_SIZE='2': an MPI launch of 2"));
 }

@@ -115,3 +115,16 @@ TEST_CASE("nodes started with torchrun's variables run on MASTER_ADDR, rank from
       },
       "MASTER_ADDR='127.0.0.1'");
 }
+
+TEST_CASE("nodes started as mpirun starts them on one host run as one job, rank from the MPI rank",
+          "[e2e][launch]") {
+  // Open MPI's variables for 2 processes on this host: ports net.port and net.port + 1.
+  const int port = base_of_free_ports(2) + 1;
+  run_two_nodes(
+      "launch-mpi", {"--set", "net.port=" + std::to_string(port)},
+      [](int r) {
+        return std::vector<std::string>{"OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
+                                        "OMPI_COMM_WORLD_RANK=" + std::to_string(r)};
+      },
+      "OMPI_COMM_WORLD_SIZE=2 on one host");
+}
