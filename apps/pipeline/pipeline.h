@@ -136,8 +136,9 @@ class Pipeline {
   /// C++ through the API"): a stack or a graph of LayerSpecs (tasks/layers/layer_spec.h; a
   /// graph's entries carry their name and inputs), ending in softmax_cross_entropy. The specs
   /// replace model.layers in this node's config, in canonical text (to_string), so the config
-  /// hash the nodes compare at the handshake, the metrics and --verbose's effective config all
-  /// show the model that runs: every node must build the same one. Throws ConfigError naming
+  /// hash the nodes compare at the handshake and config() show the model that runs: every node
+  /// must build the same one (the start-up line's hash and --verbose's effective config, printed
+  /// at construction, are the file's). Throws ConfigError naming
   /// model.layers[i] for a bad list or graph, ContractError as set_source.
   void set_source(std::unique_ptr<DataSource> source, const std::vector<tasks::LayerSpec>& layers);
   /// Appends a pre-processing task (after the source and the earlier ones, before forward_0).

@@ -121,7 +121,8 @@ PsScheme::PsScheme(const SyncContext& ctx, LaneRouter& router,
   for (const topo::KvChunk& chunk : placement_.chunks()) {
     CodedChunk& c = coded_[chunk.id];
     const bool owned = chunk.owner == ctx_.rank;
-    const bool on_device = !owned && device_pushes();
+    const bool on_device = !owned && ctx_.model.on_device() && chunk.size >= kMinDeviceChunkFloats;
+    device_pushes_ = device_pushes_ || on_device;
     c.codec = std::make_unique<compress::Codec>(wire, chunk.size, 1.0, !owned && !on_device);
     if (on_device) {
       c.device_codec = std::make_unique<compress::DeviceCodec>(ctx_.model.backend(), wire,

@@ -83,8 +83,9 @@ inline constexpr std::string_view kPsInt8Scheme = "ps_int8";
 /// encoding (compress::encoded_bytes) in both phases, on the lanes kv_push_coded and
 /// kv_broadcast_coded. A malformed encoding is rejected through the router, counted, logged and
 /// dropped (its size and Codec::check, before it reaches a sum or a replica). On a device model
-/// (compute.device = "cuda") a node encodes its pushes on the device (compress::DeviceCodec: the
-/// same bytes and residual, bit for bit; only the encoding is downloaded), so the push tasks run
+/// (compute.device = "cuda") a node encodes its pushes of at least kMinDeviceChunkFloats floats on
+/// the device (compress::DeviceCodec: the same bytes and residual, bit for bit; only the
+/// encoding is downloaded; smaller chunks from the host copy, as on a CPU), so the push tasks run
 /// on the Model's thread and hand the owner's own chunks' reduction to the network arena; the
 /// owner's side (the sum, the step, the encoded change) stays on the host.
 ///
@@ -94,6 +95,11 @@ inline constexpr std::string_view kPsInt8Scheme = "ps_int8";
 /// delivery thread (internally locked).
 class PsScheme final : public Scheme {
  public:
+  /// On a device model, a pushed chunk of fewer floats is encoded from the host copy on the host:
+  /// a device encode costs a few kernel launches and two synchronous downloads, tens of
+  /// microseconds, more than the host's encode of so few floats (a few ns a float here).
+  static constexpr std::size_t kMinDeviceChunkFloats = 16384;
+
   /// `layers`: the layers (with parameters) this scheme synchronises; `chunk_floats`: the KV chunk
   /// size; `wire`: kNone (floats), or the codec of compressed PS with `start_iteration`
   /// uncompressed iterations first. Routes the kv_push and kv_broadcast lanes on `router` (the
@@ -157,9 +163,9 @@ class PsScheme final : public Scheme {
   [[nodiscard]] std::span<float> replica(std::size_t chunk) const;
   void arrive(std::size_t chunk, std::uint64_t round, std::size_t from);
   [[nodiscard]] bool coded() const noexcept { return wire_ != compress::CodecKind::kNone; }
-  /// Pushes are encoded on the device (compressed PS on a device model): push tasks then run on
-  /// the Model's thread.
-  [[nodiscard]] bool device_pushes() const noexcept { return coded() && ctx_.model.on_device(); }
+  /// Some pushes are encoded on the device (compressed PS on a device model, a chunk of at
+  /// least kMinDeviceChunkFloats): push tasks then run on the Model's thread.
+  [[nodiscard]] bool device_pushes() const noexcept { return device_pushes_; }
 
   const SyncContext& ctx_;
   LaneRouter& router_;
@@ -171,6 +177,7 @@ class PsScheme final : public Scheme {
   LayerArrivals arrivals_;
   // Compressed only: by chunk id; by model layer (iterations pushed, the figures and names).
   std::vector<CodedChunk> coded_;
+  bool device_pushes_ = false;  // some chunk's device_codec is set
   std::vector<std::uint64_t> done_;
   std::vector<compress::CompressionFigures> figures_;  // under figures_mutex_
   std::vector<std::string> names_;

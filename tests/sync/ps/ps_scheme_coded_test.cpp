@@ -271,31 +271,53 @@ TEST_CASE("compressed PS: stop and resume equals the uninterrupted run bitwise",
   }
 }
 
+namespace {
+
+/// A job with a layer large enough for device pushes: dense:1400 on 12 features is 18,200
+/// floats, in KV chunks of PsScheme::kMinDeviceChunkFloats: one of 16,384 floats (encoded on the
+/// device by the nodes that push it), the rest smaller (from the host copy). The dense layers
+/// stay at 0, 2 and 4, where compressed_job fixes the scheme.
+SyntheticJob device_coded_job(const std::string& method, std::int64_t start_iteration = 0) {
+  SyntheticJob job = testing::compressed_job(
+      scheme_of(method),
+      {{"compression.method", method},
+       {"compression.start_iteration", start_iteration},
+       {"ps.chunk_bytes", static_cast<std::int64_t>(4 * sync::PsScheme::kMinDeviceChunkFloats)}});
+  job.layers = {"dense:1400", "relu", "dense:16", "relu", "dense:4", "softmax_cross_entropy"};
+  return job;
+}
+
+}  // namespace
+
 TEST_CASE("compressed PS on a device model trains as on the host, and resumes across them",
           "[ps][compress][inproc][device][checkpoint]") {
   // The model on the reference device (the emulated device with the codec kernels): each pushed
-  // chunk is encoded by the device codec from the device's gradient, after two warm-up
-  // iterations as floats. The replicas are the host run's bits; a host checkpoint resumes on the
-  // device (the residuals' form is shared) to the uninterrupted host run's bits.
+  // chunk of at least kMinDeviceChunkFloats is encoded by the device codec from the device's
+  // gradient, the others from the host copy, after two warm-up iterations as floats. The
+  // replicas are the host run's bits; a host checkpoint resumes on the device (the residuals'
+  // form is shared) to the uninterrupted host run's bits.
   const std::size_t nodes = 3;
   for (const std::string method : {"fp16", "bf16", "int8"}) {
     INFO(method);
-    const SyntheticJob job = coded_job(method, 2);
+    const SyntheticJob job = device_coded_job(method, 2);
     SyntheticJob on_device = job;
     on_device.backend = [] { return std::make_unique<testing::ReferenceCodecDevice>(); };
     InProcCluster host(job, "auto", nodes), device(on_device, "auto", nodes);
     host.train(kIterations);
     device.train(kIterations);
     REQUIRE(device.node(0).model().on_device());
+    std::size_t device_encodes = 0;
     for (std::size_t r = 0; r < nodes; ++r) {
       INFO("rank " << r);
       CHECK(parameters(device, r) == parameters(host, r));
-      // The device codec encoded (a DeviceCodec, not the host copy's codec).
-      CHECK(dynamic_cast<testing::ReferenceCodecDevice&>(device.node(r).model().backend())
-                .encodes.load() > 0);
+      device_encodes +=
+          dynamic_cast<testing::ReferenceCodecDevice&>(device.node(r).model().backend())
+              .encodes.load();
     }
+    // The large chunk's pushers encoded it with a DeviceCodec, not the host copy's codec.
+    CHECK(device_encodes > 0);
   }
-  const SyntheticJob job = coded_job("int8");
+  const SyntheticJob job = device_coded_job("int8");
   InProcCluster whole(job, "auto", nodes), first(job, "auto", nodes);
   whole.train(kIterations);
   first.train(kIterations / 2);
