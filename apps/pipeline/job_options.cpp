@@ -31,9 +31,11 @@ std::optional<tasks::AdamOptions> adam_options(const JobConfig& config) {
 }
 
 void check_optimizer_keys(const JobConfig& config) {
-  if (config.optimizer.algorithm != "sgd" && config.sync.strategy == "ako") {
+  // An asynchronous strategy (ako) applies its peers' updates, not gradients an optimizer steps.
+  if (config.optimizer.algorithm != "sgd" && !sync::strategy_traits(config.sync.strategy).bsp) {
     throw ConfigError("optimizer.algorithm = \"" + config.optimizer.algorithm +
-                      "\" with sync.strategy = \"ako\": Ako sends and applies its peers' updates "
+                      "\" with sync.strategy = \"" + config.sync.strategy +
+                      "\": Ako sends and applies its peers' updates "
                       "(SGD's, momentum folded in), not gradients an optimizer steps; use "
                       "optimizer.algorithm = \"sgd\" with ako, or a BSP strategy (ps, poseidon, "
                       "allreduce, auto, none) with Adam");

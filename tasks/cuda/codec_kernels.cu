@@ -10,22 +10,14 @@
 #include <climits>
 
 #include "tasks/cuda/codec_kernels.h"
+#include "tasks/cuda/launch.cuh"
 
 namespace gradmesh::tasks::cuda::kernels {
 namespace {
 
-constexpr unsigned kThreads = 256;
-
-unsigned blocks_for(std::size_t n, std::size_t most = 65535u * 16u) {
-  const std::size_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < most ? (b == 0 ? 1 : b) : most);
-}
-
-#define GM_FOR(i, n)                                                                             \
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-
-cudaError_t launched() { return cudaGetLastError(); }
+using detail::blocks_for;
+using detail::kThreads;
+using detail::launched;
 
 // ---- the host's conversions (codec.cpp), bit for bit ----
 

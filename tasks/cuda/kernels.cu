@@ -3,23 +3,16 @@
 // backward gather), so those results match the CPU bit for bit; the rest match within rounding.
 
 #include "tasks/cuda/kernels.h"
+#include "tasks/cuda/launch.cuh"
 
 #include <cmath>
 
 namespace gradmesh::tasks::cuda::kernels {
 namespace {
 
-constexpr unsigned kThreads = 256;
-
-unsigned blocks_for(std::size_t n) {
-  const std::size_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535u * 16u ? (b == 0 ? 1 : b) : 65535u * 16u);
-}
-
-/// Grid-stride loop over [0, n).
-#define GM_FOR(i, n)                                                                             \
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+using detail::blocks_for;
+using detail::kThreads;
+using detail::launched;
 
 __global__ void broadcast_rows_kernel(const float* row, std::size_t rows, std::size_t cols,
                                       float* y) {
@@ -71,41 +64,6 @@ __global__ void fill_kernel(float* dst, std::size_t n, float value) {
 
 __global__ void scale_kernel(float* x, std::size_t n, float alpha) {
   GM_FOR(i, n) { x[i] = __fmul_rn(x[i], alpha); }
-}
-
-// Sgd::step (tasks/optim/sgd.h, sgd_update): the _rn intrinsics round each operation on its own,
-// so nvcc does not fuse them into FMAs and every element gets the host loop's bits.
-__global__ void sgd_step_kernel(float* w, const float* g, float* velocity, std::size_t n, float lr,
-                                float momentum, float weight_decay) {
-  GM_FOR(i, n) {
-    const float wi = w[i];
-    const float gi = __fadd_rn(g[i], __fmul_rn(weight_decay, wi));
-    const float vi = __fadd_rn(__fmul_rn(momentum, velocity[i]), gi);
-    velocity[i] = vi;
-    w[i] = __fsub_rn(wi, __fmul_rn(lr, vi));
-  }
-}
-
-// adam_update (tasks/optim/adam.h): the host loop's operations in its order, each rounded alone.
-__global__ void adam_step_kernel(float* w, const float* g, float* m, float* v, std::size_t n,
-                                 float lr, float wd, float b1, float b2, float eps, bool decoupled,
-                                 float step_size, float root_c2) {
-  const float one_b1 = __fsub_rn(1.0f, b1), one_b2 = __fsub_rn(1.0f, b2);
-  GM_FOR(i, n) {
-    float wi = w[i];
-    float gi = g[i];
-    if (decoupled) {
-      wi = __fsub_rn(wi, __fmul_rn(__fmul_rn(lr, wd), wi));
-    } else {
-      gi = __fadd_rn(gi, __fmul_rn(wd, wi));
-    }
-    const float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(one_b1, gi));
-    const float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(one_b2, gi), gi));
-    m[i] = mi;
-    v[i] = vi;
-    const float denominator = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), root_c2), eps);
-    w[i] = __fsub_rn(wi, __fdiv_rn(__fmul_rn(step_size, mi), denominator));
-  }
 }
 
 // One thread per element of col: (row r = (c k + u) k + v, sample s, position i OW + j).
@@ -411,8 +369,6 @@ __global__ void softmax_cross_entropy_kernel(const float* logits, const std::int
   }
 }
 
-cudaError_t launched() { return cudaGetLastError(); }
-
 }  // namespace
 
 cudaError_t broadcast_rows(const float* row, std::size_t rows, std::size_t cols, float* y,
@@ -464,26 +420,6 @@ cudaError_t fill(float* dst, std::size_t n, float value, cudaStream_t stream) {
 cudaError_t scale(float* x, std::size_t n, float alpha, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, alpha);
-  return launched();
-}
-
-cudaError_t adam_step(float* w, const float* g, float* m, float* v, std::size_t n, float lr,
-                      float weight_decay, float beta1, float beta2, float eps, bool decoupled,
-                      float c1, float c2, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  // The host's scalars: lr / c1 and sqrt(c2), each one rounded float operation.
-  const float step_size = lr / c1;
-  const float root_c2 = std::sqrt(c2);
-  adam_step_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      w, g, m, v, n, lr, weight_decay, beta1, beta2, eps, decoupled, step_size, root_c2);
-  return launched();
-}
-
-cudaError_t sgd_step(float* w, const float* g, float* velocity, std::size_t n, float lr,
-                     float momentum, float weight_decay, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  sgd_step_kernel<<<blocks_for(n), kThreads, 0, stream>>>(w, g, velocity, n, lr, momentum,
-                                                          weight_decay);
   return launched();
 }
 
