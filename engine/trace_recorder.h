@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <filesystem>
 #include <mutex>
@@ -20,6 +21,7 @@ class TraceRecorder final : public Observer {
   struct Entry {
     TaskEvent::Kind kind;
     std::string name;  ///< copied, so entries outlive the graph
+    std::size_t task;  ///< TaskEvent::task: with name and run, pairs a start with its end
     Arena arena;
     std::uint64_t run;
     double seconds;  ///< since the recorder was created
@@ -36,13 +38,24 @@ class TraceRecorder final : public Observer {
   [[nodiscard]] std::optional<double> time_of(TaskEvent::Kind kind, std::string_view name,
                                               std::uint64_t run) const;
   void clear();
-  /// Writes the entries as a Chrome trace (chrome://tracing, Perfetto JSON). Throws gradmesh::Error
-  /// if the file cannot be written.
-  void write_chrome_trace(const std::filesystem::path& path) const;
+  /// Writes the entries as a Chrome trace in its JSON object form (Perfetto, chrome://tracing):
+  /// {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {"rank", "origin_unix_us"}}.
+  /// Each task run is one complete event ("ph": "X"; "ts", "dur" in microseconds since the
+  /// recorder was created; "cat" and args.arena its arena, args.run its run; args.failed when it
+  /// failed, args.unfinished when it never ended and "dur" reaches the last event). Tasks of one
+  /// arena overlap (a deferred network task waits for its peer while others run), and viewers
+  /// need the slices of one thread to nest: each arena's runs are laid on the fewest lanes in
+  /// which none overlap (interval partitioning, first fit by start), lane i of an arena being
+  /// thread "compute i" / "network i" (tid 1 + i, 1001 + i). `pid` is the node's rank, so that
+  /// the traces of a job merge without collisions (scripts/merge-traces, which aligns them by
+  /// origin_unix_us: the wall clock when the recorder was created). Throws gradmesh::Error if the
+  /// file cannot be written.
+  void write_chrome_trace(const std::filesystem::path& path, std::size_t pid = 0) const;
 
  private:
   void record(const TaskEvent& event) noexcept;
   std::chrono::steady_clock::time_point origin_;
+  std::chrono::system_clock::time_point wall_origin_;
   mutable std::mutex mutex_;
   std::vector<Entry> entries_;
 };

@@ -170,9 +170,10 @@ std::unique_ptr<OutgoingFrame> encode_hello(const HelloFields& hello, std::size_
   for (const auto& peer : hello.peers) peers.push_back(builder.CreateString(peer));
   const auto peers_vector = builder.CreateVector(peers);
   const auto job_name = builder.CreateString(hello.job_name);
-  const auto hello_table =
-      schema::CreateHello(builder, hello.protocol_version, static_cast<std::uint32_t>(hello.rank),
-                          job_name, hello.config_hash, peers_vector, hello.view, hello.rejoin);
+  const auto config_text = builder.CreateString(hello.config_text);
+  const auto hello_table = schema::CreateHello(
+      builder, hello.protocol_version, static_cast<std::uint32_t>(hello.rank), job_name,
+      hello.config_hash, peers_vector, hello.view, hello.rejoin, config_text);
   return std::make_unique<OutgoingFrame>(finish(builder, schema::Body::Hello, hello_table.Union()),
                                          Payload(), control_lane, FrameRole::kControl);
 }
@@ -293,6 +294,7 @@ HelloFields decode_hello(const schema::Hello& hello) {
   fields.config_hash = hello.config_hash();
   fields.view = hello.view();
   fields.rejoin = hello.rejoin();
+  fields.config_text = hello.config_text() ? hello.config_text()->str() : std::string();
   if (hello.peers()) {
     fields.peers.reserve(hello.peers()->size());
     for (const auto* peer : *hello.peers()) fields.peers.push_back(peer ? peer->str() : "");

@@ -190,6 +190,7 @@ struct HelloFields {
   std::vector<std::string> peers;  ///< "host:port", index = rank
   std::uint32_t view = 0;          ///< TransportOptions::view
   bool rejoin = false;             ///< TransportOptions::rejoin
+  std::string config_text;         ///< TransportOptions::config_text
 };
 
 /// Frame builders. `control_lane` is the counter lane id of "control". Thread safe (each thread

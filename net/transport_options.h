@@ -19,10 +19,14 @@ using Resolver = std::function<std::vector<std::string>(const std::string& host)
 /// Everything a Transport needs; plain struct, validated by the Transport constructor
 /// (throws gradmesh::ConfigError naming the field, the value and what was expected).
 struct TransportOptions {
-  std::size_t rank = 0;             ///< this node's index into `peers`
-  std::vector<Endpoint> peers;      ///< index = rank; includes this node; >= 1 entry
-  std::string job_name;             ///< must match on every peer (handshake)
-  std::uint64_t config_hash = 0;    ///< must match on every peer (handshake)
+  std::size_t rank = 0;           ///< this node's index into `peers`
+  std::vector<Endpoint> peers;    ///< index = rank; includes this node; >= 1 entry
+  std::string job_name;           ///< must match on every peer (handshake)
+  std::uint64_t config_hash = 0;  ///< must match on every peer (handshake)
+  /// The config behind config_hash as "key = value" lines (JobConfig::key_text()), sent in the
+  /// Hello so that a refusal for a differing hash names each key that differs and both values.
+  /// Empty: the refusal gives the two hashes only.
+  std::string config_text;
   double connect_timeout_s = 30.0;  ///< seconds start() dials/waits before failing; > 0
   /// Seconds an accepted connection may take from its accept to a finished handshake (the Hello
   /// taken) before it is closed and counted as rejected: a stranger cannot hold a connection

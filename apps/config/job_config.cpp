@@ -255,10 +255,11 @@ constexpr std::string_view kNotTraining[] = {"checkpoint.", "compute.threads",  
 
 std::uint64_t JobConfig::hash() const { return fingerprint(canonical_text()); }
 
-std::string JobConfig::training_text() const {
+std::string JobConfig::key_text(bool training_only) const {
   std::string out;
   for (const KeySpec& spec : detail::key_specs()) {
     const bool excluded =
+        training_only &&
         std::any_of(std::begin(kNotTraining), std::end(kNotTraining), [&spec](std::string_view k) {
           return k.ends_with('.') ? spec.key.starts_with(k) : spec.key == k;
         });
@@ -266,6 +267,8 @@ std::string JobConfig::training_text() const {
   }
   return out;
 }
+
+std::string JobConfig::training_text() const { return key_text(/*training_only=*/true); }
 
 std::uint64_t JobConfig::training_fingerprint() const { return fingerprint(training_text()); }
 

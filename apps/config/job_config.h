@@ -166,6 +166,11 @@ struct JobConfig {
     friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
   } checkpoint;
 
+  /// Every key, as "key = value" lines sorted by key (the values as canonical_text() prints
+  /// them); with `training_only`, the training_text() subset. The handshake carries the whole
+  /// text so that a node refusing another's config names the keys that differ (net::Hello).
+  [[nodiscard]] std::string key_text(bool training_only = false) const;
+
   /// The keys that shape training, as "key = value" lines sorted by key: every key but those that
   /// only say how long to run, where to write or how to connect (job.name, job.epochs,
   /// job.max_iterations, checkpoint.*, net.*, security.*, compute.threads, data.test_limit). A

@@ -1,14 +1,21 @@
 // parse_node_command_line and run_main (declared in pipeline.h): the command-line side of a node,
 // shared by gradmesh-node and users' pipeline programs.
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
 #include <string>
+#include <string_view>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "apps/pipeline/pipeline.h"
 #include "engine/error.h"
+#include "topo/peer_list.h"
 
 namespace gradmesh::app {
 
@@ -56,15 +63,56 @@ CommandLine parse_node_command_line(int argc, const char* const* argv, std::stri
   return CommandLine{std::move(node), 0};
 }
 
+namespace {
+
+/// torchrun's error file: when TORCHELASTIC_ERROR_FILE names one, the error in the JSON that
+/// torch.distributed.elastic's ErrorHandler writes ({"message": {"message": "<type>: <text>",
+/// "extraInfo": {"py_callstack", "timestamp"}}}), so that torchrun's failure summary shows it
+/// instead of "error_file: <N/A>". A file that cannot be written is logged, nothing more.
+void write_torchelastic_error_file(std::string_view type, const std::string& text) noexcept {
+  try {
+    const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
+    if (path == nullptr || *path == '\0') return;
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    const nlohmann::json data = {
+        {"message",
+         {{"message", std::string(type) + ": " + text},
+          {"extraInfo",
+           {{"py_callstack", "(gradmesh-node, C++: no Python call stack) " + text},
+            {"timestamp", std::to_string(now)}}}}}};
+    std::ofstream out(path);
+    out << data.dump() << "\n";
+    if (!out) spdlog::warn("cannot write TORCHELASTIC_ERROR_FILE '{}'", path);
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot write TORCHELASTIC_ERROR_FILE: {}", e.what());
+  }
+}
+
+}  // namespace
+
 int run_main(const std::function<void()>& body) {
+  // Under a launcher, errors raised before the Pipeline knows its rank (a bad config, a bad
+  // --peers) carry the rank the launcher's variables give, so that its mixed stderr says which
+  // node failed; the Pipeline sets the final pattern once its rank is resolved.
+  try {
+    const topo::RankChoice hint = topo::resolve_rank(std::nullopt, topo::process_environment(),
+                                                     std::numeric_limits<std::size_t>::max());
+    spdlog::set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(hint.rank) + "] [%^%l%$] %v");
+  } catch (const ConfigError&) {
+    // No launcher variable (or an unreadable one, reported when the Pipeline resolves it).
+  }
   try {
     body();
     return 0;
   } catch (const ConfigError& e) {
     spdlog::error("configuration error: {}", e.what());
+    write_torchelastic_error_file("ConfigError", e.what());
     return 2;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
+    write_torchelastic_error_file("Error", e.what());
     return 1;
   }
 }

@@ -57,6 +57,7 @@ void NodeBuilder::make_transport() {
   for (const topo::Peer& p : s_.peers.peers()) t.peers.push_back(net::Endpoint{p.host, p.port});
   t.job_name = config.job.name;
   t.config_hash = config.hash();
+  t.config_text = config.key_text();
   t.connect_timeout_s = config.net.connect_timeout;
   t.peer_timeout_s = config.net.peer_timeout;
   t.handshake_timeout_s = config.net.handshake_timeout;

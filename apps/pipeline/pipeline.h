@@ -81,7 +81,10 @@ struct CommandLine {
 
 /// Runs `body` and returns a process exit status as gradmesh-node does: 0 when it returns, 2 after
 /// a gradmesh::ConfigError (logged as "configuration error: ..."), 1 after any other exception
-/// (logged with its message: a peer's rank and address, a file's path, ...).
+/// (logged with its message: a peer's rank and address, a file's path, ...). Log lines carry the
+/// rank from a launcher's variables (GRADMESH_RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, RANK) until
+/// the Pipeline resolves its own. On an error, under torchrun (TORCHELASTIC_ERROR_FILE set), the
+/// message is also written to torchrun's error file in its JSON format.
 [[nodiscard]] int run_main(const std::function<void()>& body);
 
 /// Evaluates the model after each epoch: loss and accuracy on held-out data. Runs on the

@@ -96,7 +96,8 @@ void report_run(const NodeMetrics& metrics, const CompletedRun& run,
   if (const auto& dir = run.options.metrics_out) {
     write_metrics(*dir, metrics);
     if (run.options.save_parameters) save_parameters(*dir, run.rank, run.model.parameters());
-    if (trace) trace->write_chrome_trace(*dir / ("trace-" + std::to_string(run.rank) + ".json"));
+    if (trace)
+      trace->write_chrome_trace(*dir / ("trace-" + std::to_string(run.rank) + ".json"), run.rank);
   }
 }
 

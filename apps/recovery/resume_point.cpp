@@ -1,9 +1,7 @@
 #include "apps/recovery/resume_point.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +10,7 @@
 
 #include "apps/recovery/resplit.h"
 #include "engine/error.h"
+#include "engine/key_value_text.h"
 #include "sync/sync_stage.h"
 
 namespace gradmesh::app {
@@ -21,30 +20,7 @@ namespace {
 /// The keys whose values differ between two training_text()s ("key = value" lines), for the
 /// error of a --resume under another config.
 std::string config_difference(const std::string& saved, const std::string& current) {
-  const auto parse = [](const std::string& text) {
-    std::map<std::string, std::string> out;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) {
-      const std::size_t eq = line.find(" = ");
-      if (eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 3);
-    }
-    return out;
-  };
-  const auto a = parse(saved), b = parse(current);
-  std::string out;
-  const auto add = [&out](const std::string& key, const std::string& then, const std::string& now) {
-    out += (out.empty() ? "" : "; ") + key + " = " + then + " in the checkpoint, " + now + " now";
-  };
-  for (const auto& [key, value] : a) {
-    const auto it = b.find(key);
-    if (it == b.end())
-      add(key, value, "no such key");
-    else if (it->second != value)
-      add(key, value, it->second);
-  }
-  for (const auto& [key, value] : b) {
-    if (!a.contains(key)) add(key, "no such key", value);
-  }
+  const std::string out = key_value_difference(saved, current, "in the checkpoint", "now");
   return out.empty() ? "(the same keys and values: written by another gradmesh version?)" : out;
 }
 

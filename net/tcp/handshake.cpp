@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "engine/key_value_text.h"
+
 namespace gradmesh::net {
 
 namespace {
@@ -29,6 +31,27 @@ std::string rank_error(std::size_t theirs, std::size_t ours, std::size_t peers, 
   return {};
 }
 
+/// The refusal of a Hello whose config hash differs: the keys that differ with both values, each
+/// side named by its rank (the text reads the same at both ends), at most kMaxConfigErrorChars
+/// of them; the two hashes when a side sent no config text or the texts agree.
+std::string config_error(const HelloFields& ours, const HelloFields& theirs) {
+  constexpr std::size_t kMaxConfigErrorChars = 1500;
+  std::string keys;
+  if (!ours.config_text.empty() && !theirs.config_text.empty())
+    keys = key_value_difference(theirs.config_text, ours.config_text,
+                                "on rank " + std::to_string(theirs.rank),
+                                "on rank " + std::to_string(ours.rank));
+  if (keys.empty())
+    return "config hash differs: rank " + std::to_string(ours.rank) + " has " +
+           hex(ours.config_hash) + ", rank " + std::to_string(theirs.rank) + " has " +
+           hex(theirs.config_hash);
+  if (keys.size() > kMaxConfigErrorChars)
+    keys = keys.substr(0, kMaxConfigErrorChars) + "... (more keys differ)";
+  return "config differs: " + keys +
+         " (every node must run the same config; compare them with "
+         "gradmesh-node --verbose, which prints it)";
+}
+
 }  // namespace
 
 std::string check_hello(const HelloFields& ours, const HelloFields& theirs) {
@@ -40,9 +63,7 @@ std::string check_hello(const HelloFields& ours, const HelloFields& theirs) {
   if (theirs.view != ours.view)  // (a newer view is told to retry before this check)
     return "view differs: ours " + std::to_string(ours.view) + ", theirs " +
            std::to_string(theirs.view) + " (a node left behind by a rollback)";
-  if (theirs.config_hash != ours.config_hash)
-    return "config hash differs: ours " + hex(ours.config_hash) + ", theirs " +
-           hex(theirs.config_hash);
+  if (theirs.config_hash != ours.config_hash) return config_error(ours, theirs);
   if (theirs.peers.size() != ours.peers.size())
     return "peer list differs: ours has " + std::to_string(ours.peers.size()) + " peers, theirs " +
            std::to_string(theirs.peers.size());

@@ -11,7 +11,8 @@ namespace gradmesh::net {
 
 /// Compares a received Hello with this node's own fields. Returns "" when they match, else the
 /// reason to refuse, naming what differs and both values, e.g.
-/// "config hash differs: ours 0x00000000000004d2, theirs 0x000000000000162e".
+/// "config differs: optimizer.lr = 0.05 on rank 1, 0.1 on rank 0 (...)" (each key that differs,
+/// the sides named by rank; the two hashes when either Hello carries no config text).
 /// Checks protocol version, job name, view, config hash, the peer list (size and each entry), and
 /// that the claimed rank is in range and above `ours.rank` (ranks dial only lower ranks; a dialer
 /// that rejoins, HelloFields::rejoin, dials every rank and may be below).

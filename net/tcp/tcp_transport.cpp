@@ -41,6 +41,7 @@ HelloFields TcpTransport::Impl::our_hello() const {
   hello.rank = options_.rank;
   hello.job_name = options_.job_name;
   hello.config_hash = options_.config_hash;
+  hello.config_text = options_.config_text;
   hello.view = options_.view;
   hello.rejoin = options_.rejoin;
   for (const auto& peer : peers_) hello.peers.push_back(peer.address());

@@ -174,7 +174,24 @@ TEST_CASE("check_hello names what differs with both values", "[net][handshake]")
     return check_hello(ours, t);
   };
   CHECK(differ([](HelloFields& t) { t.config_hash = 0xabcd; }) ==
-        "config hash differs: ours 0x0000000000001234, theirs 0x000000000000abcd");
+        "config hash differs: rank 0 has 0x0000000000001234, rank 2 has 0x000000000000abcd");
+  // With both configs' texts, the keys that differ, each side named by its rank.
+  ours.config_text = "data.batch = 32\noptimizer.lr = 0.1\nsync.strategy = \"ps\"\n";
+  const std::string keys = differ([](HelloFields& t) {
+    t.config_hash = 0xabcd;
+    t.config_text = "data.batch = 32\noptimizer.lr = 0.05\nsync.strategy = \"auto\"\n";
+  });
+  CHECK_THAT(keys,
+             Catch::StartsWith("config differs: optimizer.lr = 0.05 on rank 2, 0.1 on rank 0; "
+                               "sync.strategy = \"auto\" on rank 2, \"ps\" on rank 0 ("));
+  CHECK_THAT(keys, !Catch::Contains("data.batch"));
+  // Texts that agree (a hash from another version): the hashes.
+  CHECK_THAT(differ([&](HelloFields& t) {
+               t.config_hash = 0xabcd;
+               t.config_text = ours.config_text;
+             }),
+             Catch::StartsWith("config hash differs"));
+  ours.config_text.clear();
   CHECK(differ([](HelloFields& t) { t.job_name = "b"; }) ==
         "job name differs: ours \"a\", theirs \"b\"");
   CHECK(differ([](HelloFields& t) { t.protocol_version = 99; }) ==

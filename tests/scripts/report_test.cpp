@@ -3,11 +3,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -97,6 +100,37 @@ TEST_CASE("the report on a 2-node run writes its PNGs and a summary per node", "
   INFO(read_file(dir / "launch.txt"));
   REQUIRE(launched == 0);
   REQUIRE(fs::exists(run_dir / "trace-1.json"));
+  for (const int rank : {0, 1}) {  // pid = rank; on every thread the slices nest
+    INFO("trace-" << rank << ".json");
+    const auto trace =
+        nlohmann::json::parse(read_file(run_dir / ("trace-" + std::to_string(rank) + ".json")));
+    CHECK(trace.at("otherData").at("rank") == rank);
+    std::map<int, std::vector<std::pair<double, double>>> tracks;  // tid -> slices
+    for (const auto& e : trace.at("traceEvents")) {
+      CHECK(e.at("pid") == rank);
+      if (e.at("ph") == "X")
+        tracks[e.at("tid")].emplace_back(e.at("ts").get<double>(),
+                                         e.at("ts").get<double>() + e.at("dur").get<double>());
+    }
+    REQUIRE(tracks.size() >= 2);  // compute and network
+    for (auto& [tid, slices] : tracks) {
+      std::sort(slices.begin(), slices.end());
+      for (std::size_t i = 1; i < slices.size(); ++i) {
+        INFO("tid " << tid << " slice " << i);
+        CHECK(slices[i].first >= slices[i - 1].second);  // one lane: none overlap
+      }
+    }
+  }
+  {  // scripts/merge-traces: one file, both ranks' processes
+    REQUIRE(run_to_end({GRADMESH_SOURCE_DIR "/scripts/merge-traces", run_dir.string()},
+                       dir / "merge.txt", std::chrono::seconds(60)) == 0);
+    INFO(read_file(dir / "merge.txt"));
+    const auto merged = nlohmann::json::parse(read_file(run_dir / "trace.json"));
+    std::set<int> pids;
+    for (const auto& e : merged.at("traceEvents")) pids.insert(e.at("pid").get<int>());
+    CHECK(pids == std::set<int>{0, 1});
+    CHECK_THAT(read_file(dir / "merge.txt"), Catch::Contains("2 node(s)"));
+  }
   // The metrics the progress plot reads: one time per evaluation (2 epochs), rising, the
   // training-only seconds within the wall seconds.
   const auto metrics = nlohmann::json::parse(read_file(run_dir / "node-0.json"));

@@ -75,10 +75,12 @@ TEST_CASE("WFBP: the push of the top layer starts before backward of the bottom 
         gradmesh::testing::read_file(cluster.dir() / ("trace-" + std::to_string(rank) + ".json")));
     // Layer 4 (dense, the top) is pushed first; layer 0 (dense, the bottom) is backpropagated last.
     std::map<std::uint64_t, double> push_top_start, backward_bottom_end;
-    for (const auto& e : trace) {
+    for (const auto& e : trace.at("traceEvents")) {
+      if (e["ph"] != "X") continue;  // metadata
       const std::uint64_t run = e["args"]["run"];
-      if (e["name"] == "push_4" && e["ph"] == "B") push_top_start[run] = e["ts"];
-      if (e["name"] == "backward_0" && e["ph"] == "E") backward_bottom_end[run] = e["ts"];
+      const double start = e["ts"], end = start + e["dur"].get<double>();
+      if (e["name"] == "push_4") push_top_start[run] = start;
+      if (e["name"] == "backward_0") backward_bottom_end[run] = end;
     }
     REQUIRE(push_top_start.size() == job.iterations);
     REQUIRE(backward_bottom_end.size() == job.iterations);

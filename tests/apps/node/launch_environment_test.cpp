@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "tests/support/process.h"
 #include "tests/support/small_job.h"
@@ -127,4 +128,29 @@ TEST_CASE("nodes started as mpirun starts them on one host run as one job, rank 
                                         "OMPI_COMM_WORLD_RANK=" + std::to_string(r)};
       },
       "OMPI_COMM_WORLD_SIZE=2 on one host");
+}
+
+TEST_CASE("a node that fails under torchrun writes torchrun's error file, its log lines ranked",
+          "[e2e][launch]") {
+  const fs::path dir = gradmesh::testing::fresh_directory("launch-torchrun-error");
+  std::ofstream(dir / "job.toml") << kConfig;
+  const fs::path error_file = dir / "error.json";
+  Process node({"/usr/bin/env", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29400", "WORLD_SIZE=2",
+                "RANK=1", "TORCHELASTIC_ERROR_FILE=" + error_file.string(), GRADMESH_NODE_BINARY,
+                "--config", (dir / "job.toml").string(), "--set", "optimizer.lrr=0.1"},
+               dir / "log.txt");
+  const auto code = node.wait_for(std::chrono::seconds(30));
+  if (!code) node.kill_now();
+  const std::string log = read_file(dir / "log.txt");
+  INFO(log);
+  CHECK(code == 2);
+  // The config is read before the peers: the rank comes from RANK.
+  CHECK_THAT(log, Catch::Contains("[rank 1] [error] configuration error: ") &&
+                      Catch::Contains("optimizer.lrr"));
+  REQUIRE(fs::exists(error_file));
+  const auto json = nlohmann::json::parse(read_file(error_file));
+  const std::string message = json.at("message").at("message");
+  CHECK_THAT(message, Catch::StartsWith("ConfigError: ") && Catch::Contains("optimizer.lrr"));
+  const std::string timestamp = json.at("message").at("extraInfo").at("timestamp");
+  CHECK(std::stoll(timestamp) > 1'600'000'000);
 }

@@ -221,6 +221,13 @@ TEST_CASE("handshake mismatch makes start() throw on both sides naming what diff
   };
   const Case cases[] = {
       {"config hash", [](TransportOptions& o) { o.config_hash = 0xabcd; }, "config hash differs"},
+      {"config keys",
+       [](TransportOptions& o) {
+         // Rank 1's config says 0.05; both configs carry their text (rank 0's is set below).
+         o.config_hash = 0xabcd;
+         o.config_text = "optimizer.lr = 0.05\n";
+       },
+       "config differs: optimizer.lr = 0.05 on rank 1, 0.1 on rank 0"},
       {"job name", [](TransportOptions& o) { o.job_name = "other"; }, "job name differs"},
       {"peer list", [](TransportOptions& o) { o.peers[0].host = "localhost"; },
        "peer list differs"},
@@ -229,6 +236,7 @@ TEST_CASE("handshake mismatch makes start() throw on both sides naming what diff
     DYNAMIC_SECTION(c.name) {
       auto nodes = make_nodes(2, [&](TransportOptions& o) {
         o.connect_timeout_s = 5.0;
+        o.config_text = "optimizer.lr = 0.1\n";
         if (o.rank == 1) c.edit(o);
       });
       const auto start = std::chrono::steady_clock::now();
