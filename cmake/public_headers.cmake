@@ -60,6 +60,7 @@ set(GRADMESH_PUBLIC_HEADERS
   tasks/shape.h
   topo/cost_model.h
   topo/partition_count.h
+  topo/peer_list.h
   topo/planner.h
   topo/scheme_model.h
 )

@@ -12,12 +12,14 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string_view>
 #include <system_error>
 
 #include "apps/config/job_config.h"
+#include "apps/launch/console.h"
 #include "engine/error.h"
 #include "sync/sync_stage.h"
 #include "tasks/layers/layer_registry.h"
@@ -29,6 +31,10 @@ namespace {
 constexpr std::size_t kMaxLineBytes = 64 * 1024;
 /// After the last node exits, how long to wait for its pipes' EOF (a grandchild may hold them).
 constexpr std::uint64_t kDrainMs = 1000;
+/// The merged console's period: held lines flushed, the bar redrawn (ms).
+constexpr std::uint64_t kTickMs = 200;
+/// Away from a terminal, seconds between the job's plain progress lines.
+constexpr double kPlainProgressSeconds = 30.0;
 
 std::uint64_t to_ms(double seconds) {
   return seconds <= 0.0 ? 0 : static_cast<std::uint64_t>(seconds * 1000.0 + 0.5);
@@ -89,6 +95,7 @@ struct Node {
   bool exited = false;
   std::string spawn_error;  ///< set if it could not be started
   std::int64_t exit_status = 0;
+  std::ofstream log;  ///< --log-dir's DIR/node-<rank>.log (not open without it)
   int term_signal = 0;
   int signal_sent = 0;  ///< the last signal the launcher sent it (0: none)
 
@@ -101,16 +108,25 @@ class Launcher final {
  public:
   /// `survivable`: why the job goes on without a failed node (empty: it does not).
   Launcher(const LaunchOptions& options, std::vector<std::uint16_t> ports, std::string survivable)
-      : options_(options), ports_(std::move(ports)), survivable_(std::move(survivable)) {}
+      : options_(options), ports_(std::move(ports)), survivable_(std::move(survivable)) {
+    if (!options_.all_ranks) {
+      merger_.emplace(options_.nodes);
+      const char* term = std::getenv("TERM");
+      bar_terminal_ =
+          ::isatty(STDOUT_FILENO) == 1 && (term == nullptr || std::string(term) != "dumb");
+    }
+  }
   Launcher(const Launcher&) = delete;
   Launcher& operator=(const Launcher&) = delete;
 
   int run() {
     uv_loop_init(&loop_);
-    for (uv_timer_t* t : {&grace_timer_, &kill_timer_, &drain_timer_}) {
+    for (uv_timer_t* t : {&grace_timer_, &kill_timer_, &drain_timer_, &tick_timer_}) {
       uv_timer_init(&loop_, t);
       t->data = this;
     }
+    if (merger_) uv_timer_start(&tick_timer_, &Launcher::on_tick, kTickMs, kTickMs);
+    last_plain_ = now();
     for (uv_signal_t* s : {&sigint_, &sigterm_}) {
       uv_signal_init(&loop_, s);
       s->data = this;
@@ -147,6 +163,13 @@ class Launcher final {
     }
     node.err.fd = STDERR_FILENO;
 
+    if (options_.log_dir) {
+      const auto path = *options_.log_dir / ("node-" + std::to_string(rank) + ".log");
+      node.log.open(path, std::ios::binary | std::ios::trunc);
+      if (!node.log)
+        say("cannot write " + path.string() + ": rank " + std::to_string(rank) +
+            "'s log goes to the console only");
+    }
     std::vector<std::string> args = node_command(options_, ports_, rank);
     if (options_.verbose) say("rank " + std::to_string(rank) + ": " + join(args, " "));
     std::vector<char*> argv;
@@ -164,7 +187,19 @@ class Launcher final {
     uv_process_options_t spawn_options{};
     spawn_options.file = file.c_str();
     spawn_options.args = argv.data();
-    spawn_options.env = nullptr;  // inherit
+    // Inherited, plus GRADMESH_CONSOLE=records for the merged console.
+    std::vector<std::string> env_strings;
+    std::vector<char*> env;
+    if (merger_) {
+      const std::string ours = std::string(kConsoleVariable) + "=";
+      for (char** e = environ; *e != nullptr; ++e) {
+        if (!std::string_view(*e).starts_with(ours)) env_strings.emplace_back(*e);
+      }
+      env_strings.push_back(ours + "records");
+      for (std::string& e : env_strings) env.push_back(e.data());
+      env.push_back(nullptr);
+    }
+    spawn_options.env = merger_ ? env.data() : nullptr;  // nullptr: inherit
     spawn_options.stdio_count = static_cast<int>(stdio.size());
     spawn_options.stdio = stdio.data();
     spawn_options.exit_cb = &Launcher::on_exit;
@@ -210,15 +245,74 @@ class Launcher final {
     std::string out;
     std::size_t start = 0;
     for (std::size_t nl; (nl = s.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-      out += s.node->prefix;
-      out.append(s.pending, start, nl + 1 - start);
+      relay_line(s, std::string_view(s.pending).substr(start, nl - start), out);
     }
     s.pending.erase(0, start);
     if (s.pending.size() > kMaxLineBytes) {
-      out += s.node->prefix + s.pending + "\n";
+      relay_line(s, s.pending, out);
       s.pending.clear();
     }
     if (!out.empty()) write_all(s.fd, out);
+  }
+
+  /// One line of `s` (without its '\n'): to the node's log file; then merged (stdout, by default)
+  /// or appended to `out` with the node's prefix.
+  void relay_line(Stream& s, std::string_view line, std::string& out) {
+    if (s.node->log.is_open()) {
+      s.node->log << line << '\n';
+      s.node->log.flush();
+    }
+    if (merger_ && s.fd == STDOUT_FILENO) {
+      print_merged(merger_->add(s.node->rank, line, now()));
+      return;
+    }
+    out += s.node->prefix;
+    out += line;
+    out += '\n';
+  }
+
+  // ---- the merged console ----
+
+  [[nodiscard]] double now() const { return static_cast<double>(uv_now(&loop_)) / 1000.0; }
+
+  /// Prints merged lines above the progress bar (cleared first, redrawn after).
+  void print_merged(const std::vector<std::string>& lines) {
+    if (lines.empty()) return;
+    std::string out = bar_drawn_ ? "\r\033[K" : "";
+    for (const std::string& line : lines) out += line;
+    bar_drawn_ = false;
+    write_all(STDOUT_FILENO, out);
+    draw_bar(true);
+  }
+
+  /// The job's progress: on a terminal a bar redrawn in place; elsewhere a line every 30 s.
+  void draw_bar(bool force) {
+    if (!merger_) return;
+    if (!bar_terminal_) {
+      if (now() - last_plain_ < kPlainProgressSeconds) return;
+      if (const auto text = merger_->progress_text(0)) {
+        write_all(STDOUT_FILENO, "progress: " + *text + "\n");
+        last_plain_ = now();
+      }
+      return;
+    }
+    const auto text = merger_->progress_text(24);
+    if (!text) {
+      if (bar_drawn_) write_all(STDOUT_FILENO, "\r\033[K");
+      bar_drawn_ = false;
+      bar_text_.clear();
+      return;
+    }
+    if (!force && bar_drawn_ && *text == bar_text_) return;
+    write_all(STDOUT_FILENO, "\r" + *text + "\033[K");
+    bar_drawn_ = true;
+    bar_text_ = *text;
+  }
+
+  static void on_tick(uv_timer_t* timer) {
+    Launcher& self = *static_cast<Launcher*>(timer->data);
+    self.print_merged(self.merger_->flush(self.now(), false));
+    self.draw_bar(false);
   }
 
   /// Stops reading `s`, relays its last partial line and closes its pipe.
@@ -226,7 +320,9 @@ class Launcher final {
     if (!s.open) return;
     s.open = false;
     if (!s.pending.empty()) {
-      write_all(s.fd, s.node->prefix + s.pending + "\n");
+      std::string out;
+      relay_line(s, s.pending, out);
+      if (!out.empty()) write_all(s.fd, out);
       s.pending.clear();
     }
     uv_read_stop(reinterpret_cast<uv_stream_t*>(&s.pipe));
@@ -333,7 +429,12 @@ class Launcher final {
       return;
     }
     finishing_ = true;
-    for (uv_timer_t* t : {&grace_timer_, &kill_timer_, &drain_timer_}) {
+    if (merger_) {  // what is still held, then the bar cleared
+      print_merged(merger_->flush(now(), true));
+      if (bar_drawn_) write_all(STDOUT_FILENO, "\r\033[K");
+      bar_drawn_ = false;
+    }
+    for (uv_timer_t* t : {&grace_timer_, &kill_timer_, &drain_timer_, &tick_timer_}) {
       uv_close(reinterpret_cast<uv_handle_t*>(t), nullptr);
     }
     for (uv_signal_t* s : {&sigint_, &sigterm_}) {
@@ -392,6 +493,12 @@ class Launcher final {
   uv_timer_t grace_timer_{};
   uv_timer_t kill_timer_{};
   uv_timer_t drain_timer_{};
+  uv_timer_t tick_timer_{};              // the merged console's flush and bar
+  std::optional<ConsoleMerger> merger_;  // unset with all_ranks
+  bool bar_terminal_ = false;            // stdout is a terminal: draw the bar in place
+  bool bar_drawn_ = false;
+  std::string bar_text_;
+  double last_plain_ = 0;
   uv_signal_t sigint_{};
   uv_signal_t sigterm_{};
   std::vector<std::unique_ptr<Node>> nodes_;  // unique_ptr: libuv holds pointers into each Node
@@ -451,6 +558,14 @@ int run_launcher(const LaunchOptions& options) {
     survivable = "sync.strategy = " + config.sync.strategy + " rolls back to checkpoint.dir";
   }
   check_node_binary(options.node_binary);
+  if (options.log_dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(*options.log_dir, ec);
+    if (ec) {
+      throw ConfigError("--log-dir '" + options.log_dir->string() +
+                        "': cannot create the directory: " + ec.message());
+    }
+  }
   if (options.metrics_out) {
     std::error_code ec;
     std::filesystem::create_directories(*options.metrics_out, ec);

@@ -5,7 +5,11 @@
 // Each node is started as
 //   NODE --config JOB.toml --peers 127.0.0.1:p0,...,127.0.0.1:pN-1 --rank r
 //        [--metrics-out DIR] [--set K=V ...] [--resume DIR] [extra node args]
-// Its stdout and stderr are relayed line by line to the launcher's, each line prefixed "[r] ".
+// By default the nodes' stdout is merged into one console (apps/launch/console.h): a line every
+// node prints appears once, warnings and errors with their ranks, one progress bar for the job
+// (on a terminal; elsewhere a plain progress line every 30 s), one line per epoch; the nodes
+// write records for it (GRADMESH_CONSOLE=records). With all_ranks (--all-ranks, -v) every line
+// of every node is relayed as it comes, prefixed "[r] ". Stderr lines are always relayed so.
 // Process handling runs on one libuv loop in the calling thread: no threads.
 
 #include <cstddef>
@@ -34,6 +38,12 @@ struct LaunchOptions {
   double grace_seconds = 15.0;
   double kill_after_seconds = 5.0;  ///< after SIGTERM, how long before SIGKILL (seconds)
   bool verbose = false;             ///< print each node's command line to stderr before starting
+  /// Relay every node's lines as they come ("[r] ..."), as the nodes print them (bars, epoch
+  /// lines), instead of the merged console.
+  bool all_ranks = false;
+  /// --log-dir DIR: each node's whole output (stdout and stderr, as it printed them) also goes to
+  /// DIR/node-<rank>.log (DIR created if missing).
+  std::optional<std::filesystem::path> log_dir;
 };
 
 /// The default node binary: `gradmesh-node` in the directory of the running executable

@@ -32,8 +32,10 @@ int main(int argc, char** argv) {
   }
 
   CLI::App app{
-      "Starts N gradmesh-node processes on 127.0.0.1 with free ports, prefixes each node's "
-      "output with its rank ([r] ...), and exits non-zero if any node does.\n"
+      "Starts N gradmesh-node processes on 127.0.0.1 with free ports and shows them as one "
+      "console: a line every node prints once, warnings and errors with their ranks, one "
+      "progress bar and one line per epoch for the job (--all-ranks: every node's lines, "
+      "prefixed [r]). Exits non-zero if any node does.\n"
       "Arguments after \"--\" are passed to every node."};
   std::string config;
   std::string metrics_out;
@@ -54,7 +56,14 @@ int main(int argc, char** argv) {
   app.add_option("--base-port", options.base_port,
                  "use ports P..P+N-1 instead of free ports picked by the OS")
       ->check(CLI::Range(1, 65535));
-  app.add_flag("-v,--verbose", options.verbose, "print each node's command line first");
+  app.add_flag("-v,--verbose", options.verbose,
+               "print each node's command line first, and relay every node's output as it comes");
+  app.add_flag("--all-ranks", options.all_ranks,
+               "relay every node's output as it comes, each line prefixed with its rank ([r] ...), "
+               "instead of one merged console");
+  std::string log_dir;
+  app.add_option("--log-dir", log_dir,
+                 "also write each node's whole output to DIR/node-<rank>.log");
   // For tests: shorter failure handling. Hidden (empty group).
   app.add_option("--grace-seconds", options.grace_seconds,
                  "after a node fails, seconds before the others get SIGTERM")
@@ -71,6 +80,8 @@ int main(int argc, char** argv) {
   options.config = config;
   if (!metrics_out.empty()) options.metrics_out = metrics_out;
   if (!resume.empty()) options.resume = resume;
+  if (!log_dir.empty()) options.log_dir = log_dir;
+  if (options.verbose) options.all_ranks = true;
   options.node_binary =
       node.empty() ? gradmesh::app::default_node_binary() : std::filesystem::path(node);
 

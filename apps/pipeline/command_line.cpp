@@ -1,6 +1,8 @@
 // parse_node_command_line and run_main (declared in pipeline.h): the command-line side of a node,
 // shared by gradmesh-node and users' pipeline programs.
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/pipeline/pipeline.h"
+#include "apps/pipeline/progress.h"
 #include "engine/error.h"
 #include "topo/peer_list.h"
 
@@ -51,6 +54,10 @@ CommandLine parse_node_command_line(int argc, const char* const* argv, std::stri
   app.add_flag("--trace", node.trace,
                "also write a Chrome trace of every task to DIR/trace-<rank>.json");
   app.add_flag("-v,--verbose", node.verbose, "debug logging; print the effective config");
+  app.add_option("--progress", node.progress,
+                 "progress between epoch lines: auto (a bar on a terminal, a plain line every 30 s "
+                 "elsewhere), bar, line or none")
+      ->check(CLI::IsMember({"auto", "bar", "line", "none"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -93,6 +100,7 @@ void write_torchelastic_error_file(std::string_view type, const std::string& tex
 }  // namespace
 
 int run_main(const std::function<void()>& body) {
+  apply_colour_policy(colour_allowed(::isatty(::fileno(stdout)) == 1, topo::process_environment()));
   // Under a launcher, errors raised before the Pipeline knows its rank (a bad config, a bad
   // --peers) carry the rank the launcher's variables give, so that its mixed stderr says which
   // node failed; the Pipeline sets the final pattern once its rank is resolved.

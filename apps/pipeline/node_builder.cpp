@@ -70,9 +70,9 @@ void NodeBuilder::make_transport() {
   t.encrypt = config.security.encrypt;
   if (t.secret.empty())
     spdlog::warn(
-        "no job secret (security.secret_file or {}): any host that can reach {} can "
-        "join this job (README.md, \"Security\")",
-        kSecretEnvironmentVariable, s_.peers[s_.rank].address());
+        "no job secret (security.secret_file or {}): any host that can reach the nodes' ports "
+        "can join this job (README.md, \"Security\")",
+        kSecretEnvironmentVariable);
   else if (!config.security.secret_file.empty() && std::getenv(kSecretEnvironmentVariable))
     spdlog::info("job secret from security.secret_file ({}); {} is ignored",
                  config.security.secret_file, kSecretEnvironmentVariable);

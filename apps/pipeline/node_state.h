@@ -16,6 +16,7 @@
 #include "apps/config/job_config.h"
 #include "apps/pipeline/iteration_graph.h"
 #include "apps/pipeline/pipeline.h"
+#include "apps/pipeline/progress.h"
 #include "apps/recovery/checkpoint_file.h"
 #include "apps/recovery/checkpoint_writer.h"
 #include "apps/recovery/resume_point.h"
@@ -45,6 +46,7 @@ struct NodeState {
   topo::PeerList peers;
   std::size_t rank = 0;
   std::string rank_source;
+  ProgressStyle progress_style = ProgressStyle::kLines;  // from options.progress
 
   std::unique_ptr<DataSource> source;
   std::vector<PreprocessTask> preprocess;

@@ -1,5 +1,8 @@
 #include "apps/pipeline/pipeline.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -10,6 +13,7 @@
 #include "apps/pipeline/job_options.h"
 #include "apps/pipeline/node_builder.h"
 #include "apps/pipeline/node_state.h"
+#include "apps/pipeline/progress.h"
 #include "apps/pipeline/start_up.h"
 #include "apps/pipeline/training_loop.h"
 #include "engine/error.h"
@@ -40,6 +44,9 @@ Pipeline::Pipeline(NodeOptions options, MembershipView membership) {
   s.rank = choice.rank;
   s.rank_source = choice.source;
   spdlog::set_pattern("[%H:%M:%S.%e] [rank " + std::to_string(s.rank) + "] [%^%l%$] %v");
+  const bool terminal = ::isatty(::fileno(stdout)) == 1;
+  apply_colour_policy(colour_allowed(terminal, topo::process_environment()));
+  s.progress_style = progress_style(s.options.progress, terminal, topo::process_environment());
   if (s.options.verbose) spdlog::set_level(spdlog::level::debug);
   if (s.options.trace && !s.options.metrics_out) {
     throw ConfigError("--trace needs --metrics-out DIR");
@@ -56,9 +63,9 @@ Pipeline::Pipeline(NodeOptions options, MembershipView membership) {
   if (s.options.metrics_out) check_writable_folder(*s.options.metrics_out, "--metrics-out", s.rank);
   if (!s.config.checkpoint.dir.empty())
     check_writable_folder(s.config.checkpoint.dir, "checkpoint.dir", s.rank);
-  spdlog::info("job '{}': strategy {}, {} node(s), rank {} (from {}), config hash {:016x}",
-               s.config.job.name, s.config.sync.strategy, nodes, s.rank, s.rank_source,
-               s.config.hash());
+  // The same text on every node (the rank is the line's prefix), so gradmesh-launch prints it once.
+  spdlog::info("job '{}': strategy {}, {} node(s), rank from {}, config hash {:016x}",
+               s.config.job.name, s.config.sync.strategy, nodes, s.rank_source, s.config.hash());
   if (launched) spdlog::info("peers from {}", launched->source);
   if (s.options.verbose) spdlog::debug("effective config:\n{}", s.config.canonical_text());
 }

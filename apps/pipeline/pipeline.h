@@ -65,6 +65,9 @@ struct NodeOptions {
   bool save_parameters = false;  ///< --save-parameters: DIR/parameters-<rank>.f32
   bool trace = false;            ///< --trace: DIR/trace-<rank>.json (Chrome trace of every task)
   bool verbose = false;          ///< -v: debug logging, the effective config printed
+  /// --progress: "auto" (a bar on a terminal, plain lines elsewhere), "bar", "line" or "none"
+  /// (apps/pipeline/progress.h: progress_style()).
+  std::string progress = "auto";
 };
 
 /// The result of parse_node_command_line: the options, or (options empty) the exit status the

@@ -37,10 +37,23 @@ void ConsoleReporter::on_epoch_end(const EpochEnd& e) {
   }
   const std::string compression =
       worst >= 0 ? fmt::format("  compression error {:.3f}", worst) : std::string();
-  std::fprintf(out_,
-               "[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f%s  %.0f samples/s  %.1f MB sent%s\n",
-               e.rank, e.epoch, e.epochs, static_cast<unsigned long long>(e.done), e.train_loss,
-               accuracy.c_str(), e.samples_per_second, e.bytes_sent / 1e6, compression.c_str());
+  if (progress_.style() == ProgressStyle::kRecords) {
+    const std::string accuracy_json =
+        e.evaluation ? fmt::format("{:.6f}", e.evaluation->accuracy) : std::string("null");
+    const std::string compression_json = worst >= 0 ? fmt::format("{:.6f}", worst) : "null";
+    std::fprintf(out_,
+                 "%sepoch {\"rank\":%zu,\"epoch\":%zu,\"epochs\":%zu,\"done\":%llu,\"loss\":%.6f,"
+                 "\"accuracy\":%s,\"samples_per_second\":%.3f,\"bytes_sent\":%.0f,"
+                 "\"compression_error\":%s}\n",
+                 std::string(kRecordPrefix).c_str(), e.rank, e.epoch, e.epochs,
+                 static_cast<unsigned long long>(e.done), e.train_loss, accuracy_json.c_str(),
+                 e.samples_per_second, e.bytes_sent, compression_json.c_str());
+  } else {
+    std::fprintf(
+        out_, "[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f%s  %.0f samples/s  %.1f MB sent%s\n",
+        e.rank, e.epoch, e.epochs, static_cast<unsigned long long>(e.done), e.train_loss,
+        accuracy.c_str(), e.samples_per_second, e.bytes_sent / 1e6, compression.c_str());
+  }
   for (const std::string& warning : residuals_.epoch(e.sync_figures)) {
     std::fprintf(out_, "[rank %zu] warning: %s\n", e.rank, warning.c_str());
   }

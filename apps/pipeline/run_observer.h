@@ -105,8 +105,13 @@ class ResidualWatch {
 /// (ResidualWatch). Thread safety: none.
 class ConsoleReporter final : public RunObserver {
  public:
-  explicit ConsoleReporter(std::FILE* out, double plain_every_seconds = 30.0)
-      : out_(out), progress_(out, plain_every_seconds) {}
+  /// `style`: the progress's (ProgressStyle::kRecords also writes each epoch's end as a record,
+  /// "@gradmesh epoch {json}": rank, epoch, epochs, done, loss, accuracy (null without an
+  /// evaluation), samples_per_second, bytes_sent, compression_error (null unless compressed),
+  /// for gradmesh-launch's console, instead of the epoch line).
+  explicit ConsoleReporter(std::FILE* out, ProgressStyle style = ProgressStyle::kLines,
+                           double plain_every_seconds = 30.0)
+      : out_(out), progress_(out, style, plain_every_seconds) {}
   void on_start(const RunStart& start) override;
   [[nodiscard]] bool progress_due(bool last) const override { return progress_.due(last); }
   void on_progress(const ProgressSnapshot& snapshot) override { progress_.update(snapshot); }

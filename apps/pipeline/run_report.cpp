@@ -1,5 +1,8 @@
 #include "apps/pipeline/run_report.h"
 
+#include <cstdio>
+#include <string>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -88,11 +91,21 @@ void complete_metrics(NodeMetrics& metrics, const CompletedRun& run) {
 
 void report_run(const NodeMetrics& metrics, const CompletedRun& run,
                 const engine::TraceRecorder* trace) {
-  spdlog::info(
-      "done: {} iterations in {:.1f} s, {:.0f} samples/s, test accuracy {:.2f}%, {:.0f} "
-      "bytes sent per iteration",
-      metrics.iterations, metrics.wall_seconds, metrics.samples_per_second,
-      100.0 * metrics.test_accuracy, metrics.bytes_sent_per_iteration);
+  if (run.progress_style == ProgressStyle::kRecords) {  // gradmesh-launch prints the job's line
+    std::printf(
+        "%sdone {\"iterations\":%llu,\"seconds\":%.3f,\"samples_per_second\":%.3f,"
+        "\"accuracy\":%.6f,\"bytes_per_iteration\":%.1f}\n",
+        std::string(kRecordPrefix).c_str(), static_cast<unsigned long long>(metrics.iterations),
+        metrics.wall_seconds, metrics.samples_per_second, metrics.test_accuracy,
+        metrics.bytes_sent_per_iteration);
+    std::fflush(stdout);
+  } else {
+    spdlog::info(
+        "done: {} iterations in {:.1f} s, {:.0f} samples/s, test accuracy {:.2f}%, {:.0f} "
+        "bytes sent per iteration",
+        metrics.iterations, metrics.wall_seconds, metrics.samples_per_second,
+        100.0 * metrics.test_accuracy, metrics.bytes_sent_per_iteration);
+  }
   if (const auto& dir = run.options.metrics_out) {
     write_metrics(*dir, metrics);
     if (run.options.save_parameters) save_parameters(*dir, run.rank, run.model.parameters());

@@ -8,6 +8,7 @@
 #include "apps/config/job_config.h"
 #include "apps/node/metrics.h"
 #include "apps/pipeline/pipeline.h"
+#include "apps/pipeline/progress.h"
 #include "engine/trace_recorder.h"
 #include "net/transport.h"
 #include "sync/sync_stage.h"
@@ -29,6 +30,8 @@ struct CompletedRun {
   std::uint64_t start = 0;   ///< the first iteration this process ran (> 0 after a resume)
   std::uint64_t done = 0;    ///< iterations done at the end
   double train_seconds = 0;  ///< time in iterations, seconds (evaluation left out)
+  /// kRecords: the "done" line is a record for gradmesh-launch ("@gradmesh done {json}").
+  ProgressStyle progress_style = ProgressStyle::kLines;
 };
 
 /// Fills the job-level fields of `metrics` (the loop filled the per-epoch ones): the transport's

@@ -16,7 +16,10 @@
 namespace gradmesh::app::detail {
 
 TrainingLoop::TrainingLoop(NodeState& state, std::vector<RunObserver*> observers)
-    : s_(state), console_(stdout), recorder_(metrics_), observers_{&console_, &recorder_} {
+    : s_(state),
+      console_(stdout, state.progress_style),
+      recorder_(metrics_),
+      observers_{&console_, &recorder_} {
   observers_.insert(observers_.end(), observers.begin(), observers.end());
 }
 
@@ -84,10 +87,11 @@ NodeMetrics TrainingLoop::run() {
   metrics_.train_seconds = train_seconds_;
 
   if (transport) transport->shutdown(10.0);
-  const CompletedRun run{transport, *s_.stage,  *s_.model,
-                         config,    s_.options, s_.membership,
-                         s_.rank,   s_.nodes(), config.optimizer.batch_size,
-                         start_,    done_,      train_seconds_};
+  const CompletedRun run{transport,        *s_.stage,  *s_.model,
+                         config,           s_.options, s_.membership,
+                         s_.rank,          s_.nodes(), config.optimizer.batch_size,
+                         start_,           done_,      train_seconds_,
+                         s_.progress_style};
   complete_metrics(metrics_, run);
   report_run(metrics_, run, s_.trace.get());
   return std::move(metrics_);

@@ -191,9 +191,10 @@ TEST_CASE("pick_ports gives distinct free ports, or a consecutive range", "[laun
 
 TEST_CASE("every node gets the same peers, its own rank, and a prefixed output", "[launch]") {
   Scratch s;
-  const Result r = launch(s, "FAKE_MODE=ok",
-                          base_args(s, 3) + " --metrics-out " + (s.dir() / "metrics").string() +
-                              " --set optimizer.lr=0.1 --set sync.strategy=ako -- --extra-flag x");
+  const Result r =
+      launch(s, "FAKE_MODE=ok",
+             base_args(s, 3) + " --all-ranks --metrics-out " + (s.dir() / "metrics").string() +
+                 " --set optimizer.lr=0.1 --set sync.strategy=ako -- --extra-flag x");
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   CHECK(r.rc == 0);
   CHECK(fs::is_directory(s.dir() / "metrics"));
@@ -239,7 +240,7 @@ TEST_CASE("a base port (--base-port) gives consecutive ports", "[launch]") {
 
 TEST_CASE("partial lines are joined, never split or interleaved", "[launch]") {
   Scratch s;
-  const Result r = launch(s, "FAKE_MODE=partial", base_args(s, 2));
+  const Result r = launch(s, "FAKE_MODE=partial", base_args(s, 2) + " --all-ranks");
   INFO(r.out << r.err);
   CHECK(r.rc == 0);
   const auto lines = lines_of(r.out);
@@ -249,6 +250,31 @@ TEST_CASE("partial lines are joined, never split or interleaved", "[launch]") {
     CHECK(std::count(lines.begin(), lines.end(), p + "abcdef") == 1);
     CHECK(std::count(lines.begin(), lines.end(), p + "second line") == 1);
     CHECK(std::count(lines.begin(), lines.end(), p + "tail without newline") == 1);
+  }
+}
+
+TEST_CASE(
+    "by default the nodes' lines merge: what every node printed appears once, the rest with "
+    "its ranks; --log-dir keeps each node's whole output",
+    "[launch]") {
+  Scratch s;
+  const fs::path logs = s.dir() / "logs";
+  const Result r = launch(s, "FAKE_MODE=partial", base_args(s, 2) + " --log-dir " + logs.string());
+  INFO(r.out << r.err);
+  CHECK(r.rc == 0);
+  const auto lines = lines_of(r.out);
+  REQUIRE(lines.size() == 5);  // each node's own args line, then the three they share
+  CHECK_THAT(lines[0], Catch::StartsWith("[rank 0] args: --config"));
+  CHECK_THAT(lines[1], Catch::StartsWith("[rank 1] args: --config"));
+  CHECK(std::vector<std::string>(lines.begin() + 2, lines.end()) ==
+        std::vector<std::string>{"abcdef", "second line", "tail without newline"});
+  // stderr is relayed as it comes, with the rank
+  const auto err_lines = lines_of(r.err);
+  CHECK(std::count(err_lines.begin(), err_lines.end(), "[0] stderr line from 0") == 1);
+  for (const std::string rank : {"0", "1"}) {
+    const std::string log = slurp(logs / ("node-" + rank + ".log"));
+    CHECK_THAT(log, Catch::StartsWith("args: --config") && Catch::Contains("\nabcdef\n") &&
+                        Catch::Contains("stderr line from " + rank));
   }
 }
 
@@ -311,8 +337,9 @@ TEST_CASE("SIGTERM to the launcher is forwarded to the nodes", "[launch]") {
   Scratch s;
   const std::string out = (s.dir() / "out").string();
   const std::string script = "FAKE_MODE=trap " + std::string(GRADMESH_LAUNCH_BINARY) + " " +
-                             base_args(s, 2) + " >" + out + " 2>" + (s.dir() / "err").string() +
-                             " & pid=$!\n" + "i=0; while [ \"$(cat " + out +
+                             base_args(s, 2) + " --all-ranks >" + out + " 2>" +
+                             (s.dir() / "err").string() + " & pid=$!\n" + "i=0; while [ \"$(cat " +
+                             out +
                              " 2>/dev/null | grep -c ready)\" -lt 2 ] && "
                              "[ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done\n"
                              "kill -TERM $pid\nwait $pid\nexit $?\n";

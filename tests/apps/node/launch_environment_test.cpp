@@ -77,7 +77,10 @@ void run_two_nodes(const std::string& name, const std::vector<std::string>& extr
     const std::string log = read_file(dir / ("log-" + std::to_string(r) + ".txt"));
     INFO(log);
     CHECK(code == 0);
-    CHECK_THAT(log, Catch::Contains("2 node(s), rank " + std::to_string(r)));
+    CHECK_THAT(log, Catch::Contains("[rank " + std::to_string(r) +
+                                    "] [info] job 'launch-env': "
+                                    "strategy ") &&
+                        Catch::Contains("2 node(s), rank from "));
     CHECK_THAT(log, Catch::Contains("peers from " + peers_from));
     CHECK(fs::exists(dir / ("node-" + std::to_string(r) + ".json")));
   }

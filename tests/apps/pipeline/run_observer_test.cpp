@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 using namespace gradmesh::app;
@@ -127,4 +128,26 @@ TEST_CASE("a residual that grows 2x an epoch for 3 epochs is reported once as di
   const auto jumped = jump.epoch(norms(2.7e8, 1.0));
   REQUIRE(jumped.size() == 1);
   CHECK_THAT(jumped[0], Catch::StartsWith("layer dense0:") && Catch::Contains("2.7e+08"));
+}
+
+TEST_CASE("for gradmesh-launch the console writes each epoch's end as a record", "[pipeline]") {
+  EpochEnd e = epoch_end(2, true);
+  e.sync_figures = {{"compression_error.dense2", 0.5}};
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out != nullptr);
+  ConsoleReporter(out, gradmesh::app::ProgressStyle::kRecords).on_epoch_end(e);
+  std::rewind(out);
+  char line[512] = {};
+  REQUIRE(std::fgets(line, sizeof line, out) != nullptr);
+  std::fclose(out);
+  const std::string text(line);
+  INFO(text);
+  REQUIRE_THAT(text, Catch::StartsWith("@gradmesh epoch {"));
+  const auto json = nlohmann::json::parse(text.substr(text.find('{')));
+  CHECK(json.at("rank") == e.rank);
+  CHECK(json.at("epoch") == 2);
+  CHECK(json.at("loss").get<double>() == Approx(e.train_loss).epsilon(1e-6));
+  CHECK(json.at("accuracy").get<double>() == Approx(e.evaluation->accuracy).epsilon(1e-6));
+  CHECK(json.at("compression_error").get<double>() == 0.5);
+  CHECK(json.at("bytes_sent").get<double>() == Approx(e.bytes_sent));
 }
