@@ -1,7 +1,9 @@
 #include "engine/key_value_text.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
+#include <vector>
 
 namespace gradmesh {
 
@@ -37,6 +39,21 @@ std::string key_value_difference(const std::string& a, const std::string& b,
   for (const auto& [key, value] : theirs)
     if (!ours.contains(key)) add(key, "no such key", value);
   return out;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
 }
 
 }  // namespace gradmesh

@@ -1,6 +1,8 @@
 #pragma once
-// Differences between two "key = value" texts: which keys a config mismatch is about.
+// Text helpers for errors about configs: the keys two "key = value" texts disagree on, and how
+// far a mistyped word is from the known ones.
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -15,5 +17,10 @@ namespace gradmesh {
 /// @param a_side, b_side  how each side is named, e.g. "on rank 0" / "on rank 1".
 [[nodiscard]] std::string key_value_difference(const std::string& a, const std::string& b,
                                                std::string_view a_side, std::string_view b_side);
+
+/// Levenshtein distance between `a` and `b` (insertions, deletions, substitutions of one char),
+/// for "did you mean" hints on a mistyped config key or layer kind. O(|a| |b|) time, O(|b|)
+/// memory. Pure.
+[[nodiscard]] std::size_t edit_distance(std::string_view a, std::string_view b);
 
 }  // namespace gradmesh

@@ -12,6 +12,7 @@
 
 #include "apps/config/config_schema.h"
 #include "engine/error.h"
+#include "engine/key_value_text.h"
 
 namespace gradmesh::app {
 namespace {
@@ -27,22 +28,6 @@ struct Origin {
 std::string with_line(std::string message, const Origin& origin) {
   if (origin.line > 0) message += " (line " + std::to_string(origin.line) + ")";
   return message;
-}
-
-/// Levenshtein distance, for "did you mean" hints on mistyped keys.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
 }
 
 [[noreturn]] void unknown_key(std::string_view key, const Origin& origin) {
@@ -213,7 +198,15 @@ JobConfig load_job_config(const std::filesystem::path& path,
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw ConfigError("job config '" + path.string() + "': read error");
-  return parse_job_config(text.str(), path.string(), overrides);
+  try {
+    return parse_job_config(text.str(), path.string(), overrides);
+  } catch (const ConfigError& e) {
+    // An override's error names "--set", a cross-key check neither: name the job's file too, as
+    // before a node knows its rank the config is what tells a launcher's nodes apart.
+    const std::string what = e.what();
+    if (what.find(path.string()) != std::string::npos) throw;
+    throw ConfigError("job config '" + path.string() + "': " + what);
+  }
 }
 
 std::string JobConfig::canonical_text() const {

@@ -198,7 +198,8 @@ struct JobConfig {
 /// @param overrides "KEY=VALUE" strings from repeated --set options, applied in order (the
 ///        last one of a key wins); see parse_job_config().
 /// @throws gradmesh::ConfigError if the file cannot be read (naming the path), or as
-///         parse_job_config() does.
+///         parse_job_config() does, its message prefixed "job config '<path>': " when it does not
+///         name the file already (an override's error, a cross-key check).
 [[nodiscard]] JobConfig load_job_config(const std::filesystem::path& path,
                                         const std::vector<std::string>& overrides);
 

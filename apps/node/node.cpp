@@ -76,7 +76,7 @@ int run_node(const NodeOptions& options) {
       } else {
         pipeline.set_source(std::make_unique<DatasetSource>(data->train));
       }
-      pipeline.set_evaluation([&data](tasks::Model& model) { return model.evaluate(data->test); });
+      pipeline.set_test_set(data->test);  // split across the nodes under a BSP strategy
     });
   });
 }

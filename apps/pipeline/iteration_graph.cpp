@@ -1,11 +1,43 @@
 #include "apps/pipeline/iteration_graph.h"
 
+#include <cxxabi.h>
+
+#include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <typeinfo>
 #include <utility>
 
 #include "engine/error.h"
 
 namespace gradmesh::app {
+
+std::string source_name(const DataSource& source) {
+  const char* mangled = typeid(source).name();
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string out = status == 0 && demangled != nullptr ? demangled : mangled;
+  std::free(demangled);
+  for (const std::string anonymous = "(anonymous namespace)::";;) {  // a test's or a program's
+    const std::size_t at = out.find(anonymous);
+    if (at == std::string::npos) break;
+    out.erase(at, anonymous.size());
+  }
+  return out;
+}
+
+void check_labels(const Batch& batch, std::size_t classes, const std::string& source) {
+  for (std::size_t i = 0; i < batch.labels.size(); ++i) {
+    const std::int32_t label = batch.labels[i];
+    if (label >= 0 && static_cast<std::size_t>(label) < classes) continue;
+    throw DataError("data source " + source + ": label " + std::to_string(label) + " at index " +
+                    std::to_string(i) + " of the batch of epoch " +
+                    std::to_string(batch.epoch + 1) + ", iteration " +
+                    std::to_string(batch.iteration + 1) + " (its fill(), or a preprocessing " +
+                    "task after it, wrote it): expected a class in [0, " + std::to_string(classes) +
+                    "), the model's " + std::to_string(classes) + " outputs");
+  }
+}
 
 IterationGraph::IterationGraph(tasks::Model& model, DataSource& source,
                                std::vector<PreprocessTask> preprocess, engine::Executor& executor,
@@ -61,10 +93,12 @@ IterationGraph::IterationGraph(tasks::Model& model, DataSource& source,
     hooks.forward.push_back(forward);
     previous = forward;
   }
-  tasks_.loss = graph_.emplace_stateful("loss", engine::Arena::kCompute, LossState{},
-                                        [this, &state](LossState& s, engine::TaskContext&) {
-                                          s.loss = model_.loss_backward(state.labels);
-                                        });
+  tasks_.loss = graph_.emplace_stateful(
+      "loss", engine::Arena::kCompute, LossState{},
+      [this, &state, name = source_name(source)](LossState& s, engine::TaskContext&) {
+        check_labels(state.batch, model_.output_size(), name);
+        s.loss = model_.loss_backward(state.labels);
+      });
   previous.precede(tasks_.loss);
   previous = tasks_.loss;
   hooks.backward.resize(layers);

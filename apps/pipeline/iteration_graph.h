@@ -25,6 +25,14 @@
 
 namespace gradmesh::app {
 
+/// The data source's class name (demangled), for errors about its batches.
+[[nodiscard]] std::string source_name(const DataSource& source);
+
+/// Throws gradmesh::DataError unless every label of `batch` is in [0, classes): naming `source`,
+/// the label, its index in the batch, the epoch and the iteration (1-based), and the range.
+/// Called before the loss of every iteration (K comparisons).
+void check_labels(const Batch& batch, std::size_t classes, const std::string& source);
+
 /// A pre-processing task's work: rewrite `batch` in place (augmentation, normalisation). Runs on
 /// the compute arena, once per iteration, after the source and the earlier pre-processing tasks;
 /// it must not keep the spans past its return, and should not allocate.

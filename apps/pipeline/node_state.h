@@ -51,6 +51,7 @@ struct NodeState {
   std::unique_ptr<DataSource> source;
   std::vector<PreprocessTask> preprocess;
   EvaluateFn evaluate;
+  const tasks::Dataset* test_set = nullptr;  // set_test_set(): the built-in, split evaluation
   std::optional<tasks::Model> model;
   std::optional<tasks::Optimizer> optimizer;
 

@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "apps/pipeline/iteration_graph.h"
 #include "apps/pipeline/job_options.h"
 #include "apps/pipeline/node_builder.h"
 #include "apps/pipeline/node_state.h"
@@ -23,6 +24,16 @@
 #include "topo/peer_list.h"
 
 namespace gradmesh::app {
+
+namespace {
+
+/// The program's use of the Pipeline API: a call out of order or twice is refused before any work,
+/// naming the call and what to do, without a source path (it is not gradmesh's bug).
+void require(bool ok, const std::string& what) {
+  if (!ok) throw ContractError("Pipeline: " + what);
+}
+
+}  // namespace
 
 Pipeline::Pipeline(NodeOptions options, MembershipView membership) {
   JobConfig config = load_job_config(options.config, options.overrides);
@@ -77,7 +88,7 @@ const NodeOptions& Pipeline::options() const noexcept { return state_->options; 
 const MembershipView& Pipeline::membership() const noexcept { return state_->membership; }
 
 void Pipeline::add_observer(RunObserver& observer) {
-  GRADMESH_CHECK(!state_->ran, "Pipeline::add_observer after run() began");
+  require(!state_->ran, "add_observer() after run() began: add observers before run()");
   state_->observers.push_back(&observer);
 }
 
@@ -89,11 +100,24 @@ std::size_t Pipeline::batch_size() const noexcept { return state_->config.optimi
 
 void Pipeline::set_source(std::unique_ptr<DataSource> source) {
   detail::NodeState& s = *state_;
-  GRADMESH_CHECK(source != nullptr, "Pipeline::set_source: no source");
-  GRADMESH_CHECK(!s.source, "Pipeline::set_source: the source is set already");
+  require(source != nullptr, "set_source(nullptr): pass the DataSource that fills the batches");
+  require(!s.source, "set_source() called twice: a Pipeline has one data source");
   const auto specs = layer_specs(s.config);
-  s.model.emplace(specs, source->sample_shape(), batch_size(), s.config.job.seed,
-                  tasks::make_backend(s.config.compute.device));
+  const tasks::Shape shape = source->sample_shape();
+  try {
+    s.model.emplace(specs, shape, batch_size(), s.config.job.seed,
+                    tasks::make_backend(s.config.compute.device));
+  } catch (const ConfigError& e) {
+    // The layers' shapes follow from the source's sample shape: name it, the usual culprit of a
+    // program's own source (a flat vector where convolutions want an image).
+    throw ConfigError(std::string(e.what()) + " [the model's input is the data source's " +
+                      source_name(*source) + "::sample_shape(), " + tasks::to_string(shape) +
+                      (shape.is_flat() && shape.channels > 1
+                           ? ": a flat vector of " + std::to_string(shape.size()) +
+                                 " floats; convolutions and pooling want C x H x W, e.g. {3, 32, "
+                                 "32}]"
+                           : "]"));
+  }
   spdlog::info("compute device: {}", s.model->backend().description());
   tasks::cpu::set_blas_threads(blas_threads(s.config, s.peers, s.rank));
   check_optimizer_keys(s.config);
@@ -106,7 +130,7 @@ void Pipeline::set_source(std::unique_ptr<DataSource> source) {
 
 void Pipeline::set_source(std::unique_ptr<DataSource> source,
                           const std::vector<tasks::LayerSpec>& layers) {
-  GRADMESH_CHECK(!state_->source, "Pipeline::set_source: the source is set already");
+  require(!state_->source, "set_source() called twice: a Pipeline has one data source");
   std::vector<std::string> texts;
   texts.reserve(layers.size());
   for (const tasks::LayerSpec& spec : layers) texts.push_back(tasks::to_string(spec));
@@ -120,42 +144,54 @@ void Pipeline::set_source(std::unique_ptr<DataSource> source,
 }
 
 void Pipeline::add_preprocess(std::string name, PreprocessFn fn) {
-  GRADMESH_CHECK(!state_->graph, "Pipeline::add_preprocess after build()");
-  GRADMESH_CHECK(static_cast<bool>(fn), "Pipeline::add_preprocess: empty function");
+  require(!state_->graph, "add_preprocess() after build() or run(): add preprocessing first");
+  require(static_cast<bool>(fn), "add_preprocess() with an empty function");
   state_->preprocess.push_back(PreprocessTask{std::move(name), std::move(fn)});
 }
 
-void Pipeline::set_evaluation(EvaluateFn evaluate) { state_->evaluate = std::move(evaluate); }
+void Pipeline::set_evaluation(EvaluateFn evaluate) {
+  state_->evaluate = std::move(evaluate);
+  state_->test_set = nullptr;
+}
+
+void Pipeline::set_test_set(const tasks::Dataset& test) {
+  state_->test_set = &test;
+  state_->evaluate = nullptr;
+}
 
 tasks::Model& Pipeline::model() {
-  GRADMESH_CHECK(state_->model.has_value(), "Pipeline::model before set_source");
+  require(state_->model.has_value(),
+          "model() before set_source(): the model is built when the data source gives its sample "
+          "shape");
   return *state_->model;
 }
 
 void Pipeline::build() { detail::NodeBuilder(*state_).build(); }
 
 engine::Graph& Pipeline::graph() {
-  GRADMESH_CHECK(state_->graph.has_value(), "Pipeline::graph before build()");
+  require(state_->graph.has_value(), "graph() before build()");
   return state_->graph->graph();
 }
 
 const PipelineTasks& Pipeline::tasks() const {
-  GRADMESH_CHECK(state_->graph.has_value(), "Pipeline::tasks before build()");
+  require(state_->graph.has_value(), "tasks() before build()");
   return state_->graph->tasks();
 }
 
 NodeMetrics Pipeline::run() {
-  GRADMESH_CHECK(!state_->ran, "Pipeline::run called twice");
+  require(
+      !state_->ran,
+      "run() called twice: a Pipeline runs one job; construct another Pipeline for another job");
   state_->ran = true;
   if (!state_->graph) build();
   return detail::TrainingLoop(*state_, state_->observers).run();
 }
 
 void Pipeline::add_checkpoint_state(std::string name, engine::Checkpointable& state) {
-  GRADMESH_CHECK(!state_->ran, "Pipeline::add_checkpoint_state after run()");
+  require(!state_->ran, "add_checkpoint_state() after run() began: add states before run()");
   for (const char* own : {"model", "optimizer", "cursor", "sync"}) {
-    GRADMESH_CHECK(name != own, "Pipeline::add_checkpoint_state: '" + name +
-                                    "' is one of the pipeline's own sections");
+    require(name != own, "add_checkpoint_state(\"" + name +
+                             "\"): that name is one of the pipeline's own sections");
   }
   state_->own_states.emplace_back(std::move(name), &state);
 }

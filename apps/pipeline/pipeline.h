@@ -150,9 +150,19 @@ class Pipeline {
   /// Appends a pre-processing task (after the source and the earlier ones, before forward_0).
   /// Throws ContractError after build().
   void add_preprocess(std::string name, PreprocessFn fn);
-  /// The evaluation after each epoch (and after an asynchronous strategy's final exchange). None
-  /// set: no evaluation, and the metrics' accuracies stay 0.
+  /// The evaluation after each epoch (and after an asynchronous strategy's final exchange), a
+  /// function of the program's own that each node runs on its whole replica. None set (and no
+  /// test set): no evaluation, and the metrics' accuracies stay 0. Replaces set_test_set().
   void set_evaluation(EvaluateFn evaluate);
+  /// The built-in evaluation, Model::evaluate on `test` (which must outlive run()), split across
+  /// the nodes where their replicas are one model: under a BSP strategy each of the n nodes
+  /// scores its share (examples [r N / n, (r + 1) N / n) of the N), the shares' figures are
+  /// all-gathered (sync::ResumeAgreement::exchange_evaluation) and summed in rank order, so every
+  /// node reports the whole set's accuracy (the same value, bit for bit, as one node scoring it
+  /// all; the loss up to rounding) for 1/n of the work. Under ako, whose replicas differ, every
+  /// node scores the whole set. A model with batch normalization evaluates each share with its
+  /// node's own running statistics (they are per node, as DDP's). Replaces set_evaluation().
+  void set_test_set(const tasks::Dataset& test);
 
   /// The model (after set_source; ContractError before). Its parameters() are this node's replica.
   [[nodiscard]] tasks::Model& model();

@@ -1,6 +1,10 @@
 #include "apps/pipeline/training_loop.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -213,13 +217,51 @@ void TrainingLoop::admit_rejoins(std::uint64_t iteration, bool last) {
 }
 
 std::optional<tasks::Model::Evaluation> TrainingLoop::evaluate() {
-  if (!s_.evaluate) return std::nullopt;
+  if (!s_.evaluate && s_.test_set == nullptr) return std::nullopt;
   tasks::Model& model = *s_.model;
   const bool training = model.training();
   model.set_training(false);
-  const auto result = s_.evaluate(model);
+  const auto result = s_.test_set ? evaluate_test_set(model) : s_.evaluate(model);
   model.set_training(training);
   return result;
+}
+
+tasks::Model::Evaluation TrainingLoop::evaluate_test_set(tasks::Model& model) {
+  const tasks::Dataset& test = *s_.test_set;
+  const std::size_t n = s_.nodes();
+  const bool split = n > 1 && s_.agreement && sync::strategy_traits(s_.config.sync.strategy).bsp;
+  if (!split) return model.evaluate(test);
+  if (!test_share_) {
+    const std::size_t begin = test.count * s_.rank / n, end = test.count * (s_.rank + 1) / n;
+    test_share_ = tasks::take_range(test, begin, end - begin);
+    spdlog::info("evaluation split over the {} nodes: this one scores test examples [{}, {}) of {}",
+                 n, begin, end, test.count);
+  }
+  const tasks::Model::Evaluation mine = model.evaluate(*test_share_);
+  const auto count = static_cast<double>(test_share_->count);
+  const std::array<std::uint64_t, 3> figures{
+      std::bit_cast<std::uint64_t>(mine.loss * count),
+      static_cast<std::uint64_t>(std::llround(mine.accuracy * count)), test_share_->count};
+  const auto lists = s_.agreement->exchange_evaluation(figures, ++evaluation_round_);
+  double loss = 0;
+  std::uint64_t correct = 0, total = 0;
+  for (std::size_t r = 0; r < lists.size(); ++r) {  // rank order: the same sums on every node
+    if (lists[r].size() != figures.size()) {
+      throw PeerError(r, s_.addresses().at(r),
+                      "sent " + std::to_string(lists[r].size()) +
+                          " evaluation figures, expected 3 (loss sum, correct, examples)");
+    }
+    loss += std::bit_cast<double>(lists[r][0]);
+    correct += lists[r][1];
+    total += lists[r][2];
+  }
+  if (total != test.count) {
+    throw DataError("the nodes' shares of the test set add up to " + std::to_string(total) +
+                    " examples, this node's test set has " + std::to_string(test.count) +
+                    ": every node must evaluate the same test set (data.test_limit)");
+  }
+  const auto examples = static_cast<double>(total);
+  return {loss / examples, static_cast<double>(correct) / examples};
 }
 
 void TrainingLoop::finish() {

@@ -53,8 +53,12 @@ class TrainingLoop {
   /// At a checkpoint boundary (membership().join_root set): throws ViewGrowth when the nodes take
   /// restarted ones back (apps/recovery/join_admission.h).
   void admit_rejoins(std::uint64_t iteration, bool last);
-  /// The evaluation (set_evaluation), with the model in evaluation mode; none when not set.
+  /// The evaluation (set_test_set, set_evaluation), with the model in evaluation mode; none when
+  /// neither is set.
   [[nodiscard]] std::optional<tasks::Model::Evaluation> evaluate();
+  /// set_test_set()'s evaluation: this node's share under a BSP strategy, the shares' figures
+  /// all-gathered; the whole set under ako or on one node.
+  [[nodiscard]] tasks::Model::Evaluation evaluate_test_set(tasks::Model& model);
   /// The evaluation after the strategy's final exchange, into the metrics.
   void finish();
   [[nodiscard]] double bytes_sent() const;
@@ -72,6 +76,8 @@ class TrainingLoop {
   Clock::time_point started_;
   double train_seconds_ = 0;  // iterations only: samples/s never counts evaluation
   bool admit_at_epoch_end_ = false;
+  std::optional<tasks::Dataset> test_share_;  // this node's share of the test set (split)
+  std::uint64_t evaluation_round_ = 0;        // the split evaluation's exchanges so far
 };
 
 }  // namespace gradmesh::app::detail

@@ -15,8 +15,21 @@ std::string list_text(const std::vector<std::uint64_t>& iterations) {
   return out;
 }
 
-/// The kind of the agreement's lists on kResumeLane (its only one).
+/// The kinds of the agreement's lists on kResumeLane: the checkpoints' and join requests'
+/// (exchange()), the evaluation's counts (exchange_evaluation()).
 constexpr std::uint16_t kListKind = 0;
+constexpr std::uint16_t kEvaluationKind = 1;
+
+/// The lists of numbers in `payloads` (received bytes need not be aligned for u64).
+std::vector<std::vector<std::uint64_t>> number_lists(const std::vector<net::Payload>& payloads) {
+  std::vector<std::vector<std::uint64_t>> lists;
+  lists.reserve(payloads.size());
+  for (const net::Payload& p : payloads) {
+    std::vector<std::uint64_t>& list = lists.emplace_back(p.size() / sizeof(std::uint64_t));
+    if (!list.empty()) std::memcpy(list.data(), p.bytes().data(), p.size());
+  }
+  return lists;
+}
 
 }  // namespace
 
@@ -24,19 +37,23 @@ ResumeAgreement::ResumeAgreement(LaneRouter& router, double timeout_s)
     : router_(router),
       timeout_s_(timeout_s),
       lane_(lane_id(kResumeLane)),
-      lists_(router_, lane_, kListKind) {
+      lists_(router_, lane_, kListKind),
+      evaluations_(router_, lane_, kEvaluationKind) {
   GRADMESH_CHECK(timeout_s > 0, "ResumeAgreement: timeout " + std::to_string(timeout_s) + " s");
   router_.route(kResumeLane, [this](std::size_t from, net::Message&& message) {
-    if (message.kind != kListKind || message.payload.size() % sizeof(std::uint64_t) != 0) {
+    if ((message.kind != kListKind && message.kind != kEvaluationKind) ||
+        message.payload.size() % sizeof(std::uint64_t) != 0) {
       router_.reject(from, lane_,
                      "kind " + std::to_string(message.kind) + " of " +
-                         std::to_string(message.payload.size()) +
-                         " bytes, not a list of iterations");
+                         std::to_string(message.payload.size()) + " bytes, not a list of numbers");
       return;
     }
-    lists_.on_message(from, std::move(message));
+    (message.kind == kListKind ? lists_ : evaluations_).on_message(from, std::move(message));
   });
-  router_.on_failure([this](const PeerError& error) { lists_.fail(error); });
+  router_.on_failure([this](const PeerError& error) {
+    lists_.fail(error);
+    evaluations_.fail(error);
+  });
 }
 
 std::vector<std::vector<std::uint64_t>> ResumeAgreement::exchange(
@@ -50,13 +67,16 @@ std::vector<std::vector<std::uint64_t>> ResumeAgreement::exchange(
                             "boundary of iteration " +
                                 std::to_string(round) + within;
       });
-  std::vector<std::vector<std::uint64_t>> lists;
-  lists.reserve(payloads.size());
-  for (const net::Payload& p : payloads) {  // received bytes need not be aligned for u64
-    std::vector<std::uint64_t>& list = lists.emplace_back(p.size() / sizeof(std::uint64_t));
-    if (!list.empty()) std::memcpy(list.data(), p.bytes().data(), p.size());
-  }
-  return lists;
+  return number_lists(payloads);
+}
+
+std::vector<std::vector<std::uint64_t>> ResumeAgreement::exchange_evaluation(
+    std::span<const std::uint64_t> counts, std::uint64_t round) {
+  evaluations_.start(round, net::Payload::copy_of(std::as_bytes(counts)));
+  return number_lists(evaluations_.wait(round, timeout_s_, [&](std::size_t) -> std::string {
+    return "sent no figures of its share of the test set for evaluation " + std::to_string(round) +
+           " within " + std::to_string(timeout_s_) + " s";
+  }));
 }
 
 std::uint64_t ResumeAgreement::newest_common(const std::vector<std::vector<std::uint64_t>>& lists) {

@@ -45,6 +45,14 @@ class ResumeAgreement {
   [[nodiscard]] std::vector<std::vector<std::uint64_t>> exchange(
       std::span<const std::uint64_t> valid, std::uint64_t round = 0);
 
+  /// The evaluation's exchange (apps/pipeline: the test set split across the nodes): sends
+  /// `counts` (this node's figures, any list of numbers) as round `round` of a gather of its own
+  /// (its rounds independent of exchange()'s) and returns every node's list (index = rank), the
+  /// same on every node. As exchange(): every node calls it for the same rounds, in increasing
+  /// order; one node gets {counts}. Throws PeerError naming a failed or silent peer.
+  [[nodiscard]] std::vector<std::vector<std::uint64_t>> exchange_evaluation(
+      std::span<const std::uint64_t> counts, std::uint64_t round);
+
   /// The newest iteration in every list of `lists` (index = rank). Throws CheckpointError naming
   /// every rank's iterations when no iteration is common to all.
   [[nodiscard]] static std::uint64_t newest_common(
@@ -54,7 +62,8 @@ class ResumeAgreement {
   LaneRouter& router_;
   double timeout_s_;
   LaneId lane_;
-  collective::AllGather lists_;
+  collective::AllGather lists_;        // kind 0: exchange()
+  collective::AllGather evaluations_;  // kind 1: exchange_evaluation()
 };
 
 }  // namespace gradmesh::sync

@@ -34,15 +34,20 @@ void validate(const Dataset& d) {
   }
 }
 
-Dataset take_first(const Dataset& d, std::size_t n) {
+Dataset take_first(const Dataset& d, std::size_t n) { return take_range(d, 0, n); }
+
+Dataset take_range(const Dataset& d, std::size_t begin, std::size_t n) {
   Dataset out;
-  out.count = std::min(n, d.count);
+  begin = std::min(begin, d.count);
+  out.count = std::min(n, d.count - begin);
   out.features = d.features;
   out.classes = d.classes;
   out.shape = d.shape;
+  const auto x0 = static_cast<std::ptrdiff_t>(begin * d.features);
   const auto nx = static_cast<std::ptrdiff_t>(out.count * d.features);
-  out.x.assign(d.x.begin(), d.x.begin() + nx);
-  out.y.assign(d.y.begin(), d.y.begin() + static_cast<std::ptrdiff_t>(out.count));
+  out.x.assign(d.x.begin() + x0, d.x.begin() + x0 + nx);
+  const auto y0 = static_cast<std::ptrdiff_t>(begin);
+  out.y.assign(d.y.begin() + y0, d.y.begin() + y0 + static_cast<std::ptrdiff_t>(out.count));
   return out;
 }
 

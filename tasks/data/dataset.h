@@ -37,6 +37,10 @@ void validate(const Dataset& d);
 /// Never throws except std::bad_alloc.
 Dataset take_first(const Dataset& d, std::size_t n);
 
+/// Examples [begin, begin + n) of `d` (clamped to its count), as a new data set of d's shape and
+/// classes: a node's share of a test set (apps/pipeline: Pipeline::set_test_set).
+[[nodiscard]] Dataset take_range(const Dataset& d, std::size_t begin, std::size_t n);
+
 /// One scale for every input feature: x' = (x - mean) / stddev.
 struct Standardization {
   float mean = 0.0f;    ///< the training set's mean feature value

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/key_value_text.h"
 #include "tasks/layers/layer_registry.h"
 
 namespace gradmesh::tasks {
@@ -46,6 +47,28 @@ std::string_view trim(std::string_view s) {
   if (first == std::string_view::npos) return {};
   const auto last = s.find_last_not_of(" \t");
   return s.substr(first, last - first + 1);
+}
+
+/// What an unknown kind may have meant: the nearest known kind (at most a third of its letters
+/// off), and how a kind of one's own is registered and when.
+std::string unknown_kind_hint(std::string_view kind, const std::vector<std::string>& kinds) {
+  std::string best;
+  std::size_t best_distance = 0;
+  for (const std::string& k : kinds) {
+    const std::size_t d = edit_distance(kind, k);
+    if (best.empty() || d < best_distance) {
+      best = k;
+      best_distance = d;
+    }
+  }
+  std::string out = "no layer kind '" + std::string(kind) + "'";
+  if (!best.empty() && best_distance <= std::max<std::size_t>(2, best.size() / 3)) {
+    out += "; did you mean '" + best + "'?";
+  }
+  return out + "; a kind of one's own must be registered with gradmesh::tasks::register_layer(\"" +
+         std::string(kind) +
+         "\", factory) before the config is read (before the Pipeline is "
+         "constructed)";
 }
 
 [[noreturn]] void bad_spec(std::string_view forms, std::string_view text, std::string_view why) {
@@ -256,8 +279,12 @@ LayerSpec parse_layer_kind(std::string_view text, std::string_view s) {
         std::string(s.size() > kind.size() ? s.substr(kind.size() + 1) : std::string_view{});
   } else {
     std::string forms(kAllForms);
-    for (const std::string& user : registered_layers()) forms += ", '" + user + "[:<args>]'";
-    bad_spec(forms, text, {});
+    std::vector<std::string> kinds(built_in_layer_kinds().begin(), built_in_layer_kinds().end());
+    for (const std::string& user : registered_layers()) {
+      forms += ", '" + user + "[:<args>]'";
+      kinds.push_back(user);
+    }
+    bad_spec(forms, text, unknown_kind_hint(kind, kinds));
   }
   return spec;
 }

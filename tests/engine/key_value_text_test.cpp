@@ -17,5 +17,13 @@ TEST_CASE("key_value_difference names each differing key with both sides' values
   CHECK(key_value_difference("[job]\n\nname = 1\n", "[sync]\nname = 1\n", "a", "b").empty());
 }
 
+TEST_CASE("edit_distance counts the single-character edits between two words", "[engine]") {
+  CHECK(edit_distance("relu", "relu") == 0);
+  CHECK(edit_distance("rleu", "relu") == 2);
+  CHECK(edit_distance("maxpool2d", "max_pool2d") == 1);
+  CHECK(edit_distance("", "dense") == 5);
+  CHECK(edit_distance("optimizer.lrr", "optimizer.lr") == 1);
+}
+
 }  // namespace
 }  // namespace gradmesh

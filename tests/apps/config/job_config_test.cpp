@@ -247,7 +247,10 @@ TEST_CASE("a bad layer spec is an error naming model.layers, the entry and what 
                     "'max_pool2d:<window>[:<stride>]', 'avg_pool2d:<window>[:<stride>]', "
                     "'global_avg_pool', 'batch_norm', 'flatten', 'dropout:<p>', 'relu', 'add', "
                     "'concat', 'basic_block:<channels>[:<stride>]' or "
-                    "'softmax_cross_entropy', got 'rleu' (line 2)"));
+                    "'softmax_cross_entropy', got 'rleu' (no layer kind 'rleu'; did you mean "
+                    "'relu'?; a kind of one's own must be registered with "
+                    "gradmesh::tasks::register_layer(\"rleu\", factory) before the config is "
+                    "read (before the Pipeline is constructed)) (line 2)"));
   CHECK_THROWS_WITH(parse(kMinimal, {"model.layers=dense:0,softmax_cross_entropy"}),
                     Catch::Equals("--set: model.layers[0]: expected 'dense:<units>', got 'dense:0' "
                                   "(units must be >= 1)"));

@@ -62,7 +62,7 @@ TEST_CASE("lines that differ print with their ranks, in the order they came", "[
         "resumed from iteration 5\n");
 }
 
-TEST_CASE("warnings every node prints name the ranks; a held line waits at most the hold",
+TEST_CASE("warnings every node prints name the ranks, and a held line waits at most the hold",
           "[launch][console]") {
   ConsoleMerger merger(2, 2.0);
   CHECK(merger.add(0, "[12:00:00.000] [rank 0] [warning] no job secret", 0.0).empty());

@@ -255,7 +255,7 @@ TEST_CASE("partial lines are joined, never split or interleaved", "[launch]") {
 
 TEST_CASE(
     "by default the nodes' lines merge: what every node printed appears once, the rest with "
-    "its ranks; --log-dir keeps each node's whole output",
+    "its ranks, and --log-dir keeps each node's whole output",
     "[launch]") {
   Scratch s;
   const fs::path logs = s.dir() / "logs";

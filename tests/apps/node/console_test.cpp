@@ -81,7 +81,7 @@ bool has_colour(const std::string& text) { return text.find("\033[3") != std::st
 
 }  // namespace
 
-TEST_CASE("a node draws its bar and colours on a terminal only; NO_COLOR and --progress obeyed",
+TEST_CASE("a node draws its bar and colours on a terminal only, NO_COLOR and --progress obeyed",
           "[e2e][console]") {
   const fs::path dir = gradmesh::testing::fresh_directory("console");
   std::ofstream(dir / "job.toml") << kConfig;

@@ -1,13 +1,19 @@
 // End-to-end tests of synthetic data (data.dataset = "synthetic", issue 29 item 4) through
 // gradmesh-node: no files, any input shape, and the keys' errors.
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "tasks/data/synthetic.h"
+#include "tasks/layers/layer_spec.h"
+#include "tasks/model.h"
 #include "tests/apps/node/cluster.h"
 
 using gradmesh::testing::Cluster;
+namespace tasks = gradmesh::tasks;
 
 namespace {
 
@@ -119,5 +125,35 @@ shape = [3, 8, 8]
     CHECK(codes == std::vector<int>{2});
     CHECK_THAT(cluster.log_text(0),
                Catch::Contains("data.shape applies to data.dataset = \"synthetic\""));
+  }
+}
+
+TEST_CASE("split evaluation gives every node the whole test set's accuracy exactly",
+          "[e2e][data][evaluation]") {
+  // 3 nodes, 301 test examples: shares of 100, 100 and 101. The reference scores the whole set
+  // with the saved replica in this process.
+  std::string config = synthetic_config(10, 10);
+  config.replace(config.find("test_limit = 200"), 16, "test_limit = 301");
+  Cluster cluster("split-evaluation", 3, config);
+  cluster.start({"--save-parameters"});
+  const auto codes = cluster.wait(std::chrono::seconds(180));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>{0, 0, 0});
+  CHECK_THAT(cluster.log_text(2),
+             Catch::Contains("this one scores test examples [200, 301) of 301"));
+  const tasks::SyntheticTask task(tasks::Shape{3, 8, 8}, 10, 3);
+  const tasks::Dataset test = task.make(tasks::kSyntheticTestBase, 301);
+  tasks::Model model(tasks::parse_layer_specs({"conv2d:4:3:1:1", "relu", "max_pool2d:2", "flatten",
+                                               "dense:10", "softmax_cross_entropy"}),
+                     tasks::Shape{3, 8, 8}, 32, 3);
+  const std::vector<float> parameters = cluster.parameters(0);
+  REQUIRE(parameters.size() == model.parameters().size());
+  std::copy(parameters.begin(), parameters.end(), model.parameters().begin());
+  const tasks::Model::Evaluation whole = model.evaluate(test);
+  for (std::size_t rank = 0; rank < 3; ++rank) {
+    const auto m = cluster.metrics(rank);
+    INFO("rank " << rank);
+    CHECK(m["test_accuracy"].get<double>() == whole.accuracy);  // bit for bit
+    CHECK(m["test_loss"].get<double>() == Approx(whole.loss).epsilon(1e-6));
   }
 }

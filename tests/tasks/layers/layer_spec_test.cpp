@@ -61,12 +61,21 @@ TEST_CASE("parse_layer_spec says what each new kind expected", "[tasks][spec]") 
 }
 
 TEST_CASE("parse_layer_spec says what it expected", "[tasks][spec]") {
-  CHECK_THROWS_WITH(parse_layer_spec("dens:5"),
-                    "expected 'dense:<units>', 'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]', "
-                    "'max_pool2d:<window>[:<stride>]', 'avg_pool2d:<window>[:<stride>]', "
-                    "'global_avg_pool', 'batch_norm', 'flatten', 'dropout:<p>', 'relu', 'add', "
-                    "'concat', 'basic_block:<channels>[:<stride>]' or "
-                    "'softmax_cross_entropy', got 'dens:5'");
+  CHECK_THROWS_WITH(
+      parse_layer_spec("dens:5"),
+      Catch::StartsWith(
+          "expected 'dense:<units>', 'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]', "
+          "'max_pool2d:<window>[:<stride>]', 'avg_pool2d:<window>[:<stride>]', "
+          "'global_avg_pool', 'batch_norm', 'flatten', 'dropout:<p>', 'relu', 'add', "
+          "'concat', 'basic_block:<channels>[:<stride>]' or "
+          "'softmax_cross_entropy', got 'dens:5' (no layer kind 'dens'; did you "
+          "mean 'dense'?; a kind of one's own must be registered with "
+          "gradmesh::tasks::register_layer(\"dens\", factory) before the config is "
+          "read (before the Pipeline is constructed))"));
+  // A near miss gets a suggestion; a far one only how to register.
+  CHECK_THROWS_WITH(parse_layer_spec("maxpool2d:2"), Catch::Contains("did you mean 'max_pool2d'?"));
+  CHECK_THROWS_WITH(parse_layer_spec("transformer:8"),
+                    !Catch::Contains("did you mean") && Catch::Contains("register_layer"));
   for (const char* bad :
        {"dense", "dense:", "dense:0", "dense:-3", "dense:12x", "dense:+4", "Relu", "", "conv:3"}) {
     INFO(bad);
