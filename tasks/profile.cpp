@@ -8,6 +8,7 @@
 
 #include "engine/error.h"
 #include "tasks/cpu/blas.h"
+#include "tasks/optim/adam.h"
 #include "tasks/optim/sgd.h"
 #include "tasks/random.h"
 
@@ -117,18 +118,29 @@ double median(std::span<double> values) {
   return (lower + upper) / 2;
 }
 
-double measure_step_seconds_per_float(std::size_t floats, double min_seconds) {
+double measure_step_seconds_per_float(std::size_t floats, double min_seconds,
+                                      const std::optional<AdamOptions>& adam) {
   GRADMESH_CHECK(floats > 0, "measure_step_seconds_per_float: floats = 0");
   GRADMESH_CHECK(std::isfinite(min_seconds) && min_seconds >= 0,
                  "measure_step_seconds_per_float: min_seconds = " + std::to_string(min_seconds));
   std::vector<float> w(floats, 0.5f), g(floats, 1e-3f), velocity(floats, 0.0f);
+  std::vector<float> second(adam ? floats : 0, 0.0f);
   const SgdOptions options{0.01f, 0.9f, 1e-4f};
-  sgd_update(w.data(), g.data(), velocity.data(), floats, options);  // untimed: first touch
+  const AdamStep scalars =
+      adam ? adam_step_scalars(*adam, 1, options.lr, options.weight_decay) : AdamStep{};
+  const auto update = [&] {
+    if (adam) {
+      adam_update(w.data(), g.data(), velocity.data(), second.data(), floats, *adam, scalars);
+    } else {
+      sgd_update(w.data(), g.data(), velocity.data(), floats, options);
+    }
+  };
+  update();  // untimed: first touch
   std::size_t reps = 0;
   const auto start = Clock::now();
   double elapsed = 0;
   do {
-    sgd_update(w.data(), g.data(), velocity.data(), floats, options);
+    update();
     ++reps;
     elapsed = seconds_since(start);
   } while (elapsed < min_seconds);
@@ -136,7 +148,7 @@ double measure_step_seconds_per_float(std::size_t floats, double min_seconds) {
 }
 
 ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t nodes,
-                               std::uint64_t seed) {
+                               std::uint64_t seed, const std::optional<AdamOptions>& adam) {
   ComputeProfile profile;
   profile.times = profile_layers(model, batch, 5, seed);
   std::size_t rows = 1, cols = 1;  // the largest layer SFB may take: its costliest rebuild
@@ -152,8 +164,8 @@ ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t node
   for (std::size_t l = 0; l < model.num_layers(); ++l) {
     largest = std::max(largest, model.layer(l).parameter_count());
   }
-  profile.step_seconds_per_float =
-      measure_step_seconds_per_float(std::min<std::size_t>(largest, std::size_t{1} << 22), 0.02);
+  profile.step_seconds_per_float = measure_step_seconds_per_float(
+      std::min<std::size_t>(largest, std::size_t{1} << 22), 0.02, adam);
   return profile;
 }
 

@@ -6,10 +6,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "tasks/model.h"
+#include "tasks/optim/adam.h"
 
 namespace gradmesh::tasks {
 
@@ -52,13 +54,16 @@ struct LayerTimes {
 [[nodiscard]] double measure_gemm_flops(std::size_t m, std::size_t n, std::size_t k,
                                         double min_seconds);
 
-/// The optimizer step's time per parameter on this node: times sgd_update (momentum 0.9, weight
-/// decay 1e-4: every term of the update) over `floats` floats, once untimed, then repeatedly until
-/// at least `min_seconds` have passed (at least once); returns seconds / (reps x floats). It is
-/// a pass over three arrays, bound by memory bandwidth once they leave the caches, as a layer's
-/// or a bucket's step is. Allocates 3 x floats floats. Thread safety: any thread. Throws
-/// gradmesh::ContractError if floats is 0 or min_seconds is negative or not finite.
-[[nodiscard]] double measure_step_seconds_per_float(std::size_t floats, double min_seconds);
+/// The optimizer step's time per parameter on this node: times the node's update over `floats`
+/// floats — sgd_update (momentum 0.9, weight decay 1e-4: every term of the update), or with
+/// `adam` adam_update (its options, weight decay 1e-4: two moments and a square root a float) —
+/// once untimed, then repeatedly until at least `min_seconds` have passed (at least once);
+/// returns seconds / (reps x floats). It is a pass over three arrays (Adam: four), bound by
+/// memory bandwidth once they leave the caches, as a layer's or a bucket's step is. Allocates 3
+/// (4) x floats floats. Thread safety: any thread. Throws gradmesh::ContractError if floats is 0
+/// or min_seconds is negative or not finite.
+[[nodiscard]] double measure_step_seconds_per_float(
+    std::size_t floats, double min_seconds, const std::optional<AdamOptions>& adam = std::nullopt);
 
 /// What start-up measures of this node's compute: each layer's times, the GEMM rate and the
 /// optimizer step's time.
@@ -72,9 +77,11 @@ struct ComputeProfile {
 /// that prices SFB's rebuild on `nodes` nodes: M x N x nK for the model's largest layer with
 /// sufficient factors (M outputs, N inputs; Poseidon ATC'17 sec. 3.2; 1 x 1 x nK if none), and
 /// measure_step_seconds_per_float() for at least 0.02 s over the largest layer's parameters (at
-/// most 4 Mi floats). Same errors and side effects as profile_layers().
+/// most 4 Mi floats), of Adam's update when `adam` is set (the node's optimizer). Same errors
+/// and side effects as profile_layers().
 [[nodiscard]] ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t nodes,
-                                             std::uint64_t seed);
+                                             std::uint64_t seed,
+                                             const std::optional<AdamOptions>& adam = std::nullopt);
 
 /// The median of `values` (the mean of the middle two for an even count); reorders them. Throws
 /// gradmesh::ContractError when `values` is empty.

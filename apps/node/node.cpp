@@ -106,7 +106,7 @@ int run_plan(const PlanOptions& options) {
     std::optional<sync::JobMeasurements> measured;
     if (config.planner.probe) {
       const tasks::ComputeProfile compute = tasks::profile_compute(
-          model, config.optimizer.batch_size, options.nodes, config.job.seed);
+          model, config.optimizer.batch_size, options.nodes, config.job.seed, adam_options(config));
       measured.emplace();
       measured->forward_seconds = compute.times.forward_seconds;
       measured->backward_seconds = compute.times.backward_seconds;

@@ -144,7 +144,8 @@ std::optional<sync::JobMeasurements> NodeBuilder::measure() {
   // The probe is every node's at once: the peers of a rejoining node are past it.
   if (config.planner.probe && !s_.options.rejoin) {
     measured = measure_job(*s_.probe, *s_.model, config.optimizer.batch_size, config.job.seed,
-                           nodes, sync::compression_options(config.sync.options), s_.sealed);
+                           nodes, sync::compression_options(config.sync.options), s_.sealed,
+                           s_.optimizer->adam_options());
   }
   // Each link's rate bounds how long one frame may hold it (control frames go between
   // fragments): the probe's measure, else the configured one.

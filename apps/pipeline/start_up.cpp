@@ -126,7 +126,8 @@ std::optional<sync::compress::CodecProfile> measure_compressor(
 
 sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, std::size_t batch,
                                   std::uint64_t seed, std::size_t nodes,
-                                  const sync::CompressionOptions& compression, bool sealed) {
+                                  const sync::CompressionOptions& compression, bool sealed,
+                                  const std::optional<tasks::AdamOptions>& adam) {
   const auto start = Clock::now();
   sync::NodeProfile local = probe.measure_links();
   for (std::size_t peer = 0; peer < nodes; ++peer) {
@@ -142,7 +143,7 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   // on loopback takes CPU from the profile: measured apart, the GEMM rate of a 4-node job on 2
   // cores read 11 GFLOP/s in one run and 32 in the next, and the plan followed the noise.
   if (nodes > 1) probe.barrier(0);
-  const tasks::ComputeProfile compute = tasks::profile_compute(model, batch, nodes, seed);
+  const tasks::ComputeProfile compute = tasks::profile_compute(model, batch, nodes, seed, adam);
   local.forward_seconds = compute.times.forward_seconds;
   local.backward_seconds = compute.times.backward_seconds;
   local.backward_input_seconds = compute.times.backward_input_seconds;

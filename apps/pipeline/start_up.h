@@ -45,12 +45,12 @@ void check_writable_folder(const std::filesystem::path& dir, std::string_view wh
 /// after a barrier; then the `compression` method's encode and decode on each layer
 /// (measure_compressor). With `sealed` frames, also what the frame cipher costs a byte
 /// (net::auth::measure_cipher_seconds_per_byte; the slowest node's). Throws PeerError for a
-/// failed or silent peer. Logs what it measured.
-[[nodiscard]] sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model,
-                                                std::size_t batch, std::uint64_t seed,
-                                                std::size_t nodes,
-                                                const sync::CompressionOptions& compression,
-                                                bool sealed = false);
+/// failed or silent peer. Logs what it measured. `adam`: the node's optimizer is Adam (its step
+/// is timed, not SGD's).
+[[nodiscard]] sync::JobMeasurements measure_job(
+    sync::LinkProbe& probe, tasks::Model& model, std::size_t batch, std::uint64_t seed,
+    std::size_t nodes, const sync::CompressionOptions& compression, bool sealed = false,
+    const std::optional<tasks::AdamOptions>& adam = std::nullopt);
 
 /// The `compression` method's codec (fp16, bf16, int8, topk, randomk at its ratio) timed on the
 /// floats of each of `model`'s layers (sync::compress::profile_codec, at least 10 ms a figure,

@@ -86,3 +86,12 @@ TEST_CASE("measure_gemm_flops gives a plausible rate", "[tasks][profile]") {
 }
 
 }  // namespace gradmesh::tasks
+
+TEST_CASE("an Adam node's step time is measured on Adam's update", "[tasks][profile]") {
+  // The path runs (a plausible, finite time); which is faster is a benchmark's question.
+  const gradmesh::tasks::AdamOptions adam;
+  const double step = measure_step_seconds_per_float(1 << 16, 0.01, adam);
+  CHECK(std::isfinite(step));
+  CHECK(step > 0);
+  CHECK(step < 1e-6);  // a microsecond a float would be a thousand times a memory pass
+}
