@@ -275,10 +275,48 @@ void TrainingLoop::finish() {
       spdlog::info("after the final exchange: test accuracy {:.2f}%",
                    100.0 * final_evaluation->accuracy);
     }
+  } else if (average_layer_states()) {
+    // A BSP job's replicas are one model but for the nodes' own batch-normalization statistics:
+    // averaged, the final model is one model; score it.
+    const auto final_evaluation = evaluate();
+    metrics_.final_test_accuracy =
+        final_evaluation ? final_evaluation->accuracy : metrics_.test_accuracy;
+    metrics_.final_test_loss = final_evaluation ? final_evaluation->loss : metrics_.test_loss;
+    if (final_evaluation) {
+      spdlog::info("with the running statistics averaged over the nodes: test accuracy {:.2f}%",
+                   100.0 * final_evaluation->accuracy);
+    }
   } else {
     metrics_.final_test_accuracy = metrics_.test_accuracy;
     metrics_.final_test_loss = metrics_.test_loss;
   }
+}
+
+bool TrainingLoop::average_layer_states() {
+  tasks::Model& model = *s_.model;
+  const std::size_t n = s_.nodes();
+  if (n < 2 || !s_.agreement || model.layer_state_size() == 0 ||
+      !sync::strategy_traits(s_.config.sync.strategy).bsp) {
+    return false;
+  }
+  std::vector<float> mine(model.layer_state_size());
+  model.save_layer_states(mine);
+  const auto all = s_.agreement->exchange_layer_states(mine, 1);
+  std::vector<double> sum(mine.size(), 0.0);
+  for (std::size_t r = 0; r < all.size(); ++r) {  // rank order: the same bits on every node
+    if (all[r].size() != mine.size()) {
+      throw PeerError(r, s_.addresses().at(r),
+                      "sent " + std::to_string(all[r].size()) + " layer-state floats, expected " +
+                          std::to_string(mine.size()) + " (the same model on every node)");
+    }
+    for (std::size_t i = 0; i < mine.size(); ++i) sum[i] += all[r][i];
+  }
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    mine[i] = static_cast<float>(sum[i] / static_cast<double>(all.size()));
+  model.load_layer_states(mine);
+  spdlog::info("batch normalization's running statistics averaged over the {} nodes ({} floats)", n,
+               mine.size());
+  return true;
 }
 
 double TrainingLoop::bytes_sent() const {

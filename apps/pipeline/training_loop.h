@@ -59,8 +59,14 @@ class TrainingLoop {
   /// set_test_set()'s evaluation: this node's share under a BSP strategy, the shares' figures
   /// all-gathered; the whole set under ako or on one node.
   [[nodiscard]] tasks::Model::Evaluation evaluate_test_set(tasks::Model& model);
-  /// The evaluation after the strategy's final exchange, into the metrics.
+  /// The evaluation after the strategy's final exchange (or, under a BSP strategy, after the
+  /// layer states' average), into the metrics.
   void finish();
+  /// Under a BSP strategy on several nodes, for a model with layer states (batch normalization's
+  /// running statistics, per node while training, as DDP's): replaces them by their mean over
+  /// the nodes (all-gathered, summed in rank order in double), so the final model is one model
+  /// on every node. Returns whether it did. Throws PeerError for a failed or silent peer.
+  bool average_layer_states();
   [[nodiscard]] double bytes_sent() const;
 
   NodeState& s_;

@@ -19,6 +19,7 @@ std::string list_text(const std::vector<std::uint64_t>& iterations) {
 /// (exchange()), the evaluation's counts (exchange_evaluation()).
 constexpr std::uint16_t kListKind = 0;
 constexpr std::uint16_t kEvaluationKind = 1;
+constexpr std::uint16_t kStatesKind = 2;
 
 /// The lists of numbers in `payloads` (received bytes need not be aligned for u64).
 std::vector<std::vector<std::uint64_t>> number_lists(const std::vector<net::Payload>& payloads) {
@@ -38,21 +39,26 @@ ResumeAgreement::ResumeAgreement(LaneRouter& router, double timeout_s)
       timeout_s_(timeout_s),
       lane_(lane_id(kResumeLane)),
       lists_(router_, lane_, kListKind),
-      evaluations_(router_, lane_, kEvaluationKind) {
+      evaluations_(router_, lane_, kEvaluationKind),
+      states_(router_, lane_, kStatesKind) {
   GRADMESH_CHECK(timeout_s > 0, "ResumeAgreement: timeout " + std::to_string(timeout_s) + " s");
   router_.route(kResumeLane, [this](std::size_t from, net::Message&& message) {
-    if ((message.kind != kListKind && message.kind != kEvaluationKind) ||
-        message.payload.size() % sizeof(std::uint64_t) != 0) {
+    const std::size_t unit = message.kind == kStatesKind ? sizeof(float) : sizeof(std::uint64_t);
+    if (message.kind > kStatesKind || message.payload.size() % unit != 0) {
       router_.reject(from, lane_,
                      "kind " + std::to_string(message.kind) + " of " +
                          std::to_string(message.payload.size()) + " bytes, not a list of numbers");
       return;
     }
-    (message.kind == kListKind ? lists_ : evaluations_).on_message(from, std::move(message));
+    collective::AllGather& gather = message.kind == kListKind         ? lists_
+                                    : message.kind == kEvaluationKind ? evaluations_
+                                                                      : states_;
+    gather.on_message(from, std::move(message));
   });
   router_.on_failure([this](const PeerError& error) {
     lists_.fail(error);
     evaluations_.fail(error);
+    states_.fail(error);
   });
 }
 
@@ -77,6 +83,23 @@ std::vector<std::vector<std::uint64_t>> ResumeAgreement::exchange_evaluation(
     return "sent no figures of its share of the test set for evaluation " + std::to_string(round) +
            " within " + std::to_string(timeout_s_) + " s";
   }));
+}
+
+std::vector<std::vector<float>> ResumeAgreement::exchange_layer_states(
+    std::span<const float> states, std::uint64_t round) {
+  states_.start(round, net::Payload::copy_of(std::as_bytes(states)));
+  const std::vector<net::Payload> payloads =
+      states_.wait(round, timeout_s_, [&](std::size_t) -> std::string {
+        return "sent no layer states (batch normalization's running statistics) for round " +
+               std::to_string(round) + " within " + std::to_string(timeout_s_) + " s";
+      });
+  std::vector<std::vector<float>> out;
+  out.reserve(payloads.size());
+  for (const net::Payload& p : payloads) {  // received bytes need not be aligned for float
+    std::vector<float>& values = out.emplace_back(p.size() / sizeof(float));
+    if (!values.empty()) std::memcpy(values.data(), p.bytes().data(), p.size());
+  }
+  return out;
 }
 
 std::uint64_t ResumeAgreement::newest_common(const std::vector<std::vector<std::uint64_t>>& lists) {

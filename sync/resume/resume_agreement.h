@@ -53,6 +53,12 @@ class ResumeAgreement {
   [[nodiscard]] std::vector<std::vector<std::uint64_t>> exchange_evaluation(
       std::span<const std::uint64_t> counts, std::uint64_t round);
 
+  /// The end of a BSP job (apps/pipeline): every node's layer states (batch normalization's running
+  /// statistics, tasks::Model::save_layer_states; `states` floats, the same count on every node)
+  /// as round `round` of a gather of its own, returned index = rank. As exchange_evaluation().
+  [[nodiscard]] std::vector<std::vector<float>> exchange_layer_states(std::span<const float> states,
+                                                                      std::uint64_t round);
+
   /// The newest iteration in every list of `lists` (index = rank). Throws CheckpointError naming
   /// every rank's iterations when no iteration is common to all.
   [[nodiscard]] static std::uint64_t newest_common(
@@ -64,6 +70,7 @@ class ResumeAgreement {
   LaneId lane_;
   collective::AllGather lists_;        // kind 0: exchange()
   collective::AllGather evaluations_;  // kind 1: exchange_evaluation()
+  collective::AllGather states_;       // kind 2: exchange_layer_states()
 };
 
 }  // namespace gradmesh::sync

@@ -157,3 +157,23 @@ TEST_CASE("split evaluation gives every node the whole test set's accuracy exact
     CHECK(m["test_loss"].get<double>() == Approx(whole.loss).epsilon(1e-6));
   }
 }
+
+TEST_CASE("a BSP job's batch-normalization statistics are averaged at its end: one final model",
+          "[e2e][data][evaluation]") {
+  Cluster cluster(
+      "bn-average", 2,
+      synthetic_config(10, 10, R"("conv2d:4:3:1:1", "batch_norm", "relu", "global_avg_pool")"));
+  cluster.start();
+  const auto codes = cluster.wait(std::chrono::seconds(120));
+  INFO(cluster.all_logs());
+  REQUIRE(codes == std::vector<int>{0, 0});
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    CHECK_THAT(cluster.log_text(rank),
+               Catch::Contains("batch normalization's running statistics averaged over the 2 "
+                               "nodes (8 floats)") &&
+                   Catch::Contains("with the running statistics averaged over the nodes: test "
+                                   "accuracy"));
+  }
+  // The same final model on both nodes, scored on the split test set: one figure.
+  CHECK(cluster.metrics(0)["final_test_accuracy"] == cluster.metrics(1)["final_test_accuracy"]);
+}

@@ -109,3 +109,29 @@ TEST_CASE("exchanges in rounds: each round's lists, a late list of a finished ro
   }
   CHECK(channels[0]->rejected() == before + 1 + 6);  // 4 rounds kept, 6 rejected
 }
+
+TEST_CASE("the evaluation's figures and the layer states go round in gathers of their own",
+          "[sync][resume]") {
+  constexpr std::size_t n = 3;
+  Nodes nodes(n);
+  auto& agreements = nodes.agreements;
+  std::vector<std::future<std::vector<std::vector<std::uint64_t>>>> figures;
+  std::vector<std::future<std::vector<std::vector<float>>>> states;
+  for (std::size_t r = 0; r < n; ++r) {
+    figures.push_back(std::async(std::launch::async, [&, r] {
+      // Round 1 of the evaluation's gather while round 1 of the states' runs beside it.
+      const std::vector<std::uint64_t> mine{r, 10 * r};
+      return agreements[r]->exchange_evaluation(mine, 1);
+    }));
+    states.push_back(std::async(std::launch::async, [&, r] {
+      const std::vector<float> mine{0.5f * static_cast<float>(r), -1.0f};
+      return agreements[r]->exchange_layer_states(mine, 1);
+    }));
+  }
+  for (std::size_t r = 0; r < n; ++r) {
+    INFO("rank " << r);
+    CHECK(figures[r].get() == std::vector<std::vector<std::uint64_t>>{{0, 0}, {1, 10}, {2, 20}});
+    CHECK(states[r].get() ==
+          std::vector<std::vector<float>>{{0.0f, -1.0f}, {0.5f, -1.0f}, {1.0f, -1.0f}});
+  }
+}
