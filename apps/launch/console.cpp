@@ -130,6 +130,7 @@ void ConsoleMerger::emit_ready(double now, bool all, std::vector<std::string>& o
         it->second.begin(), it->second.end(), [](const auto& e) { return e.has_value(); }));
     const bool ready = count == nodes_ || all || now - epoch_first_seen_[it->first] >= 30.0 * hold_;
     if (!ready) break;
+    flush_pending(out);  // each node printed those lines before its record
     out.push_back(render_epoch(it->first, it->second));
     epoch_first_seen_.erase(it->first);
     it = epochs_.erase(it);
@@ -138,11 +139,21 @@ void ConsoleMerger::emit_ready(double now, bool all, std::vector<std::string>& o
     const auto count = static_cast<std::size_t>(
         std::count_if(done_.begin(), done_.end(), [](const auto& d) { return d.has_value(); }));
     if (count == nodes_ || all || now - done_first_seen_ >= 30.0 * hold_) {
+      flush_pending(out);
       out.push_back(render_done());
       done_.assign(nodes_, std::nullopt);
       done_first_seen_ = -1;
     }
   }
+}
+
+void ConsoleMerger::flush_pending(std::vector<std::string>& out) {
+  for (Group& g : pending_) {
+    out.push_back(render(g));
+    recent_.push_back(std::move(g));
+    if (recent_.size() > kRecent) recent_.erase(recent_.begin());
+  }
+  pending_.clear();
 }
 
 bool ConsoleMerger::moved_past(const Group& g) const {

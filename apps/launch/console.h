@@ -59,6 +59,9 @@ class ConsoleMerger {
     std::vector<std::int64_t> index;  ///< per rank: its line number of this line, -1: not printed
     std::size_t count = 0;
   };
+  /// Prints every held line, with the ranks it has (before a record: each node printed its
+  /// lines before its record).
+  void flush_pending(std::vector<std::string>& out);
   /// Whether every rank missing from `g` has moved past it.
   [[nodiscard]] bool moved_past(const Group& g) const;
   struct Progress {

@@ -2,7 +2,7 @@
 //
 //   gradmesh-launch -n N --config JOB.toml [--metrics-out DIR] [--set K=V ...] [--resume DIR]
 //                   [--node PATH]
-//                   [--base-port P] [-v] [-- extra node args]
+//                   [--base-port P] [-v] [--all-ranks] [--log-dir DIR] [-- extra node args]
 
 #include <csignal>
 #include <cstdio>

@@ -234,8 +234,12 @@ tasks::Model::Evaluation TrainingLoop::evaluate_test_set(tasks::Model& model) {
   if (!test_share_) {
     const std::size_t begin = test.count * s_.rank / n, end = test.count * (s_.rank + 1) / n;
     test_share_ = tasks::take_range(test, begin, end - begin);
-    spdlog::info("evaluation split over the {} nodes: this one scores test examples [{}, {}) of {}",
-                 n, begin, end, test.count);
+    // The same text on every node (gradmesh-launch prints it once); the share in the debug log.
+    spdlog::info(
+        "evaluation split over the {} nodes: rank r scores test examples [r N / n, (r + 1) "
+        "N / n) of the N = {}",
+        n, test.count);
+    spdlog::debug("this node scores test examples [{}, {}) of {}", begin, end, test.count);
   }
   const tasks::Model::Evaluation mine = model.evaluate(*test_share_);
   const auto count = static_cast<double>(test_share_->count);

@@ -122,3 +122,20 @@ TEST_CASE("a malformed record is printed as it came", "[launch][console]") {
   REQUIRE(out.size() == 1);
   CHECK(out[0] == "@gradmesh epoch {not json\n");
 }
+
+TEST_CASE("a record waits for nothing the nodes printed before it", "[launch][console]") {
+  ConsoleMerger merger(2, 2.0);
+  // Each node's own line (it differs), then both nodes' epoch records at once: the lines come out
+  // first, though neither was held its 2 s.
+  CHECK(merger.add(0, "[12:00:00.000] [rank 0] [info] share [0, 50)", 0.0).empty());
+  CHECK(merger.add(1, "[12:00:00.000] [rank 1] [info] share [50, 100)", 0.0).empty());
+  const std::string record =
+      R"("epochs":1,"done":10,"loss":0.5,"accuracy":null,"samples_per_second":10,)"
+      R"("bytes_sent":0,"compression_error":null})";
+  CHECK(merger.add(0, "@gradmesh epoch {\"rank\":0,\"epoch\":1," + record, 0.1).empty());
+  const auto out = merger.add(1, "@gradmesh epoch {\"rank\":1,\"epoch\":1," + record, 0.1);
+  REQUIRE(out.size() == 3);
+  CHECK(out[0] == "[12:00:00.000] [rank 0] [info] share [0, 50)\n");
+  CHECK(out[1] == "[12:00:00.000] [rank 1] [info] share [50, 100)\n");
+  CHECK_THAT(out[2], Catch::StartsWith("epoch 1/1  iter 10  loss 0.5000"));
+}

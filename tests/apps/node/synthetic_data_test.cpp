@@ -140,7 +140,8 @@ TEST_CASE("split evaluation gives every node the whole test set's accuracy exact
   INFO(cluster.all_logs());
   REQUIRE(codes == std::vector<int>{0, 0, 0});
   CHECK_THAT(cluster.log_text(2),
-             Catch::Contains("this one scores test examples [200, 301) of 301"));
+             Catch::Contains("evaluation split over the 3 nodes: rank r scores test examples [r N "
+                             "/ n, (r + 1) N / n) of the N = 301"));
   const tasks::SyntheticTask task(tasks::Shape{3, 8, 8}, 10, 3);
   const tasks::Dataset test = task.make(tasks::kSyntheticTestBase, 301);
   tasks::Model model(tasks::parse_layer_specs({"conv2d:4:3:1:1", "relu", "max_pool2d:2", "flatten",
