@@ -1,8 +1,9 @@
 // bench/single_node: how close one node's training comes to the machine's BLAS peak.
 //
 // Measures (1) OpenBLAS sgemm GFLOP/s on square matrices with the same thread count training uses,
-// and (2) samples/s of strategy `none` on the demo model (MLP 784-256-256-10, batch 64) or the CNN
-// of configs/fashion-mnist-cnn.toml (--model cnn) through the real node pipeline (engine graph,
+// and (2) samples/s of strategy `none` on the demo model (MLP 784-256-256-10, batch 64), the CNN
+// of configs/fashion-mnist-cnn.toml (--model cnn) or the ResNet-20-style graph of
+// configs/fashion-mnist-resnet.toml (--model resnet) through the real node pipeline (engine graph,
 // layers, SGD), then prints the model's achieved GFLOP/s — 3 x each layer's forward flops per
 // sample (forward, then dW and dx backward; 6 x parameters for the MLP) — as a fraction of
 // sgemm's, and each layer's forward and backward time (tasks::profile_layers, median of 20).
@@ -15,7 +16,8 @@
 // probes' and its correlation with the triad's time a byte and the small GEMM's time a flop, to
 // tell the layers the host's memory mode moves from those it does not.
 //
-//   build/bench/bench_single_node [--model mlp|cnn] [--threads N] [--iterations N] [--data DIR]
+//   build/bench/bench_single_node [--model mlp|cnn|resnet] [--threads N] [--iterations N]
+//                                 [--data DIR]
 //                                 [--rounds R] [--gap S]
 // A benchmark, never a test: its figures go in README.md, not in assertions.
 
@@ -107,17 +109,32 @@ int main(int argc, char** argv) {
 
   const auto data = gradmesh::tasks::load_fashion_mnist(data_dir);
   const std::size_t batch = 64;
-  const bool cnn = model_name == "cnn";
-  if (!cnn && model_name != "mlp") {
-    std::fprintf(stderr, "--model: expected mlp or cnn, got '%s'\n", model_name.c_str());
+  std::vector<std::string> layer_texts;
+  if (model_name == "cnn") {
+    layer_texts = {"conv2d:32:5:1:2",
+                   "relu",
+                   "max_pool2d:2",
+                   "conv2d:64:5:1:2",
+                   "relu",
+                   "max_pool2d:2",
+                   "flatten",
+                   "dense:1024",
+                   "relu",
+                   "dense:10",
+                   "softmax_cross_entropy"};
+  } else if (model_name == "resnet") {  // configs/fashion-mnist-resnet.toml's graph
+    layer_texts = {"conv2d:16:3:1:1",  "batch_norm",     "relu",
+                   "basic_block:16",   "basic_block:16", "basic_block:16",
+                   "basic_block:32:2", "basic_block:32", "basic_block:32",
+                   "basic_block:64:2", "basic_block:64", "basic_block:64",
+                   "global_avg_pool",  "dense:10",       "softmax_cross_entropy"};
+  } else if (model_name == "mlp") {
+    layer_texts = {"dense:256", "relu", "dense:256", "relu", "dense:10", "softmax_cross_entropy"};
+  } else {
+    std::fprintf(stderr, "--model: expected mlp, cnn or resnet, got '%s'\n", model_name.c_str());
     return 2;
   }
-  const auto specs = gradmesh::tasks::parse_layer_specs(
-      cnn ? std::vector<std::string>{"conv2d:32:5:1:2", "relu", "max_pool2d:2", "conv2d:64:5:1:2",
-                                     "relu", "max_pool2d:2", "flatten", "dense:1024", "relu",
-                                     "dense:10", "softmax_cross_entropy"}
-          : std::vector<std::string>{"dense:256", "relu", "dense:256", "relu", "dense:10",
-                                     "softmax_cross_entropy"});
+  const auto specs = gradmesh::tasks::parse_layer_specs(layer_texts);
   gradmesh::tasks::Model model(specs, gradmesh::tasks::sample_shape(data.train), batch, 42);
   double flops_per_sample = 0;
   for (std::size_t l = 0; l < model.num_layers(); ++l) {
@@ -143,7 +160,9 @@ int main(int argc, char** argv) {
   std::printf(
       "none, %s (%zu parameters, %.1f MFLOP per sample), batch %zu: %.0f samples/s (%.3f "
       "ms/iteration)\n",
-      cnn ? "CNN of configs/fashion-mnist-cnn.toml" : "demo MLP 784-256-256-10",
+      model_name == "cnn"      ? "CNN of configs/fashion-mnist-cnn.toml"
+      : model_name == "resnet" ? "ResNet-20-style graph of configs/fashion-mnist-resnet.toml"
+                               : "demo MLP 784-256-256-10",
       model.parameter_count(), flops_per_sample / 1e6, batch, samples_per_s,
       1e3 * elapsed / iterations);
   std::printf("model: %.1f GFLOP/s = %.2f of sgemm's %.1f GFLOP/s\n", model_gflops,
