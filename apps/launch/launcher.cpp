@@ -167,11 +167,11 @@ class Launcher final {
       const auto path = *options_.log_dir / ("node-" + std::to_string(rank) + ".log");
       node.log.open(path, std::ios::binary | std::ios::trunc);
       if (!node.log)
-        say("cannot write " + path.string() + ": rank " + std::to_string(rank) +
-            "'s log goes to the console only");
+        notice("cannot write " + path.string() + ": rank " + std::to_string(rank) +
+               "'s log goes to the console only");
     }
     std::vector<std::string> args = node_command(options_, ports_, rank);
-    if (options_.verbose) say("rank " + std::to_string(rank) + ": " + join(args, " "));
+    if (options_.verbose) notice("rank " + std::to_string(rank) + ": " + join(args, " "));
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -207,7 +207,7 @@ class Launcher final {
     const int rc = uv_spawn(&loop_, &node.process, &spawn_options);
     if (rc != 0) {
       node.spawn_error = std::string(uv_strerror(rc));
-      say("rank " + std::to_string(rank) + ": cannot start " + file + ": " + node.spawn_error);
+      notice("rank " + std::to_string(rank) + ": cannot start " + file + ": " + node.spawn_error);
       uv_close(reinterpret_cast<uv_handle_t*>(&node.process), nullptr);
       for (Stream* s : {&node.out, &node.err}) close_stream(*s);
       if (first_failure_ == nullptr) first_failure_ = &node;
@@ -272,6 +272,16 @@ class Launcher final {
   }
 
   // ---- the merged console ----
+
+  /// The launcher's own message on stderr ("gradmesh-launch: ..."), the progress bar cleared
+  /// first when stdout and stderr share the terminal, so the message does not run on from it.
+  void notice(std::string_view message) {
+    if (bar_drawn_) {
+      write_all(STDOUT_FILENO, "\r\033[K");
+      bar_drawn_ = false;
+    }
+    say(message);
+  }
 
   [[nodiscard]] double now() const { return static_cast<double>(uv_now(&loop_)) / 1000.0; }
 
@@ -344,13 +354,13 @@ class Launcher final {
       if (first) self.first_failure_ = &node;
       if (first && !self.survivable_.empty() && self.live_count() > 0) {
         // The others detect the failure and go on without it; a later failure starts the grace.
-        say("rank " + std::to_string(node.rank) + " " + describe_exit(node) +
-            "; the other nodes go on without it (" + self.survivable_ + ")");
+        self.notice("rank " + std::to_string(node.rank) + " " + describe_exit(node) +
+                    "; the other nodes go on without it (" + self.survivable_ + ")");
       } else {
-        say("rank " + std::to_string(node.rank) + " " + describe_exit(node) + "; " +
-            (self.live_count() > 0
-                 ? "the other nodes have " + seconds(self.options_.grace_seconds) + " to finish"
-                 : std::string("no other node is running")));
+        self.notice("rank " + std::to_string(node.rank) + " " + describe_exit(node) + "; " +
+                    (self.live_count() > 0 ? "the other nodes have " +
+                                                 seconds(self.options_.grace_seconds) + " to finish"
+                                           : std::string("no other node is running")));
         self.start_grace();
       }
     }
@@ -360,7 +370,7 @@ class Launcher final {
   static void on_signal(uv_signal_t* handle, int signum) {
     Launcher& self = *static_cast<Launcher*>(handle->data);
     self.interrupted_ = signum;
-    say("got " + signal_name(signum) + ": forwarding it to the nodes");
+    self.notice("got " + signal_name(signum) + ": forwarding it to the nodes");
     self.send_to_live(signum);
     self.start_grace();
   }
@@ -379,7 +389,7 @@ class Launcher final {
   static void on_kill_timeout(uv_timer_t* timer) {
     Launcher& self = *static_cast<Launcher*>(timer->data);
     if (self.live_count() == 0) return;
-    say("sending SIGKILL to " + self.live_ranks());
+    self.notice("sending SIGKILL to " + self.live_ranks());
     self.send_to_live(SIGKILL);
   }
 
@@ -389,7 +399,7 @@ class Launcher final {
     phase_ = Phase::kTerminating;
     uv_timer_stop(&grace_timer_);
     if (live_count() == 0) return;
-    say("sending " + signal_name(signum) + " to " + live_ranks());
+    notice("sending " + signal_name(signum) + " to " + live_ranks());
     send_to_live(signum);
     uv_timer_start(&kill_timer_, &Launcher::on_kill_timeout, to_ms(options_.kill_after_seconds), 0);
   }
