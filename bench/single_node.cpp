@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "apps/config/job_config.h"
 #include "apps/pipeline/iteration_graph.h"
 #include "bench/machine_state.h"
 #include "engine/executor.h"
@@ -109,25 +110,13 @@ int main(int argc, char** argv) {
 
   const auto data = gradmesh::tasks::load_fashion_mnist(data_dir);
   const std::size_t batch = 64;
+  // The CNN's and the ResNet's layers are their configs' model.layers: one definition of each.
   std::vector<std::string> layer_texts;
-  if (model_name == "cnn") {
-    layer_texts = {"conv2d:32:5:1:2",
-                   "relu",
-                   "max_pool2d:2",
-                   "conv2d:64:5:1:2",
-                   "relu",
-                   "max_pool2d:2",
-                   "flatten",
-                   "dense:1024",
-                   "relu",
-                   "dense:10",
-                   "softmax_cross_entropy"};
-  } else if (model_name == "resnet") {  // configs/fashion-mnist-resnet.toml's graph
-    layer_texts = {"conv2d:16:3:1:1",  "batch_norm",     "relu",
-                   "basic_block:16",   "basic_block:16", "basic_block:16",
-                   "basic_block:32:2", "basic_block:32", "basic_block:32",
-                   "basic_block:64:2", "basic_block:64", "basic_block:64",
-                   "global_avg_pool",  "dense:10",       "softmax_cross_entropy"};
+  if (model_name == "cnn" || model_name == "resnet") {
+    layer_texts =
+        gradmesh::app::load_job_config(
+            std::string(GRADMESH_SOURCE_DIR) + "/configs/fashion-mnist-" + model_name + ".toml", {})
+            .model.layers;
   } else if (model_name == "mlp") {
     layer_texts = {"dense:256", "relu", "dense:256", "relu", "dense:10", "softmax_cross_entropy"};
   } else {

@@ -520,6 +520,16 @@ class Launcher final {
   bool finishing_ = false;
 };
 
+/// Creates `dir` (and its parents) if missing; a ConfigError naming `flag` if it cannot.
+void create_folder(const std::filesystem::path& dir, const std::string& flag) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw ConfigError(flag + " '" + dir.string() +
+                      "': cannot create the directory: " + ec.message());
+  }
+}
+
 void check_node_binary(const std::filesystem::path& path) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
@@ -568,22 +578,8 @@ int run_launcher(const LaunchOptions& options) {
     survivable = "sync.strategy = " + config.sync.strategy + " rolls back to checkpoint.dir";
   }
   check_node_binary(options.node_binary);
-  if (options.log_dir) {
-    std::error_code ec;
-    std::filesystem::create_directories(*options.log_dir, ec);
-    if (ec) {
-      throw ConfigError("--log-dir '" + options.log_dir->string() +
-                        "': cannot create the directory: " + ec.message());
-    }
-  }
-  if (options.metrics_out) {
-    std::error_code ec;
-    std::filesystem::create_directories(*options.metrics_out, ec);
-    if (ec) {
-      throw ConfigError("--metrics-out '" + options.metrics_out->string() +
-                        "': cannot create the directory: " + ec.message());
-    }
-  }
+  if (options.log_dir) create_folder(*options.log_dir, "--log-dir");
+  if (options.metrics_out) create_folder(*options.metrics_out, "--metrics-out");
   std::vector<std::uint16_t> ports = pick_ports(options.nodes, options.base_port, options.host);
   Launcher launcher(options, std::move(ports), std::move(survivable));
   return launcher.run();

@@ -229,7 +229,7 @@ std::optional<tasks::Model::Evaluation> TrainingLoop::evaluate() {
 tasks::Model::Evaluation TrainingLoop::evaluate_test_set(tasks::Model& model) {
   const tasks::Dataset& test = *s_.test_set;
   const std::size_t n = s_.nodes();
-  const bool split = n > 1 && s_.agreement && sync::strategy_traits(s_.config.sync.strategy).bsp;
+  const bool split = one_model_on_nodes();
   if (!split) return model.evaluate(test);
   if (!test_share_) {
     const std::size_t begin = test.count * s_.rank / n, end = test.count * (s_.rank + 1) / n;
@@ -296,13 +296,14 @@ void TrainingLoop::finish() {
   }
 }
 
+bool TrainingLoop::one_model_on_nodes() const {
+  return s_.nodes() > 1 && s_.agreement && sync::strategy_traits(s_.config.sync.strategy).bsp;
+}
+
 bool TrainingLoop::average_layer_states() {
   tasks::Model& model = *s_.model;
   const std::size_t n = s_.nodes();
-  if (n < 2 || !s_.agreement || model.layer_state_size() == 0 ||
-      !sync::strategy_traits(s_.config.sync.strategy).bsp) {
-    return false;
-  }
+  if (!one_model_on_nodes() || model.layer_state_size() == 0) return false;
   std::vector<float> mine(model.layer_state_size());
   model.save_layer_states(mine);
   const auto all = s_.agreement->exchange_layer_states(mine, 1);

@@ -67,6 +67,9 @@ class TrainingLoop {
   /// the nodes (all-gathered, summed in rank order in double), so the final model is one model
   /// on every node. Returns whether it did. Throws PeerError for a failed or silent peer.
   bool average_layer_states();
+  /// Several nodes whose replicas are one model (a BSP strategy's traits), with the agreement's
+  /// gathers to exchange on: the split evaluation and the states' average apply.
+  [[nodiscard]] bool one_model_on_nodes() const;
   [[nodiscard]] double bytes_sent() const;
 
   NodeState& s_;
