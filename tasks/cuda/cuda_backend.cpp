@@ -84,9 +84,15 @@ class CudaBackend final : public Backend {
     if (bytes == 0) return {nullptr, &release_device};
     void* p = nullptr;
     check(cudaMalloc(&p, bytes), "cudaMalloc");
-    if (const cudaError_t e = cudaMemset(p, 0, bytes); e != cudaSuccess) {
+    // Zeroed on the backend's own stream, so the zeroing is ordered before every copy and kernel
+    // enqueued on it later. A plain cudaMemset goes to the legacy default stream, with which a
+    // cudaStreamNonBlocking stream never synchronizes: it may run AFTER a later copy_to_device
+    // into the new buffer (GlobalAvgPool's vector of ones, BatchNorm's running variance) and
+    // zero what that copy wrote, and synchronize() (cudaStreamSynchronize(stream_)) does not
+    // wait for it.
+    if (const cudaError_t e = cudaMemsetAsync(p, 0, bytes, stream_); e != cudaSuccess) {
       cudaFree(p);
-      check(e, "cudaMemset");
+      check(e, "cudaMemsetAsync");
     }
     return {p, &release_device};
   }
