@@ -8,6 +8,7 @@ set(GRADMESH_PUBLIC_ENTRY_HEADERS
   apps/pipeline/data_source.h
   tasks/layers/layer.h
   tasks/layers/layer_registry.h
+  tasks/layers/loss.h
   tasks/layers/gradient_check.h
   engine/executor.h
   engine/trace_recorder.h
@@ -52,6 +53,7 @@ set(GRADMESH_PUBLIC_HEADERS
   tasks/layers/layer.h
   tasks/layers/layer_registry.h
   tasks/layers/layer_spec.h
+  tasks/layers/loss.h
   tasks/model.h
   tasks/optim/adam.h
   tasks/optim/optimizer.h

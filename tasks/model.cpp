@@ -172,9 +172,9 @@ void Model::build_graph(const std::vector<LayerSpec>& specs) {
       throw ConfigError(where + "unknown input '" + name + "' (expected one of " + known + ")");
     }
     if (inputs.empty()) inputs.push_back(previous);
-    if (s.kind == "softmax_cross_entropy") {
+    if (s.kind == "softmax_cross_entropy" || is_registered_loss(s.kind)) {
       if (i + 1 != specs.size()) {
-        throw ConfigError(where + "expected 'softmax_cross_entropy' only as the last entry");
+        throw ConfigError(where + "expected the loss '" + s.kind + "' only as the last entry");
       }
       if (inputs.size() != 1 || inputs[0] != previous) {
         throw ConfigError(where + "expected the loss to take the entry before it");
@@ -185,6 +185,13 @@ void Model::build_graph(const std::vector<LayerSpec>& specs) {
                           "got " +
                           to_string(shapes_[previous]) +
                           ": end the network with 'dense:<classes>'");
+      }
+      try {
+        loss_ = make_registered_loss(s, shapes_[previous].size());
+      } catch (const ConfigError& e) {
+        throw ConfigError(where + e.what());
+      } catch (const std::invalid_argument& e) {
+        throw ConfigError(where + e.what());
       }
       continue;
     }
@@ -347,8 +354,20 @@ void Model::forward_layer(std::size_t l, std::size_t batch) {
 float Model::loss_backward(std::span<const std::int32_t> labels) {
   GRADMESH_CHECK_EQ(labels.size(), forward_batch_, "loss_backward: labels vs last forward batch");
   std::fill(delta_writer_.begin(), delta_writer_.end(), 0);  // a new backward pass
-  return backend_->softmax_cross_entropy(activations_.back().data(), labels, output_size(),
-                                         deltas_.back().data());
+  if (!loss_) {
+    return backend_->softmax_cross_entropy(activations_.back().data(), labels, output_size(),
+                                           deltas_.back().data());
+  }
+  // A user's loss computes on the host: the logits down, the gradient up on a device.
+  const std::size_t floats = forward_batch_ * output_size();
+  const std::span<const float> logits = output(forward_batch_);
+  float* dlogits = on_device() ? host_deltas_.back().data() : deltas_.back().data();
+  const float mean_loss =
+      loss_->forward_backward(logits, labels, output_size(), std::span<float>(dlogits, floats));
+  if (on_device()) {
+    backend_->copy_to_device(deltas_.back().data(), dlogits, floats * sizeof(float));
+  }
+  return mean_loss;
 }
 
 void Model::backward_layer(std::size_t l, std::size_t batch) {
@@ -440,9 +459,10 @@ Model::Evaluation Model::evaluate(const Dataset& d) {
   forward_in_batches(
       d.x.data(), d.count, [&](std::size_t first, std::size_t batch, const float* logits) {
         const std::int32_t* labels = d.y.data() + first;
-        loss_sum +=
-            static_cast<double>(SoftmaxCrossEntropy::loss(logits, labels, batch, output_size())) *
-            static_cast<double>(batch);
+        const float mean = loss_ ? loss_->loss(std::span(logits, batch * output_size()),
+                                               std::span(labels, batch), output_size())
+                                 : SoftmaxCrossEntropy::loss(logits, labels, batch, output_size());
+        loss_sum += static_cast<double>(mean) * static_cast<double>(batch);
         correct += SoftmaxCrossEntropy::count_correct(logits, labels, batch, output_size());
       });
   const auto n = static_cast<double>(d.count);

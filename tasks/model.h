@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/checkpoint.h"
@@ -18,12 +19,14 @@
 #include "tasks/data/dataset.h"
 #include "tasks/layers/layer.h"
 #include "tasks/layers/layer_spec.h"
+#include "tasks/layers/loss.h"
 #include "tasks/shape.h"
 
 namespace gradmesh::tasks {
 
-/// A stack of Layers ending in a SoftmaxCrossEntropy loss, with every buffer allocated once in the
-/// constructor: forward_layer / loss_backward / backward_layer never allocate.
+/// A stack (or graph) of Layers ending in a loss, SoftmaxCrossEntropy or a user's registered one
+/// (tasks/layers/loss.h), with every buffer allocated once in the constructor: forward_layer /
+/// loss_backward / backward_layer never allocate (a user's Loss may, if it is written to).
 ///
 /// Memory layout: parameters() is layer 0's parameters, then layer 1's, ... contiguous
 /// (parameter_offset(l) says where layer l's start; for a Dense layer they are [W (M x N) | b
@@ -89,10 +92,11 @@ namespace gradmesh::tasks {
 /// CheckpointError when the saved model has another parameter or layer count.
 class Model final : public engine::Checkpointable {
  public:
-  /// Builds layers from `specs` (as parse_layer_specs returns them; a trailing
-  /// "softmax_cross_entropy" is the loss) for samples of shape `input_shape` (the data set's:
-  /// Fashion-MNIST 1 x 28 x 28) and batches of at most `max_batch`: each layer's input shape is
-  /// its input's output shape, and every layer's scratch is sized here (Layer::reserve).
+  /// Builds layers from `specs` (as parse_layer_specs returns them; the trailing entry is the
+  /// loss: "softmax_cross_entropy", or a kind registered with register_loss, made here) for samples
+  /// of shape `input_shape` (the data set's: Fashion-MNIST 1 x 28 x 28) and batches of at most
+  /// `max_batch`: each layer's input shape is its input's output shape, and every layer's scratch
+  /// is sized here (Layer::reserve).
   ///
   /// A graph (issue 29 item 1): an entry takes the entry before it unless it names its inputs
   /// (LayerSpec::inputs: earlier entries' names, or "input"), so a stack needs no names. Layer l
@@ -194,7 +198,9 @@ class Model final : public engine::Checkpointable {
   /// Runs layer l forward on the first `batch` rows of its input activations.
   void forward_layer(std::size_t l, std::size_t batch);
   /// Loss of the last full forward against `labels` (labels.size() == that batch), and writes the
-  /// gradient of the mean loss wrt the logits. Returns the mean loss (nats).
+  /// gradient of the mean loss wrt the logits. Returns the mean loss (nats for the built-in
+  /// softmax cross-entropy). A user's Loss runs on the host: on a device model the logits are
+  /// downloaded and the gradient uploaded (batch x classes floats each way).
   float loss_backward(std::span<const std::int32_t> labels);
   /// Back-propagates through layer l: overwrites layer_gradients(l) and writes the gradient wrt
   /// each of layer l's inputs but the model's own (in a graph, summed into what later layers
@@ -219,8 +225,13 @@ class Model final : public engine::Checkpointable {
   float forward_backward(std::span<const float> x, std::span<const std::int32_t> y);
 
   struct Evaluation {
-    double loss;      ///< mean cross-entropy (nats) over the data set
+    double loss;      ///< mean loss (the model's: cross-entropy in nats) over the data set
     double accuracy;  ///< fraction of examples whose argmax logit is the label, in [0, 1]
+    /// A user's evaluation's own figures (issue 29 item 3), by name ("top5", "f1", ...): written
+    /// to the metrics file per epoch (test_metrics, epoch_test_metrics), shown on the epoch line
+    /// and by scripts/report. Names are letters, digits, '_', '.' and '-' (the pipeline rejects
+    /// others); Model::evaluate gives none.
+    std::vector<std::pair<std::string, double>> metrics = {};
   };
   /// Forward over all of `d` in batches of max_batch(), in evaluation mode (the mode is restored
   /// after); touches no gradients (but overwrites the activations). Throws gradmesh::ConfigError if
@@ -312,7 +323,8 @@ class Model final : public engine::Checkpointable {
   std::vector<Buffer<float>> host_activations_;      // device only: staging mirrors of activations_
   std::vector<Buffer<float>> host_deltas_;           // device only: staging mirrors of deltas_
   std::unique_ptr<std::atomic<Current>[]> current_;  // device only: by layer
-  std::size_t forward_batch_ = 0;                    // batch of the last forward_layer(L - 1)
+  std::unique_ptr<Loss> loss_;     // a user's loss (register_loss); null: softmax cross-entropy
+  std::size_t forward_batch_ = 0;  // batch of the last forward_layer(L - 1)
 };
 
 }  // namespace gradmesh::tasks

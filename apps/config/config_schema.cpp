@@ -177,7 +177,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 42> kKeys{{
+constexpr std::array<KeySpec, 43> kKeys{{
     {"checkpoint.dir",
      "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
      OverrideKind::kString,
@@ -305,6 +305,9 @@ constexpr std::array<KeySpec, 42> kKeys{{
      [](const JobConfig& c) {
        return print_array(c.model.layers, [](const std::string& v) { return toml_quote(v); });
      }},
+    {"model.sync_batch_norm", "true or false", OverrideKind::kToml,
+     [](JobConfig& c, const toml::node& n) { return set_bool(c.model.sync_batch_norm, n); },
+     [](const JobConfig& c) { return std::string(c.model.sync_batch_norm ? "true" : "false"); }},
     {"net.connect_timeout", "a number of seconds > 0", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
        const auto v = number_of(n);

@@ -67,6 +67,9 @@ struct JobConfig {
   /// is a non-empty string (the layer factory in tasks/ checks the specs themselves).
   struct Model {
     std::vector<std::string> layers;  ///< model.layers
+    /// model.sync_batch_norm: batch normalization's training statistics over every node's batch
+    /// (SyncBN, tasks::BatchNorm), not each node's own; needs a BSP strategy. Default off.
+    bool sync_batch_norm = false;
     friend bool operator==(const Model&, const Model&) = default;
   } model;
 

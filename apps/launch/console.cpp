@@ -223,6 +223,10 @@ bool ConsoleMerger::record(std::size_t rank, std::string_view body, double now,
         e.accuracy = j["accuracy"].get<double>();
       if (j.contains("compression_error") && !j["compression_error"].is_null())
         e.compression_error = j["compression_error"].get<double>();
+      if (j.contains("metrics") && j["metrics"].is_object()) {
+        for (const auto& [name, value] : j["metrics"].items())
+          e.metrics.emplace_back(name, value.get<double>());
+      }
       auto& slot = epochs_[epoch];
       if (slot.empty()) {
         slot.resize(nodes_);
@@ -274,6 +278,20 @@ std::string ConsoleMerger::render_epoch(std::size_t epoch,
   out += buf;
   if (!compression.empty())
     out += "  compression error " + mean_and_range(compression, "%.3f", 1.0);
+  // A user's metrics, by the first reporting rank's names (in name order: the record's JSON
+  // object keeps no order).
+  const auto first = std::find_if(ranks.begin(), ranks.end(), [](const auto& e) { return e; });
+  if (first != ranks.end()) {
+    for (const auto& [name, value] : (*first)->metrics) {
+      std::vector<double> values;
+      for (const auto& e : ranks) {
+        if (!e) continue;
+        for (const auto& [n, v] : e->metrics)
+          if (n == name) values.push_back(v);
+      }
+      out += "  " + name + " " + mean_and_range(values, "%.4g", 1.0);
+    }
+  }
   return out + "\n";
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "apps/pipeline/progress.h"
@@ -75,6 +76,8 @@ class ConsoleMerger {
     std::uint64_t done = 0;
     double loss = 0, samples_per_second = 0, bytes_sent = 0;
     std::optional<double> accuracy, compression_error;
+    /// A user's evaluation's metrics, by name.
+    std::vector<std::pair<std::string, double>> metrics;
   };
 
   bool record(std::size_t rank, std::string_view body, double now, std::vector<std::string>& out);

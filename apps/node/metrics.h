@@ -57,6 +57,10 @@ struct NodeMetrics {
   /// once every peer's last partitions are folded in (all replicas then equal).
   double final_test_accuracy = 0;
   double final_test_loss = 0;
+  /// A user's evaluation's named figures (tasks::Model::Evaluation::metrics): the last epoch's,
+  /// and after SyncStage::finish() (as final_test_accuracy). Empty for the built-in evaluation.
+  std::map<std::string, double> test_metrics;
+  std::map<std::string, double> final_test_metrics;
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
   double bytes_sent_per_iteration = 0;
@@ -78,6 +82,8 @@ struct NodeMetrics {
   std::map<std::string, double> sync;  ///< SyncStage::summary(): strategy-level figures
   std::vector<double> epoch_test_accuracy;
   std::vector<double> epoch_train_loss;
+  /// Per evaluation, a user's named metrics (test_metrics of each epoch); empty maps without any.
+  std::vector<std::map<std::string, double>> epoch_test_metrics;
   /// Per evaluation (one per epoch, the last epoch possibly cut by job.max_iterations): seconds
   /// from the start of the first iteration to the end of that evaluation (wall clock), and the
   /// training-only seconds up to it (evaluations excluded), so progress can be plotted over time.

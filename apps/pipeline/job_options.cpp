@@ -40,6 +40,14 @@ void check_optimizer_keys(const JobConfig& config) {
                       "optimizer.algorithm = \"sgd\" with ako, or a BSP strategy (ps, poseidon, "
                       "allreduce, auto, none) with Adam");
   }
+  // SyncBN normalizes by the batch of one model on every node: Ako's replicas differ.
+  if (config.model.sync_batch_norm && !sync::strategy_traits(config.sync.strategy).bsp) {
+    throw ConfigError(
+        "model.sync_batch_norm = true needs a BSP strategy (ps, poseidon, allreduce, "
+        "auto), whose nodes hold one model; under " +
+        config.sync.strategy +
+        " each replica differs: leave it false (each node's own statistics)");
+  }
 }
 
 void check_data_keys(const JobConfig& config) {

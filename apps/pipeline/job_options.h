@@ -32,7 +32,8 @@ void check_data_keys(const JobConfig& config);
 
 /// Refuses optimizer.algorithm = "adam" / "adamw" with sync.strategy = "ako" (Ako sends and
 /// applies its peers' updates, momentum folded in, not gradients an optimizer could step: its
-/// rule is SGD's). Throws ConfigError naming both keys. (A check across keys, as
+/// rule is SGD's), and model.sync_batch_norm = true with it (its replicas differ: no one global
+/// batch). Throws ConfigError naming both keys. (A check across keys, as
 /// check_data_keys.)
 void check_optimizer_keys(const JobConfig& config);
 

@@ -1,10 +1,15 @@
 #include "apps/pipeline/run_observer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <set>
+#include <string>
 #include <string_view>
 
 #include <spdlog/fmt/fmt.h>
+
+#include "engine/error.h"
 
 namespace gradmesh::app {
 
@@ -28,8 +33,16 @@ void ConsoleReporter::on_start(const RunStart& s) {
 
 void ConsoleReporter::on_epoch_end(const EpochEnd& e) {
   progress_.finish();
-  const std::string accuracy =
+  std::string accuracy =
       e.evaluation ? fmt::format("  test accuracy {:.2f}%", 100.0 * e.evaluation->accuracy) : "";
+  std::string metrics_json;  // a user's metrics, {"name":value,...}, for the launcher's record
+  if (e.evaluation) {
+    for (const auto& [name, value] : e.evaluation->metrics) {
+      accuracy += fmt::format("  {} {:.4g}", name, value);
+      metrics_json += fmt::format("{}\"{}\":{:.6g}", metrics_json.empty() ? "" : ",", name,
+                                  std::isfinite(value) ? value : 0.0);
+    }
+  }
   // A compressing stage: its largest per-layer compression error of the epoch.
   double worst = -1;
   for (const auto& [key, value] : e.sync_figures) {
@@ -44,10 +57,11 @@ void ConsoleReporter::on_epoch_end(const EpochEnd& e) {
     std::fprintf(out_,
                  "%sepoch {\"rank\":%zu,\"epoch\":%zu,\"epochs\":%zu,\"done\":%llu,\"loss\":%.6f,"
                  "\"accuracy\":%s,\"samples_per_second\":%.3f,\"bytes_sent\":%.0f,"
-                 "\"compression_error\":%s}\n",
+                 "\"compression_error\":%s,\"metrics\":{%s}}\n",
                  std::string(kRecordPrefix).c_str(), e.rank, e.epoch, e.epochs,
                  static_cast<unsigned long long>(e.done), e.train_loss, accuracy_json.c_str(),
-                 e.samples_per_second, e.bytes_sent, compression_json.c_str());
+                 e.samples_per_second, e.bytes_sent, compression_json.c_str(),
+                 metrics_json.c_str());
   } else {
     std::fprintf(
         out_, "[rank %zu] epoch %zu/%zu  iter %llu  loss %.4f%s  %.0f samples/s  %.1f MB sent%s\n",
@@ -93,11 +107,34 @@ std::vector<std::string> ResidualWatch::epoch(const std::map<std::string, double
   return warnings;
 }
 
+void check_metric_names(const tasks::Model::Evaluation& e) {
+  std::set<std::string_view> seen;
+  for (const auto& [name, value] : e.metrics) {
+    const bool ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-';
+    });
+    if (!ok) {
+      throw ContractError("the evaluation returned a metric named '" + name +
+                          "': a metric's name is letters, digits, '_', '.' and '-' (it is a key "
+                          "of the metrics file and a column of scripts/report)");
+    }
+    if (name == "loss" || name == "accuracy" || !seen.insert(name).second) {
+      throw ContractError("the evaluation returned the metric '" + name +
+                          "' twice (loss and accuracy are Evaluation's own fields): give each "
+                          "metric one name of its own");
+    }
+  }
+}
+
 void MetricsRecorder::on_epoch_end(const EpochEnd& e) {
   metrics_.epochs = e.epoch;
   metrics_.train_loss = e.train_loss;
   metrics_.test_accuracy = e.evaluation ? e.evaluation->accuracy : 0.0;
   metrics_.test_loss = e.evaluation ? e.evaluation->loss : 0.0;
+  metrics_.test_metrics.clear();
+  if (e.evaluation)
+    metrics_.test_metrics.insert(e.evaluation->metrics.begin(), e.evaluation->metrics.end());
+  metrics_.epoch_test_metrics.push_back(metrics_.test_metrics);
   metrics_.epoch_train_loss.push_back(e.train_loss);
   metrics_.epoch_test_accuracy.push_back(metrics_.test_accuracy);
   metrics_.epoch_wall_seconds.push_back(e.wall_seconds);

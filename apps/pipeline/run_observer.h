@@ -49,6 +49,11 @@ struct EpochEnd {
   std::map<std::string, double> sync_figures;
 };
 
+/// Throws gradmesh::ContractError when a user's evaluation (tasks::Model::Evaluation::metrics)
+/// names a metric badly: empty, characters other than letters, digits, '_', '.' and '-', "loss" or
+/// "accuracy" (Evaluation's own fields), or one name twice. Reentrant.
+void check_metric_names(const tasks::Model::Evaluation& e);
+
 /// Told of a run's progress, on the pipeline's thread, between iterations (never while the
 /// iteration graph runs). An observer must not throw; it may be slow only at an epoch's end.
 class RunObserver {

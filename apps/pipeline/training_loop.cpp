@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <spdlog/spdlog.h>
@@ -66,6 +67,7 @@ NodeMetrics TrainingLoop::run() {
     spdlog::info("learning rate: {} schedule from {} over {} iterations", config.optimizer.schedule,
                  config.optimizer.lr, limit_);
   }
+  synchronize_batch_norm();
   const RunStart run_start{s_.rank,           start_,
                            per_epoch_,        limit_,
                            config.job.epochs, s_.options.resume.has_value(),
@@ -115,6 +117,7 @@ void TrainingLoop::run_epoch(std::size_t epoch) {
     const auto step_start = first_step ? Clock::now() : Clock::time_point{};
     s_.optimizer->set_lr(schedule_.at(done_));
     s_.optimizer->set_step(done_ + 1);  // Adam's bias correction: this iteration, 1-based
+    if (statistics_gather_) statistics_gather_->begin_iteration(done_);
     loss_sum += s_.graph->step();
     if (first_step) {
       metrics_.first_iteration_seconds =
@@ -223,6 +226,7 @@ std::optional<tasks::Model::Evaluation> TrainingLoop::evaluate() {
   model.set_training(false);
   const auto result = s_.test_set ? evaluate_test_set(model) : s_.evaluate(model);
   model.set_training(training);
+  check_metric_names(result);
   return result;
 }
 
@@ -270,30 +274,28 @@ tasks::Model::Evaluation TrainingLoop::evaluate_test_set(tasks::Model& model) {
 
 void TrainingLoop::finish() {
   // The stage completes its exchange; an asynchronous one (Ako) then folds in every peer's last
-  // updates, which changes this replica: evaluate that final model too.
+  // updates, which changes this replica: evaluate that final model too. A BSP job's replicas are
+  // one model but for the nodes' own batch-normalization statistics: averaged, the final model
+  // is one model; score it.
+  const char* what = nullptr;
   if (s_.stage->finish()) {
-    const auto final_evaluation = evaluate();
-    metrics_.final_test_accuracy = final_evaluation ? final_evaluation->accuracy : 0.0;
-    metrics_.final_test_loss = final_evaluation ? final_evaluation->loss : 0.0;
-    if (final_evaluation) {
-      spdlog::info("after the final exchange: test accuracy {:.2f}%",
-                   100.0 * final_evaluation->accuracy);
-    }
+    what = "after the final exchange";
   } else if (average_layer_states()) {
-    // A BSP job's replicas are one model but for the nodes' own batch-normalization statistics:
-    // averaged, the final model is one model; score it.
-    const auto final_evaluation = evaluate();
-    metrics_.final_test_accuracy =
-        final_evaluation ? final_evaluation->accuracy : metrics_.test_accuracy;
-    metrics_.final_test_loss = final_evaluation ? final_evaluation->loss : metrics_.test_loss;
-    if (final_evaluation) {
-      spdlog::info("with the running statistics averaged over the nodes: test accuracy {:.2f}%",
-                   100.0 * final_evaluation->accuracy);
-    }
-  } else {
+    what = "with the running statistics averaged over the nodes";
+  }
+  const auto final_evaluation = what != nullptr ? evaluate() : std::nullopt;
+  if (!final_evaluation) {  // the last epoch's figures stand (none without an evaluation)
     metrics_.final_test_accuracy = metrics_.test_accuracy;
     metrics_.final_test_loss = metrics_.test_loss;
+    metrics_.final_test_metrics = metrics_.test_metrics;
+    return;
   }
+  metrics_.final_test_accuracy = final_evaluation->accuracy;
+  metrics_.final_test_loss = final_evaluation->loss;
+  metrics_.final_test_metrics.clear();
+  metrics_.final_test_metrics.insert(final_evaluation->metrics.begin(),
+                                     final_evaluation->metrics.end());
+  spdlog::info("{}: test accuracy {:.2f}%", what, 100.0 * final_evaluation->accuracy);
 }
 
 bool TrainingLoop::one_model_on_nodes() const {
@@ -303,7 +305,8 @@ bool TrainingLoop::one_model_on_nodes() const {
 bool TrainingLoop::average_layer_states() {
   tasks::Model& model = *s_.model;
   const std::size_t n = s_.nodes();
-  if (!one_model_on_nodes() || model.layer_state_size() == 0) return false;
+  // Under SyncBN the running statistics agree already (every node's the global batch's).
+  if (!one_model_on_nodes() || model.layer_state_size() == 0 || statistics_gather_) return false;
   std::vector<float> mine(model.layer_state_size());
   model.save_layer_states(mine);
   const auto all = s_.agreement->exchange_layer_states(mine, 1);
@@ -322,6 +325,41 @@ bool TrainingLoop::average_layer_states() {
   spdlog::info("batch normalization's running statistics averaged over the {} nodes ({} floats)", n,
                mine.size());
   return true;
+}
+
+TrainingLoop::~TrainingLoop() { attach_statistics_gather(nullptr); }
+
+std::size_t TrainingLoop::attach_statistics_gather(tasks::BatchStatisticsExchange* gather) {
+  std::size_t layers = 0;
+  if (!s_.model) return 0;
+  for (std::size_t l = 0; l < s_.model->num_layers(); ++l) {
+    if (auto* bn = dynamic_cast<tasks::BatchNorm*>(&s_.model->layer(l))) {
+      bn->set_statistics_exchange(gather);
+      ++layers;
+    }
+  }
+  return layers;
+}
+
+void TrainingLoop::synchronize_batch_norm() {
+  // A strategy whose replicas differ (ako) is refused with the config (check_optimizer_keys).
+  if (!s_.config.model.sync_batch_norm || !one_model_on_nodes()) return;
+  statistics_gather_.emplace(*s_.agreement, s_.nodes());
+  const std::size_t layers = attach_statistics_gather(&*statistics_gather_);
+  if (layers == 0) {
+    statistics_gather_.reset();
+    spdlog::warn("model.sync_batch_norm = true, but the model has no batch_norm layer");
+    return;
+  }
+  spdlog::info(
+      "batch normalization synchronized over the {} nodes (SyncBN): {} layer(s), 2 gathers each an "
+      "iteration",
+      s_.nodes(), layers);
+}
+
+void TrainingLoop::StatisticsGather::all_gather(std::span<const float> mine, std::span<float> all) {
+  GRADMESH_CHECK_LT(call_, std::uint64_t{1} << 16, "SyncBN: gathers in one iteration");
+  agreement_.exchange_batch_statistics(mine, (iteration_ << 16) + call_++, all);
 }
 
 double TrainingLoop::bytes_sent() const {

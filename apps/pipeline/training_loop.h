@@ -7,11 +7,13 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "apps/node/metrics.h"
 #include "apps/pipeline/node_state.h"
 #include "apps/pipeline/run_observer.h"
+#include "tasks/layers/batch_norm.h"
 #include "tasks/model.h"
 #include "tasks/optim/lr_schedule.h"
 
@@ -27,6 +29,10 @@ class TrainingLoop {
   /// `observers`: the program's own, told after the console's and the metrics'. They must
   /// outlive run().
   TrainingLoop(NodeState& state, std::vector<RunObserver*> observers);
+  /// Detaches SyncBN's gather from the model's layers (the model may outlive the loop).
+  ~TrainingLoop();
+  TrainingLoop(const TrainingLoop&) = delete;
+  TrainingLoop& operator=(const TrainingLoop&) = delete;
 
   /// Trains from the resumed (or rejoined, or first) iteration to the job's last and returns the
   /// node's metrics. Call once.
@@ -70,6 +76,11 @@ class TrainingLoop {
   /// Several nodes whose replicas are one model (a BSP strategy's traits), with the agreement's
   /// gathers to exchange on: the split evaluation and the states' average apply.
   [[nodiscard]] bool one_model_on_nodes() const;
+  /// model.sync_batch_norm on several nodes of a BSP strategy: hands every batch_norm layer the
+  /// agreement's gather (SyncBN).
+  void synchronize_batch_norm();
+  /// Hands `gather` (nullptr: none) to every batch_norm layer; returns how many there are.
+  std::size_t attach_statistics_gather(tasks::BatchStatisticsExchange* gather);
   [[nodiscard]] double bytes_sent() const;
 
   NodeState& s_;
@@ -87,6 +98,28 @@ class TrainingLoop {
   bool admit_at_epoch_end_ = false;
   std::optional<tasks::Dataset> test_share_;  // this node's share of the test set (split)
   std::uint64_t evaluation_round_ = 0;        // the split evaluation's exchanges so far
+
+  /// SyncBN's gathers over the agreement, in rounds (iteration << 16) + the call's index within
+  /// the iteration: the same on every node, and after a resume or a rejoin.
+  class StatisticsGather final : public tasks::BatchStatisticsExchange {
+   public:
+    StatisticsGather(sync::ResumeAgreement& agreement, std::size_t nodes)
+        : agreement_(agreement), nodes_(nodes) {}
+    /// Before iteration `iteration`'s forward.
+    void begin_iteration(std::uint64_t iteration) {
+      iteration_ = iteration;
+      call_ = 0;
+    }
+    void all_gather(std::span<const float> mine, std::span<float> all) override;
+    [[nodiscard]] std::size_t nodes() const noexcept override { return nodes_; }
+
+   private:
+    sync::ResumeAgreement& agreement_;
+    std::size_t nodes_;
+    std::uint64_t iteration_ = 0;
+    std::uint64_t call_ = 0;
+  };
+  std::optional<StatisticsGather> statistics_gather_;  // model.sync_batch_norm on several nodes
 };
 
 }  // namespace gradmesh::app::detail

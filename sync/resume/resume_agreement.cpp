@@ -20,6 +20,7 @@ std::string list_text(const std::vector<std::uint64_t>& iterations) {
 constexpr std::uint16_t kListKind = 0;
 constexpr std::uint16_t kEvaluationKind = 1;
 constexpr std::uint16_t kStatesKind = 2;
+constexpr std::uint16_t kStatisticsKind = 3;
 
 /// The lists of numbers in `payloads` (received bytes need not be aligned for u64).
 std::vector<std::vector<std::uint64_t>> number_lists(const std::vector<net::Payload>& payloads) {
@@ -40,11 +41,12 @@ ResumeAgreement::ResumeAgreement(LaneRouter& router, double timeout_s)
       lane_(lane_id(kResumeLane)),
       lists_(router_, lane_, kListKind),
       evaluations_(router_, lane_, kEvaluationKind),
-      states_(router_, lane_, kStatesKind) {
+      states_(router_, lane_, kStatesKind),
+      statistics_(router_, lane_, kStatisticsKind) {
   GRADMESH_CHECK(timeout_s > 0, "ResumeAgreement: timeout " + std::to_string(timeout_s) + " s");
   router_.route(kResumeLane, [this](std::size_t from, net::Message&& message) {
-    const std::size_t unit = message.kind == kStatesKind ? sizeof(float) : sizeof(std::uint64_t);
-    if (message.kind > kStatesKind || message.payload.size() % unit != 0) {
+    const std::size_t unit = message.kind >= kStatesKind ? sizeof(float) : sizeof(std::uint64_t);
+    if (message.kind > kStatisticsKind || message.payload.size() % unit != 0) {
       router_.reject(from, lane_,
                      "kind " + std::to_string(message.kind) + " of " +
                          std::to_string(message.payload.size()) + " bytes, not a list of numbers");
@@ -52,13 +54,15 @@ ResumeAgreement::ResumeAgreement(LaneRouter& router, double timeout_s)
     }
     collective::AllGather& gather = message.kind == kListKind         ? lists_
                                     : message.kind == kEvaluationKind ? evaluations_
-                                                                      : states_;
+                                    : message.kind == kStatesKind     ? states_
+                                                                      : statistics_;
     gather.on_message(from, std::move(message));
   });
   router_.on_failure([this](const PeerError& error) {
     lists_.fail(error);
     evaluations_.fail(error);
     states_.fail(error);
+    statistics_.fail(error);
   });
 }
 
@@ -100,6 +104,25 @@ std::vector<std::vector<float>> ResumeAgreement::exchange_layer_states(
     if (!values.empty()) std::memcpy(values.data(), p.bytes().data(), p.size());
   }
   return out;
+}
+
+void ResumeAgreement::exchange_batch_statistics(std::span<const float> mine, std::uint64_t round,
+                                                std::span<float> all) {
+  statistics_.start(round, net::Payload::copy_of(std::as_bytes(mine)));
+  const std::vector<net::Payload> payloads =
+      statistics_.wait(round, timeout_s_, [&](std::size_t) -> std::string {
+        return "sent no batch statistics (model.sync_batch_norm) for round " +
+               std::to_string(round) + " within " + std::to_string(timeout_s_) + " s";
+      });
+  const std::size_t bytes = mine.size_bytes();
+  GRADMESH_CHECK_EQ(all.size_bytes(), payloads.size() * bytes,
+                    "exchange_batch_statistics: the gathered floats");
+  for (std::size_t r = 0; r < payloads.size(); ++r) {
+    GRADMESH_CHECK_EQ(payloads[r].size(), bytes,
+                      "exchange_batch_statistics: rank " + std::to_string(r) +
+                          "'s bytes (every node runs the same model)");
+    if (bytes > 0) std::memcpy(all.data() + r * mine.size(), payloads[r].bytes().data(), bytes);
+  }
 }
 
 std::uint64_t ResumeAgreement::newest_common(const std::vector<std::vector<std::uint64_t>>& lists) {

@@ -59,6 +59,14 @@ class ResumeAgreement {
   [[nodiscard]] std::vector<std::vector<float>> exchange_layer_states(std::span<const float> states,
                                                                       std::uint64_t round);
 
+  /// Synchronized batch normalization (model.sync_batch_norm, tasks::BatchNorm's SyncBN): every
+  /// node's `mine` (a layer's per-channel figures, the same count on every node) as round `round`
+  /// of a gather of its own, written into `all` (nodes x mine.size() floats, row r rank r's). As
+  /// exchange_evaluation(); called from the compute task of a layer's forward or backward.
+  /// Throws ContractError when a peer's list has another count, PeerError as exchange().
+  void exchange_batch_statistics(std::span<const float> mine, std::uint64_t round,
+                                 std::span<float> all);
+
   /// The newest iteration in every list of `lists` (index = rank). Throws CheckpointError naming
   /// every rank's iterations when no iteration is common to all.
   [[nodiscard]] static std::uint64_t newest_common(
@@ -71,6 +79,7 @@ class ResumeAgreement {
   collective::AllGather lists_;        // kind 0: exchange()
   collective::AllGather evaluations_;  // kind 1: exchange_evaluation()
   collective::AllGather states_;       // kind 2: exchange_layer_states()
+  collective::AllGather statistics_;   // kind 3: exchange_batch_statistics()
 };
 
 }  // namespace gradmesh::sync

@@ -33,7 +33,8 @@ void BatchNorm::bind(std::span<float> parameters, std::span<float> gradients) {
   dbeta_ = gradients.subspan(channels_);
 }
 
-void BatchNorm::reserve(std::size_t /*max_batch*/) {
+void BatchNorm::reserve(std::size_t max_batch) {
+  max_batch_ = max_batch;
   for (Buffer<float>* b :
        {&mean_, &var_, &inv_std_, &running_mean_, &running_var_, &eval_inv_std_}) {
     *b = backend().allocate<float>(channels_);
@@ -55,8 +56,9 @@ void BatchNorm::forward(const float* x, float* y, std::size_t batch) {
   GRADMESH_CHECK(!mean_.empty(), "batch_norm forward before reserve");
   Backend& b = backend();
   if (training_) {
-    const auto m = static_cast<float>(batch * spatial_);
+    auto m = static_cast<float>(batch * spatial_);
     b.batch_norm_statistics(x, batch, channels_, spatial_, mean_.data(), var_.data());
+    if (exchange_ != nullptr) m = combine_statistics(m);
     b.batch_norm_update(mean_.data(), var_.data(), channels_, kMomentum,
                         m > 1.0f ? m / (m - 1.0f) : 1.0f, kEpsilon, running_mean_.data(),
                         running_var_.data(), inv_std_.data());
@@ -72,8 +74,96 @@ void BatchNorm::forward(const float* x, float* y, std::size_t batch) {
 
 void BatchNorm::backward(const float* x, const float* /*y*/, const float* dy, float* dx,
                          std::size_t batch) {
+  // SyncBN: this node's dgamma, dbeta first (its share, with the global statistics), then dx
+  // from every node's.
   backend().batch_norm_backward(x, dy, batch, channels_, spatial_, mean_.data(), inv_std_.data(),
-                                gamma_.data(), dx, dgamma_.data(), dbeta_.data());
+                                gamma_.data(), exchange_ != nullptr ? nullptr : dx, dgamma_.data(),
+                                dbeta_.data());
+  if (exchange_ != nullptr && dx != nullptr) global_input_gradient(x, dy, dx, batch);
+}
+
+void BatchNorm::set_statistics_exchange(BatchStatisticsExchange* exchange) {
+  GRADMESH_CHECK(!mean_.empty(), "batch_norm set_statistics_exchange before reserve");
+  exchange_ = exchange;
+  if (exchange == nullptr) return;
+  const std::size_t row = 2 * channels_ + 1;
+  mine_.assign(row, 0.0f);
+  all_.assign(row * exchange->nodes(), 0.0f);
+  host_a_.assign(channels_, 0.0f);
+  host_b_.assign(channels_, 0.0f);
+  Backend& b = backend();
+  for (Buffer<float>* buffer : {&zeros_, &ones_, &coef_a_, &coef_g_, &coef_b_}) {
+    *buffer = b.allocate<float>(channels_);
+  }
+  scratch_ = b.allocate<float>(max_batch_ * input_size());
+  b.fill(zeros_.data(), channels_, 0.0f);
+  b.fill(ones_.data(), channels_, 1.0f);
+}
+
+float BatchNorm::combine_statistics(float local_count) {
+  Backend& b = backend();
+  const std::size_t c = channels_, row = 2 * c + 1, nodes = exchange_->nodes();
+  mine_[0] = local_count;
+  b.copy_to_host(mine_.data() + 1, mean_.data(), c * sizeof(float));
+  b.copy_to_host(mine_.data() + 1 + c, var_.data(), c * sizeof(float));
+  exchange_->all_gather(mine_, all_);
+  double total = 0;
+  for (std::size_t r = 0; r < nodes; ++r) total += static_cast<double>(all_[r * row]);
+  for (std::size_t k = 0; k < c; ++k) {
+    double mean = 0, spread = 0;
+    for (std::size_t r = 0; r < nodes; ++r) {
+      mean += static_cast<double>(all_[r * row]) * static_cast<double>(all_[r * row + 1 + k]);
+    }
+    mean /= total;
+    for (std::size_t r = 0; r < nodes; ++r) {
+      const double d = static_cast<double>(all_[r * row + 1 + k]) - mean;
+      spread += static_cast<double>(all_[r * row]) *
+                (static_cast<double>(all_[r * row + 1 + c + k]) + d * d);
+    }
+    host_a_[k] = static_cast<float>(mean);
+    host_b_[k] = static_cast<float>(spread / total);
+  }
+  b.copy_to_device(mean_.data(), host_a_.data(), c * sizeof(float));
+  b.copy_to_device(var_.data(), host_b_.data(), c * sizeof(float));
+  global_count_ = static_cast<float>(total);
+  return global_count_;
+}
+
+void BatchNorm::global_input_gradient(const float* x, const float* dy, float* dx,
+                                      std::size_t batch) {
+  Backend& b = backend();
+  const std::size_t c = channels_, nodes = exchange_->nodes();
+  b.copy_to_host(mine_.data(), dgamma_.data(), c * sizeof(float));
+  b.copy_to_host(mine_.data() + c, dbeta_.data(), c * sizeof(float));
+  mine_[2 * c] = 0.0f;
+  exchange_->all_gather(mine_, all_);
+  // dx = a (dy - sum dbeta / M - x_hat sum dgamma / M), a = gamma inv_std: as a dy plus
+  // g x_hat + h with g = -a sum dgamma / M, h = -a sum dbeta / M (two batch_norm_forward calls,
+  // so every backend computes it with the kernels it has).
+  b.copy_to_host(host_a_.data(), gamma_.data(), c * sizeof(float));
+  b.copy_to_host(host_b_.data(), inv_std_.data(), c * sizeof(float));
+  const std::size_t row = 2 * c + 1;
+  std::vector<float>& g = mine_;  // reused: C floats of g, then C of h
+  for (std::size_t k = 0; k < c; ++k) {
+    double sum_dgamma = 0, sum_dbeta = 0;
+    for (std::size_t r = 0; r < nodes; ++r) {
+      sum_dgamma += static_cast<double>(all_[r * row + k]);
+      sum_dbeta += static_cast<double>(all_[r * row + c + k]);
+    }
+    const double a = static_cast<double>(host_a_[k]) * static_cast<double>(host_b_[k]);
+    host_a_[k] = static_cast<float>(a);
+    g[k] = static_cast<float>(-a * sum_dgamma / static_cast<double>(global_count_));
+    g[c + k] = static_cast<float>(-a * sum_dbeta / static_cast<double>(global_count_));
+  }
+  b.copy_to_device(coef_a_.data(), host_a_.data(), c * sizeof(float));
+  b.copy_to_device(coef_g_.data(), g.data(), c * sizeof(float));
+  b.copy_to_device(coef_b_.data(), g.data() + c, c * sizeof(float));
+  b.batch_norm_forward(dy, batch, c, spatial_, zeros_.data(), ones_.data(), coef_a_.data(),
+                       zeros_.data(), dx);
+  b.batch_norm_forward(x, batch, c, spatial_, mean_.data(), inv_std_.data(), coef_g_.data(),
+                       coef_b_.data(), scratch_.data());
+  b.accumulate(dx, scratch_.data(), batch * input_size());
+  b.synchronize();  // the host coefficients are rewritten by the next pass
 }
 
 void BatchNorm::save_layer_state(std::span<float> out) {

@@ -7,10 +7,27 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "tasks/layers/layer.h"
 
 namespace gradmesh::tasks {
+
+/// How a node's synchronized batch normalization layers (SyncBN) see every node's figures: an
+/// all-gather of a few floats per layer, twice per iteration (forward: each node's count, batch
+/// mean and variance per channel; backward: its per-channel sums of dy and dy x_hat). The job's
+/// nodes hold one model (a BSP strategy), so every node runs the same layers in the same order
+/// and calls all_gather the same number of times in the same order.
+class BatchStatisticsExchange {
+ public:
+  virtual ~BatchStatisticsExchange() = default;
+  /// Writes every node's `mine` (host memory, the same count of floats on every node) into `all`
+  /// (nodes() x mine.size() floats, host; row r rank r's), the same on every node. Blocks until
+  /// every node's is in. Throws gradmesh::PeerError naming a failed or silent peer.
+  virtual void all_gather(std::span<const float> mine, std::span<float> all) = 0;
+  /// The job's nodes (>= 1).
+  [[nodiscard]] virtual std::size_t nodes() const noexcept = 0;
+};
 
 /// Batch normalization of each channel: for a C x H x W input over the batch's N x H x W values of
 /// the channel (2-d, after a convolution), for a flat F x 1 x 1 input over the batch's N values of
@@ -25,8 +42,15 @@ namespace gradmesh::tasks {
 /// statistics): dbeta = sum dy, dgamma = sum dy x_hat,
 /// dx = gamma / sqrt(var_B + eps) (dy - dbeta / M - x_hat dgamma / M).
 ///
-/// Statistics are the node's own batch's (per-node, as PyTorch DDP's BatchNorm; not synchronized
-/// across nodes). The running statistics are the layer's state (state_size() = 2C: r_mu, then
+/// Statistics are the node's own batch's by default (per-node, as PyTorch DDP's BatchNorm), or,
+/// with set_statistics_exchange (model.sync_batch_norm, SyncBN as torch.nn.SyncBatchNorm), the
+/// global batch's over all nodes: the forward gathers each node's count M_r, mean and variance
+/// and combines them exactly (mu = sum M_r mu_r / M, var = sum M_r (var_r + (mu_r - mu)^2) / M,
+/// M = sum M_r, in rank order: the same on every node), and the backward gathers each node's
+/// dbeta_r and dgamma_r and uses their sums over M in dx, so n nodes of K samples compute what
+/// one node of n K does (its gradients n times a node's, the sync stage's mean undoing it); a
+/// node's own dgamma, dbeta stay its share. The running statistics then agree on every node.
+/// The running statistics are the layer's state (state_size() = 2C: r_mu, then
 /// r_var), carried by checkpoints. Scratch: the batch's mean, variance and 1 / std, C floats each,
 /// and the running statistics, on the layer's backend. Thread safety: see Layer.
 class BatchNorm final : public Layer {
@@ -57,6 +81,14 @@ class BatchNorm final : public Layer {
   void backward(const float* x, const float* y, const float* dy, float* dx,
                 std::size_t batch) override;
 
+  /// Synchronizes the training statistics over the nodes through `exchange` (SyncBN, see the
+  /// class comment); nullptr: the node's own batch again. `exchange` must outlive the layer's
+  /// training passes. Allocates the scratch it needs: host (2C + 1) x (nodes + 1) floats, and on
+  /// the backend 5 C floats and one input activation of max_batch samples. Call after reserve,
+  /// from the thread driving the model, while no pass runs. Throws gradmesh::ContractError
+  /// before reserve().
+  void set_statistics_exchange(BatchStatisticsExchange* exchange);
+
   [[nodiscard]] std::size_t state_size() const noexcept override { return 2 * channels_; }
   void save_layer_state(std::span<float> out) override;
   void load_layer_state(std::span<const float> in) override;
@@ -69,6 +101,17 @@ class BatchNorm final : public Layer {
   Buffer<float> mean_, var_, inv_std_;  // the last training batch's (backward uses them)
   Buffer<float> running_mean_, running_var_;
   Buffer<float> eval_inv_std_;  // 1 / sqrt(r_var + eps) for an evaluation forward
+  std::size_t max_batch_ = 0;
+
+  // SyncBN (set_statistics_exchange): host scratch for the gathers, backend coefficients.
+  /// Forward: the gathered statistics into mean_ and var_ (on the backend); returns M.
+  float combine_statistics(float local_count);
+  /// Backward: dx from the gathered sums (dgamma_, dbeta_ hold this node's share).
+  void global_input_gradient(const float* x, const float* dy, float* dx, std::size_t batch);
+  BatchStatisticsExchange* exchange_ = nullptr;
+  float global_count_ = 0;  // M of the last synchronized training forward
+  std::vector<float> mine_, all_, host_a_, host_b_;
+  Buffer<float> zeros_, ones_, coef_a_, coef_g_, coef_b_, scratch_;
 };
 
 }  // namespace gradmesh::tasks

@@ -12,6 +12,7 @@
 
 #include "engine/key_value_text.h"
 #include "tasks/layers/layer_registry.h"
+#include "tasks/layers/loss.h"
 
 namespace gradmesh::tasks {
 namespace {
@@ -274,19 +275,33 @@ LayerSpec parse_layer_kind(std::string_view text, std::string_view s) {
     const auto v = parse_counts<2>(kBlockForm, text, fields, 1, {"channels", "stride"}, {1, 1});
     spec.units = v[0];
     spec.stride = fields.size() > 1 ? v[1] : 1;
-  } else if (is_registered_layer(kind) || AcceptUnknownLayerKinds::active()) {
+  } else if (is_registered_layer(kind) || is_registered_loss(kind) ||
+             AcceptUnknownLayerKinds::active()) {
     spec.args =
         std::string(s.size() > kind.size() ? s.substr(kind.size() + 1) : std::string_view{});
   } else {
     std::string forms(kAllForms);
     std::vector<std::string> kinds(built_in_layer_kinds().begin(), built_in_layer_kinds().end());
-    for (const std::string& user : registered_layers()) {
-      forms += ", '" + user + "[:<args>]'";
-      kinds.push_back(user);
+    for (const auto& users : {registered_layers(), registered_losses()}) {
+      for (const std::string& user : users) {
+        forms += ", '" + user + "[:<args>]'";
+        kinds.push_back(user);
+      }
     }
     bad_spec(forms, text, unknown_kind_hint(kind, kinds));
   }
   return spec;
+}
+
+/// Whether `kind` is a loss: the built-in one or a registered one.
+bool is_loss_kind(std::string_view kind) { return kind == kLoss || is_registered_loss(kind); }
+
+/// Whether `kind` was taken as a user's kind unregistered (AcceptUnknownLayerKinds): it may be a
+/// loss the node program registers.
+bool accepted_unknown(std::string_view kind) {
+  if (!AcceptUnknownLayerKinds::active() || is_registered_layer(kind)) return false;
+  const auto built_in = built_in_layer_kinds();
+  return std::find(built_in.begin(), built_in.end(), kind) == built_in.end();
 }
 
 }  // namespace
@@ -306,13 +321,16 @@ std::vector<LayerSpec> parse_layer_specs(const std::vector<std::string>& texts) 
       throw std::invalid_argument(where + e.what());
     }
     const bool last = i + 1 == texts.size();
-    if (specs.back().kind == kLoss && !last) {
-      throw std::invalid_argument(where + "'softmax_cross_entropy' must be the last entry, but " +
+    const std::string& kind = specs.back().kind;
+    if (is_loss_kind(kind) && !last) {
+      throw std::invalid_argument(where + "the loss '" + kind + "' must be the last entry, but " +
                                   std::to_string(texts.size() - 1 - i) + " more follow");
     }
-    if (last && specs.back().kind != kLoss) {
-      throw std::invalid_argument(where + "expected the last entry to be " +
-                                  "'softmax_cross_entropy', got '" + texts[i] + "'");
+    if (last && !is_loss_kind(kind) && !accepted_unknown(kind)) {
+      throw std::invalid_argument(where +
+                                  "expected the last entry to be 'softmax_cross_entropy' (or a "
+                                  "loss kind registered with register_loss), got '" +
+                                  texts[i] + "'");
     }
   }
   const bool has_dense =

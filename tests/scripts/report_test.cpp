@@ -197,6 +197,25 @@ TEST_CASE("the report on a 2-node run writes its PNGs and a summary per node", "
                    "\\(residual 6.0x g\\), dense2 0.450"));
     check_png(compressed / "compression.png", 1000, 700);
   }
+  {  // a user's evaluation's metrics (epoch_test_metrics): a table by epoch, once for ranks whose
+     // figures agree
+    const fs::path user = dir / "user-metrics";
+    fs::create_directories(user);
+    for (const char* name : {"node-0.json", "node-1.json"}) {
+      auto m = nlohmann::json::parse(read_file(run_dir / name));
+      m["epoch_test_metrics"] = nlohmann::json::array(
+          {{{"top2_accuracy", 0.875}, {"f1", 0.5}}, {{"top2_accuracy", 0.9375}, {"f1", 0.625}}});
+      std::ofstream(user / name) << m.dump();
+    }
+    CHECK(report(user, dir / "user.txt") == 0);
+    const std::string user_out = read_file(dir / "user.txt");
+    INFO(user_out);
+    CHECK(has_line(user_out, "^ranks 0-1 test metrics by epoch:$"));
+    CHECK(has_line(user_out, "^  epoch +f1 +top2_accuracy$"));
+    CHECK(has_line(user_out, "^      1 +0.5 +0.875$"));
+    CHECK(has_line(user_out, "^      2 +0.625 +0.9375$"));
+    CHECK_THAT(read_file(dir / "bare.txt"), !Catch::Contains("test metrics by epoch"));
+  }
   {  // a folder without metrics is an error naming it
     const fs::path empty = dir / "empty";
     fs::create_directories(empty);

@@ -2,10 +2,13 @@
 // downloads), run on the emulated device so it is tested on every machine: it must train bit for
 // bit as the CPU model does.
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <memory>
+#include <span>
 #include <vector>
 
+#include "tasks/layers/loss.h"
 #include "tasks/model.h"
 #include "tasks/random.h"
 #include "tests/tasks/emulated_device.h"
@@ -19,7 +22,69 @@ std::vector<LayerSpec> cnn_specs() {
                             "softmax_cross_entropy"});
 }
 
+/// A user's loss for the test: half the squared distance of the logits to the one-hot label,
+/// summed over classes, meaned over the batch.
+class SquaredError final : public Loss {
+ public:
+  float forward_backward(std::span<const float> z, std::span<const std::int32_t> y,
+                         std::size_t classes, std::span<float> dz) override {
+    return run(z, y, classes, dz.data());
+  }
+  float loss(std::span<const float> z, std::span<const std::int32_t> y,
+             std::size_t classes) override {
+    return run(z, y, classes, nullptr);
+  }
+
+ private:
+  static float run(std::span<const float> z, std::span<const std::int32_t> y, std::size_t classes,
+                   float* dz) {
+    const auto batch = static_cast<float>(y.size());
+    float total = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      for (std::size_t k = 0; k < classes; ++k) {
+        const float d = z[i * classes + k] - (static_cast<std::size_t>(y[i]) == k ? 1.0f : 0.0f);
+        total += 0.5f * d * d;
+        if (dz != nullptr) dz[i * classes + k] = d / batch;
+      }
+    }
+    return total / batch;
+  }
+};
+
 }  // namespace
+
+TEST_CASE("A user's loss computes on the host for a device model, as on the CPU",
+          "[tasks][model][device]") {
+  if (!is_registered_loss("test_squared_error")) {
+    register_loss("test_squared_error",
+                  [](const LayerSpec&, std::size_t) { return std::make_unique<SquaredError>(); });
+  }
+  const auto specs = parse_layer_specs({"dense:8", "relu", "dense:3", "test_squared_error"});
+  constexpr std::size_t kBatch = 4;
+  Model cpu(specs, 5, kBatch, 2);
+  Model dev(specs, 5, kBatch, 2, std::make_unique<testing::EmulatedDevice>());
+  REQUIRE(dev.on_device());
+  std::vector<float> x(kBatch * 5);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * static_cast<float>(i % 9) - 0.3f;
+  const std::vector<std::int32_t> y = {2, 0, 1, 2};
+  const float loss = cpu.forward_backward(x, y);
+  CHECK(loss == dev.forward_backward(x, y));
+  // The gradient went up to the device: every layer's gradients match bit for bit.
+  const auto g_cpu = cpu.gradients(), g_dev = dev.gradients();
+  CHECK(std::equal(g_cpu.begin(), g_cpu.end(), g_dev.begin()));
+  const auto d_cpu = cpu.layer_output_gradient(2, kBatch),
+             d_dev = dev.layer_output_gradient(2, kBatch);
+  CHECK(std::equal(d_cpu.begin(), d_cpu.end(), d_dev.begin()));
+  // The evaluation's loss is the user's.
+  Dataset d;
+  d.count = kBatch;
+  d.features = 5;
+  d.classes = 3;
+  d.x = x;
+  d.y = y;
+  CHECK(cpu.evaluate(d).loss == Approx(loss));
+  CHECK(dev.evaluate(d).loss == Approx(loss));
+}
 
 TEST_CASE("A device model trains bit for bit as the CPU model, through host staging",
           "[tasks][model][device]") {

@@ -3,21 +3,26 @@
 //   - the built-in data source (this node's shard of the training set),
 //   - a pre-processing task of its own: random shifts of each image (random_shift.h),
 //   - a layer kind of its own: leaky_relu (leaky_relu.h), named in the job config,
-//   - an evaluation on the test set after each epoch,
+//   - a loss of its own: label smoothing (label_smoothing.h), the config's last model entry,
+//   - an evaluation on the test set after each epoch, with a metric of its own (top-2 accuracy,
+//     written to the metrics file beside loss and accuracy),
 // and whatever sync strategy the job config names; gradmesh attaches it after each layer's
 // backward task (WFBP), connects the nodes and writes the same metrics as gradmesh-node.
 //
 //   gradmesh-launch -n 2 --node ./custom-pipeline --config job.toml --metrics-out out
 
 #include <memory>
+#include <vector>
 
 #include "apps/pipeline/pipeline.h"
+#include "label_smoothing.h"
 #include "leaky_relu.h"
 #include "random_shift.h"
 #include "tasks/data/fashion_mnist.h"
 
 int main(int argc, char** argv) {
   gradmesh::tasks::register_layer("leaky_relu", custom::LeakyRelu::make);
+  gradmesh::tasks::register_loss("label_smoothing", custom::LabelSmoothing::make);
   const auto cli = gradmesh::app::parse_node_command_line(argc, argv, "custom-pipeline");
   if (!cli.options) return cli.exit_status;
 
@@ -35,7 +40,14 @@ int main(int argc, char** argv) {
                                      pipeline.rank())](
             gradmesh::app::Batch& batch, gradmesh::engine::TaskContext&) mutable { shift(batch); });
     pipeline.set_evaluation(
-        [&test](gradmesh::tasks::Model& model) { return model.evaluate(test); });
+        [&test, logits = std::vector<float>()](gradmesh::tasks::Model& model) mutable {
+          gradmesh::tasks::Model::Evaluation e = model.evaluate(test);
+          logits.resize(test.count * model.output_size());
+          model.predict(test.x, logits);
+          e.metrics.emplace_back("top2_accuracy",
+                                 custom::top_k_accuracy(logits, test.y, model.output_size(), 2));
+          return e;
+        });
     pipeline.run();
   });
 }

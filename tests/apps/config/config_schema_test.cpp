@@ -88,6 +88,7 @@ const std::multimap<std::string_view, std::string_view> kOutOfRange{
     {"optimizer.schedule", "\"Cosine\""},
     {"optimizer.weight_decay", "-0.5"},
     {"optimizer.weight_decay_exclude", "\"yes\""},
+    {"model.sync_batch_norm", "1"},
     {"optimizer.algorithm", "\"lamb\""},
     {"optimizer.beta1", "1.0"},
     {"optimizer.beta2", "-0.1"},
@@ -121,13 +122,22 @@ const std::set<std::string_view> kWithoutRange{"checkpoint.dir", "planner.probe"
                                                "security.encrypt", "security.secret_file",
                                                "sync.compression.momentum_correction"};
 
-/// `value` (TOML text) for `spec.key` in a config file; model.layers replaces the minimal one's.
+/// `value` (TOML text) for `spec.key` in a config file; model.layers replaces the minimal one's,
+/// another model key joins its [model] table.
 std::string file_with(const KeySpec& spec, std::string_view value) {
   const std::size_t dot = spec.key.rfind('.');
   const std::string entry = "[" + std::string(spec.key.substr(0, dot)) + "]\n" +
                             std::string(spec.key.substr(dot + 1)) + " = " + std::string(value) +
                             "\n";
-  return spec.key == "model.layers" ? entry : std::string(kMinimal) + entry;
+  if (spec.key == "model.layers") return entry;
+  std::string text(kMinimal);
+  if (spec.key.starts_with("model.")) {  // into the minimal config's [model] table
+    const std::size_t table = text.find("[model]\n");
+    REQUIRE(table != std::string::npos);
+    text.insert(table + 8, entry.substr(entry.find('\n') + 1));
+    return text;
+  }
+  return text + entry;
 }
 
 /// The error of parsing `text` with `overrides`, or "" when it parses.

@@ -381,7 +381,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 54);
+  CHECK(keys.size() == 55);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -410,6 +410,7 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "job.name=other",
       "job.seed=43",
       "model.layers=dense:10",
+      "model.sync_batch_norm=true",
       "net.connect_timeout=31",
       "net.max_frame_bytes=1024",
       "net.max_send_rate=1gbit",

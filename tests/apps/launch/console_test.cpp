@@ -98,6 +98,28 @@ TEST_CASE("epoch records print one job line when every node reported", "[launch]
         "samples/s  65.8 MB sent\n");
 }
 
+TEST_CASE("a user's metrics end the job's epoch line by name, ranked where they differ",
+          "[launch][console]") {
+  ConsoleMerger merger(2);
+  const std::string record =
+      R"("epochs":1,"done":10,"loss":0.5,"accuracy":0.75,"samples_per_second":100,)"
+      R"("bytes_sent":1000000,"compression_error":null,"metrics":)";
+  CHECK(merger
+            .add(0,
+                 R"(@gradmesh epoch {"rank":0,"epoch":1,)" + record +
+                     R"({"top2_accuracy":0.875,"f1":0.5}})",
+                 0.0)
+            .empty());
+  const auto out = merger.add(
+      1,
+      R"(@gradmesh epoch {"rank":1,"epoch":1,)" + record + R"({"top2_accuracy":0.875,"f1":0.25}})",
+      0.1);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0] ==
+        "epoch 1/1  iter 10  loss 0.5000  test accuracy 75.00%  200 samples/s  2.0 MB sent  "
+        "f1 0.375 (ranks 0.25-0.5)  top2_accuracy 0.875\n");
+}
+
 TEST_CASE("the job's progress is the slowest node's, with the nodes' rates summed",
           "[launch][console]") {
   ConsoleMerger merger(2);

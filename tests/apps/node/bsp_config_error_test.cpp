@@ -48,3 +48,17 @@ TEST_CASE("a data.path without the data set is a config error naming the key and
   CHECK(codes == std::vector<int>{2});
   CHECK_THAT(cluster.log_text(0), Catch::Contains("data.path = \"" + path + "\": "));
 }
+
+TEST_CASE("model.sync_batch_norm under ako is a config error naming the key", "[e2e][config]") {
+  // Ako's replicas differ: there is no one global batch to normalize by.
+  Job job;
+  job.layers = {"dense:16", "batch_norm", "relu", "dense:10", "softmax_cross_entropy"};
+  Cluster cluster("sync-bn-ako", 2, config_text(job, "ako"));
+  cluster.start({"--set", "model.sync_batch_norm=true"});
+  const auto codes = cluster.wait(std::chrono::seconds(60));
+  INFO(cluster.all_logs());
+  CHECK(codes == std::vector<int>{2, 2});
+  CHECK_THAT(cluster.log_text(0), Catch::Contains("model.sync_batch_norm = true needs a BSP "
+                                                  "strategy") &&
+                                      Catch::Contains("under ako"));
+}

@@ -1,19 +1,23 @@
-// A user's own layer and pre-processing task through the public API: the layer registry, the
+// A user's own layer, loss and pre-processing task through the public API: the registries, the
 // gradient check, a model built from a config naming the layer (apps/examples/custom_pipeline).
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "apps/examples/custom_pipeline/label_smoothing.h"
 #include "apps/examples/custom_pipeline/leaky_relu.h"
 #include "apps/examples/custom_pipeline/random_shift.h"
 #include "engine/error.h"
 #include "tasks/layers/gradient_check.h"
 #include "tasks/layers/layer_registry.h"
 #include "tasks/layers/layer_spec.h"
+#include "tasks/layers/loss.h"
 #include "tasks/model.h"
 
 namespace tasks = gradmesh::tasks;
@@ -134,4 +138,116 @@ TEST_CASE("a config checker may accept layer kinds only another program register
   }
   CHECK_FALSE(tasks::AcceptUnknownLayerKinds::active());
   CHECK_THROWS_AS(tasks::parse_layer_spec("only_elsewhere:3"), std::invalid_argument);
+}
+
+namespace {
+
+void register_loss_once() {
+  if (!tasks::is_registered_loss("label_smoothing")) {
+    tasks::register_loss("label_smoothing", custom::LabelSmoothing::make);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a user's loss has the gradient of its loss, by finite differences", "[pipeline]") {
+  const std::size_t batch = 3, classes = 5;
+  std::vector<float> z(batch * classes);
+  for (std::size_t i = 0; i < z.size(); ++i) z[i] = 0.37f * static_cast<float>(i % 7) - 1.1f;
+  const std::vector<std::int32_t> y = {0, 3, 4};
+  custom::LabelSmoothing loss(classes, 0.2);
+  std::vector<float> dz(z.size());
+  const float value = loss.forward_backward(z, y, classes, dz);
+  CHECK(value == Approx(loss.loss(z, y, classes)));
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    const float h = 1e-2f;
+    std::vector<float> plus = z, minus = z;
+    plus[i] += h;
+    minus[i] -= h;
+    const double numeric =
+        (static_cast<double>(loss.loss(plus, y, classes)) - loss.loss(minus, y, classes)) /
+        (2.0 * h);
+    CHECK(dz[i] == Approx(numeric).margin(1e-4));
+  }
+}
+
+TEST_CASE("a registered loss ends model.layers and trains the model", "[pipeline]") {
+  register_loss_once();
+  const auto specs = tasks::parse_layer_specs({"dense:16", "relu", "dense:4", "label_smoothing:0"});
+  REQUIRE(specs.back().kind == "label_smoothing");
+  CHECK(specs.back().args == "0");
+  // With eps = 0 the user's loss is softmax cross-entropy: the same loss and gradients as the
+  // built-in one (up to summation order).
+  tasks::Model mine(specs, 6, 4, 11);
+  auto builtin_specs = specs;
+  builtin_specs.back() = tasks::LayerSpec{"softmax_cross_entropy"};
+  tasks::Model builtin(builtin_specs, 6, 4, 11);
+  std::vector<float> x(4 * 6);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i));
+  const std::vector<std::int32_t> y = {0, 1, 2, 3};
+  CHECK(mine.forward_backward(x, y) == Approx(builtin.forward_backward(x, y)).epsilon(1e-6));
+  const auto a = mine.gradients(), b = builtin.gradients();
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-6));
+  // The evaluation reports the model's own loss.
+  tasks::Dataset d;
+  d.count = 4;
+  d.features = 6;
+  d.classes = 4;
+  d.x = x;
+  d.y = y;
+  CHECK(mine.evaluate(d).loss == Approx(builtin.evaluate(d).loss).epsilon(1e-6));
+  tasks::Model smoothed(
+      tasks::parse_layer_specs({"dense:16", "relu", "dense:4", "label_smoothing:0.3"}), 6, 4, 11);
+  CHECK(smoothed.evaluate(d).loss > builtin.evaluate(d).loss);
+}
+
+TEST_CASE("a loss is last, named right, and registered once beside the layer kinds", "[pipeline]") {
+  register_once();
+  register_loss_once();
+  try {
+    (void)tasks::parse_layer_specs({"dense:4", "label_smoothing", "relu"});
+    FAIL("a loss in the middle was accepted");
+  } catch (const std::invalid_argument& e) {
+    CHECK_THAT(e.what(), Catch::Contains("model.layers[1]") && Catch::Contains("last entry"));
+  }
+  try {
+    (void)tasks::parse_layer_specs({"dense:4", "leaky_relu"});
+    FAIL("a list without a loss was accepted");
+  } catch (const std::invalid_argument& e) {
+    CHECK_THAT(e.what(), Catch::Contains("register_loss") && Catch::Contains("leaky_relu"));
+  }
+  try {
+    (void)tasks::parse_layer_spec("label_smoothin:0.1");
+    FAIL("an unknown kind was accepted");
+  } catch (const std::invalid_argument& e) {
+    CHECK_THAT(e.what(), Catch::Contains("did you mean 'label_smoothing'"));
+  }
+  try {
+    tasks::Model bad(tasks::parse_layer_specs({"dense:4", "label_smoothing:1.5"}), 3, 2, 1);
+    FAIL("eps 1.5 was accepted");
+  } catch (const gradmesh::ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("model.layers[1]") && Catch::Contains("eps"));
+  }
+  CHECK_THROWS_AS(tasks::register_loss("leaky_relu", custom::LabelSmoothing::make),
+                  gradmesh::ContractError);
+  CHECK_THROWS_AS(tasks::register_layer("label_smoothing", custom::LeakyRelu::make),
+                  gradmesh::ContractError);
+  CHECK_THROWS_AS(tasks::register_loss("softmax_cross_entropy", custom::LabelSmoothing::make),
+                  gradmesh::ContractError);
+  CHECK(tasks::registered_losses() == std::vector<std::string>{"label_smoothing"});
+  // A config checker for another program (gradmesh-launch --node) takes an unknown last kind as
+  // that program's loss.
+  const tasks::AcceptUnknownLayerKinds scope;
+  CHECK(tasks::parse_layer_specs({"dense:4", "focal:2"}).back().kind == "focal");
+}
+
+TEST_CASE("the example's top-k accuracy counts a label among the k largest logits", "[pipeline]") {
+  const std::vector<float> logits = {0.1f, 0.5f, 0.4f,   // label 2: second
+                                     0.9f, 0.0f, 0.1f,   // label 0: first
+                                     0.2f, 0.2f, 0.1f};  // label 1: tie with class 0, after it
+  const std::vector<std::int32_t> labels = {2, 0, 1};
+  CHECK(custom::top_k_accuracy(logits, labels, 3, 1) == Approx(1.0 / 3));
+  CHECK(custom::top_k_accuracy(logits, labels, 3, 2) == Approx(1.0));
+  CHECK(custom::top_k_accuracy({}, {}, 3, 2) == 0.0);
 }

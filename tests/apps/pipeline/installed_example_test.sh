@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's "Your own pipeline", as a test: install gradmesh into a temporary prefix, build
 # apps/examples/custom_pipeline as its own CMake project against it (find_package(gradmesh)), and
-# train it on 2 local nodes with the installed gradmesh-launch.
+# train it on 2 local nodes with the installed gradmesh-launch: its own layer, loss (label
+# smoothing) and metric (top-2 accuracy, checked in the metrics file).
 #
 #   bash installed_example_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
@@ -36,5 +37,11 @@ for rank in (0, 1):
     assert m["strategy"] == "poseidon", m["strategy"]
     assert m["nodes"] == 2, m["nodes"]
     assert m["test_accuracy"] > 0.5, f"rank {rank}: test accuracy {m['test_accuracy']}"
-    print(f"rank {rank}: {m['iterations']} iterations, test accuracy {100 * m['test_accuracy']:.1f}%")
+    # The user's metric (top-2 accuracy) beside the built-in figures, per epoch too; top-2 is
+    # never below top-1 on the same predictions.
+    top2 = m["test_metrics"]["top2_accuracy"]
+    assert m["test_accuracy"] <= top2 <= 1.0, f"rank {rank}: top-2 accuracy {top2}"
+    assert [e["top2_accuracy"] for e in m["epoch_test_metrics"]] == [top2], m["epoch_test_metrics"]
+    print(f"rank {rank}: {m['iterations']} iterations, test accuracy {100 * m['test_accuracy']:.1f}%, "
+          f"top-2 {100 * top2:.1f}%, loss {m['test_loss']:.4f} (label smoothing)")
 PY

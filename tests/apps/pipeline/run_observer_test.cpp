@@ -3,6 +3,8 @@
 
 #include "apps/pipeline/run_observer.h"
 
+#include "engine/error.h"
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -150,4 +152,43 @@ TEST_CASE("for gradmesh-launch the console writes each epoch's end as a record",
   CHECK(json.at("accuracy").get<double>() == Approx(e.evaluation->accuracy).epsilon(1e-6));
   CHECK(json.at("compression_error").get<double>() == 0.5);
   CHECK(json.at("bytes_sent").get<double>() == Approx(e.bytes_sent));
+}
+
+TEST_CASE("a user's metrics reach the metrics file, the epoch line and the launcher's record",
+          "[pipeline]") {
+  EpochEnd e = epoch_end(1, true);
+  e.evaluation->metrics = {{"top2_accuracy", 0.9375}, {"f1.macro", 0.5}};
+  NodeMetrics metrics;
+  MetricsRecorder recorder(metrics);
+  recorder.on_epoch_end(e);
+  recorder.on_epoch_end(epoch_end(2, true));  // an evaluation without metrics
+  CHECK(metrics.test_metrics.empty());
+  REQUIRE(metrics.epoch_test_metrics.size() == 2);
+  CHECK(metrics.epoch_test_metrics[0] ==
+        std::map<std::string, double>{{"f1.macro", 0.5}, {"top2_accuracy", 0.9375}});
+  CHECK(metrics.epoch_test_metrics[1].empty());
+
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out != nullptr);
+  ConsoleReporter(out).on_epoch_end(e);
+  ConsoleReporter(out, gradmesh::app::ProgressStyle::kRecords).on_epoch_end(e);
+  const std::string text = contents(out);
+  std::fclose(out);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("test accuracy 81.25%  top2_accuracy 0.9375  f1.macro 0.5  "));
+  const std::string record = text.substr(text.find("@gradmesh epoch "));
+  const auto json = nlohmann::json::parse(record.substr(record.find('{')));
+  CHECK(json.at("metrics").at("top2_accuracy").get<double>() == 0.9375);
+  CHECK(json.at("metrics").at("f1.macro").get<double>() == 0.5);
+}
+
+TEST_CASE("a metric's name is a key: no spaces, no repeats, not loss or accuracy", "[pipeline]") {
+  gradmesh::tasks::Model::Evaluation e{0.1, 0.9};
+  e.metrics = {{"top5", 0.99}, {"recall.class-3", 0.5}};
+  CHECK_NOTHROW(check_metric_names(e));
+  for (const std::string bad : {"top 5", "", "loss", "accuracy", "top5"}) {
+    e.metrics = {{"top5", 0.99}, {bad, 0.5}};
+    INFO(bad);
+    CHECK_THROWS_AS(check_metric_names(e), gradmesh::ContractError);
+  }
 }

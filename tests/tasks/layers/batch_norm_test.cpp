@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "engine/checkpoint.h"
@@ -15,7 +17,9 @@
 #include "tasks/layers/make_layer.h"
 #include "tasks/model.h"
 #include "tasks/profile.h"
+#include "tasks/random.h"
 #include "tests/tasks/gradient_check.h"
+#include "tests/tasks/thread_exchange.h"
 
 namespace gradmesh::tasks {
 
@@ -167,6 +171,138 @@ TEST_CASE("batch_norm is made from its spec", "[tasks][batch_norm][spec]") {
   CHECK(layer->kind() == "batch_norm");
   CHECK(layer->output_shape() == Shape{8, 5, 5});
   CHECK(layer->parameter_count() == 16);
+}
+
+}  // namespace gradmesh::tasks
+
+namespace gradmesh::tasks {
+namespace {
+
+using gradmesh::testing::ThreadExchange;
+using gradmesh::testing::ThreadGather;
+
+}  // namespace
+
+TEST_CASE("SyncBN: n nodes of K samples compute what one node of n K does",
+          "[tasks][batch_norm][sync]") {
+  const Shape shape{3, 2, 2};
+  const std::size_t per = shape.size();
+  for (const std::size_t nodes : {2, 3}) {
+    constexpr std::size_t kPerNode = 2;
+    const std::size_t total = nodes * kPerNode;
+    INFO(nodes << " nodes");
+    SplitMix64 rng(17 + nodes);
+    std::vector<float> x(total * per), dy(total * per);
+    for (float& v : x) v = 4.0f * rng.next_float() - 1.0f;
+    for (float& v : dy) v = rng.next_float() - 0.5f;
+    const std::vector<float> params = {1.5f, 0.5f, -1.0f, 0.25f, 0.0f, -0.5f};
+
+    // One node of n K: the reference (dy of the mean loss over n K samples).
+    Bound single(shape);
+    single.set_params(params);
+    std::vector<float> y_single(total * per), dx_single(total * per);
+    single.layer.forward(x.data(), y_single.data(), total);
+    single.layer.backward(x.data(), y_single.data(), dy.data(), dx_single.data(), total);
+
+    // n nodes of K: each node's loss is the mean over its K samples, so its dy is n times the
+    // reference's rows.
+    ThreadGather gather(nodes);
+    std::vector<std::unique_ptr<Bound>> layers;
+    std::vector<std::unique_ptr<ThreadExchange>> exchanges;
+    for (std::size_t r = 0; r < nodes; ++r) {
+      layers.push_back(std::make_unique<Bound>(shape));
+      layers.back()->set_params(params);
+      exchanges.push_back(std::make_unique<ThreadExchange>(gather, r));
+      layers.back()->layer.set_statistics_exchange(exchanges.back().get());
+    }
+    std::vector<float> y(total * per), dx(total * per);
+    std::vector<std::thread> threads;
+    for (std::size_t r = 0; r < nodes; ++r) {
+      threads.emplace_back([&, r] {
+        const std::size_t at = r * kPerNode * per;
+        std::vector<float> dy_node(dy.begin() + at, dy.begin() + at + kPerNode * per);
+        for (float& v : dy_node) v *= static_cast<float>(nodes);
+        layers[r]->layer.forward(x.data() + at, y.data() + at, kPerNode);
+        layers[r]->layer.backward(x.data() + at, y.data() + at, dy_node.data(), dx.data() + at,
+                                  kPerNode);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    CHECK(gather.calls == 2);  // one gather forward, one backward
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      CHECK(y[i] == Approx(y_single[i]).margin(1e-5));
+      CHECK(dx[i] == Approx(static_cast<float>(nodes) * dx_single[i]).margin(1e-5));
+    }
+    // The nodes' parameter gradients average to the reference's (the sync stage's mean).
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      double mean = 0;
+      for (const auto& l : layers) mean += l->grads[k] / static_cast<double>(nodes);
+      CHECK(mean == Approx(single.grads[k]).margin(1e-5));
+    }
+    // Every node's running statistics are the global batch's, as the single node's.
+    const std::vector<float> expected = single.running();
+    for (const auto& l : layers) {
+      const std::vector<float> running = l->running();
+      for (std::size_t k = 0; k < running.size(); ++k) {
+        CHECK(running[k] == Approx(expected[k]).margin(1e-6));
+      }
+    }
+    // Evaluation mode exchanges nothing.
+    for (const auto& l : layers) l->layer.set_training(false);
+    layers[0]->layer.forward(x.data(), y.data(), kPerNode);
+    CHECK(gather.calls == 2);
+  }
+}
+
+}  // namespace gradmesh::tasks
+
+namespace gradmesh::tasks {
+
+TEST_CASE("SyncBN: a residual model on n nodes has the gradients of the model on the union batch",
+          "[tasks][batch_norm][sync]") {
+  const auto specs =
+      parse_layer_specs({"conv2d:4:3:1:1", "batch_norm", "relu", "basic_block:4", "basic_block:8:2",
+                         "global_avg_pool", "dense:10", "softmax_cross_entropy"});
+  const Shape shape{1, 28, 28};
+  constexpr std::size_t kNodes = 2, kPerNode = 16;
+  SplitMix64 rng(5);
+  std::vector<float> x(kNodes * kPerNode * shape.size());
+  std::vector<std::int32_t> y(kNodes * kPerNode);
+  for (float& v : x) v = 2.0f * rng.next_float() - 1.0f;
+  for (auto& v : y) v = static_cast<std::int32_t>(rng.next_below(10));
+  Model single(specs, shape, kNodes * kPerNode, 3);
+  (void)single.forward_backward(x, y);
+  const auto expected = single.gradients();
+
+  ThreadGather gather(kNodes);
+  std::vector<std::unique_ptr<Model>> models;
+  std::vector<std::unique_ptr<ThreadExchange>> exchanges;
+  for (std::size_t r = 0; r < kNodes; ++r) {
+    models.push_back(std::make_unique<Model>(specs, shape, kPerNode, 3));
+    exchanges.push_back(std::make_unique<ThreadExchange>(gather, r));
+    for (std::size_t l = 0; l < models[r]->num_layers(); ++l) {
+      if (auto* bn = dynamic_cast<BatchNorm*>(&models[r]->layer(l))) {
+        bn->set_statistics_exchange(exchanges[r].get());
+      }
+    }
+  }
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < kNodes; ++r) {
+    threads.emplace_back([&, r] {
+      const std::size_t at = r * kPerNode;
+      (void)models[r]->forward_backward(
+          std::span<const float>(x).subspan(at * shape.size(), kPerNode * shape.size()),
+          std::span<const std::int32_t>(y).subspan(at, kPerNode));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  double worst = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    double mean = 0;
+    for (const auto& m : models) mean += m->gradients()[i] / static_cast<double>(kNodes);
+    worst = std::max(worst, std::abs(mean - static_cast<double>(expected[i])));
+  }
+  CHECK(worst <= 1e-6);
 }
 
 }  // namespace gradmesh::tasks
