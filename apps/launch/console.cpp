@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <regex>
 
 #include <nlohmann/json.hpp>
@@ -224,8 +225,10 @@ bool ConsoleMerger::record(std::size_t rank, std::string_view body, double now,
       if (j.contains("compression_error") && !j["compression_error"].is_null())
         e.compression_error = j["compression_error"].get<double>();
       if (j.contains("metrics") && j["metrics"].is_object()) {
-        for (const auto& [name, value] : j["metrics"].items())
-          e.metrics.emplace_back(name, value.get<double>());
+        for (const auto& [name, value] : j["metrics"].items()) {
+          e.metrics.emplace_back(name, value.is_null() ? std::numeric_limits<double>::quiet_NaN()
+                                                       : value.get<double>());
+        }
       }
       auto& slot = epochs_[epoch];
       if (slot.empty()) {

@@ -39,8 +39,9 @@ void ConsoleReporter::on_epoch_end(const EpochEnd& e) {
   if (e.evaluation) {
     for (const auto& [name, value] : e.evaluation->metrics) {
       accuracy += fmt::format("  {} {:.4g}", name, value);
-      metrics_json += fmt::format("{}\"{}\":{:.6g}", metrics_json.empty() ? "" : ",", name,
-                                  std::isfinite(value) ? value : 0.0);
+      // JSON has no NaN or infinity: such a value travels as null.
+      metrics_json += fmt::format("{}\"{}\":{}", metrics_json.empty() ? "" : ",", name,
+                                  std::isfinite(value) ? fmt::format("{:.6g}", value) : "null");
     }
   }
   // A compressing stage: its largest per-layer compression error of the epoch.

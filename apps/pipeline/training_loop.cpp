@@ -327,7 +327,9 @@ bool TrainingLoop::average_layer_states() {
   return true;
 }
 
-TrainingLoop::~TrainingLoop() { attach_statistics_gather(nullptr); }
+TrainingLoop::~TrainingLoop() {
+  if (statistics_gather_) attach_statistics_gather(nullptr);
+}
 
 std::size_t TrainingLoop::attach_statistics_gather(tasks::BatchStatisticsExchange* gather) {
   std::size_t layers = 0;

@@ -180,6 +180,18 @@ TEST_CASE("a user's metrics reach the metrics file, the epoch line and the launc
   const auto json = nlohmann::json::parse(record.substr(record.find('{')));
   CHECK(json.at("metrics").at("top2_accuracy").get<double>() == 0.9375);
   CHECK(json.at("metrics").at("f1.macro").get<double>() == 0.5);
+
+  // JSON has no NaN: a metric that is not finite travels as null.
+  e.evaluation->metrics = {{"ratio", std::nan("")}};
+  std::FILE* record_file = std::tmpfile();
+  REQUIRE(record_file != nullptr);
+  ConsoleReporter(record_file, gradmesh::app::ProgressStyle::kRecords).on_epoch_end(e);
+  const std::string nan_record = contents(record_file);
+  std::fclose(record_file);
+  CHECK(nlohmann::json::parse(nan_record.substr(nan_record.find('{')))
+            .at("metrics")
+            .at("ratio")
+            .is_null());
 }
 
 TEST_CASE("a metric's name is a key: no spaces, no repeats, not loss or accuracy", "[pipeline]") {

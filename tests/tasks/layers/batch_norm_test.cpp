@@ -18,6 +18,7 @@
 #include "tasks/model.h"
 #include "tasks/profile.h"
 #include "tasks/random.h"
+#include "tests/tasks/emulated_device.h"
 #include "tests/tasks/gradient_check.h"
 #include "tests/tasks/thread_exchange.h"
 
@@ -274,35 +275,47 @@ TEST_CASE("SyncBN: a residual model on n nodes has the gradients of the model on
   (void)single.forward_backward(x, y);
   const auto expected = single.gradients();
 
-  ThreadGather gather(kNodes);
-  std::vector<std::unique_ptr<Model>> models;
-  std::vector<std::unique_ptr<ThreadExchange>> exchanges;
-  for (std::size_t r = 0; r < kNodes; ++r) {
-    models.push_back(std::make_unique<Model>(specs, shape, kPerNode, 3));
-    exchanges.push_back(std::make_unique<ThreadExchange>(gather, r));
-    for (std::size_t l = 0; l < models[r]->num_layers(); ++l) {
-      if (auto* bn = dynamic_cast<BatchNorm*>(&models[r]->layer(l))) {
-        bn->set_statistics_exchange(exchanges[r].get());
+  // The n nodes, one a thread, on the CPU or each on an emulated device (the device path:
+  // statistics down, combined on the host, up again); their gradients, by rank.
+  const auto nodes = [&](bool device) {
+    ThreadGather gather(kNodes);
+    std::vector<std::unique_ptr<Model>> models;
+    std::vector<std::unique_ptr<ThreadExchange>> exchanges;
+    for (std::size_t r = 0; r < kNodes; ++r) {
+      models.push_back(
+          std::make_unique<Model>(specs, shape, kPerNode, 3,
+                                  device ? std::make_unique<testing::EmulatedDevice>() : nullptr));
+      exchanges.push_back(std::make_unique<ThreadExchange>(gather, r));
+      for (std::size_t l = 0; l < models[r]->num_layers(); ++l) {
+        if (auto* bn = dynamic_cast<BatchNorm*>(&models[r]->layer(l))) {
+          bn->set_statistics_exchange(exchanges[r].get());
+        }
       }
     }
-  }
-  std::vector<std::thread> threads;
-  for (std::size_t r = 0; r < kNodes; ++r) {
-    threads.emplace_back([&, r] {
-      const std::size_t at = r * kPerNode;
-      (void)models[r]->forward_backward(
-          std::span<const float>(x).subspan(at * shape.size(), kPerNode * shape.size()),
-          std::span<const std::int32_t>(y).subspan(at, kPerNode));
-    });
-  }
-  for (std::thread& t : threads) t.join();
+    std::vector<std::thread> threads;
+    for (std::size_t r = 0; r < kNodes; ++r) {
+      threads.emplace_back([&, r] {
+        const std::size_t at = r * kPerNode;
+        (void)models[r]->forward_backward(
+            std::span<const float>(x).subspan(at * shape.size(), kPerNode * shape.size()),
+            std::span<const std::int32_t>(y).subspan(at, kPerNode));
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    std::vector<std::vector<float>> gradients;
+    for (const auto& m : models)
+      gradients.emplace_back(m->gradients().begin(), m->gradients().end());
+    return gradients;
+  };
+  const auto cpu = nodes(false);
   double worst = 0;
   for (std::size_t i = 0; i < expected.size(); ++i) {
     double mean = 0;
-    for (const auto& m : models) mean += m->gradients()[i] / static_cast<double>(kNodes);
+    for (const auto& g : cpu) mean += g[i] / static_cast<double>(kNodes);
     worst = std::max(worst, std::abs(mean - static_cast<double>(expected[i])));
   }
   CHECK(worst <= 1e-6);
+  CHECK(nodes(true) == cpu);  // bit for bit on a device
 }
 
 }  // namespace gradmesh::tasks
