@@ -41,8 +41,7 @@ void check_optimizer_keys(const JobConfig& config) {
                       "allreduce, auto, none) with Adam");
   }
   // SyncBN normalizes by the batch of one model on every node: Ako's replicas differ.
-  if (config.model.sync_batch_norm && !sync::strategy_traits(config.sync.strategy).bsp &&
-      config.sync.strategy != "none") {
+  if (config.model.sync_batch_norm && sync::strategy_traits(config.sync.strategy).live_membership) {
     throw ConfigError(
         "model.sync_batch_norm = true needs a BSP strategy (ps, poseidon, allreduce, "
         "auto), whose nodes hold one model; under " +
