@@ -38,6 +38,7 @@
 #include "sync/lane_router.h"
 #include "sync/sync_stage.h"
 #include "tasks/cpu/blas.h"
+#include "tasks/cpu/cpu_backend.h"
 #include "tasks/data/fashion_mnist.h"
 #include "tasks/layers/layer_spec.h"
 #include "tasks/model.h"
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--iterations")) iterations = std::strtoul(argv[i + 1], nullptr, 10);
     if (!std::strcmp(argv[i], "--data")) data_dir = argv[i + 1];
   }
-  gradmesh::tasks::cpu::set_blas_threads(threads);
+  gradmesh::tasks::cpu::set_threads(threads);
   namespace bench = gradmesh::bench;
   std::printf("before: %s\n", bench::format_machine_state(bench::measure_machine_state()).c_str());
 

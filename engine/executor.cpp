@@ -1,5 +1,7 @@
 #include "engine/executor.h"
 
+#include <thread>
+
 #include "engine/arena_dispatch.h"
 
 #include <algorithm>
@@ -72,10 +74,13 @@ void Completion::fail(std::exception_ptr error) const {
 Executor::Executor(ExecutorOptions options)
     : options_(options),
       // Both arenas need their own workers even on a 2-core machine, or a network task would wait
-      // for a compute task to end: allow compute + network workers (+1 for the caller).
+      // for a compute task to end: allow compute + network workers, +1 for the caller, and room
+      // for a compute task's own parallel loops (the CPU backend's kernel arena, up to the
+      // machine's cores; TBB starts workers only when an arena asks for them).
       parallelism_(tbb::global_control::max_allowed_parallelism,
                    std::max<std::size_t>(options.compute_threads, 1) +
-                       std::max<std::size_t>(options.network_threads, 1) + 1),
+                       std::max<std::size_t>(options.network_threads, 1) + 1 +
+                       std::max<std::size_t>(std::thread::hardware_concurrency(), 1)),
       compute_arena_(static_cast<int>(std::max<std::size_t>(options.compute_threads, 1)), 0),
       network_arena_(static_cast<int>(std::max<std::size_t>(options.network_threads, 1)), 0) {
   GRADMESH_CHECK(options.compute_threads >= 1, "ExecutorOptions::compute_threads must be >= 1");

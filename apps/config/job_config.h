@@ -149,7 +149,7 @@ struct JobConfig {
 
   /// [compute]: the local executor.
   struct Compute {
-    std::size_t threads = 0;  ///< compute.threads: BLAS threads; 0 = cores / nodes on this host.
+    std::size_t threads = 0;  ///< compute.threads: BLAS and CPU-kernel threads; 0 = cores / nodes.
     /// compute.device: "cpu" (tasks/cpu/, OpenBLAS) or "cuda" (tasks/cuda/, cuBLAS; GPU 0).
     std::string device = "cpu";
     friend bool operator==(const Compute&, const Compute&) = default;

@@ -18,7 +18,7 @@
 #include "apps/pipeline/start_up.h"
 #include "apps/pipeline/training_loop.h"
 #include "engine/error.h"
-#include "tasks/cpu/blas.h"
+#include "tasks/cpu/cpu_backend.h"
 #include "tasks/make_backend.h"
 #include "topo/launch_environment.h"
 #include "topo/peer_list.h"
@@ -119,7 +119,7 @@ void Pipeline::set_source(std::unique_ptr<DataSource> source) {
                            : "]"));
   }
   spdlog::info("compute device: {}", s.model->backend().description());
-  tasks::cpu::set_blas_threads(blas_threads(s.config, s.peers, s.rank));
+  tasks::cpu::set_threads(compute_threads(s.config, s.peers, s.rank));
   check_optimizer_keys(s.config);
   s.optimizer.emplace(sgd_options(s.config), s.model->parameter_count(), adam_options(s.config));
   if (s.config.optimizer.weight_decay_exclude) {

@@ -81,7 +81,7 @@ topo::PeerList peer_list(const NodeOptions& options) {
   return topo::PeerList({topo::Peer{"127.0.0.1", 1}});  // a single local node: no socket is opened
 }
 
-int blas_threads(const JobConfig& config, const topo::PeerList& peers, std::size_t rank) {
+int compute_threads(const JobConfig& config, const topo::PeerList& peers, std::size_t rank) {
   if (config.compute.threads > 0) return static_cast<int>(config.compute.threads);
   const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
   const std::size_t local = std::max<std::size_t>(1, peers.count_on_host(peers[rank].host));

@@ -32,10 +32,11 @@ namespace gradmesh::app {
 void check_writable_folder(const std::filesystem::path& dir, std::string_view what,
                            std::size_t rank);
 
-/// BLAS threads for this node: compute.threads, else this machine's cores shared by the peers on
+/// Compute threads for this node (tasks::cpu::set_threads: BLAS and the CPU kernels' loops):
+/// compute.threads, else this machine's cores shared by the peers on
 /// its host (at least 1).
-[[nodiscard]] int blas_threads(const JobConfig& config, const topo::PeerList& peers,
-                               std::size_t rank);
+[[nodiscard]] int compute_threads(const JobConfig& config, const topo::PeerList& peers,
+                                  std::size_t rank);
 
 /// The planner's start-up measurements (DESIGN.md "Measure, don't guess"): this node's links
 /// (alpha in seconds, B in bytes/s to every peer; sync::LinkProbe), its per-layer forward /

@@ -13,10 +13,12 @@
 namespace gradmesh::tasks::cpu {
 
 /// Backend on the host: device memory is host memory (host_addressable()), so "copies" are
-/// memcpy and synchronize() does nothing; kernels run to completion on the calling thread. The
-/// loops are the ones the layers ran before the backend existed, in the same order, so results
-/// are bitwise identical to theirs. GEMM: OpenBLAS (threads: set_blas_threads). Stateless:
-/// several Models may share the work of one CpuBackend; thread safety as OpenBLAS (reentrant).
+/// memcpy and synchronize() does nothing; kernels run to completion before they return. GEMM:
+/// OpenBLAS. The loops over samples, channels or planes (im2col/col2im, the channel packing,
+/// ReLU, batch normalization, pooling) split their items across set_threads()' oneTBB arena,
+/// each item computed whole by one thread in the serial order, so results are bitwise the same
+/// for any thread count. Stateless: several Models may share the work of one CpuBackend; thread
+/// safety as OpenBLAS (reentrant).
 class CpuBackend final : public Backend {
  public:
   [[nodiscard]] std::string_view name() const noexcept override { return "cpu"; }
@@ -82,6 +84,12 @@ class CpuBackend final : public Backend {
   float softmax_cross_entropy(const float* logits, std::span<const std::int32_t> labels,
                               std::size_t classes, float* dlogits) override;
 };
+
+/// Threads of the CPU backend's compute: OpenBLAS's (set_blas_threads) and the kernels' parallel
+/// loops' (a oneTBB arena of n slots, which the calling thread joins; n = 1 runs them inline,
+/// the default). The node sets it from `compute.threads`. Process-wide; thread-safe (a loop under
+/// way finishes on the arena it started on). Throws ConfigError when n < 1.
+void set_threads(int n);
 
 /// The CPU backend a Layer computes on until a Model gives it its own (Layer::set_backend), so a
 /// layer built alone (tests, tools) works on host pointers. A stateless process-wide object, not

@@ -42,8 +42,11 @@ struct Conv2dGeometry {
 /// and backward never allocate. Thread safety: see Layer.
 class Conv2d final : public WeightedLayer {
  public:
-  /// Default column_budget: 2^21 floats (8 MiB) of im2col columns per GEMM.
-  static constexpr std::size_t kColumnBudget = std::size_t{1} << 21;
+  /// Default column_budget: 2^19 floats (2 MiB) of im2col columns per GEMM, about one core's
+  /// L2 on the machines we measure on, so the GEMM reads the columns im2col just wrote from cache
+  /// (the ResNet of configs/fashion-mnist-resnet.toml: 0.26-0.32 of sgemm at 8 MiB, 0.34-0.35 at 2
+  /// MiB; the CNN within its spread; bench_single_node, 2026-11-28).
+  static constexpr std::size_t kColumnBudget = std::size_t{1} << 19;
 
   /// Throws gradmesh::ConfigError saying what was expected if the input is empty, a geometry
   /// field is 0 (padding may be 0), or the kernel is larger than the padded input
