@@ -1,7 +1,6 @@
 #include "apps/pipeline/run_observer.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <set>
 #include <string>
@@ -110,19 +109,25 @@ std::vector<std::string> ResidualWatch::epoch(const std::map<std::string, double
 
 void check_metric_names(const tasks::Model::Evaluation& e) {
   std::set<std::string_view> seen;
+  // ASCII by value, not std::isalnum: the accepted names must not depend on the C locale.
+  const auto allowed = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '-';
+  };
   for (const auto& [name, value] : e.metrics) {
-    const bool ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '-';
-    });
-    if (!ok) {
+    if (name.empty() || !std::all_of(name.begin(), name.end(), allowed)) {
       throw ContractError("the evaluation returned a metric named '" + name +
                           "': a metric's name is letters, digits, '_', '.' and '-' (it is a key "
                           "of the metrics file and a column of scripts/report)");
     }
-    if (name == "loss" || name == "accuracy" || !seen.insert(name).second) {
+    if (name == "loss" || name == "accuracy") {
+      throw ContractError("the evaluation returned a metric named '" + name +
+                          "': loss and accuracy are Evaluation's own fields (set them there); "
+                          "give the metric another name");
+    }
+    if (!seen.insert(name).second) {
       throw ContractError("the evaluation returned the metric '" + name +
-                          "' twice (loss and accuracy are Evaluation's own fields): give each "
-                          "metric one name of its own");
+                          "' twice: give each metric one name of its own");
     }
   }
 }

@@ -50,8 +50,8 @@ struct EpochEnd {
 };
 
 /// Throws gradmesh::ContractError when a user's evaluation (tasks::Model::Evaluation::metrics)
-/// names a metric badly: empty, characters other than letters, digits, '_', '.' and '-', "loss" or
-/// "accuracy" (Evaluation's own fields), or one name twice. Reentrant.
+/// names a metric badly: empty, characters other than ASCII letters, digits, '_', '.' and '-',
+/// "loss" or "accuracy" (Evaluation's own fields), or one name twice. Reentrant.
 void check_metric_names(const tasks::Model::Evaluation& e);
 
 /// Told of a run's progress, on the pipeline's thread, between iterations (never while the

@@ -72,6 +72,33 @@ ValidRange valid_outputs(std::size_t out, std::size_t in, std::size_t stride, st
   return {std::min(lo, hi), hi};
 }
 
+/// One row of im2col's columns (tap u, v of one channel's plane) for stride 1 with the output
+/// as wide as the input (k = 2p + 1, "same" padding): out[i OW + j] = plane[i + u - p, j + v - p]
+/// is one contiguous copy at offset (u - p) W + (v - p), clipped to the plane, then the entries
+/// that fell outside a row (j + v - p outside [0, W)) and the rows outside [rows.lo, rows.hi)
+/// zeroed. One memcpy a tap instead of one a row: same values as the row-by-row form.
+void same_width_taps(const float* plane, const Im2colGeometry& g, std::size_t u, std::size_t v,
+                     ValidRange rows, ValidRange cols, float* out) noexcept {
+  const std::size_t w = g.width, ow = g.out_width, p = g.padding, plane_size = g.height * w;
+  const auto offset = static_cast<std::ptrdiff_t>((u * w + v)) -
+                      static_cast<std::ptrdiff_t>(p * w + p);  // (u - p) W + (v - p)
+  auto first = static_cast<std::ptrdiff_t>(rows.lo * ow);
+  auto last = static_cast<std::ptrdiff_t>(rows.hi * ow);
+  first = std::max(first, -offset);
+  last = std::min(last, static_cast<std::ptrdiff_t>(plane_size) - offset);
+  std::fill(out, out + rows.lo * ow, 0.0f);
+  if (first < last) {
+    std::memcpy(out + first, plane + first + offset,
+                static_cast<std::size_t>(last - first) * sizeof(float));
+  }
+  for (std::size_t i = rows.lo; i < rows.hi; ++i) {
+    float* dst = out + i * ow;
+    std::fill(dst, dst + cols.lo, 0.0f);
+    std::fill(dst + cols.hi, dst + ow, 0.0f);
+  }
+  std::fill(out + rows.hi * ow, out + g.out_height * ow, 0.0f);
+}
+
 /// col (patch x positions, row stride ld) = the receptive fields of one sample x (C x H x W).
 void im2col_sample(const float* x, const Im2colGeometry& g, float* col, std::size_t ld) noexcept {
   const std::size_t k = g.kernel, s = g.stride, p = g.padding;
@@ -83,6 +110,10 @@ void im2col_sample(const float* x, const Im2colGeometry& g, float* col, std::siz
       for (std::size_t v = 0; v < k; ++v) {
         const ValidRange cols = valid_outputs(ow, g.width, s, v, p);
         float* out = col + ((c * k + u) * k + v) * ld;
+        if (s == 1 && ow == g.width && rows.lo < rows.hi) {
+          same_width_taps(plane, g, u, v, rows, cols, out);
+          continue;
+        }
         std::fill(out, out + rows.lo * ow, 0.0f);
         for (std::size_t i = rows.lo; i < rows.hi; ++i) {
           const float* src = plane + (i * s + u - p) * g.width;

@@ -198,9 +198,15 @@ TEST_CASE("a metric's name is a key: no spaces, no repeats, not loss or accuracy
   gradmesh::tasks::Model::Evaluation e{0.1, 0.9};
   e.metrics = {{"top5", 0.99}, {"recall.class-3", 0.5}};
   CHECK_NOTHROW(check_metric_names(e));
-  for (const std::string bad : {"top 5", "", "loss", "accuracy", "top5"}) {
+  for (const std::string bad : {"top 5", "", "loss", "accuracy", "top5",
+                                "r\xc3\xa9"
+                                "call"}) {
     e.metrics = {{"top5", 0.99}, {bad, 0.5}};
     INFO(bad);
     CHECK_THROWS_AS(check_metric_names(e), gradmesh::ContractError);
   }
+  e.metrics = {{"loss", 0.5}};
+  CHECK_THROWS_WITH(check_metric_names(e), Catch::Contains("Evaluation's own fields"));
+  e.metrics = {{"top5", 0.5}, {"top5", 0.6}};
+  CHECK_THROWS_WITH(check_metric_names(e), Catch::Contains("'top5' twice"));
 }

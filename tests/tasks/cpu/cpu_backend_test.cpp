@@ -40,41 +40,56 @@ float direct(const std::vector<float>& x, std::size_t sample, const Im2colGeomet
 
 }  // namespace
 
+// im2col against the direct read, and col2im as its adjoint, for one geometry.
+void check_im2col(const Im2colGeometry& g, std::size_t samples, std::uint64_t seed) {
+  CpuBackend be;
+  INFO("C " << g.channels << " H " << g.height << " W " << g.width << " k " << g.kernel << " s "
+            << g.stride << " p " << g.padding);
+  const std::vector<float> x = random_floats(samples * g.sample_size(), 100 + seed);
+  const std::size_t ld = samples * g.positions() + 3;  // a row stride wider than the columns
+  std::vector<float> col(g.patch() * ld, 99.0f);
+  be.im2col(x.data(), samples, g, col.data(), ld);
+  for (std::size_t s2 = 0; s2 < samples; ++s2) {
+    for (std::size_t r = 0; r < g.patch(); ++r) {
+      for (std::size_t q = 0; q < g.positions(); ++q) {
+        REQUIRE(col[r * ld + s2 * g.positions() + q] == direct(x, s2, g, r, q));
+      }
+    }
+  }
+  // col2im is im2col's adjoint: <im2col(x), d> == <x, col2im(d)>.
+  const std::vector<float> d = random_floats(g.patch() * ld, 200 + seed);
+  std::vector<float> dx(samples * g.sample_size(), 7.0f);
+  be.col2im(d.data(), ld, samples, g, dx.data());
+  double lhs = 0.0, rhs = 0.0;
+  for (std::size_t r = 0; r < g.patch(); ++r) {
+    for (std::size_t q = 0; q < samples * g.positions(); ++q) {
+      lhs += static_cast<double>(col[r * ld + q]) * d[r * ld + q];
+    }
+  }
+  for (std::size_t i = 0; i < x.size(); ++i) rhs += static_cast<double>(x[i]) * dx[i];
+  CHECK(lhs == Approx(rhs).margin(1e-4));
+}
+
 TEST_CASE("CpuBackend im2col equals the direct receptive-field read on random geometries",
           "[tasks][cpu][backend]") {
-  CpuBackend be;
   SplitMix64 rng(5);
   for (int trial = 0; trial < 40; ++trial) {
     const std::size_t c = 1 + rng.next_below(3), h = 3 + rng.next_below(6),
                       w = 3 + rng.next_below(6);
     const std::size_t p = rng.next_below(3), s = 1 + rng.next_below(3);
     const std::size_t k = 1 + rng.next_below(std::min(h, w) + 2 * p);
-    const Im2colGeometry g = geometry(c, h, w, k, s, p);
-    const std::size_t samples = 1 + rng.next_below(3);
-    INFO("C " << c << " H " << h << " W " << w << " k " << k << " s " << s << " p " << p);
-    const std::vector<float> x = random_floats(samples * g.sample_size(), 100 + trial);
-    const std::size_t ld = samples * g.positions() + 3;  // a row stride wider than the columns
-    std::vector<float> col(g.patch() * ld, 99.0f);
-    be.im2col(x.data(), samples, g, col.data(), ld);
-    for (std::size_t s2 = 0; s2 < samples; ++s2) {
-      for (std::size_t r = 0; r < g.patch(); ++r) {
-        for (std::size_t q = 0; q < g.positions(); ++q) {
-          REQUIRE(col[r * ld + s2 * g.positions() + q] == direct(x, s2, g, r, q));
-        }
-      }
+    check_im2col(geometry(c, h, w, k, s, p), 1 + rng.next_below(3), trial);
+  }
+}
+
+TEST_CASE("CpuBackend im2col with same padding (stride 1, k = 2p + 1: one copy a tap)",
+          "[tasks][cpu][backend]") {
+  std::uint64_t seed = 1000;
+  for (std::size_t p = 0; p <= 2; ++p) {
+    for (std::size_t h = 1; h <= 6; ++h) {
+      for (std::size_t w = 1; w <= 6; ++w)
+        check_im2col(geometry(2, h, w, 2 * p + 1, 1, p), 2, ++seed);
     }
-    // col2im is im2col's adjoint: <im2col(x), d> == <x, col2im(d)>.
-    const std::vector<float> d = random_floats(g.patch() * ld, 200 + trial);
-    std::vector<float> dx(samples * g.sample_size(), 7.0f);
-    be.col2im(d.data(), ld, samples, g, dx.data());
-    double lhs = 0.0, rhs = 0.0;
-    for (std::size_t r = 0; r < g.patch(); ++r) {
-      for (std::size_t q = 0; q < samples * g.positions(); ++q) {
-        lhs += static_cast<double>(col[r * ld + q]) * d[r * ld + q];
-      }
-    }
-    for (std::size_t i = 0; i < x.size(); ++i) rhs += static_cast<double>(x[i]) * dx[i];
-    CHECK(lhs == Approx(rhs).margin(1e-4));
   }
 }
 
