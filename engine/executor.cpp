@@ -1,11 +1,10 @@
 #include "engine/executor.h"
 
+#include <algorithm>
+#include <string>
 #include <thread>
 
 #include "engine/arena_dispatch.h"
-
-#include <algorithm>
-#include <string>
 
 namespace gradmesh::engine {
 
