@@ -120,6 +120,8 @@ void Pipeline::set_source(std::unique_ptr<DataSource> source) {
   }
   spdlog::info("compute device: {}", s.model->backend().description());
   tasks::cpu::set_threads(compute_threads(s.config, s.peers, s.rank));
+  spdlog::info("compute threads: {} (OpenBLAS and the CPU kernels; compute.threads)",
+               tasks::cpu::threads());
   check_optimizer_keys(s.config);
   s.optimizer.emplace(sgd_options(s.config), s.model->parameter_count(), adam_options(s.config));
   if (s.config.optimizer.weight_decay_exclude) {

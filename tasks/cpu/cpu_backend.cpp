@@ -30,6 +30,7 @@ void release_host(void* p) noexcept { std::free(p); }
 /// arena made stays alive until exit (one per distinct count), so a loop under way finishes on its
 /// own arena whatever another thread sets meanwhile.
 std::atomic<tbb::task_arena*> kernel_arena{nullptr};
+std::atomic<int> kernel_threads{1};  // set_threads' n
 std::mutex kernel_arenas_mutex;
 std::vector<std::pair<int, std::unique_ptr<tbb::task_arena>>> kernel_arenas;
 
@@ -494,6 +495,7 @@ float CpuBackend::softmax_cross_entropy(const float* logits, std::span<const std
 void set_threads(int n) {
   if (n < 1) throw ConfigError("compute threads: expected >= 1, got " + std::to_string(n));
   set_blas_threads(n);
+  kernel_threads.store(n, std::memory_order_relaxed);
   if (n == 1) {
     kernel_arena.store(nullptr, std::memory_order_release);
     return;
@@ -507,6 +509,8 @@ void set_threads(int n) {
   }
   kernel_arena.store(it->second.get(), std::memory_order_release);
 }
+
+int threads() noexcept { return kernel_threads.load(std::memory_order_relaxed); }
 
 Backend& host_backend() noexcept {
   static CpuBackend backend;

@@ -91,6 +91,9 @@ class CpuBackend final : public Backend {
 /// way finishes on the arena it started on). Throws ConfigError when n < 1.
 void set_threads(int n);
 
+/// The n of the last set_threads (1 before any). Thread-safe.
+[[nodiscard]] int threads() noexcept;
+
 /// The CPU backend a Layer computes on until a Model gives it its own (Layer::set_backend), so a
 /// layer built alone (tests, tools) works on host pointers. A stateless process-wide object, not
 /// configuration: it holds nothing to configure. Thread safety: as CpuBackend.

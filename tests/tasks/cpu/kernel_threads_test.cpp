@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "engine/error.h"
@@ -86,18 +87,20 @@ std::vector<float> run_kernels() {
 TEST_CASE("CpuBackend kernels give the same bits on 1, 2 and 3 threads", "[tasks][cpu][backend]") {
   set_threads(1);
   const std::vector<float> serial = run_kernels();
-  for (const int threads : {2, 3}) {
-    INFO("threads " << threads);
-    set_threads(threads);
+  for (const int count : {2, 3}) {
+    INFO("threads " << count);
+    set_threads(count);
+    REQUIRE(threads() == count);
     const std::vector<float> parallel = run_kernels();
     set_threads(1);
     REQUIRE(parallel.size() == serial.size());
-    CHECK(parallel == serial);  // float ==: bitwise for these finite values
+    CHECK(std::memcmp(parallel.data(), serial.data(), serial.size() * sizeof(float)) == 0);
   }
 }
 
 TEST_CASE("set_threads rejects a count below 1", "[tasks][cpu][backend]") {
   CHECK_THROWS_AS(set_threads(0), ConfigError);
+  CHECK(threads() == 1);  // unchanged by the refused call
   CHECK_THROWS_WITH(set_threads(-1), Catch::Contains("expected >= 1, got -1"));
 }
 
