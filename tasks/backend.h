@@ -116,6 +116,24 @@ struct PoolGeometry {
   std::size_t out_height, out_width;  ///< OH, OW
 };
 
+/// A non-owning reference to a callable body(item, slot) that Backend::run_chunks runs: the
+/// callable must outlive the call. Two words, never allocates (a std::function of a lambda that
+/// captures a layer's locals would). Thread safety: as the callable.
+class ChunkBody {
+ public:
+  template <class F>
+  // NOLINTNEXTLINE(google-explicit-constructor): built at the call, as a function_ref is
+  ChunkBody(F& body) noexcept
+      : body_(&body), call_([](void* b, std::size_t item, std::size_t slot) {
+          (*static_cast<F*>(b))(item, slot);
+        }) {}
+  void operator()(std::size_t item, std::size_t slot) const { call_(body_, item, slot); }
+
+ private:
+  void* body_;
+  void (*call_)(void*, std::size_t, std::size_t);
+};
+
 /// The kernels and memory of one compute device. Every pointer argument of a kernel is device
 /// memory of this backend (MemoryKind::kDevice; on the CPU backend, any host memory), sizes are in
 /// elements, matrices are row-major. Kernels are enqueued in order on the backend's one stream:
@@ -254,6 +272,24 @@ class Backend {
   /// covers it, in ascending o (0 where none does).
   virtual void avg_pool_backward(const float* dy, std::size_t planes, const PoolGeometry& g,
                                  float* dx) = 0;
+
+  // ---- chunks of a layer's batch (tasks/layers/conv2d.h) ----
+  /// How many bodies run_chunks may run at once at most: the scratch slots a layer gives each
+  /// (slot < this). 1 here (a device's kernels queue in order on one stream); the CPU backend's
+  /// is set_threads()' n.
+  [[nodiscard]] virtual std::size_t chunk_slots() const noexcept { return 1; }
+  /// Runs body(item, slot) once for every item < items. `slots` is the scratch the caller has
+  /// (at least 1): a body may use scratch `slot` (< slots), which no other body running at the
+  /// same time has. This default runs the items in order on the caller with slot 0. The CPU
+  /// backend runs them over set_threads()' arena (up to slots at once), each body whole on one
+  /// thread with OpenBLAS and the kernels' loops single-threaded inside, so one chunk's
+  /// im2col, GEMM and scatter run beside another's instead of each kernel splitting in turn; its
+  /// kernels are reentrant, so the bodies call them concurrently (all but
+  /// softmax_cross_entropy). A body must give the same results wherever it runs (write only its
+  /// own outputs and slot). An exception from a body propagates once the others have stopped.
+  virtual void run_chunks(std::size_t items, std::size_t /*slots*/, ChunkBody body) {
+    for (std::size_t item = 0; item < items; ++item) body(item, 0);
+  }
 
   // ---- batch normalization (tasks/layers/batch_norm.h) ----
   // x, y, dx, dy: samples x channels x spatial floats (NCHW with spatial = H W; a flat input has

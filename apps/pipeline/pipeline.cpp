@@ -104,6 +104,8 @@ void Pipeline::set_source(std::unique_ptr<DataSource> source) {
   require(!s.source, "set_source() called twice: a Pipeline has one data source");
   const auto specs = layer_specs(s.config);
   const tasks::Shape shape = source->sample_shape();
+  // Before the model: its layers size their per-thread scratch by the threads (Conv2d's chunks).
+  tasks::cpu::set_threads(compute_threads(s.config, s.peers, s.rank));
   try {
     s.model.emplace(specs, shape, batch_size(), s.config.job.seed,
                     tasks::make_backend(s.config.compute.device));
@@ -119,7 +121,6 @@ void Pipeline::set_source(std::unique_ptr<DataSource> source) {
                            : "]"));
   }
   spdlog::info("compute device: {}", s.model->backend().description());
-  tasks::cpu::set_threads(compute_threads(s.config, s.peers, s.rank));
   spdlog::info("compute threads: {} (OpenBLAS and the CPU kernels; compute.threads)",
                tasks::cpu::threads());
   check_optimizer_keys(s.config);

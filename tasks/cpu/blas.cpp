@@ -15,6 +15,8 @@ void set_blas_threads(int n) {
   openblas_set_num_threads(n);
 }
 
+int blas_threads() noexcept { return openblas_get_num_threads(); }
+
 void sgemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
            const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
            std::size_t ldc) noexcept {

@@ -7,9 +7,13 @@
 namespace gradmesh::tasks::cpu {
 
 /// Sets how many threads OpenBLAS uses for one call (openblas_set_num_threads). n must be >= 1.
-/// Thread safety: process-wide setting; call it at start-up, not while other threads run BLAS.
+/// Thread safety: process-wide setting; a call running meanwhile keeps the count it started with.
+/// CpuBackend::run_chunks sets 1 while chunks run (tasks/cpu/cpu_backend.h).
 /// Throws gradmesh::ConfigError if n < 1.
 void set_blas_threads(int n);
+
+/// The threads OpenBLAS uses for one call now (openblas_get_num_threads). Thread-safe (a read).
+[[nodiscard]] int blas_threads() noexcept;
 
 /// Row-major single-precision GEMM: C = alpha * op(A) * op(B) + beta * C, where op(A) is m x k,
 /// op(B) is k x n and C is m x n. lda/ldb/ldc are row strides in floats of A, B and C as stored

@@ -34,6 +34,16 @@ std::atomic<int> kernel_threads{1};  // set_threads' n
 std::mutex kernel_arenas_mutex;
 std::vector<std::pair<int, std::unique_ptr<tbb::task_arena>>> kernel_arenas;
 
+/// Whether this thread is inside a run_chunks body: the kernels' loops then run inline (the
+/// chunks already occupy the arena's threads; a thread waiting in a nested loop could also take
+/// another chunk and reuse its slot).
+thread_local bool inside_chunk = false;
+
+/// run_chunks under way in the process (any Model's): OpenBLAS runs one thread while it is > 0,
+/// so a body's GEMM stays on the body's thread. Guarded by chunk_blas_mutex.
+int chunk_runs = 0;
+std::mutex chunk_blas_mutex;
+
 /// Runs body(lo, hi) over the items [0, n), each about `work` floats of memory traffic, in ranges
 /// of at least kParallelGrain floats across the kernel arena's threads (set_threads). Every item
 /// is computed by one thread in the serial order, so results are bitwise the same for any split
@@ -44,7 +54,8 @@ template <class Body>
 void parallel_items(std::size_t n, std::size_t work, Body&& body) {
   const std::size_t grain =
       std::max<std::size_t>(1, kParallelGrain / std::max<std::size_t>(work, 1));
-  tbb::task_arena* arena = n < 2 * grain ? nullptr : kernel_arena.load(std::memory_order_acquire);
+  tbb::task_arena* arena =
+      n < 2 * grain || inside_chunk ? nullptr : kernel_arena.load(std::memory_order_acquire);
   if (arena == nullptr) {
     body(std::size_t{0}, n);
     return;
@@ -296,6 +307,53 @@ void CpuBackend::pack_channels(const float* dy, std::size_t samples, std::size_t
   });
 }
 
+std::size_t CpuBackend::chunk_slots() const noexcept { return static_cast<std::size_t>(threads()); }
+
+void CpuBackend::run_chunks(std::size_t items, std::size_t slots, ChunkBody body) {
+  tbb::task_arena* arena = items < 2 || slots < 2 || inside_chunk
+                               ? nullptr
+                               : kernel_arena.load(std::memory_order_acquire);
+  if (arena == nullptr) {
+    for (std::size_t item = 0; item < items; ++item) body(item, 0);
+    return;
+  }
+  {
+    const std::scoped_lock lock(chunk_blas_mutex);
+    if (chunk_runs++ == 0) set_blas_threads(1);
+  }
+  struct RestoreBlas {
+    RestoreBlas() = default;
+    RestoreBlas(const RestoreBlas&) = delete;
+    RestoreBlas& operator=(const RestoreBlas&) = delete;
+    ~RestoreBlas() {
+      const std::scoped_lock lock(chunk_blas_mutex);
+      if (--chunk_runs == 0) set_blas_threads(kernel_threads.load(std::memory_order_relaxed));
+    }
+  } restore;
+  // One worker per slot, each taking the next item until none is left: every item once, a slot
+  // never shared, and the items spread over however many threads pick the workers up.
+  const std::size_t workers =
+      std::min({items, slots, static_cast<std::size_t>(arena->max_concurrency())});
+  std::atomic<std::size_t> next{0};
+  arena->execute([&] {
+    tbb::parallel_for(
+        tbb::blocked_range<std::size_t>(0, workers, 1),
+        [&](const tbb::blocked_range<std::size_t>& r) {
+          inside_chunk = true;
+          struct Leave {
+            Leave() = default;
+            Leave(const Leave&) = delete;
+            Leave& operator=(const Leave&) = delete;
+            ~Leave() { inside_chunk = false; }
+          } leave;
+          for (std::size_t slot = r.begin(); slot < r.end(); ++slot) {
+            for (std::size_t item = next++; item < items; item = next++) body(item, slot);
+          }
+        },
+        tbb::simple_partitioner());
+  });
+}
+
 void CpuBackend::fill(float* dst, std::size_t n, float value) { std::fill(dst, dst + n, value); }
 
 void CpuBackend::scale(float* x, std::size_t n, float alpha) {
@@ -494,8 +552,12 @@ float CpuBackend::softmax_cross_entropy(const float* logits, std::span<const std
 
 void set_threads(int n) {
   if (n < 1) throw ConfigError("compute threads: expected >= 1, got " + std::to_string(n));
-  set_blas_threads(n);
-  kernel_threads.store(n, std::memory_order_relaxed);
+  {
+    // A run_chunks under way restores OpenBLAS to the new n when it ends.
+    const std::scoped_lock lock(chunk_blas_mutex);
+    kernel_threads.store(n, std::memory_order_relaxed);
+    if (chunk_runs == 0) set_blas_threads(n);
+  }
   if (n == 1) {
     kernel_arena.store(nullptr, std::memory_order_release);
     return;

@@ -69,6 +69,13 @@ class CpuBackend final : public Backend {
                         float* y) override;
   void avg_pool_backward(const float* dy, std::size_t planes, const PoolGeometry& g,
                          float* dx) override;
+  /// set_threads()' n.
+  [[nodiscard]] std::size_t chunk_slots() const noexcept override;
+  /// With set_threads(n >= 2), items >= 2 and slots >= 2: min(items, slots, n) workers over the
+  /// arena, worker w taking the next item until none is left with slot w; OpenBLAS is set to one
+  /// thread while any run_chunks is under way; nested calls (a body's own run_chunks, the kernels'
+  /// loops) run inline. Otherwise in order on the caller, slot 0.
+  void run_chunks(std::size_t items, std::size_t slots, ChunkBody body) override;
   void batch_norm_statistics(const float* x, std::size_t samples, std::size_t channels,
                              std::size_t spatial, float* mean, float* var) override;
   void batch_norm_update(const float* mean, const float* var, std::size_t channels, float momentum,

@@ -41,8 +41,13 @@ Conv2d::Conv2d(Shape input, Conv2dGeometry geometry, std::size_t column_budget)
 void Conv2d::reserve(std::size_t max_batch) {
   GRADMESH_CHECK_GT(max_batch, std::size_t{0}, "conv2d reserve: max_batch");
   chunk_ = std::clamp<std::size_t>(column_budget_ / (patch_ * positions_), 1, max_batch);
-  col_ = backend().allocate<float>(patch_ * positions_ * chunk_);
-  out_ = backend().allocate<float>(geometry_.filters * positions_ * chunk_);
+  const std::size_t chunks = (max_batch + chunk_ - 1) / chunk_;
+  slots_ = std::clamp<std::size_t>(backend().chunk_slots(), 1, chunks);
+  col_ = backend().allocate<float>(slots_ * col_floats());
+  out_ = backend().allocate<float>(slots_ * out_floats());
+  const std::size_t partials = std::min(chunks, kGradientGroups) - 1;
+  dw_partials_ = backend().allocate<float>(partials * geometry_.filters * patch_);
+  db_partials_ = backend().allocate<float>(partials * geometry_.filters);
 }
 
 double Conv2d::forward_flops() const noexcept {
@@ -66,17 +71,20 @@ void Conv2d::forward(const float* x, float* y, std::size_t batch) {
   Backend& be = backend();
   const Im2colGeometry g = im2col_geometry();
   const std::size_t filters = geometry_.filters;
-  for (std::size_t first = 0; first < batch; first += chunk_) {
+  auto chunk = [&](std::size_t c, std::size_t slot) {
+    const std::size_t first = c * chunk_;
     const std::size_t samples = std::min(chunk_, batch - first);
     const std::size_t ld = samples * positions_;
-    be.im2col(x + first * input_size(), samples, g, col_.data(), ld);
+    float* col = col_.data() + slot * col_floats();
+    float* out = out_.data() + slot * out_floats();
+    be.im2col(x + first * input_size(), samples, g, col, ld);
     // out (F x samples OH OW) = W (F x C k k) * col (C k k x samples OH OW).
-    be.sgemm(false, false, filters, ld, patch_, 1.0f, w_.data(), patch_, col_.data(), ld, 0.0f,
-             out_.data(), ld);
+    be.sgemm(false, false, filters, ld, patch_, 1.0f, w_.data(), patch_, col, ld, 0.0f, out, ld);
     // y_n (F x OH OW) = out's columns of sample n + b.
-    be.unpack_channels_add_bias(out_.data(), ld, samples, filters, positions_, b_.data(),
+    be.unpack_channels_add_bias(out, ld, samples, filters, positions_, b_.data(),
                                 y + first * output_size());
-  }
+  };
+  be.run_chunks((batch + chunk_ - 1) / chunk_, slots_, chunk);
 }
 
 void Conv2d::backward(const float* x, const float* /*y*/, const float* dy, float* dx,
@@ -86,26 +94,44 @@ void Conv2d::backward(const float* x, const float* /*y*/, const float* dy, float
   const Im2colGeometry g = im2col_geometry();
   const std::size_t filters = geometry_.filters;
   const bool parameters = parameter_gradients();
-  if (parameters) be.fill(db_.data(), db_.size(), 0.0f);
   if (!parameters && dx == nullptr) return;
-  for (std::size_t first = 0; first < batch; first += chunk_) {
-    const std::size_t samples = std::min(chunk_, batch - first);
-    const std::size_t ld = samples * positions_;
-    // out (F x samples OH OW) = the chunk's dY, sample n in its own columns; db += its row sums.
-    be.pack_channels(dy + first * output_size(), samples, filters, positions_, out_.data(), ld,
-                     parameters ? db_.data() : nullptr);
-    if (parameters) {
-      be.im2col(x + first * input_size(), samples, g, col_.data(), ld);
-      // dW (F x C k k) (+)= dY (F x samples OH OW) * col^T (samples OH OW x C k k).
-      be.sgemm(false, true, filters, patch_, ld, 1.0f, out_.data(), ld, col_.data(), ld,
-               first == 0 ? 0.0f : 1.0f, dw_.data(), patch_);
+  const std::size_t chunks = (batch + chunk_ - 1) / chunk_;
+  const std::size_t groups = std::min(chunks, kGradientGroups);
+  // Group q sums its chunks' dW and db into its own buffers (q = 0: the layer's), in chunk order.
+  auto group = [&](std::size_t q, std::size_t slot) {
+    float* col = col_.data() + slot * col_floats();
+    float* out = out_.data() + slot * out_floats();
+    float* dw = q == 0 ? dw_.data() : dw_partials_.data() + (q - 1) * dw_.size();
+    float* db = q == 0 ? db_.data() : db_partials_.data() + (q - 1) * filters;
+    if (parameters) be.fill(db, filters, 0.0f);
+    const std::size_t begin = q * chunks / groups;
+    const std::size_t end = (q + 1) * chunks / groups;
+    for (std::size_t c = begin; c < end; ++c) {
+      const std::size_t first = c * chunk_;
+      const std::size_t samples = std::min(chunk_, batch - first);
+      const std::size_t ld = samples * positions_;
+      // out (F x samples OH OW) = the chunk's dY, sample n in its own columns; db += row sums.
+      be.pack_channels(dy + first * output_size(), samples, filters, positions_, out, ld,
+                       parameters ? db : nullptr);
+      if (parameters) {
+        be.im2col(x + first * input_size(), samples, g, col, ld);
+        // dW (F x C k k) (+)= dY (F x samples OH OW) * col^T (samples OH OW x C k k).
+        be.sgemm(false, true, filters, patch_, ld, 1.0f, out, ld, col, ld, c == begin ? 0.0f : 1.0f,
+                 dw, patch_);
+      }
+      if (dx != nullptr) {
+        // dcol (C k k x samples OH OW) = W^T (C k k x F) * dY, into col (its columns are used).
+        be.sgemm(true, false, patch_, ld, filters, 1.0f, w_.data(), patch_, out, ld, 0.0f, col, ld);
+        be.col2im(col, ld, samples, g, dx + first * input_size());
+      }
     }
-    if (dx != nullptr) {
-      // dcol (C k k x samples OH OW) = W^T (C k k x F) * dY, into col_ (its columns are used).
-      be.sgemm(true, false, patch_, ld, filters, 1.0f, w_.data(), patch_, out_.data(), ld, 0.0f,
-               col_.data(), ld);
-      be.col2im(col_.data(), ld, samples, g, dx + first * input_size());
-    }
+  };
+  be.run_chunks(groups, slots_, group);
+  if (!parameters) return;
+  // The groups' sums added in group order: the same bits whichever threads ran them.
+  for (std::size_t q = 1; q < groups; ++q) {
+    be.accumulate(dw_.data(), dw_partials_.data() + (q - 1) * dw_.size(), dw_.size());
+    be.accumulate(db_.data(), db_partials_.data() + (q - 1) * filters, filters);
   }
 }
 

@@ -30,16 +30,21 @@ struct Conv2dGeometry {
 /// (C k k x S OH OW), out = W col (F x S OH OW) — one backend sgemm per chunk (Chellapilla et al.,
 /// "High performance convolutional neural networks for document processing", 2006; Caffe's
 /// layout) — then y_n = sample n's columns of out + b.
-/// backward, per chunk: dY gathered the same way, dW (+)= dY col^T (one sgemm; the first chunk
-/// overwrites), db = sums of dY over samples and positions, dcol = W^T dY (one sgemm), dx_n =
-/// col2im(sample n's columns of dcol). dW is a sum over samples *and positions*, not of
-/// per-sample outer products: has_sufficient_factors() is false (Poseidon ATC'17 sec. 3.2), so
+/// backward, per chunk: dY gathered the same way, dW (+)= dY col^T (one sgemm), db = sums of dY
+/// over samples and positions, dcol = W^T dY (one sgemm), dx_n = col2im(sample n's columns of
+/// dcol). The chunks run through Backend::run_chunks, side by side on the CPU backend's threads
+/// (each chunk's im2col, GEMM and scatter on one thread, on its own slot of the scratch); for
+/// backward the chunks form min(chunks, kGradientGroups) contiguous groups, each summing its
+/// chunks' dW and db in order (the first chunk overwrites), and the groups' sums are added in
+/// group order: the same bits for any thread count. dW is a sum over samples *and positions*, not
+/// of per-sample outer products: has_sufficient_factors() is false (Poseidon ATC'17 sec. 3.2), so
 /// SFB never takes this layer.
 ///
-/// Scratch, sized by reserve(max_batch): col (C k k x S OH OW floats, reused for dcol) and out
-/// (F x S OH OW), with S = min(max_batch, column_budget / (C k k OH OW)) but at least 1, so a
-/// GEMM multiplies several samples at once while col stays near column_budget floats; forward
-/// and backward never allocate. Thread safety: see Layer.
+/// Scratch, sized by reserve(max_batch): per slot (Backend::chunk_slots() at reserve, at most the
+/// chunks) col (C k k x S OH OW floats, reused for dcol) and out (F x S OH OW), with S =
+/// min(max_batch, column_budget / (C k k OH OW)) but at least 1, so a GEMM multiplies several
+/// samples at once while col stays near column_budget floats; and groups - 1 partial sums of dW
+/// and db. forward and backward never allocate. Thread safety: see Layer.
 class Conv2d final : public WeightedLayer {
  public:
   /// Default column_budget: 2^19 floats (2 MiB) of im2col columns per GEMM, about one core's
@@ -75,7 +80,15 @@ class Conv2d final : public WeightedLayer {
   /// S, samples per GEMM (0 before reserve()).
   [[nodiscard]] std::size_t samples_per_gemm() const noexcept { return chunk_; }
 
+  /// Backward's chunks are summed in at most this many groups (see the class comment).
+  static constexpr std::size_t kGradientGroups = 4;
+
  private:
+  [[nodiscard]] std::size_t col_floats() const noexcept { return patch_ * positions_ * chunk_; }
+  [[nodiscard]] std::size_t out_floats() const noexcept {
+    return geometry_.filters * positions_ * chunk_;
+  }
+
   /// The input and output geometry as Backend::im2col / col2im take it.
   [[nodiscard]] Im2colGeometry im2col_geometry() const noexcept;
 
@@ -84,8 +97,11 @@ class Conv2d final : public WeightedLayer {
   std::size_t positions_;      // OH OW, columns of col
   std::size_t column_budget_;  // floats
   std::size_t chunk_ = 0;      // S, samples per GEMM
-  Buffer<float> col_;          // C k k x S OH OW: im2col columns, then dcol (backend memory)
-  Buffer<float> out_;          // F x S OH OW: the GEMM's output, or the gathered dY
+  std::size_t slots_ = 1;      // chunks run at once (Backend::chunk_slots), each its own scratch
+  Buffer<float> col_;          // slots x (C k k x S OH OW): im2col columns, then dcol
+  Buffer<float> out_;          // slots x (F x S OH OW): the GEMM's output, or the gathered dY
+  Buffer<float> dw_partials_;  // groups - 1 sums of dW (group 0 sums into dW itself)
+  Buffer<float> db_partials_;  // groups - 1 sums of db
 };
 
 }  // namespace gradmesh::tasks

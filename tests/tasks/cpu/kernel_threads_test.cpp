@@ -2,12 +2,14 @@
 // item is computed whole by one thread in the serial order, so any thread count gives the same
 // bits (tasks/cpu/cpu_backend.h). Sizes are above the split threshold, so 2 threads do split.
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "engine/error.h"
+#include "tasks/cpu/blas.h"
 #include "tasks/cpu/cpu_backend.h"
 #include "tests/tasks/gradient_check.h"
 
@@ -96,6 +98,55 @@ TEST_CASE("CpuBackend kernels give the same bits on 1, 2 and 3 threads", "[tasks
     REQUIRE(parallel.size() == serial.size());
     CHECK(std::memcmp(parallel.data(), serial.data(), serial.size() * sizeof(float)) == 0);
   }
+}
+
+TEST_CASE("CpuBackend run_chunks runs every item once, on distinct slots, with 1-thread BLAS",
+          "[tasks][cpu][backend]") {
+  constexpr std::size_t items = 64;
+  for (const int count : {1, 2, 3}) {
+    INFO("threads " << count);
+    set_threads(count);
+    CpuBackend be;
+    REQUIRE(be.chunk_slots() == static_cast<std::size_t>(count));
+    std::vector<std::atomic<int>> runs(items);
+    std::vector<std::atomic<bool>> busy(be.chunk_slots());
+    std::atomic<bool> clash = false, bad_slot = false, multi_threaded_blas = false;
+    std::atomic<int> nested = 0;
+    auto body = [&](std::size_t item, std::size_t slot) {
+      if (slot >= busy.size()) {
+        bad_slot = true;
+        return;
+      }
+      if (busy[slot].exchange(true)) clash = true;  // another body holds this slot now
+      ++runs[item];
+      if (count > 1 && blas_threads() != 1) multi_threaded_blas = true;
+      // A nested run runs inline, on this body's slot.
+      auto inner = [&](std::size_t, std::size_t inner_slot) {
+        if (inner_slot == 0) ++nested;
+      };
+      be.run_chunks(2, be.chunk_slots(), inner);
+      // Some work, so that bodies overlap when the arena has threads.
+      volatile float sink = 0.0f;
+      for (int i = 0; i < 20000; ++i) sink = sink + static_cast<float>(i);
+      busy[slot] = false;
+    };
+    be.run_chunks(items, be.chunk_slots(), body);
+    CHECK_FALSE(bad_slot);
+    CHECK_FALSE(clash);
+    CHECK_FALSE(multi_threaded_blas);
+    CHECK(nested == 2 * static_cast<int>(items));
+    for (std::size_t i = 0; i < items; ++i) CHECK(runs[i] == 1);
+    CHECK(blas_threads() == count);  // restored
+    // Fewer slots than threads: in order on the caller, slot 0.
+    std::vector<std::size_t> order;
+    auto serial = [&](std::size_t item, std::size_t slot) {
+      CHECK(slot == 0);
+      order.push_back(item);
+    };
+    be.run_chunks(5, 1, serial);
+    CHECK(order == std::vector<std::size_t>{0, 1, 2, 3, 4});
+  }
+  set_threads(1);
 }
 
 TEST_CASE("set_threads rejects a count below 1", "[tasks][cpu][backend]") {

@@ -3,9 +3,11 @@
 #include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "engine/error.h"
+#include "tasks/cpu/cpu_backend.h"
 #include "tests/tasks/gradient_check.h"
 
 namespace gradmesh::tasks {
@@ -179,6 +181,34 @@ TEST_CASE("Conv2d backward overwrites its gradients, may skip dx or the paramete
   conv.backward(h.x.data(), h.y.data(), h.r.data(), dx2.data(), 3);
   CHECK(dx2 == dx);
   CHECK(std::all_of(h.grads.begin(), h.grads.end(), [](float v) { return v == -7.0f; }));
+}
+
+TEST_CASE("Conv2d gives the same bits on 1, 2 and 3 threads, its chunks side by side",
+          "[tasks][conv2d]") {
+  // 2 samples per GEMM over a batch of 11: 6 chunks, 4 groups of backward's sums (2 1 2 1).
+  const Shape input{3, 9, 9};
+  const Conv2dGeometry geometry{4, 3, 1, 1};
+  constexpr std::size_t batch = 11;
+  const auto run = [&](int threads) {
+    cpu::set_threads(threads);
+    Conv2d conv(input, geometry, 2 * 27 * 81);
+    testing::LayerHarness h(conv, batch, 21);
+    REQUIRE(conv.samples_per_gemm() == 2);
+    for (float& b : conv.bias()) b = 0.25f;
+    h.backward();  // forward, then backward
+    std::vector<float> all = h.y;
+    all.insert(all.end(), h.grads.begin(), h.grads.end());
+    all.insert(all.end(), h.dx.begin(), h.dx.end());
+    cpu::set_threads(1);
+    return all;
+  };
+  const std::vector<float> serial = run(1);
+  for (const int threads : {2, 3}) {
+    INFO("threads " << threads);
+    const std::vector<float> parallel = run(threads);
+    REQUIRE(parallel.size() == serial.size());
+    CHECK(std::memcmp(parallel.data(), serial.data(), serial.size() * sizeof(float)) == 0);
+  }
 }
 
 }  // namespace gradmesh::tasks
