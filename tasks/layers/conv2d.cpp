@@ -45,9 +45,17 @@ void Conv2d::reserve(std::size_t max_batch) {
   slots_ = std::clamp<std::size_t>(backend().chunk_slots(), 1, chunks);
   col_ = backend().allocate<float>(slots_ * col_floats());
   out_ = backend().allocate<float>(slots_ * out_floats());
-  const std::size_t partials = std::min(chunks, kGradientGroups) - 1;
+  const std::size_t partials = gradient_groups(max_batch) - 1;
   dw_partials_ = backend().allocate<float>(partials * geometry_.filters * patch_);
   db_partials_ = backend().allocate<float>(partials * geometry_.filters);
+}
+
+std::size_t Conv2d::gradient_groups(std::size_t batch) const noexcept {
+  if (chunk_ == 0) return 0;
+  const std::size_t chunks = (batch + chunk_ - 1) / chunk_;
+  // 1 + how many more sums of dW fit in the column budget.
+  const std::size_t fit = 1 + column_budget_ / (geometry_.filters * patch_);
+  return std::max<std::size_t>(1, std::min({chunks, kGradientGroups, fit}));
 }
 
 double Conv2d::forward_flops() const noexcept {
@@ -96,7 +104,7 @@ void Conv2d::backward(const float* x, const float* /*y*/, const float* dy, float
   const bool parameters = parameter_gradients();
   if (!parameters && dx == nullptr) return;
   const std::size_t chunks = (batch + chunk_ - 1) / chunk_;
-  const std::size_t groups = std::min(chunks, kGradientGroups);
+  const std::size_t groups = gradient_groups(batch);
   // Group q sums its chunks' dW and db into its own buffers (q = 0: the layer's), in chunk order.
   auto group = [&](std::size_t q, std::size_t slot) {
     float* col = col_.data() + slot * col_floats();

@@ -34,9 +34,9 @@ struct Conv2dGeometry {
 /// over samples and positions, dcol = W^T dY (one sgemm), dx_n = col2im(sample n's columns of
 /// dcol). The chunks run through Backend::run_chunks, side by side on the CPU backend's threads
 /// (each chunk's im2col, GEMM and scatter on one thread, on its own slot of the scratch); for
-/// backward the chunks form min(chunks, kGradientGroups) contiguous groups, each summing its
-/// chunks' dW and db in order (the first chunk overwrites), and the groups' sums are added in
-/// group order: the same bits for any thread count. dW is a sum over samples *and positions*, not
+/// backward the chunks form gradient_groups(batch) contiguous groups, each summing its chunks'
+/// dW and db in order (the first chunk overwrites), and the groups' sums are added in group
+/// order: the same bits for any thread count. dW is a sum over samples *and positions*, not
 /// of per-sample outer products: has_sufficient_factors() is false (Poseidon ATC'17 sec. 3.2), so
 /// SFB never takes this layer.
 ///
@@ -82,6 +82,12 @@ class Conv2d final : public WeightedLayer {
 
   /// Backward's chunks are summed in at most this many groups (see the class comment).
   static constexpr std::size_t kGradientGroups = 4;
+  /// The groups backward sums a batch's chunks in: min(chunks, kGradientGroups, 1 + column_budget
+  /// / (F C k k)), at least 1 (0 before reserve()). Each group after the first keeps its own sum of
+  /// dW, so those sums stay within the column budget: a layer whose dW alone exceeds it
+  /// (ResNet-18's 256- and 512-channel stages) sums in one group, its backward's chunks in turn,
+  /// each GEMM on OpenBLAS's threads.
+  [[nodiscard]] std::size_t gradient_groups(std::size_t batch) const noexcept;
 
  private:
   [[nodiscard]] std::size_t col_floats() const noexcept { return patch_ * positions_ * chunk_; }

@@ -194,6 +194,7 @@ TEST_CASE("Conv2d gives the same bits on 1, 2 and 3 threads, its chunks side by 
     Conv2d conv(input, geometry, 2 * 27 * 81);
     testing::LayerHarness h(conv, batch, 21);
     REQUIRE(conv.samples_per_gemm() == 2);
+    REQUIRE(conv.gradient_groups(batch) == 4);
     for (float& b : conv.bias()) b = 0.25f;
     h.backward();  // forward, then backward
     std::vector<float> all = h.y;
@@ -209,6 +210,26 @@ TEST_CASE("Conv2d gives the same bits on 1, 2 and 3 threads, its chunks side by 
     REQUIRE(parallel.size() == serial.size());
     CHECK(std::memcmp(parallel.data(), serial.data(), serial.size() * sizeof(float)) == 0);
   }
+}
+
+TEST_CASE("Conv2d sums backward's chunks in groups whose dW sums fit the column budget",
+          "[tasks][conv2d]") {
+  // 8 x 18 = 144 floats of dW; a budget of 2 samples' columns (2 x 18 x 25 floats).
+  Conv2d small({2, 5, 5}, {8, 3, 1, 1}, 2 * 18 * 25);
+  CHECK(small.gradient_groups(3) == 0);  // before reserve
+  std::vector<float> params(small.parameter_count()), grads(small.parameter_count());
+  small.bind(params, grads);
+  small.reserve(16);
+  CHECK(small.gradient_groups(16) == 4);  // 8 chunks
+  CHECK(small.gradient_groups(5) == 3);   // 3 chunks
+  CHECK(small.gradient_groups(1) == 1);
+  // 64 x 4 x 9 = 2304 floats of dW against a budget of 1 sample's 36 x 16 columns: one group.
+  Conv2d wide({4, 4, 4}, {64, 3, 1, 1}, 36 * 16);
+  std::vector<float> wparams(wide.parameter_count()), wgrads(wide.parameter_count());
+  wide.bind(wparams, wgrads);
+  wide.reserve(8);
+  CHECK(wide.samples_per_gemm() == 1);
+  CHECK(wide.gradient_groups(8) == 1);
 }
 
 }  // namespace gradmesh::tasks
