@@ -40,6 +40,7 @@ Conv2d::Conv2d(Shape input, Conv2dGeometry geometry, std::size_t column_budget)
 
 void Conv2d::reserve(std::size_t max_batch) {
   GRADMESH_CHECK_GT(max_batch, std::size_t{0}, "conv2d reserve: max_batch");
+  max_batch_ = max_batch;
   chunk_ = std::clamp<std::size_t>(column_budget_ / (patch_ * positions_), 1, max_batch);
   const std::size_t chunks = (max_batch + chunk_ - 1) / chunk_;
   slots_ = std::clamp<std::size_t>(backend().chunk_slots(), 1, chunks);
@@ -76,6 +77,7 @@ Im2colGeometry Conv2d::im2col_geometry() const noexcept {
 
 void Conv2d::forward(const float* x, float* y, std::size_t batch) {
   GRADMESH_CHECK(chunk_ > 0, "conv2d forward before reserve");
+  GRADMESH_CHECK_LE(batch, max_batch_, "conv2d forward: batch against reserve's max_batch");
   Backend& be = backend();
   const Im2colGeometry g = im2col_geometry();
   const std::size_t filters = geometry_.filters;
@@ -98,6 +100,7 @@ void Conv2d::forward(const float* x, float* y, std::size_t batch) {
 void Conv2d::backward(const float* x, const float* /*y*/, const float* dy, float* dx,
                       std::size_t batch) {
   GRADMESH_CHECK(chunk_ > 0, "conv2d backward before reserve");
+  GRADMESH_CHECK_LE(batch, max_batch_, "conv2d backward: batch against reserve's max_batch");
   Backend& be = backend();
   const Im2colGeometry g = im2col_geometry();
   const std::size_t filters = geometry_.filters;

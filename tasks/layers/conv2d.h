@@ -71,7 +71,8 @@ class Conv2d final : public WeightedLayer {
   void initialize(std::uint64_t seed) override;
 
   void reserve(std::size_t max_batch) override;
-  /// Throws gradmesh::ContractError before reserve().
+  /// Throws gradmesh::ContractError before reserve() or for a batch above reserve's (forward and
+  /// backward).
   void forward(const float* x, float* y, std::size_t batch) override;
   void backward(const float* x, const float* y, const float* dy, float* dx,
                 std::size_t batch) override;
@@ -102,6 +103,7 @@ class Conv2d final : public WeightedLayer {
   std::size_t patch_;          // C k k, rows of col
   std::size_t positions_;      // OH OW, columns of col
   std::size_t column_budget_;  // floats
+  std::size_t max_batch_ = 0;  // reserve's
   std::size_t chunk_ = 0;      // S, samples per GEMM
   std::size_t slots_ = 1;      // chunks run at once (Backend::chunk_slots), each its own scratch
   Buffer<float> col_;          // slots x (C k k x S OH OW): im2col columns, then dcol

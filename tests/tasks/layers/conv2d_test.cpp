@@ -230,6 +230,10 @@ TEST_CASE("Conv2d sums backward's chunks in groups whose dW sums fit the column 
   wide.reserve(8);
   CHECK(wide.samples_per_gemm() == 1);
   CHECK(wide.gradient_groups(8) == 1);
+  // A batch above reserve's would need more groups' sums than were sized: refused.
+  std::vector<float> x(9 * 64), y(9 * wide.output_size()), dx(x.size());
+  CHECK_THROWS_AS(wide.forward(x.data(), y.data(), 9), ContractError);
+  CHECK_THROWS_AS(wide.backward(x.data(), y.data(), y.data(), dx.data(), 9), ContractError);
 }
 
 }  // namespace gradmesh::tasks
