@@ -17,8 +17,9 @@ namespace gradmesh::tasks::cpu {
 /// OpenBLAS. The loops over samples, channels or planes (im2col/col2im, the channel packing,
 /// ReLU, batch normalization, pooling) split their items across set_threads()' oneTBB arena,
 /// each item computed whole by one thread in the serial order, so results are bitwise the same
-/// for any thread count. Stateless: several Models may share the work of one CpuBackend; thread
-/// safety as OpenBLAS (reentrant).
+/// for any thread count; a layer's chunks (run_chunks: Conv2d's) run side by side over the same
+/// arena, each on one thread with OpenBLAS single-threaded meanwhile. Stateless: several Models may
+/// share the work of one CpuBackend; thread safety as OpenBLAS (reentrant).
 class CpuBackend final : public Backend {
  public:
   [[nodiscard]] std::string_view name() const noexcept override { return "cpu"; }
