@@ -44,6 +44,19 @@ thread_local bool inside_chunk = false;
 int chunk_runs = 0;
 std::mutex chunk_blas_mutex;
 
+/// Calls f when the scope ends, an exception's unwinding included (run_chunks' restores).
+template <class F>
+class AtExit {
+ public:
+  explicit AtExit(F f) : f_(std::move(f)) {}
+  AtExit(const AtExit&) = delete;
+  AtExit& operator=(const AtExit&) = delete;
+  ~AtExit() { f_(); }
+
+ private:
+  F f_;
+};
+
 /// Runs body(lo, hi) over the items [0, n), each about `work` floats of memory traffic, in ranges
 /// of at least kParallelGrain floats across the kernel arena's threads (set_threads). Every item
 /// is computed by one thread in the serial order, so results are bitwise the same for any split
@@ -321,15 +334,10 @@ void CpuBackend::run_chunks(std::size_t items, std::size_t slots, ChunkBody body
     const std::scoped_lock lock(chunk_blas_mutex);
     if (chunk_runs++ == 0) set_blas_threads(1);
   }
-  struct RestoreBlas {
-    RestoreBlas() = default;
-    RestoreBlas(const RestoreBlas&) = delete;
-    RestoreBlas& operator=(const RestoreBlas&) = delete;
-    ~RestoreBlas() {
-      const std::scoped_lock lock(chunk_blas_mutex);
-      if (--chunk_runs == 0) set_blas_threads(kernel_threads.load(std::memory_order_relaxed));
-    }
-  } restore;
+  const AtExit restore_blas([] {
+    const std::scoped_lock lock(chunk_blas_mutex);
+    if (--chunk_runs == 0) set_blas_threads(kernel_threads.load(std::memory_order_relaxed));
+  });
   // One worker per slot, each taking the next item until none is left: every item once, a slot
   // never shared, and the items spread over however many threads pick the workers up.
   const std::size_t workers =
@@ -340,12 +348,7 @@ void CpuBackend::run_chunks(std::size_t items, std::size_t slots, ChunkBody body
         tbb::blocked_range<std::size_t>(0, workers, 1),
         [&](const tbb::blocked_range<std::size_t>& r) {
           inside_chunk = true;
-          struct Leave {
-            Leave() = default;
-            Leave(const Leave&) = delete;
-            Leave& operator=(const Leave&) = delete;
-            ~Leave() { inside_chunk = false; }
-          } leave;
+          const AtExit leave([] { inside_chunk = false; });
           for (std::size_t slot = r.begin(); slot < r.end(); ++slot) {
             for (std::size_t item = next++; item < items; item = next++) body(item, slot);
           }

@@ -42,7 +42,7 @@ void Conv2d::reserve(std::size_t max_batch) {
   GRADMESH_CHECK_GT(max_batch, std::size_t{0}, "conv2d reserve: max_batch");
   max_batch_ = max_batch;
   chunk_ = std::clamp<std::size_t>(column_budget_ / (patch_ * positions_), 1, max_batch);
-  const std::size_t chunks = (max_batch + chunk_ - 1) / chunk_;
+  const std::size_t chunks = chunk_count(max_batch);
   slots_ = std::clamp<std::size_t>(backend().chunk_slots(), 1, chunks);
   col_ = backend().allocate<float>(slots_ * col_floats());
   out_ = backend().allocate<float>(slots_ * out_floats());
@@ -53,7 +53,7 @@ void Conv2d::reserve(std::size_t max_batch) {
 
 std::size_t Conv2d::gradient_groups(std::size_t batch) const noexcept {
   if (chunk_ == 0) return 0;
-  const std::size_t chunks = (batch + chunk_ - 1) / chunk_;
+  const std::size_t chunks = chunk_count(batch);
   // 1 + how many more sums of dW fit in the column budget.
   const std::size_t fit = 1 + column_budget_ / (geometry_.filters * patch_);
   return std::max<std::size_t>(1, std::min({chunks, kGradientGroups, fit}));
@@ -94,7 +94,7 @@ void Conv2d::forward(const float* x, float* y, std::size_t batch) {
     be.unpack_channels_add_bias(out, ld, samples, filters, positions_, b_.data(),
                                 y + first * output_size());
   };
-  be.run_chunks((batch + chunk_ - 1) / chunk_, slots_, chunk);
+  be.run_chunks(chunk_count(batch), slots_, chunk);
 }
 
 void Conv2d::backward(const float* x, const float* /*y*/, const float* dy, float* dx,
@@ -106,7 +106,7 @@ void Conv2d::backward(const float* x, const float* /*y*/, const float* dy, float
   const std::size_t filters = geometry_.filters;
   const bool parameters = parameter_gradients();
   if (!parameters && dx == nullptr) return;
-  const std::size_t chunks = (batch + chunk_ - 1) / chunk_;
+  const std::size_t chunks = chunk_count(batch);
   const std::size_t groups = gradient_groups(batch);
   // Group q sums its chunks' dW and db into its own buffers (q = 0: the layer's), in chunk order.
   auto group = [&](std::size_t q, std::size_t slot) {

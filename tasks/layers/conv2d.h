@@ -91,6 +91,10 @@ class Conv2d final : public WeightedLayer {
   [[nodiscard]] std::size_t gradient_groups(std::size_t batch) const noexcept;
 
  private:
+  /// The chunks of S samples a batch of `batch` takes (the last may be short); chunk_ > 0.
+  [[nodiscard]] std::size_t chunk_count(std::size_t batch) const noexcept {
+    return (batch + chunk_ - 1) / chunk_;
+  }
   [[nodiscard]] std::size_t col_floats() const noexcept { return patch_ * positions_ * chunk_; }
   [[nodiscard]] std::size_t out_floats() const noexcept {
     return geometry_.filters * positions_ * chunk_;
