@@ -1,6 +1,7 @@
 #include "sync/compress/powersgd.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -57,6 +58,33 @@ bool orthonormalize_column(float* a, std::size_t rows, std::size_t cols, std::si
   return true;
 }
 
+/// Sums of squares in double over 8 lanes (element i in lane i % 8), added lane by lane at the
+/// end: a fixed order (the same bits on every node) without one long chain of dependent adds,
+/// which would bound a pass over M by the adder's latency rather than by memory.
+class SquareSums {
+ public:
+  void add(const float* x, std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (std::size_t j = 0; j < kLanes; ++j) {
+        lanes_[j] += static_cast<double>(x[i + j]) * static_cast<double>(x[i + j]);
+      }
+    }
+    for (std::size_t j = 0; i < n; ++i, ++j) {
+      lanes_[j] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    }
+  }
+  [[nodiscard]] double total() const noexcept {
+    double sum = 0;
+    for (const double lane : lanes_) sum += lane;
+    return sum;
+  }
+
+ private:
+  static constexpr std::size_t kLanes = 8;
+  std::array<double, kLanes> lanes_{};
+};
+
 }  // namespace
 
 std::size_t orthonormalize_columns(std::span<float> matrix, std::size_t rows, std::size_t cols) {
@@ -80,6 +108,8 @@ PowerSgd::PowerSgd(std::size_t rows, std::size_t cols, std::size_t rank, std::ui
   rank_ = std::min({rank, rows, cols});
   m_.assign(rows_ * cols_, 0.0f);
   q_.assign(cols_ * rank_, 0.0f);
+  block_rows_ = std::clamp<std::size_t>(kBlockFloats / cols_, 1, rows_);
+  block_.assign(block_rows_ * cols_, 0.0f);
   for (std::size_t j = 0; j < rank_; ++j) draw_column(j);
   orthonormalize_warm_start();
 }
@@ -111,22 +141,25 @@ void PowerSgd::compute_p(std::span<const float> gradient, std::span<float> p) {
   GRADMESH_CHECK(phase_ == Phase::kIdle, "PowerSgd::compute_p: the previous step is unfinished");
   GRADMESH_CHECK_EQ(gradient.size(), m_.size(), "PowerSgd::compute_p: gradient size");
   GRADMESH_CHECK_EQ(p.size(), p_floats(), "PowerSgd::compute_p: P size");
-  double gradient2 = 0;
-  if (error_feedback_) {
-    for (std::size_t i = 0; i < m_.size(); ++i) {
-      gradient2 += static_cast<double>(gradient[i]) * gradient[i];
-      m_[i] += gradient[i];  // M = g + e
+  SquareSums gradient2, input2;
+  for (std::size_t row = 0; row < rows_; row += block_rows_) {
+    const std::size_t block_rows = std::min(block_rows_, rows_ - row);
+    const std::size_t count = block_rows * cols_;
+    float* m = m_.data() + row * cols_;
+    const float* g = gradient.data() + row * cols_;
+    gradient2.add(g, count);
+    if (error_feedback_) {
+      for (std::size_t i = 0; i < count; ++i) m[i] += g[i];  // M = g + e
+    } else {
+      std::copy_n(g, count, m);
     }
-  } else {
-    for (std::size_t i = 0; i < m_.size(); ++i) {
-      gradient2 += static_cast<double>(gradient[i]) * gradient[i];
-    }
-    std::copy(gradient.begin(), gradient.end(), m_.begin());
+    input2.add(m, count);
+    // P's rows of the block = M's block Q: (block_rows x cols) (cols x r), M's block in cache.
+    tasks::cpu::sgemm(false, false, block_rows, rank_, cols_, 1.0f, m, cols_, q_.data(), rank_,
+                      0.0f, p.data() + row * rank_, rank_);
   }
-  gradient2_ = gradient2;
-  // P = M Q: (rows x cols) (cols x r).
-  tasks::cpu::sgemm(false, false, rows_, rank_, cols_, 1.0f, m_.data(), cols_, q_.data(), rank_,
-                    0.0f, p.data(), rank_);
+  gradient2_ = gradient2.total();
+  input2_ = input2.total();
   phase_ = Phase::kHaveP;
 }
 
@@ -138,32 +171,43 @@ void PowerSgd::compute_q(std::span<float> p_sum, std::span<float> q) {
   // Q = M^T P_hat: (cols x rows) (rows x r); M is stored rows x cols.
   tasks::cpu::sgemm(true, false, cols_, rank_, rows_, 1.0f, m_.data(), cols_, p_sum.data(), rank_,
                     0.0f, q.data(), rank_);
-  double q2 = 0;
-  for (const float v : q) q2 += static_cast<double>(v) * v;
-  q2_ = q2;
+  SquareSums q2;
+  q2.add(q.data(), q.size());
+  q2_ = q2.total();
   phase_ = Phase::kHaveQ;
 }
 
 void PowerSgd::decompress(std::span<const float> p_hat, std::span<const float> q_sum,
                           std::size_t nodes, std::span<float> out) {
+  GRADMESH_CHECK_EQ(out.size(), m_.size(), "PowerSgd::decompress: output size");
+  decompress_each(p_hat, q_sum, nodes, [&](std::size_t row, std::span<const float> block) {
+    std::copy(block.begin(), block.end(), out.begin() + static_cast<std::ptrdiff_t>(row * cols_));
+  });
+}
+
+void PowerSgd::decompress_blocks(std::span<const float> p_hat, std::span<const float> q_sum,
+                                 std::size_t nodes, void* apply, BlockFn fn) {
   GRADMESH_CHECK(phase_ == Phase::kHaveQ, "PowerSgd::decompress: compute_q() must come first");
   GRADMESH_CHECK_EQ(p_hat.size(), p_floats(), "PowerSgd::decompress: P_hat size");
   GRADMESH_CHECK_EQ(q_sum.size(), q_floats(), "PowerSgd::decompress: summed Q size");
-  GRADMESH_CHECK_EQ(out.size(), m_.size(), "PowerSgd::decompress: output size");
   GRADMESH_CHECK_GT(nodes, std::size_t{0}, "PowerSgd::decompress: node count");
   const auto n = static_cast<float>(nodes);
   for (std::size_t i = 0; i < q_.size(); ++i) q_[i] = q_sum[i] / n;  // Q_mean
-  // out = P_hat Q_mean^T: (rows x r) (r x cols).
-  tasks::cpu::sgemm(false, true, rows_, cols_, rank_, 1.0f, p_hat.data(), rank_, q_.data(), rank_,
-                    0.0f, out.data(), cols_);
-  double input2 = 0, error2 = 0;
-  for (std::size_t i = 0; i < m_.size(); ++i) {
-    const float error = m_[i] - out[i];
-    input2 += static_cast<double>(m_[i]) * m_[i];
-    error2 += static_cast<double>(error) * error;
-    if (error_feedback_) m_[i] = error;  // e = M - out
+  SquareSums error2;
+  for (std::size_t row = 0; row < rows_; row += block_rows_) {
+    const std::size_t block_rows = std::min(block_rows_, rows_ - row);
+    const std::size_t count = block_rows * cols_;
+    float* out = block_.data();
+    // The block's rows of out = P_hat Q_mean^T: (block_rows x r) (r x cols).
+    tasks::cpu::sgemm(false, true, block_rows, cols_, rank_, 1.0f, p_hat.data() + row * rank_,
+                      rank_, q_.data(), rank_, 0.0f, out, cols_);
+    float* m = m_.data() + row * cols_;
+    // e = M - out: the new residual with error feedback (without it, compute_p overwrites it).
+    for (std::size_t i = 0; i < count; ++i) m[i] -= out[i];
+    error2.add(m, count);
+    fn(apply, row, std::span<const float>(out, count));
   }
-  norms_ = Norms{gradient2_, input2, error2, std::max(0.0, input2 - q2_)};
+  norms_ = Norms{gradient2_, input2_, error2.total(), std::max(0.0, input2_ - q2_)};
   orthonormalize_warm_start();
   phase_ = Phase::kIdle;
 }

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "engine/checkpoint.h"
@@ -72,12 +73,13 @@ std::size_t orthonormalize_columns(std::span<float> matrix, std::size_t rows, st
 /// then orthonormalized. A column of Q_mean in the span of the ones before it (after a zero or a
 /// rank-deficient M) is redrawn from its initial draw, so the iteration never stays stuck at zero.
 ///
-/// Memory: M (rows cols floats, the residual between steps) and Q (cols r floats), allocated at
-/// construction; the steps allocate nothing. Thread safety: none; one owner (the layer's task)
-/// calls the steps in order. Errors: GRADMESH_CHECK (ContractError) for a span of the wrong size,
-/// a step out of order, nodes == 0, or an empty matrix; ConfigError for rank 0; load_state throws
-/// CheckpointError for a state of another shape. Values are not checked: a NaN in the gradient
-/// spreads through P, Q and out as it would uncompressed.
+/// Memory: M (rows cols floats, the residual between steps), Q (cols r floats) and one block of
+/// rows (kBlockFloats floats, or one row), allocated at construction; the steps allocate nothing.
+/// Thread safety: none; one owner (the layer's task) calls the steps in order. Errors:
+/// GRADMESH_CHECK (ContractError) for a span of the wrong size, a step out of order, nodes == 0, or
+/// an empty matrix; ConfigError for rank 0; load_state throws CheckpointError for a state of
+/// another shape. Values are not checked: a NaN in the gradient spreads through P, Q and out as it
+/// would uncompressed.
 class PowerSgd final : public engine::Checkpointable {
  public:
   /// `seed`: the job's seed for this matrix (the same on every node, e.g. derive_seed(job seed,
@@ -96,18 +98,40 @@ class PowerSgd final : public engine::Checkpointable {
   [[nodiscard]] bool error_feedback() const noexcept { return error_feedback_; }
 
   /// Step 1: M = `gradient` (rows x cols) + residual, kept inside; writes P = M Q (rows x r) into
-  /// `p`, Q the warm start.
+  /// `p`, Q the warm start. A block of rows at a time: each block of P is multiplied from M's
+  /// block while it is in cache (one pass over M fewer).
   void compute_p(std::span<const float> gradient, std::span<float> p);
   /// Step 2, after the caller summed P over the nodes (the same bits on every node):
   /// orthonormalizes `p_sum`'s columns in place into P_hat (orthonormalize_columns), then writes
   /// this node's Q = M^T P_hat (cols x r) into `q`.
   void compute_q(std::span<float> p_sum, std::span<float> q);
-  /// Step 3, after the caller summed Q over the `nodes` nodes: Q_mean = q_sum / nodes; writes the
-  /// mean gradient's approximation P_hat Q_mean^T (rows x cols) into `out`, with `p_hat` the
-  /// buffer compute_q() orthonormalized; with error feedback the residual becomes M - out; the
-  /// orthonormalized Q_mean becomes the next warm start.
+  /// Step 3, after the caller summed Q over the `nodes` nodes: Q_mean = q_sum / nodes; the mean
+  /// gradient's approximation P_hat Q_mean^T (rows x cols) is formed a block of whole rows at a
+  /// time (about kBlockFloats floats, in a buffer of this object), and with error feedback each
+  /// block's residual becomes M - out; then `apply(first_row, out_block)` (callable as
+  /// void(std::size_t, std::span<const float>); out_block is the rows first_row .. first_row +
+  /// out_block.size() / cols() - 1, row-major, valid during the call) consumes it: the caller
+  /// steps those rows' weights there, while the block is in cache, instead of writing the whole
+  /// approximation to memory and reading it again (two passes over rows x cols floats fewer). The
+  /// blocks come in row order. `p_hat` is the buffer compute_q() orthonormalized; the
+  /// orthonormalized Q_mean becomes the next warm start. An exception from `apply` leaves the
+  /// step unfinished (load_state() ends it).
+  template <class Apply>
+  void decompress_each(std::span<const float> p_hat, std::span<const float> q_sum,
+                       std::size_t nodes, Apply&& apply) {
+    decompress_blocks(p_hat, q_sum, nodes, &apply,
+                      [](void* fn, std::size_t row, std::span<const float> block) {
+                        (*static_cast<std::remove_reference_t<Apply>*>(fn))(row, block);
+                      });
+  }
+  /// decompress_each() copying the blocks into `out` (rows x cols): the whole approximation.
   void decompress(std::span<const float> p_hat, std::span<const float> q_sum, std::size_t nodes,
                   std::span<float> out);
+
+  /// Floats of one block of rows in compute_p() and decompress_each(): 32 Ki (128 KiB), so that a
+  /// block of M, of the gradient or the output, and of the weights and the optimizer's state fit
+  /// in a core's L2 together; at least one row.
+  static constexpr std::size_t kBlockFloats = std::size_t{32} << 10;
 
   /// The error-feedback residual e (rows x cols; empty without error feedback), between
   /// decompress() and the next compute_p() (in between, the buffer holds M).
@@ -140,6 +164,10 @@ class PowerSgd final : public engine::Checkpointable {
   /// Where the current step is: the steps must come in order.
   enum class Phase : std::uint8_t { kIdle, kHaveP, kHaveQ };
 
+  using BlockFn = void (*)(void*, std::size_t, std::span<const float>);
+  /// decompress_each() without the template: fn(apply, first_row, out_block) per block.
+  void decompress_blocks(std::span<const float> p_hat, std::span<const float> q_sum,
+                         std::size_t nodes, void* apply, BlockFn fn);
   /// Draws column j of the initial Q into q_ (see the class comment).
   void draw_column(std::size_t j) noexcept;
   /// Orthonormalizes q_'s columns, redrawing a column that becomes zero (see the class comment).
@@ -151,11 +179,14 @@ class PowerSgd final : public engine::Checkpointable {
   std::uint64_t seed_;
   bool error_feedback_;
   Phase phase_ = Phase::kIdle;
-  std::vector<float> m_;  // M during a step; with error feedback the residual between steps
-  std::vector<float> q_;  // the warm-start Q, cols x r
-  Norms norms_;           // of the last completed step
-  double gradient2_ = 0;  // ||g||^2 of the step in progress
-  double q2_ = 0;         // ||Q||^2 of the step in progress (this node's Q = M^T P_hat)
+  std::vector<float> m_;      // M during a step; with error feedback the residual between steps
+  std::vector<float> q_;      // the warm-start Q, cols x r
+  std::size_t block_rows_;    // rows in one block (kBlockFloats / cols, at least 1)
+  std::vector<float> block_;  // one block of the approximation, block_rows_ x cols
+  Norms norms_;               // of the last completed step
+  double gradient2_ = 0;      // ||g||^2 of the step in progress
+  double input2_ = 0;         // ||M||^2 of the step in progress
+  double q2_ = 0;             // ||Q||^2 of the step in progress (this node's Q = M^T P_hat)
 };
 
 }  // namespace gradmesh::sync::compress

@@ -8,11 +8,6 @@
 
 namespace gradmesh::sync {
 
-namespace {
-/// PowerSGD's memory passes over a weight, in optimizer steps (see powersgd_cost).
-constexpr double kPassesInSteps = 2.5;
-}  // namespace
-
 topo::SchemeCost powersgd_cost(const topo::ClusterCost& cluster, std::size_t rows, std::size_t cols,
                                std::size_t bias, std::size_t rank) {
   (void)topo::ring_allreduce_bytes(0, cluster.nodes);  // checks the node count
@@ -29,12 +24,10 @@ topo::SchemeCost powersgd_cost(const topo::ClusterCost& cluster, std::size_t row
                     topo::ring_allreduce_bytes(q_bytes, cluster.nodes, h);
   cost.messages = 4.0 * static_cast<double>(cluster.nodes - 1);
   cost.comm_seconds = ring.seconds(p_bytes) + ring.seconds(q_bytes);
-  // The GEMMs at small r are bound by reading M, not by flops: the passes over the weights (M =
-  // g + e, P = M Q and Q = M^T P reading M, P Q^T writing, e = M - out) take about 2.5 optimizer
-  // steps' time whatever r (bench_powersgd_step: 72-79 ms for 4096 x 4096 at r = 1, 4 and 16,
-  // against 29-32 ms a step), so the flops count only when they take longer than that.
+  // The GEMMs at small r are bound by reading M, not by flops (kPowerSgdPassesInSteps): the
+  // flops count only when they take longer than the passes.
   const double gemm_seconds = 6.0 * m * c * r / cluster.gemm_flops;
-  const double pass_seconds = kPassesInSteps * m * c * cluster.step_seconds_per_float;
+  const double pass_seconds = kPowerSgdPassesInSteps * m * c * cluster.step_seconds_per_float;
   cost.codec_seconds = std::max(gemm_seconds, pass_seconds);
   cost.compute_seconds =
       cost.codec_seconds + (m * c + static_cast<double>(bias)) * cluster.step_seconds_per_float;

@@ -153,11 +153,14 @@ void PowerSgdScheme::apply(Layer& layer) {
     return;
   }
   const std::size_t weights = layer.rows * layer.cols;
-  // The mean gradient's approximation goes straight into the layer's gradient buffer (M, the
-  // gradient plus the residual, is PowerSgd's own copy): one step on it, no sum to form.
-  const std::span<float> update = scratch.first(weights);
-  layer.psgd.decompress(layer.p_hat, layer.ring_q->result(round), ctx_.nodes, update);
-  ctx_.optimizer.step(layer.offset, params.first(weights), update);
+  // The mean gradient's approximation is stepped a block of rows at a time, as PowerSgd forms it
+  // (in cache): never written out whole and read back.
+  layer.psgd.decompress_each(layer.p_hat, layer.ring_q->result(round), ctx_.nodes,
+                             [&](std::size_t row, std::span<const float> block) {
+                               ctx_.optimizer.step(layer.offset + row * layer.cols,
+                                                   params.subspan(row * layer.cols, block.size()),
+                                                   block);
+                             });
   const std::span<const float> b_grads[1] = {
       layer.ring_p->result(round).subspan(layer.p_hat.size())};
   ctx_.optimizer.step_sum(layer.offset + weights, params.subspan(weights), b_grads, mean,

@@ -39,8 +39,9 @@ TEST_CASE("PowerSGD's cost: two ring all-reduces of the factors, three GEMMs and
         Approx(ring_allreduce_bytes(p_bytes, 4, 64) + ring_allreduce_bytes(q_bytes, 4, 64)));
   const AllReduceCost ring = ring_allreduce_cost(cluster.link, 4, 64);
   CHECK(cost.comm_seconds == Approx(ring.seconds(p_bytes) + ring.seconds(q_bytes)));
-  // The passes over M (2.5 steps' worth) take longer than the flops at this GEMM rate.
-  CHECK(cost.compute_seconds == Approx(2.5 * 500000 * 1e-9 + 501000.0 * 1e-9));
+  // The passes over M take longer than the flops at this GEMM rate.
+  CHECK(cost.compute_seconds ==
+        Approx(sync::kPowerSgdPassesInSteps * 500000 * 1e-9 + 501000.0 * 1e-9));
   cluster.gemm_flops = 1e8;  // a GEMM this slow takes longer than the passes
   CHECK(sync::powersgd_cost(cluster, 1000, 500, 1000, 4).compute_seconds ==
         Approx(6.0 * 1000 * 500 * 4 / 1e8 + 501000.0 * 1e-9));

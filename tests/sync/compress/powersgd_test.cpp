@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -188,7 +189,9 @@ TEST_CASE("PowerSgd at rank >= min(rows, cols) reproduces the mean gradient on 1
   struct Shape {
     std::size_t rows, cols, rank;
   };
-  for (const Shape shape : {Shape{6, 10, 6}, Shape{10, 6, 8}, Shape{7, 7, 7}, Shape{3, 40, 5}}) {
+  // 40 x 1500: two blocks of rows (PowerSgd::kBlockFloats / 1500 = 21 rows, then 19).
+  for (const Shape shape :
+       {Shape{6, 10, 6}, Shape{10, 6, 8}, Shape{7, 7, 7}, Shape{3, 40, 5}, Shape{40, 1500, 40}}) {
     for (std::size_t n = 1; n <= 3; ++n) {
       CAPTURE(shape.rows, shape.cols, shape.rank, n);
       auto nodes = make_nodes(n, shape.rows, shape.cols, shape.rank);
@@ -269,41 +272,84 @@ TEST_CASE("PowerSgd's warm start converges to the best rank-r approximation",
 
 TEST_CASE("PowerSgd with error feedback keeps out + residual == gradient + previous residual",
           "[compress][powersgd]") {
-  const std::size_t rows = 16, cols = 12;
-  auto nodes = make_nodes(1, rows, cols, 2);
-  Floats total_gradient(rows * cols, 0.0f), total_out(rows * cols, 0.0f);
-  for (std::uint64_t iteration = 0; iteration < 6; ++iteration) {
-    const Floats g = uniform(rows * cols, 300 + iteration);
-    const auto before = nodes.front().residual();
-    Floats m(rows * cols);
-    for (std::size_t i = 0; i < m.size(); ++i) m[i] = g[i] + before[i];
-    const Floats out = step(nodes, {g}).front();
+  // 50 x 1000: two blocks of rows (PowerSgd::kBlockFloats).
+  for (const auto& [rows, cols] : {std::pair<std::size_t, std::size_t>{16, 12}, {50, 1000}}) {
+    CAPTURE(rows, cols);
+    auto nodes = make_nodes(1, rows, cols, 2);
+    Floats total_gradient(rows * cols, 0.0f), total_out(rows * cols, 0.0f);
+    for (std::uint64_t iteration = 0; iteration < 6; ++iteration) {
+      const Floats g = uniform(rows * cols, 300 + iteration);
+      const auto before = nodes.front().residual();
+      Floats m(rows * cols);
+      for (std::size_t i = 0; i < m.size(); ++i) m[i] = g[i] + before[i];
+      const Floats out = step(nodes, {g}).front();
+      const auto e = nodes.front().residual();
+      const float tolerance = 1e-6f * max_abs(m);
+      for (std::size_t i = 0; i < m.size(); ++i) {
+        CHECK(std::abs(out[i] + e[i] - m[i]) <= tolerance);
+        total_gradient[i] += g[i];
+        total_out[i] += out[i];
+      }
+      // Rank 2 of a random matrix: a real compression, so the residual is not zero.
+      CHECK(max_abs(Floats(e.begin(), e.end())) > 1e-2f);
+      // The step's norms, for the metrics: of g, of M and of M - out (the new residual).
+      double g2 = 0, m2 = 0, e2 = 0;
+      for (std::size_t i = 0; i < m.size(); ++i) {
+        g2 += static_cast<double>(g[i]) * g[i];
+        m2 += static_cast<double>(m[i]) * m[i];
+        e2 += static_cast<double>(e[i]) * e[i];
+      }
+      const PowerSgd::Norms& norms = nodes.front().last_norms();
+      CHECK(norms.gradient2 == Approx(g2).epsilon(1e-6));
+      CHECK(norms.input2 == Approx(m2).epsilon(1e-5));
+      CHECK(norms.error2 == Approx(e2).epsilon(1e-5));
+      CHECK(norms.error2 < norms.input2);
+    }
+    // Over the run, what was sent plus what is left is what was given.
     const auto e = nodes.front().residual();
-    const float tolerance = 1e-6f * max_abs(m);
-    for (std::size_t i = 0; i < m.size(); ++i) {
-      CHECK(std::abs(out[i] + e[i] - m[i]) <= tolerance);
-      total_gradient[i] += g[i];
-      total_out[i] += out[i];
-    }
-    // Rank 2 of a 16 x 12 random matrix: a real compression, so the residual is not zero.
-    CHECK(max_abs(Floats(e.begin(), e.end())) > 1e-2f);
-    // The step's norms, for the metrics: of g, of M and of M - out (the new residual).
-    double g2 = 0, m2 = 0, e2 = 0;
-    for (std::size_t i = 0; i < m.size(); ++i) {
-      g2 += static_cast<double>(g[i]) * g[i];
-      m2 += static_cast<double>(m[i]) * m[i];
-      e2 += static_cast<double>(e[i]) * e[i];
-    }
-    const PowerSgd::Norms& norms = nodes.front().last_norms();
-    CHECK(norms.gradient2 == Approx(g2).epsilon(1e-6));
-    CHECK(norms.input2 == Approx(m2).epsilon(1e-5));
-    CHECK(norms.error2 == Approx(e2).epsilon(1e-5));
-    CHECK(norms.error2 < norms.input2);
+    for (std::size_t i = 0; i < total_out.size(); ++i) total_out[i] += e[i];
+    CHECK(max_abs_difference(total_out, total_gradient) <= 1e-5f * max_abs(total_gradient));
   }
-  // Over the run, what was sent plus what is left is what was given.
-  const auto e = nodes.front().residual();
-  for (std::size_t i = 0; i < total_out.size(); ++i) total_out[i] += e[i];
-  CHECK(max_abs_difference(total_out, total_gradient) <= 1e-5f * max_abs(total_gradient));
+}
+
+TEST_CASE("PowerSgd's decompress_each hands over the approximation a block of rows at a time",
+          "[compress][powersgd]") {
+  struct Shape {
+    std::size_t rows, cols, block_rows;
+  };
+  // Blocks of kBlockFloats / cols rows, the last one shorter; one row a block when a row is longer.
+  const std::size_t wide = PowerSgd::kBlockFloats + 3;
+  for (const Shape shape : {Shape{50, 1000, 32}, Shape{3, wide, 1}, Shape{5, 4, 5}}) {
+    CAPTURE(shape.rows, shape.cols);
+    // Two nodes with the same gradients: one decompresses whole, the other block by block.
+    auto whole = make_nodes(1, shape.rows, shape.cols, 2);
+    auto blocks = make_nodes(1, shape.rows, shape.cols, 2);
+    for (std::uint64_t iteration = 0; iteration < 3; ++iteration) {
+      const Floats g = uniform(shape.rows * shape.cols, 900 + iteration);
+      const Floats out = step(whole, {g}).front();
+      PowerSgd& node = blocks.front();
+      Floats p(node.p_floats()), q(node.q_floats());
+      node.compute_p(g, p);
+      node.compute_q(p, q);
+      Floats assembled(out.size(), -1.0f);
+      std::size_t next_row = 0, calls = 0;
+      node.decompress_each(p, q, 1, [&](std::size_t row, std::span<const float> block) {
+        CHECK(row == next_row);  // in row order, every row once
+        REQUIRE(block.size() % shape.cols == 0);
+        const std::size_t block_rows = block.size() / shape.cols;
+        CHECK(block_rows == std::min(shape.block_rows, shape.rows - row));
+        std::copy(block.begin(), block.end(), assembled.begin() + row * shape.cols);
+        next_row = row + block_rows;
+        ++calls;
+      });
+      CHECK(next_row == shape.rows);
+      CHECK(calls == (shape.rows + shape.block_rows - 1) / shape.block_rows);
+      CHECK(same_bits(assembled, out));
+      const auto e0 = whole.front().residual(), e1 = node.residual();
+      CHECK(same_bits(Floats(e1.begin(), e1.end()), Floats(e0.begin(), e0.end())));
+      CHECK(node.last_norms().error2 == whole.front().last_norms().error2);
+    }
+  }
 }
 
 TEST_CASE("PowerSgd gives every node the same bits of out and of the warm start",
