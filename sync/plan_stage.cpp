@@ -88,6 +88,10 @@ std::map<std::string, double> PlanStage::summary() const {
                                     {"kv_chunk_floats", static_cast<double>(plan_.kv_chunk_floats)},
                                     {"buckets", static_cast<double>(plan_.buckets.size())}};
   for (const auto& [lane, budget] : plan_.lane_bytes) out["budget_" + lane] = budget;
+  if (plan_.uncompressed_iteration_seconds > 0) {
+    out["predicted_compressed_iteration_seconds"] = plan_.compressed_iteration_seconds;
+    out["predicted_uncompressed_iteration_seconds"] = plan_.uncompressed_iteration_seconds;
+  }
   return out;
 }
 

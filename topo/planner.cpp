@@ -285,11 +285,8 @@ Plan plan_one(const PlannerInput& input) {
   return plan;
 }
 
-}  // namespace
-
-Plan make_plan(const PlannerInput& input) {
-  check_input(input);
-  check_schemes(input);
+/// make_plan() without the compression margin.
+Plan plan_schemes(const PlannerInput& input) {
   std::vector<std::size_t> bucketed;  // indices in input.schemes
   for (std::size_t i = 0; i < input.schemes.size(); ++i) {
     if (input.schemes[i].bucketed) bucketed.push_back(i);
@@ -318,6 +315,31 @@ Plan make_plan(const PlannerInput& input) {
     for (const auto& [lane, share] : m.lanes) best->lane_bytes.try_emplace(lane, 0.0);
   }
   return *std::move(best);
+}
+
+}  // namespace
+
+Plan make_plan(const PlannerInput& input) {
+  check_input(input);
+  check_schemes(input);
+  PlannerInput uncompressed = input;
+  std::erase_if(uncompressed.schemes, [](const SchemeModel& m) { return m.compressed; });
+  const bool fixed_compressed =
+      std::any_of(input.fixed_schemes.begin(), input.fixed_schemes.end(),
+                  [&](const auto& f) { return f && model_of(uncompressed, *f) == nullptr; });
+  if (uncompressed.schemes.size() == input.schemes.size() || uncompressed.schemes.empty() ||
+      fixed_compressed) {
+    return plan_schemes(input);
+  }
+  Plan with = plan_schemes(input);
+  Plan without = plan_schemes(uncompressed);
+  Plan& kept = compression_pays(with.iteration_seconds, without.iteration_seconds) ? with : without;
+  kept.compressed_iteration_seconds = with.iteration_seconds;
+  kept.uncompressed_iteration_seconds = without.iteration_seconds;
+  for (const SchemeModel& m : input.schemes) {
+    for (const auto& [lane, share] : m.lanes) kept.lane_bytes.try_emplace(lane, 0.0);
+  }
+  return std::move(kept);
 }
 
 }  // namespace gradmesh::topo

@@ -143,6 +143,11 @@ struct Plan {
   double iteration_seconds = 0;       ///< predicted t_iter (the time model above)
   double gemm_flops = 0;              ///< the GEMM rate the plan assumed (FLOP/s)
   double step_seconds_per_float = 0;  ///< the optimizer step's time the plan assumed (s/float)
+  /// With compressed schemes allowed, the two plans make_plan compared (kCompressionMargin):
+  /// the predicted t_iter with them and without them, one of which is iteration_seconds; both 0
+  /// when none was allowed (or a fixed scheme is compressed).
+  double compressed_iteration_seconds = 0;
+  double uncompressed_iteration_seconds = 0;
 };
 
 /// How much faster than the all-bucketed plan a plan mixing schemes must be predicted to be kept:
@@ -150,6 +155,23 @@ struct Plan {
 /// and the rest in an all-reduce bucket, predicted within 1% of all-reduce alone (either side,
 /// with the probe's spread), ran 11% slower (medians of 5 alternations; docs/planner.md).
 inline constexpr double kMixedPlanMargin = 0.10;
+
+/// How much faster than the best plan without compression a plan using a compressed scheme
+/// (SchemeModel::compressed) must be predicted to be kept: 10%. The more plans the planner
+/// weighs, the more often the least predicted one is an under-prediction (a winner's curse), and
+/// a compressor's passes over the gradient run on the cores the compute uses, beside it, which
+/// the start-up probe measured alone: on 4 netns nodes on 2 cores, unshaped links, the large MLP,
+/// the plans that put PowerSGD on a layer were predicted faster than the uncompressed SFB plans
+/// and ran 0.86-0.95 of their speed (predicted over measured 0.77-0.90, the SFB plans' 0.78-1.07;
+/// docs/compression.md, 2026-11-28). Issue 28 asks that configuring a compressor never costs more
+/// than 5% where it does not pay.
+inline constexpr double kCompressionMargin = 0.10;
+
+/// Whether a plan with compression predicted at `with` seconds an iteration pays against one
+/// without it at `without`: with < (1 - kCompressionMargin) without.
+[[nodiscard]] inline bool compression_pays(double with, double without) noexcept {
+  return with < (1.0 - kCompressionMargin) * without;
+}
 
 /// Plans one job. Schemes: with one node, or for a layer without parameters, local; else the
 /// fixed one, or the allowed scheme that fits with the least predicted time of the layer alone
@@ -175,6 +197,12 @@ inline constexpr double kMixedPlanMargin = 0.10;
 /// ring), so the job is planned with each in turn, the others left out, and the shortest
 /// predicted iteration is kept (ties: the earlier in input.schemes); not with one that fixed
 /// schemes leave out.
+///
+/// Compressed schemes (SchemeModel::compressed) allowed: the job is also planned without them,
+/// and the plan with them is kept only when its predicted iteration is shorter than
+/// (1 - kCompressionMargin) times that plan's (Plan::uncompressed_iteration_seconds holds it);
+/// else the plan without compression, with every allowed scheme's lanes at 0 bytes. Not when a
+/// fixed scheme is compressed, or when every allowed scheme is.
 [[nodiscard]] Plan make_plan(const PlannerInput& input);
 
 }  // namespace gradmesh::topo

@@ -66,6 +66,9 @@ struct SchemeModel {
   /// Its layers are cut into KV chunks: the plan's chunk size counts their floats
   /// (KvPlacement::auto_chunk_floats) and PlannedLayer::chunks is set.
   bool chunked = false;
+  /// A compressor's stand-in for an uncompressed scheme (issue 28): make_plan keeps a plan that
+  /// uses one only when it is predicted kCompressionMargin faster than the plan without any.
+  bool compressed = false;
 };
 
 /// PS over KV shards colocated on every node (ps_cost); chunked; half its bytes pushed, half

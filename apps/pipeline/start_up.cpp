@@ -19,6 +19,7 @@
 #include "sync/compress/codec_profile.h"
 #include "tasks/profile.h"
 #include "topo/cost_model.h"
+#include "topo/planner.h"
 #include "topo/rate.h"
 
 namespace gradmesh::app {
@@ -149,6 +150,11 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   local.backward_input_seconds = compute.times.backward_input_seconds;
   local.gemm_flops = compute.gemm_flops;
   local.step_seconds_per_float = compute.step_seconds_per_float;
+  // The compressor's probe starts once every node's compute profile has ended, for the same
+  // reason: a node that runs its codecs (top-k's encode alone is about 10 optimizer steps of
+  // passes a layer) while another still times its GEMM and step takes memory bandwidth from that
+  // profile, and the plan takes the slowest node's figures.
+  if (nodes > 1 && sync::compress::host_codec(compression.method)) probe.barrier(1);
   if (auto codec = measure_compressor(compression, model, seed)) {
     local.encode_seconds = std::move(codec->encode_seconds);
     local.decode_seconds = std::move(codec->decode_seconds);
@@ -189,6 +195,15 @@ void log_summary(const sync::SyncStage& stage) {
         "plan: {:.0f} bytes sent per iteration, {:.2f} ms per iteration predicted, {:.0f} "
         "all-reduce bucket(s)",
         find("predicted_bytes_sent"), find("predicted_iteration_seconds") * 1e3, find("buckets"));
+  }
+  const double with = find("predicted_compressed_iteration_seconds");
+  const double without = find("predicted_uncompressed_iteration_seconds");
+  if (with > 0 && without > 0) {
+    spdlog::info(
+        "compression {}: {:.2f} ms per iteration predicted with it, {:.2f} ms without (planned "
+        "when it saves {:.0f}% or more)",
+        topo::compression_pays(with, without) ? "planned" : "left off", with * 1e3, without * 1e3,
+        topo::kCompressionMargin * 100);
   }
 }
 

@@ -5,6 +5,7 @@
 #include "topo/planner.h"
 
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -465,4 +466,58 @@ TEST_CASE(
   CHECK(kept);
   CHECK(bucketed);
   CHECK(within_margin);
+}
+
+TEST_CASE("a compressed scheme is planned only when it saves kCompressionMargin of the iteration",
+          "[topo][planner]") {
+  // PS with its bytes and link time scaled by `share`, marked compressed, on a lane of its own.
+  const auto scaled_ps = [](double share) {
+    SchemeModel m = ps_scheme_model();
+    m.id = "ps_scaled";
+    m.compressed = true;
+    m.lanes = {{"scaled_lane", 1.0}};
+    m.cost = [share](const SchemeCostInput& in, const LayerProfile& layer) {
+      SchemeCost c = ps_cost(in.cluster, layer.parameters, in.kv_chunk_floats);
+      c.bytes_sent *= share;
+      c.comm_seconds *= share;
+      return c;
+    };
+    return m;
+  };
+  // A slow link: the iteration is almost all PS's link time, so scaling it scales the iteration.
+  PlannerInput in = input_for(mlp(), 32, 4, 1e-4, 1e6, 1e10, {ps_scheme_model(), scaled_ps(0.5)});
+  const Plan uncompressed = make_plan(input_for(mlp(), 32, 4, 1e-4, 1e6, 1e10, kPs));
+  SECTION("half the link time: planned, both predictions recorded") {
+    const Plan plan = make_plan(in);
+    for (std::size_t l : {0u, 2u, 4u}) CHECK(plan.layers[l].scheme == "ps_scaled");
+    CHECK(plan.compressed_iteration_seconds == Approx(plan.iteration_seconds));
+    CHECK(plan.uncompressed_iteration_seconds == Approx(uncompressed.iteration_seconds));
+    CHECK(plan.iteration_seconds < 0.6 * uncompressed.iteration_seconds);
+  }
+  SECTION("a saving under the margin: the plan without compression, its lanes at 0") {
+    in.schemes[1] = scaled_ps(0.95);
+    const Plan plan = make_plan(in);
+    for (std::size_t l : {0u, 2u, 4u}) CHECK(plan.layers[l].scheme == kPsScheme);
+    CHECK(plan.iteration_seconds == Approx(uncompressed.iteration_seconds));
+    // Predicted faster all the same, by less than the margin.
+    CHECK(plan.compressed_iteration_seconds < plan.uncompressed_iteration_seconds);
+    CHECK(plan.compressed_iteration_seconds >
+          (1.0 - kCompressionMargin) * plan.uncompressed_iteration_seconds);
+    CHECK(plan.lane_bytes.at("scaled_lane") == 0);  // allowed, unused
+    CHECK(plan.lane_bytes.at("kv_push") > 0);
+  }
+  SECTION("a layer fixed to the compressed scheme keeps it: no comparison") {
+    in.schemes[1] = scaled_ps(0.95);
+    in.fixed_schemes = {std::string("ps_scaled"), std::nullopt, std::nullopt, std::nullopt,
+                        std::nullopt};
+    const Plan plan = make_plan(in);
+    CHECK(plan.layers[0].scheme == "ps_scaled");
+    CHECK(plan.uncompressed_iteration_seconds == 0);
+  }
+  SECTION("no uncompressed scheme allowed: the compressed one") {
+    in.schemes = {scaled_ps(0.95)};
+    const Plan plan = make_plan(in);
+    for (std::size_t l : {0u, 2u, 4u}) CHECK(plan.layers[l].scheme == "ps_scaled");
+    CHECK(plan.uncompressed_iteration_seconds == 0);
+  }
 }
