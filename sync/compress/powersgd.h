@@ -119,9 +119,10 @@ class PowerSgd final : public engine::Checkpointable {
   template <class Apply>
   void decompress_each(std::span<const float> p_hat, std::span<const float> q_sum,
                        std::size_t nodes, Apply&& apply) {
-    decompress_blocks(p_hat, q_sum, nodes, &apply,
+    using Fn = std::remove_reference_t<Apply>;
+    decompress_blocks(p_hat, q_sum, nodes, const_cast<void*>(static_cast<const void*>(&apply)),
                       [](void* fn, std::size_t row, std::span<const float> block) {
-                        (*static_cast<std::remove_reference_t<Apply>*>(fn))(row, block);
+                        (*static_cast<Fn*>(fn))(row, block);
                       });
   }
   /// decompress_each() copying the blocks into `out` (rows x cols): the whole approximation.

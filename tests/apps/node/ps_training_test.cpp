@@ -227,3 +227,31 @@ TEST_CASE(
   job.standardize = false;  // and the setting is not a no-op
   CHECK(max_abs_difference(parameters, reference_parameters(job, 1)) > 1e-3f);
 }
+
+TEST_CASE(
+    "gradmesh-node plan says whether compression pays: planned on a slow link, left off on "
+    "a fast one",
+    "[e2e][plan][compress]") {
+  const auto dir = gradmesh::testing::fresh_directory("compression-plan");
+  const auto plan_text = [&](const std::string& bandwidth) {
+    const auto log = dir / ("plan-" + bandwidth + ".txt");
+    gradmesh::testing::Process plan(
+        {GRADMESH_NODE_BINARY, "plan", "--config",
+         std::string(GRADMESH_SOURCE_DIR) + "/configs/fashion-mnist-mlp.toml", "--nodes", "4",
+         "--bandwidth", bandwidth, "--set", "sync.compression.method=powersgd", "--set",
+         "planner.probe=false"},
+        log);
+    REQUIRE(plan.wait_for(std::chrono::seconds(60)) == 0);
+    return gradmesh::testing::read_file(log);
+  };
+  // 10 Mbit/s: the planner's figures put PowerSGD's iteration at a few percent of all-reduce's.
+  const std::string slow = plan_text("10mbit");
+  INFO(slow);
+  CHECK_THAT(slow, Catch::Contains("compression planned: "));
+  CHECK_THAT(slow, Catch::Contains("PowerSGD r"));
+  // 100 Gbit/s: nothing to save; the plan without compression, and it says so.
+  const std::string fast = plan_text("100gbit");
+  INFO(fast);
+  CHECK_THAT(fast, Catch::Contains("compression left off: "));
+  CHECK_THAT(fast, !Catch::Contains("PowerSGD r"));
+}
