@@ -44,7 +44,7 @@ void check_optimizer_keys(const JobConfig& config) {
   if (config.model.sync_batch_norm && sync::strategy_traits(config.sync.strategy).live_membership) {
     throw ConfigError(
         "model.sync_batch_norm = true needs a BSP strategy (ps, poseidon, allreduce, "
-        "auto), whose nodes hold one model; under " +
+        "auto; or none, one node, where it changes nothing), whose nodes hold one model; under " +
         config.sync.strategy +
         " each replica differs: leave it false (each node's own statistics)");
   }

@@ -54,6 +54,7 @@ void BatchNorm::initialize(std::uint64_t /*seed*/) {
 
 void BatchNorm::forward(const float* x, float* y, std::size_t batch) {
   GRADMESH_CHECK(!mean_.empty(), "batch_norm forward before reserve");
+  GRADMESH_CHECK_LE(batch, max_batch_, "batch_norm forward: batch against reserve's max_batch");
   Backend& b = backend();
   if (training_) {
     auto m = static_cast<float>(batch * spatial_);
@@ -74,6 +75,8 @@ void BatchNorm::forward(const float* x, float* y, std::size_t batch) {
 
 void BatchNorm::backward(const float* x, const float* /*y*/, const float* dy, float* dx,
                          std::size_t batch) {
+  // SyncBN's dx goes through scratch_, sized by reserve's max_batch.
+  GRADMESH_CHECK_LE(batch, max_batch_, "batch_norm backward: batch against reserve's max_batch");
   // SyncBN: this node's dgamma, dbeta first (its share, with the global statistics), then dx
   // from every node's.
   backend().batch_norm_backward(x, dy, batch, channels_, spatial_, mean_.data(), inv_std_.data(),

@@ -110,6 +110,13 @@ TEST_CASE("batch_norm evaluates with its running statistics", "[tasks][batch_nor
   std::vector<float> wrong(3);
   CHECK_THROWS_AS(b.layer.save_layer_state(wrong), ContractError);
   CHECK_THROWS_AS(BatchNorm(Shape{0, 1, 1}), ConfigError);
+  // A batch above reserve's (8): refused, as Layer's contract says (SyncBN's dx scratch is sized
+  // by it).
+  b.layer.set_training(true);
+  std::vector<float> big(2 * 9), big_y(big.size()), big_dx(big.size());
+  CHECK_THROWS_AS(b.layer.forward(big.data(), big_y.data(), 9), ContractError);
+  CHECK_THROWS_AS(b.layer.backward(big.data(), big_y.data(), big_y.data(), big_dx.data(), 9),
+                  ContractError);
 }
 
 TEST_CASE("batch_norm gradients match finite differences, 1-d and 2-d", "[tasks][batch_norm]") {
