@@ -159,12 +159,12 @@ inline constexpr double kMixedPlanMargin = 0.10;
 /// How much faster than the best plan without compression a plan using a compressed scheme
 /// (SchemeModel::compressed) must be predicted to be kept: 10%. The more plans the planner
 /// weighs, the more often the least predicted one is an under-prediction (a winner's curse), and
-/// a compressor's passes over the gradient run on the cores the compute uses, beside it, which
-/// the start-up probe measured alone: on 4 netns nodes on 2 cores, unshaped links, the large MLP,
-/// the plans that put PowerSGD on a layer were predicted faster than the uncompressed SFB plans
-/// and ran 0.86-0.95 of their speed (predicted over measured 0.77-0.90, the SFB plans' 0.78-1.07;
-/// docs/compression.md, 2026-11-28). Issue 28 asks that configuring a compressor never costs more
-/// than 5% where it does not pay.
+/// a compressor's passes over the gradient run on the cores the compute uses, beside it, priced
+/// from figures measured without the compute beside them: on 4 netns nodes on 2 cores, unshaped
+/// links, the large MLP, the plans that put PowerSGD on a layer ran 0.86-0.95 of the SFB plans'
+/// speed: the planner had put them ahead on predictions as spread as the SFB plans' (0.77 and
+/// 0.90 of the measured iteration; SFB's 0.77-1.07; docs/compression.md, 2026-11-28). Issue 28 asks
+/// that configuring a compressor never costs more than 5% where it does not pay.
 inline constexpr double kCompressionMargin = 0.10;
 
 /// Whether a plan with compression predicted at `with` seconds an iteration pays against one

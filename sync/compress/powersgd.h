@@ -11,10 +11,10 @@
 // aggregated approximation.
 //
 // One step, on every node, for one matrix (floats; n nodes; r = rank()):
-//   compute_p    M = g + e (rows x cols);  P = M Q                       rows x r, all-reduced
-//   (sum) compute_q    P_hat = orthonormal columns of sum P;  Q = M^T P_hat    cols x r,
-//   all-reduced (sum) decompress   Q_mean = sum Q / n;  out = P_hat Q_mean^T;  e = M - out;  Q =
-//   orth(Q_mean)
+//   compute_p        M = g + e (rows x cols); P = M Q (rows x r), then all-reduced (sum)
+//   compute_q        P_hat = orthonormal columns of sum P; Q = M^T P_hat (cols x r), all-reduced
+//   decompress_each  Q_mean = sum Q / n; out = P_hat Q_mean^T and e = M - out, a block of rows
+//                    at a time, each block handed to the caller; Q = orth(Q_mean)
 // Bytes on the wire per node and step: 4 (rows + cols) r, against 4 rows cols uncompressed.
 
 #include <cstddef>
