@@ -322,15 +322,18 @@ Plan plan_schemes(const PlannerInput& input) {
 Plan make_plan(const PlannerInput& input) {
   check_input(input);
   check_schemes(input);
-  PlannerInput uncompressed = input;
-  std::erase_if(uncompressed.schemes, [](const SchemeModel& m) { return m.compressed; });
+  const auto compressed = [](const SchemeModel& m) { return m.compressed; };
   const bool fixed_compressed =
-      std::any_of(input.fixed_schemes.begin(), input.fixed_schemes.end(),
-                  [&](const auto& f) { return f && model_of(uncompressed, *f) == nullptr; });
-  if (uncompressed.schemes.size() == input.schemes.size() || uncompressed.schemes.empty() ||
-      fixed_compressed) {
+      std::any_of(input.fixed_schemes.begin(), input.fixed_schemes.end(), [&](const auto& f) {
+        const SchemeModel* m = f ? model_of(input, *f) : nullptr;
+        return m != nullptr && m->compressed;
+      });
+  if (std::none_of(input.schemes.begin(), input.schemes.end(), compressed) ||
+      std::all_of(input.schemes.begin(), input.schemes.end(), compressed) || fixed_compressed) {
     return plan_schemes(input);
   }
+  PlannerInput uncompressed = input;
+  std::erase_if(uncompressed.schemes, compressed);
   Plan with = plan_schemes(input);
   Plan without = plan_schemes(uncompressed);
   Plan& kept = compression_pays(with.iteration_seconds, without.iteration_seconds) ? with : without;

@@ -66,8 +66,10 @@ struct SchemeModel {
   /// Its layers are cut into KV chunks: the plan's chunk size counts their floats
   /// (KvPlacement::auto_chunk_floats) and PlannedLayer::chunks is set.
   bool chunked = false;
-  /// A compressor's stand-in for an uncompressed scheme (issue 28): make_plan keeps a plan that
-  /// uses one only when it is predicted kCompressionMargin faster than the plan without any.
+  /// A compressor's stand-in for an uncompressed scheme (issue 28; set by the compressed models:
+  /// PowerSGD, top-k, random-k, PS's coded and SFB's and all-reduce's 16-bit forms): make_plan
+  /// keeps a plan that uses one only when it is predicted kCompressionMargin faster than the plan
+  /// without any.
   bool compressed = false;
 };
 

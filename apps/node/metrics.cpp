@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/pipeline/start_up.h"
 #include "engine/error.h"
-#include "topo/planner.h"
 
 namespace gradmesh::app {
 
@@ -189,14 +189,7 @@ std::string format_summary(const std::map<std::string, double>& summary, bool me
         << summary.at("predicted_iteration_seconds") * 1e3 << " ms per iteration, "
         << std::setprecision(0) << summary.at("buckets") << " all-reduce bucket(s), KV chunk "
         << summary.at("kv_chunk_floats") << " floats\n";
-    if (has("predicted_uncompressed_iteration_seconds")) {
-      const double with = summary.at("predicted_compressed_iteration_seconds");
-      const double without = summary.at("predicted_uncompressed_iteration_seconds");
-      out << "compression " << (topo::compression_pays(with, without) ? "planned" : "left off")
-          << ": " << std::setprecision(3) << with * 1e3 << " ms per iteration predicted with it, "
-          << without * 1e3 << " ms without (planned when it saves " << std::setprecision(0)
-          << topo::kCompressionMargin * 100 << "% or more)\n";
-    }
+    if (const auto text = app::compression_choice_text(summary)) out << *text << '\n';
     out << "budgets (bytes per iteration):";
     for (const auto& [key, value] : summary) {
       if (key.rfind("budget_", 0) == 0) out << ' ' << key.substr(7) << ' ' << value;

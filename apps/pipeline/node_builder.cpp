@@ -42,8 +42,8 @@ void NodeBuilder::build() {
   try {
     make_stage(measure());
     // Every node has routed its stage's messages before any node sends one (a rejoining node's
-    // peers routed theirs long ago). Tag 2: measure_job's barriers are 0 and 1.
-    if (s_.transport && !s_.options.rejoin) s_.probe->barrier(2);
+    // peers routed theirs long ago).
+    if (s_.transport && !s_.options.rejoin) s_.probe->barrier(kStageRoutedBarrier);
   } catch (const std::exception& e) {
     abort_peers(s_.transport.get(), e);
     throw;

@@ -143,7 +143,7 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   // one host share its cores), and none while another still moves the link probe's bytes, which
   // on loopback takes CPU from the profile: measured apart, the GEMM rate of a 4-node job on 2
   // cores read 11 GFLOP/s in one run and 32 in the next, and the plan followed the noise.
-  if (nodes > 1) probe.barrier(0);
+  if (nodes > 1) probe.barrier(kComputeProfileBarrier);
   const tasks::ComputeProfile compute = tasks::profile_compute(model, batch, nodes, seed, adam);
   local.forward_seconds = compute.times.forward_seconds;
   local.backward_seconds = compute.times.backward_seconds;
@@ -154,7 +154,8 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   // reason: a node that runs its codecs (top-k's encode alone is about 10 optimizer steps of
   // passes a layer) while another still times its GEMM and step takes memory bandwidth from that
   // profile, and the plan takes the slowest node's figures.
-  if (nodes > 1 && sync::compress::host_codec(compression.method)) probe.barrier(1);
+  if (nodes > 1 && sync::compress::host_codec(compression.method))
+    probe.barrier(kCompressorProbeBarrier);
   if (auto codec = measure_compressor(compression, model, seed)) {
     local.encode_seconds = std::move(codec->encode_seconds);
     local.decode_seconds = std::move(codec->decode_seconds);
@@ -196,15 +197,18 @@ void log_summary(const sync::SyncStage& stage) {
         "all-reduce bucket(s)",
         find("predicted_bytes_sent"), find("predicted_iteration_seconds") * 1e3, find("buckets"));
   }
-  const double with = find("predicted_compressed_iteration_seconds");
-  const double without = find("predicted_uncompressed_iteration_seconds");
-  if (with > 0 && without > 0) {
-    spdlog::info(
-        "compression {}: {:.2f} ms per iteration predicted with it, {:.2f} ms without (planned "
-        "when it saves {:.0f}% or more)",
-        topo::compression_pays(with, without) ? "planned" : "left off", with * 1e3, without * 1e3,
-        topo::kCompressionMargin * 100);
-  }
+  if (const auto text = compression_choice_text(summary)) spdlog::info("{}", *text);
+}
+
+std::optional<std::string> compression_choice_text(const std::map<std::string, double>& summary) {
+  const auto with = summary.find("predicted_compressed_iteration_seconds");
+  const auto without = summary.find("predicted_uncompressed_iteration_seconds");
+  if (with == summary.end() || without == summary.end()) return std::nullopt;
+  return fmt::format(
+      "compression {}: {:.2f} ms per iteration predicted with it, {:.2f} ms without (planned when "
+      "it saves {:.0f}% or more)",
+      topo::compression_pays(with->second, without->second) ? "planned" : "left off",
+      with->second * 1e3, without->second * 1e3, topo::kCompressionMargin * 100);
 }
 
 }  // namespace gradmesh::app

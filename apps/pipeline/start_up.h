@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "apps/config/job_config.h"
@@ -38,6 +40,13 @@ void check_writable_folder(const std::filesystem::path& dir, std::string_view wh
 [[nodiscard]] int compute_threads(const JobConfig& config, const topo::PeerList& peers,
                                   std::size_t rank);
 
+/// LinkProbe::barrier tags of start-up, increasing as the barriers come: measure_job's before the
+/// compute profile and before the compressor's probe, then the node builder's once every node
+/// routed its sync stage's handlers.
+inline constexpr std::uint64_t kComputeProfileBarrier = 0;
+inline constexpr std::uint64_t kCompressorProbeBarrier = 1;
+inline constexpr std::uint64_t kStageRoutedBarrier = 2;
+
 /// The planner's start-up measurements (DESIGN.md "Measure, don't guess"): this node's links
 /// (alpha in seconds, B in bytes/s to every peer; sync::LinkProbe), its per-layer forward /
 /// backward times, GEMM rate (FLOP/s) and optimizer step time (seconds/float; tasks/profile.h),
@@ -64,5 +73,14 @@ void check_writable_folder(const std::filesystem::path& dir, std::string_view wh
 
 /// Logs the stage's predicted bytes and iteration time, when its summary has them.
 void log_summary(const sync::SyncStage& stage);
+
+/// The planner's choice about compression in one line, from a stage's summary
+/// (SyncStage::summary: predicted_compressed_iteration_seconds and
+/// predicted_uncompressed_iteration_seconds, in seconds): "compression planned: X ms per
+/// iteration predicted with it, Y ms without (planned when it saves 10% or more)", or "left off";
+/// nullopt when the summary holds no comparison (no compressor allowed). log_summary() logs it and
+/// `gradmesh-node plan` prints it.
+[[nodiscard]] std::optional<std::string> compression_choice_text(
+    const std::map<std::string, double>& summary);
 
 }  // namespace gradmesh::app

@@ -24,6 +24,7 @@ topo::SchemeModel allreduce_half_scheme_model(compress::CodecKind kind) {
       kind == compress::CodecKind::kFp16 || kind == compress::CodecKind::kBf16,
       "allreduce_half_scheme_model: fp16 or bf16, not " + std::string(compress::codec_name(kind)));
   topo::SchemeModel m = topo::allreduce_scheme_model();
+  m.compressed = true;
   m.id =
       std::string(kind == compress::CodecKind::kFp16 ? kAllReduceFp16Scheme : kAllReduceBf16Scheme);
   m.cost = [](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {

@@ -31,8 +31,9 @@ constexpr MethodBase kMethods[] = {{"powersgd", topo::kAllReduceScheme},
                                    {"topk", topo::kAllReduceScheme},
                                    {"randomk", topo::kAllReduceScheme}};
 
-/// The model of the stand-in of `base` for `options` (a method of kMethods with that base).
-topo::SchemeModel stand_in_model(const CompressionOptions& options, std::string_view base) {
+/// The compressed stand-in of `base` for `options` (a method of kMethods with that base); its
+/// model is marked SchemeModel::compressed.
+topo::SchemeModel compressed_model(const CompressionOptions& options, std::string_view base) {
   if (options.method == "powersgd") {
     return powersgd_scheme_model(static_cast<std::size_t>(options.rank));
   }
@@ -42,14 +43,6 @@ topo::SchemeModel stand_in_model(const CompressionOptions& options, std::string_
   }
   if (base == topo::kPsScheme) return ps_coded_scheme_model(kind);
   return base == topo::kSfbScheme ? sfb_half_scheme_model(kind) : allreduce_half_scheme_model(kind);
-}
-
-/// The compressed stand-in of `base` for `options`, marked SchemeModel::compressed (make_plan
-/// keeps it only where it pays by topo::kCompressionMargin).
-topo::SchemeModel compressed_model(const CompressionOptions& options, std::string_view base) {
-  topo::SchemeModel model = stand_in_model(options, base);
-  model.compressed = true;
-  return model;
 }
 
 }  // namespace

@@ -37,6 +37,7 @@ topo::SchemeCost powersgd_cost(const topo::ClusterCost& cluster, std::size_t row
 topo::SchemeModel powersgd_scheme_model(std::size_t rank) {
   topo::SchemeModel m;
   m.id = std::string(kPowerSgdScheme);
+  m.compressed = true;
   m.fits = [](const topo::LayerProfile& layer) {
     return layer.weight_rows > 0 && layer.weight_cols > 0 &&
            layer.parameters == layer.weight_rows * layer.weight_cols + layer.weight_rows;

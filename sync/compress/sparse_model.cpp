@@ -62,6 +62,7 @@ topo::SchemeModel sparse_scheme_model(compress::CodecKind kind, double ratio) {
   const bool top = kind == compress::CodecKind::kTopK;
   topo::SchemeModel m;
   m.id = std::string(top ? kTopKScheme : kRandomKScheme);
+  m.compressed = true;
   m.cost = [top, ratio](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {
     return top ? topk_cost(in.cluster, layer.parameters, ratio, layer.codec)
                : randomk_cost(in.cluster, layer.parameters, ratio, layer.codec);

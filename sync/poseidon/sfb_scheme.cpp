@@ -15,6 +15,7 @@ topo::SchemeModel sfb_half_scheme_model(compress::CodecKind kind) {
       kind == compress::CodecKind::kFp16 || kind == compress::CodecKind::kBf16,
       "sfb_half_scheme_model: fp16 or bf16, not " + std::string(compress::codec_name(kind)));
   topo::SchemeModel m = topo::sfb_scheme_model();
+  m.compressed = true;
   m.id = std::string(kind == compress::CodecKind::kFp16 ? kSfbFp16Scheme : kSfbBf16Scheme);
   m.cost = [](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {
     return topo::sfb_cost(in.cluster, in.batch, layer.rows, layer.cols,

@@ -66,6 +66,7 @@ double ps_coded_decode_steps(compress::CodecKind kind) {
 topo::SchemeModel ps_coded_scheme_model(compress::CodecKind kind) {
   check_coded_kind(kind);
   topo::SchemeModel m = topo::ps_scheme_model();
+  m.compressed = true;
   m.id = std::string(kind == compress::CodecKind::kFp16   ? kPsFp16Scheme
                      : kind == compress::CodecKind::kBf16 ? kPsBf16Scheme
                                                           : kPsInt8Scheme);
