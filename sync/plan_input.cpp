@@ -75,6 +75,7 @@ topo::PlannerInput planner_input(const SyncContext& ctx, const std::vector<std::
     }
     input.half_encode_seconds_per_float = m->half_encode_seconds_per_float;
     input.half_decode_seconds_per_float = m->half_decode_seconds_per_float;
+    input.transport_seconds_per_byte = m->transport_seconds_per_byte;
   }
   const PlannerOptions& o = ctx.options.planner;
   const double cipher = ctx.measured != nullptr ? ctx.measured->cipher_seconds_per_byte : 0.0;

@@ -32,7 +32,8 @@ struct AssumedRates {
 /// 2 K x inputs flops each way, at rates.gemm_flops) and a uniform link (rates.alpha, and
 /// net.max_send_rate or rates.bandwidth as B, rates.message_seconds as o) and
 /// rates.step_seconds_per_float (the compressor's encode and decode per layer and the 16-bit
-/// blocks' rates as measured, else unset: the cost models' step multiples); then planner.alpha,
+/// blocks' rates as measured, else unset: the cost models' step multiples; the transport's work
+/// per byte as measured, else 0); then planner.alpha,
 /// planner.bandwidth, planner.message_overhead and planner.gemm_flops override what they name.
 /// With sealed frames (ctx.measured->cipher_seconds_per_byte c > 0) a B that planner.bandwidth gave
 /// becomes 1 / (1/B + c): a loop thread seals and writes in turn (README "Security"). A B the probe

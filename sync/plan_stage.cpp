@@ -87,6 +87,10 @@ std::map<std::string, double> PlanStage::summary() const {
                                     {"step_seconds_per_float", plan_.step_seconds_per_float},
                                     {"kv_chunk_floats", static_cast<double>(plan_.kv_chunk_floats)},
                                     {"buckets", static_cast<double>(plan_.buckets.size())}};
+  if (plan_.transport_seconds_per_byte > 0) {
+    out["transport_seconds_per_byte"] = plan_.transport_seconds_per_byte;
+    out["predicted_transport_seconds"] = plan_.transport_seconds;
+  }
   for (const auto& [lane, budget] : plan_.lane_bytes) out["budget_" + lane] = budget;
   if (plan_.uncompressed_iteration_seconds > 0) {
     out["predicted_compressed_iteration_seconds"] = plan_.compressed_iteration_seconds;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -148,9 +149,22 @@ double measure_step_seconds_per_float(std::size_t floats, double min_seconds,
 }
 
 ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t nodes,
-                               std::uint64_t seed, const std::optional<AdamOptions>& adam) {
+                               std::uint64_t seed, const std::optional<AdamOptions>& adam,
+                               const std::function<void()>& between) {
   ComputeProfile profile;
-  profile.times = profile_layers(model, batch, 5, seed);
+  // CPU and wall time over the measured parts, `between` left out.
+  double cpu = 0, wall = 0;
+  bool cpu_known = true;
+  const auto timed = [&](const auto& part) {
+    const auto start = Clock::now();
+    const std::clock_t cpu_start = std::clock();
+    part();
+    const std::clock_t cpu_end = std::clock();
+    wall += seconds_since(start);
+    cpu_known = cpu_known && cpu_start != std::clock_t(-1) && cpu_end != std::clock_t(-1);
+    cpu += static_cast<double>(cpu_end - cpu_start) / CLOCKS_PER_SEC;
+  };
+  timed([&] { profile.times = profile_layers(model, batch, 5, seed); });
   std::size_t rows = 1, cols = 1;  // the largest layer SFB may take: its costliest rebuild
   for (std::size_t l = 0; l < model.num_layers(); ++l) {
     if (model.layer(l).has_sufficient_factors() && model.layer(l).parameter_count() > rows * cols) {
@@ -158,14 +172,21 @@ ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t node
       cols = model.layer(l).input_size();
     }
   }
-  profile.gemm_flops =
-      measure_gemm_flops(rows, cols, batch * std::max<std::size_t>(1, nodes), 0.05);
+  if (between) between();
+  timed([&] {
+    profile.gemm_flops =
+        measure_gemm_flops(rows, cols, batch * std::max<std::size_t>(1, nodes), kGemmProbeSeconds);
+  });
   std::size_t largest = 1;
   for (std::size_t l = 0; l < model.num_layers(); ++l) {
     largest = std::max(largest, model.layer(l).parameter_count());
   }
-  profile.step_seconds_per_float = measure_step_seconds_per_float(
-      std::min<std::size_t>(largest, std::size_t{1} << 22), 0.02, adam);
+  if (between) between();
+  timed([&] {
+    profile.step_seconds_per_float = measure_step_seconds_per_float(
+        std::min<std::size_t>(largest, std::size_t{1} << 22), kStepProbeSeconds, adam);
+  });
+  if (cpu_known && wall > 0) profile.cpu_cores = cpu / wall;
   return profile;
 }
 

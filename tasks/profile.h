@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -71,17 +72,33 @@ struct ComputeProfile {
   LayerTimes times;
   double gemm_flops = 0;              ///< FLOP/s
   double step_seconds_per_float = 0;  ///< seconds/float
+  /// The cores this node's compute got while profiled: the process's CPU time (std::clock) over
+  /// the wall time of the whole profile, CPU seconds a second (compute.threads on an idle host;
+  /// less when nodes share the host's cores, as they do while training). 0: not measured.
+  double cpu_cores = 0;
 };
 
-/// profile_layers() over 5 timed passes, and measure_gemm_flops() for at least 0.05 s of the GEMM
-/// that prices SFB's rebuild on `nodes` nodes: M x N x nK for the model's largest layer with
+/// How long profile_compute() times the GEMM and the optimizer step, seconds. Long enough that
+/// one slice of the host's scheduling does not set the figure: 4 netns nodes on 2 cores read
+/// the large MLP's GEMM at 54-90 GFLOP/s over 0.05 s (the SFB plans' predictions 0.67-1.07 of
+/// the measured iteration), 49-66 over 0.25 s (docs/planner.md).
+inline constexpr double kGemmProbeSeconds = 0.25;
+inline constexpr double kStepProbeSeconds = 0.1;
+
+/// profile_layers() over 5 timed passes, and measure_gemm_flops() for kGemmProbeSeconds of the
+/// GEMM that prices SFB's rebuild on `nodes` nodes: M x N x nK for the model's largest layer with
 /// sufficient factors (M outputs, N inputs; Poseidon ATC'17 sec. 3.2; 1 x 1 x nK if none), and
-/// measure_step_seconds_per_float() for at least 0.02 s over the largest layer's parameters (at
-/// most 4 Mi floats), of Adam's update when `adam` is set (the node's optimizer). Same errors
-/// and side effects as profile_layers().
+/// measure_step_seconds_per_float() for kStepProbeSeconds over the largest layer's parameters (at
+/// most 4 Mi floats), of Adam's update when `adam` is set (the node's optimizer); and the CPU
+/// time the process got over them (ComputeProfile::cpu_cores). `between`, when set, is called
+/// before the GEMM's and before the step's measurement (and left out of cpu_cores): the nodes of
+/// a job put a barrier there, so that every node times each part while the others run the same
+/// (on one host they share the cores and the memory bus). Same errors and side effects as
+/// profile_layers(), and what `between` throws.
 [[nodiscard]] ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t nodes,
                                              std::uint64_t seed,
-                                             const std::optional<AdamOptions>& adam = std::nullopt);
+                                             const std::optional<AdamOptions>& adam = std::nullopt,
+                                             const std::function<void()>& between = {});
 
 /// The median of `values` (the mean of the middle two for an even count); reorders them. Throws
 /// gradmesh::ContractError when `values` is empty.

@@ -82,8 +82,14 @@ struct SchemeCost {
   /// The part of compute_seconds a compressor's encodes and decodes take (PowerSGD: its GEMMs
   /// and passes over the weights), seconds; 0 uncompressed.
   double codec_seconds = 0;
-  /// comm_seconds + compute_seconds: the layer's cost alone.
-  [[nodiscard]] double seconds() const noexcept { return comm_seconds + compute_seconds; }
+  /// The node's compute time its transport spends on the bytes it sends and as many it receives:
+  /// 2 bytes_sent ClusterCost::transport_seconds_per_byte, seconds (work on the cores that
+  /// compute, beside the backward pass; the planner fills it in for every scheme alike).
+  double transport_seconds = 0;
+  /// comm_seconds + compute_seconds + transport_seconds: the layer's cost alone.
+  [[nodiscard]] double seconds() const noexcept {
+    return comm_seconds + compute_seconds + transport_seconds;
+  }
 };
 
 /// Where the cost formulas run: n, the link and the per-message and compute constants.
@@ -100,6 +106,13 @@ struct ClusterCost {
   /// seconds/float. 0: not measured; then kHalfEncodeSteps and kHalfDecodeSteps optimizer steps.
   double half_encode_seconds_per_float = 0;
   double half_decode_seconds_per_float = 0;
+  /// What a byte this node sends or receives costs its compute, seconds/byte: the transport's
+  /// CPU time per byte (the kernel's copies and checksums at both ends, framing; on one host,
+  /// every node's) over the cores the node's compute gets, as start-up measured them
+  /// (sync::NodeProfile::transport_seconds_per_byte, the slowest node). 0: free (not measured).
+  /// On loopback and veth the transport and the compute share the cores: 4 netns nodes on 2
+  /// cores measured 0.5-0.6 ns a byte (2026-11-28, docs/planner.md).
+  double transport_seconds_per_byte = 0;
 
   /// The 16-bit encode's and decode's time per float the cost formulas use: the measured figure,
   /// else kHalfEncodeSteps (kHalfDecodeSteps) x step_seconds_per_float. Seconds/float.

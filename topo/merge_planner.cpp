@@ -39,6 +39,9 @@ void check_layers(double forward_seconds, std::span<const WfbpLayer> layers, All
     detail::require(detail::finite_non_negative(layer.after_comm_seconds),
                     name + "work after communication (seconds)", layer.after_comm_seconds,
                     "a finite number >= 0");
+    detail::require(detail::finite_non_negative(layer.transport_seconds),
+                    name + "transport work (seconds)", layer.transport_seconds,
+                    "a finite number >= 0");
     detail::require(layer.allreduce_bytes == 0 || layer.comm_seconds == 0,
                     name + "all-reduce bytes", layer.allreduce_bytes,
                     "0 for a layer with its own communication time (PS, SFB)");
@@ -73,9 +76,12 @@ WfbpTimeline timeline_of(double forward_seconds, std::span<const WfbpLayer> laye
   }
   t.iteration_seconds = t.backward_start[0] + layers[0].backward_seconds;
   // The node's compute is free for work after communication (SFB rebuilds, optimizer steps) once
-  // the backward pass has ended; such work then runs one piece at a time, in the order the link
-  // sent it.
+  // the backward pass and the transport's work on the layers' bytes have ended (the cores that
+  // compute also copy every byte sent and received); such work then runs one piece at a time, in
+  // the order the link sent it.
   double compute_free = t.iteration_seconds;
+  for (const WfbpLayer& layer : layers) compute_free += layer.transport_seconds;
+  t.iteration_seconds = compute_free;
   double pending_bytes = 0;  // the open bucket's p (eq. 16)
   double pending_after = 0;  // the open bucket's work after communication
   for (std::size_t l = count; l-- > 0;) {

@@ -40,6 +40,10 @@ struct WfbpLayer {
   double allreduce_bytes = 0;     ///< p^(l) in bytes for an all-reduce layer, else 0
   double comm_seconds = 0;        ///< a fixed (PS, SFB) layer's time on the link, seconds
   double after_comm_seconds = 0;  ///< a fixed layer's work after its communication, seconds
+  /// The node's compute time its transport spends moving the layer's bytes (sent and received:
+  /// ClusterCost::transport_seconds_per_byte), seconds: work beside the backward pass that no
+  /// communication hides (the cores that compute also copy the bytes)
+  double transport_seconds = 0;
 };
 
 /// Timestamps of one iteration, seconds from the start of the forward pass.
@@ -57,7 +61,8 @@ struct WfbpTimeline {
 ///   tau_b[L-1] = t_f,            tau_b[l] = tau_b[l+1] + t_b[l+1];
 ///   tau_c[L-1] = tau_b[L-1] + t_b[L-1],
 ///   tau_c[l]   = max(tau_c[l+1] + t_c[l+1], tau_b[l] + t_b[l]);
-///   c          = tau_b[0] + t_b[0], then for each layer l whose communication ends a bucket or
+///   c          = tau_b[0] + t_b[0] + sum_l transport[l] (the transport's work on the cores, beside
+///                the backward pass), then for each layer l whose communication ends a bucket or
 ///                is a fixed layer's, from L-1 down: c = max(c, tau_c[l] + t_c[l]) + A[l],
 ///                A[l] = after[l] (fixed) or the sum of after over the bucket (the compute's
 ///                queue);

@@ -28,6 +28,9 @@ void check_input(const PlannerInput& input) {
   detail::require(input.batch >= 1, "batch K", input.batch, ">= 1");
   detail::require(detail::finite_non_negative(input.frame_overhead_bytes), "frame overhead (bytes)",
                   input.frame_overhead_bytes, "a finite number >= 0");
+  detail::require(detail::finite_non_negative(input.transport_seconds_per_byte),
+                  "transport work per byte (seconds)", input.transport_seconds_per_byte,
+                  "a finite number >= 0");
   for (std::size_t l = 0; l < input.layers.size(); ++l) {
     const LayerProfile& layer = input.layers[l];
     const std::string label = layer_label(input, l);
@@ -100,6 +103,14 @@ std::size_t chunk_floats_for(const PlannerInput& input, std::size_t chunked_floa
   return KvPlacement::auto_chunk_floats(chunked_floats, input.nodes);
 }
 
+/// `model`'s cost of `layer` with the transport's work on its bytes: 2 bytes_sent (as many
+/// received as sent, as every scheme's exchange is symmetric) x seconds per byte.
+SchemeCost cost_of(const SchemeModel& model, const SchemeCostInput& in, const LayerProfile& layer) {
+  SchemeCost cost = model.cost(in, layer);
+  cost.transport_seconds = 2.0 * cost.bytes_sent * in.cluster.transport_seconds_per_byte;
+  return cost;
+}
+
 /// The layer's time alone under `model`: its cost, less the dW time its backward skips (SFB).
 double seconds_alone(const SchemeModel& model, const SchemeCost& cost, const LayerProfile& layer) {
   const double saved = model.skips_parameter_gradients
@@ -117,7 +128,7 @@ std::string choose_scheme(const PlannerInput& input, const ClusterCost& cluster,
   double best_seconds = 0;
   for (const SchemeModel& m : input.schemes) {
     if (!fits(m, layer)) continue;
-    const double seconds = seconds_alone(m, m.cost(in, layer), layer);
+    const double seconds = seconds_alone(m, cost_of(m, in, layer), layer);
     if (best == nullptr || seconds < best_seconds) {
       best = &m;
       best_seconds = seconds;
@@ -160,7 +171,7 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
     pipeline[l].backward_seconds = backward;
     if (model == nullptr) continue;  // local
     for (const SchemeModel& m : input.schemes) {
-      if (fits(m, layer)) row.costs.emplace(m.id, m.cost(cost_input, layer));
+      if (fits(m, layer)) row.costs.emplace(m.id, cost_of(m, cost_input, layer));
     }
     const SchemeCost& cost = row.costs.at(row.scheme);
     if (model->chunked) row.chunks = chunks_of(layer.parameters, plan.kv_chunk_floats);
@@ -172,10 +183,16 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
       bucket_bytes[l] = model->bucket_bytes ? model->bucket_bytes(layer)
                                             : kFloatBytes * static_cast<double>(layer.parameters);
       row.bytes_sent = ring_allreduce_bytes(bucket_bytes[l], cluster.nodes);  // overheads: bucket
+      row.transport_seconds = 2.0 * row.bytes_sent * cluster.transport_seconds_per_byte;
+      pipeline[l].transport_seconds = row.transport_seconds;
+      plan.transport_seconds += row.transport_seconds;
       pipeline[l].allreduce_bytes = bucket_bytes[l];
       continue;
     }
     row.bytes_sent = cost.bytes_sent;
+    row.transport_seconds = cost.transport_seconds;
+    pipeline[l].transport_seconds = cost.transport_seconds;
+    plan.transport_seconds += cost.transport_seconds;
     pipeline[l].comm_seconds = cost.comm_seconds;
     for (const auto& [lane, share] : model->lanes) plan.lane_bytes[lane] += share * cost.bytes_sent;
   }
@@ -228,7 +245,8 @@ Plan plan_one(const PlannerInput& input) {
                             input.gemm_flops,
                             input.step_seconds_per_float,
                             input.half_encode_seconds_per_float,
-                            input.half_decode_seconds_per_float};
+                            input.half_decode_seconds_per_float,
+                            input.transport_seconds_per_byte};
   std::size_t total_floats = 0;
   for (const LayerProfile& layer : input.layers) total_floats += layer.parameters;
 
@@ -271,6 +289,7 @@ Plan plan_one(const PlannerInput& input) {
   }
   plan.gemm_flops = input.gemm_flops;
   plan.step_seconds_per_float = input.step_seconds_per_float;
+  plan.transport_seconds_per_byte = input.transport_seconds_per_byte;
   for (const SchemeModel& m : input.schemes) {
     for (const auto& [lane, share] : m.lanes) plan.lane_bytes.try_emplace(lane, 0.0);
   }

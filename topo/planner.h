@@ -16,6 +16,9 @@
 // compute, after the backward pass and the work released before it (the profile timed every
 // layer with all of the node's cores, so two compute tasks at once take as long as one after the
 // other); a PS layer's step runs on the KV owners chunk by chunk, under the push phase. The
+// transport's own work on the bytes (the kernel's copies at both ends: on loopback and veth, on the
+// cores that compute) runs on the node's compute beside the backward pass, at the measured
+// seconds per byte sent or received (PlannerInput::transport_seconds_per_byte). The
 // iteration ends when the last communication or compute ends.
 // Each scheme's time and bytes come from its SchemeModel::cost (the built-ins':
 // topo/cost_model.h), on the slowest link (slowest_link()).
@@ -79,7 +82,10 @@ struct PlannerInput {
   /// A 16-bit block's encode and decode, seconds/float (measured; 0: ClusterCost's step multiples)
   double half_encode_seconds_per_float = 0;
   double half_decode_seconds_per_float = 0;
-  double frame_overhead_bytes = 0;            ///< bytes each message adds besides its payload
+  double frame_overhead_bytes = 0;  ///< bytes each message adds besides its payload
+  /// What a byte a node sends or receives costs its compute, seconds/byte (measured:
+  /// ClusterCost::transport_seconds_per_byte; 0: free)
+  double transport_seconds_per_byte = 0;
   std::optional<std::size_t> kv_chunk_bytes;  ///< KV chunk size; nullopt: auto
   std::optional<double> gamma;                ///< Ako's gradient rate, gradients/s; nullopt: no p
   /// The schemes the planner may use (sync::StrategyTraits::schemes' models), in tie order: of
@@ -108,8 +114,11 @@ struct PlannedLayer {
   double compute_seconds = 0;  ///< work after the communication: SFB's rebuild GEMM and step;
                                ///< an all-reduce layer's step
   double codec_seconds = 0;    ///< of which a compressor's encodes and decodes (SchemeCost)
-  double backward_start = 0;   ///< tau_b, seconds from the start of the forward pass
-  double comm_start = 0;       ///< tau_c, seconds from the start of the forward pass
+  /// The transport's work on the layer's bytes, beside the backward pass (SchemeCost; a bucket's
+  /// layer: its share of the ring's payload), seconds
+  double transport_seconds = 0;
+  double backward_start = 0;  ///< tau_b, seconds from the start of the forward pass
+  double comm_start = 0;      ///< tau_c, seconds from the start of the forward pass
   /// Each allowed scheme's cost for this layer alone, by id (for the plan table): the schemes
   /// that fit the layer (SFB needs sufficient factors); empty for local layers.
   std::map<std::string, SchemeCost, std::less<>> costs;
@@ -143,6 +152,10 @@ struct Plan {
   double iteration_seconds = 0;       ///< predicted t_iter (the time model above)
   double gemm_flops = 0;              ///< the GEMM rate the plan assumed (FLOP/s)
   double step_seconds_per_float = 0;  ///< the optimizer step's time the plan assumed (s/float)
+  /// What a byte sent or received costs the node's compute, the plan assumed (seconds/byte)
+  double transport_seconds_per_byte = 0;
+  /// The transport's work over the layers, seconds (on the node's compute, in iteration_seconds)
+  double transport_seconds = 0;
   /// With compressed schemes allowed, the two plans make_plan compared (kCompressionMargin):
   /// the predicted t_iter with them and without them, one of which is iteration_seconds; both 0
   /// when none was allowed (or a fixed scheme is compressed).

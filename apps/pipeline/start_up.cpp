@@ -144,12 +144,20 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   // on loopback takes CPU from the profile: measured apart, the GEMM rate of a 4-node job on 2
   // cores read 11 GFLOP/s in one run and 32 in the next, and the plan followed the noise.
   if (nodes > 1) probe.barrier(kComputeProfileBarrier);
-  const tasks::ComputeProfile compute = tasks::profile_compute(model, batch, nodes, seed, adam);
+  std::uint64_t part_barrier = kGemmProbeBarrier;  // one before the GEMM's, one before the step's
+  const tasks::ComputeProfile compute =
+      tasks::profile_compute(model, batch, nodes, seed, adam, [&] {
+        if (nodes > 1) probe.barrier(part_barrier++);
+      });
   local.forward_seconds = compute.times.forward_seconds;
   local.backward_seconds = compute.times.backward_seconds;
   local.backward_input_seconds = compute.times.backward_input_seconds;
   local.gemm_flops = compute.gemm_flops;
   local.step_seconds_per_float = compute.step_seconds_per_float;
+  // The transport copies every byte on the host's cores: a compute on them loses that time (on a
+  // GPU it does not). Per core of the compute's share: 4 nodes on 2 cores each get about half.
+  if (!model.on_device() && compute.cpu_cores > 0)
+    local.transport_seconds_per_byte = probe.transport_cpu_seconds_per_byte() / compute.cpu_cores;
   // The compressor's probe starts once every node's compute profile has ended, for the same
   // reason: a node that runs its codecs (top-k's encode alone is about 10 optimizer steps of
   // passes a layer) while another still times its GEMM and step takes memory bandwidth from that
@@ -171,11 +179,12 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   for (double t : m.backward_seconds) tb += t;
   spdlog::info(
       "measured in {:.2f} s: slowest link alpha {:.1f} us, B {}, o {:.1f} us; "
-      "GEMM {:.1f} GFLOP/s; step {:.2f} ns/float; t_f {:.2f} ms, t_b {:.2f} ms "
-      "(slowest node)",
+      "GEMM {:.1f} GFLOP/s; step {:.2f} ns/float; transport {:.2f} ns/byte; t_f {:.2f} ms, "
+      "t_b {:.2f} ms (slowest node)",
       std::chrono::duration<double>(Clock::now() - start).count(), link.alpha * 1e6,
       nodes > 1 ? topo::format_rate(link.bandwidth) : std::string("-"), link.message_seconds * 1e6,
-      m.gemm_flops / 1e9, m.step_seconds_per_float * 1e9, tf * 1e3, tb * 1e3);
+      m.gemm_flops / 1e9, m.step_seconds_per_float * 1e9, m.transport_seconds_per_byte * 1e9,
+      tf * 1e3, tb * 1e3);
   log_codec(compression.method, m);
   if (m.cipher_seconds_per_byte > 0)
     spdlog::info(
@@ -196,6 +205,11 @@ void log_summary(const sync::SyncStage& stage) {
         "plan: {:.0f} bytes sent per iteration, {:.2f} ms per iteration predicted, {:.0f} "
         "all-reduce bucket(s)",
         find("predicted_bytes_sent"), find("predicted_iteration_seconds") * 1e3, find("buckets"));
+    if (find("predicted_transport_seconds") > 0)
+      spdlog::info(
+          "plan: the transport's work on the cores {:.2f} ms per iteration ({:.2f} ns a "
+          "byte sent or received, beside the backward pass)",
+          find("predicted_transport_seconds") * 1e3, find("transport_seconds_per_byte") * 1e9);
   }
   if (const auto text = compression_choice_text(summary)) spdlog::info("{}", *text);
 }

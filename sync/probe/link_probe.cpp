@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <iomanip>
 #include <memory>
 #include <span>
@@ -171,6 +172,11 @@ void LinkProbe::send(std::size_t peer, Kind kind, std::uint64_t key, std::uint64
   }
 }
 
+std::uint64_t LinkProbe::bulk_bytes_received() {
+  const std::lock_guard lock(mutex_);
+  return bulk_bytes_received_;
+}
+
 NodeProfile LinkProbe::measure_links() {
   const std::size_t n = router_.nodes();
   const std::size_t me = router_.rank();
@@ -179,6 +185,7 @@ NodeProfile LinkProbe::measure_links() {
   row.bandwidth.assign(n, 0.0);
   report_.assign(n, LinkReport{});
   took_seconds_ = 0;
+  transport_cpu_seconds_per_byte_ = 0;
   if (n == 1) return row;
   GRADMESH_CHECK(router_.connected(), "LinkProbe::measure_links() without a transport");
   {
@@ -225,6 +232,10 @@ NodeProfile LinkProbe::measure_links() {
     std::size_t round;
     bool sends;
   };
+  // The transport's CPU time per byte: the process's CPU time over the bulk rounds (the gates and
+  // acks are a few hundred bytes against the megabytes), over the bytes sent and received.
+  const std::clock_t cpu_start = std::clock();
+  const std::uint64_t bytes_start = bulk_bytes_sent_ + bulk_bytes_received();
   std::vector<Step> steps;
   for (std::size_t r = 1; r < n; ++r) {
     if (2 * r == n) {
@@ -249,6 +260,12 @@ NodeProfile LinkProbe::measure_links() {
     // Every node ends the step before any starts the next: a node done early would otherwise
     // send into a link, or a receiver, still busy with the step before (read slow).
     gate(tag(2 + i), "the end of a bulk round");
+  }
+  const std::uint64_t bulk_bytes = bulk_bytes_sent_ + bulk_bytes_received() - bytes_start;
+  const std::clock_t cpu_end = std::clock();
+  if (bulk_bytes > 0 && cpu_start != std::clock_t(-1) && cpu_end != std::clock_t(-1)) {
+    transport_cpu_seconds_per_byte_ =
+        static_cast<double>(cpu_end - cpu_start) / CLOCKS_PER_SEC / static_cast<double>(bulk_bytes);
   }
   // A burst takes 2 alpha + (m - 1) o + bytes / B (first message out, ack back); the median over
   // the bursts, as alpha is a median: one burst can lose the cores to a neighbour.

@@ -158,6 +158,14 @@ class LinkProbe {
   [[nodiscard]] const std::vector<LinkReport>& report() const noexcept { return report_; }
   /// Seconds the last measure_links() took (0 before any call).
   [[nodiscard]] double took_seconds() const noexcept { return took_seconds_; }
+  /// The process's CPU time (std::clock: every thread, the kernel's work for it included) over
+  /// the last measure_links()'s bulk rounds, per byte this node sent or received in them,
+  /// seconds/byte: what the transport's copies cost at both ends of a link (0: one node, or no
+  /// bulk byte). sync::NodeProfile::transport_seconds_per_byte scales it by the cores the node's
+  /// compute gets.
+  [[nodiscard]] double transport_cpu_seconds_per_byte() const noexcept {
+    return transport_cpu_seconds_per_byte_;
+  }
 
   /// Sends `local` (this node's profile: alpha and bandwidth of size n, forward and backward of
   /// equal size) to every peer and returns all n profiles (index = rank; entry rank() is `local`),
@@ -241,6 +249,8 @@ class LinkProbe {
   template <class Ready, class Missing>
   void wait(std::unique_lock<std::mutex>& lock, double bound_s, Ready ready, Missing missing,
             const std::string& what);
+  /// bulk_bytes_received_ under the lock.
+  [[nodiscard]] std::uint64_t bulk_bytes_received();
   /// What was measured of the link to `rank` so far, for errors ("" if nothing).
   [[nodiscard]] std::string measured_text(std::size_t rank) const;
 
@@ -249,6 +259,8 @@ class LinkProbe {
   LaneId lane_;
   std::vector<LinkReport> report_;  // by rank; written by the caller's thread only
   double took_seconds_ = 0;
+  double transport_cpu_seconds_per_byte_ = 0;
+  std::uint64_t bulk_bytes_sent_ = 0;  // by transfer(), on the caller's thread
 
   std::mutex mutex_;
   std::condition_variable changed_;
@@ -259,9 +271,10 @@ class LinkProbe {
   bool ping_waiting_ = false;
   Clock::time_point pong_at_;
   std::uint64_t next_ping_key_ = 1;
-  std::uint64_t phases_ = 0;        // measure_links() calls so far
-  std::vector<Incoming> incoming_;  // by sender rank
-  std::vector<Outgoing> outgoing_;  // by receiver rank
+  std::uint64_t phases_ = 0;               // measure_links() calls so far
+  std::vector<Incoming> incoming_;         // by sender rank
+  std::uint64_t bulk_bytes_received_ = 0;  // bulk payload bytes accepted, all senders
+  std::vector<Outgoing> outgoing_;         // by receiver rank
   collective::Barrier phase_gate_;  // kPhase: every node at the same point of measure_links()
   collective::Barrier barrier_;     // kBarrier: barrier()
   collective::AllGather profiles_;  // kProfile: exchange()

@@ -53,6 +53,7 @@ void LinkProbe::on_bulk(std::size_t from, const net::Message& message) {
       in.last_at = now;
       in.expected = message.key;
       in.received += size;
+      bulk_bytes_received_ += size;
       ++in.messages;
       if (in.received == in.expected) {
         complete = true;
@@ -228,6 +229,7 @@ LinkProbe::Timing LinkProbe::transfer(std::size_t round,
     }
     sent += size;
   }
+  bulk_bytes_sent_ += total;
   std::unique_lock lock(mutex_);
   wait(
       lock, expected_s + options_.timeout_s, [&] { return outgoing_[to].acked >= acks; },

@@ -57,6 +57,8 @@ std::string profile_problem(const NodeProfile& profile, std::size_t nodes) {
       why << "half_encode_seconds_per_float = " << profile.half_encode_seconds_per_float;
     if (why.tellp() == 0 && bad(profile.half_decode_seconds_per_float))
       why << "half_decode_seconds_per_float = " << profile.half_decode_seconds_per_float;
+    if (why.tellp() == 0 && bad(profile.transport_seconds_per_byte))
+      why << "transport_seconds_per_byte = " << profile.transport_seconds_per_byte;
   }
   return why.str();
 }
@@ -71,6 +73,7 @@ net::Payload encode_profile(const NodeProfile& profile) {
   values.push_back(profile.cipher_seconds_per_byte);
   values.push_back(profile.half_encode_seconds_per_float);
   values.push_back(profile.half_decode_seconds_per_float);
+  values.push_back(profile.transport_seconds_per_byte);
   for (const auto* part :
        {&profile.alpha, &profile.bandwidth, &profile.forward_seconds, &profile.backward_seconds,
         &profile.backward_input_seconds, &profile.encode_seconds, &profile.decode_seconds}) {
@@ -99,7 +102,7 @@ std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes, std:
           std::to_string(nodes) + " nodes and codec times of 0 or every layer";
     return std::nullopt;
   }
-  const std::uint64_t doubles = 6 + 2 * header[0] + 3 * header[1] + 2 * header[2];
+  const std::uint64_t doubles = 7 + 2 * header[0] + 3 * header[1] + 2 * header[2];
   if (bytes.size() != kProfileHeaderBytes + doubles * sizeof(double)) {
     why = "profile of " + std::to_string(bytes.size()) + " bytes, expected " +
           std::to_string(kProfileHeaderBytes + doubles * sizeof(double));
@@ -115,6 +118,7 @@ std::optional<NodeProfile> decode_profile(std::span<const std::byte> bytes, std:
   profile.cipher_seconds_per_byte = *at++;
   profile.half_encode_seconds_per_float = *at++;
   profile.half_decode_seconds_per_float = *at++;
+  profile.transport_seconds_per_byte = *at++;
   const auto take = [&at](std::vector<double>& part, std::uint64_t count) {
     part.assign(at, at + static_cast<std::ptrdiff_t>(count));
     at += static_cast<std::ptrdiff_t>(count);
@@ -181,6 +185,8 @@ JobMeasurements combine(const std::vector<NodeProfile>& profiles) {
         std::max(job.half_encode_seconds_per_float, p.half_encode_seconds_per_float);
     job.half_decode_seconds_per_float =
         std::max(job.half_decode_seconds_per_float, p.half_decode_seconds_per_float);
+    job.transport_seconds_per_byte =
+        std::max(job.transport_seconds_per_byte, p.transport_seconds_per_byte);
     if (p.encode_seconds.empty()) continue;
     job.encode_seconds.resize(layers, 0.0);
     job.decode_seconds.resize(layers, 0.0);

@@ -39,6 +39,11 @@ struct NodeProfile {
   /// 16-bit blocks (fp16, bf16), seconds/float (0: not measured)
   double half_encode_seconds_per_float = 0;
   double half_decode_seconds_per_float = 0;
+  /// What a byte this node sends or receives costs its compute (topo::ClusterCost::
+  /// transport_seconds_per_byte): LinkProbe::transport_cpu_seconds_per_byte() over
+  /// tasks::ComputeProfile::cpu_cores, seconds/byte (0: not measured, or a compute on a GPU,
+  /// which the host's transport does not slow)
+  double transport_seconds_per_byte = 0;
 
   friend bool operator==(const NodeProfile&, const NodeProfile&) = default;
 };
@@ -57,16 +62,17 @@ struct JobMeasurements {
   std::vector<double> decode_seconds;        ///< per layer, the max over nodes (as encode)
   double half_encode_seconds_per_float = 0;  ///< seconds/float, the max over nodes (0: none)
   double half_decode_seconds_per_float = 0;  ///< seconds/float, the max over nodes (0: none)
+  double transport_seconds_per_byte = 0;     ///< seconds/byte, the max over nodes (0: none)
 };
 
 /// Combines the n profiles (index = rank): the LinkMatrix from their rows (diagonal 0; o per
 /// node); per layer
 /// the max over nodes of t_f, of t_b and of t_b without dW (in BSP every iteration waits for the
-/// slowest node), of the compressor's encode and decode, and of the step's, the cipher's and the
-/// 16-bit blocks' times; the min GEMM rate. Pure and deterministic, so every node computes the same
-/// from exchange()'s result. Throws ContractError (printing the sizes) for no profiles, a row not
-/// of size n, or per-layer vectors of different sizes (a profile's encode and decode times may be
-/// empty).
+/// slowest node), of the compressor's encode and decode, and of the step's, the cipher's, the
+/// 16-bit blocks' and the transport's times; the min GEMM rate. Pure and deterministic, so every
+/// node computes the same from exchange()'s result. Throws ContractError (printing the sizes) for
+/// no profiles, a row not of size n, or per-layer vectors of different sizes (a profile's encode
+/// and decode times may be empty).
 [[nodiscard]] JobMeasurements combine(const std::vector<NodeProfile>& profiles);
 
 namespace probe {
@@ -77,10 +83,11 @@ namespace probe {
 
 /// `profile` as a kProfile payload: u64 nodes, u64 layers, u64 codec layers (c: 0 or layers),
 /// then doubles gemm_flops, message_seconds, step_seconds_per_float, cipher_seconds_per_byte,
-/// half_encode_seconds_per_float, half_decode_seconds_per_float, alpha[nodes], bandwidth[nodes],
-/// forward_seconds, backward_seconds, backward_input_seconds [layers each], encode_seconds,
-/// decode_seconds [c each]; host byte order (the job's nodes share one build, as the handshake's
-/// config hash assumes). Bytes: 24 + 8 (6 + 2 nodes + 3 layers + 2 c).
+/// half_encode_seconds_per_float, half_decode_seconds_per_float, transport_seconds_per_byte,
+/// alpha[nodes], bandwidth[nodes], forward_seconds, backward_seconds, backward_input_seconds
+/// [layers each], encode_seconds, decode_seconds [c each]; host byte order (the job's nodes share
+/// one build, as the handshake's config hash assumes). Bytes: 24 + 8 (7 + 2 nodes + 3 layers +
+/// 2 c).
 [[nodiscard]] net::Payload encode_profile(const NodeProfile& profile);
 
 /// The profile in `bytes` for a job of `nodes` nodes, or nullopt with `why` set (a short, wrong

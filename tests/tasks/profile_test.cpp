@@ -95,3 +95,18 @@ TEST_CASE("an Adam node's step time is measured on Adam's update", "[tasks][prof
   CHECK(step > 0);
   CHECK(step < 1e-6);  // a microsecond a float would be a thousand times a memory pass
 }
+
+TEST_CASE(
+    "profile_compute says how many cores its compute got and calls between before the GEMM and the "
+    "step",
+    "[tasks][profile]") {
+  gradmesh::tasks::Model model = gradmesh::tasks::small_mlp();
+  int between = 0;
+  const auto profile =
+      gradmesh::tasks::profile_compute(model, 16, 2, 1, std::nullopt, [&] { ++between; });
+  CHECK(between == 2);
+  INFO("cpu_cores " << profile.cpu_cores);
+  CHECK(std::isfinite(profile.cpu_cores));
+  CHECK(profile.cpu_cores > 0);  // it computed: some CPU time over the wall time
+  CHECK(profile.gemm_flops > 0);
+}

@@ -242,3 +242,20 @@ TEST_CASE("an all-reduce bucket's steps queue on the compute when the bucket has
   CHECK(wfbp_iteration_seconds(0, layers, cost, {}) == Approx(4));
   CHECK(wfbp_iteration_seconds(0, layers, cost, merged) == Approx(4.5));
 }
+
+TEST_CASE("the transport's work goes on the compute beside the backward pass, under the link",
+          "[topo][mgwfbp]") {
+  const AllReduceCost unused{0, 0};
+  // Two PS layers (fixed): t_b = 1 s each, 0.5 s on the link each, 0.25 s of transport work each.
+  std::vector<WfbpLayer> layers{{1, 0, 0.5, 0, 0.25}, {1, 0, 0.5, 0, 0.25}};
+  // The link ends at 2.5 (layer 1 sends 1..1.5, layer 0 2..2.5); the compute at 2 + 0.5.
+  CHECK(wfbp_iteration_seconds(0, layers, unused, {}) == Approx(2.5));
+  // More work than the link hides: the compute ends the iteration.
+  for (WfbpLayer& layer : layers) layer.transport_seconds = 1;
+  CHECK(wfbp_iteration_seconds(0, layers, unused, {}) == Approx(4));
+  // Work after communication (SFB's rebuild) queues behind it.
+  layers[0].after_comm_seconds = 0.5;
+  CHECK(wfbp_iteration_seconds(0, layers, unused, {}) == Approx(4.5));
+  layers[1].transport_seconds = -1;
+  CHECK_THROWS_WITH(wfbp_timeline(0, layers, unused, {}), Catch::Contains("transport"));
+}

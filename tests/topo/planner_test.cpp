@@ -521,3 +521,35 @@ TEST_CASE("a compressed scheme is planned only when it saves kCompressionMargin 
     CHECK(plan.uncompressed_iteration_seconds == 0);
   }
 }
+
+TEST_CASE(
+    "the transport's work on the bytes runs on the compute: a fast link's PS gives way to SFB",
+    "[topo][planner]") {
+  // One 4096 x 4096 layer, K = 32, 4 nodes, 1 GB/s, 30 GFLOP/s. PS sends 1.5 x 67 MB = 101 MB a
+  // node (0.10 s on the link); SFB 3 x 32 x 8192 x 4 = 3.1 MB and rebuilds 2 n K M N = 4.3 GFLOP
+  // (0.14 s).
+  const std::vector<LayerProfile> layers{dense("dense0", 4096, 4096)};
+  PlannerInput in = input_for(layers, 32, 4, 1e-4, 1e9, 3e10, kPsSfb);
+  const Plan free_bytes = make_plan(in);
+  CHECK(free_bytes.layers[0].scheme == kPsScheme);
+  CHECK(free_bytes.transport_seconds == 0);
+  // At 0.5 ns a byte sent or received, PS's bytes cost the cores 2 x 101 MB x 0.5 ns = 0.10 s
+  // more than its link time, SFB's 3 ms.
+  in.transport_seconds_per_byte = 0.5e-9;
+  const Plan plan = make_plan(in);
+  CHECK(plan.layers[0].scheme == kSfbScheme);
+  const SchemeCost& ps = plan.layers[0].costs.at(std::string(kPsScheme));
+  CHECK(ps.transport_seconds == Approx(2 * ps.bytes_sent * 0.5e-9));
+  CHECK(ps.seconds() == Approx(ps.comm_seconds + ps.transport_seconds));
+  CHECK(plan.transport_seconds == Approx(2 * plan.bytes_sent * 0.5e-9));
+  CHECK(plan.transport_seconds_per_byte == 0.5e-9);
+  // PS fixed, at 1 ns a byte: its work on the bytes follows the backward pass on the compute
+  // (t_f + t_b + 0.20 s), past the end of its communication (t_f + t_b + 0.10 s).
+  in.fixed_schemes = {std::string(kPsScheme)};
+  in.transport_seconds_per_byte = 1e-9;
+  const Plan fixed = make_plan(in);
+  CHECK(fixed.transport_seconds == Approx(2 * fixed.bytes_sent * 1e-9));
+  CHECK(fixed.iteration_seconds == Approx(1e-3 + 2e-3 + fixed.transport_seconds));
+  in.transport_seconds_per_byte = -1e-9;
+  CHECK_THROWS_WITH(make_plan(in), Catch::Contains("transport work per byte"));
+}

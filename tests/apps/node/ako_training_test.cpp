@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -243,6 +244,12 @@ TEST_CASE("p = auto with no bandwidth given takes B from the start-up probe", "[
   CHECK(s["bandwidth"].get<double>() > 0);                           // measured on loopback
   CHECK(s["bandwidth"] == cluster.metrics(1)["sync"]["bandwidth"]);  // the same B on both nodes
   CHECK_THAT(cluster.log_text(0), Catch::Contains("measured in"));
+  // The transport's work per byte: measured over the probe's bulk rounds on loopback TCP (the
+  // kernel's copies at both ends take CPU time).
+  std::smatch transport;
+  const std::string log = cluster.log_text(0);
+  REQUIRE(std::regex_search(log, transport, std::regex("transport ([0-9.]+) ns/byte")));
+  CHECK(std::stod(transport[1].str()) > 0);
 }
 
 TEST_CASE("p = auto with no bandwidth and the probe off is a config error naming the keys",

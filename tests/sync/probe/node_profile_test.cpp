@@ -29,6 +29,10 @@ TEST_CASE("combine: link matrix from the rows, max times, min GEMM", "[sync][pro
   a.cipher_seconds_per_byte = 1.3e-9;
   b.cipher_seconds_per_byte = 0.9e-9;
   CHECK(sync::combine({a, b}).cipher_seconds_per_byte == 1.3e-9);  // the slower node's
+  CHECK(job.transport_seconds_per_byte == 0);                      // neither measured
+  a.transport_seconds_per_byte = 0.4e-9;
+  b.transport_seconds_per_byte = 0.7e-9;
+  CHECK(sync::combine({a, b}).transport_seconds_per_byte == 0.7e-9);  // the slower node's
   const topo::LinkCost slowest = topo::slowest_link(job.links);
   CHECK(slowest.alpha == 2e-4);
   CHECK(slowest.bandwidth == 5e7);
@@ -78,9 +82,10 @@ TEST_CASE("a profile with codec figures survives its wire form, and a wrong coun
       p.decode_seconds = {0.0, 9e-5};
       p.half_encode_seconds_per_float = 1.5e-9;
       p.half_decode_seconds_per_float = 2.5e-10;
+      p.transport_seconds_per_byte = 6e-10;
     }
     const net::Payload wire = sync::probe::encode_profile(p);
-    CHECK(wire.size() == 24 + 8 * (6 + 2 * 2 + 3 * 2 + (coded ? 2 * 2 : 0)));
+    CHECK(wire.size() == 24 + 8 * (7 + 2 * 2 + 3 * 2 + (coded ? 2 * 2 : 0)));
     std::string why;
     const auto back = sync::probe::decode_profile(wire.bytes(), 2, why);
     INFO(why);
@@ -95,6 +100,9 @@ TEST_CASE("a profile with codec figures survives its wire form, and a wrong coun
   std::string why;
   CHECK_FALSE(sync::probe::decode_profile(bytes, 2, why));
   CHECK_THAT(why, Catch::Contains("codec times of 1"));
+  p.transport_seconds_per_byte = -1e-9;
+  CHECK_THAT(sync::probe::profile_problem(p, 2), Catch::Contains("transport_seconds_per_byte"));
+  p.transport_seconds_per_byte = 0;
   p.encode_seconds[1] = -1.0;
   CHECK_THAT(sync::probe::profile_problem(p, 2), Catch::Contains("negative"));
 }
