@@ -69,6 +69,7 @@ std::vector<LayerPlan> PlanStage::plan() const {
       row.predicted_seconds = p.comm_seconds + p.compute_seconds;
       row.predicted_compute_seconds = p.compute_seconds;
       row.predicted_codec_seconds = p.codec_seconds;
+      row.predicted_transport_seconds = p.transport_seconds;
     }
     rows.push_back(std::move(row));
   }

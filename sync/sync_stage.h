@@ -91,6 +91,9 @@ struct LayerPlan {
   /// Of that, the compressor's encodes and decodes (PowerSGD: its GEMMs and passes), seconds; 0
   /// for an uncompressed scheme.
   double predicted_codec_seconds = 0;
+  /// The transport's work on the layer's bytes sent and received, on the node's compute beside
+  /// the backward pass (topo::PlannedLayer::transport_seconds), seconds; 0 when not measured.
+  double predicted_transport_seconds = 0;
 };
 
 /// A sync strategy. Lifetime: made by make_sync_stage() before the transport starts (it installs

@@ -111,7 +111,7 @@ struct ClusterCost {
   /// every node's) over the cores the node's compute gets, as start-up measured them
   /// (sync::NodeProfile::transport_seconds_per_byte, the slowest node). 0: free (not measured).
   /// On loopback and veth the transport and the compute share the cores: 4 netns nodes on 2
-  /// cores measured 0.5-0.6 ns a byte (2026-11-28, docs/planner.md).
+  /// cores measured 0.43-0.70 ns a byte (2026-11-28, docs/planner.md).
   double transport_seconds_per_byte = 0;
 
   /// The 16-bit encode's and decode's time per float the cost formulas use: the measured figure,

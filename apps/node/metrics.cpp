@@ -28,7 +28,8 @@ nlohmann::json plan_json(const std::vector<sync::LayerPlan>& plan) {
                     {"predicted_bytes_sent", row.predicted_bytes_sent},
                     {"predicted_seconds", row.predicted_seconds},
                     {"predicted_compute_seconds", row.predicted_compute_seconds},
-                    {"predicted_codec_seconds", row.predicted_codec_seconds}});
+                    {"predicted_codec_seconds", row.predicted_codec_seconds},
+                    {"predicted_transport_seconds", row.predicted_transport_seconds}});
   }
   return rows;
 }

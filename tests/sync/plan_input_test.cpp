@@ -156,3 +156,19 @@ TEST_CASE("planner_input takes the compressor's measured times per layer and the
   CHECK(input.half_encode_seconds_per_float == 1.5e-9);
   CHECK(input.half_decode_seconds_per_float == 3e-10);
 }
+
+TEST_CASE("planner_input takes the transport's measured work per byte and the plan charges it",
+          "[sync][plan]") {
+  CnnContext cnn;
+  sync::SyncContext& ctx = cnn.ctx;
+  const auto schemes = sync::strategy_traits("ps").schemes;
+  CHECK(sync::planner_input(ctx, schemes).transport_seconds_per_byte == 0);  // not measured
+  sync::JobMeasurements measured;
+  measured.transport_seconds_per_byte = 5e-10;
+  ctx.measured = &measured;
+  const topo::PlannerInput input = sync::planner_input(ctx, schemes);
+  CHECK(input.transport_seconds_per_byte == 5e-10);
+  const topo::Plan plan = topo::make_plan(input);
+  CHECK(plan.transport_seconds > 0);
+  CHECK(plan.transport_seconds == Approx(2 * plan.bytes_sent * 5e-10));  // as many received
+}
