@@ -80,8 +80,9 @@ struct ComputeProfile {
 
 /// How long profile_compute() times the GEMM and the optimizer step, seconds. Long enough that
 /// one slice of the host's scheduling does not set the figure: 4 netns nodes on 2 cores read
-/// the large MLP's GEMM at 54-90 GFLOP/s over 0.05 s (the SFB plans' predictions 0.67-1.07 of
-/// the measured iteration), 49-66 over 0.25 s (docs/planner.md).
+/// the large MLP's GEMM at 52-93 GFLOP/s over 0.05 s, 46-72 over 0.25 s, in 21 runs each; the
+/// unshaped plans' predictions then read 0.72-1.11 and 0.75-1.15 of the measured iteration, 18
+/// and 20 of 21 within 20% (docs/compression.md, 2026-11-28).
 inline constexpr double kGemmProbeSeconds = 0.25;
 inline constexpr double kStepProbeSeconds = 0.1;
 
