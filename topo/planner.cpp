@@ -103,11 +103,16 @@ std::size_t chunk_floats_for(const PlannerInput& input, std::size_t chunked_floa
   return KvPlacement::auto_chunk_floats(chunked_floats, input.nodes);
 }
 
-/// `model`'s cost of `layer` with the transport's work on its bytes: 2 bytes_sent (as many
-/// received as sent, as every scheme's exchange is symmetric) x seconds per byte.
+/// The transport's work on the cores for `bytes_sent` bytes a node sends and as many it receives
+/// (every scheme's exchange is symmetric), seconds.
+double transport_seconds(const ClusterCost& cluster, double bytes_sent) {
+  return 2.0 * bytes_sent * cluster.transport_seconds_per_byte;
+}
+
+/// `model`'s cost of `layer` with the transport's work on its bytes.
 SchemeCost cost_of(const SchemeModel& model, const SchemeCostInput& in, const LayerProfile& layer) {
   SchemeCost cost = model.cost(in, layer);
-  cost.transport_seconds = 2.0 * cost.bytes_sent * in.cluster.transport_seconds_per_byte;
+  cost.transport_seconds = transport_seconds(in.cluster, cost.bytes_sent);
   return cost;
 }
 
@@ -183,18 +188,17 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
       bucket_bytes[l] = model->bucket_bytes ? model->bucket_bytes(layer)
                                             : kFloatBytes * static_cast<double>(layer.parameters);
       row.bytes_sent = ring_allreduce_bytes(bucket_bytes[l], cluster.nodes);  // overheads: bucket
-      row.transport_seconds = 2.0 * row.bytes_sent * cluster.transport_seconds_per_byte;
-      pipeline[l].transport_seconds = row.transport_seconds;
-      plan.transport_seconds += row.transport_seconds;
+      row.transport_seconds = transport_seconds(cluster, row.bytes_sent);
       pipeline[l].allreduce_bytes = bucket_bytes[l];
-      continue;
+    } else {
+      row.bytes_sent = cost.bytes_sent;
+      row.transport_seconds = cost.transport_seconds;
+      pipeline[l].comm_seconds = cost.comm_seconds;
+      for (const auto& [lane, share] : model->lanes)
+        plan.lane_bytes[lane] += share * cost.bytes_sent;
     }
-    row.bytes_sent = cost.bytes_sent;
-    row.transport_seconds = cost.transport_seconds;
-    pipeline[l].transport_seconds = cost.transport_seconds;
-    plan.transport_seconds += cost.transport_seconds;
-    pipeline[l].comm_seconds = cost.comm_seconds;
-    for (const auto& [lane, share] : model->lanes) plan.lane_bytes[lane] += share * cost.bytes_sent;
+    pipeline[l].transport_seconds = row.transport_seconds;
+    plan.transport_seconds += row.transport_seconds;
   }
 
   const std::vector<std::size_t> merged =

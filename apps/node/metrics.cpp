@@ -179,10 +179,6 @@ std::string format_summary(const std::map<std::string, double>& summary, bool me
       out << ", step " << std::setprecision(2) << summary.at("step_seconds_per_float") * 1e9
           << " ns/float";
     }
-    if (has("transport_seconds_per_byte")) {
-      out << ", transport " << std::setprecision(2)
-          << summary.at("transport_seconds_per_byte") * 1e9 << " ns/byte";
-    }
     out << (measured ? " (layer times, GEMM, step and compressor measured here; planner.* and "
                        "--bandwidth override)"
                      : " (planner.* or assumed)")
@@ -193,12 +189,7 @@ std::string format_summary(const std::map<std::string, double>& summary, bool me
         << " bytes sent per iteration, " << std::setprecision(3)
         << summary.at("predicted_iteration_seconds") * 1e3 << " ms per iteration, "
         << std::setprecision(0) << summary.at("buckets") << " all-reduce bucket(s), KV chunk "
-        << summary.at("kv_chunk_floats") << " floats";
-    if (has("predicted_transport_seconds")) {
-      out << ", transport work on the cores " << std::setprecision(3)
-          << summary.at("predicted_transport_seconds") * 1e3 << " ms";
-    }
-    out << '\n';
+        << summary.at("kv_chunk_floats") << " floats\n";
     if (const auto text = app::compression_choice_text(summary)) out << *text << '\n';
     out << "budgets (bytes per iteration):";
     for (const auto& [key, value] : summary) {
