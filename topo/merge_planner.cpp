@@ -1,6 +1,7 @@
 #include "topo/merge_planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -60,14 +61,104 @@ std::optional<std::size_t> merge_partner(std::span<const WfbpLayer> layers, std:
   return std::nullopt;
 }
 
+/// One communication on the link: a fixed layer's, or a bucket's (at the layer that closes it).
+struct LinkJob {
+  std::size_t layer = 0;  // its priority: the lowest layer first
+  double ready = 0;       // when its gradient is ready, seconds
+  double work = 0;        // its time alone on the link, seconds
+  double after = 0;       // work on the compute released when it has ended, seconds
+  std::size_t traffic_class = 0;
+};
+
+void check_sharing(std::span<const WfbpLayer> layers, const LinkSharing& sharing) {
+  if (sharing.class_weights.empty()) return;
+  for (std::size_t c = 0; c < sharing.class_weights.size(); ++c) {
+    const double w = sharing.class_weights[c];
+    detail::require(std::isfinite(w) && w > 0, "traffic class " + std::to_string(c) + " weight", w,
+                    "a finite number > 0");
+  }
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    detail::require(layers[l].traffic_class < sharing.class_weights.size(),
+                    "layer " + std::to_string(l) + " traffic class", layers[l].traffic_class,
+                    "< " + std::to_string(sharing.class_weights.size()) + " (the class weights)");
+  }
+}
+
+/// Serves `jobs` on a link shared by class weights (a fluid: each busy class gets its weight's
+/// share, all of it to its lowest ready layer) and sets `start` (first service) and `end` per job.
+void share_link(const std::vector<LinkJob>& jobs, std::span<const double> weights,
+                std::vector<double>& start, std::vector<double>& end) {
+  constexpr double kUnset = -1;
+  const std::size_t count = jobs.size();
+  start.assign(count, kUnset);
+  end.assign(count, kUnset);
+  std::vector<double> left(count);
+  for (std::size_t j = 0; j < count; ++j) left[j] = jobs[j].work;
+  std::vector<std::size_t> head(weights.size());
+  constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+  double now = 0;
+  for (std::size_t done = 0; done < count;) {
+    std::fill(head.begin(), head.end(), kNone);
+    double next_ready = std::numeric_limits<double>::infinity();
+    for (std::size_t j = 0; j < count; ++j) {
+      if (end[j] != kUnset) continue;
+      if (jobs[j].ready > now) {
+        next_ready = std::min(next_ready, jobs[j].ready);
+        continue;
+      }
+      std::size_t& h = head[jobs[j].traffic_class];
+      if (h == kNone || jobs[j].layer < jobs[h].layer) h = j;
+    }
+    double busy_weight = 0;
+    for (std::size_t c = 0; c < weights.size(); ++c) {
+      if (head[c] != kNone) busy_weight += weights[c];
+    }
+    if (busy_weight == 0) {  // idle until the next gradient is ready
+      now = next_ready;
+      continue;
+    }
+    // The next event: a head's end, or a gradient ready (which may change a head).
+    double step = next_ready - now;
+    std::size_t first_done = kNone;
+    for (std::size_t c = 0; c < weights.size(); ++c) {
+      const std::size_t h = head[c];
+      if (h == kNone) continue;
+      if (start[h] == kUnset) start[h] = now;
+      const double needs = left[h] * busy_weight / weights[c];
+      if (needs <= step) {
+        step = needs;
+        first_done = h;
+      }
+    }
+    const bool reaches_ready = first_done == kNone;
+    for (std::size_t c = 0; c < weights.size(); ++c) {
+      const std::size_t h = head[c];
+      if (h == kNone) continue;
+      left[h] -= step * weights[c] / busy_weight;
+      // The head that set the step ends exactly; another within rounding of it ends with it.
+      if (h == first_done || left[h] <= 1e-12 * std::max(1.0, jobs[h].work)) left[h] = 0;
+    }
+    now = reaches_ready ? next_ready : now + step;
+    for (std::size_t c = 0; c < weights.size(); ++c) {
+      const std::size_t h = head[c];
+      if (h != kNone && left[h] == 0) {
+        end[h] = now;
+        ++done;
+      }
+    }
+  }
+}
+
 /// The timeline for a merged mask (merged[l]: layer l is a merged-gradient layer), inputs checked.
 WfbpTimeline timeline_of(double forward_seconds, std::span<const WfbpLayer> layers,
-                         AllReduceCost cost, const std::vector<bool>& merged) {
+                         AllReduceCost cost, const std::vector<bool>& merged,
+                         const LinkSharing& sharing = {}) {
   const std::size_t count = layers.size();
   WfbpTimeline t;
   t.backward_start.assign(count, 0.0);
   t.comm_start.assign(count, 0.0);
   t.comm_seconds.assign(count, 0.0);
+  t.comm_end.assign(count, 0.0);
   t.iteration_seconds = forward_seconds;
   if (count == 0) return t;
   t.backward_start[count - 1] = forward_seconds;  // eq. 6
@@ -75,13 +166,8 @@ WfbpTimeline timeline_of(double forward_seconds, std::span<const WfbpLayer> laye
     t.backward_start[l] = t.backward_start[l + 1] + layers[l + 1].backward_seconds;
   }
   t.iteration_seconds = t.backward_start[0] + layers[0].backward_seconds;
-  // The node's compute is free for work after communication (SFB rebuilds, optimizer steps) once
-  // the backward pass and the transport's work on the layers' bytes have ended (the cores that
-  // compute also copy every byte sent and received); such work then runs one piece at a time, in
-  // the order the link sent it.
-  double compute_free = t.iteration_seconds;
-  for (const WfbpLayer& layer : layers) compute_free += layer.transport_seconds;
-  t.iteration_seconds = compute_free;
+  // The link's communications, in backward order (first come first served: eq. 7).
+  std::vector<LinkJob> jobs;
   double pending_bytes = 0;  // the open bucket's p (eq. 16)
   double pending_after = 0;  // the open bucket's work after communication
   for (std::size_t l = count; l-- > 0;) {
@@ -90,27 +176,54 @@ WfbpTimeline timeline_of(double forward_seconds, std::span<const WfbpLayer> laye
     t.comm_start[l] = l + 1 == count
                           ? ready
                           : std::max(t.comm_start[l + 1] + t.comm_seconds[l + 1], ready);  // eq. 7
-    double after = 0;  // work released when this layer's communication ends
     switch (kind_of(layer)) {
       case Kind::kAllReduce:
         pending_bytes += layer.allreduce_bytes;
         pending_after += layer.after_comm_seconds;
         if (!merged[l]) {
           t.comm_seconds[l] = cost.seconds(pending_bytes);  // eq. 17
-          after = pending_after;  // the whole bucket's, when the bucket has been reduced
+          // the whole bucket's work, when the bucket has been reduced
+          jobs.push_back({l, ready, t.comm_seconds[l], pending_after, layer.traffic_class});
           pending_bytes = 0;
           pending_after = 0;
         }  // else eq. 14: t_c = 0
         break;
       case Kind::kFixed:
         t.comm_seconds[l] = layer.comm_seconds;
-        after = layer.after_comm_seconds;
+        jobs.push_back(
+            {l, ready, layer.comm_seconds, layer.after_comm_seconds, layer.traffic_class});
         break;
       case Kind::kLocal:
         break;
     }
-    const double comm_end = t.comm_start[l] + t.comm_seconds[l];
-    if (after > 0) compute_free = std::max(compute_free, comm_end) + after;
+    t.comm_end[l] = t.comm_start[l] + t.comm_seconds[l];
+  }
+  if (!sharing.class_weights.empty()) {
+    for (std::size_t l = 0; l < count; ++l) {
+      t.comm_start[l] = t.backward_start[l] + layers[l].backward_seconds;
+      t.comm_end[l] = t.comm_start[l];
+    }
+    std::vector<double> start;
+    std::vector<double> end;
+    share_link(jobs, sharing.class_weights, start, end);
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      t.comm_start[jobs[j].layer] = start[j];
+      t.comm_end[jobs[j].layer] = end[j];
+    }
+  }
+  // The node's compute is free for work after communication (SFB rebuilds, optimizer steps) once
+  // the backward pass and the transport's work on the layers' bytes have ended (the cores that
+  // compute also copy every byte sent and received); such work then runs one piece at a time, in
+  // the order the link delivered it.
+  double compute_free = t.iteration_seconds;
+  for (const WfbpLayer& layer : layers) compute_free += layer.transport_seconds;
+  t.iteration_seconds = compute_free;
+  std::stable_sort(jobs.begin(), jobs.end(), [&](const LinkJob& a, const LinkJob& b) {
+    return t.comm_end[a.layer] < t.comm_end[b.layer];
+  });
+  for (const LinkJob& job : jobs) {
+    const double comm_end = t.comm_end[job.layer];
+    if (job.after > 0) compute_free = std::max(compute_free, comm_end) + job.after;
     t.iteration_seconds = std::max({t.iteration_seconds, comm_end, compute_free});
   }
   return t;
@@ -133,14 +246,17 @@ std::vector<bool> merged_mask(std::span<const WfbpLayer> layers,
 }  // namespace
 
 WfbpTimeline wfbp_timeline(double forward_seconds, std::span<const WfbpLayer> layers,
-                           AllReduceCost cost, std::span<const std::size_t> merged) {
+                           AllReduceCost cost, std::span<const std::size_t> merged,
+                           const LinkSharing& sharing) {
   check_layers(forward_seconds, layers, cost);
-  return timeline_of(forward_seconds, layers, cost, merged_mask(layers, merged));
+  check_sharing(layers, sharing);
+  return timeline_of(forward_seconds, layers, cost, merged_mask(layers, merged), sharing);
 }
 
 double wfbp_iteration_seconds(double forward_seconds, std::span<const WfbpLayer> layers,
-                              AllReduceCost cost, std::span<const std::size_t> merged) {
-  return wfbp_timeline(forward_seconds, layers, cost, merged).iteration_seconds;
+                              AllReduceCost cost, std::span<const std::size_t> merged,
+                              const LinkSharing& sharing) {
+  return wfbp_timeline(forward_seconds, layers, cost, merged, sharing).iteration_seconds;
 }
 
 std::vector<std::size_t> mg_wfbp_merge_set(double forward_seconds,

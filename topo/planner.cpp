@@ -144,6 +144,37 @@ std::string choose_scheme(const PlannerInput& input, const ClusterCost& cluster,
   return best->id;
 }
 
+/// How the transport shares the link among `plan`'s layers (merge_planner.h): a traffic class
+/// per lane a scheme sends on first (a PS layer's push and broadcast, each with half its bytes,
+/// go one after the other: its push lane's weight is its share), weighted by the plan's bytes on
+/// that lane (net::Transport::set_lane_weights gets plan.lane_bytes; the buckets' bytes here
+/// without their frame headers, which evaluate() adds once the buckets are known). Sets each
+/// pipeline layer's traffic_class.
+LinkSharing link_sharing(const PlannerInput& input, const std::vector<std::string>& schemes,
+                         const Plan& plan, std::vector<WfbpLayer>& pipeline) {
+  std::map<std::string, double, std::less<>> lane_bytes = plan.lane_bytes;
+  std::vector<std::string> lanes;  // class c's lane
+  LinkSharing sharing;
+  for (std::size_t l = 0; l < schemes.size(); ++l) {
+    const SchemeModel* model = model_of(input, schemes[l]);
+    if (model == nullptr || model->lanes.empty()) continue;
+    const std::string& lane = model->lanes.front().first;
+    if (model->bucketed) {
+      lane_bytes[lane] += pipeline[l].allreduce_bytes > 0
+                              ? ring_allreduce_bytes(pipeline[l].allreduce_bytes, input.nodes)
+                              : 0.0;
+    }
+    const auto it = std::find(lanes.begin(), lanes.end(), lane);
+    pipeline[l].traffic_class = static_cast<std::size_t>(it - lanes.begin());
+    if (it == lanes.end()) lanes.push_back(lane);
+  }
+  for (const std::string& lane : lanes) {
+    // A lane's bytes, at least one (a scheme whose layers send only latency, e.g. tiny ones).
+    sharing.class_weights.push_back(std::max(lane_bytes[lane], 1.0));
+  }
+  return sharing;
+}
+
 /// The plan for given per-layer schemes: chunks, costs, buckets, timeline, budgets.
 Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
               const std::vector<std::string>& schemes) {
@@ -203,8 +234,8 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
 
   const std::vector<std::size_t> merged =
       optimal_merge_set(plan.forward_seconds, pipeline, plan.allreduce);
-  const WfbpTimeline timeline =
-      wfbp_timeline(plan.forward_seconds, pipeline, plan.allreduce, merged);
+  const WfbpTimeline timeline = wfbp_timeline(plan.forward_seconds, pipeline, plan.allreduce,
+                                              merged, link_sharing(input, schemes, plan, pipeline));
   plan.iteration_seconds = timeline.iteration_seconds;
 
   // Buckets, in backward (send) order: an open bucket closes at its first non-merged layer.

@@ -259,3 +259,79 @@ TEST_CASE("the transport's work goes on the compute beside the backward pass, un
   layers[1].transport_seconds = -1;
   CHECK_THROWS_WITH(wfbp_timeline(0, layers, unused, {}), Catch::Contains("transport"));
 }
+
+TEST_CASE("on the transport's shared link the lowest layer ready goes first, overtaking",
+          "[topo][mgwfbp]") {
+  const AllReduceCost unused{0, 0};
+  const LinkSharing one_class{{1.0}};
+  SECTION("ready together: the lower layer first, so the upper one's rebuild ends the iteration") {
+    // Two SFB layers (fixed), t_f = 0, t_b = (0, 1): both ready at 1, 5 s on the link each;
+    // layer 1 rebuilds for 2 s, layer 0 for 1 s.
+    const std::vector<WfbpLayer> layers{{0, 0, 5, 1}, {1, 0, 5, 2}};
+    const WfbpTimeline fifo = wfbp_timeline(0, layers, unused, {});
+    CHECK(fifo.comm_end[1] == Approx(6));  // backward order: layer 1 sends 1..6, then layer 0
+    CHECK(fifo.comm_end[0] == Approx(11));
+    CHECK(fifo.iteration_seconds == Approx(12));  // layer 0's rebuild, 11..12
+    const WfbpTimeline shared = wfbp_timeline(0, layers, unused, {}, one_class);
+    CHECK(shared.comm_start[0] == Approx(1));
+    CHECK(shared.comm_end[0] == Approx(6));
+    CHECK(shared.comm_start[1] == Approx(6));
+    CHECK(shared.comm_end[1] == Approx(11));
+    CHECK(shared.comm_seconds[1] == Approx(5));  // its time alone on the link
+    // Layer 0 rebuilds 6..7, layer 1 11..13: the link ends at 11 either way.
+    CHECK(shared.iteration_seconds == Approx(13));
+  }
+  SECTION("a lower layer ready later overtakes the one part-sent") {
+    // t_b = (1, 1): layer 1 ready at 1, layer 0 at 2; 5 s on the link each.
+    const std::vector<WfbpLayer> layers{{1, 0, 5, 0}, {1, 0, 5, 0}};
+    const WfbpTimeline t = wfbp_timeline(0, layers, unused, {}, one_class);
+    CHECK(t.comm_start[1] == Approx(1));
+    CHECK(t.comm_start[0] == Approx(2));
+    CHECK(t.comm_end[0] == Approx(7));
+    CHECK(t.comm_end[1] == Approx(11));  // 1 s sent before layer 0 was ready, 4 s after it
+    CHECK(t.iteration_seconds == Approx(11));
+  }
+  SECTION("classes share by weight, a bucket at the layer that closes it") {
+    // Layer 1: PS in class 0 (weight 3), 3 s on the link; layers 0 and 2 all-reduce in class 1
+    // (weight 1), merged into one bucket of 200 bytes at 0.01 s a byte (2 s). All ready at 0.
+    const AllReduceCost cost{0, 0.01};
+    std::vector<WfbpLayer> layers{{0, 100, 0, 0}, {0, 0, 3, 0}, {0, 100, 0, 0}};
+    layers[0].traffic_class = 1;
+    layers[2].traffic_class = 1;
+    // Layer 2 cannot merge across the PS layer: two buckets, layer 2's and layer 0's.
+    const WfbpTimeline t = wfbp_timeline(0, layers, cost, {}, LinkSharing{{3.0, 1.0}});
+    // Class 0 gets 3/4 of the link: layer 1's 3 s end at 4. Class 1 sends layer 0's bucket
+    // first, its 1 s at 1/4 of the link: also by 4; then layer 2's bucket alone, 4..5.
+    CHECK(t.comm_end[1] == Approx(4));
+    CHECK(t.comm_end[0] == Approx(4));
+    CHECK(t.comm_start[2] == Approx(4));
+    CHECK(t.comm_end[2] == Approx(5));
+    CHECK(t.iteration_seconds == Approx(5));  // the link's whole work, 3 + 1 + 1
+  }
+  SECTION("one class: the link's last end is first come first served's") {
+    std::mt19937 rng(7);
+    for (int trial = 0; trial < 200; ++trial) {
+      std::vector<WfbpLayer> layers(5);
+      for (WfbpLayer& layer : layers) {
+        layer.backward_seconds = spread(rng);
+        if (rng() % 3 == 0)
+          layer.comm_seconds = spread(rng);
+        else if (rng() % 2 == 0)
+          layer.allreduce_bytes = 100 * spread(rng);
+      }
+      const AllReduceCost cost{spread(rng), spread(rng) / 100};
+      const double forward = spread(rng);
+      INFO("trial " << trial);
+      CHECK(wfbp_iteration_seconds(forward, layers, cost, {}, one_class) ==
+            Approx(wfbp_iteration_seconds(forward, layers, cost, {})));
+    }
+  }
+  SECTION("bad weights and classes throw naming them") {
+    std::vector<WfbpLayer> layers{{1, 0, 1, 0}};
+    CHECK_THROWS_WITH(wfbp_timeline(0, layers, unused, {}, LinkSharing{{0.0}}),
+                      Catch::Contains("traffic class 0 weight"));
+    layers[0].traffic_class = 1;
+    CHECK_THROWS_WITH(wfbp_timeline(0, layers, unused, {}, one_class),
+                      Catch::Contains("layer 0 traffic class"));
+  }
+}

@@ -91,18 +91,22 @@ TEST_CASE(
   std::vector<LayerProfile> layers{dense("fc0", 1024, 1024, 0.02, 0.04),
                                    dense("fc1", 1024, 1024, 0.02, 0.04)};
   layers[0].backward_input_seconds = 0.0;
+  layers[1].backward_seconds = 0.0;
   layers[1].backward_input_seconds = 0.02;
   const Plan plan = make_plan(input_for(layers, 32, 4, 1e-4, 125e6, 2e10, kPsSfb));
   REQUIRE(plan.layers[1].scheme == kSfbScheme);
   REQUIRE(plan.layers[0].scheme == kSfbScheme);
   CHECK(plan.backward_seconds == Approx(0.02));
   CHECK(plan.layers[0].backward_start == Approx(0.04 + 0.02));
-  // The rebuilds queue after the backward pass (t_f + t_b = 0.06 s), one after the other.
+  // Both layers are ready at 0.06 s (t_f + t_b); the lower one is sent first (the transport's
+  // priority), and the rebuilds queue after the backward pass, one after the other.
   const double rebuild = 2.0 * 4 * 32 * 1024 * 1024 / 2e10;
-  const double sent_1 = plan.layers[1].comm_start + plan.layers[1].comm_seconds;
-  const double sent_last = plan.layers[0].comm_start + plan.layers[0].comm_seconds;
-  const double rebuilt_1 = std::max(0.06, sent_1) + rebuild;
-  CHECK(plan.iteration_seconds == Approx(std::max(rebuilt_1, sent_last) + rebuild));
+  CHECK(plan.layers[0].comm_start == Approx(0.06));
+  const double sent_0 = plan.layers[0].comm_start + plan.layers[0].comm_seconds;
+  CHECK(plan.layers[1].comm_start == Approx(sent_0));
+  const double sent_last = plan.layers[1].comm_start + plan.layers[1].comm_seconds;
+  const double rebuilt_0 = std::max(0.06, sent_0) + rebuild;
+  CHECK(plan.iteration_seconds == Approx(std::max(rebuilt_0, sent_last) + rebuild));
   CHECK(plan.iteration_seconds >= sent_last);
   // Without the measured saving SFB pays its rebuild on top of a full backward; with a slow GEMM
   // that tips the choice to PS, and the saving tips it back.
@@ -552,4 +556,26 @@ TEST_CASE(
   CHECK(fixed.iteration_seconds == Approx(1e-3 + 2e-3 + fixed.transport_seconds));
   in.transport_seconds_per_byte = -1e-9;
   CHECK_THROWS_WITH(make_plan(in), Catch::Contains("transport work per byte"));
+}
+
+TEST_CASE("the plan times the link as the transport shares it: the lowest layer ready goes first",
+          "[topo][planner]") {
+  // Two SFB layers ready together (the lower one's backward skips dW and its input gradient):
+  // 4096 x 784 and 4096 x 4096, K = 32, n = 4, 100 Mbit/s, 50 GFLOP/s.
+  std::vector<LayerProfile> layers{dense("dense0", 4096, 784, 5e-3, 5e-3), relu("relu1"),
+                                   dense("dense2", 4096, 4096, 30e-3, 40e-3)};
+  layers[0].backward_input_seconds = 0.0;
+  layers[1].backward_seconds = 0.0;
+  const std::vector<SchemeModel> sfb_only{sfb_scheme_model()};
+  const Plan plan = make_plan(input_for(layers, 32, 4, 1e-4, 12.5e6, 50e9, sfb_only));
+  REQUIRE(plan.layers[0].scheme == kSfbScheme);
+  REQUIRE(plan.layers[2].scheme == kSfbScheme);
+  const PlannedLayer& lower = plan.layers[0];
+  const PlannedLayer& upper = plan.layers[2];
+  // Both are ready at once; the lower one holds the link first, the upper one waits for it.
+  CHECK(lower.comm_start == Approx(upper.backward_start + 40e-3));
+  CHECK(upper.comm_start == Approx(lower.comm_start + lower.comm_seconds));
+  // The upper layer's rebuild (4 x 2 x 32 x 4096 x 4096 FLOP) follows the link's end.
+  CHECK(plan.iteration_seconds ==
+        Approx(upper.comm_start + upper.comm_seconds + upper.compute_seconds));
 }
