@@ -26,13 +26,9 @@ topo::PlannerInput planner_input(const SyncContext& ctx, const std::vector<std::
       p.rows = layer.output_size();
       p.cols = layer.input_size();
     }
-    if (const auto* weighted = dynamic_cast<const tasks::WeightedLayer*>(&layer)) {
-      const std::size_t bias = weighted->bias_count();
-      if (bias > 0 && weighted->weight_count() % bias == 0) {
-        p.weight_rows = bias;
-        p.weight_cols = weighted->weight_count() / bias;
-      }
-    }
+    const compress::MatrixShape weights = weight_matrix(layer);
+    p.weight_rows = weights.rows;
+    p.weight_cols = weights.cols;
     // Layer::forward_flops: 2 x parameters for a dense layer, 2 x weights x output positions for
     // a convolution, 2 x inputs without parameters; backward twice that (dW and dx) for a layer
     // with parameters, as much without.
@@ -91,6 +87,15 @@ topo::PlannerInput planner_input(const SyncContext& ctx, const std::vector<std::
   input.kv_chunk_bytes = ps_options(ctx.options.values).chunk_bytes;
   input.schemes = scheme_models(schemes);
   return input;
+}
+
+compress::MatrixShape weight_matrix(const tasks::Layer& layer) {
+  if (const auto* weighted = dynamic_cast<const tasks::WeightedLayer*>(&layer)) {
+    const std::size_t bias = weighted->bias_count();
+    if (bias > 0 && weighted->weight_count() % bias == 0)
+      return {bias, weighted->weight_count() / bias};
+  }
+  return {};
 }
 
 }  // namespace gradmesh::sync

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "sync/compress/codec_profile.h"
 #include "sync/sync_stage.h"
 #include "topo/planner.h"
 
@@ -44,5 +45,10 @@ struct AssumedRates {
 [[nodiscard]] topo::PlannerInput planner_input(const SyncContext& ctx,
                                                const std::vector<std::string>& schemes,
                                                const AssumedRates& rates = {});
+
+/// Layer `layer`'s weights as a matrix, one row per bias (a dense layer's M x N, a convolution's
+/// F x C k^2), as the planner sees them (topo::LayerProfile::weight_rows, weight_cols); 0 x 0 for a
+/// layer without weights or biases, or whose weights do not divide by its biases. Pure.
+[[nodiscard]] compress::MatrixShape weight_matrix(const tasks::Layer& layer);
 
 }  // namespace gradmesh::sync

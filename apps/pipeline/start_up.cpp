@@ -17,6 +17,7 @@
 #include "engine/error.h"
 #include "net/tcp/frame_cipher.h"
 #include "sync/compress/codec_profile.h"
+#include "sync/plan_input.h"
 #include "tasks/profile.h"
 #include "topo/cost_model.h"
 #include "topo/planner.h"
@@ -116,6 +117,14 @@ std::string link_text(const sync::LinkReport& link) {
 
 std::optional<sync::compress::CodecProfile> measure_compressor(
     const sync::CompressionOptions& compression, tasks::Model& model, std::uint64_t seed) {
+  if (compression.method == "powersgd") {
+    if (model.on_device()) return std::nullopt;  // its passes run on the device: priced by rates
+    std::vector<sync::compress::MatrixShape> shapes(model.num_layers());
+    for (std::size_t l = 0; l < shapes.size(); ++l) shapes[l] = sync::weight_matrix(model.layer(l));
+    // 0.05 s a shape: a round of the 4096 x 4096 layer's first 1024 rows takes about 15 ms.
+    return sync::compress::profile_powersgd(static_cast<std::size_t>(compression.rank), shapes,
+                                            0.05, seed);
+  }
   const auto kind = sync::compress::host_codec(compression.method);
   if (!kind) return std::nullopt;
   std::vector<std::size_t> floats(model.num_layers());
@@ -162,7 +171,8 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   // reason: a node that runs its codecs (top-k's encode alone is about 10 optimizer steps of
   // passes a layer) while another still times its GEMM and step takes memory bandwidth from that
   // profile, and the plan takes the slowest node's figures.
-  if (nodes > 1 && sync::compress::host_codec(compression.method))
+  if (nodes > 1 && (sync::compress::host_codec(compression.method) ||
+                    (compression.method == "powersgd" && !model.on_device())))
     probe.barrier(kCompressorProbeBarrier);
   if (auto codec = measure_compressor(compression, model, seed)) {
     local.encode_seconds = std::move(codec->encode_seconds);

@@ -66,8 +66,10 @@ inline constexpr std::uint64_t kStageRoutedBarrier = 4;
 /// The `compression` method's codec (fp16, bf16, int8, topk, randomk at its ratio) timed on the
 /// floats of each of `model`'s layers (sync::compress::profile_codec, at least 10 ms a figure,
 /// data from `seed`): what the planner prices the compressed schemes' encodes and decodes at
-/// (issue 28: "measured at start-up per layer, like the GEMM rate"). nullopt for none and
-/// powersgd (its GEMMs are priced at the measured GEMM rate). Thread safety: reads the model's
+/// (issue 28: "measured at start-up per layer, like the GEMM rate"); for powersgd its passes at
+/// sync.compression.rank on each layer's weight matrix (sync::compress::profile_powersgd, at least
+/// 50 ms a shape: encode = steps 1 and 2, decode = step 3). nullopt for none, and for powersgd on
+/// a model on a device (priced from the GEMM rate and the step). Thread safety: reads the model's
 /// shapes only.
 [[nodiscard]] std::optional<sync::compress::CodecProfile> measure_compressor(
     const sync::CompressionOptions& compression, tasks::Model& model, std::uint64_t seed);

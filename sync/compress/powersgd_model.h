@@ -3,6 +3,7 @@
 // Practical Low-Rank Gradient Compression for Distributed Optimization", NeurIPS'19, Alg. 1).
 
 #include <cstddef>
+#include <optional>
 #include <string_view>
 
 #include "topo/cost_model.h"
@@ -26,19 +27,23 @@ inline constexpr double kPowerSgdPassesInSteps = 2.4;
 /// sequence, of P with the bias (4 (rows r + bias) bytes) and of Q (4 cols r bytes):
 ///   bytes_sent = ring_allreduce_bytes(P) + ring_allreduce_bytes(Q),
 ///   comm_seconds = T_ar(P) + T_ar(Q)   (MG-WFBP eq. 9 for each),
-///   compute_seconds = max(6 rows cols r / gemm_flops,             (P = M Q, Q = M^T P, P Q^T)
-///                         kPowerSgdPassesInSteps rows cols step_seconds_per_float)  (passes)
-///                     + (rows cols + bias) step_seconds_per_float  (the step).
+///   compute_seconds = codec_seconds + (rows cols + bias) step_seconds_per_float  (the step),
+///   codec_seconds   = measured->encode + measured->decode: the passes as start-up timed them on
+///                     every node at once (compress::profile_powersgd, the slowest node's), or
+///                     without a measurement max(6 rows cols r / gemm_flops,  (P = M Q, Q = M^T P,
+///                     P Q^T) and kPowerSgdPassesInSteps rows cols step_seconds_per_float (passes).
 /// At small r the passes bound the GEMMs, not the flops (the GEMMs read M at memory speed).
 /// The two GEMMs before and between the all-reduces are counted after them (they hold no link; the
 /// planner's timeline charges compute after the layer's communication). One node: all 0. Throws
 /// ContractError for a bad cluster, or a GEMM rate <= 0 on several nodes.
-[[nodiscard]] topo::SchemeCost powersgd_cost(const topo::ClusterCost& cluster, std::size_t rows,
-                                             std::size_t cols, std::size_t bias, std::size_t rank);
+[[nodiscard]] topo::SchemeCost powersgd_cost(
+    const topo::ClusterCost& cluster, std::size_t rows, std::size_t cols, std::size_t bias,
+    std::size_t rank, const std::optional<topo::CodecSeconds>& measured = std::nullopt);
 
 /// PowerSGD of rank `rank` as the planner sees it: fits a layer with a weight matrix
-/// (LayerProfile::weight_rows x weight_cols, its bias one float a row); cost powersgd_cost; one
-/// lane; neither bucketed nor chunked.
+/// (LayerProfile::weight_rows x weight_cols, its bias one float a row); cost powersgd_cost, with
+/// the layer's measured passes (LayerProfile::codec) when start-up timed them; one lane; neither
+/// bucketed nor chunked.
 [[nodiscard]] topo::SchemeModel powersgd_scheme_model(std::size_t rank);
 
 }  // namespace gradmesh::sync

@@ -53,6 +53,24 @@ TEST_CASE("PowerSGD's cost: two ring all-reduces of the factors, three GEMMs and
   ClusterCost alone = cluster;
   alone.nodes = 1;
   CHECK(sync::powersgd_cost(alone, 1000, 500, 1000, 4).bytes_sent == 0);
+  // Passes start-up measured (compress::profile_powersgd) replace the step multiple and the GEMM
+  // rate; the step stays; the link's part does not change.
+  const CodecSeconds measured{0.003, 0.002};
+  const SchemeCost timed = sync::powersgd_cost(cluster, 1000, 500, 1000, 4, measured);
+  CHECK(timed.codec_seconds == Approx(0.005));
+  CHECK(timed.compute_seconds == Approx(0.005 + 501000.0 * 1e-9));
+  CHECK(timed.comm_seconds == sync::powersgd_cost(cluster, 1000, 500, 1000, 4).comm_seconds);
+  // The scheme model passes a layer's measured figures (LayerProfile::codec) through.
+  LayerProfile layer;
+  layer.parameters = 1000 * 500 + 1000;
+  layer.weight_rows = 1000;
+  layer.weight_cols = 500;
+  const SchemeModel model = sync::powersgd_scheme_model(4);
+  const SchemeCostInput in{cluster, 32, 1};
+  CHECK(model.cost(in, layer).codec_seconds ==
+        sync::powersgd_cost(cluster, 1000, 500, 1000, 4).codec_seconds);
+  layer.codec = measured;
+  CHECK(model.cost(in, layer).codec_seconds == Approx(0.005));
 }
 
 TEST_CASE("the planner compresses large layers on a slow link and none on a fast one",
