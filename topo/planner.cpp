@@ -159,11 +159,8 @@ LinkSharing link_sharing(const PlannerInput& input, const std::vector<std::strin
     const SchemeModel* model = model_of(input, schemes[l]);
     if (model == nullptr || model->lanes.empty()) continue;
     const std::string& lane = model->lanes.front().first;
-    if (model->bucketed) {
-      lane_bytes[lane] += pipeline[l].allreduce_bytes > 0
-                              ? ring_allreduce_bytes(pipeline[l].allreduce_bytes, input.nodes)
-                              : 0.0;
-    }
+    if (model->bucketed)
+      lane_bytes[lane] += ring_allreduce_bytes(pipeline[l].allreduce_bytes, input.nodes);
     const auto it = std::find(lanes.begin(), lanes.end(), lane);
     pipeline[l].traffic_class = static_cast<std::size_t>(it - lanes.begin());
     if (it == lanes.end()) lanes.push_back(lane);
@@ -234,8 +231,9 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
 
   const std::vector<std::size_t> merged =
       optimal_merge_set(plan.forward_seconds, pipeline, plan.allreduce);
-  const WfbpTimeline timeline = wfbp_timeline(plan.forward_seconds, pipeline, plan.allreduce,
-                                              merged, link_sharing(input, schemes, plan, pipeline));
+  const LinkSharing sharing = link_sharing(input, schemes, plan, pipeline);
+  const WfbpTimeline timeline =
+      wfbp_timeline(plan.forward_seconds, pipeline, plan.allreduce, merged, sharing);
   plan.iteration_seconds = timeline.iteration_seconds;
 
   // Buckets, in backward (send) order: an open bucket closes at its first non-merged layer.

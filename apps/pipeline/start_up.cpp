@@ -17,6 +17,7 @@
 #include "engine/error.h"
 #include "net/tcp/frame_cipher.h"
 #include "sync/compress/codec_profile.h"
+#include "sync/compress/powersgd_model.h"
 #include "sync/plan_input.h"
 #include "tasks/profile.h"
 #include "topo/cost_model.h"
@@ -115,10 +116,19 @@ std::string link_text(const sync::LinkReport& link) {
 
 }  // namespace
 
+namespace {
+
+/// Whether start-up measures PowerSGD's passes: on a host model (on a device they are priced from
+/// the GEMM rate and the step).
+bool measures_powersgd(const sync::CompressionOptions& compression, const tasks::Model& model) {
+  return compression.method == sync::kPowerSgdScheme && !model.on_device();
+}
+
+}  // namespace
+
 std::optional<sync::compress::CodecProfile> measure_compressor(
     const sync::CompressionOptions& compression, tasks::Model& model, std::uint64_t seed) {
-  if (compression.method == "powersgd") {
-    if (model.on_device()) return std::nullopt;  // its passes run on the device: priced by rates
+  if (measures_powersgd(compression, model)) {
     std::vector<sync::compress::MatrixShape> shapes(model.num_layers());
     for (std::size_t l = 0; l < shapes.size(); ++l) shapes[l] = sync::weight_matrix(model.layer(l));
     // 0.05 s a shape: a round of the 4096 x 4096 layer's first 1024 rows takes about 15 ms.
@@ -171,8 +181,8 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   // reason: a node that runs its codecs (top-k's encode alone is about 10 optimizer steps of
   // passes a layer) while another still times its GEMM and step takes memory bandwidth from that
   // profile, and the plan takes the slowest node's figures.
-  if (nodes > 1 && (sync::compress::host_codec(compression.method) ||
-                    (compression.method == "powersgd" && !model.on_device())))
+  if (nodes > 1 &&
+      (sync::compress::host_codec(compression.method) || measures_powersgd(compression, model)))
     probe.barrier(kCompressorProbeBarrier);
   if (auto codec = measure_compressor(compression, model, seed)) {
     local.encode_seconds = std::move(codec->encode_seconds);
