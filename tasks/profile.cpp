@@ -148,6 +148,12 @@ double measure_step_seconds_per_float(std::size_t floats, double min_seconds,
   return elapsed / (static_cast<double>(reps) * static_cast<double>(floats));
 }
 
+std::optional<double> process_cpu_seconds() noexcept {
+  const std::clock_t now = std::clock();
+  if (now == std::clock_t(-1)) return std::nullopt;
+  return static_cast<double>(now) / CLOCKS_PER_SEC;
+}
+
 ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t nodes,
                                std::uint64_t seed, const std::optional<AdamOptions>& adam,
                                const std::function<void()>& between) {
@@ -157,12 +163,12 @@ ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t node
   bool cpu_known = true;
   const auto timed = [&](const auto& part) {
     const auto start = Clock::now();
-    const std::clock_t cpu_start = std::clock();
+    const std::optional<double> cpu_start = process_cpu_seconds();
     part();
-    const std::clock_t cpu_end = std::clock();
+    const std::optional<double> cpu_end = process_cpu_seconds();
     wall += seconds_since(start);
-    cpu_known = cpu_known && cpu_start != std::clock_t(-1) && cpu_end != std::clock_t(-1);
-    cpu += static_cast<double>(cpu_end - cpu_start) / CLOCKS_PER_SEC;
+    cpu_known = cpu_known && cpu_start && cpu_end;
+    if (cpu_known) cpu += *cpu_end - *cpu_start;
   };
   timed([&] { profile.times = profile_layers(model, batch, 5, seed); });
   std::size_t rows = 1, cols = 1;  // the largest layer SFB may take: its costliest rebuild

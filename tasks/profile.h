@@ -101,6 +101,12 @@ inline constexpr double kStepProbeSeconds = 0.1;
                                              const std::optional<AdamOptions>& adam = std::nullopt,
                                              const std::function<void()>& between = {});
 
+/// The process's CPU time so far (std::clock: every thread, the kernel's work for the process
+/// included), seconds; nullopt where the clock is not available. Differences of two readings
+/// measure work over an interval (ComputeProfile::cpu_cores, the link probe's transport cost).
+/// Thread-safe.
+[[nodiscard]] std::optional<double> process_cpu_seconds() noexcept;
+
 /// The median of `values` (the mean of the middle two for an even count); reorders them. Throws
 /// gradmesh::ContractError when `values` is empty.
 [[nodiscard]] double median(std::span<double> values);

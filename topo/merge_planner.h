@@ -76,8 +76,9 @@ struct WfbpTimeline {
   std::vector<double> comm_start;
   std::vector<double> comm_seconds;  ///< t_c^(l): its time alone on the link (T_ar of the pending
                                      ///< bucket, 0 when merged)
-  /// When the layer's communication has ended: comm_start + comm_seconds first come first served;
-  /// later when a class shares the link with others or a lower layer overtakes it.
+  /// When the layer's communication has ended, seconds from the start of the forward pass:
+  /// comm_start + comm_seconds first come first served; later when a class shares the link with
+  /// others or a lower layer overtakes it.
   std::vector<double> comm_end;
   /// t_iter: when the last communication (and SFB rebuild) has ended, at least when the backward
   /// pass has ended. For all-reduce layers only this is eq. 8, tau_c^(1) + t_c^(1).

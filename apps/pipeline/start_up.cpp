@@ -114,10 +114,6 @@ std::string link_text(const sync::LinkReport& link) {
   return text;
 }
 
-}  // namespace
-
-namespace {
-
 /// Whether start-up measures PowerSGD's passes: on a host model (on a device they are priced from
 /// the GEMM rate and the step).
 bool measures_powersgd(const sync::CompressionOptions& compression, const tasks::Model& model) {

@@ -10,7 +10,7 @@
 #include "engine/error.h"
 #include "sync/compress/device_codec.h"
 #include "sync/compress/powersgd.h"
-#include "tasks/cpu/blas.h"
+#include "tasks/cpu/cpu_backend.h"
 #include "tasks/random.h"
 
 namespace gradmesh::sync::compress {
@@ -142,13 +142,7 @@ CodecProfile profile_powersgd(std::size_t rank, std::span<const MatrixShape> sha
   // one thread while they run (tasks::cpu::CpuBackend::run_chunks). With the node's two, 4 nodes
   // on 2 cores read the 4096 x 4096 layer's steps 1 and 2 at 103 ms, where training took 47-54
   // ms; with one, 42 ms (2026-11-28, the large MLP).
-  struct RestoreBlas {
-    int threads = tasks::cpu::blas_threads();
-    RestoreBlas() { tasks::cpu::set_blas_threads(1); }
-    RestoreBlas(const RestoreBlas&) = delete;
-    RestoreBlas& operator=(const RestoreBlas&) = delete;
-    ~RestoreBlas() { tasks::cpu::set_blas_threads(threads); }
-  } const restore_blas;
+  const tasks::cpu::SingleBlasThread one_blas_thread;
   std::map<std::pair<std::size_t, std::size_t>, std::pair<double, double>> by_shape;
   for (std::size_t l = 0; l < shapes.size(); ++l) {
     const MatrixShape& shape = shapes[l];

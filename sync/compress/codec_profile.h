@@ -77,8 +77,8 @@ struct MatrixShape {
 /// depend on the node count). Each distinct shape is measured on its first min(rows, max(1,
 /// kMaxProfiledFloats / cols)) rows (the passes go a block of rows at a time: linear in rows) with
 /// seeded random gradients, one round untimed, then rounds until `min_seconds` have passed (at
-/// least one), and scaled to the layer's rows, with OpenBLAS at one thread (restored after; no
-/// other BLAS work may run in the process meanwhile). A 0 x 0 shape reads 0. half_*: 0. Allocates a
+/// least one), and scaled to the layer's rows, with OpenBLAS at one thread
+/// (tasks::cpu::SingleBlasThread). A 0 x 0 shape reads 0. half_*: 0. Allocates a
 /// PowerSgd and a gradient of the largest measured size. Thread safety: any thread (owns its
 /// buffers). Throws ContractError for a min_seconds that is negative or not finite, and
 /// ConfigError for rank 0 (PowerSgd).

@@ -4,9 +4,9 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <ctime>
 #include <iomanip>
 #include <memory>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -234,7 +234,7 @@ NodeProfile LinkProbe::measure_links() {
   };
   // The transport's CPU time per byte: the process's CPU time over the bulk rounds (the gates and
   // acks are a few hundred bytes against the megabytes), over the bytes sent and received.
-  const std::clock_t cpu_start = std::clock();
+  const std::optional<double> cpu_start = tasks::process_cpu_seconds();
   const std::uint64_t bytes_start = bulk_bytes_sent_ + bulk_bytes_received();
   std::vector<Step> steps;
   for (std::size_t r = 1; r < n; ++r) {
@@ -262,11 +262,9 @@ NodeProfile LinkProbe::measure_links() {
     gate(tag(2 + i), "the end of a bulk round");
   }
   const std::uint64_t bulk_bytes = bulk_bytes_sent_ + bulk_bytes_received() - bytes_start;
-  const std::clock_t cpu_end = std::clock();
-  if (bulk_bytes > 0 && cpu_start != std::clock_t(-1) && cpu_end != std::clock_t(-1)) {
-    transport_cpu_seconds_per_byte_ =
-        static_cast<double>(cpu_end - cpu_start) / CLOCKS_PER_SEC / static_cast<double>(bulk_bytes);
-  }
+  const std::optional<double> cpu_end = tasks::process_cpu_seconds();
+  if (bulk_bytes > 0 && cpu_start && cpu_end)
+    transport_cpu_seconds_per_byte_ = (*cpu_end - *cpu_start) / static_cast<double>(bulk_bytes);
   // A burst takes 2 alpha + (m - 1) o + bytes / B (first message out, ack back); the median over
   // the bursts, as alpha is a median: one burst can lose the cores to a neighbour.
   for (double& elapsed : bursts) {

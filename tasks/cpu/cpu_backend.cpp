@@ -39,8 +39,9 @@ std::vector<std::pair<int, std::unique_ptr<tbb::task_arena>>> kernel_arenas;
 /// another chunk and reuse its slot).
 thread_local bool inside_chunk = false;
 
-/// run_chunks under way in the process (any Model's): OpenBLAS runs one thread while it is > 0,
-/// so a body's GEMM stays on the body's thread. Guarded by chunk_blas_mutex.
+/// SingleBlasThread holders in the process (every run_chunks under way, any Model's): OpenBLAS
+/// runs one thread while it is > 0, so a body's GEMM stays on the body's thread. Guarded by
+/// chunk_blas_mutex.
 int chunk_runs = 0;
 std::mutex chunk_blas_mutex;
 
@@ -330,14 +331,7 @@ void CpuBackend::run_chunks(std::size_t items, std::size_t slots, ChunkBody body
     for (std::size_t item = 0; item < items; ++item) body(item, 0);
     return;
   }
-  {
-    const std::scoped_lock lock(chunk_blas_mutex);
-    if (chunk_runs++ == 0) set_blas_threads(1);
-  }
-  const AtExit restore_blas([] {
-    const std::scoped_lock lock(chunk_blas_mutex);
-    if (--chunk_runs == 0) set_blas_threads(kernel_threads.load(std::memory_order_relaxed));
-  });
+  const SingleBlasThread one_blas_thread;
   // One worker per slot, each taking the next item until none is left: every item once, a slot
   // never shared, and the items spread over however many threads pick the workers up.
   const std::size_t workers =
@@ -576,6 +570,16 @@ void set_threads(int n) {
 }
 
 int threads() noexcept { return kernel_threads.load(std::memory_order_relaxed); }
+
+SingleBlasThread::SingleBlasThread() {
+  const std::scoped_lock lock(chunk_blas_mutex);
+  if (chunk_runs++ == 0) set_blas_threads(1);
+}
+
+SingleBlasThread::~SingleBlasThread() {
+  const std::scoped_lock lock(chunk_blas_mutex);
+  if (--chunk_runs == 0) set_blas_threads(kernel_threads.load(std::memory_order_relaxed));
+}
 
 Backend& host_backend() noexcept {
   static CpuBackend backend;

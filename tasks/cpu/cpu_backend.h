@@ -102,6 +102,19 @@ void set_threads(int n);
 /// The n of the last set_threads (1 before any). Thread-safe.
 [[nodiscard]] int threads() noexcept;
 
+/// Holds OpenBLAS at one thread while it lives: the kernels' parallel chunks (each chunk's GEMM
+/// on its own thread) and work of skinny GEMMs measured as training runs them (PowerSGD's passes,
+/// sync::compress::profile_powersgd). Holders may nest and overlap across threads; when the last
+/// ends OpenBLAS gets set_threads' n again (set_threads meanwhile applies then). Thread-safe;
+/// not copyable.
+class SingleBlasThread {
+ public:
+  SingleBlasThread();
+  ~SingleBlasThread();
+  SingleBlasThread(const SingleBlasThread&) = delete;
+  SingleBlasThread& operator=(const SingleBlasThread&) = delete;
+};
+
 /// The CPU backend a Layer computes on until a Model gives it its own (Layer::set_backend), so a
 /// layer built alone (tests, tools) works on host pointers. A stateless process-wide object, not
 /// configuration: it holds nothing to configure. Thread safety: as CpuBackend.
