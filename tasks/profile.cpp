@@ -26,14 +26,14 @@ double seconds_since(Clock::time_point start) {
 }  // namespace
 
 LayerTimes profile_layers(Model& model, std::size_t batch, std::size_t iterations,
-                          std::uint64_t seed) {
+                          std::uint64_t seed, const std::function<void()>& before_pass) {
   GRADMESH_CHECK_GT(iterations, std::size_t{0}, "profile_layers: timed iterations");
   SplitMix64 rng(seed);
   for (float& x : model.input(batch)) x = 2.0f * rng.next_float() - 1.0f;
   std::vector<std::int32_t> labels(batch);
   for (std::int32_t& y : labels) y = static_cast<std::int32_t>(rng.next_below(model.output_size()));
 
-  constexpr std::size_t kWarmUp = 2;
+  constexpr std::size_t kWarmUp = kProfileWarmUpPasses;
   const std::size_t layers = model.num_layers();
   // The layers' own state (batch normalization's running statistics) is put back after: the
   // timed passes run on random inputs, which must not enter the trained model.
@@ -45,6 +45,7 @@ LayerTimes profile_layers(Model& model, std::size_t batch, std::size_t iteration
   std::vector<std::vector<double>> forward(layers), backward(layers), backward_input(layers);
   for (std::size_t pass = 0; pass < kWarmUp + iterations; ++pass) {
     const bool timed = pass >= kWarmUp;
+    if (before_pass) before_pass();
     for (std::size_t l = 0; l < layers; ++l) {
       const auto start = Clock::now();
       model.forward_layer(l, batch);
@@ -156,21 +157,28 @@ std::optional<double> process_cpu_seconds() noexcept {
 
 ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t nodes,
                                std::uint64_t seed, const std::optional<AdamOptions>& adam,
-                               const std::function<void()>& between) {
+                               const std::function<void()>& between,
+                               const std::function<void()>& before_pass) {
   ComputeProfile profile;
-  // CPU and wall time over the measured parts, `between` left out.
+  // CPU and wall time over the measured parts, `between` and `before_pass` (the barriers, where a
+  // node waits for the others) left out: `sign` -1 takes a part back out of a timed one.
   double cpu = 0, wall = 0;
   bool cpu_known = true;
-  const auto timed = [&](const auto& part) {
+  const auto count = [&](const auto& part, double sign) {
     const auto start = Clock::now();
     const std::optional<double> cpu_start = process_cpu_seconds();
     part();
     const std::optional<double> cpu_end = process_cpu_seconds();
-    wall += seconds_since(start);
+    wall += sign * seconds_since(start);
     cpu_known = cpu_known && cpu_start && cpu_end;
-    if (cpu_known) cpu += *cpu_end - *cpu_start;
+    if (cpu_known) cpu += sign * (*cpu_end - *cpu_start);
   };
-  timed([&] { profile.times = profile_layers(model, batch, 5, seed); });
+  const auto timed = [&](const auto& part) { count(part, 1.0); };
+  std::function<void()> untimed_before_pass;
+  if (before_pass) untimed_before_pass = [&] { count(before_pass, -1.0); };
+  timed([&] {
+    profile.times = profile_layers(model, batch, kProfileTimedPasses, seed, untimed_before_pass);
+  });
   std::size_t rows = 1, cols = 1;  // the largest layer SFB may take: its costliest rebuild
   for (std::size_t l = 0; l < model.num_layers(); ++l) {
     if (model.layer(l).has_sufficient_factors() && model.layer(l).parameter_count() > rows * cols) {

@@ -32,8 +32,9 @@ struct LayerTimes {
 /// passes, then `iterations` timed passes (forward 0..L-1, loss_backward, backward L-1..0), each
 /// layer's call timed alone with std::chrono::steady_clock; a layer with sufficient factors is
 /// timed a second time right after, with its parameter gradients off (the state it had is put
-/// back). Returns each layer's median. The loss
-/// itself is not timed (it is no layer). A parameter-free layer (relu) may read as ~0 s.
+/// back). `before_pass`, when set, is called before each pass, the warm-up ones included (the
+/// nodes of a job put a barrier there: see profile_compute()). Returns each layer's median. The
+/// loss itself is not timed (it is no layer). A parameter-free layer (relu) may read as ~0 s.
 ///
 /// Call it before training: it overwrites the model's input, activations and gradients
 /// (parameters() and the layers' own state, such as batch normalization's running statistics,
@@ -42,9 +43,11 @@ struct LayerTimes {
 /// (Dropout::step() advances by as much, the same on every node). Thread safety: as Model,
 /// one thread drives it; BLAS uses its process-wide thread count. Cost: (iterations + 2) passes,
 /// the backward of layers with sufficient factors twice.
-/// Throws gradmesh::ContractError if iterations == 0 or batch is outside [1, max_batch()].
+/// Throws gradmesh::ContractError if iterations == 0 or batch is outside [1, max_batch()], and
+/// what `before_pass` throws.
 [[nodiscard]] LayerTimes profile_layers(Model& model, std::size_t batch, std::size_t iterations,
-                                        std::uint64_t seed);
+                                        std::uint64_t seed,
+                                        const std::function<void()>& before_pass = {});
 
 /// The single-precision GEMM rate of this node: times cpu::sgemm of an m x k by k x n product
 /// (row-major, no transposes, beta = 0), once untimed, then repeatedly until at least
@@ -73,8 +76,9 @@ struct ComputeProfile {
   double gemm_flops = 0;              ///< FLOP/s
   double step_seconds_per_float = 0;  ///< seconds/float
   /// The cores this node's compute got while profiled: the process's CPU time (std::clock) over
-  /// the wall time of the whole profile, CPU seconds a second (compute.threads on an idle host;
-  /// less when nodes share the host's cores, as they do while training). 0: not measured.
+  /// the wall time of the whole profile, the barriers' waits left out, CPU seconds a second
+  /// (compute.threads on an idle host; less when nodes share the host's cores, as they do while
+  /// training). 0: not measured.
   double cpu_cores = 0;
 };
 
@@ -86,20 +90,32 @@ struct ComputeProfile {
 inline constexpr double kGemmProbeSeconds = 0.25;
 inline constexpr double kStepProbeSeconds = 0.1;
 
-/// profile_layers() over 5 timed passes, and measure_gemm_flops() for kGemmProbeSeconds of the
-/// GEMM that prices SFB's rebuild on `nodes` nodes: M x N x nK for the model's largest layer with
-/// sufficient factors (M outputs, N inputs; Poseidon ATC'17 sec. 3.2; 1 x 1 x nK if none), and
-/// measure_step_seconds_per_float() for kStepProbeSeconds over the largest layer's parameters (at
-/// most 4 Mi floats), of Adam's update when `adam` is set (the node's optimizer); and the CPU
-/// time the process got over them (ComputeProfile::cpu_cores). `between`, when set, is called
-/// before the GEMM's and before the step's measurement (and left out of cpu_cores): the nodes of
-/// a job put a barrier there, so that every node times each part while the others run the same
-/// (on one host they share the cores and the memory bus). Same errors and side effects as
-/// profile_layers(), and what `between` throws.
+/// Passes of profile_compute()'s profile_layers(): untimed, then timed.
+inline constexpr std::size_t kProfileWarmUpPasses = 2;
+inline constexpr std::size_t kProfileTimedPasses = 5;
+
+/// profile_layers() over kProfileTimedPasses timed passes, and measure_gemm_flops() for
+/// kGemmProbeSeconds of the GEMM that prices SFB's rebuild on `nodes` nodes: M x N x nK for the
+/// model's largest layer with sufficient factors (M outputs, N inputs; Poseidon ATC'17 sec. 3.2; 1
+/// x 1 x nK if none), and measure_step_seconds_per_float() for kStepProbeSeconds over the largest
+/// layer's parameters (at most 4 Mi floats), of Adam's update when `adam` is set (the node's
+/// optimizer); and the CPU time the process got over them (ComputeProfile::cpu_cores). `between`,
+/// when set, is called before the GEMM's and before the step's measurement (and left out of
+/// cpu_cores): the nodes of a job put a barrier there, so that every node times each part while the
+/// others run the same (on one host they share the cores and the memory bus). `before_pass` goes to
+/// profile_layers(): the nodes of a job put a barrier before each pass, so that the passes run in
+/// lockstep as training's iterations do (BSP). Without it, nodes that share a host's cores drift
+/// apart: one that the scheduler favours ends its passes early and leaves the others the cores for
+/// their last ones. 4 netns nodes on 2 cores (the CNN) read their own t_f + t_b at 78-217 ms, and
+/// the job's figure (the per-layer max over nodes) at 110-210 from job to job, against a steady
+/// iteration of 174-218; in lockstep the job's read 126-179, against 162-199 (docs/planner.md,
+/// "The compute profile in lockstep"). Same errors and side effects as profile_layers(), and what
+/// `between` and `before_pass` throw.
 [[nodiscard]] ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t nodes,
                                              std::uint64_t seed,
                                              const std::optional<AdamOptions>& adam = std::nullopt,
-                                             const std::function<void()>& between = {});
+                                             const std::function<void()>& between = {},
+                                             const std::function<void()>& before_pass = {});
 
 /// The process's CPU time so far (std::clock: every thread, the kernel's work for the process
 /// included), seconds; nullopt where the clock is not available. Differences of two readings

@@ -160,9 +160,16 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   // cores read 11 GFLOP/s in one run and 32 in the next, and the plan followed the noise.
   if (nodes > 1) probe.barrier(kComputeProfileBarrier);
   std::uint64_t part_barrier = kGemmProbeBarrier;  // one before the GEMM's, one before the step's
-  const tasks::ComputeProfile compute =
-      tasks::profile_compute(model, batch, nodes, seed, adam, [&] {
+  static_assert(kLayerPassBarrier + tasks::kProfileWarmUpPasses + tasks::kProfileTimedPasses ==
+                kGemmProbeBarrier);
+  std::uint64_t pass_barrier = kLayerPassBarrier;  // one before each layer pass (lockstep)
+  const tasks::ComputeProfile compute = tasks::profile_compute(
+      model, batch, nodes, seed, adam,
+      [&] {
         if (nodes > 1) probe.barrier(part_barrier++);
+      },
+      [&] {
+        if (nodes > 1) probe.barrier(pass_barrier++);
       });
   local.forward_seconds = compute.times.forward_seconds;
   local.backward_seconds = compute.times.backward_seconds;

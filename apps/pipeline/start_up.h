@@ -41,12 +41,16 @@ void check_writable_folder(const std::filesystem::path& dir, std::string_view wh
                                   std::size_t rank);
 
 /// LinkProbe::barrier tags of start-up, increasing as the barriers come: measure_job's before the
-/// compute profile, before its GEMM's and its step's measurement, and before the compressor's
-/// probe, then the node builder's once every node routed its sync stage's handlers.
+/// compute profile, before each of its layer passes, before its GEMM's and its step's measurement,
+/// and before the compressor's probe, then the node builder's once every node routed its sync
+/// stage's handlers.
 inline constexpr std::uint64_t kComputeProfileBarrier = 0;
-inline constexpr std::uint64_t kGemmProbeBarrier = 1;  // and kGemmProbeBarrier + 1: the step's
-inline constexpr std::uint64_t kCompressorProbeBarrier = 3;
-inline constexpr std::uint64_t kStageRoutedBarrier = 4;
+/// One before each of the compute profile's layer passes (tasks::kProfileWarmUpPasses +
+/// kProfileTimedPasses of them: the last is kGemmProbeBarrier - 1).
+inline constexpr std::uint64_t kLayerPassBarrier = 1;
+inline constexpr std::uint64_t kGemmProbeBarrier = 8;  // and kGemmProbeBarrier + 1: the step's
+inline constexpr std::uint64_t kCompressorProbeBarrier = 10;
+inline constexpr std::uint64_t kStageRoutedBarrier = 11;
 
 /// The planner's start-up measurements (DESIGN.md "Measure, don't guess"): this node's links
 /// (alpha in seconds, B in bytes/s to every peer; sync::LinkProbe), its per-layer forward /

@@ -57,6 +57,26 @@ TEST_CASE("profile_layers times every layer and leaves the parameters alone", "[
   CHECK(any_gradient);
 }
 
+TEST_CASE("profile_layers calls before_pass before each pass and passes its error on",
+          "[tasks][profile]") {
+  Model model = small_mlp();
+  // The first call comes before any backward has written a gradient, every later one after.
+  std::vector<bool> gradients_written;
+  (void)profile_layers(model, 16, 3, 11, [&] {
+    bool any = false;
+    for (const float g : model.gradients()) any = any || g != 0.0f;
+    gradients_written.push_back(any);
+  });
+  REQUIRE(gradients_written.size() == 3 + kProfileWarmUpPasses);
+  CHECK_FALSE(gradients_written.front());
+  for (std::size_t call = 1; call < gradients_written.size(); ++call) {
+    INFO("call " << call);
+    CHECK(gradients_written[call]);
+  }
+  CHECK_THROWS_AS(profile_layers(model, 16, 3, 11, [] { throw ContractError("barrier failed"); }),
+                  ContractError);
+}
+
 TEST_CASE("profile_layers checks its arguments", "[tasks][profile]") {
   Model model = small_mlp();
   CHECK_THROWS_AS(profile_layers(model, 16, 0, 1), ContractError);
@@ -98,13 +118,15 @@ TEST_CASE("an Adam node's step time is measured on Adam's update", "[tasks][prof
 
 TEST_CASE(
     "profile_compute says how many cores its compute got and calls between before the GEMM and the "
-    "step",
+    "step and before_pass before each layer pass",
     "[tasks][profile]") {
   gradmesh::tasks::Model model = gradmesh::tasks::small_mlp();
   int between = 0;
-  const auto profile =
-      gradmesh::tasks::profile_compute(model, 16, 2, 1, std::nullopt, [&] { ++between; });
+  std::size_t passes = 0;
+  const auto profile = gradmesh::tasks::profile_compute(
+      model, 16, 2, 1, std::nullopt, [&] { ++between; }, [&] { ++passes; });
   CHECK(between == 2);
+  CHECK(passes == gradmesh::tasks::kProfileWarmUpPasses + gradmesh::tasks::kProfileTimedPasses);
   INFO("cpu_cores " << profile.cpu_cores);
   CHECK(std::isfinite(profile.cpu_cores));
   CHECK(profile.cpu_cores > 0);  // it computed: some CPU time over the wall time
