@@ -66,8 +66,8 @@ std::vector<LayerPlan> PlanStage::plan() const {
       }
       row.chunks = scheme ? scheme->chunks(l) : 0;
       row.predicted_bytes_sent = scheme ? scheme->bytes_sent(l) : 0.0;
-      row.predicted_seconds = p.comm_seconds + p.compute_seconds;
-      row.predicted_compute_seconds = p.compute_seconds;
+      row.predicted_compute_seconds = p.encode_seconds + p.compute_seconds;
+      row.predicted_seconds = p.comm_seconds + row.predicted_compute_seconds;
       row.predicted_codec_seconds = p.codec_seconds;
       row.predicted_transport_seconds = p.transport_seconds;
     }

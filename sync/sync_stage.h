@@ -84,9 +84,10 @@ struct LayerPlan {
       0;  ///< Poseidon Table 1: floats per node per iteration under SFB (dense only)
   double predicted_bytes_sent = 0;  ///< this node, per iteration, payload + frame header bytes
   double predicted_seconds = 0;  ///< the planner's time of the layer's communication and its work
-                                 ///< after it (predicted_compute_seconds)
-  /// The planner's time of the layer's work after its communication, seconds: the optimizer step,
-  /// SFB's rebuild GEMM, PowerSGD's GEMMs and passes, 16-bit and sparse encodes and decodes.
+                                 ///< on the compute (predicted_compute_seconds)
+  /// The planner's time of the layer's work on the compute, seconds: before its communication a
+  /// compressor's encode (top-k, random-k, PS's pushes), after it the optimizer step, SFB's
+  /// rebuild GEMM, PowerSGD's GEMMs and passes, 16-bit and sparse decodes.
   double predicted_compute_seconds = 0;
   /// Of that, the compressor's encodes and decodes (PowerSGD: its GEMMs and passes), seconds; 0
   /// for an uncompressed scheme.

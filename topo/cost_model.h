@@ -79,16 +79,22 @@ struct SchemeCost {
   double messages = 0;         ///< messages this node sends (a mean over nodes for PS)
   double comm_seconds = 0;     ///< time the layer's communication holds the link
   double compute_seconds = 0;  ///< work after the communication that does not hold the link
-  /// The part of compute_seconds a compressor's encodes and decodes take (PowerSGD: its GEMMs
-  /// and passes over the weights), seconds; 0 uncompressed.
+  /// The CPU time a compressor's encodes and decodes take (PowerSGD: its GEMMs and passes over
+  /// the weights), seconds: encode_seconds and the rest of it in compute_seconds; 0 uncompressed.
   double codec_seconds = 0;
+  /// The part of codec_seconds that must run before the communication starts (top-k's and
+  /// random-k's encode of the layer, PS's encode of the chunks it pushes), seconds: work on the
+  /// node's compute right after the layer's backward, which the layer's communication and the
+  /// layers below's backward wait for (the planner puts it in the backward chain); not in
+  /// compute_seconds. 0 uncompressed.
+  double encode_seconds = 0;
   /// The node's compute time its transport spends on the bytes it sends and as many it receives:
   /// 2 bytes_sent ClusterCost::transport_seconds_per_byte, seconds (work on the cores that
   /// compute, beside the backward pass; the planner fills it in for every scheme alike).
   double transport_seconds = 0;
-  /// comm_seconds + compute_seconds + transport_seconds: the layer's cost alone.
+  /// encode_seconds + comm_seconds + compute_seconds + transport_seconds: the layer's cost alone.
   [[nodiscard]] double seconds() const noexcept {
-    return comm_seconds + compute_seconds + transport_seconds;
+    return encode_seconds + comm_seconds + compute_seconds + transport_seconds;
   }
 };
 

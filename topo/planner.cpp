@@ -210,6 +210,10 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
     if (model->chunked) row.chunks = chunks_of(layer.parameters, plan.kv_chunk_floats);
     row.compute_seconds = cost.compute_seconds;
     row.codec_seconds = cost.codec_seconds;
+    row.encode_seconds = cost.encode_seconds;
+    // The encode runs on the compute after the layer's backward, and its communication waits for
+    // it: in the backward chain, as more of the layer's backward.
+    pipeline[l].backward_seconds += cost.encode_seconds;
     pipeline[l].after_comm_seconds = cost.compute_seconds;
     if (model->bucketed) {
       bucketed = model;

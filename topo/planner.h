@@ -113,7 +113,9 @@ struct PlannedLayer {
   double comm_seconds = 0;     ///< t_c: time on the link (a bucket's on its sending layer)
   double compute_seconds = 0;  ///< work after the communication: SFB's rebuild GEMM and step;
                                ///< an all-reduce layer's step
-  double codec_seconds = 0;    ///< of which a compressor's encodes and decodes (SchemeCost)
+  double encode_seconds = 0;   ///< work before it: a compressor's encode (SchemeCost)
+  /// A compressor's encodes and decodes, seconds: encode_seconds and some of compute_seconds
+  double codec_seconds = 0;
   /// The transport's work on the layer's bytes, beside the backward pass (SchemeCost; a bucket's
   /// layer: its share of the ring's payload), seconds
   double transport_seconds = 0;

@@ -10,17 +10,19 @@ namespace gradmesh::sync {
 
 namespace {
 
-/// The CPU seconds of one layer's encode and `decodes` decodes (codec_seconds), and with the
-/// step (compute_seconds), into `cost`: measured (`measured`), else `encode_steps` and
-/// kSparseDecodeSteps optimizer steps a float.
+/// The CPU seconds of one layer's encode (encode_seconds, before the communication) and
+/// `decodes` decodes, and with the step after the communication (compute_seconds), into `cost`;
+/// codec_seconds their sum: measured (`measured`), else `encode_steps` and kSparseDecodeSteps
+/// optimizer steps a float.
 void add_sparse_compute(topo::SchemeCost& cost, const topo::ClusterCost& cluster,
                         std::size_t floats, double encode_steps, double decodes,
                         const std::optional<topo::CodecSeconds>& measured) {
   const double step = static_cast<double>(floats) * cluster.step_seconds_per_float;
-  cost.codec_seconds =
-      measured ? measured->encode + decodes * measured->decode + kSparseDecodeSteps * step
-               : (encode_steps + kSparseDecodeSteps) * step;
-  cost.compute_seconds = cost.codec_seconds + step;
+  cost.encode_seconds = measured ? measured->encode : encode_steps * step;
+  const double decode =
+      measured ? decodes * measured->decode + kSparseDecodeSteps * step : kSparseDecodeSteps * step;
+  cost.codec_seconds = cost.encode_seconds + decode;
+  cost.compute_seconds = decode + step;
 }
 
 }  // namespace

@@ -37,8 +37,10 @@ inline constexpr double kSparseDecodeSteps = 0.6;
 /// and sums the n nodes' decodings in rank order:
 ///   bytes_sent = (n - 1)(8 k + h),   messages = n - 1,
 ///   comm_seconds = alpha + (n - 1) o + bytes_sent / B,
-///   compute_seconds = (kTopKEncodeSteps + kSparseDecodeSteps + 1) floats step_seconds_per_float
-///   (the encode, the decodes, the optimizer step);
+///   encode_seconds = kTopKEncodeSteps floats step_seconds_per_float (before the communication:
+///   the layer is sent once encoded),
+///   compute_seconds = (kSparseDecodeSteps + 1) floats step_seconds_per_float (the decodes, the
+///   optimizer step), codec_seconds the encode and the decodes;
 /// with the layer's codec times start-up measured (`measured`, topo::LayerProfile::codec) the
 /// encode and the n decodes of k entries are those figures (encode + n decode), and the passes
 /// over the layer that clear and scale the sum stay kSparseDecodeSteps steps.
@@ -52,8 +54,8 @@ inline constexpr double kSparseDecodeSteps = 0.6;
 /// One node's cost per iteration of random-k on a layer of `floats` floats at `ratio`: the k
 /// values at the iteration's shared indices, summed by one ring all-reduce of 4 k bytes:
 ///   bytes_sent = ring_allreduce_bytes(4 k),   comm_seconds = T_ar(4 k) (MG-WFBP eq. 9),
-///   compute_seconds = (kRandomKEncodeSteps + kSparseDecodeSteps + 1) floats
-///   step_seconds_per_float;
+///   encode_seconds = kRandomKEncodeSteps floats step_seconds_per_float (before the ring),
+///   compute_seconds = (kSparseDecodeSteps + 1) floats step_seconds_per_float;
 /// measured (`measured`): encode + decode (the k sums scattered once) + kSparseDecodeSteps steps
 /// of passes.
 /// One node: all 0. Throws ContractError for a bad cluster.

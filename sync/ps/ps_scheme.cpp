@@ -84,16 +84,21 @@ topo::SchemeModel ps_coded_scheme_model(compress::CodecKind kind) {
                                in.cluster.step_seconds_per_float,
                            ps_coded_decode_steps(kind) * static_cast<double>(floats) *
                                in.cluster.step_seconds_per_float});
-    // Each chunk is encoded as it is pushed and decoded as it arrives (the owner's change
-    // likewise), so the CPU and the link work as a pipeline of the layer's chunks: the longer of
-    // the two bounds the pair, and the other adds one chunk's share (its first encode, its last
-    // decode). What comes after the link is the CPU's excess over it and that share.
-    const double cpu = codec.encode + codec.decode * (2.0 * n - 1.0) / n;
+    // A node encodes the (n - 1)/n of the layer it pushes once the layer's backward has ended:
+    // that is work on the cores the layers below compute on, before the push (encode_seconds;
+    // it writes each chunk as it is encoded, but the owners wait for every node's pushes, the
+    // last one's encoded last). The owner's change (1/n of the layer) is encoded and the chunks
+    // decoded as they arrive, so that CPU and the link work as a pipeline of the layer's chunks:
+    // the longer of the two bounds the pair, and the other adds one chunk's share (its last
+    // decode). What comes after the link is that CPU's excess over it and that share.
+    cost.encode_seconds = codec.encode * (n - 1.0) / n;
+    const double cpu = codec.encode / n + codec.decode * (2.0 * n - 1.0) / n;
     const auto chunks =
         static_cast<double>(std::max<std::size_t>(1, topo::chunks_of(floats, size)));
-    cost.codec_seconds =
+    const double after =
         std::max(0.0, cpu - cost.comm_seconds) + std::min(cpu, cost.comm_seconds) / chunks;
-    cost.compute_seconds += cost.codec_seconds;
+    cost.codec_seconds = cost.encode_seconds + after;
+    cost.compute_seconds += after;
     return cost;
   };
   m.lanes = {{std::string(ps::kCodedPushLane), 0.5}, {std::string(ps::kCodedBroadcastLane), 0.5}};

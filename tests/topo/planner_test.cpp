@@ -526,6 +526,41 @@ TEST_CASE("a compressed scheme is planned only when it saves kCompressionMargin 
   }
 }
 
+TEST_CASE("a scheme's encode runs after its layer's backward and before its communication",
+          "[topo][planner]") {
+  // One fixed cost per layer: 2 ms encode, 5 ms on the link, 1 ms after.
+  SchemeModel coded = ps_scheme_model();
+  coded.id = "coded";
+  coded.lanes = {{"coded_lane", 1.0}};
+  coded.cost = [](const SchemeCostInput&, const LayerProfile&) {
+    SchemeCost c;
+    c.bytes_sent = 1000;
+    c.encode_seconds = 2e-3;
+    c.comm_seconds = 5e-3;
+    c.compute_seconds = 1e-3;
+    c.codec_seconds = 3e-3;
+    return c;
+  };
+  // Two dense layers, t_f 1 ms and t_b 2 ms each.
+  const Plan plan = make_plan(
+      input_for({dense("dense0", 8, 8), dense("dense1", 8, 8)}, 4, 2, 1e-4, 1e9, 1e10, {coded}));
+  REQUIRE(plan.layers[1].scheme == "coded");
+  CHECK(plan.layers[1].encode_seconds == Approx(2e-3));
+  CHECK(plan.layers[1].compute_seconds == Approx(1e-3));
+  // The backward chain: dense1's backward and encode (2 + 2 ms) before dense0's backward.
+  CHECK(plan.layers[1].backward_start == Approx(2e-3));
+  CHECK(plan.layers[0].backward_start == Approx(2e-3 + 2e-3 + 2e-3));
+  // dense1 sends once encoded (6 ms); dense0 once its backward and encode have ended (10 ms),
+  // overtaking dense1 on their lane (the lower layer first) until 15 ms, when dense1's last
+  // millisecond goes.
+  CHECK(plan.layers[1].comm_start == Approx(6e-3));
+  CHECK(plan.layers[0].comm_start == Approx(10e-3));
+  // The link's last end (16 ms) and dense1's work after it (1 ms).
+  CHECK(plan.iteration_seconds == Approx(17e-3));
+  // The plan's backward time is the layers' own, without the encodes.
+  CHECK(plan.backward_seconds == Approx(4e-3));
+}
+
 TEST_CASE(
     "the transport's work on the bytes runs on the compute: a fast link's PS gives way to SFB",
     "[topo][planner]") {

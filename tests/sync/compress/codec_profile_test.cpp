@@ -133,26 +133,32 @@ TEST_CASE("the cost models price a measured codec by its figures, not by optimiz
     layer.codec = measured;
     const topo::SchemeCost cost = sync::ps_coded_scheme_model(CodecKind::kInt8)
                                       .cost(topo::SchemeCostInput{cluster, 64, 1000}, layer);
-    // 0.39 ms of CPU behind 1.3 ms of link: only one of the 10 chunks' share comes after it.
-    const double cpu = 3e-4 + 5e-5 * 7.0 / 4.0;
+    // The pushes' encode (3/4 of it) before the link; the owner's quarter and the decodes,
+    // 0.16 ms of CPU behind 1.3 ms of link: only one of the 10 chunks' share comes after it.
+    CHECK(cost.encode_seconds == Approx(3e-4 * 3.0 / 4.0));
+    const double cpu = 3e-4 / 4.0 + 5e-5 * 7.0 / 4.0;
     REQUIRE(cost.comm_seconds > cpu);
-    CHECK(cost.codec_seconds == Approx(cpu / 10));
-    CHECK(cost.compute_seconds == Approx(cost.codec_seconds));
+    CHECK(cost.compute_seconds == Approx(cpu / 10));
+    CHECK(cost.codec_seconds == Approx(cost.encode_seconds + cost.compute_seconds));
     // A CPU slower than the link: its excess over the link, and the link's chunk share.
-    layer.codec = topo::CodecSeconds{0.01, 1e-3};
+    layer.codec = topo::CodecSeconds{0.04, 4e-3};
     const topo::SchemeCost slow = sync::ps_coded_scheme_model(CodecKind::kInt8)
                                       .cost(topo::SchemeCostInput{cluster, 64, 1000}, layer);
-    CHECK(slow.codec_seconds ==
-          Approx(0.01 + 1e-3 * 7.0 / 4.0 - slow.comm_seconds + slow.comm_seconds / 10));
+    const double slow_cpu = 0.04 / 4.0 + 4e-3 * 7.0 / 4.0;
+    REQUIRE(slow_cpu > slow.comm_seconds);
+    CHECK(slow.compute_seconds == Approx(slow_cpu - slow.comm_seconds + slow.comm_seconds / 10));
+    CHECK(slow.codec_seconds == Approx(0.03 + slow.compute_seconds));
   }
   SECTION("top-k: the encode, n decodes, and the sum's passes in steps") {
     const topo::SchemeCost cost = sync::topk_cost(cluster, 10'000, 0.01, measured);
     CHECK(cost.codec_seconds == Approx(3e-4 + 4 * 5e-5 + sync::kSparseDecodeSteps * step));
-    CHECK(cost.compute_seconds == Approx(cost.codec_seconds + step));
+    CHECK(cost.encode_seconds == Approx(3e-4));  // before the all-gather
+    CHECK(cost.compute_seconds == Approx(cost.codec_seconds - cost.encode_seconds + step));
   }
   SECTION("random-k: the encode, one decode of the k sums") {
     const topo::SchemeCost cost = sync::randomk_cost(cluster, 10'000, 0.01, measured);
     CHECK(cost.codec_seconds == Approx(3e-4 + 5e-5 + sync::kSparseDecodeSteps * step));
+    CHECK(cost.encode_seconds == Approx(3e-4));  // before the ring
   }
   SECTION("16-bit blocks: SFB's factors and the ring's segments") {
     topo::ClusterCost half = cluster;

@@ -375,13 +375,16 @@ TEST_CASE(
     // Both phases, 2 (n - 1)/n of the layer, 10 chunks: the same messages as floats.
     CHECK(coded.bytes_sent == Approx(1.5 * (10.0 * bytes_per_chunk + 10 * 64)));
     CHECK(coded.messages == floats.messages);
-    // The CPU (in steps, nothing measured) hides behind the link but one chunk's share.
-    const double cpu =
-        (sync::ps_coded_encode_steps(kind) + sync::ps_coded_decode_steps(kind) * 7 / 4) * 10'000 *
-        1e-9;
+    // The pushes' encode, 3/4 of the layer's (in steps, nothing measured), comes before the
+    // link; the owner's 1/4 and the decodes hide behind it but one chunk's share.
+    const double encode = sync::ps_coded_encode_steps(kind) * 10'000 * 1e-9;
+    CHECK(coded.encode_seconds == Approx(encode * 3 / 4));
+    const double cpu = encode / 4 + sync::ps_coded_decode_steps(kind) * 7 / 4 * 10'000 * 1e-9;
     REQUIRE(coded.comm_seconds > cpu);
-    CHECK(coded.compute_seconds == Approx(cpu / 10));
-    CHECK(coded.codec_seconds == Approx(coded.compute_seconds));  // PS steps at the owner
+    CHECK(coded.compute_seconds == Approx(cpu / 10));  // PS steps at the owner
+    CHECK(coded.codec_seconds == Approx(coded.encode_seconds + coded.compute_seconds));
+    CHECK(coded.seconds() == Approx(coded.encode_seconds + coded.comm_seconds +
+                                    coded.compute_seconds + coded.transport_seconds));
     CHECK(floats.codec_seconds == 0);
     CHECK(coded.comm_seconds < floats.comm_seconds);
   }
