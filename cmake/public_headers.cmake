@@ -56,6 +56,7 @@ set(GRADMESH_PUBLIC_HEADERS
   tasks/layers/loss.h
   tasks/model.h
   tasks/optim/adam.h
+  tasks/optim/non_finite.h
   tasks/optim/optimizer.h
   tasks/optim/sgd.h
   tasks/random.h

@@ -7,7 +7,17 @@
 #include <string>
 #include <vector>
 
+#include "engine/error.h"
+
 namespace gradmesh::sync {
+
+/// The error of a node cut off from the majority (Quorum::cut_off_message's text): it stops and
+/// writes nothing for the job, no metrics, no checkpoint, no failure file (the majority's results
+/// are the job's).
+class CutOffError : public Error {
+ public:
+  using Error::Error;
+};
 
 /// The rule a node applies before it goes on without peers it lost: the quorum of Raft (Ongaro and
 /// Ousterhout, USENIX ATC'14, sec. 5) and Viewstamped Replication (Liskov and Cowling, MIT TR 2012,

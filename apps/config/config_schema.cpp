@@ -157,6 +157,7 @@ std::string print_optional_rate(const std::optional<double>& v, std::string_view
 }
 
 constexpr std::array<std::string_view, 2> kLrSchedules{"constant", "cosine"};
+constexpr std::array<std::string_view, 3> kOnNonFinite{"stop", "rollback", "off"};
 constexpr std::array<std::string_view, 3> kOptimizers{"sgd", "adam", "adamw"};
 constexpr std::array<std::string_view, 2> kDatasets{"fashion-mnist", "synthetic"};
 /// data.shape's most floats a sample (64 MiB): beyond it a batch would not fit a node.
@@ -177,7 +178,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 43> kKeys{{
+constexpr std::array<KeySpec, 44> kKeys{{
     {"checkpoint.dir",
      "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
      OverrideKind::kString,
@@ -271,6 +272,11 @@ constexpr std::array<KeySpec, 43> kKeys{{
     {"job.name", "a non-empty string", OverrideKind::kString,
      [](JobConfig& c, const toml::node& n) { return set_non_empty_string(c.job.name, n); },
      [](const JobConfig& c) { return toml_quote(c.job.name); }},
+    {"job.on_nonfinite", "one of stop, rollback, off", OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) {
+       return set_choice(c.job.on_nonfinite, n, kOnNonFinite);
+     },
+     [](const JobConfig& c) { return toml_quote(c.job.on_nonfinite); }},
     {"job.seed", "an integer >= 0", OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) {
        const auto v = integer_of(n);

@@ -33,6 +33,12 @@ struct JobConfig {
     /// job.max_iterations: stop after this many iterations per node (>= 1); unset ("none"): no
     /// limit.
     std::optional<std::size_t> max_iterations;
+    /// job.on_nonfinite: what a node does when the loss of an iteration or an update of the
+    /// model is NaN or Inf (the non-finite guard, tasks/optim/non_finite.h): "stop" (every node
+    /// stops with an error naming the iteration and the layer), "rollback" (with checkpoint.dir
+    /// under a BSP strategy: back to the newest checkpoint once, then stop if it recurs) or
+    /// "off" (no check: a diverged job trains on; for measuring the guard's cost).
+    std::string on_nonfinite = "stop";
     friend bool operator==(const Job&, const Job&) = default;
   } job;
 

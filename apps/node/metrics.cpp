@@ -34,12 +34,21 @@ nlohmann::json plan_json(const std::vector<sync::LayerPlan>& plan) {
   return rows;
 }
 
+/// Writes `doc` to `dir`/`name`, creating `dir`; `what` names the file in the errors.
+void write_json(const std::filesystem::path& dir, const std::string& name,
+                const nlohmann::json& doc, const std::string& what) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const auto path = dir / name;
+  std::ofstream out(path);
+  if (!out) throw Error("cannot write " + what + " " + path.string());
+  out << doc.dump(2) << '\n';
+  if (!out) throw Error("failed writing " + what + " " + path.string());
+}
+
 }  // namespace
 
 void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  const auto path = dir / ("node-" + std::to_string(m.rank) + ".json");
   const nlohmann::json doc = {
       {"rank", m.rank},
       {"nodes", m.nodes},
@@ -98,10 +107,25 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"plan", plan_json(m.plan)},
       {"sync", m.sync},
   };
-  std::ofstream out(path);
-  if (!out) throw Error("cannot write metrics file " + path.string());
-  out << doc.dump(2) << '\n';
-  if (!out) throw Error("failed writing metrics file " + path.string());
+  write_json(dir, "node-" + std::to_string(m.rank) + ".json", doc, "metrics file");
+}
+
+void write_failed_run(const std::filesystem::path& dir, const FailedRun& f) {
+  const nlohmann::json doc = {
+      {"rank", f.rank},
+      {"nodes", f.nodes},
+      {"job", f.job},
+      {"strategy", f.strategy},
+      {"error", f.error},
+      {"iteration", f.iteration},
+      {"view", f.view},
+      {"rollbacks", f.rollbacks},
+      {"malformed_frames", f.counters.malformed_frames},
+      {"rejected_connections", f.counters.rejected_connections},
+      {"unverified_frames", f.counters.unverified_frames},
+      {"rejected_messages", f.counters.rejected_messages},
+  };
+  write_json(dir, "node-" + std::to_string(f.rank) + ".failed.json", doc, "the failed node's file");
 }
 
 std::string format_plan(const std::vector<sync::LayerPlan>& plan) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/recovery/membership_view.h"
 #include "sync/sync_stage.h"
 
 namespace gradmesh::app {
@@ -92,6 +93,28 @@ struct NodeMetrics {
   /// Per epoch, the sync stage's per-layer figures (SyncStage::epoch_figures(); docs/metrics.md).
   std::vector<std::map<std::string, double>> epoch_sync;
 };
+
+/// What a node that stopped on an error writes (issue 59): DIR/node-<rank>.failed.json, so that
+/// scripts never take it for node-<rank>.json, a finished job's file. Plain value type.
+struct FailedRun {
+  std::size_t rank = 0;         ///< this node's rank in the view it stopped in
+  std::size_t nodes = 1;        ///< that view's node count
+  std::string job;              ///< job.name
+  std::string strategy;         ///< sync.strategy
+  std::string error;            ///< the error it stopped on, as logged
+  std::uint64_t iteration = 0;  ///< iterations done over the job when it stopped
+  std::size_t view = 0;         ///< the membership view it stopped in
+  std::size_t rollbacks = 0;    ///< rollbacks before it
+  /// The node's totals over every view of the job (FaultCounters: the last view's plus
+  /// MembershipView::earlier_views).
+  FaultCounters counters;
+};
+
+/// Writes `failed` as JSON to `dir`/node-<rank>.failed.json, creating `dir`: "rank", "nodes",
+/// "job", "strategy", "error", "iteration", "view", "rollbacks", "malformed_frames",
+/// "rejected_connections", "unverified_frames", "rejected_messages". Throws gradmesh::Error
+/// naming the path when it cannot be written.
+void write_failed_run(const std::filesystem::path& dir, const FailedRun& failed);
 
 /// Writes `metrics` as JSON to `dir`/node-<rank>.json, creating `dir`. Throws gradmesh::Error
 /// naming the path when it cannot be written.

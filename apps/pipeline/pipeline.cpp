@@ -70,6 +70,14 @@ Pipeline::Pipeline(NodeOptions options, MembershipView membership) {
                       " is more than the job's " + std::to_string(nodes) +
                       " node(s): the job could not go on after any failure, nor start");
   }
+  if (s.config.job.on_nonfinite == "rollback" &&
+      (s.config.checkpoint.dir.empty() || !sync::strategy_traits(s.config.sync.strategy).bsp)) {
+    throw ConfigError("job.on_nonfinite = \"rollback\" needs checkpoint.dir and a BSP strategy (" +
+                      sync::strategies_with(&sync::StrategyTraits::bsp) +
+                      "): the job goes back to its newest checkpoint; sync.strategy = \"" +
+                      s.config.sync.strategy + "\", checkpoint.dir = \"" + s.config.checkpoint.dir +
+                      "\"");
+  }
   // Folders written only after training (metrics) or after an epoch (checkpoints) fail now.
   if (s.options.metrics_out) check_writable_folder(*s.options.metrics_out, "--metrics-out", s.rank);
   if (!s.config.checkpoint.dir.empty())
@@ -96,6 +104,22 @@ std::vector<std::string> Pipeline::peer_addresses() const { return state_->addre
 std::size_t Pipeline::rank() const noexcept { return state_->rank; }
 std::size_t Pipeline::nodes() const noexcept { return state_->nodes(); }
 bool Pipeline::connected() const noexcept { return state_->connected; }
+
+FaultCounters Pipeline::fault_counters() const {
+  FaultCounters out;
+  if (state_->transport) {
+    const net::Counters c = state_->transport->counters();
+    out.malformed_frames = c.malformed_frames;
+    out.rejected_connections = c.rejected_connections;
+    out.unverified_frames = c.unverified_frames;
+  }
+  if (state_->stage) out.rejected_messages = state_->stage->rejected_messages();
+  return out;
+}
+
+std::uint64_t Pipeline::iterations_done() const noexcept {
+  return state_->graph ? state_->graph->iterations() : 0;
+}
 std::size_t Pipeline::batch_size() const noexcept { return state_->config.optimizer.batch_size; }
 
 void Pipeline::set_source(std::unique_ptr<DataSource> source) {
@@ -128,6 +152,7 @@ void Pipeline::set_source(std::unique_ptr<DataSource> source) {
   if (s.config.optimizer.weight_decay_exclude) {
     s.optimizer->exempt_from_weight_decay(s.model->weight_decay_exempt());
   }
+  s.optimizer->set_non_finite_check(s.config.job.on_nonfinite != "off");
   s.source = std::move(source);
 }
 

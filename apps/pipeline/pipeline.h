@@ -128,6 +128,11 @@ class Pipeline {
   [[nodiscard]] std::size_t nodes() const noexcept;
   /// Whether this view started: its transport connected every peer (always false for one node).
   [[nodiscard]] bool connected() const noexcept;
+  /// What this view's transport and sync stage refused so far (zeros before they exist); any
+  /// time, after a failed run() too. Thread safety: the transport's counters().
+  [[nodiscard]] FaultCounters fault_counters() const;
+  /// Iterations done, over the job (a resumed run's included; 0 before build()).
+  [[nodiscard]] std::uint64_t iterations_done() const noexcept;
   /// Every node's "host:port", in rank order.
   [[nodiscard]] std::vector<std::string> peer_addresses() const;
   /// K, samples per node per iteration (optimizer.batch_size).

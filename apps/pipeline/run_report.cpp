@@ -83,6 +83,12 @@ void complete_metrics(NodeMetrics& metrics, const CompletedRun& run) {
           ? static_cast<double>(metrics.bytes_sent) / static_cast<double>(metrics.iterations)
           : 0.0;
   metrics.rejected_messages = run.stage.rejected_messages();
+  // The node's totals over the job: its earlier views' (before a rollback or a growth) added.
+  const FaultCounters& earlier = run.membership.earlier_views;
+  metrics.malformed_frames += earlier.malformed_frames;
+  metrics.rejected_connections += earlier.rejected_connections;
+  metrics.unverified_frames += earlier.unverified_frames;
+  metrics.rejected_messages += earlier.rejected_messages;
   metrics.parameters = run.model.parameter_count();
   metrics.batch_size = run.batch;
   metrics.plan = run.stage.plan();

@@ -13,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "apps/pipeline/non_finite_error.h"
 #include "apps/pipeline/run_report.h"
 #include "apps/recovery/join_admission.h"
 #include "apps/recovery/join_request.h"
@@ -24,7 +25,8 @@ TrainingLoop::TrainingLoop(NodeState& state, std::vector<RunObserver*> observers
     : s_(state),
       console_(stdout, state.progress_style),
       recorder_(metrics_),
-      observers_{&console_, &recorder_} {
+      observers_{&console_, &recorder_},
+      guard_on_(state.config.job.on_nonfinite != "off") {
   observers_.insert(observers_.end(), observers.begin(), observers.end());
 }
 
@@ -85,6 +87,23 @@ NodeMetrics TrainingLoop::run() {
     // peer takes it for failed; run_with_recovery() starts the grown view.
     if (transport) transport->shutdown(10.0);
     throw;
+  } catch (const NonFiniteError& e) {
+    // Under a BSP strategy every node stepped the same summed update (or received the same
+    // parameters) and stops on its own finding at this same iteration: a clean close, so none
+    // takes another for failed (nor rolls back without it) and each names what it found. Under
+    // Ako the replicas differ: the peers learn why this one stops. A checkpoint under way (of an
+    // earlier, finite iteration) is finished first: a rollback reads it.
+    try {
+      finish_checkpoint_write();
+    } catch (const std::exception& write) {
+      spdlog::error("{}", write.what());
+    }
+    if (sync::strategy_traits(s_.config.sync.strategy).bsp) {
+      if (transport) transport->shutdown(10.0);
+    } else {
+      abort_peers(transport, e);
+    }
+    throw;
   } catch (const std::exception& e) {
     abort_peers(transport, e);
     throw;
@@ -118,7 +137,9 @@ void TrainingLoop::run_epoch(std::size_t epoch) {
     s_.optimizer->set_lr(schedule_.at(done_));
     s_.optimizer->set_step(done_ + 1);  // Adam's bias correction: this iteration, 1-based
     if (statistics_gather_) statistics_gather_->begin_iteration(done_);
-    loss_sum += s_.graph->step();
+    const float loss = s_.graph->step();
+    if (guard_on_) check_finite(loss);
+    loss_sum += loss;
     if (first_step) {
       metrics_.first_iteration_seconds =
           std::chrono::duration<double>(Clock::now() - step_start).count();
@@ -159,6 +180,55 @@ void TrainingLoop::run_epoch(std::size_t epoch) {
     admit_at_epoch_end_ = false;
     admit_rejoins(done_, done_ == limit_);
   }
+}
+
+void TrainingLoop::check_finite(float loss) {
+  tasks::NonFiniteGuard& guard = s_.optimizer->non_finite();
+  const bool loss_finite = std::isfinite(loss);
+  if (loss_finite && !guard.tripped()) return;
+  const JobConfig& config = s_.config;
+  const std::uint64_t iteration = done_ + 1;  // 1-based: this iteration's
+  std::string what = "non-finite values at iteration " + std::to_string(iteration) + " (epoch " +
+                     std::to_string(done_ / per_epoch_ + 1) + ") on rank " +
+                     std::to_string(s_.rank) + " (" + s_.peers[s_.rank].address() + "): ";
+  const std::optional<tasks::NonFiniteFinding> found = guard.first();
+  if (found) {
+    tasks::Model& model = *s_.model;
+    std::size_t layer = 0;
+    while (layer + 1 < model.num_layers() && model.parameter_offset(layer + 1) <= found->offset)
+      ++layer;
+    what += found->what + " of layer " + std::to_string(layer) + " (" +
+            std::string(model.layer(layer).kind()) + std::to_string(layer) + ", floats [" +
+            std::to_string(found->offset - model.parameter_offset(layer)) + ", " +
+            std::to_string(found->offset - model.parameter_offset(layer) + found->size) +
+            ") of its parameters) held " + std::to_string(found->nan) + " NaN and " +
+            std::to_string(found->inf) + " Inf";
+    what += fmt::format("; the training loss was {}{}", loss_finite ? "finite, " : "", loss);
+  } else {
+    what += fmt::format("the training loss is {}", loss) +
+            " while every update of the model so far was finite (a bad input batch, or an "
+            "overflow in the forward pass)";
+  }
+  const bool rolls_back = config.job.on_nonfinite == "rollback" &&
+                          s_.membership.nonfinite_rollbacks == 0 &&
+                          !s_.membership.join_root.empty();
+  if (rolls_back) {
+    what +=
+        ". job.on_nonfinite = \"rollback\": every node goes back to the newest checkpoint "
+        "once; a second non-finite value stops the job";
+  } else {
+    what += s_.membership.nonfinite_rollbacks > 0
+                ? ". It recurred after the job rolled back to its newest checkpoint: the job stops"
+                : ". The job stops (job.on_nonfinite = \"" + config.job.on_nonfinite + "\")";
+    const bool sealed = !config.security.secret_file.empty() && config.security.encrypt;
+    what += fmt::format(". Try a lower optimizer.lr (now {})", schedule_.at(done_)) +
+            (s_.nodes() > 1 && !sealed
+                 ? ", security.secret_file with security.encrypt = true (frames sealed: a "
+                   "corrupted frame is refused, not summed)"
+                 : "") +
+            ", or sync.compression.method = \"none\" to rule out a compressor's error";
+  }
+  throw NonFiniteError(what, iteration, rolls_back);
 }
 
 void TrainingLoop::report_progress(std::size_t epoch, std::uint64_t first, std::uint64_t in_epoch,

@@ -4,9 +4,27 @@
 // the user sets.
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 
 namespace gradmesh::app {
+
+/// What a node refused, as the metrics file counts it (docs/metrics.md): frames that failed to
+/// decode or verify their header, inbound connections refused in the handshake, sealed frames
+/// whose tag did not verify, well-formed messages that broke a lane's protocol. Plain value type.
+struct FaultCounters {
+  std::uint64_t malformed_frames = 0;
+  std::uint64_t rejected_connections = 0;
+  std::uint64_t unverified_frames = 0;
+  std::uint64_t rejected_messages = 0;
+  FaultCounters& operator+=(const FaultCounters& o) noexcept {
+    malformed_frames += o.malformed_frames;
+    rejected_connections += o.rejected_connections;
+    unverified_frames += o.unverified_frames;
+    rejected_messages += o.rejected_messages;
+    return *this;
+  }
+};
 
 /// A node's membership view (README "When a peer fails"): set by run_with_recovery() for each
 /// view it starts, read by the Pipeline of that view; a Pipeline made by a user's program starts
@@ -17,6 +35,9 @@ struct MembershipView {
   std::size_t view = 0;
   /// How many times this node rolled back after a peer failed ("rollbacks" in the metrics).
   std::size_t rollbacks = 0;
+  /// How many times this node rolled back after a non-finite loss or update (job.on_nonfinite =
+  /// "rollback"; at most once: a second stops the job). Counted in `rollbacks` too.
+  std::size_t nonfinite_rollbacks = 0;
   /// View 0's checkpoint.dir under a BSP strategy: at every checkpoint boundary the nodes
   /// exchange the join requests filed there and take restarted nodes back
   /// (apps/recovery/join_request.h). Empty: no restarted node is admitted.
@@ -25,6 +46,10 @@ struct MembershipView {
   std::size_t rejoins_admitted = 0;
   /// Whether this node is one, admitted after its --rejoin ("rejoined" in the metrics).
   bool rejoined = false;
+  /// What the transports and stages of this node's earlier views refused (run_with_recovery adds
+  /// each view's before it leaves it): the metrics' counters are these plus the last view's, the
+  /// node's totals over the job.
+  FaultCounters earlier_views;
 };
 
 }  // namespace gradmesh::app

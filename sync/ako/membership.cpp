@@ -41,7 +41,7 @@ std::optional<std::string> Membership::cut_off(
   std::string why = quorum_.cut_off_message(lost, last);
   const std::lock_guard lock(mutex_);
   if (cut_off_) return std::nullopt;
-  cut_off_ = std::make_exception_ptr(Error(why));
+  cut_off_ = std::make_exception_ptr(CutOffError(why));
   return why;
 }
 

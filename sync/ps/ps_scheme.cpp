@@ -5,6 +5,7 @@
 
 #include "engine/error.h"
 #include "sync/ps/messages.h"
+#include "tasks/optim/non_finite.h"
 #include "topo/cost_model.h"
 
 namespace gradmesh::sync {
@@ -359,6 +360,9 @@ void PsScheme::on_parameters(std::size_t from, net::Message&& message) {
     return;
   }
   const std::span<float> mine = replica(message.key);
+  // The non-finite guard (tasks/optim/non_finite.h): the owner's step checked its master copy; a
+  // replica checks what it received, fused with the copy (a coded change: one pass after it).
+  bool finite = true;
   if (is_delta) {
     try {
       coded_[info.id].codec->decode_add(message.payload.bytes(), mine, 0);
@@ -367,9 +371,14 @@ void PsScheme::on_parameters(std::size_t from, net::Message&& message) {
                      "parameter change of chunk " + std::to_string(message.key) + ": " + e.what());
       return;
     }
+    finite = tasks::all_finite(mine);
   } else {
-    const std::span<const float> values = message.payload.as<float>();
-    std::copy(values.begin(), values.end(), mine.begin());
+    finite = tasks::copy_finite(message.payload.as<float>(), mine);
+  }
+  if (!finite) {
+    ctx_.optimizer.non_finite().report(
+        info.offset, mine,
+        "the parameters received from rank " + std::to_string(from) + " (the chunk's KV shard)");
   }
   arrive(message.key, message.round, from);
 }

@@ -39,7 +39,10 @@ struct AdamStep {
 ///   w = w - (lr / c1) m / (sqrt(v) / sqrt(c2) + eps)
 /// The CPU backend's Backend::adam_step runs this loop; the CUDA kernel rounds the same
 /// operations. No checks; no allocation; g may not alias w, m or v. Thread safety: as the arrays.
-void adam_update(float* w, const float* g, float* m, float* v, std::size_t n,
-                 const AdamOptions& options, const AdamStep& step) noexcept;
+/// `check_finite`: as sgd_update's (tasks/optim/sgd.h), the updated w[i] tested in the same loop;
+/// returns false when asked to check and one is NaN or Inf, else true.
+bool adam_update(float* w, const float* g, float* m, float* v, std::size_t n,
+                 const AdamOptions& options, const AdamStep& step,
+                 bool check_finite = false) noexcept;
 
 }  // namespace gradmesh::tasks

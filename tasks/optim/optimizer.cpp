@@ -31,8 +31,8 @@ constexpr std::size_t kStackSummands = 64;
 
 Optimizer::Optimizer(SgdOptions options, std::size_t parameter_count,
                      std::optional<AdamOptions> adam)
-    : sgd_(options),
-      undecayed_(without_decay(options)),
+    : sgd_(options, /*check_finite=*/true),
+      undecayed_(without_decay(options), /*check_finite=*/true),
       lr_(options.lr),
       velocity_(parameter_count, 0.0f),
       adam_(adam) {
@@ -58,10 +58,21 @@ void Optimizer::adam_step(std::size_t offset, std::span<float> w, std::span<cons
   float* v = second_.data() + offset;
   const std::uint64_t t = t_.load(std::memory_order_relaxed);
   const float rate = lr();
+  bool finite = true;
   for_each_decay_segment(offset, w.size(), [&](std::size_t b, std::size_t e, float decay) {
-    adam_update(w.data() + b, g.data() + b, m.data() + b, v + b, e - b, *adam_,
-                adam_step_scalars(*adam_, t, rate, decay));
+    finite &= adam_update(w.data() + b, g.data() + b, m.data() + b, v + b, e - b, *adam_,
+                          adam_step_scalars(*adam_, t, rate, decay), check_finite_);
   });
+  if (!finite) report_non_finite(offset, w, g);
+}
+
+void Optimizer::report_non_finite(std::size_t offset, std::span<const float> w,
+                                  std::span<const float> g) {
+  if (!all_finite(g)) {
+    non_finite_.report(offset, g, "the summed gradient");
+  } else {
+    non_finite_.report(offset, w, "the parameters after the step (a finite gradient overflowed)");
+  }
 }
 
 void Optimizer::exempt_from_weight_decay(std::vector<std::pair<std::size_t, std::size_t>> ranges) {
@@ -104,10 +115,12 @@ void Optimizer::step(std::size_t offset, std::span<float> w, std::span<const flo
   }
   const std::span<float> v = velocity_at(offset, w.size());
   const float rate = lr();
+  bool finite = true;
   for_each_decay_segment(offset, w.size(), [&](std::size_t b, std::size_t e, float decay) {
-    (decay == 0.0f ? undecayed_ : sgd_)
-        .step(w.subspan(b, e - b), g.subspan(b, e - b), v.subspan(b, e - b), rate);
+    finite &= (decay == 0.0f ? undecayed_ : sgd_)
+                  .step(w.subspan(b, e - b), g.subspan(b, e - b), v.subspan(b, e - b), rate);
   });
+  if (!finite) report_non_finite(offset, w, g);
 }
 
 void Optimizer::step_sum(std::size_t offset, std::span<float> w,
@@ -126,7 +139,7 @@ void Optimizer::step_sum(std::size_t offset, std::span<float> w,
   const std::span<float> v = velocity_at(offset, w.size());
   const float rate = lr();
   if (exempt_.empty()) {
-    sgd_.step_sum(w, grads, scale, v, scratch, rate);
+    if (!sgd_.step_sum(w, grads, scale, v, scratch, rate)) report_non_finite(offset, w, scratch);
     return;
   }
   std::array<std::span<const float>, kStackSummands> on_stack;
@@ -136,15 +149,17 @@ void Optimizer::step_sum(std::size_t offset, std::span<float> w,
           ? std::span<std::span<const float>>(on_stack.data(), grads.size())
           : std::span<std::span<const float>>(
                 on_heap = std::vector<std::span<const float>>(grads.size()));
+  bool finite = true;
   for_each_decay_segment(offset, w.size(), [&](std::size_t b, std::size_t e, float decay) {
     for (std::size_t i = 0; i < grads.size(); ++i) {
       GRADMESH_CHECK_EQ(grads[i].size(), w.size(), "Optimizer::step_sum: gradient size");
       parts[i] = grads[i].subspan(b, e - b);
     }
-    (decay == 0.0f ? undecayed_ : sgd_)
-        .step_sum(w.subspan(b, e - b), parts, scale, v.subspan(b, e - b), scratch.subspan(b, e - b),
-                  rate);
+    finite &= (decay == 0.0f ? undecayed_ : sgd_)
+                  .step_sum(w.subspan(b, e - b), parts, scale, v.subspan(b, e - b),
+                            scratch.subspan(b, e - b), rate);
   });
+  if (!finite) report_non_finite(offset, w, scratch);
 }
 
 void Optimizer::step_plain(std::span<float> w, std::span<float> g) const {

@@ -19,6 +19,7 @@
 #include "engine/checkpoint.h"
 #include "tasks/backend.h"
 #include "tasks/optim/adam.h"
+#include "tasks/optim/non_finite.h"
 #include "tasks/optim/sgd.h"
 
 namespace gradmesh::tasks {
@@ -149,6 +150,22 @@ class Optimizer final : public engine::Checkpointable {
   /// gradmesh::ContractError). Call between iterations, while no step of this node's iteration
   /// runs: a step that runs concurrently (Ako's receiver) uses the old or the new rate, whole.
   void set_lr(float lr);
+  /// The non-finite guard (tasks/optim/non_finite.h, issue 59): every host step (step(),
+  /// step_sum(); not step_plain()) tests the parameters it writes in its update loop and, when one
+  /// is NaN or Inf, reports its range to non_finite() (what: "the summed gradient" when the
+  /// gradient holds the NaN or Inf, else "the update": an overflow). On by default; set-up only.
+  /// Steps on a device (step_on_device) are not checked: the training loop's loss check sees them
+  /// one iteration later.
+  void set_non_finite_check(bool on) noexcept {
+    check_finite_ = on;
+    sgd_ = Sgd(sgd_.options(), on);
+    undecayed_ = Sgd(undecayed_.options(), on);
+  }
+  [[nodiscard]] bool non_finite_check() const noexcept { return check_finite_; }
+  /// Where the first non-finite update of this node was found (the steps' reports, and a
+  /// scheme's own: a received parameter copy). Thread safety: NonFiniteGuard's.
+  [[nodiscard]] NonFiniteGuard& non_finite() noexcept { return non_finite_; }
+
   /// The host momentum buffer, Model::parameters() layout (floats). Ranges kept on a device hold
   /// the values they had when they moved there.
   [[nodiscard]] std::span<float> velocity() noexcept { return velocity_; }
@@ -166,6 +183,9 @@ class Optimizer final : public engine::Checkpointable {
     Buffer<float> velocity;  // device memory, velocity.size() floats (Adam: the first moment)
     Buffer<float> second;    // Adam: the second moment there; empty for SGD
   };
+  /// After a step whose update loop found a non-finite parameter in [offset, offset + w.size()):
+  /// reports g (or, when g is finite, w: the update overflowed) to non_finite_.
+  void report_non_finite(std::size_t offset, std::span<const float> w, std::span<const float> g);
   /// Adam on host floats [offset, offset + w.size()) with gradient g.
   void adam_step(std::size_t offset, std::span<float> w, std::span<const float> g);
 
@@ -180,6 +200,8 @@ class Optimizer final : public engine::Checkpointable {
   std::optional<AdamOptions> adam_;
   std::vector<float> second_;  // Adam's second moment (empty for SGD)
   std::atomic<std::uint64_t> t_{1};
+  bool check_finite_ = true;
+  NonFiniteGuard non_finite_;
 };
 
 }  // namespace gradmesh::tasks

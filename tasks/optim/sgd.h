@@ -20,8 +20,14 @@ struct SgdOptions {
 /// operation in this order. Sgd::step and the CPU backend's Backend::sgd_step both run this one
 /// loop, so they agree bit for bit. No checks (the callers check sizes); no allocation; w and
 /// velocity are written, g may not alias them. Thread safety: as the arrays.
-void sgd_update(float* w, const float* g, float* velocity, std::size_t n,
-                const SgdOptions& options) noexcept;
+///
+/// `check_finite` (the non-finite guard, tasks/optim/non_finite.h): the same loop also tests each
+/// updated w[i] for NaN or Inf (an integer test of the exponent bits, OR-reduced: vectorized, no
+/// second pass over memory; the values written are the same bits either way). Returns false when
+/// it was asked to check and a w[i] is not finite (a non-finite g, velocity or overflow), else
+/// true.
+bool sgd_update(float* w, const float* g, float* velocity, std::size_t n, const SgdOptions& options,
+                bool check_finite = false) noexcept;
 
 /// scratch = scale * (grads[0] + grads[1] + ...), summed in the given order (the same bits on
 /// every node), then scaled. Sizes are the caller's (checked by Sgd::step_sum). No allocation.
@@ -37,22 +43,26 @@ class Sgd {
   /// Throws gradmesh::ConfigError naming the option if lr < 0, momentum outside [0, 1), or
   /// weight_decay < 0 (or any is not finite).
   explicit Sgd(SgdOptions o);
+  /// An Sgd whose steps also test the updated parameters (sgd_update's check_finite) and return
+  /// whether they are all finite. Throws as Sgd(o).
+  Sgd(SgdOptions o, bool check_finite);
 
   /// One step on w with gradient g and momentum buffer velocity (all the same number of floats,
-  /// else gradmesh::ContractError): sgd_update().
-  void step(std::span<float> w, std::span<const float> g, std::span<float> velocity) const;
+  /// else gradmesh::ContractError): sgd_update(). Returns false when this Sgd checks finiteness
+  /// and an updated parameter is NaN or Inf, else true.
+  bool step(std::span<float> w, std::span<const float> g, std::span<float> velocity) const;
   /// step() with learning rate `lr` in place of options().lr (a schedule's rate, >= 0).
-  void step(std::span<float> w, std::span<const float> g, std::span<float> velocity,
+  bool step(std::span<float> w, std::span<const float> g, std::span<float> velocity,
             float lr) const;
 
   /// Sums `grads` (n spans of w.size() floats, summed in the given order so every node gets the
   /// same bits), multiplies by `scale` (e.g. 1/n for the mean over n nodes), then steps as step().
   /// The sum is written into `scratch` (w.size() floats), which is left holding the scaled sum.
-  /// Throws gradmesh::ContractError if grads is empty or a size differs.
-  void step_sum(std::span<float> w, std::span<const std::span<const float>> grads, float scale,
+  /// Throws gradmesh::ContractError if grads is empty or a size differs. Returns as step().
+  bool step_sum(std::span<float> w, std::span<const std::span<const float>> grads, float scale,
                 std::span<float> velocity, std::span<float> scratch) const;
   /// step_sum() with learning rate `lr` in place of options().lr.
-  void step_sum(std::span<float> w, std::span<const std::span<const float>> grads, float scale,
+  bool step_sum(std::span<float> w, std::span<const std::span<const float>> grads, float scale,
                 std::span<float> velocity, std::span<float> scratch, float lr) const;
 
   /// The options this optimizer was built with.
@@ -60,6 +70,7 @@ class Sgd {
 
  private:
   SgdOptions options_;
+  bool check_finite_ = false;
 };
 
 }  // namespace gradmesh::tasks

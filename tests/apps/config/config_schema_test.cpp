@@ -59,6 +59,7 @@ const std::multimap<std::string_view, std::string_view> kOutOfRange{
     {"job.max_iterations", "0"},
     {"job.max_iterations", "\"never\""},
     {"job.name", "\"\""},
+    {"job.on_nonfinite", "\"ignore\""},
     {"job.seed", "-1"},
     {"model.layers", "[]"},
     {"model.layers", "[\"dense:10\", \"\"]"},

@@ -67,6 +67,7 @@ TEST_CASE("a minimal config takes every default", "[config]") {
   CHECK(c.job.seed == 42);
   CHECK(c.job.epochs == 1);
   CHECK_FALSE(c.job.max_iterations);
+  CHECK(c.job.on_nonfinite == "stop");
   CHECK(c.data.dataset == "fashion-mnist");
   CHECK(c.data.path == "/usr/share/datasets/fashion-mnist");
   CHECK_FALSE(c.data.train_limit);
@@ -381,7 +382,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 55);
+  CHECK(keys.size() == 56);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -451,6 +452,7 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "checkpoint.every=10",
       "checkpoint.keep=3",
       "security.encrypt=false",
+      "job.on_nonfinite=rollback",
   };
   std::set<std::uint64_t> hashes{base.hash()};
   std::set<std::string> keys_changed;
@@ -478,7 +480,8 @@ TEST_CASE("the training fingerprint ignores what only says how long, where and h
   for (const std::string change :
        {"checkpoint.dir=/tmp/c", "checkpoint.every=5", "checkpoint.keep=4", "job.epochs=9",
         "job.max_iterations=3", "job.name=other", "net.connect_timeout=5", "net.port=29999",
-        "security.secret_file=/s", "compute.threads=1", "data.test_limit=10"}) {
+        "security.secret_file=/s", "compute.threads=1", "data.test_limit=10",
+        "job.on_nonfinite=off"}) {
     INFO(change);
     const JobConfig changed = parse(file, {change});
     CHECK(changed.training_text() == base.training_text());
