@@ -161,8 +161,7 @@ int main(int argc, char** argv) {
   std::printf("%-14s %-12s %10s %10s\n", "layer", "output", "fwd ms", "bwd ms");
   for (std::size_t l = 0; l < model.num_layers(); ++l) {
     const auto& layer = model.layer(l);
-    std::printf("%-14s %-12s %10.3f %10.3f\n",
-                (std::string(layer.kind()) + std::to_string(l)).c_str(),
+    std::printf("%-14s %-12s %10.3f %10.3f\n", model.layer_name(l).c_str(),
                 gradmesh::tasks::to_string(layer.output_shape()).c_str(),
                 1e3 * times.forward_seconds[l], 1e3 * times.backward_seconds[l]);
   }
@@ -176,7 +175,7 @@ int main(int argc, char** argv) {
   std::printf("\n%-6s %8s %8s %8s %6s %10s", "round", "triad", "sgemm", "small", "steal",
               "samples/s");
   for (std::size_t l = 0; l < layers; ++l) {
-    std::printf(" %10s", (std::string(model.layer(l).kind()) + std::to_string(l)).c_str());
+    std::printf(" %10s", model.layer_name(l).c_str());
   }
   std::printf("\n%-6s %8s %8s %8s %6s %10s  (each layer: forward + backward ms, median of 5)\n", "",
               "GB/s", "GFLOP/s", "GFLOP/s", "%", "");
@@ -213,8 +212,7 @@ int main(int argc, char** argv) {
   std::printf("%-14s %8s %14s %14s %14s\n", "layer", "spread", "corr 1/triad", "corr 1/sgemm",
               "corr 1/small");
   for (std::size_t l = 0; l < layers; ++l) {
-    std::printf("%-14s %8.2f %14.2f %14.2f %14.2f\n",
-                (std::string(model.layer(l).kind()) + std::to_string(l)).c_str(),
+    std::printf("%-14s %8.2f %14.2f %14.2f %14.2f\n", model.layer_name(l).c_str(),
                 spread(layer_ms[l]), correlation(layer_ms[l], per_byte),
                 correlation(layer_ms[l], per_flop), correlation(layer_ms[l], per_small));
   }

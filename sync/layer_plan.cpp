@@ -16,7 +16,7 @@ LayerPlan describe_layer(tasks::Model& model, std::size_t layer, std::string_vie
   tasks::Layer& info = model.layer(layer);
   LayerPlan row;
   row.layer = layer;
-  row.name = std::string(info.kind()) + std::to_string(layer);
+  row.name = model.layer_name(layer);
   row.shape = describe_shape(info.input_shape()) + "->" + describe_shape(info.output_shape());
   row.parameters = info.parameter_count();
   row.scheme = row.parameters == 0 ? "-" : std::string(scheme);

@@ -19,7 +19,7 @@ topo::PlannerInput planner_input(const SyncContext& ctx, const std::vector<std::
   for (std::size_t l = 0; l < ctx.model.num_layers(); ++l) {
     tasks::Layer& layer = ctx.model.layer(l);
     topo::LayerProfile p;
-    p.name = std::string(layer.kind()) + std::to_string(l);
+    p.name = ctx.model.layer_name(l);
     p.parameters = layer.parameter_count();
     p.sufficient_factors = layer.has_sufficient_factors() && p.parameters > 0;
     if (p.sufficient_factors) {

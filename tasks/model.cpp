@@ -283,6 +283,19 @@ std::size_t Model::parameter_offset(std::size_t l) const {
   return offsets_[l];
 }
 
+std::size_t Model::layer_at_offset(std::size_t offset) const {
+  GRADMESH_CHECK_LT(offset, parameters_.size(), "Model::layer_at_offset offset");
+  // The last l with offsets_[l] <= offset: the one layer whose range holds it (an empty layer's
+  // range ends where it starts, so a later layer with the same start is the one).
+  const auto above = std::upper_bound(offsets_.begin(), offsets_.end(), offset);
+  return static_cast<std::size_t>(above - offsets_.begin()) - 1;
+}
+
+std::string Model::layer_name(std::size_t l) const {
+  GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_name index");
+  return std::string(layers_[l]->kind()) + std::to_string(l);
+}
+
 std::span<float> Model::layer_parameters(std::size_t l) {
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_parameters index");
   make_host_current(l);

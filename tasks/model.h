@@ -167,6 +167,12 @@ class Model final : public engine::Checkpointable {
   /// Offset, in floats, of layer l's parameters in parameters(); l == num_layers() gives
   /// parameter_count(). Throws gradmesh::ContractError if l > num_layers().
   [[nodiscard]] std::size_t parameter_offset(std::size_t l) const;
+  /// The layer whose parameters hold float `offset` of parameters(). Throws
+  /// gradmesh::ContractError if offset >= parameter_count().
+  [[nodiscard]] std::size_t layer_at_offset(std::size_t offset) const;
+  /// Layer l's name in plans, logs and errors: its kind and index, "dense2", "conv2d0". Throws
+  /// gradmesh::ContractError if l >= num_layers().
+  [[nodiscard]] std::string layer_name(std::size_t l) const;
   /// Layer l's slice of parameters() (empty for parameter-free layers). On a device: downloads
   /// the layer first if its device copy is current, then makes the host copy current (uploaded
   /// before the next forward_layer(l)). Throws gradmesh::ContractError if l >= num_layers(),

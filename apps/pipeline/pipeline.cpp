@@ -15,6 +15,7 @@
 #include "apps/pipeline/node_builder.h"
 #include "apps/pipeline/node_state.h"
 #include "apps/pipeline/progress.h"
+#include "apps/pipeline/run_report.h"
 #include "apps/pipeline/start_up.h"
 #include "apps/pipeline/training_loop.h"
 #include "engine/error.h"
@@ -106,15 +107,7 @@ std::size_t Pipeline::nodes() const noexcept { return state_->nodes(); }
 bool Pipeline::connected() const noexcept { return state_->connected; }
 
 FaultCounters Pipeline::fault_counters() const {
-  FaultCounters out;
-  if (state_->transport) {
-    const net::Counters c = state_->transport->counters();
-    out.malformed_frames = c.malformed_frames;
-    out.rejected_connections = c.rejected_connections;
-    out.unverified_frames = c.unverified_frames;
-  }
-  if (state_->stage) out.rejected_messages = state_->stage->rejected_messages();
-  return out;
+  return view_fault_counters(state_->transport.get(), state_->stage.get());
 }
 
 std::uint64_t Pipeline::iterations_done() const noexcept {

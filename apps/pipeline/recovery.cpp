@@ -164,9 +164,10 @@ void record_failure(const Pipeline& pipeline, const MembershipView& membership,
   }
 }
 
-}  // namespace
-
-void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>& configure) {
+/// run_with_recovery()'s views, one after another: `membership` is where this node stands and
+/// `pipeline` the view running now (or the last, when it throws).
+void run_views(NodeOptions options, const std::function<void(Pipeline&)>& configure,
+               MembershipView& membership, std::optional<Pipeline>& pipeline) {
   // Checkpoint folders, one per membership view (node set): view 0's is checkpoint.dir, view k's
   // its "view-<k>" subfolder (join_request.h: view_dir), so no folder mixes checkpoints of two
   // node counts. Restarted nodes file their join requests under view 0's folder.
@@ -174,7 +175,6 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
   const fs::path root = first.checkpoint.dir;
   const bool recoverable = is_bsp(first.sync.strategy) && !root.empty();
   std::vector<View> views;
-  MembershipView membership;
   if (options.rejoin && is_bsp(first.sync.strategy)) {
     if (root.empty()) {
       throw ConfigError("--rejoin under sync.strategy = \"" + first.sync.strategy +
@@ -193,122 +193,129 @@ void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>
   std::size_t quorum_base = 0;                // members of the last view that started here
   std::vector<std::string> lost_since_start;  // peers gone since then ("rank r (host:port)")
   for (;;) {
-    std::optional<Pipeline> pipeline;
     pipeline.emplace(options, membership);
     const JobConfig& config = pipeline->config();
     if (views.empty()) views.push_back(View{config.checkpoint.dir, pipeline->nodes()});
     configure(*pipeline);
+    // A peer lost at the start-up of the first view is an error (nothing to roll back to); at a
+    // later one's (a joiner that never came), run() builds and the view rolls back.
+    if (membership.view == 0) pipeline->build();
     try {
-      // A peer lost at the start-up of the first view is an error (nothing to roll back to); at a
-      // later one's (a joiner that never came), run() builds and the view rolls back.
-      if (membership.view == 0) pipeline->build();
-      try {
-        pipeline->run();
-        return;
-      } catch (const ViewGrowth& growth) {
-        std::vector<std::string> peers = pipeline->peer_addresses();
-        const std::size_t old_nodes = peers.size(), rank = pipeline->rank();
-        ViewAdmission admission;
-        for (const JoinRequest& j : growth.joiners()) {
-          peers.push_back(j.address);
-          admission.admitted.push_back(j.nonce);
-        }
-        membership.earlier_views += pipeline->fault_counters();
-        pipeline.reset();  // its transport closed cleanly and its checkpoint is on disk
-        admission.view = membership.view + 1;
-        admission.peers = peers;
-        admission.resume = views.back().dir;
-        admission.resume_nodes = old_nodes;
-        admission.iteration = growth.iteration();
-        // One node tells the joiners where to go (the others go there too) and takes their
-        // requests down: a joiner that dies before it connects is not admitted again and again
-        // (the grown view's start-up fails on it and rolls back without it).
-        if (rank == 0) {
-          write_view_admission(root, admission);
-          for (const JoinRequest& j : growth.joiners()) withdraw_join_request(root, j);
-        }
-        views.push_back(View{
-            enter_view(options, membership, root, admission.view, peers, rank, admission.resume),
-            peers.size()});
-        membership.rejoins_admitted += growth.joiners().size();
-        spdlog::warn(
-            "view {}: {} node(s) rejoined at the checkpoint of iteration {}; going on "
-            "with {} nodes from it (this node stays rank {})",
-            membership.view, growth.joiners().size(), growth.iteration(), peers.size(), rank);
-      } catch (const NonFiniteError& e) {
-        // job.on_nonfinite = "rollback": every node found the same non-finite sum at the same
-        // iteration and closed cleanly; all go back to the newest checkpoint together, once, with
-        // the same peers in a new view (its own folder, as after a failure).
-        if (!e.rolls_back()) throw;
-        const std::optional<fs::path> from = newest_checkpoint_view(views);
-        if (!from) {
-          spdlog::error("{}: no checkpoint written yet to roll back to", e.what());
-          throw;
-        }
-        const std::vector<std::string> peers = pipeline->peer_addresses();
-        const std::size_t rank = pipeline->rank();
-        membership.earlier_views += pipeline->fault_counters();
-        pipeline.reset();
-        views.push_back(
-            View{enter_view(options, membership, root, membership.view + 1, peers, rank, *from),
-                 peers.size()});
-        ++membership.rollbacks;
-        ++membership.nonfinite_rollbacks;
-        spdlog::warn("{}: rolling back to the newest checkpoint in {} (view {})", e.what(),
-                     from->string(), membership.view);
-      } catch (const PeerError& e) {
-        const std::size_t nodes = pipeline->nodes();
-        const std::size_t rank = pipeline->rank();
-        const std::size_t dead = e.root_rank();
-        if (!recoverable || nodes < 2 || dead >= nodes) throw;
-        if (pipeline->connected()) {
-          quorum_base = nodes;
-          lost_since_start.clear();
-        }
-        if (dead == rank) {
-          // A peer's Abort names this node as the one gone: the others timed it out (it was
-          // paused or cut off) and went on without it. Rolling back could only make a job of the
-          // minority; stop, as when the majority rule below fails.
-          throw sync::CutOffError("cut off from the majority: of the " +
-                                  std::to_string(quorum_base > 0 ? quorum_base : nodes) +
-                                  " nodes it ran with, the others report this node (rank " +
-                                  std::to_string(rank) +
-                                  ") gone and go on without it, so it stops and writes "
-                                  "no metrics or checkpoints (last: " +
-                                  e.what() + ")");
-        }
-        // The newest view that holds a checkpoint: the job rolls back to it (resumed on n - 1).
-        const std::optional<fs::path> from = newest_checkpoint_view(views);
-        if (!from) {
-          spdlog::error("{}: no checkpoint written yet to roll back to", e.what());
-          throw;
-        }
-        std::vector<std::string> peers = pipeline->peer_addresses();
-        const std::string dead_address = peers[dead];
-        peers.erase(peers.begin() + static_cast<std::ptrdiff_t>(dead));
-        lost_since_start.push_back(dead_address);
-        const sync::Quorum quorum{quorum_base, pipeline->config().net.min_nodes};
-        if (quorum_base > 0 && !quorum.holds(peers.size())) {
-          throw sync::CutOffError(quorum.cut_off_message(lost_since_start, e.what()));
-        }
-        const std::size_t new_rank = rank > dead ? rank - 1 : rank;
-        membership.earlier_views += pipeline->fault_counters();
-        pipeline.reset();  // closes this view's transport and waits for a checkpoint write
-        views.push_back(
-            View{enter_view(options, membership, root, membership.view + 1, peers, new_rank, *from),
-                 peers.size()});
-        ++membership.rollbacks;
-        spdlog::warn(
-            "peer rank {} ({}) is gone ({}): rolling back to the newest checkpoint in {} "
-            "and going on with {} nodes; this node is rank {} of them (view {})",
-            dead, dead_address, e.what(), from->string(), peers.size(), new_rank, membership.view);
+      pipeline->run();
+      return;
+    } catch (const ViewGrowth& growth) {
+      std::vector<std::string> peers = pipeline->peer_addresses();
+      const std::size_t old_nodes = peers.size(), rank = pipeline->rank();
+      ViewAdmission admission;
+      for (const JoinRequest& j : growth.joiners()) {
+        peers.push_back(j.address);
+        admission.admitted.push_back(j.nonce);
       }
-    } catch (const std::exception& e) {
-      // A node cut off from the majority writes nothing, not even its failure.
-      if (pipeline && dynamic_cast<const sync::CutOffError*>(&e) == nullptr)
-        record_failure(*pipeline, membership, e);
-      throw;
+      membership.earlier_views += pipeline->fault_counters();
+      pipeline.reset();  // its transport closed cleanly and its checkpoint is on disk
+      admission.view = membership.view + 1;
+      admission.peers = peers;
+      admission.resume = views.back().dir;
+      admission.resume_nodes = old_nodes;
+      admission.iteration = growth.iteration();
+      // One node tells the joiners where to go (the others go there too) and takes their
+      // requests down: a joiner that dies before it connects is not admitted again and again
+      // (the grown view's start-up fails on it and rolls back without it).
+      if (rank == 0) {
+        write_view_admission(root, admission);
+        for (const JoinRequest& j : growth.joiners()) withdraw_join_request(root, j);
+      }
+      views.push_back(
+          View{enter_view(options, membership, root, admission.view, peers, rank, admission.resume),
+               peers.size()});
+      membership.rejoins_admitted += growth.joiners().size();
+      spdlog::warn(
+          "view {}: {} node(s) rejoined at the checkpoint of iteration {}; going on "
+          "with {} nodes from it (this node stays rank {})",
+          membership.view, growth.joiners().size(), growth.iteration(), peers.size(), rank);
+    } catch (const NonFiniteError& e) {
+      // job.on_nonfinite = "rollback": every node found the same non-finite sum at the same
+      // iteration and closed cleanly; all go back to the newest checkpoint together, once, with
+      // the same peers in a new view (its own folder, as after a failure).
+      if (!e.rolls_back()) throw;
+      const std::optional<fs::path> from = newest_checkpoint_view(views);
+      if (!from) {
+        spdlog::error("{}: no checkpoint written yet to roll back to", e.what());
+        throw;
+      }
+      const std::vector<std::string> peers = pipeline->peer_addresses();
+      const std::size_t rank = pipeline->rank();
+      membership.earlier_views += pipeline->fault_counters();
+      pipeline.reset();
+      views.push_back(
+          View{enter_view(options, membership, root, membership.view + 1, peers, rank, *from),
+               peers.size()});
+      ++membership.rollbacks;
+      ++membership.nonfinite_rollbacks;
+      spdlog::warn("{}: rolling back to the newest checkpoint in {} (view {})", e.what(),
+                   from->string(), membership.view);
+    } catch (const PeerError& e) {
+      const std::size_t nodes = pipeline->nodes();
+      const std::size_t rank = pipeline->rank();
+      const std::size_t dead = e.root_rank();
+      if (!recoverable || nodes < 2 || dead >= nodes) throw;
+      if (pipeline->connected()) {
+        quorum_base = nodes;
+        lost_since_start.clear();
+      }
+      if (dead == rank) {
+        // A peer's Abort names this node as the one gone: the others timed it out (it was
+        // paused or cut off) and went on without it. Rolling back could only make a job of the
+        // minority; stop, as when the majority rule below fails.
+        throw sync::CutOffError("cut off from the majority: of the " +
+                                std::to_string(quorum_base > 0 ? quorum_base : nodes) +
+                                " nodes it ran with, the others report this node (rank " +
+                                std::to_string(rank) +
+                                ") gone and go on without it, so it stops and writes "
+                                "no metrics or checkpoints (last: " +
+                                e.what() + ")");
+      }
+      // The newest view that holds a checkpoint: the job rolls back to it (resumed on n - 1).
+      const std::optional<fs::path> from = newest_checkpoint_view(views);
+      if (!from) {
+        spdlog::error("{}: no checkpoint written yet to roll back to", e.what());
+        throw;
+      }
+      std::vector<std::string> peers = pipeline->peer_addresses();
+      const std::string dead_address = peers[dead];
+      peers.erase(peers.begin() + static_cast<std::ptrdiff_t>(dead));
+      lost_since_start.push_back(dead_address);
+      const sync::Quorum quorum{quorum_base, pipeline->config().net.min_nodes};
+      if (quorum_base > 0 && !quorum.holds(peers.size())) {
+        throw sync::CutOffError(quorum.cut_off_message(lost_since_start, e.what()));
+      }
+      const std::size_t new_rank = rank > dead ? rank - 1 : rank;
+      membership.earlier_views += pipeline->fault_counters();
+      pipeline.reset();  // closes this view's transport and waits for a checkpoint write
+      views.push_back(
+          View{enter_view(options, membership, root, membership.view + 1, peers, new_rank, *from),
+               peers.size()});
+      ++membership.rollbacks;
+      spdlog::warn(
+          "peer rank {} ({}) is gone ({}): rolling back to the newest checkpoint in {} "
+          "and going on with {} nodes; this node is rank {} of them (view {})",
+          dead, dead_address, e.what(), from->string(), peers.size(), new_rank, membership.view);
     }
+  }
+}
+
+}  // namespace
+
+void run_with_recovery(NodeOptions options, const std::function<void(Pipeline&)>& configure) {
+  MembershipView membership;
+  std::optional<Pipeline> pipeline;  // the view running now: a failure reports its figures
+  try {
+    run_views(std::move(options), configure, membership, pipeline);
+  } catch (const std::exception& e) {
+    // A node cut off from the majority writes nothing, not even its failure.
+    if (pipeline && dynamic_cast<const sync::CutOffError*>(&e) == nullptr)
+      record_failure(*pipeline, membership, e);
+    throw;
   }
 }
 

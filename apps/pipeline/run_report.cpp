@@ -51,6 +51,18 @@ void warn_long_silences(const net::Transport& transport, const net::Counters& co
 
 }  // namespace
 
+FaultCounters view_fault_counters(const net::Transport* transport, const sync::SyncStage* stage) {
+  FaultCounters out;
+  if (transport != nullptr) {
+    const net::Counters c = transport->counters();
+    out.malformed_frames = c.malformed_frames;
+    out.rejected_connections = c.rejected_connections;
+    out.unverified_frames = c.unverified_frames;
+  }
+  if (stage != nullptr) out.rejected_messages = stage->rejected_messages();
+  return out;
+}
+
 void complete_metrics(NodeMetrics& metrics, const CompletedRun& run) {
   if (run.transport != nullptr) {
     const net::Counters counters = run.transport->counters();
@@ -58,9 +70,6 @@ void complete_metrics(NodeMetrics& metrics, const CompletedRun& run) {
     metrics.bytes_received = counters.bytes_received;
     metrics.bytes_sent_by_lane = counters.bytes_sent_by_lane;
     metrics.bytes_received_by_lane = counters.bytes_received_by_lane;
-    metrics.malformed_frames = counters.malformed_frames;
-    metrics.rejected_connections = counters.rejected_connections;
-    metrics.unverified_frames = counters.unverified_frames;
     metrics.longest_silence_seconds_by_peer = counters.longest_silence_by_peer;
     warn_long_silences(*run.transport, counters, run.config.net.peer_timeout);
   }
@@ -82,13 +91,13 @@ void complete_metrics(NodeMetrics& metrics, const CompletedRun& run) {
       metrics.iterations > 0
           ? static_cast<double>(metrics.bytes_sent) / static_cast<double>(metrics.iterations)
           : 0.0;
-  metrics.rejected_messages = run.stage.rejected_messages();
   // The node's totals over the job: its earlier views' (before a rollback or a growth) added.
-  const FaultCounters& earlier = run.membership.earlier_views;
-  metrics.malformed_frames += earlier.malformed_frames;
-  metrics.rejected_connections += earlier.rejected_connections;
-  metrics.unverified_frames += earlier.unverified_frames;
-  metrics.rejected_messages += earlier.rejected_messages;
+  FaultCounters faults = run.membership.earlier_views;
+  faults += view_fault_counters(run.transport, &run.stage);
+  metrics.malformed_frames = faults.malformed_frames;
+  metrics.rejected_connections = faults.rejected_connections;
+  metrics.unverified_frames = faults.unverified_frames;
+  metrics.rejected_messages = faults.rejected_messages;
   metrics.parameters = run.model.parameter_count();
   metrics.batch_size = run.batch;
   metrics.plan = run.stage.plan();

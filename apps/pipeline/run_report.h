@@ -34,10 +34,16 @@ struct CompletedRun {
   ProgressStyle progress_style = ProgressStyle::kLines;
 };
 
+/// What one view's `transport` (nullptr: none, one node) and `stage` (nullptr: not built yet)
+/// refused so far: the metrics' fault counters of that view. Thread safety: the transport's
+/// counters() and the stage's rejected_messages() (any thread).
+[[nodiscard]] FaultCounters view_fault_counters(const net::Transport* transport,
+                                                const sync::SyncStage* stage);
+
 /// Fills the job-level fields of `metrics` (the loop filled the per-epoch ones): the transport's
-/// byte and fault counters (warning of peers silent for over half of net.peer_timeout), the node,
-/// view and strategy, iterations, samples and samples/s, bytes per iteration, the stage's plan
-/// and summary. Thread safety: the node's thread.
+/// byte counters and the fault counters over every view of the job (warning of peers silent for
+/// over half of net.peer_timeout), the node, view and strategy, iterations, samples and samples/s,
+/// bytes per iteration, the stage's plan and summary. Thread safety: the node's thread.
 void complete_metrics(NodeMetrics& metrics, const CompletedRun& run);
 
 /// Logs the run's closing line and, with --metrics-out DIR, writes DIR/metrics-<rank>.json, the

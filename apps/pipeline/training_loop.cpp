@@ -25,8 +25,7 @@ TrainingLoop::TrainingLoop(NodeState& state, std::vector<RunObserver*> observers
     : s_(state),
       console_(stdout, state.progress_style),
       recorder_(metrics_),
-      observers_{&console_, &recorder_},
-      guard_on_(state.config.job.on_nonfinite != "off") {
+      observers_{&console_, &recorder_} {
   observers_.insert(observers_.end(), observers.begin(), observers.end());
 }
 
@@ -138,7 +137,7 @@ void TrainingLoop::run_epoch(std::size_t epoch) {
     s_.optimizer->set_step(done_ + 1);  // Adam's bias correction: this iteration, 1-based
     if (statistics_gather_) statistics_gather_->begin_iteration(done_);
     const float loss = s_.graph->step();
-    if (guard_on_) check_finite(loss);
+    if (s_.optimizer->non_finite_check()) check_finite(loss);
     loss_sum += loss;
     if (first_step) {
       metrics_.first_iteration_seconds =
@@ -193,16 +192,13 @@ void TrainingLoop::check_finite(float loss) {
                      std::to_string(s_.rank) + " (" + s_.peers[s_.rank].address() + "): ";
   const std::optional<tasks::NonFiniteFinding> found = guard.first();
   if (found) {
-    tasks::Model& model = *s_.model;
-    std::size_t layer = 0;
-    while (layer + 1 < model.num_layers() && model.parameter_offset(layer + 1) <= found->offset)
-      ++layer;
-    what += found->what + " of layer " + std::to_string(layer) + " (" +
-            std::string(model.layer(layer).kind()) + std::to_string(layer) + ", floats [" +
-            std::to_string(found->offset - model.parameter_offset(layer)) + ", " +
-            std::to_string(found->offset - model.parameter_offset(layer) + found->size) +
-            ") of its parameters) held " + std::to_string(found->nan) + " NaN and " +
-            std::to_string(found->inf) + " Inf";
+    const tasks::Model& model = *s_.model;
+    const std::size_t layer = model.layer_at_offset(found->offset);
+    const std::size_t begin = found->offset - model.parameter_offset(layer);
+    what +=
+        fmt::format("{} of layer {} ({}, floats [{}, {}) of its parameters) held {} NaN and {} Inf",
+                    found->what, layer, model.layer_name(layer), begin, begin + found->size,
+                    found->nan, found->inf);
     what += fmt::format("; the training loss was {}{}", loss_finite ? "finite, " : "", loss);
   } else {
     what += fmt::format("the training loss is {}", loss) +

@@ -45,7 +45,8 @@ class TrainingLoop {
   void prepare();
   /// One epoch from iteration `done_`: its iterations, checkpoints, progress, evaluation and end.
   void run_epoch(std::size_t epoch);
-  /// The non-finite guard after an iteration's step (job.on_nonfinite, not "off"): throws
+  /// The non-finite guard after an iteration's step (Optimizer::non_finite_check(), on unless
+  /// job.on_nonfinite = "off"): throws
   /// NonFiniteError when `loss` is NaN or Inf or the optimizer's guard found a non-finite update
   /// (tasks::NonFiniteGuard), naming this node, the iteration, the layer and what to try.
   void check_finite(float loss);
@@ -92,7 +93,6 @@ class TrainingLoop {
   ConsoleReporter console_;
   MetricsRecorder recorder_;
   std::vector<RunObserver*> observers_;  // the console, the recorder, then the program's own
-  bool guard_on_ = true;                 // job.on_nonfinite is not "off"
   std::uint64_t start_ = 0;              // > 0 after a resume or a rejoin
   std::uint64_t done_ = 0;
   std::uint64_t per_epoch_ = 1;

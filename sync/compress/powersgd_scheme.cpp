@@ -47,7 +47,7 @@ PowerSgdScheme::PowerSgdScheme(const SyncContext& ctx, LaneRouter& router,
     const std::size_t cols = weighted->weight_count() / rows;
     auto layer = std::make_unique<Layer>(rows, cols, rank, tasks::derive_seed(kQSeed, l));
     layer->index = l;
-    layer->name = std::string(ctx_.model.layer(l).kind()) + std::to_string(l);
+    layer->name = ctx_.model.layer_name(l);
     layer->offset = ctx_.model.parameter_offset(l);
     const std::size_t r = layer->psgd.rank();
     layer->p_send.resize(rows * r + rows);

@@ -77,7 +77,7 @@ SparseScheme::SparseScheme(const SyncContext& ctx, LaneRouter& router,
           ctx_.model.backend(), kind, floats, options_.ratio, true, seed);
     }
     layer->index = l;
-    layer->name = std::string(ctx_.model.layer(l).kind()) + std::to_string(l);
+    layer->name = ctx_.model.layer_name(l);
     layer->offset = ctx_.model.parameter_offset(l);
     const auto slot = static_cast<std::uint32_t>(layers_.size());
     const auto priority = static_cast<std::uint32_t>(l);

@@ -143,7 +143,7 @@ PsScheme::PsScheme(const SyncContext& ctx, LaneRouter& router,
   figures_.resize(count);
   names_.resize(count);
   for (std::size_t l = 0; l < count; ++l) {
-    names_[l] = std::string(ctx_.model.layer(l).kind()) + std::to_string(l);
+    names_[l] = ctx_.model.layer_name(l);
   }
 }
 

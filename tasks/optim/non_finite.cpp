@@ -49,10 +49,4 @@ std::optional<NonFiniteFinding> NonFiniteGuard::first() const {
   return first_;
 }
 
-void NonFiniteGuard::clear() noexcept {
-  const std::lock_guard lock(mutex_);
-  first_.reset();
-  tripped_.store(false, std::memory_order_release);
-}
-
 }  // namespace gradmesh::tasks

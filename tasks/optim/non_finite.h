@@ -45,9 +45,9 @@ struct NonFiniteFinding {
 };
 
 /// The first non-finite update of a node, reported by whichever thread found it (a layer's sync
-/// task, a KV shard's step, the transport's handler). Thread safety: report() and tripped() from
-/// any thread; first() and clear() between iterations. report() costs nothing until something is
-/// found (the callers' checks are fused into passes they make anyway).
+/// task, a KV shard's step, the transport's handler). Thread safety: report(), tripped() and
+/// first() from any thread (first() is read between iterations). report() costs nothing until
+/// something is found (the callers' checks are fused into passes they make anyway).
 class NonFiniteGuard {
  public:
   /// Records `values` (the floats at [offset, offset + values.size()) of the model, or the values
@@ -55,12 +55,10 @@ class NonFiniteGuard {
   /// stands: counts their NaN and Inf (a second pass, on this failure path only). Never throws
   /// (out of memory: the finding keeps an empty `what`).
   void report(std::size_t offset, std::span<const float> values, std::string_view what) noexcept;
-  /// Whether anything was reported since the last clear(). Any thread.
+  /// Whether anything was reported. Any thread.
   [[nodiscard]] bool tripped() const noexcept { return tripped_.load(std::memory_order_acquire); }
-  /// The first report since the last clear(), if any.
+  /// The first report, if any. (A job that rolls back builds a new Optimizer, so a new guard.)
   [[nodiscard]] std::optional<NonFiniteFinding> first() const;
-  /// Forgets the finding (a job that rolled back starts clean).
-  void clear() noexcept;
 
  private:
   std::atomic<bool> tripped_{false};

@@ -153,9 +153,9 @@ class Optimizer final : public engine::Checkpointable {
   /// The non-finite guard (tasks/optim/non_finite.h, issue 59): every host step (step(),
   /// step_sum(); not step_plain()) tests the parameters it writes in its update loop and, when one
   /// is NaN or Inf, reports its range to non_finite() (what: "the summed gradient" when the
-  /// gradient holds the NaN or Inf, else "the update": an overflow). On by default; set-up only.
-  /// Steps on a device (step_on_device) are not checked: the training loop's loss check sees them
-  /// one iteration later.
+  /// gradient holds the NaN or Inf, else "the parameters after the step": an overflow). On by
+  /// default; set-up only. Steps on a device (step_on_device) are not checked: the training loop's
+  /// loss check sees them one iteration later.
   void set_non_finite_check(bool on) noexcept {
     check_finite_ = on;
     sgd_ = Sgd(sgd_.options(), on);

@@ -35,6 +35,16 @@ TEST_CASE("Model parameter layout of the demo 784-256-256-10 MLP", "[tasks][mode
   CHECK(m.layer_gradients(4).size() == 256 * 10 + 10);
   CHECK(m.layer(4).kind() == "dense");
   CHECK(m.layer(3).kind() == "relu");
+  CHECK(m.layer_name(4) == "dense4");
+  CHECK(m.layer_name(1) == "relu1");
+  CHECK_THROWS_AS((void)m.layer_name(5), gradmesh::ContractError);
+  // Each float belongs to the layer whose range holds it; the relu (an empty range) to none.
+  CHECK(m.layer_at_offset(0) == 0);
+  CHECK(m.layer_at_offset(m.parameter_offset(1) - 1) == 0);
+  CHECK(m.layer_at_offset(m.parameter_offset(2)) == 2);
+  CHECK(m.layer_at_offset(m.parameter_offset(4)) == 4);
+  CHECK(m.layer_at_offset(m.parameter_count() - 1) == 4);
+  CHECK_THROWS_AS((void)m.layer_at_offset(m.parameter_count()), gradmesh::ContractError);
   auto& dense = dynamic_cast<Dense&>(m.layer(0));
   CHECK(dense.weights().data() == m.parameters().data());
   CHECK(m.output_size() == 10);
