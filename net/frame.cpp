@@ -209,6 +209,16 @@ std::unique_ptr<OutgoingFrame> encode_abort(const std::string& reason, std::size
                                          Payload(), control_lane, FrameRole::kAbort);
 }
 
+std::unique_ptr<OutgoingFrame> encode_connection_notice(std::size_t rank, const std::string& reason,
+                                                        std::size_t control_lane) {
+  auto& builder = thread_builder();
+  const auto notice = schema::CreateConnectionNoticeDirect(
+      builder, static_cast<std::uint32_t>(rank), reason.c_str());
+  return std::make_unique<OutgoingFrame>(
+      finish(builder, schema::Body::ConnectionNotice, notice.Union()), Payload(), control_lane,
+      FrameRole::kControl);
+}
+
 std::unique_ptr<OutgoingFrame> encode_heartbeat(std::size_t control_lane) {
   auto& builder = thread_builder();
   const auto heartbeat = schema::CreateHeartbeat(builder);
@@ -265,6 +275,7 @@ HeaderCheck verify_header(std::span<const std::byte> bytes, std::size_t data_lan
       case schema::Body::LivenessQuery:
       case schema::Body::LivenessReport:
       case schema::Body::DataMore:
+      case schema::Body::ConnectionNotice:
         break;
       case schema::Body::Data:
         if (header->body_as_Data()->lane() >= data_lane_count) {

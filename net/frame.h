@@ -26,11 +26,12 @@ namespace gradmesh::net {
 
 /// Version of this wire protocol; a Hello with another version is refused.
 inline constexpr std::uint32_t kProtocolVersion =
-    10;  // 4: Challenge/Proof; 5: Heartbeat;
+    11;  // 4: Challenge/Proof; 5: Heartbeat;
          // 6: rejoin; 7: LivenessQuery/Report;
          // 8: fragments (Data.message_bytes, DataMore);
          // 9: sealed frames (Challenge.encrypt);
-         // 10: start-up collectives (round, key 0)
+         // 10: start-up collectives (round, key 0);
+         // 11: ConnectionNotice
 /// Bytes of the frame prefix (u32 header_bytes, u32 payload_bytes).
 inline constexpr std::size_t kPrefixBytes = 8;
 
@@ -212,6 +213,11 @@ struct HelloFields {
     const std::string& reason, std::size_t control_lane,
     std::optional<std::size_t> failed_rank = std::nullopt);
 [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_heartbeat(std::size_t control_lane);
+/// A ConnectionNotice (net/schema/message.fbs): this node closes its connection to `rank` because
+/// of `reason` (a frame that did not verify).
+[[nodiscard]] std::unique_ptr<OutgoingFrame> encode_connection_notice(std::size_t rank,
+                                                                      const std::string& reason,
+                                                                      std::size_t control_lane);
 /// A LivenessQuery about `rank` (net/schema/message.fbs) and the answer to one: `silent_ms`, how
 /// long since this node read a byte from `rank` (kNotHeardMs: no connection to it).
 inline constexpr std::uint32_t kNotHeardMs = 0xFFFFFFFFu;

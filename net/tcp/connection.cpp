@@ -124,9 +124,12 @@ void Connection::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* /*b
   if (self->closing_ || nread == 0) return;
   if (nread < 0) {
     const int status = static_cast<int>(nread);
-    self->broken(status, status == UV_EOF
-                             ? std::string("connection closed unexpectedly")
-                             : std::string(uv_err_name(status)) + ": " + uv_strerror(status));
+    self->broken(status,
+                 status == UV_EOF
+                     ? std::string("connection closed unexpectedly (the peer stopped, or closed "
+                                   "it on a frame it could not verify or parse: its log says "
+                                   "which)")
+                     : std::string(uv_err_name(status)) + ": " + uv_strerror(status));
     return;
   }
   self->listener_.on_bytes_read(*self, static_cast<std::size_t>(nread));

@@ -23,7 +23,10 @@ void TcpTransport::Impl::fail_peer(std::size_t rank, const std::string& why,
                                    std::optional<std::size_t> failed_peer) noexcept {
   if (Connection* connection = peers_[rank].connection()) close_connection(*connection);
   if (stopping_) return;
-  PeerError error(rank, peers_[rank].address(), why, failed_peer);
+  // What another peer told of this one (a ConnectionNotice) is the likelier cause: say it too.
+  const std::string& notice = peers_[rank].notice();
+  PeerError error(rank, peers_[rank].address(), notice.empty() ? why : why + " (" + notice + ")",
+                  failed_peer);
   bool during_start = false;
   {
     const std::lock_guard lock(mutex_);
@@ -217,6 +220,41 @@ void TcpTransport::Impl::on_liveness_report(Connection& connection,
   } else if (answer == tcp::LivenessQuery::Answer::kSettled) {
     settle_query(about);
   }
+}
+
+void TcpTransport::Impl::on_connection_notice(Connection& connection,
+                                              const schema::ConnectionNotice& notice,
+                                              std::size_t wire_bytes) noexcept {
+  const std::size_t from = connection.peer_rank();
+  const std::size_t about = notice.rank();
+  // A notice about this node could only come over the connection being closed: none is sent.
+  if (!accept_liveness_frame(connection, "ConnectionNotice", about,
+                             about != from && about != options_.rank, wire_bytes)) {
+    return;
+  }
+  try {
+    const std::string reason = notice.reason() != nullptr ? notice.reason()->str() : "?";
+    spdlog::warn("net rank {}: rank {} ({}) closes its connection to rank {} ({}): {}",
+                 options_.rank, from, peers_[from].address(), about, peers_[about].address(),
+                 reason);
+    peers_[about].set_notice("rank " + std::to_string(from) + " (" + peers_[from].address() +
+                             ") closed its connection to it first: " + reason);
+  } catch (...) {  // out of memory: the notice is lost, the failure stands on its own
+  }
+}
+
+void TcpTransport::Impl::tell_peers_why(std::size_t rank, const std::string& why) noexcept {
+  for (std::size_t r = 0; r < peers_.size(); ++r) {
+    if (r == options_.rank || r == rank) continue;
+    Connection* connection = peers_[r].connection();
+    if (connection == nullptr || !connection->established || connection->closing()) continue;
+    try {
+      queue_frame(*connection, encode_connection_notice(rank, why, control_lane_));
+    } catch (...) {
+      spdlog::error("net rank {}: cannot queue a connection notice to rank {}", options_.rank, r);
+    }
+  }
+  pump();
 }
 
 void TcpTransport::Impl::begin_shutdown() noexcept {

@@ -152,14 +152,22 @@ class TcpTransport::Impl final : public detail::ConnectionListener,
   void settle_query(std::size_t rank) noexcept;
   // fail_peer() with "sent nothing for S s (net.peer_timeout = T s)" + `why`.
   void fail_silent(std::size_t rank, std::uint64_t direct_ms, const std::string& why) noexcept;
-  // A liveness frame about `about` is counted (true), or malformed when `about` is out of range
-  // or not `about_allowed` (counted and logged as such: false).
+  // A control frame about rank `about` (LivenessQuery, LivenessReport, ConnectionNotice) is
+  // counted (true), or malformed when `about` is out of range or not `about_allowed` (counted and
+  // logged as such: false).
   bool accept_liveness_frame(Connection& connection, const char* kind, std::size_t about,
                              bool about_allowed, std::size_t wire_bytes) noexcept;
   void on_liveness_query(Connection& connection, const schema::LivenessQuery& query,
                          std::size_t wire_bytes) noexcept;
   void on_liveness_report(Connection& connection, const schema::LivenessReport& report,
                           std::size_t wire_bytes) noexcept;
+  // A peer's ConnectionNotice: logged, and kept as the notice of the rank it names (added to that
+  // rank's failure when it comes: fail_peer).
+  void on_connection_notice(Connection& connection, const schema::ConnectionNotice& notice,
+                            std::size_t wire_bytes) noexcept;
+  // Before closing the connection to `rank` on `why`: a ConnectionNotice to every other peer with
+  // an established connection.
+  void tell_peers_why(std::size_t rank, const std::string& why) noexcept;
   void run_loop() noexcept;
   // The ranks this node dials: the lower ones, or every other one when it rejoins.
   [[nodiscard]] bool dials(std::size_t rank) const noexcept {

@@ -63,6 +63,10 @@ class PeerLink final {
   [[nodiscard]] Dialer* dialer() noexcept { return dialer_ ? &*dialer_ : nullptr; }
   /// The indirect probe of this peer's silence (lifecycle.cpp, check_silence).
   [[nodiscard]] LivenessQuery& liveness() noexcept { return liveness_; }
+  /// What another peer said of this one when it closed its connection to it (a ConnectionNotice:
+  /// "rank 0 closed its connection to it: ..."), or "": added to this peer's failure.
+  [[nodiscard]] const std::string& notice() const noexcept { return notice_; }
+  void set_notice(std::string notice) { notice_ = std::move(notice); }
 
   // ---- the transport's mutex held ----
   /// Its handshake completed (and it has not failed during start()).
@@ -109,6 +113,7 @@ class PeerLink final {
   detail::Connection* connection_ = nullptr;
   std::optional<Dialer> dialer_;
   LivenessQuery liveness_;
+  std::string notice_;
   // guarded by the transport's mutex
   bool connected_ = false;
   bool done_ = false;

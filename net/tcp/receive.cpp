@@ -79,6 +79,9 @@ void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& 
     case schema::Body::LivenessReport:
       on_liveness_report(connection, *header.body_as_LivenessReport(), wire_bytes);
       return;
+    case schema::Body::ConnectionNotice:
+      on_connection_notice(connection, *header.body_as_ConnectionNotice(), wire_bytes);
+      return;
     case schema::Body::Goodbye:
       counters_.add_received(rank, control_lane_, wire_bytes, 1);
       connection.goodbye_received = true;
@@ -135,6 +138,7 @@ void TcpTransport::Impl::on_unverified(Connection& connection, const std::string
     on_broken(connection, 0, why);
     return;
   }
+  tell_peers_why(rank, why);
   fail_peer(rank, why);
 }
 

@@ -117,6 +117,11 @@ std::size_t read_fields(const schema::Header& header, std::size_t data_lane_coun
       return header.body_as_LivenessQuery()->rank();
     case schema::Body::LivenessReport:
       return header.body_as_LivenessReport()->rank() + header.body_as_LivenessReport()->silent_ms();
+    case schema::Body::ConnectionNotice: {  // the rank is checked against the peer count on receipt
+      const auto* reason = header.body_as_ConnectionNotice()->reason();
+      return header.body_as_ConnectionNotice()->rank() +
+             (reason != nullptr ? reason->str().size() : 0);
+    }
     default:
       fail("verify_header passed an unknown body type");
   }

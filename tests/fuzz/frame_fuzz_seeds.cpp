@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
   frames.emplace_back("liveness-query", encode_liveness_query(2, control));
   frames.emplace_back("liveness-report", encode_liveness_report(2, 1500, control));
   frames.emplace_back("abort", encode_abort("peer rank 2 died", control, 2));
+  frames.emplace_back("connection-notice",
+                      encode_connection_notice(1, "a frame's payload did not verify", control));
   // The handshake's frames: Challenges without and with a MAC, a Proof.
   auth::Nonce nonce{};
   for (std::size_t i = 0; i < nonce.size(); ++i) nonce[i] = static_cast<std::uint8_t>(i);

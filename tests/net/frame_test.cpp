@@ -150,6 +150,12 @@ TEST_CASE("control frames verify and decode", "[net][frame]") {
   REQUIRE(report_header->body_type() == schema::Body::LivenessReport);
   CHECK(report_header->body_as_LivenessReport()->rank() == 3);
   CHECK(report_header->body_as_LivenessReport()->silent_ms() == kNotHeardMs);
+  const auto notice = encode_connection_notice(2, "a frame did not verify", 0);
+  const schema::Header* notice_header = verify_header(header_of(*notice), 0).header;
+  REQUIRE(notice_header != nullptr);
+  REQUIRE(notice_header->body_type() == schema::Body::ConnectionNotice);
+  CHECK(notice_header->body_as_ConnectionNotice()->rank() == 2);
+  CHECK(notice_header->body_as_ConnectionNotice()->reason()->str() == "a frame did not verify");
 
   HelloFields big = hello;  // a long peer list goes to the heap, not the inline buffer
   for (int i = 0; i < 100; ++i) big.peers.push_back("10.0.0." + std::to_string(i) + ":4000");

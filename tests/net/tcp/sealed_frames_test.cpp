@@ -291,6 +291,43 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "3 nodes: the node that closes a connection on a frame that did not verify tells the third "
+    "why, and the third's failure of that peer names it",
+    "[net][transport][cipher]") {
+  // Rank 1 reaches rank 0 through the relay; rank 2 reaches both directly.
+  const auto ports = free_ports(3);
+  Relay relay(ports[0]);
+  auto nodes = make_nodes(3, [&](TransportOptions& o) {
+    o.peers = {{"node0", ports[0]}, {"127.0.0.1", ports[1]}, {"127.0.0.1", ports[2]}};
+    o.secret = "s3cret";
+    o.encrypt = true;
+    const bool relayed = o.rank == 1;
+    o.resolver = [relayed](const std::string& host) {
+      return std::vector<std::string>{host == "node0" && relayed ? "127.0.0.2" : "127.0.0.1"};
+    };
+  });
+  start_all_ok(nodes);
+  const Message message{0, 0, 7, 0, pattern(5000, 7)};
+  const std::size_t header = encode_data(message)->head().size() - kPrefixBytes;
+  relay.flip_after(kPrefixBytes + header + auth::kTagBytes + 100);
+  nodes[1]->transport.send(0, message);
+  REQUIRE(nodes[0]->wait([](Node& n) { return !n.failures.empty(); }, 5s));
+  CHECK_THAT(nodes[0]->failures[0].what(), Catch::Contains("did not verify"));
+  // The notice travels on rank 0's connection to rank 2, ahead of anything rank 1 says: once
+  // rank 1 is gone, rank 2 names rank 0's reason beside its own.
+  std::this_thread::sleep_for(500ms);  // loopback delivers it in well under 1 ms
+  nodes[1]->transport.close();
+  REQUIRE(nodes[2]->wait([](Node& n) { return !n.failures.empty(); }, 5s));
+  CHECK(nodes[2]->failures[0].rank() == 1);
+  CHECK_THAT(nodes[2]->failures[0].what(),
+             Catch::Contains("rank 0 (node0:" + std::to_string(ports[0]) +
+                             ") closed its connection to it first: ") &&
+                 Catch::Contains("did not verify"));
+  CHECK(nodes[2]->transport.counters().malformed_frames == 0);
+  for (auto& n : nodes) n->transport.close();
+}
+
 TEST_CASE("a frame in clear on a sealed connection does not verify", "[net][transport][cipher]") {
   auto nodes = make_nodes(2, [](TransportOptions& o) { o.secret = "s3cret"; });
   start_all_ok(nodes);
