@@ -48,7 +48,7 @@ void write_json(const std::filesystem::path& dir, const std::string& name,
 
 }  // namespace
 
-void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
+void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m, std::string_view tag) {
   const nlohmann::json doc = {
       {"rank", m.rank},
       {"nodes", m.nodes},
@@ -62,6 +62,7 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
                                      : nlohmann::json(nullptr)},
       {"rollbacks", m.rollbacks},
       {"view", m.view},
+      {"view_id", m.view_id},
       {"rejoins_admitted", m.rejoins_admitted},
       {"rejoined", m.rejoined},
       {"checkpoints_written", m.checkpoints_written},
@@ -107,10 +108,11 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m) {
       {"plan", plan_json(m.plan)},
       {"sync", m.sync},
   };
-  write_json(dir, "node-" + std::to_string(m.rank) + ".json", doc, "metrics file");
+  write_json(dir, "node-" + std::to_string(m.rank) + std::string(tag) + ".json", doc,
+             "metrics file");
 }
 
-void write_failed_run(const std::filesystem::path& dir, const FailedRun& f) {
+void write_failed_run(const std::filesystem::path& dir, const FailedRun& f, std::string_view tag) {
   const nlohmann::json doc = {
       {"rank", f.rank},
       {"nodes", f.nodes},
@@ -119,13 +121,15 @@ void write_failed_run(const std::filesystem::path& dir, const FailedRun& f) {
       {"error", f.error},
       {"iteration", f.iteration},
       {"view", f.view},
+      {"view_id", f.view_id},
       {"rollbacks", f.rollbacks},
       {"malformed_frames", f.counters.malformed_frames},
       {"rejected_connections", f.counters.rejected_connections},
       {"unverified_frames", f.counters.unverified_frames},
       {"rejected_messages", f.counters.rejected_messages},
   };
-  write_json(dir, "node-" + std::to_string(f.rank) + ".failed.json", doc, "the failed node's file");
+  write_json(dir, "failed-node-" + std::to_string(f.rank) + std::string(tag) + ".json", doc,
+             "the failed node's file");
 }
 
 std::string format_plan(const std::vector<sync::LayerPlan>& plan) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "apps/recovery/membership_view.h"
@@ -32,6 +33,8 @@ struct NodeMetrics {
   std::size_t rollbacks = 0;
   /// The membership view this node ended in: 0 at the start, one more per rollback or growth.
   std::size_t view = 0;
+  /// That view's MembershipView::id ("" in view 0): the halves of a split differ in it.
+  std::string view_id;
   /// Restarted nodes that rejoined at a checkpoint boundary of this node's views (BSP, issue 13).
   std::size_t rejoins_admitted = 0;
   /// Whether this node is a restarted one that rejoined (--rejoin: ako at once, BSP at a
@@ -94,7 +97,7 @@ struct NodeMetrics {
   std::vector<std::map<std::string, double>> epoch_sync;
 };
 
-/// What a node that stopped on an error writes (issue 59): DIR/node-<rank>.failed.json, so that
+/// What a node that stopped on an error writes (issue 59): DIR/failed-node-<rank>.json, so that
 /// scripts never take it for node-<rank>.json, a finished job's file. Plain value type.
 struct FailedRun {
   std::size_t rank = 0;         ///< this node's rank in the view it stopped in
@@ -104,21 +107,27 @@ struct FailedRun {
   std::string error;            ///< the error it stopped on, as logged
   std::uint64_t iteration = 0;  ///< iterations done over the job when it stopped
   std::size_t view = 0;         ///< the membership view it stopped in
+  std::string view_id;          ///< that view's MembershipView::id ("" in view 0)
   std::size_t rollbacks = 0;    ///< rollbacks before it
   /// The node's totals over every view of the job (FaultCounters: the last view's plus
   /// MembershipView::earlier_views).
   FaultCounters counters;
 };
 
-/// Writes `failed` as JSON to `dir`/node-<rank>.failed.json, creating `dir`: "rank", "nodes",
-/// "job", "strategy", "error", "iteration", "view", "rollbacks", "malformed_frames",
-/// "rejected_connections", "unverified_frames", "rejected_messages". Throws gradmesh::Error
-/// naming the path when it cannot be written.
-void write_failed_run(const std::filesystem::path& dir, const FailedRun& failed);
+/// Writes `failed` as JSON to `dir`/failed-node-<rank><tag>.json (`tag`:
+/// MembershipView::file_tag()), creating `dir`: "rank", "nodes", "job", "strategy", "error",
+/// "iteration", "view", "view_id", "rollbacks", "malformed_frames", "rejected_connections",
+/// "unverified_frames", "rejected_messages". Its name is outside the node-*.json that scripts
+/// read as finished runs. Throws gradmesh::Error naming the path when it cannot be written.
+void write_failed_run(const std::filesystem::path& dir, const FailedRun& failed,
+                      std::string_view tag = {});
 
 /// Writes `metrics` as JSON to `dir`/node-<rank>.json, creating `dir`. Throws gradmesh::Error
 /// naming the path when it cannot be written.
-void write_metrics(const std::filesystem::path& dir, const NodeMetrics& metrics);
+/// `tag` (MembershipView::file_tag()): "" or ".view-<k>-<id>" after node-<rank>, for a node
+/// that ends in a view that is not a majority.
+void write_metrics(const std::filesystem::path& dir, const NodeMetrics& metrics,
+                   std::string_view tag = {});
 
 /// The plan's summary for `gradmesh-node plan`: the planner's inputs (alpha, B, GEMM rate), the
 /// predicted bytes and iteration time, the buckets, the KV chunk and each lane's byte budget; for

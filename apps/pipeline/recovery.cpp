@@ -57,18 +57,22 @@ std::optional<fs::path> newest_checkpoint_view(const std::vector<View>& views) {
 
 /// Points `options` and `membership` at membership view `view`: its peers ("host:port" in rank
 /// order; they replace --peers-file), this node's `rank` in it, the checkpoint folder to
-/// `resume` from, and the view's own checkpoint folder, view_dir(root, view), which it returns.
+/// `resume` from, and the view's own checkpoint folder, view_dir(root, view, peers), which it
+/// returns. `first_nodes`: the node count of the first view this node ran in (the view is a
+/// majority when it holds more than half of them).
 fs::path enter_view(NodeOptions& options, MembershipView& membership, const fs::path& root,
                     std::size_t view, const std::vector<std::string>& peers, std::size_t rank,
-                    const fs::path& resume) {
+                    const fs::path& resume, std::size_t first_nodes) {
   std::string list;
   for (const std::string& p : peers) list += (list.empty() ? "" : ",") + p;
   membership.view = view;
+  membership.id = view_id(peers);
+  membership.majority = 2 * peers.size() > first_nodes;
   options.peers = list;
   options.peers_file.clear();
   options.rank = static_cast<long long>(rank);
   options.resume = resume;
-  const fs::path dir = view_dir(root, view);
+  const fs::path dir = view_dir(root, view, peers);
   // The view's folder replaces the previous view's (the last override of a key wins; the list
   // does not grow by one per view).
   std::erase_if(options.overrides,
@@ -127,7 +131,7 @@ void await_admission(NodeOptions& options, MembershipView& membership, const fs:
   }
   const std::size_t rank = static_cast<std::size_t>(me - admission->peers.begin());
   const fs::path dir = enter_view(options, membership, root, admission->view, admission->peers,
-                                  rank, admission->resume);
+                                  rank, admission->resume, admission->resume_nodes);
   options.rejoin = false;
   membership.rejoined = true;
   views = {View{admission->resume, admission->resume_nodes}, View{dir, admission->peers.size()}};
@@ -140,7 +144,7 @@ void await_admission(NodeOptions& options, MembershipView& membership, const fs:
 }
 
 /// A node that stops on `error` in `pipeline`'s view, with --metrics-out: writes
-/// DIR/node-<rank>.failed.json (metrics.h: write_failed_run) with its totals over the job. Logs,
+/// DIR/failed-node-<rank>.json (metrics.h: write_failed_run) with its totals over the job. Logs,
 /// never throws (the error it stops on is the one to report).
 void record_failure(const Pipeline& pipeline, const MembershipView& membership,
                     const std::exception& error) noexcept {
@@ -155,10 +159,11 @@ void record_failure(const Pipeline& pipeline, const MembershipView& membership,
     failed.error = error.what();
     failed.iteration = pipeline.iterations_done();
     failed.view = membership.view;
+    failed.view_id = membership.id;
     failed.rollbacks = membership.rollbacks;
     failed.counters = membership.earlier_views;
     failed.counters += pipeline.fault_counters();
-    write_failed_run(*dir, failed);
+    write_failed_run(*dir, failed, membership.file_tag());
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
   }
@@ -225,9 +230,9 @@ void run_views(NodeOptions options, const std::function<void(Pipeline&)>& config
         write_view_admission(root, admission);
         for (const JoinRequest& j : growth.joiners()) withdraw_join_request(root, j);
       }
-      views.push_back(
-          View{enter_view(options, membership, root, admission.view, peers, rank, admission.resume),
-               peers.size()});
+      views.push_back(View{enter_view(options, membership, root, admission.view, peers, rank,
+                                      admission.resume, views.front().nodes),
+                           peers.size()});
       membership.rejoins_admitted += growth.joiners().size();
       spdlog::warn(
           "view {}: {} node(s) rejoined at the checkpoint of iteration {}; going on "
@@ -247,9 +252,9 @@ void run_views(NodeOptions options, const std::function<void(Pipeline&)>& config
       const std::size_t rank = pipeline->rank();
       membership.earlier_views += pipeline->fault_counters();
       pipeline.reset();
-      views.push_back(
-          View{enter_view(options, membership, root, membership.view + 1, peers, rank, *from),
-               peers.size()});
+      views.push_back(View{enter_view(options, membership, root, membership.view + 1, peers, rank,
+                                      *from, views.front().nodes),
+                           peers.size()});
       ++membership.rollbacks;
       ++membership.nonfinite_rollbacks;
       spdlog::warn("{}: rolling back to the newest checkpoint in {} (view {})", e.what(),
@@ -292,9 +297,9 @@ void run_views(NodeOptions options, const std::function<void(Pipeline&)>& config
       const std::size_t new_rank = rank > dead ? rank - 1 : rank;
       membership.earlier_views += pipeline->fault_counters();
       pipeline.reset();  // closes this view's transport and waits for a checkpoint write
-      views.push_back(
-          View{enter_view(options, membership, root, membership.view + 1, peers, new_rank, *from),
-               peers.size()});
+      views.push_back(View{enter_view(options, membership, root, membership.view + 1, peers,
+                                      new_rank, *from, views.front().nodes),
+                           peers.size()});
       ++membership.rollbacks;
       spdlog::warn(
           "peer rank {} ({}) is gone ({}): rolling back to the newest checkpoint in {} "

@@ -17,10 +17,10 @@ namespace gradmesh::app {
 
 namespace {
 
-void save_parameters(const std::filesystem::path& dir, std::size_t rank,
+void save_parameters(const std::filesystem::path& dir, const std::string& name,
                      std::span<const float> parameters) {
   std::filesystem::create_directories(dir);
-  const auto path = dir / ("parameters-" + std::to_string(rank) + ".f32");
+  const auto path = dir / name;
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(parameters.data()),
             static_cast<std::streamsize>(parameters.size_bytes()));
@@ -83,6 +83,7 @@ void complete_metrics(NodeMetrics& metrics, const CompletedRun& run) {
   if (options.resume || options.rejoin) metrics.resumed_from_iteration = run.start;
   metrics.rollbacks = run.membership.rollbacks;
   metrics.view = run.membership.view;
+  metrics.view_id = run.membership.id;
   metrics.rejoins_admitted = run.membership.rejoins_admitted;
   metrics.rejoined = options.rejoin || run.membership.rejoined;
   metrics.samples_per_second =
@@ -122,10 +123,13 @@ void report_run(const NodeMetrics& metrics, const CompletedRun& run,
         100.0 * metrics.test_accuracy, metrics.bytes_sent_per_iteration);
   }
   if (const auto& dir = run.options.metrics_out) {
-    write_metrics(*dir, metrics);
-    if (run.options.save_parameters) save_parameters(*dir, run.rank, run.model.parameters());
-    if (trace)
-      trace->write_chrome_trace(*dir / ("trace-" + std::to_string(run.rank) + ".json"), run.rank);
+    // A node that ends in a minority view tags its files (MembershipView::file_tag).
+    const std::string tag = run.membership.file_tag();
+    const std::string rank = std::to_string(run.rank);
+    write_metrics(*dir, metrics, tag);
+    if (run.options.save_parameters)
+      save_parameters(*dir, "parameters-" + rank + tag + ".f32", run.model.parameters());
+    if (trace) trace->write_chrome_trace(*dir / ("trace-" + rank + tag + ".json"), run.rank);
   }
 }
 

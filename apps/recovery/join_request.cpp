@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include <spdlog/spdlog.h>
+#include <zlib.h>
 #include <nlohmann/json.hpp>
 
 #include "apps/recovery/checkpoint_file.h"
@@ -166,17 +167,25 @@ std::vector<JoinRequest> merge_join_requests(const std::vector<std::vector<std::
   return out;
 }
 
-fs::path view_dir(const fs::path& root, std::uint64_t view) {
-  return view == 0 ? root : root / ("view-" + std::to_string(view));
+std::string view_id(const std::vector<std::string>& peers) {
+  std::string joined;
+  for (const std::string& p : peers) joined += (joined.empty() ? "" : ",") + p;
+  const uLong crc = crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(joined.data()),
+                          static_cast<uInt>(joined.size()));
+  return fmt::format("{:08x}", static_cast<std::uint32_t>(crc));
+}
+
+fs::path view_dir(const fs::path& root, std::uint64_t view, const std::vector<std::string>& peers) {
+  return view == 0 ? root : root / ("view-" + std::to_string(view) + "-" + view_id(peers));
 }
 
 void write_view_admission(const fs::path& root, const ViewAdmission& a) {
-  write_json(view_dir(root, a.view) / "view.json", json{{"view", a.view},
-                                                        {"peers", a.peers},
-                                                        {"resume", a.resume.string()},
-                                                        {"resume_nodes", a.resume_nodes},
-                                                        {"iteration", a.iteration},
-                                                        {"admitted", a.admitted}});
+  write_json(view_dir(root, a.view, a.peers) / "view.json", json{{"view", a.view},
+                                                                 {"peers", a.peers},
+                                                                 {"resume", a.resume.string()},
+                                                                 {"resume_nodes", a.resume_nodes},
+                                                                 {"iteration", a.iteration},
+                                                                 {"admitted", a.admitted}});
 }
 
 std::optional<ViewAdmission> find_view_admission(const fs::path& root, std::uint64_t nonce) {

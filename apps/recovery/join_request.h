@@ -71,9 +71,16 @@ struct ViewAdmission {
   std::vector<std::uint64_t> admitted;
 };
 
-/// `root`/view-<view>: the checkpoint folder of view `view` (view 0's is `root` itself).
-[[nodiscard]] std::filesystem::path view_dir(const std::filesystem::path& root, std::uint64_t view);
-/// Writes view_dir(root, admission.view)/view.json atomically.
+/// A view's identity beside its number: 8 lower-case hex digits of a CRC-32 (zlib) of `peers`
+/// ("host:port" in rank order) joined by commas. The same on every member; two views of
+/// different members differ (but for a CRC collision, 1 in 2^32).
+[[nodiscard]] std::string view_id(const std::vector<std::string>& peers);
+/// `root`/view-<view>-<view_id(peers)>: the checkpoint folder of view `view` of members `peers`
+/// (view 0's is `root` itself). The halves of a split, each in its own view `view`, get folders
+/// of their own.
+[[nodiscard]] std::filesystem::path view_dir(const std::filesystem::path& root, std::uint64_t view,
+                                             const std::vector<std::string>& peers);
+/// Writes view_dir(root, admission.view, admission.peers)/view.json atomically.
 void write_view_admission(const std::filesystem::path& root, const ViewAdmission& admission);
 /// The view.json under `root` that admits `nonce`, if one does (the newest view if several).
 [[nodiscard]] std::optional<ViewAdmission> find_view_admission(const std::filesystem::path& root,

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <string>
 
 namespace gradmesh::app {
 
@@ -33,6 +34,15 @@ struct MembershipView {
   /// The view's number, 0 at the start, one more after each rollback or growth; the transport's
   /// handshake compares it ("view" in the metrics).
   std::size_t view = 0;
+  /// The view's members, beside its number: 8 hex digits of a CRC-32 of its peer list in rank
+  /// order (view_id(), apps/recovery/join_request.h); "" in view 0. The halves of a split (each
+  /// going on alone under net.min_nodes below the majority) number their views alike but never
+  /// share an id: their checkpoint folders (view_dir) and, in a minority, their result files
+  /// (file_tag) differ ("view_id" in the metrics).
+  std::string id;
+  /// Whether the view holds more than half of the nodes of the first view this node ran in. Only
+  /// net.min_nodes below the majority lets a node go on in one that does not.
+  bool majority = true;
   /// How many times this node rolled back after a peer failed ("rollbacks" in the metrics).
   std::size_t rollbacks = 0;
   /// How many times this node rolled back after a non-finite loss or update (job.on_nonfinite =
@@ -50,6 +60,14 @@ struct MembershipView {
   /// each view's before it leaves it): the metrics' counters are these plus the last view's, the
   /// node's totals over the job.
   FaultCounters earlier_views;
+
+  /// What this node's result files (metrics, failure, parameters, trace) carry after
+  /// "node-<rank>" and the like: "" in a view that holds a majority, else ".view-<view>-<id>", so
+  /// a minority (the other half of a split included) never writes the majority's paths, nor two
+  /// halves each other's.
+  [[nodiscard]] std::string file_tag() const {
+    return majority ? std::string() : ".view-" + std::to_string(view) + "-" + id;
+  }
 };
 
 }  // namespace gradmesh::app

@@ -2,16 +2,23 @@
 // failed, stopped and restarted peers, a partitioned node; real gradmesh-node processes on
 // 127.0.0.1.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "tests/apps/node/bsp_job.h"
 #include "tests/apps/node/cluster.h"
@@ -277,13 +284,7 @@ TEST_CASE(
   Cluster cluster("ps-partition", 4, config_text(job, "ps"));
   cluster.start({"--set", "checkpoint.dir=" + (cluster.dir() / "ckpt").string(), "--set",
                  "checkpoint.every=100", "--set", "net.peer_timeout=2"});
-  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(3), "checkpoint of iteration 200",
-                                           std::chrono::seconds(120)));
-  REQUIRE(::kill(cluster.process(3).pid(), SIGSTOP) == 0);
-  REQUIRE(
-      gradmesh::testing::wait_for_text(cluster.log(0), "rolling back", std::chrono::seconds(60)));
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // its peers silent past its peer_timeout
-  REQUIRE(::kill(cluster.process(3).pid(), SIGCONT) == 0);
+  gradmesh::testing::pause_until_rolled_back(cluster, 3, 0, "checkpoint of iteration 200");
   for (std::size_t r = 0; r < 3; ++r) {
     const auto code = cluster.process(r).wait_for(std::chrono::seconds(120));
     INFO(cluster.all_logs());
@@ -302,4 +303,90 @@ TEST_CASE(
   CHECK(!std::filesystem::exists(cluster.dir() / "node-3.json"));
   // Its only metrics would have been as a lone rank 0 or 1: the survivors' files are theirs.
   for (std::size_t r = 0; r < 3; ++r) CHECK(cluster.metrics(r)["nodes"] == 3);
+}
+
+TEST_CASE(
+    "net.min_nodes = 1: 2 node processes split by a pause past net.peer_timeout each train on "
+    "alone, and no path is written by both halves",
+    "[e2e][ps][failure][rollback][partition]") {
+  // Rank 0 times the paused rank 1 out and rolls back alone; woken, rank 1 sees its connection
+  // gone and rolls back alone too. Both are "rank 0 of 1" in a view 1: their views' members tell
+  // them apart (view_dir, MembershipView::file_tag), neither is a majority of the 2 nodes.
+  Job job;
+  job.iterations = 800;
+  Cluster cluster("ps-split", 2, config_text(job, "ps"));
+  const auto ckpt = cluster.dir() / "ckpt";
+  cluster.start({"--set", "checkpoint.dir=" + ckpt.string(), "--set", "checkpoint.every=100",
+                 "--set", "net.peer_timeout=2", "--set", "net.min_nodes=1"});
+  gradmesh::testing::pause_until_rolled_back(cluster, 1, 0, "checkpoint of iteration 200");
+  const auto codes = cluster.wait(std::chrono::seconds(120));
+  INFO(cluster.all_logs());
+  CHECK(codes == std::vector<int>{0, 0});
+  // The halves' files, listed: two metrics files tagged with two views 1 of different members,
+  // no node-<rank>.json (neither half is the job's), two checkpoint folders.
+  std::vector<std::string> metrics_files, view_folders;
+  for (const auto& entry : std::filesystem::directory_iterator(cluster.dir())) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("node-") && name.ends_with(".json")) metrics_files.push_back(name);
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(ckpt)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("view-")) view_folders.push_back(name);
+  }
+  std::sort(metrics_files.begin(), metrics_files.end());
+  std::sort(view_folders.begin(), view_folders.end());
+  INFO("metrics files: " << metrics_files.size() << ", view folders: " << view_folders.size());
+  REQUIRE(metrics_files.size() == 2);
+  REQUIRE(view_folders.size() == 2);
+  std::vector<std::string> ids;
+  for (const std::string& name : metrics_files) {
+    const auto m = nlohmann::json::parse(std::ifstream(cluster.dir() / name));
+    CHECK(m["nodes"] == 1);
+    CHECK(m["view"] == 1);
+    const std::string id = m["view_id"].get<std::string>();
+    CHECK(name == "node-0.view-1-" + id + ".json");
+    CHECK(std::find(view_folders.begin(), view_folders.end(), "view-1-" + id) !=
+          view_folders.end());
+    CHECK(std::filesystem::exists(ckpt / ("view-1-" + id) / "node-0"));
+    ids.push_back(id);
+  }
+  CHECK(ids[0] != ids[1]);
+}
+
+TEST_CASE(
+    "a node's fault counters are its totals over the job: a connection refused in view 0 is "
+    "still counted after a rollback to view 1",
+    "[e2e][ps][failure][rollback]") {
+  Job job;
+  job.iterations = 800;
+  Cluster cluster("ps-counters-over-views", 3, config_text(job, "ps"));
+  cluster.start({"--set", "checkpoint.dir=" + (cluster.dir() / "ckpt").string(), "--set",
+                 "checkpoint.every=100"});
+  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(0), "connected to every peer",
+                                           std::chrono::seconds(60)));
+  // Something that is not a node dials rank 0 and speaks HTTP: refused in the handshake, counted
+  // by view 0's transport.
+  const std::string address = cluster.address(0);
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<std::uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0);
+  const char request[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  REQUIRE(::send(fd, request, sizeof(request) - 1, 0) > 0);
+  ::close(fd);
+  // Then rank 2 dies after its checkpoint of iteration 200: ranks 0 and 1 go on in view 1, with
+  // new transports.
+  gradmesh::testing::signal_and_expect_survivors_finish(cluster, 2, "checkpoint of iteration 200",
+                                                        SIGKILL, std::chrono::seconds(120));
+  INFO(cluster.all_logs());
+  const auto m = cluster.metrics(0);
+  CHECK(m["view"] == 1);
+  CHECK(m["rollbacks"] == 1);
+  CHECK(m["rejected_connections"] == 1);
+  CHECK(cluster.metrics(1)["rejected_connections"] == 0);
+  cluster.process(2).kill_now();
 }

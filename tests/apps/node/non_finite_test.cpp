@@ -68,10 +68,10 @@ TEST_CASE("a diverging BSP job stops on every node at the first non-finite itera
         CHECK_THAT(log, Catch::Contains("on rank " + std::to_string(r) + " (") &&
                             Catch::Contains(" of layer ") && Catch::Contains(" NaN and ") &&
                             Catch::Contains("Try a lower optimizer.lr"));
-        // A node that stopped on an error writes node-<rank>.failed.json, never node-<rank>.json.
-        const auto prefix = cluster.dir() / ("node-" + std::to_string(r));
-        CHECK_FALSE(std::filesystem::exists(prefix.string() + ".json"));
-        std::ifstream in(prefix.string() + ".failed.json");
+        // A node that stopped on an error writes failed-node-<rank>.json, never node-<rank>.json.
+        const std::string name = "node-" + std::to_string(r) + ".json";
+        CHECK_FALSE(std::filesystem::exists(cluster.dir() / name));
+        std::ifstream in(cluster.dir() / ("failed-" + name));
         REQUIRE(in);
         const auto failed = nlohmann::json::parse(in);
         CHECK(failed["rank"] == r);

@@ -62,4 +62,16 @@ inline void signal_and_expect_survivors_finish(Cluster& cluster, std::size_t vic
   }
 }
 
+/// Waits (up to 120 s) until rank `victim`'s log shows `mark`, pauses it (SIGSTOP) until rank
+/// `observer` rolls back without it, keeps it paused 3 s more (past a net.peer_timeout of 2 s on
+/// its side too), then wakes it (SIGCONT): a partition that heals.
+inline void pause_until_rolled_back(Cluster& cluster, std::size_t victim, std::size_t observer,
+                                    const std::string& mark) {
+  REQUIRE(wait_for_text(cluster.log(victim), mark, std::chrono::seconds(120)));
+  REQUIRE(::kill(cluster.process(victim).pid(), SIGSTOP) == 0);
+  REQUIRE(wait_for_text(cluster.log(observer), "rolling back", std::chrono::seconds(60)));
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  REQUIRE(::kill(cluster.process(victim).pid(), SIGCONT) == 0);
+}
+
 }  // namespace gradmesh::testing

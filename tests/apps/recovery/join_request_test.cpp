@@ -69,12 +69,17 @@ TEST_CASE("requests travel as a list of numbers, every node merges the lists ali
 TEST_CASE("a view's admission is found by the joiner's nonce, a refusal by its own",
           "[pipeline][rejoin]") {
   TempDir dir("join");
-  CHECK(view_dir(dir.path, 0) == dir.path);
-  CHECK(view_dir(dir.path, 3) == dir.path / "view-3");
+  const std::vector<std::string> peers{"127.0.0.1:1", "127.0.0.1:2"};
+  CHECK(view_dir(dir.path, 0, peers) == dir.path);
+  // CRC-32 of "127.0.0.1:1,127.0.0.1:2" (Python: '%08x' % zlib.crc32(b'...')).
+  CHECK(view_id(peers) == "78a8c212");
+  CHECK(view_dir(dir.path, 3, peers) == dir.path / "view-3-78a8c212");
+  // The halves of a split number their views alike, never their folders.
+  CHECK(view_dir(dir.path, 1, {"127.0.0.1:1"}) != view_dir(dir.path, 1, {"127.0.0.1:2"}));
   ViewAdmission a;
   a.view = 2;
   a.peers = {"127.0.0.1:9000", "127.0.0.1:9001", "127.0.0.1:9002"};
-  a.resume = view_dir(dir.path, 1);
+  a.resume = view_dir(dir.path, 1, peers);
   a.resume_nodes = 2;
   a.iteration = 450;
   a.admitted = {77};
