@@ -58,16 +58,17 @@ std::optional<fs::path> newest_checkpoint_view(const std::vector<View>& views) {
 /// Points `options` and `membership` at membership view `view`: its peers ("host:port" in rank
 /// order; they replace --peers-file), this node's `rank` in it, the checkpoint folder to
 /// `resume` from, and the view's own checkpoint folder, view_dir(root, view, peers), which it
-/// returns. `first_nodes`: the node count of the first view this node ran in (the view is a
-/// majority when it holds more than half of them).
+/// returns. `majority`: whether the view holds more than half of the last view that started
+/// here (the quorum rule's base: false only when net.min_nodes below the majority let it go on;
+/// MembershipView::majority).
 fs::path enter_view(NodeOptions& options, MembershipView& membership, const fs::path& root,
                     std::size_t view, const std::vector<std::string>& peers, std::size_t rank,
-                    const fs::path& resume, std::size_t first_nodes) {
+                    const fs::path& resume, bool majority) {
   std::string list;
   for (const std::string& p : peers) list += (list.empty() ? "" : ",") + p;
   membership.view = view;
   membership.id = view_id(peers);
-  membership.majority = 2 * peers.size() > first_nodes;
+  membership.majority = majority;
   options.peers = list;
   options.peers_file.clear();
   options.rank = static_cast<long long>(rank);
@@ -131,7 +132,7 @@ void await_admission(NodeOptions& options, MembershipView& membership, const fs:
   }
   const std::size_t rank = static_cast<std::size_t>(me - admission->peers.begin());
   const fs::path dir = enter_view(options, membership, root, admission->view, admission->peers,
-                                  rank, admission->resume, admission->resume_nodes);
+                                  rank, admission->resume, /*majority=*/true);
   options.rejoin = false;
   membership.rejoined = true;
   views = {View{admission->resume, admission->resume_nodes}, View{dir, admission->peers.size()}};
@@ -231,7 +232,7 @@ void run_views(NodeOptions options, const std::function<void(Pipeline&)>& config
         for (const JoinRequest& j : growth.joiners()) withdraw_join_request(root, j);
       }
       views.push_back(View{enter_view(options, membership, root, admission.view, peers, rank,
-                                      admission.resume, views.front().nodes),
+                                      admission.resume, /*majority=*/true),
                            peers.size()});
       membership.rejoins_admitted += growth.joiners().size();
       spdlog::warn(
@@ -253,7 +254,7 @@ void run_views(NodeOptions options, const std::function<void(Pipeline&)>& config
       membership.earlier_views += pipeline->fault_counters();
       pipeline.reset();
       views.push_back(View{enter_view(options, membership, root, membership.view + 1, peers, rank,
-                                      *from, views.front().nodes),
+                                      *from, membership.majority),
                            peers.size()});
       ++membership.rollbacks;
       ++membership.nonfinite_rollbacks;
@@ -295,10 +296,14 @@ void run_views(NodeOptions options, const std::function<void(Pipeline&)>& config
         throw sync::CutOffError(quorum.cut_off_message(lost_since_start, e.what()));
       }
       const std::size_t new_rank = rank > dead ? rank - 1 : rank;
+      // What the default rule would say: a view it allows is the job's; one only net.min_nodes
+      // allows (a half of a split) tags its files (MembershipView::file_tag).
+      const bool majority =
+          sync::Quorum{quorum_base > 0 ? quorum_base : nodes, std::nullopt}.holds(peers.size());
       membership.earlier_views += pipeline->fault_counters();
       pipeline.reset();  // closes this view's transport and waits for a checkpoint write
       views.push_back(View{enter_view(options, membership, root, membership.view + 1, peers,
-                                      new_rank, *from, views.front().nodes),
+                                      new_rank, *from, majority),
                            peers.size()});
       ++membership.rollbacks;
       spdlog::warn(

@@ -40,8 +40,9 @@ struct MembershipView {
   /// share an id: their checkpoint folders (view_dir) and, in a minority, their result files
   /// (file_tag) differ ("view_id" in the metrics).
   std::string id;
-  /// Whether the view holds more than half of the nodes of the first view this node ran in. Only
-  /// net.min_nodes below the majority lets a node go on in one that does not.
+  /// Whether the view holds more than half of the nodes of the last view that started here (the
+  /// quorum rule's base, sync::Quorum): what the default rule allows. Only net.min_nodes below the
+  /// majority lets a node go on in one that does not (a half of a split).
   bool majority = true;
   /// How many times this node rolled back after a peer failed ("rollbacks" in the metrics).
   std::size_t rollbacks = 0;
