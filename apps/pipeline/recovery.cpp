@@ -175,8 +175,9 @@ void record_failure(const Pipeline& pipeline, const MembershipView& membership,
 void run_views(NodeOptions options, const std::function<void(Pipeline&)>& configure,
                MembershipView& membership, std::optional<Pipeline>& pipeline) {
   // Checkpoint folders, one per membership view (node set): view 0's is checkpoint.dir, view k's
-  // its "view-<k>" subfolder (join_request.h: view_dir), so no folder mixes checkpoints of two
-  // node counts. Restarted nodes file their join requests under view 0's folder.
+  // its "view-<k>-<view_id>" subfolder (join_request.h: view_dir), so no folder mixes checkpoints
+  // of two node counts, nor of two halves of a split. Restarted nodes file their join requests
+  // under view 0's folder.
   const JobConfig first = load_job_config(options.config, options.overrides);
   const fs::path root = first.checkpoint.dir;
   const bool recoverable = is_bsp(first.sync.strategy) && !root.empty();
