@@ -16,7 +16,8 @@
 // probes' and its correlation with the triad's time a byte and the small GEMM's time a flop, to
 // tell the layers the host's memory mode moves from those it does not.
 //
-//   build/bench/bench_single_node [--model mlp|cnn|resnet] [--threads N] [--iterations N]
+//   build/bench/bench_single_node [--model mlp|cnn|resnet] [--kernels onednn|builtin]
+//                                 [--threads N] [--iterations N]
 //                                 [--data DIR]
 //                                 [--rounds R] [--gap S]
 // A benchmark, never a test: its figures go in README.md, not in assertions.
@@ -93,21 +94,36 @@ int main(int argc, char** argv) {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::string model_name = "mlp";
   std::size_t rounds = 0;
+  std::string kernels = gradmesh::tasks::cpu::onednn_built() ? "onednn" : "builtin";
   double gap = 10.0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--rounds")) rounds = std::strtoul(argv[i + 1], nullptr, 10);
     if (!std::strcmp(argv[i], "--gap")) gap = std::strtod(argv[i + 1], nullptr);
     if (!std::strcmp(argv[i], "--model")) model_name = argv[i + 1];
+    if (!std::strcmp(argv[i], "--kernels")) kernels = argv[i + 1];
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--iterations")) iterations = std::strtoul(argv[i + 1], nullptr, 10);
     if (!std::strcmp(argv[i], "--data")) data_dir = argv[i + 1];
   }
+  if (kernels != "onednn" && kernels != "builtin") {
+    std::fprintf(stderr, "--kernels: expected onednn or builtin, got '%s'\n", kernels.c_str());
+    return 2;
+  }
+  gradmesh::tasks::cpu::set_kernels(kernels == "onednn"
+                                        ? gradmesh::tasks::cpu::CpuKernels::kOnednn
+                                        : gradmesh::tasks::cpu::CpuKernels::kBuiltin);
   gradmesh::tasks::cpu::set_threads(threads);
+  std::printf("kernels: %s, %s\n", kernels.c_str(),
+              gradmesh::tasks::cpu::host_backend().description().c_str());
+  if (kernels == "builtin") {
+    if (const std::string w = gradmesh::tasks::cpu::openblas_core_warning(); !w.empty())
+      std::printf("warning: %s\n", w.c_str());
+  }
   namespace bench = gradmesh::bench;
   std::printf("before: %s\n", bench::format_machine_state(bench::measure_machine_state()).c_str());
 
   const double peak = sgemm_gflops(1024);
-  std::printf("sgemm 1024x1024x1024, %d BLAS thread(s): %.1f GFLOP/s\n", threads, peak);
+  std::printf("sgemm 1024x1024x1024, %d thread(s): %.1f GFLOP/s\n", threads, peak);
 
   const auto data = gradmesh::tasks::load_fashion_mnist(data_dir);
   const std::size_t batch = 64;

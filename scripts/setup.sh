@@ -9,7 +9,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
-  libtbb-dev libuv1-dev libflatbuffers-dev flatbuffers-compiler catch2 libopenblas-dev
+  libtbb-dev libuv1-dev libflatbuffers-dev flatbuffers-compiler catch2 libopenblas-dev libdnnl-dev
   libsodium-dev
   libcli11-dev libtomlplusplus-dev libspdlog-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -100,6 +101,27 @@ struct Im2colGeometry {
   [[nodiscard]] constexpr std::size_t sample_size() const noexcept {
     return channels * height * width;
   }
+};
+
+/// A backend's own kernels for one 2-d convolution (Conv2d's: NCHW samples, weights F x C x k x k
+/// row-major, bias F), made once per layer by Backend::make_convolution, as a cuDNN descriptor or
+/// an FFTW plan is: the CPU backend's are oneDNN's primitives (tasks/cpu/onednn_convolution.h).
+/// Pointers are the backend's device memory; sizes as Conv2d documents. Thread safety: none (one
+/// layer's). forward and backward never allocate in gradmesh's code for a batch size met before
+/// (a new size builds its primitives once). Errors: DeviceError naming the library's failure.
+class ConvolutionKernels {
+ public:
+  ConvolutionKernels() = default;
+  ConvolutionKernels(const ConvolutionKernels&) = delete;
+  ConvolutionKernels& operator=(const ConvolutionKernels&) = delete;
+  virtual ~ConvolutionKernels() = default;
+  /// y (batch x F x OH x OW) = conv(x (batch x C x H x W), w) + b; batch <= the max_batch made for.
+  virtual void forward(const float* x, const float* w, const float* b, float* y,
+                       std::size_t batch) = 0;
+  /// Given the forward just before on the same x: dw (F C k k) and db (F), overwritten, when
+  /// non-null; dx (batch x C x H x W), overwritten, when non-null.
+  virtual void backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                        float* db, std::size_t batch) = 0;
 };
 
 /// The 16-bit float formats of the gradient codecs (Backend::encode_half).
@@ -272,6 +294,15 @@ class Backend {
   /// covers it, in ascending o (0 where none does).
   virtual void avg_pool_backward(const float* dy, std::size_t planes, const PoolGeometry& g,
                                  float* dx) = 0;
+
+  /// This backend's own kernels for a convolution of `filters` filters over g's input (im2col's
+  /// geometry), for batches up to max_batch; nullptr (the default) when it has none or they are
+  /// not chosen: Conv2d then runs im2col + sgemm. The CPU backend's: oneDNN's where
+  /// cpu::kernels() is kOnednn. Called at set-up (Layer::reserve), never per iteration.
+  [[nodiscard]] virtual std::unique_ptr<ConvolutionKernels> make_convolution(
+      const Im2colGeometry& /*g*/, std::size_t /*filters*/, std::size_t /*max_batch*/) {
+    return nullptr;
+  }
 
   // ---- chunks of a layer's batch (tasks/layers/conv2d.h) ----
   /// How many bodies run_chunks may run at once at most: the scratch slots a layer gives each

@@ -164,6 +164,7 @@ constexpr std::array<std::string_view, 2> kDatasets{"fashion-mnist", "synthetic"
 constexpr std::size_t kMaxSampleFloats = std::size_t{1} << 24;
 constexpr std::array<std::string_view, 2> kNormalizations{"none", "standardize"};
 constexpr std::array<std::string_view, 2> kDevices{"cpu", "cuda"};
+constexpr std::array<std::string_view, 3> kCpuKernels{"auto", "onednn", "builtin"};
 
 /// The strategies' and schemes' own tables, [sync.<table>] (sync/option_table.h).
 constexpr std::string_view kOptionPrefix = "sync.";
@@ -178,7 +179,7 @@ constexpr std::string_view kBandwidthExpected =
     "optional \"/s\")";
 
 // Sorted by key: key_specs() promises it and find_key() relies on it.
-constexpr std::array<KeySpec, 44> kKeys{{
+constexpr std::array<KeySpec, 45> kKeys{{
     {"checkpoint.dir",
      "a string: the folder of the checkpoints (node-<rank>/ under it), or \"\" (none)",
      OverrideKind::kString,
@@ -195,8 +196,17 @@ constexpr std::array<KeySpec, 44> kKeys{{
      OverrideKind::kToml,
      [](JobConfig& c, const toml::node& n) { return set_size(c.checkpoint.keep, n, 1); },
      [](const JobConfig& c) { return print_size(c.checkpoint.keep); }},
+    {"compute.cpu_kernels",
+     "\"auto\", \"onednn\" or \"builtin\" (the CPU backend's GEMM: oneDNN's, or OpenBLAS's "
+     "with gradmesh's own loops; auto: oneDNN where this binary has it)",
+     OverrideKind::kString,
+     [](JobConfig& c, const toml::node& n) {
+       return set_choice(c.compute.cpu_kernels, n, kCpuKernels);
+     },
+     [](const JobConfig& c) { return toml_quote(c.compute.cpu_kernels); }},
     {"compute.device",
-     "\"cpu\" or \"cuda\" (where layers compute: OpenBLAS on the host, or cuBLAS and CUDA "
+     "\"cpu\" or \"cuda\" (where layers compute: the host (compute.cpu_kernels), or cuBLAS and "
+     "CUDA "
      "kernels on GPU 0)",
      OverrideKind::kString,
      [](JobConfig& c, const toml::node& n) { return set_choice(c.compute.device, n, kDevices); },

@@ -241,8 +241,9 @@ std::uint64_t fingerprint(const std::string& text) {
 
 /// Keys (or tables, ending in '.') that do not shape the training trajectory.
 constexpr std::string_view kNotTraining[] = {
-    "checkpoint.",        "compute.threads", "data.test_limit",  "job.epochs",
-    "job.max_iterations", "job.name",        "job.on_nonfinite", "net.",
+    "checkpoint.",     "compute.cpu_kernels", "compute.threads",
+    "data.test_limit", "job.epochs",          "job.max_iterations",
+    "job.name",        "job.on_nonfinite",    "net.",
     "security."};
 
 }  // namespace

@@ -158,6 +158,9 @@ struct JobConfig {
     std::size_t threads = 0;  ///< compute.threads: BLAS and CPU-kernel threads; 0 = cores / nodes.
     /// compute.device: "cpu" (tasks/cpu/, OpenBLAS) or "cuda" (tasks/cuda/, cuBLAS; GPU 0).
     std::string device = "cpu";
+    /// compute.cpu_kernels: "onednn" (oneDNN's sgemm), "builtin" (OpenBLAS's and gradmesh's own
+    /// loops) or "auto" (oneDNN where the binary was built with it; tasks::cpu::set_kernels).
+    std::string cpu_kernels = "auto";
     friend bool operator==(const Compute&, const Compute&) = default;
   } compute;
 

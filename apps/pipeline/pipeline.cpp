@@ -19,6 +19,7 @@
 #include "apps/pipeline/start_up.h"
 #include "apps/pipeline/training_loop.h"
 #include "engine/error.h"
+#include "tasks/cpu/blas.h"
 #include "tasks/cpu/cpu_backend.h"
 #include "tasks/make_backend.h"
 #include "topo/launch_environment.h"
@@ -122,6 +123,7 @@ void Pipeline::set_source(std::unique_ptr<DataSource> source) {
   const auto specs = layer_specs(s.config);
   const tasks::Shape shape = source->sample_shape();
   // Before the model: its layers size their per-thread scratch by the threads (Conv2d's chunks).
+  tasks::cpu::set_kernels(cpu_kernels(s.config));
   tasks::cpu::set_threads(compute_threads(s.config, s.peers, s.rank));
   try {
     s.model.emplace(specs, shape, batch_size(), s.config.job.seed,
@@ -138,8 +140,12 @@ void Pipeline::set_source(std::unique_ptr<DataSource> source) {
                            : "]"));
   }
   spdlog::info("compute device: {}", s.model->backend().description());
-  spdlog::info("compute threads: {} (OpenBLAS and the CPU kernels; compute.threads)",
+  spdlog::info("compute threads: {} (GEMM and the CPU kernels; compute.threads)",
                tasks::cpu::threads());
+  if (s.model->backend().host_addressable() &&
+      tasks::cpu::kernels() == tasks::cpu::CpuKernels::kBuiltin) {
+    if (const std::string w = tasks::cpu::openblas_core_warning(); !w.empty()) spdlog::warn(w);
+  }
   check_optimizer_keys(s.config);
   s.optimizer.emplace(sgd_options(s.config), s.model->parameter_count(), adam_options(s.config));
   if (s.config.optimizer.weight_decay_exclude) {

@@ -84,6 +84,14 @@ topo::PeerList peer_list(const NodeOptions& options) {
   return topo::PeerList({topo::Peer{"127.0.0.1", 1}});  // a single local node: no socket is opened
 }
 
+tasks::cpu::CpuKernels cpu_kernels(const JobConfig& config) {
+  const std::string& k = config.compute.cpu_kernels;
+  if (k == "builtin" || (k == "auto" && !tasks::cpu::onednn_built())) {
+    return tasks::cpu::CpuKernels::kBuiltin;
+  }
+  return tasks::cpu::CpuKernels::kOnednn;  // set_kernels refuses it in a build without oneDNN
+}
+
 int compute_threads(const JobConfig& config, const topo::PeerList& peers, std::size_t rank) {
   if (config.compute.threads > 0) return static_cast<int>(config.compute.threads);
   const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());

@@ -17,6 +17,8 @@
 #include "sync/compress/options.h"
 #include "sync/probe/link_probe.h"
 #include "sync/sync_stage.h"
+#include "tasks/cpu/blas.h"
+#include "tasks/cpu/cpu_backend.h"
 #include "tasks/model.h"
 #include "topo/peer_list.h"
 
@@ -37,6 +39,10 @@ void check_writable_folder(const std::filesystem::path& dir, std::string_view wh
 /// Compute threads for this node (tasks::cpu::set_threads: BLAS and the CPU kernels' loops):
 /// compute.threads, else this machine's cores shared by the peers on
 /// its host (at least 1).
+/// The CPU kernel set compute.cpu_kernels names ("auto": oneDNN where this binary was built with
+/// it, else builtin). Never throws; tasks::cpu::set_kernels refuses "onednn" without oneDNN.
+[[nodiscard]] tasks::cpu::CpuKernels cpu_kernels(const JobConfig& config);
+
 [[nodiscard]] int compute_threads(const JobConfig& config, const topo::PeerList& peers,
                                   std::size_t rank);
 

@@ -18,6 +18,9 @@
 
 #include "engine/error.h"
 #include "tasks/cpu/blas.h"
+#if GRADMESH_HAVE_ONEDNN
+#include "tasks/cpu/onednn_convolution.h"
+#endif
 #include "tasks/layers/softmax_cross_entropy.h"
 #include "tasks/random.h"
 
@@ -194,7 +197,11 @@ void col2im_sample(const float* dcol, std::size_t ld, const Im2colGeometry& g, f
 std::pair<void*, Buffer<std::byte>::Release> CpuBackend::allocate_bytes(std::size_t bytes,
                                                                         MemoryKind /*kind*/) {
   if (bytes == 0) return {nullptr, &release_host};
-  void* p = std::calloc(bytes, 1);
+  // 64-byte aligned (a cache line, an AVX-512 vector): oneDNN's reproducibility asks for the
+  // same alignment from run to run.
+  constexpr std::size_t kAlignment = 64;
+  void* p = std::aligned_alloc(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  if (p != nullptr) std::memset(p, 0, bytes);
   if (p == nullptr) {
     throw DeviceError("cpu backend: out of memory allocating " + std::to_string(bytes) + " bytes");
   }
@@ -545,6 +552,31 @@ float CpuBackend::softmax_cross_entropy(const float* logits, std::span<const std
                                         std::size_t classes, float* dlogits) {
   return SoftmaxCrossEntropy::forward_backward(logits, labels.data(), labels.size(), classes,
                                                dlogits);
+}
+
+std::unique_ptr<ConvolutionKernels> CpuBackend::make_convolution(const Im2colGeometry& g,
+                                                                 std::size_t filters,
+                                                                 std::size_t max_batch) {
+#if GRADMESH_HAVE_ONEDNN
+  if (kernels() == CpuKernels::kOnednn)
+    return make_onednn_convolution(*this, g, filters, max_batch);
+#endif
+  (void)g, (void)filters, (void)max_batch;
+  return nullptr;
+}
+
+std::string CpuBackend::description() const { return "CPU (" + blas_description() + ")"; }
+
+void set_kernels(CpuKernels k) {
+  set_blas_library(k == CpuKernels::kOnednn ? BlasLibrary::kOnednn : BlasLibrary::kOpenBlas);
+}
+
+CpuKernels kernels() noexcept {
+  return blas_library() == BlasLibrary::kOnednn ? CpuKernels::kOnednn : CpuKernels::kBuiltin;
+}
+
+const char* to_string(CpuKernels k) noexcept {
+  return k == CpuKernels::kOnednn ? "onednn" : "builtin";
 }
 
 void set_threads(int n) {

@@ -1,8 +1,10 @@
 #pragma once
-// The CPU compute backend: host memory, OpenBLAS (tasks/cpu/blas.h) and plain loops.
+// The CPU compute backend: host memory, GEMM on oneDNN or OpenBLAS (tasks/cpu/blas.h) and plain
+// loops.
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,16 +16,18 @@ namespace gradmesh::tasks::cpu {
 
 /// Backend on the host: device memory is host memory (host_addressable()), so "copies" are
 /// memcpy and synchronize() does nothing; kernels run to completion before they return. GEMM:
-/// OpenBLAS. The loops over samples, channels or planes (im2col/col2im, the channel packing,
-/// ReLU, batch normalization, pooling) split their items across set_threads()' oneTBB arena,
-/// each item computed whole by one thread in the serial order, so results are bitwise the same
-/// for any thread count; a layer's chunks (run_chunks: Conv2d's) run side by side over the same
-/// arena, each on one thread with OpenBLAS single-threaded meanwhile. Stateless: several Models may
-/// share the work of one CpuBackend; thread safety as OpenBLAS (reentrant).
+/// cpu::sgemm (oneDNN's or OpenBLAS's, as set_kernels chose). The loops over samples, channels or
+/// planes (im2col/col2im, the channel packing, ReLU, batch normalization, pooling) split their
+/// items across set_threads()' oneTBB arena, each item computed whole by one thread in the serial
+/// order, so results are bitwise the same for any thread count; a layer's chunks (run_chunks:
+/// Conv2d's) run side by side over the same arena, each on one thread with OpenBLAS single-threaded
+/// meanwhile. Stateless: several Models may share the work of one CpuBackend; thread safety as
+/// OpenBLAS (reentrant).
 class CpuBackend final : public Backend {
  public:
   [[nodiscard]] std::string_view name() const noexcept override { return "cpu"; }
-  [[nodiscard]] std::string description() const override { return "CPU (OpenBLAS)"; }
+  /// "CPU (oneDNN 2.6.3)" or "CPU (OpenBLAS (SkylakeX kernels))": the kernels set_kernels chose.
+  [[nodiscard]] std::string description() const override;
   [[nodiscard]] bool host_addressable() const noexcept override { return true; }
 
   [[nodiscard]] std::pair<void*, Buffer<std::byte>::Release> allocate_bytes(
@@ -70,6 +74,10 @@ class CpuBackend final : public Backend {
                         float* y) override;
   void avg_pool_backward(const float* dy, std::size_t planes, const PoolGeometry& g,
                          float* dx) override;
+  /// oneDNN's convolution primitives (tasks/cpu/onednn_convolution.h) when kernels() is
+  /// kOnednn; nullptr (im2col + sgemm) otherwise.
+  [[nodiscard]] std::unique_ptr<ConvolutionKernels> make_convolution(
+      const Im2colGeometry& g, std::size_t filters, std::size_t max_batch) override;
   /// set_threads()' n.
   [[nodiscard]] std::size_t chunk_slots() const noexcept override;
   /// With set_threads(n >= 2), items >= 2 and slots >= 2: min(items, slots, n) workers over the
@@ -93,10 +101,27 @@ class CpuBackend final : public Backend {
                               std::size_t classes, float* dlogits) override;
 };
 
-/// Threads of the CPU backend's compute: OpenBLAS's (set_blas_threads) and the kernels' parallel
-/// loops' (a oneTBB arena of n slots, which the calling thread joins; n = 1 runs them inline,
-/// the default). The node sets it from `compute.threads`. Process-wide; thread-safe (a loop under
-/// way finishes on the arena it started on). Throws ConfigError when n < 1.
+/// The CPU backend's kernel set (compute.cpu_kernels).
+enum class CpuKernels {
+  kBuiltin,  ///< OpenBLAS's sgemm and gradmesh's own loops
+  kOnednn,   ///< oneDNN's sgemm (dnnl_sgemm), on OpenMP teams of set_threads' n
+};
+
+/// Chooses the kernel set for every later call (process-wide, as set_threads; the node sets it
+/// from compute.cpu_kernels before it builds its model). Default: kOnednn where the binary was
+/// built with oneDNN (cpu::onednn_built()), else kBuiltin. Thread-safe. Throws ConfigError naming
+/// compute.cpu_kernels for kOnednn in a build without oneDNN.
+void set_kernels(CpuKernels kernels);
+/// The kernel set chosen now. Thread-safe.
+[[nodiscard]] CpuKernels kernels() noexcept;
+/// "onednn" or "builtin": the value of compute.cpu_kernels that chooses `kernels`.
+[[nodiscard]] const char* to_string(CpuKernels kernels) noexcept;
+
+/// Threads of the CPU backend's compute: sgemm's (set_blas_threads: OpenBLAS's, or oneDNN's
+/// OpenMP team) and the kernels' parallel loops' (a oneTBB arena of n slots, which the calling
+/// thread joins; n = 1 runs them inline, the default). The node sets it from `compute.threads`.
+/// Process-wide; thread-safe (a loop under way finishes on the arena it started on). Throws
+/// ConfigError when n < 1.
 void set_threads(int n);
 
 /// The n of the last set_threads (1 before any). Thread-safe.

@@ -41,6 +41,17 @@ Conv2d::Conv2d(Shape input, Conv2dGeometry geometry, std::size_t column_budget)
 void Conv2d::reserve(std::size_t max_batch) {
   GRADMESH_CHECK_GT(max_batch, std::size_t{0}, "conv2d reserve: max_batch");
   max_batch_ = max_batch;
+  kernels_ = backend().make_convolution(im2col_geometry(), geometry_.filters, max_batch);
+  if (kernels_ != nullptr) {
+    // The backend's own kernels take the whole batch: no columns, chunks or partial sums.
+    chunk_ = max_batch;
+    slots_ = 1;
+    col_ = {};
+    out_ = {};
+    dw_partials_ = {};
+    db_partials_ = {};
+    return;
+  }
   chunk_ = std::clamp<std::size_t>(column_budget_ / (patch_ * positions_), 1, max_batch);
   const std::size_t chunks = chunk_count(max_batch);
   slots_ = std::clamp<std::size_t>(backend().chunk_slots(), 1, chunks);
@@ -78,6 +89,10 @@ Im2colGeometry Conv2d::im2col_geometry() const noexcept {
 void Conv2d::forward(const float* x, float* y, std::size_t batch) {
   GRADMESH_CHECK(chunk_ > 0, "conv2d forward before reserve");
   GRADMESH_CHECK_LE(batch, max_batch_, "conv2d forward: batch against reserve's max_batch");
+  if (kernels_ != nullptr) {
+    kernels_->forward(x, w_.data(), b_.data(), y, batch);
+    return;
+  }
   Backend& be = backend();
   const Im2colGeometry g = im2col_geometry();
   const std::size_t filters = geometry_.filters;
@@ -106,6 +121,11 @@ void Conv2d::backward(const float* x, const float* /*y*/, const float* dy, float
   const std::size_t filters = geometry_.filters;
   const bool parameters = parameter_gradients();
   if (!parameters && dx == nullptr) return;
+  if (kernels_ != nullptr) {
+    kernels_->backward(x, w_.data(), dy, dx, parameters ? dw_.data() : nullptr,
+                       parameters ? db_.data() : nullptr, batch);
+    return;
+  }
   const std::size_t chunks = chunk_count(batch);
   const std::size_t groups = gradient_groups(batch);
   // Group q sums its chunks' dW and db into its own buffers (q = 0: the layer's), in chunk order.

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "tasks/layers/weighted_layer.h"
@@ -39,6 +40,11 @@ struct Conv2dGeometry {
 /// order: the same bits for any thread count. dW is a sum over samples *and positions*, not
 /// of per-sample outer products: has_sufficient_factors() is false (Poseidon ATC'17 sec. 3.2), so
 /// SFB never takes this layer.
+///
+/// On a backend with convolution kernels of its own (Backend::make_convolution: oneDNN's on the
+/// CPU backend, compute.cpu_kernels = "onednn") forward and backward hand the whole batch to them
+/// instead, and none of the chunks, columns or groups below exist (samples_per_gemm() is the
+/// batch, gradient_groups() 1).
 ///
 /// Scratch, sized by reserve(max_batch): per slot (Backend::chunk_slots() at reserve, at most the
 /// chunks) col (C k k x S OH OW floats, reused for dcol) and out (F x S OH OW), with S =
@@ -114,6 +120,7 @@ class Conv2d final : public WeightedLayer {
   Buffer<float> out_;          // slots x (F x S OH OW): the GEMM's output, or the gathered dY
   Buffer<float> dw_partials_;  // groups - 1 sums of dW (group 0 sums into dW itself)
   Buffer<float> db_partials_;  // groups - 1 sums of db
+  std::unique_ptr<ConvolutionKernels> kernels_;  // the backend's own (oneDNN), or null: im2col
 };
 
 }  // namespace gradmesh::tasks

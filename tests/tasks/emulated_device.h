@@ -40,6 +40,12 @@ class EmulatedDevice : public Backend {
     cpu_.copy_to_host(dst, src, bytes);
   }
   void copy(void* dst, const void* src, std::size_t bytes) override { cpu_.copy(dst, src, bytes); }
+  /// The host's convolution kernels (oneDNN's where chosen), so that the emulated device computes
+  /// what the host does.
+  std::unique_ptr<ConvolutionKernels> make_convolution(const Im2colGeometry& g, std::size_t filters,
+                                                       std::size_t max_batch) override {
+    return cpu_.make_convolution(g, filters, max_batch);
+  }
   void copy_rows(float* dst, std::size_t dst_stride, const float* src, std::size_t src_stride,
                  std::size_t cols, std::size_t rows) override {
     cpu_.copy_rows(dst, dst_stride, src, src_stride, cols, rows);

@@ -17,11 +17,33 @@
 #include <span>
 #include <vector>
 
+#include "tasks/cpu/blas.h"
+#include "tasks/cpu/cpu_backend.h"
 #include "tasks/layers/gradient_check.h"
 #include "tasks/layers/layer.h"
 #include "tasks/random.h"
 
 namespace gradmesh::tasks::testing {
+
+/// Sets the CPU kernel set while it lives (cpu::set_kernels is process-wide), then restores the
+/// one before.
+class ScopedKernels {
+ public:
+  explicit ScopedKernels(cpu::CpuKernels k) : before_(cpu::kernels()) { cpu::set_kernels(k); }
+  ~ScopedKernels() { cpu::set_kernels(before_); }
+  ScopedKernels(const ScopedKernels&) = delete;
+  ScopedKernels& operator=(const ScopedKernels&) = delete;
+
+ private:
+  cpu::CpuKernels before_;
+};
+
+/// The kernel sets this binary has: builtin, and oneDNN where it was built with it.
+inline std::vector<cpu::CpuKernels> kernel_sets() {
+  std::vector<cpu::CpuKernels> sets{cpu::CpuKernels::kBuiltin};
+  if (cpu::onednn_built()) sets.push_back(cpu::CpuKernels::kOnednn);
+  return sets;
+}
 
 inline constexpr float kFdEps = 1e-3f;
 inline constexpr double kFdRelTol = 1e-2;

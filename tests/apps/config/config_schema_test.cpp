@@ -39,6 +39,7 @@ const std::multimap<std::string_view, std::string_view> kOutOfRange{
     {"checkpoint.every", "0"},
     {"checkpoint.every", "\"daily\""},
     {"checkpoint.keep", "0"},
+    {"compute.cpu_kernels", "\"mkl\""},
     {"compute.device", "\"gpu\""},
     {"compute.threads", "-1"},
     {"data.classes", "1"},

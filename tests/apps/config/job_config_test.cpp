@@ -382,7 +382,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 56);
+  CHECK(keys.size() == 57);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -397,6 +397,7 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
 
   // One override per key, each changing exactly that key.
   const std::vector<std::string> changes = {
+      "compute.cpu_kernels=builtin",
       "compute.device=cuda",
       "compute.threads=3",
       "data.dataset=synthetic",

@@ -1,0 +1,208 @@
+#include "tasks/cpu/onednn_convolution.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "tasks/cpu/blas.h"
+#include "tasks/cpu/onednn_support.h"
+
+namespace gradmesh::tasks::cpu {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using Type = memory::data_type;
+
+/// The primitives and bound memories of one batch size.
+struct Plan {
+  std::size_t batch = 0;
+  // The layer's own memory (NCHW activations, F C k k weights, F biases): handles set per call.
+  memory user_x, user_y, user_dy, user_dx, user_w, user_dw, user_b, user_db;
+  // What the primitives read and write: the user's memory where oneDNN takes its layout, else a
+  // blocked copy in the kernels' buffers (handles set per call, as the buffers may have grown).
+  memory x, y, dy, dx, w_forward, w_backward, dw;
+  memory dy_data;    // dy as backward data reads it: dy, unless it wants another layout
+  memory x_weights;  // x as backward weights reads it: forward's x, unless it wants another
+  OnednnSteps forward, backward_in, backward_weights, backward_data;
+};
+
+class OnednnConvolution final : public ConvolutionKernels {
+ public:
+  OnednnConvolution(Backend& backend, const Im2colGeometry& g, std::size_t filters,
+                    std::size_t max_batch)
+      : backend_(backend), g_(g), filters_(filters), stream_(onednn_engine()) {
+    plan_for(max_batch);
+  }
+
+  void forward(const float* x, const float* w, const float* b, float* y,
+               std::size_t batch) override {
+    Plan& p = plan_for(batch);
+    bind(p, x, w, b, y, nullptr, nullptr, nullptr, nullptr);
+    p.forward.run(stream_);
+  }
+
+  void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
+                std::size_t batch) override {
+    if (dx == nullptr && dw == nullptr) return;
+    Plan& p = plan_for(batch);
+    bind(p, x, w, nullptr, nullptr, dy, dx, dw, db);
+    p.backward_in.run(stream_);
+    if (dw != nullptr) p.backward_weights.run(stream_);
+    if (dx != nullptr) p.backward_data.run(stream_);
+  }
+
+ private:
+  /// The plan of `batch` samples, built the first time that size is met.
+  Plan& plan_for(std::size_t batch) {
+    for (Plan& p : plans_) {
+      if (p.batch == batch) return p;
+    }
+    plans_.push_back(build(batch));
+    return plans_.back();
+  }
+
+  Plan build(std::size_t batch) {
+    const auto n = static_cast<memory::dim>(batch);
+    const auto c = static_cast<memory::dim>(g_.channels);
+    const auto f = static_cast<memory::dim>(filters_);
+    const auto k = static_cast<memory::dim>(g_.kernel);
+    const memory::dims src{n, c, static_cast<memory::dim>(g_.height),
+                           static_cast<memory::dim>(g_.width)};
+    const memory::dims dst{n, f, static_cast<memory::dim>(g_.out_height),
+                           static_cast<memory::dim>(g_.out_width)};
+    const memory::dims weights{f, c, k, k};
+    const memory::dims bias{f};
+    const memory::dims strides{static_cast<memory::dim>(g_.stride),
+                               static_cast<memory::dim>(g_.stride)};
+    const memory::dims padding{static_cast<memory::dim>(g_.padding),
+                               static_cast<memory::dim>(g_.padding)};
+    const memory::desc any_src(src, Type::f32, Tag::any), any_dst(dst, Type::f32, Tag::any),
+        any_weights(weights, Type::f32, Tag::any), bias_desc(bias, Type::f32, Tag::x);
+    const memory::desc user_src(src, Type::f32, Tag::nchw), user_dst(dst, Type::f32, Tag::nchw),
+        user_weights(weights, Type::f32, Tag::oihw);
+    dnnl::engine& engine = onednn_engine();
+
+    // oneDNN splits a primitive's work by the OpenMP team it sees when the primitive is made:
+    // make it for the team it will run on (else the weights' gradient sums in another order).
+    apply_onednn_threads();
+    Plan p;
+    p.batch = batch;
+    try {
+      const dnnl::convolution_forward::primitive_desc fpd(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                          dnnl::algorithm::convolution_direct, any_src, any_weights,
+                                          bias_desc, any_dst, strides, padding, padding),
+          engine);
+      const dnnl::convolution_backward_data::primitive_desc dpd(
+          dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, any_src,
+                                                any_weights, any_dst, strides, padding, padding),
+          engine, fpd);
+      const dnnl::convolution_backward_weights::primitive_desc wpd(
+          dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any_src,
+                                                   any_weights, bias_desc, any_dst, strides,
+                                                   padding, padding),
+          engine, fpd);
+
+      p.user_x = memory(user_src, engine, DNNL_MEMORY_NONE);
+      p.user_dx = memory(user_src, engine, DNNL_MEMORY_NONE);
+      p.user_y = memory(user_dst, engine, DNNL_MEMORY_NONE);
+      p.user_dy = memory(user_dst, engine, DNNL_MEMORY_NONE);
+      p.user_w = memory(user_weights, engine, DNNL_MEMORY_NONE);
+      p.user_dw = memory(user_weights, engine, DNNL_MEMORY_NONE);
+      p.user_b = memory(bias_desc, engine, DNNL_MEMORY_NONE);
+      p.user_db = memory(bias_desc, engine, DNNL_MEMORY_NONE);
+
+      // Forward: [x in] [w in] convolution [y out].
+      p.x = p.forward.input(p.user_x, fpd.src_desc());
+      p.w_forward = p.forward.input(p.user_w, fpd.weights_desc());
+      p.y = OnednnSteps::target(p.user_y, fpd.dst_desc());
+      p.forward.add(dnnl::convolution_forward(fpd), {{DNNL_ARG_SRC, p.x},
+                                                     {DNNL_ARG_WEIGHTS, p.w_forward},
+                                                     {DNNL_ARG_BIAS, p.user_b},
+                                                     {DNNL_ARG_DST, p.y}});
+      p.forward.output(p.y, p.user_y);
+
+      // Backward: [dy in], then weights' [dw out] and data's [w in] [dx out].
+      p.dy = p.backward_in.input(p.user_dy, wpd.diff_dst_desc());
+      p.dw = OnednnSteps::target(p.user_dw, wpd.diff_weights_desc());
+      p.dy_data = p.dy;
+      if (dpd.diff_dst_desc() != wpd.diff_dst_desc()) {
+        p.dy_data = p.backward_data.input(p.user_dy, dpd.diff_dst_desc());
+      }
+      // Backward weights may want x in another layout than forward read it in (a few input
+      // channels: forward reads NCHW, backward weights a blocked copy).
+      p.x_weights = wpd.src_desc() == p.x.get_desc()
+                        ? p.x
+                        : p.backward_weights.input(p.user_x, wpd.src_desc());
+      p.backward_weights.add(dnnl::convolution_backward_weights(wpd),
+                             {{DNNL_ARG_SRC, p.x_weights},
+                              {DNNL_ARG_DIFF_DST, p.dy},
+                              {DNNL_ARG_DIFF_WEIGHTS, p.dw},
+                              {DNNL_ARG_DIFF_BIAS, p.user_db}});
+      p.backward_weights.output(p.dw, p.user_dw);
+      p.w_backward = dpd.weights_desc() == fpd.weights_desc()
+                         ? p.w_forward
+                         : p.backward_data.input(p.user_w, dpd.weights_desc());
+      p.dx = OnednnSteps::target(p.user_dx, dpd.diff_src_desc());
+      p.backward_data.add(dnnl::convolution_backward_data(dpd), {{DNNL_ARG_DIFF_DST, p.dy_data},
+                                                                 {DNNL_ARG_WEIGHTS, p.w_backward},
+                                                                 {DNNL_ARG_DIFF_SRC, p.dx}});
+      p.backward_data.output(p.dx, p.user_dx);
+    } catch (const dnnl::error& e) {
+      throw DeviceError("oneDNN convolution (" + std::to_string(g_.channels) + "x" +
+                        std::to_string(g_.height) + "x" + std::to_string(g_.width) + " to " +
+                        std::to_string(filters_) + " filters of " + std::to_string(g_.kernel) +
+                        "x" + std::to_string(g_.kernel) + ", stride " + std::to_string(g_.stride) +
+                        ", padding " + std::to_string(g_.padding) + ", batch " +
+                        std::to_string(batch) + "): " + e.what());
+    }
+    return p;
+  }
+
+  /// Points the plan's memories at the call's pointers and at the blocked buffers (grown here if
+  /// this plan needs more than the last; never after the first call of each batch size).
+  void bind(Plan& p, const float* x, const float* w, const float* b, float* y, const float* dy,
+            float* dx, float* dw, float* db) {
+    set_handle(p.user_x, x);
+    set_handle(p.user_w, w);
+    set_handle(p.user_b, b);
+    set_handle(p.user_y, y);
+    set_handle(p.user_dy, dy);
+    set_handle(p.user_dx, dx);
+    set_handle(p.user_dw, dw);
+    set_handle(p.user_db, db);
+    // The blocked input lives from forward to backward; its buffer then takes the blocked dx
+    // (the weights' gradient, which reads it, runs first).
+    buffers_.bind(backend_, 0, {&p.x, &p.dx}, {&p.user_x, &p.user_dx});
+    buffers_.bind(backend_, 1, {&p.y, &p.dy}, {&p.user_y, &p.user_dy});
+    buffers_.bind(backend_, 2, {&p.w_forward}, {&p.user_w});
+    if (p.w_backward.get() != p.w_forward.get()) {
+      buffers_.bind(backend_, 3, {&p.w_backward}, {&p.user_w});
+    }
+    buffers_.bind(backend_, 4, {&p.dw}, {&p.user_dw});
+    if (p.dy_data.get() != p.dy.get()) buffers_.bind(backend_, 5, {&p.dy_data}, {&p.user_dy});
+    if (p.x_weights.get() != p.x.get()) buffers_.bind(backend_, 6, {&p.x_weights}, {&p.user_x});
+  }
+
+  Backend& backend_;
+  Im2colGeometry g_;
+  std::size_t filters_;
+  dnnl::stream stream_;
+  std::vector<Plan> plans_;
+  OnednnBuffers buffers_;
+};
+
+}  // namespace
+
+std::unique_ptr<ConvolutionKernels> make_onednn_convolution(Backend& backend,
+                                                            const Im2colGeometry& g,
+                                                            std::size_t filters,
+                                                            std::size_t max_batch) {
+  return std::make_unique<OnednnConvolution>(backend, g, filters, max_batch);
+}
+
+}  // namespace gradmesh::tasks::cpu

@@ -1,0 +1,33 @@
+#pragma once
+// Conv2d on oneDNN's convolution primitives (compute.cpu_kernels = "onednn"; built only with
+// GRADMESH_HAVE_ONEDNN). Internal to tasks/cpu/: CpuBackend::make_convolution makes it.
+
+#include <cstddef>
+#include <memory>
+
+#include "tasks/backend.h"
+
+namespace gradmesh::tasks::cpu {
+
+/// oneDNN's direct convolution (forward, backward data, backward weights with the bias) for one
+/// Conv2d: primitives for the layouts oneDNN prefers on this CPU (blocked, nChw16c and
+/// OIhw16i16o on AVX-512: "jit:avx512_core"), with reorders at the layer's edges, so the layer
+/// still reads and writes plain NCHW activations and F x C x k x k weights (the sync stage's
+/// contract). The blocked input is kept from forward to backward (weights' gradient), and its
+/// buffer then takes the blocked input gradient. Primitives are built once per batch size (the
+/// set-up's max_batch first) and reused; the execution arguments are bound once, their pointers
+/// set per call: no allocation by gradmesh per iteration. Threads: an OpenMP team of
+/// compute.threads on the calling thread (cpu::apply_onednn_threads).
+///
+/// Determinism: oneDNN's CPU primitives give the same bits from run to run for the same thread
+/// count, CPU and buffer alignment (its documentation, "Reproducibility"); the backend's buffers
+/// are 64-byte aligned. Another thread count may round the weights' gradient differently (its
+/// reduction over the batch is split by thread).
+///
+/// Throws DeviceError naming the primitive when oneDNN cannot make or run one.
+[[nodiscard]] std::unique_ptr<ConvolutionKernels> make_onednn_convolution(Backend& backend,
+                                                                          const Im2colGeometry& g,
+                                                                          std::size_t filters,
+                                                                          std::size_t max_batch);
+
+}  // namespace gradmesh::tasks::cpu
