@@ -103,6 +103,16 @@ struct Im2colGeometry {
   }
 };
 
+/// How a batch of activations (and their gradients) lies in memory. The Model chooses per
+/// activation (Model::layout): blocked only on the CPU backend with oneDNN's kernels, between
+/// layers that all take it, so that a chain of convolutions, batch norms, ReLUs and adds runs in
+/// oneDNN's own layout with no reorder between them.
+enum class Layout : std::uint8_t {
+  kNchw,       ///< batch x C x H x W row-major: every layer's default, the only one off the CPU
+  kBlocked16,  ///< oneDNN's nChw16c, C % 16 == 0: channel c of pixel p (of H W) of sample n at
+               ///< ((n C / 16 + c / 16) H W + p) 16 + c % 16
+};
+
 /// A backend's own kernels for one 2-d convolution (Conv2d's: NCHW samples, weights F x C x k x k
 /// row-major, bias F), made once per layer by Backend::make_convolution, as a cuDNN descriptor or
 /// an FFTW plan is: the CPU backend's are oneDNN's primitives (tasks/cpu/onednn_convolution.h).
@@ -122,6 +132,9 @@ class ConvolutionKernels {
   /// non-null; dx (batch x C x H x W), overwritten, when non-null.
   virtual void backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                         float* db, std::size_t batch) = 0;
+  /// The layouts of x and dx (input) and of y and dy (output) from now on (NCHW until called).
+  /// Called at set-up (the Model's Layer::set_layouts).
+  virtual void set_layouts(Layout input, Layout output) = 0;
 };
 
 /// The 16-bit float formats of the gradient codecs (Backend::encode_half).

@@ -115,6 +115,13 @@ class Model final : public engine::Checkpointable {
   /// loss's input is not flat; a layer's error reads "model.layers[i] '<spec>': <what was
   /// expected>", with the spec in canonical form (to_string(LayerSpec)).
   ///
+  /// Layouts (issue 55): on the CPU backend with oneDNN's kernels, an activation of a multiple of
+  /// 16 channels on more than one pixel lies in oneDNN's blocked layout (Layout::kBlocked16)
+  /// when every layer that gives or takes it allows (Layer::layout_rule: a convolution converts,
+  /// batch norms, ReLUs and adds keep their inputs' layout, global average pooling gathers it),
+  /// so a ResNet's chains of convolutions run without a reorder between them; the model's input,
+  /// its logits and every other activation are NCHW (layout()).
+  ///
   /// `backend`: the device to compute on (nullptr: a new cpu::CpuBackend); the Model owns it.
   /// Throws DeviceError when the device cannot hold the model.
   Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t max_batch,
@@ -135,6 +142,8 @@ class Model final : public engine::Checkpointable {
 
   /// Number of Layers (the loss is not one).
   [[nodiscard]] std::size_t num_layers() const noexcept { return layers_.size(); }
+  /// The layout of activation a (0: the input; l + 1: layer l's output) and of its gradient.
+  [[nodiscard]] Layout layout(std::size_t activation) const { return layouts_.at(activation); }
   /// Layer l (l < num_layers(), else gradmesh::ContractError).
   [[nodiscard]] Layer& layer(std::size_t l);
   /// Shape of one input sample.
@@ -276,6 +285,8 @@ class Model final : public engine::Checkpointable {
   void check_batch(std::size_t batch) const;
   /// The layers of `specs` in list order, each entry's inputs resolved (see the constructor).
   void build_graph(const std::vector<LayerSpec>& specs);
+  /// Sets layouts_ and tells each layer its own (see the constructor's comment).
+  void choose_layouts();
   /// Appends the layer `spec` (its name and inputs ignored) taking activations `inputs`; returns
   /// its output's activation. Throws ConfigError as make_layer.
   std::size_t add_node(const LayerSpec& spec, const std::vector<std::size_t>& inputs);
@@ -313,6 +324,7 @@ class Model final : public engine::Checkpointable {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::vector<std::size_t>> inputs_;  // by layer: the activations it takes
   std::vector<Shape> shapes_;                     // by activation: one sample's shape
+  std::vector<Layout> layouts_;                   // by activation: how a batch of it lies
   std::vector<std::size_t> consumers_;            // by activation: the layers that take it
   std::vector<Buffer<float>> delta_scratch_;      // a graph that branches: a gradient to sum in
   std::vector<std::size_t> delta_writer_;  // by activation: 1 + the layer that wrote its delta

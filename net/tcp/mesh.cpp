@@ -147,7 +147,13 @@ void TcpTransport::Impl::refuse(Connection& connection, std::size_t claimed_rank
                                 const std::string& why, bool fails_start, bool retry) noexcept {
   const std::string rank =
       claimed_rank == kNoRank ? std::string("?") : std::to_string(claimed_rank);
-  if (connection.role() == Connection::Role::kAcceptor) {
+  if (connection.role() == Connection::Role::kAcceptor && retry) {
+    // The protocol's "dial again" (a peer already in a newer view, a rejoin not yet due): a
+    // peer of this job at the wrong moment, not a rejected connection, so not counted (the
+    // count then depended on how fast the nodes reached a rollback).
+    spdlog::info("net rank {}: asking {} (rank {}) to dial again: {}", options_.rank,
+                 connection.remote_address(), rank, why);
+  } else if (connection.role() == Connection::Role::kAcceptor) {
     log_rejection(spdlog::level::err, "refusing handshake from " + connection.remote_address() +
                                           " claiming rank " + rank + ": " + why);
   } else {

@@ -47,18 +47,21 @@ void set_blas_threads(int n) {
 
 int blas_threads() noexcept { return gemm_threads.load(std::memory_order_relaxed); }
 
-void apply_onednn_threads() noexcept {
+void apply_onednn_team(int n) noexcept {
 #if GRADMESH_HAVE_ONEDNN
   // The calling thread's nthreads-var: each thread that calls oneDNN (the node's compute task, a
   // chunk's worker) leads its own OpenMP team of this size.
   thread_local int applied = 0;
-  const int n = blas_threads();
   if (applied != n) {
     omp_set_num_threads(n);
     applied = n;
   }
+#else
+  (void)n;
 #endif
 }
+
+void apply_onednn_threads() noexcept { apply_onednn_team(blas_threads()); }
 
 std::string blas_description() {
 #if GRADMESH_HAVE_ONEDNN

@@ -38,6 +38,8 @@ void set_blas_threads(int n);
 /// sgemm run on: a no-op when it already has that size, or in a build without oneDNN. Call it
 /// before any oneDNN work on a thread (cpu::sgemm does).
 void apply_onednn_threads() noexcept;
+/// The same for a team of n threads (a oneDNN step too small to share: n = 1).
+void apply_onednn_team(int n) noexcept;
 
 /// A line naming the GEMM library and its kernels: "oneDNN 2.6.3 (sgemm: avx512_core_bf16)",
 /// "OpenBLAS 0.3.21 (SkylakeX kernels)".

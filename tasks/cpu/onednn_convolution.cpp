@@ -45,6 +45,15 @@ class OnednnConvolution final : public ConvolutionKernels {
     p.forward.run(stream_);
   }
 
+  void set_layouts(Layout input, Layout output) override {
+    if (input == input_ && output == output_) return;
+    input_ = input;
+    output_ = output;
+    const std::size_t max_batch = plans_.front().batch;
+    plans_.clear();
+    plan_for(max_batch);
+  }
+
   void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
                 std::size_t batch) override {
     if (dx == nullptr && dw == nullptr) return;
@@ -82,8 +91,9 @@ class OnednnConvolution final : public ConvolutionKernels {
                                static_cast<memory::dim>(g_.padding)};
     const memory::desc any_src(src, Type::f32, Tag::any), any_dst(dst, Type::f32, Tag::any),
         any_weights(weights, Type::f32, Tag::any), bias_desc(bias, Type::f32, Tag::x);
-    const memory::desc user_src(src, Type::f32, Tag::nchw), user_dst(dst, Type::f32, Tag::nchw),
-        user_weights(weights, Type::f32, Tag::oihw);
+    const auto tag = [](Layout l) { return l == Layout::kBlocked16 ? Tag::nChw16c : Tag::nchw; };
+    const memory::desc user_src(src, Type::f32, tag(input_)),
+        user_dst(dst, Type::f32, tag(output_)), user_weights(weights, Type::f32, Tag::oihw);
     dnnl::engine& engine = onednn_engine();
 
     // oneDNN splits a primitive's work by the OpenMP team it sees when the primitive is made:
@@ -191,6 +201,7 @@ class OnednnConvolution final : public ConvolutionKernels {
   Backend& backend_;
   Im2colGeometry g_;
   std::size_t filters_;
+  Layout input_ = Layout::kNchw, output_ = Layout::kNchw;
   dnnl::stream stream_;
   std::vector<Plan> plans_;
   OnednnBuffers buffers_;

@@ -22,6 +22,7 @@ dnnl::memory OnednnSteps::input(const dnnl::memory& user, const dnnl::memory::de
   if (user.get_desc() == desc) return user;
   dnnl::memory m(desc, onednn_engine(), DNNL_MEMORY_NONE);
   add(dnnl::reorder(user, m), {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, m}});
+  steps_.back().single_thread = desc.get_size() < kSmallReorder;
   return m;
 }
 
@@ -33,6 +34,7 @@ dnnl::memory OnednnSteps::target(const dnnl::memory& user, const dnnl::memory::d
 void OnednnSteps::output(const dnnl::memory& produced, const dnnl::memory& user) {
   if (produced.get() == user.get()) return;
   add(dnnl::reorder(produced, user), {{DNNL_ARG_FROM, produced}, {DNNL_ARG_TO, user}});
+  steps_.back().single_thread = user.get_desc().get_size() < kSmallReorder;
 }
 
 void OnednnSteps::add(const dnnl::primitive& primitive,
@@ -43,8 +45,9 @@ void OnednnSteps::add(const dnnl::primitive& primitive,
 }
 
 void OnednnSteps::run(dnnl::stream& stream) const {
-  apply_onednn_threads();
+  const int team = blas_threads();
   for (const Step& step : steps_) {
+    apply_onednn_team(step.single_thread ? 1 : team);
     const dnnl_status_t status = dnnl_primitive_execute(
         step.primitive.get(), stream.get(), static_cast<int>(step.args.size()), step.args.data());
     if (status != dnnl_success) {
@@ -54,6 +57,7 @@ void OnednnSteps::run(dnnl::stream& stream) const {
     }
   }
   stream.wait();
+  apply_onednn_team(team);
 }
 
 void OnednnBuffers::bind(Backend& backend, std::size_t slot,

@@ -37,14 +37,19 @@ class OnednnSteps {
   void output(const dnnl::memory& produced, const dnnl::memory& user);
   /// Appends `primitive` with its arguments.
   void add(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args);
-  /// Runs the steps in order on `stream`, on an OpenMP team of cpu::blas_threads() threads.
+  /// Runs the steps in order on `stream`, on an OpenMP team of cpu::blas_threads() threads, but
+  /// a reorder of fewer than kSmallReorder bytes on one thread (waking a team costs more than it
+  /// saves there: a convolution's weights).
   /// Throws DeviceError naming the primitive's kind when oneDNN fails.
   void run(dnnl::stream& stream) const;
 
  private:
+  static constexpr std::size_t kSmallReorder = std::size_t{1} << 18;
+
   struct Step {
     dnnl::primitive primitive;
     std::vector<dnnl_exec_arg_t> args;
+    bool single_thread = false;
   };
   std::vector<Step> steps_;
 };

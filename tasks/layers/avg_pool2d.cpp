@@ -53,6 +53,10 @@ void GlobalAvgPool::forward(const float* x, float* y, std::size_t batch) {
   GRADMESH_CHECK(!ones_.empty(), "global_avg_pool forward before reserve");
   const std::size_t planes = batch * input_shape().channels;
   const std::size_t plane = ones_.size();
+  if (input_layout() == Layout::kBlocked16) {
+    cpu::global_avg_pool_forward_blocked(x, batch, input_shape().channels, plane, y);
+    return;
+  }
   backend().sgemm(false, false, planes, 1, plane, 1.0f / static_cast<float>(plane), x, plane,
                   ones_.data(), 1, 0.0f, y, 1);
 }
@@ -63,6 +67,10 @@ void GlobalAvgPool::backward(const float* /*x*/, const float* /*y*/, const float
   GRADMESH_CHECK(!ones_.empty(), "global_avg_pool backward before reserve");
   const std::size_t planes = batch * input_shape().channels;
   const std::size_t plane = ones_.size();
+  if (input_layout() == Layout::kBlocked16) {
+    cpu::global_avg_pool_backward_blocked(dy, batch, input_shape().channels, plane, dx);
+    return;
+  }
   backend().sgemm(false, false, planes, plane, 1, 1.0f / static_cast<float>(plane), dy, 1,
                   ones_.data(), plane, 0.0f, dx, plane);
 }

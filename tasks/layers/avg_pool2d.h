@@ -46,6 +46,10 @@ class GlobalAvgPool final : public Layer {
   explicit GlobalAvgPool(Shape input);
 
   [[nodiscard]] std::string_view kind() const noexcept override { return "global_avg_pool"; }
+  /// On the CPU backend: a blocked input too (its output is C floats a sample: NCHW).
+  [[nodiscard]] LayoutRule layout_rule() const noexcept override {
+    return backend().host_addressable() ? LayoutRule::kGathers : LayoutRule::kNchw;
+  }
   void reserve(std::size_t max_batch) override;
   /// Throws gradmesh::ContractError before reserve().
   void forward(const float* x, float* y, std::size_t batch) override;

@@ -58,18 +58,20 @@ void BatchNorm::forward(const float* x, float* y, std::size_t batch) {
   Backend& b = backend();
   if (training_) {
     auto m = static_cast<float>(batch * spatial_);
-    b.batch_norm_statistics(x, batch, channels_, spatial_, mean_.data(), var_.data());
+    if (input_layout() == Layout::kBlocked16) {
+      cpu::batch_norm_statistics_blocked(x, batch, channels_, spatial_, mean_.data(), var_.data());
+    } else {
+      b.batch_norm_statistics(x, batch, channels_, spatial_, mean_.data(), var_.data());
+    }
     if (exchange_ != nullptr) m = combine_statistics(m);
     b.batch_norm_update(mean_.data(), var_.data(), channels_, kMomentum,
                         m > 1.0f ? m / (m - 1.0f) : 1.0f, kEpsilon, running_mean_.data(),
                         running_var_.data(), inv_std_.data());
-    b.batch_norm_forward(x, batch, channels_, spatial_, mean_.data(), inv_std_.data(),
-                         gamma_.data(), beta_.data(), y);
+    normalize(x, batch, mean_.data(), inv_std_.data(), gamma_.data(), beta_.data(), y);
   } else {
     b.batch_norm_update(running_mean_.data(), running_var_.data(), channels_, 0.0f, 1.0f, kEpsilon,
                         nullptr, nullptr, eval_inv_std_.data());
-    b.batch_norm_forward(x, batch, channels_, spatial_, running_mean_.data(), eval_inv_std_.data(),
-                         gamma_.data(), beta_.data(), y);
+    normalize(x, batch, running_mean_.data(), eval_inv_std_.data(), gamma_.data(), beta_.data(), y);
   }
 }
 
@@ -79,10 +81,25 @@ void BatchNorm::backward(const float* x, const float* /*y*/, const float* dy, fl
   GRADMESH_CHECK_LE(batch, max_batch_, "batch_norm backward: batch against reserve's max_batch");
   // SyncBN: this node's dgamma, dbeta first (its share, with the global statistics), then dx
   // from every node's.
-  backend().batch_norm_backward(x, dy, batch, channels_, spatial_, mean_.data(), inv_std_.data(),
-                                gamma_.data(), exchange_ != nullptr ? nullptr : dx, dgamma_.data(),
-                                dbeta_.data());
+  float* local_dx = exchange_ != nullptr ? nullptr : dx;
+  if (input_layout() == Layout::kBlocked16) {
+    cpu::batch_norm_backward_blocked(x, dy, batch, channels_, spatial_, mean_.data(),
+                                     inv_std_.data(), gamma_.data(), local_dx, dgamma_.data(),
+                                     dbeta_.data());
+  } else {
+    backend().batch_norm_backward(x, dy, batch, channels_, spatial_, mean_.data(), inv_std_.data(),
+                                  gamma_.data(), local_dx, dgamma_.data(), dbeta_.data());
+  }
   if (exchange_ != nullptr && dx != nullptr) global_input_gradient(x, dy, dx, batch);
+}
+
+void BatchNorm::normalize(const float* x, std::size_t batch, const float* mean,
+                          const float* inv_std, const float* gamma, const float* beta, float* y) {
+  if (input_layout() == Layout::kBlocked16) {
+    cpu::batch_norm_forward_blocked(x, batch, channels_, spatial_, mean, inv_std, gamma, beta, y);
+  } else {
+    backend().batch_norm_forward(x, batch, channels_, spatial_, mean, inv_std, gamma, beta, y);
+  }
 }
 
 void BatchNorm::set_statistics_exchange(BatchStatisticsExchange* exchange) {
@@ -161,10 +178,9 @@ void BatchNorm::global_input_gradient(const float* x, const float* dy, float* dx
   b.copy_to_device(coef_a_.data(), host_a_.data(), c * sizeof(float));
   b.copy_to_device(coef_g_.data(), g.data(), c * sizeof(float));
   b.copy_to_device(coef_b_.data(), g.data() + c, c * sizeof(float));
-  b.batch_norm_forward(dy, batch, c, spatial_, zeros_.data(), ones_.data(), coef_a_.data(),
-                       zeros_.data(), dx);
-  b.batch_norm_forward(x, batch, c, spatial_, mean_.data(), inv_std_.data(), coef_g_.data(),
-                       coef_b_.data(), scratch_.data());
+  normalize(dy, batch, zeros_.data(), ones_.data(), coef_a_.data(), zeros_.data(), dx);
+  normalize(x, batch, mean_.data(), inv_std_.data(), coef_g_.data(), coef_b_.data(),
+            scratch_.data());
   b.accumulate(dx, scratch_.data(), batch * input_size());
   b.synchronize();  // the host coefficients are rewritten by the next pass
 }

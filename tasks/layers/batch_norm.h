@@ -75,6 +75,11 @@ class BatchNorm final : public Layer {
   /// gamma = 1, beta = 0 (the bound host parameters); running mean 0, running variance 1.
   void initialize(std::uint64_t seed) override;
   void set_training(bool training) override { training_ = training; }
+  /// Per channel: on the CPU backend NCHW or oneDNN's blocked layout (its kernels of that layout,
+  /// the same bits), the output in the input's; elsewhere NCHW.
+  [[nodiscard]] LayoutRule layout_rule() const noexcept override {
+    return backend().host_addressable() ? LayoutRule::kFollows : LayoutRule::kNchw;
+  }
   [[nodiscard]] bool training() const noexcept { return training_; }
   /// Throws gradmesh::ContractError before reserve().
   void forward(const float* x, float* y, std::size_t batch) override;
@@ -94,6 +99,9 @@ class BatchNorm final : public Layer {
   void load_layer_state(std::span<const float> in) override;
 
  private:
+  /// y = gamma (x - mean) inv_std + beta per channel, in the input's layout.
+  void normalize(const float* x, std::size_t batch, const float* mean, const float* inv_std,
+                 const float* gamma, const float* beta, float* y);
   std::size_t channels_;
   std::size_t spatial_;  // H W: 1 for a flat input
   bool training_ = true;

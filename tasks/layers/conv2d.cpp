@@ -62,6 +62,11 @@ void Conv2d::reserve(std::size_t max_batch) {
   db_partials_ = backend().allocate<float>(partials * geometry_.filters);
 }
 
+void Conv2d::set_layouts(Layout input, Layout output) {
+  Layer::set_layouts(input, output);
+  if (kernels_ != nullptr) kernels_->set_layouts(input, output);
+}
+
 std::size_t Conv2d::gradient_groups(std::size_t batch) const noexcept {
   if (chunk_ == 0) return 0;
   const std::size_t chunks = chunk_count(batch);

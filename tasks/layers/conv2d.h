@@ -77,6 +77,12 @@ class Conv2d final : public WeightedLayer {
   void initialize(std::uint64_t seed) override;
 
   void reserve(std::size_t max_batch) override;
+  /// kAdapts on a backend with its own convolution kernels (oneDNN's: they read and write either
+  /// layout), else kNchw.
+  [[nodiscard]] LayoutRule layout_rule() const noexcept override {
+    return kernels_ != nullptr ? LayoutRule::kAdapts : LayoutRule::kNchw;
+  }
+  void set_layouts(Layout input, Layout output) override;
   /// Throws gradmesh::ContractError before reserve() or for a batch above reserve's (forward and
   /// backward).
   void forward(const float* x, float* y, std::size_t batch) override;

@@ -14,6 +14,15 @@
 
 namespace gradmesh::tasks {
 
+/// Which layouts a layer takes and gives (Layer::layout_rule).
+enum class LayoutRule : std::uint8_t {
+  kNchw,     ///< NCHW in and out (the default)
+  kFollows,  ///< either; the output in the inputs' layout, all alike (element-wise and
+             ///< per-channel layers: relu, add, batch_norm on the CPU)
+  kAdapts,   ///< any input, any output: it converts inside (conv2d on oneDNN)
+  kGathers,  ///< any input, NCHW output (global_avg_pool on the CPU)
+};
+
 /// One layer of a feed-forward model. Activations are batch x C x H x W floats, contiguous and
 /// row-major (NCHW): sample k's activations are the k-th run of shape.size() floats, so a flat
 /// layer (dense) sees them as a batch x features row-major matrix. Each layer fixes its input
@@ -110,6 +119,18 @@ class Layer {
   /// gradmesh::ContractError for another size.
   virtual void load_layer_state(std::span<const float> /*in*/) {}
 
+  /// Which activation layouts this layer takes and gives. Default kNchw. Asked after reserve().
+  [[nodiscard]] virtual LayoutRule layout_rule() const noexcept { return LayoutRule::kNchw; }
+  /// The layouts the Model chose for this layer's inputs (all alike) and output, within
+  /// layout_rule(); called after reserve(), before the first forward (a layer made alone keeps
+  /// NCHW). The default records them; a layer that converts rebuilds what depends on them.
+  virtual void set_layouts(Layout input, Layout output) {
+    input_layout_ = input;
+    output_layout_ = output;
+  }
+  [[nodiscard]] Layout input_layout() const noexcept { return input_layout_; }
+  [[nodiscard]] Layout output_layout() const noexcept { return output_layout_; }
+
   /// y (batch x output_shape) = f(x (batch x input_shape)).
   virtual void forward(const float* x, float* y, std::size_t batch) = 0;
 
@@ -150,6 +171,8 @@ class Layer {
  private:
   Shape input_;
   Shape output_;
+  Layout input_layout_ = Layout::kNchw;
+  Layout output_layout_ = Layout::kNchw;
   Backend* backend_ = &cpu::host_backend();
 };
 

@@ -36,6 +36,8 @@ class Add final : public MergeLayer {
   explicit Add(std::span<const Shape> inputs);
 
   [[nodiscard]] std::string_view kind() const noexcept override { return "add"; }
+  /// Element-wise: any layout, its inputs' (all alike).
+  [[nodiscard]] LayoutRule layout_rule() const noexcept override { return LayoutRule::kFollows; }
   [[nodiscard]] std::size_t input_count() const noexcept override { return inputs_; }
   void forward_inputs(std::span<const float* const> xs, float* y, std::size_t batch) override;
   void backward_inputs(std::span<const float* const> xs, const float* y, const float* dy,

@@ -19,6 +19,8 @@ class Relu final : public Layer {
   explicit Relu(Shape shape);
 
   [[nodiscard]] std::string_view kind() const noexcept override { return "relu"; }
+  /// Element-wise: any layout.
+  [[nodiscard]] LayoutRule layout_rule() const noexcept override { return LayoutRule::kFollows; }
 
   void forward(const float* x, float* y, std::size_t batch) override;
   void backward(const float* x, const float* y, const float* dy, float* dx,

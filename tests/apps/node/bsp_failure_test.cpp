@@ -67,11 +67,13 @@ connect_timeout = 30.0
 TEST_CASE("WFBP: the push of the top layer starts before backward of the bottom layer ends",
           "[e2e][ps][wfbp]") {
   // Wide lower layers make the backward of layers 2..0 take ~10-30 ms, longer than the time the OS
-  // may take to schedule a woken network thread when two nodes share two cores.
+  // may take to schedule a woken network thread when two nodes share two cores: 2048 units, 3
+  // GFLOP of backward GEMMs, since oneDNN's sgemm (150-300 GFLOP/s here) took 1024's to a few
+  // ms and the push once started 10 us after the bottom layer's backward ended (a fresh root).
   Job job;
   job.batch = 128;
   job.iterations = 10;
-  job.layers = {"dense:1024", "relu", "dense:1024", "relu", "dense:10", "softmax_cross_entropy"};
+  job.layers = {"dense:2048", "relu", "dense:2048", "relu", "dense:10", "softmax_cross_entropy"};
   Cluster cluster("wfbp", 2, config_text(job, "ps"));
   cluster.start({"--trace"});
   const auto codes = cluster.wait(std::chrono::seconds(120));
