@@ -275,6 +275,12 @@ class Backend {
   /// sum[i] += x[i], i < n, each add rounded on its own: a graph's sums (add layers, a tensor
   /// used by two layers gets both gradients) and error feedback's p = g + e.
   virtual void accumulate(float* sum, const float* x, std::size_t n) = 0;
+  /// y[i] = a[i] + b[i], i < n, in one pass (an add layer's two inputs). y may alias a, not b.
+  /// Default: copy a, then accumulate b (the same bits).
+  virtual void add(const float* a, const float* b, std::size_t n, float* y) {
+    if (y != a) copy(y, a, n * sizeof(float));
+    accumulate(y, b, n);
+  }
 
   // ---- optimizer (the device-side update path: tasks/optim/optimizer.h, sync/poseidon) ----
   /// One SGD step on n floats, Sgd::step's arithmetic (tasks/optim/sgd.h, sgd_update): for i < n,

@@ -217,7 +217,17 @@ void CpuBackend::copy_to_host(void* dst, const void* src, std::size_t bytes) {
 }
 
 void CpuBackend::copy(void* dst, const void* src, std::size_t bytes) {
-  if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
+  if (bytes == 0 || dst == src) return;
+  // In ranges over the kernel arena: an activation's copy (add's backward) is memory-bound, and
+  // two cores draw more bandwidth than one.
+  constexpr std::size_t kChunk = 4096;  // bytes an item
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+  parallel_items((bytes + kChunk - 1) / kChunk, kChunk / sizeof(float),
+                 [=](std::size_t lo, std::size_t hi) {
+                   const std::size_t end = std::min(bytes, hi * kChunk);
+                   std::memcpy(d + lo * kChunk, s + lo * kChunk, end - lo * kChunk);
+                 });
 }
 
 void CpuBackend::copy_rows(float* dst, std::size_t dst_stride, const float* src,
@@ -365,7 +375,15 @@ void CpuBackend::scale(float* x, std::size_t n, float alpha) {
 }
 
 void CpuBackend::accumulate(float* sum, const float* x, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) sum[i] += x[i];
+  parallel_items(n, 1, [=](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) sum[i] += x[i];
+  });
+}
+
+void CpuBackend::add(const float* a, const float* b, std::size_t n, float* y) {
+  parallel_items(n, 1, [=](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) y[i] = a[i] + b[i];
+  });
 }
 
 void CpuBackend::sgd_step(float* w, const float* g, float* velocity, std::size_t n,

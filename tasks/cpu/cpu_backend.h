@@ -62,6 +62,7 @@ class CpuBackend final : public Backend {
   void fill(float* dst, std::size_t n, float value) override;
   void scale(float* x, std::size_t n, float alpha) override;
   void accumulate(float* sum, const float* x, std::size_t n) override;
+  void add(const float* a, const float* b, std::size_t n, float* y) override;
   void sgd_step(float* w, const float* g, float* velocity, std::size_t n,
                 const SgdOptions& options) override;
   void adam_step(float* w, const float* g, float* m, float* v, std::size_t n,

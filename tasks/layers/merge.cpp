@@ -64,8 +64,8 @@ Add::Add(std::span<const Shape> inputs)
 void Add::forward_inputs(std::span<const float* const> xs, float* y, std::size_t batch) {
   GRADMESH_CHECK_EQ(xs.size(), inputs_, "add: inputs");
   const std::size_t n = batch * input_size();
-  backend().copy(y, xs[0], n * sizeof(float));
-  for (std::size_t i = 1; i < xs.size(); ++i) backend().accumulate(y, xs[i], n);
+  backend().add(xs[0], xs[1], n, y);  // the first two in one pass
+  for (std::size_t i = 2; i < xs.size(); ++i) backend().accumulate(y, xs[i], n);
 }
 
 void Add::backward_inputs(std::span<const float* const> /*xs*/, const float* /*y*/, const float* dy,
