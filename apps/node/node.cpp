@@ -88,7 +88,9 @@ int run_plan(const PlanOptions& options) {
     check_data_keys(config);
     check_optimizer_keys(config);
     const auto specs = layer_specs(config);
-    // The plan needs the model's shapes only: the CPU backend, whatever compute.device says.
+    // The plan needs the model's shapes only: the CPU backend, whatever compute.device says, on
+    // the kernels compute.cpu_kernels names (the layer times it measures are theirs).
+    tasks::cpu::set_kernels(cpu_kernels(config));
     tasks::Model model(specs, input_shape(config), config.optimizer.batch_size, config.job.seed);
     engine::Executor executor({1, 1});
     const std::string strategy = sync::strategy_for_nodes(config.sync.strategy, options.nodes);

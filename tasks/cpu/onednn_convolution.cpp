@@ -20,7 +20,8 @@ using Type = memory::data_type;
 /// The primitives and bound memories of one batch size.
 struct Plan {
   std::size_t batch = 0;
-  // The layer's own memory (NCHW activations, F C k k weights, F biases): handles set per call.
+  // The layer's own memory (activations in the Model's layouts, NCHW or nChw16c; F C k k
+  // weights; F biases): handles set per call.
   memory user_x, user_y, user_dy, user_dx, user_w, user_dw, user_b, user_db;
   // What the primitives read and write: the user's memory where oneDNN takes its layout, else a
   // blocked copy in the kernels' buffers (handles set per call, as the buffers may have grown).
