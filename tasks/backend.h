@@ -137,6 +137,41 @@ class ConvolutionKernels {
   virtual void set_layouts(Layout input, Layout output) = 0;
 };
 
+/// A backend's own kernels for one batch normalization (BatchNorm's: Ioffe and Szegedy, ICML'15,
+/// Alg. 1 in training, Alg. 2 in evaluation), made once per layer by Backend::make_batch_norm:
+/// the CPU backend's are oneDNN's primitives (tasks/cpu/onednn_batch_norm.h). x, y, dx, dy:
+/// batch x C x S floats (S = H W) in the layout set_layout gave (NCHW until called); mean, var,
+/// gamma, beta, dgamma, dbeta: C floats. With set_relu(true) (the Model's fusion of a ReLU that
+/// takes only this layer's output, issue 55) forward writes max(0, y) and backward takes dy as the
+/// gradient wrt that ReLU's output (forward_training keeps the mask for it). Pointers are the
+/// backend's memory. Thread safety: none (one layer's). Never allocate in gradmesh's code for a
+/// batch size met before. Errors: DeviceError naming the library's failure.
+class BatchNormKernels {
+ public:
+  BatchNormKernels() = default;
+  BatchNormKernels(const BatchNormKernels&) = delete;
+  BatchNormKernels& operator=(const BatchNormKernels&) = delete;
+  virtual ~BatchNormKernels() = default;
+  /// Training: y = gamma (x - mu_B) / sqrt(var_B + eps) + beta per channel, writing the batch's
+  /// mean mu_B and biased variance var_B.
+  virtual void forward_training(const float* x, const float* gamma, const float* beta, float* y,
+                                float* mean, float* var, std::size_t batch) = 0;
+  /// Evaluation: y from the given mean and var (the running statistics).
+  virtual void forward_inference(const float* x, const float* mean, const float* var,
+                                 const float* gamma, const float* beta, float* y,
+                                 std::size_t batch) = 0;
+  /// Given forward_training just before on the same x (its mean and var): dgamma = sum dy x_hat,
+  /// dbeta = sum dy and, when dx is non-null, dx = gamma / sqrt(var + eps) (dy - dbeta / M -
+  /// x_hat dgamma / M), M = batch S; all overwritten.
+  virtual void backward(const float* x, const float* dy, const float* mean, const float* var,
+                        const float* gamma, const float* beta, float* dx, float* dgamma,
+                        float* dbeta, std::size_t batch) = 0;
+  /// The layout of x, y, dx and dy from now on. Called at set-up.
+  virtual void set_layout(Layout layout) = 0;
+  /// Whether forward applies a ReLU (see the class comment). Called at set-up.
+  virtual void set_relu(bool relu) = 0;
+};
+
 /// The 16-bit float formats of the gradient codecs (Backend::encode_half).
 enum class HalfFormat : std::uint8_t {
   kFp16,  ///< IEEE 754 binary16
@@ -281,6 +316,12 @@ class Backend {
     if (y != a) copy(y, a, n * sizeof(float));
     accumulate(y, b, n);
   }
+  /// y[i] = max(a[i] + b[i], 0), i < n: an add with its ReLU fused (issue 55). y may alias a,
+  /// not b. Default: add, then relu_forward in place (the same bits).
+  virtual void add_relu(const float* a, const float* b, std::size_t n, float* y) {
+    add(a, b, n, y);
+    relu_forward(y, n, y);
+  }
 
   // ---- optimizer (the device-side update path: tasks/optim/optimizer.h, sync/poseidon) ----
   /// One SGD step on n floats, Sgd::step's arithmetic (tasks/optim/sgd.h, sgd_update): for i < n,
@@ -320,6 +361,18 @@ class Backend {
   /// cpu::kernels() is kOnednn. Called at set-up (Layer::reserve), never per iteration.
   [[nodiscard]] virtual std::unique_ptr<ConvolutionKernels> make_convolution(
       const Im2colGeometry& /*g*/, std::size_t /*filters*/, std::size_t /*max_batch*/) {
+    return nullptr;
+  }
+
+  /// This backend's own kernels for a batch normalization of `channels` channels of `spatial`
+  /// positions each, epsilon `eps`, for batches up to max_batch; nullptr (the default) when it has
+  /// none or they are not chosen: BatchNorm then runs batch_norm_statistics / _forward /
+  /// _backward. The CPU backend's: oneDNN's where cpu::kernels() is kOnednn. Called at set-up
+  /// (Layer::reserve), never per iteration.
+  [[nodiscard]] virtual std::unique_ptr<BatchNormKernels> make_batch_norm(std::size_t /*channels*/,
+                                                                          std::size_t /*spatial*/,
+                                                                          std::size_t /*max_batch*/,
+                                                                          float /*eps*/) {
     return nullptr;
   }
 

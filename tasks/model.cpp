@@ -44,6 +44,9 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
 
   activations_.resize(layers_.size() + 1);
   deltas_.resize(layers_.size() + 1);
+  storage_.resize(layers_.size() + 1);
+  for (std::size_t a = 0; a < storage_.size(); ++a) storage_[a] = a;
+  fused_.assign(layers_.size(), false);
   activations_[0] = be.allocate<float>(max_batch * input_shape.size());
   if (device) {
     host_activations_.resize(layers_.size() + 1);
@@ -82,55 +85,7 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
       layers_[l]->bind(layer_slice(device_parameters_, l), layer_slice(device_gradients_, l));
   }
   choose_layouts();
-}
-
-void Model::choose_layouts() {
-  const std::size_t count = shapes_.size();
-  layouts_.assign(count, Layout::kNchw);
-  if (!backend_->host_addressable() || cpu::kernels() != cpu::CpuKernels::kOnednn) return;
-  // Activations a layer keeps alike (kFollows: its inputs and output) form one group; a group
-  // is blocked unless one of its activations must be NCHW.
-  std::vector<std::size_t> parent(count);
-  for (std::size_t a = 0; a < count; ++a) parent[a] = a;
-  const auto find = [&parent](std::size_t a) {
-    while (parent[a] != a) a = parent[a] = parent[parent[a]];
-    return a;
-  };
-  std::vector<bool> nchw(count, false);
-  nchw[0] = true;          // the model's input, as the data source gives it
-  nchw[count - 1] = true;  // the logits
-  for (std::size_t a = 0; a < count; ++a) {
-    const Shape& s = shapes_[a];
-    if (s.channels % 16 != 0 || s.height * s.width <= 1) nchw[a] = true;
-  }
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    switch (layers_[l]->layout_rule()) {
-      case LayoutRule::kNchw:
-        for (const std::size_t a : inputs_[l]) nchw[a] = true;
-        nchw[l + 1] = true;
-        break;
-      case LayoutRule::kFollows:
-        for (const std::size_t a : inputs_[l]) parent[find(a)] = find(l + 1);
-        break;
-      case LayoutRule::kGathers:
-        nchw[l + 1] = true;
-        break;
-      case LayoutRule::kAdapts:
-        break;
-    }
-  }
-  std::vector<bool> group_nchw(count, false);
-  for (std::size_t a = 0; a < count; ++a) {
-    if (nchw[a]) group_nchw[find(a)] = true;
-  }
-  for (std::size_t a = 0; a < count; ++a) {
-    layouts_[a] = group_nchw[find(a)] ? Layout::kNchw : Layout::kBlocked16;
-  }
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    if (layouts_[inputs_[l][0]] != Layout::kNchw || layouts_[l + 1] != Layout::kNchw) {
-      layers_[l]->set_layouts(layouts_[inputs_[l][0]], layouts_[l + 1]);
-    }
-  }
+  fuse_relus();
 }
 
 namespace {
@@ -323,6 +278,11 @@ void Model::set_training(bool training) {
   for (const auto& layer : layers_) layer->set_training(training);
 }
 
+bool Model::fused(std::size_t l) const {
+  GRADMESH_CHECK_LT(l, layers_.size(), "Model::fused index");
+  return fused_[l];
+}
+
 Layer& Model::layer(std::size_t l) {
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer index");
   return *layers_[l];
@@ -392,24 +352,28 @@ void Model::check_batch(std::size_t batch) const {
 
 std::span<float> Model::input(std::size_t batch) {
   check_batch(batch);
-  const Buffer<float>& host = on_device() ? host_activations_[0] : activations_[0];
+  const Buffer<float>& host = on_device() ? host_activation(0) : activation(0);
   return host.span().first(batch * input_size());
 }
 
 void Model::forward_layer(std::size_t l, std::size_t batch) {
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::forward_layer index");
   check_batch(batch);
+  if (fused_[l]) {  // computed by the layer before it
+    if (l + 1 == layers_.size()) forward_batch_ = batch;
+    return;
+  }
   if (on_device()) {
     if (l == 0) {
-      backend_->copy_to_device(activations_[0].data(), host_activations_[0].data(),
+      backend_->copy_to_device(activation(0).data(), host_activation(0).data(),
                                batch * input_size() * sizeof(float));
     }
     Current host = Current::kHost;
     if (current_[l].compare_exchange_strong(host, Current::kBoth)) copy_parameters(l, true);
   }
   const std::vector<std::size_t>& in = inputs_[l];
-  for (std::size_t j = 0; j < in.size(); ++j) sources_[j] = activations_[in[j]].data();
-  layers_[l]->forward_inputs(std::span(sources_.data(), in.size()), activations_[l + 1].data(),
+  for (std::size_t j = 0; j < in.size(); ++j) sources_[j] = activation(in[j]).data();
+  layers_[l]->forward_inputs(std::span(sources_.data(), in.size()), activation(l + 1).data(),
                              batch);
   if (l + 1 == layers_.size()) forward_batch_ = batch;
 }
@@ -418,17 +382,17 @@ float Model::loss_backward(std::span<const std::int32_t> labels) {
   GRADMESH_CHECK_EQ(labels.size(), forward_batch_, "loss_backward: labels vs last forward batch");
   std::fill(delta_writer_.begin(), delta_writer_.end(), 0);  // a new backward pass
   if (!loss_) {
-    return backend_->softmax_cross_entropy(activations_.back().data(), labels, output_size(),
-                                           deltas_.back().data());
+    return backend_->softmax_cross_entropy(activation(layers_.size()).data(), labels, output_size(),
+                                           delta(layers_.size()).data());
   }
   // A user's loss computes on the host: the logits down, the gradient up on a device.
   const std::size_t floats = forward_batch_ * output_size();
   const std::span<const float> logits = output(forward_batch_);
-  float* dlogits = on_device() ? host_deltas_.back().data() : deltas_.back().data();
+  float* dlogits = on_device() ? host_delta(layers_.size()).data() : delta(layers_.size()).data();
   const float mean_loss =
       loss_->forward_backward(logits, labels, output_size(), std::span<float>(dlogits, floats));
   if (on_device()) {
-    backend_->copy_to_device(deltas_.back().data(), dlogits, floats * sizeof(float));
+    backend_->copy_to_device(delta(layers_.size()).data(), dlogits, floats * sizeof(float));
   }
   return mean_loss;
 }
@@ -436,12 +400,13 @@ float Model::loss_backward(std::span<const std::int32_t> labels) {
 void Model::backward_layer(std::size_t l, std::size_t batch) {
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::backward_layer index");
   check_batch(batch);
+  if (fused_[l]) return;  // the layer before it masks the gradient
   // Each input's gradient: none for the model's input; written in place by the first (highest)
   // layer that takes the tensor; summed in by the others (WFBP order: reverse topological).
   const std::vector<std::size_t>& in = inputs_[l];
   for (std::size_t j = 0; j < in.size(); ++j) {
     const std::size_t a = in[j];
-    sources_[j] = activations_[a].data();
+    sources_[j] = activation(a).data();
     // The first layer to take the tensor writes it; the same layer again (a repeated
     // backward_layer(l), as profile_layers times the input gradient alone) rewrites it.
     const bool first_use = std::find(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(j), a) ==
@@ -449,17 +414,17 @@ void Model::backward_layer(std::size_t l, std::size_t batch) {
     if (a == 0) {
       targets_[j] = nullptr;
     } else if (delta_writer_[a] == 0 || (delta_writer_[a] == l + 1 && first_use)) {
-      targets_[j] = deltas_[a].data();
+      targets_[j] = delta(a).data();
       delta_writer_[a] = l + 1;
     } else {
       targets_[j] = delta_scratch_[j].data();
     }
   }
-  layers_[l]->backward_inputs(std::span(sources_.data(), in.size()), activations_[l + 1].data(),
-                              deltas_[l + 1].data(), std::span(targets_.data(), in.size()), batch);
+  layers_[l]->backward_inputs(std::span(sources_.data(), in.size()), activation(l + 1).data(),
+                              delta(l + 1).data(), std::span(targets_.data(), in.size()), batch);
   for (std::size_t j = 0; j < in.size(); ++j) {
-    if (targets_[j] != nullptr && targets_[j] != deltas_[in[j]].data()) {
-      backend_->accumulate(deltas_[in[j]].data(), targets_[j], batch * shapes_[in[j]].size());
+    if (targets_[j] != nullptr && targets_[j] != delta(in[j]).data()) {
+      backend_->accumulate(delta(in[j]).data(), targets_[j], batch * shapes_[in[j]].size());
     }
   }
   if (on_device()) {
@@ -479,20 +444,21 @@ std::span<const float> Model::layer_input(std::size_t l, std::size_t batch) cons
   check_batch(batch);
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_input: no such layer");
   const std::size_t a = inputs_[l][0];
-  return to_host(activations_[a], on_device() ? host_activations_[a] : activations_[a],
+  return to_host(activation(a), on_device() ? host_activation(a) : activation(a),
                  batch * layers_[l]->input_size());
 }
 
 std::span<const float> Model::layer_output_gradient(std::size_t l, std::size_t batch) const {
   check_batch(batch);
   GRADMESH_CHECK_LT(l, layers_.size(), "Model::layer_output_gradient: no such layer");
-  return to_host(deltas_[l + 1], on_device() ? host_deltas_[l + 1] : deltas_[l + 1],
+  return to_host(delta(l + 1), on_device() ? host_delta(l + 1) : delta(l + 1),
                  batch * layers_[l]->output_size());
 }
 
 std::span<const float> Model::output(std::size_t batch) const {
   check_batch(batch);
-  return to_host(activations_.back(), on_device() ? host_activations_.back() : activations_.back(),
+  return to_host(activation(layers_.size()),
+                 on_device() ? host_activation(layers_.size()) : activation(layers_.size()),
                  batch * output_size());
 }
 

@@ -122,6 +122,14 @@ class Model final : public engine::Checkpointable {
   /// so a ResNet's chains of convolutions run without a reorder between them; the model's input,
   /// its logits and every other activation are NCHW (layout()).
   ///
+  /// Fusion (issue 55): a ReLU that is the only layer taking another layer's output runs inside
+  /// that layer when it accepts (Layer::fuse_relu: an add on every backend, a batch norm on
+  /// oneDNN's kernels): the two share one activation buffer and one gradient buffer, which hold
+  /// the ReLU's output and the gradient wrt it, and the ReLU itself computes nothing (fused(l)).
+  /// The results are the unfused graph's: the same bits for an add, for a batch norm those of
+  /// oneDNN's fused primitive. layer_input / layer_output_gradient of the two layers then give
+  /// that shared tensor.
+  ///
   /// `backend`: the device to compute on (nullptr: a new cpu::CpuBackend); the Model owns it.
   /// Throws DeviceError when the device cannot hold the model.
   Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t max_batch,
@@ -144,6 +152,9 @@ class Model final : public engine::Checkpointable {
   [[nodiscard]] std::size_t num_layers() const noexcept { return layers_.size(); }
   /// The layout of activation a (0: the input; l + 1: layer l's output) and of its gradient.
   [[nodiscard]] Layout layout(std::size_t activation) const { return layouts_.at(activation); }
+  /// Whether layer l is a ReLU computed inside the layer before it (see Fusion in the
+  /// constructor's comment). Throws gradmesh::ContractError if l >= num_layers().
+  [[nodiscard]] bool fused(std::size_t l) const;
   /// Layer l (l < num_layers(), else gradmesh::ContractError).
   [[nodiscard]] Layer& layer(std::size_t l);
   /// Shape of one input sample.
@@ -287,6 +298,26 @@ class Model final : public engine::Checkpointable {
   void build_graph(const std::vector<LayerSpec>& specs);
   /// Sets layouts_ and tells each layer its own (see the constructor's comment).
   void choose_layouts();
+  /// Fuses each ReLU that can be into the layer before it: fused_, storage_, the ReLU's own
+  /// buffers released (see Fusion in the constructor's comment). After choose_layouts.
+  void fuse_relus();
+  /// The buffers of activation a and of its gradient (a fused ReLU's output: its input's).
+  [[nodiscard]] Buffer<float>& activation(std::size_t a) { return activations_[storage_[a]]; }
+  [[nodiscard]] const Buffer<float>& activation(std::size_t a) const {
+    return activations_[storage_[a]];
+  }
+  [[nodiscard]] Buffer<float>& delta(std::size_t a) { return deltas_[storage_[a]]; }
+  [[nodiscard]] const Buffer<float>& delta(std::size_t a) const { return deltas_[storage_[a]]; }
+  [[nodiscard]] Buffer<float>& host_activation(std::size_t a) {
+    return host_activations_[storage_[a]];
+  }
+  [[nodiscard]] const Buffer<float>& host_activation(std::size_t a) const {
+    return host_activations_[storage_[a]];
+  }
+  [[nodiscard]] Buffer<float>& host_delta(std::size_t a) { return host_deltas_[storage_[a]]; }
+  [[nodiscard]] const Buffer<float>& host_delta(std::size_t a) const {
+    return host_deltas_[storage_[a]];
+  }
   /// Appends the layer `spec` (its name and inputs ignored) taking activations `inputs`; returns
   /// its output's activation. Throws ConfigError as make_layer.
   std::size_t add_node(const LayerSpec& spec, const std::vector<std::size_t>& inputs);
@@ -326,15 +357,17 @@ class Model final : public engine::Checkpointable {
   std::vector<Shape> shapes_;                     // by activation: one sample's shape
   std::vector<Layout> layouts_;                   // by activation: how a batch of it lies
   std::vector<std::size_t> consumers_;            // by activation: the layers that take it
-  std::vector<Buffer<float>> delta_scratch_;      // a graph that branches: a gradient to sum in
-  std::vector<std::size_t> delta_writer_;  // by activation: 1 + the layer that wrote its delta
-                                           // this pass (0: none yet)
-  std::vector<const float*> sources_;      // a layer call's input pointers
-  std::vector<float*> targets_;            // and its input-gradient pointers
-  std::vector<std::size_t> offsets_;       // num_layers() + 1 entries
-  Buffer<float> parameters_;               // host: the compute buffer (CPU) or pinned staging
-  Buffer<float> gradients_;                // host, as parameters_
-  Buffer<float> device_parameters_;        // device copies; empty on the CPU
+  std::vector<std::size_t> storage_;  // by activation: the one whose buffers hold it (fusion)
+  std::vector<bool> fused_;           // by layer: a ReLU computed inside the layer before it
+  std::vector<Buffer<float>> delta_scratch_;  // a graph that branches: a gradient to sum in
+  std::vector<std::size_t> delta_writer_;     // by activation: 1 + the layer that wrote its delta
+                                              // this pass (0: none yet)
+  std::vector<const float*> sources_;         // a layer call's input pointers
+  std::vector<float*> targets_;               // and its input-gradient pointers
+  std::vector<std::size_t> offsets_;          // num_layers() + 1 entries
+  Buffer<float> parameters_;                  // host: the compute buffer (CPU) or pinned staging
+  Buffer<float> gradients_;                   // host, as parameters_
+  Buffer<float> device_parameters_;           // device copies; empty on the CPU
   Buffer<float> device_gradients_;
   std::vector<Buffer<float>> activations_;  // backend memory: [0] input, [l + 1] output of layer l
   std::vector<Buffer<float>> deltas_;       // [l] d loss / d activations_[l]; [0] unused

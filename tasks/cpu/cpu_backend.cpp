@@ -18,7 +18,9 @@
 
 #include "engine/error.h"
 #include "tasks/cpu/blas.h"
+#include "tasks/cpu/parallel.h"
 #if GRADMESH_HAVE_ONEDNN
+#include "tasks/cpu/onednn_batch_norm.h"
 #include "tasks/cpu/onednn_convolution.h"
 #endif
 #include "tasks/layers/softmax_cross_entropy.h"
@@ -60,29 +62,6 @@ class AtExit {
  private:
   F f_;
 };
-
-/// Runs body(lo, hi) over the items [0, n), each about `work` floats of memory traffic, in ranges
-/// of at least kParallelGrain floats across the kernel arena's threads (set_threads). Every item
-/// is computed by one thread in the serial order, so results are bitwise the same for any split
-/// and thread count. With one thread, or under two ranges' work, it runs inline on the caller.
-constexpr std::size_t kParallelGrain = std::size_t{1} << 15;
-
-template <class Body>
-void parallel_items(std::size_t n, std::size_t work, Body&& body) {
-  const std::size_t grain =
-      std::max<std::size_t>(1, kParallelGrain / std::max<std::size_t>(work, 1));
-  tbb::task_arena* arena =
-      n < 2 * grain || inside_chunk ? nullptr : kernel_arena.load(std::memory_order_acquire);
-  if (arena == nullptr) {
-    body(std::size_t{0}, n);
-    return;
-  }
-  arena->execute([&] {
-    tbb::parallel_for(
-        tbb::blocked_range<std::size_t>(0, n, grain),
-        [&body](const tbb::blocked_range<std::size_t>& r) { body(r.begin(), r.end()); });
-  });
-}
 
 /// The output indices o in [0, out) whose input index o s + offset - p lies in [0, in): the
 /// half-open range [lo, hi). offset is the kernel tap (u or v).
@@ -386,6 +365,15 @@ void CpuBackend::add(const float* a, const float* b, std::size_t n, float* y) {
   });
 }
 
+void CpuBackend::add_relu(const float* a, const float* b, std::size_t n, float* y) {
+  parallel_items(n, 1, [=](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) {
+      const float sum = a[i] + b[i];
+      y[i] = sum > 0.0f ? sum : 0.0f;  // relu_forward's expression: the same bits
+    }
+  });
+}
+
 void CpuBackend::sgd_step(float* w, const float* g, float* velocity, std::size_t n,
                           const SgdOptions& options) {
   sgd_update(w, g, velocity, n, options);
@@ -566,152 +554,6 @@ void CpuBackend::batch_norm_backward(const float* x, const float* dy, std::size_
   });
 }
 
-namespace {
-constexpr std::size_t kBlock = 16;  // nChw16c's channels a block
-}  // namespace
-
-void batch_norm_statistics_blocked(const float* x, std::size_t samples, std::size_t channels,
-                                   std::size_t spatial, float* mean, float* var) {
-  const std::size_t blocks = channels / kBlock;
-  const auto m = static_cast<float>(samples * spatial);
-  parallel_items(blocks, 2 * samples * spatial * kBlock, [=](std::size_t lo, std::size_t hi) {
-    for (std::size_t cb = lo; cb < hi; ++cb) {
-      float total[kBlock] = {}, mu[kBlock], squares[kBlock] = {};
-      for (std::size_t s = 0; s < samples; ++s) {
-        const float* src = x + (s * blocks + cb) * spatial * kBlock;
-        float acc[kBlock] = {};
-        for (std::size_t i = 0; i < spatial; ++i) {
-          for (std::size_t l = 0; l < kBlock; ++l) acc[l] += src[i * kBlock + l];
-        }
-        for (std::size_t l = 0; l < kBlock; ++l) total[l] += acc[l];
-      }
-      for (std::size_t l = 0; l < kBlock; ++l) mu[l] = total[l] / m;
-      for (std::size_t s = 0; s < samples; ++s) {
-        const float* src = x + (s * blocks + cb) * spatial * kBlock;
-        float acc[kBlock] = {};
-        for (std::size_t i = 0; i < spatial; ++i) {
-          for (std::size_t l = 0; l < kBlock; ++l) {
-            const float d = src[i * kBlock + l] - mu[l];
-            acc[l] += d * d;
-          }
-        }
-        for (std::size_t l = 0; l < kBlock; ++l) squares[l] += acc[l];
-      }
-      for (std::size_t l = 0; l < kBlock; ++l) {
-        mean[cb * kBlock + l] = mu[l];
-        var[cb * kBlock + l] = squares[l] / m;
-      }
-    }
-  });
-}
-
-void batch_norm_forward_blocked(const float* x, std::size_t samples, std::size_t channels,
-                                std::size_t spatial, const float* mean, const float* inv_std,
-                                const float* gamma, const float* beta, float* y) {
-  const std::size_t blocks = channels / kBlock;
-  parallel_items(samples * blocks, spatial * kBlock, [=](std::size_t lo, std::size_t hi) {
-    for (std::size_t plane = lo; plane < hi; ++plane) {
-      const std::size_t c0 = (plane % blocks) * kBlock, at = plane * spatial * kBlock;
-      float scale[kBlock], mu[kBlock], shift[kBlock];
-      for (std::size_t l = 0; l < kBlock; ++l) {
-        scale[l] = gamma[c0 + l] * inv_std[c0 + l];
-        mu[l] = mean[c0 + l];
-        shift[l] = beta[c0 + l];
-      }
-      for (std::size_t i = 0; i < spatial; ++i) {
-        for (std::size_t l = 0; l < kBlock; ++l) {
-          const std::size_t k = at + i * kBlock + l;
-          y[k] = scale[l] * (x[k] - mu[l]) + shift[l];
-        }
-      }
-    }
-  });
-}
-
-void batch_norm_backward_blocked(const float* x, const float* dy, std::size_t samples,
-                                 std::size_t channels, std::size_t spatial, const float* mean,
-                                 const float* inv_std, const float* gamma, float* dx, float* dgamma,
-                                 float* dbeta) {
-  const std::size_t blocks = channels / kBlock;
-  parallel_items(blocks, 2 * samples * spatial * kBlock, [=](std::size_t lo, std::size_t hi) {
-    for (std::size_t cb = lo; cb < hi; ++cb) {
-      const std::size_t c0 = cb * kBlock;
-      float sum_dy[kBlock] = {}, sum_dy_xhat[kBlock] = {};
-      for (std::size_t s = 0; s < samples; ++s) {
-        const std::size_t at = (s * blocks + cb) * spatial * kBlock;
-        float a[kBlock] = {}, b[kBlock] = {};
-        for (std::size_t i = 0; i < spatial; ++i) {
-          for (std::size_t l = 0; l < kBlock; ++l) {
-            const std::size_t k = at + i * kBlock + l;
-            a[l] += dy[k];
-            b[l] += dy[k] * (x[k] - mean[c0 + l]) * inv_std[c0 + l];
-          }
-        }
-        for (std::size_t l = 0; l < kBlock; ++l) {
-          sum_dy[l] += a[l];
-          sum_dy_xhat[l] += b[l];
-        }
-      }
-      for (std::size_t l = 0; l < kBlock; ++l) {
-        dbeta[c0 + l] = sum_dy[l];
-        dgamma[c0 + l] = sum_dy_xhat[l];
-      }
-    }
-  });
-  if (dx == nullptr) return;
-  const auto m = static_cast<float>(samples * spatial);
-  parallel_items(samples * blocks, 3 * spatial * kBlock, [=](std::size_t lo, std::size_t hi) {
-    for (std::size_t plane = lo; plane < hi; ++plane) {
-      const std::size_t c0 = (plane % blocks) * kBlock, at = plane * spatial * kBlock;
-      float scale[kBlock], mean_dy[kBlock], mean_dy_xhat[kBlock], mu[kBlock], is[kBlock];
-      for (std::size_t l = 0; l < kBlock; ++l) {
-        scale[l] = gamma[c0 + l] * inv_std[c0 + l];
-        mean_dy[l] = dbeta[c0 + l] / m;
-        mean_dy_xhat[l] = dgamma[c0 + l] / m;
-        mu[l] = mean[c0 + l];
-        is[l] = inv_std[c0 + l];
-      }
-      for (std::size_t i = 0; i < spatial; ++i) {
-        for (std::size_t l = 0; l < kBlock; ++l) {
-          const std::size_t k = at + i * kBlock + l;
-          const float x_hat = (x[k] - mu[l]) * is[l];
-          dx[k] = scale[l] * (dy[k] - mean_dy[l] - x_hat * mean_dy_xhat[l]);
-        }
-      }
-    }
-  });
-}
-
-void global_avg_pool_forward_blocked(const float* x, std::size_t samples, std::size_t channels,
-                                     std::size_t spatial, float* y) {
-  const std::size_t blocks = channels / kBlock;
-  const float scale = 1.0f / static_cast<float>(spatial);
-  for (std::size_t plane = 0; plane < samples * blocks; ++plane) {
-    const float* src = x + plane * spatial * kBlock;
-    float acc[kBlock] = {};
-    for (std::size_t i = 0; i < spatial; ++i) {
-      for (std::size_t l = 0; l < kBlock; ++l) acc[l] += src[i * kBlock + l];
-    }
-    // plane = n blocks + cb: channel cb 16 + l of sample n, at y[n C + cb 16 + l] = y[plane 16 +
-    // l].
-    for (std::size_t l = 0; l < kBlock; ++l) y[plane * kBlock + l] = acc[l] * scale;
-  }
-}
-
-void global_avg_pool_backward_blocked(const float* dy, std::size_t samples, std::size_t channels,
-                                      std::size_t spatial, float* dx) {
-  const std::size_t blocks = channels / kBlock;
-  const float scale = 1.0f / static_cast<float>(spatial);
-  for (std::size_t plane = 0; plane < samples * blocks; ++plane) {
-    float share[kBlock];
-    for (std::size_t l = 0; l < kBlock; ++l) share[l] = dy[plane * kBlock + l] * scale;
-    float* dst = dx + plane * spatial * kBlock;
-    for (std::size_t i = 0; i < spatial; ++i) {
-      for (std::size_t l = 0; l < kBlock; ++l) dst[i * kBlock + l] = share[l];
-    }
-  }
-}
-
 float CpuBackend::softmax_cross_entropy(const float* logits, std::span<const std::int32_t> labels,
                                         std::size_t classes, float* dlogits) {
   return SoftmaxCrossEntropy::forward_backward(logits, labels.data(), labels.size(), classes,
@@ -729,7 +571,22 @@ std::unique_ptr<ConvolutionKernels> CpuBackend::make_convolution(const Im2colGeo
   return nullptr;
 }
 
+std::unique_ptr<BatchNormKernels> CpuBackend::make_batch_norm(std::size_t channels,
+                                                              std::size_t spatial,
+                                                              std::size_t max_batch, float eps) {
+#if GRADMESH_HAVE_ONEDNN
+  if (kernels() == CpuKernels::kOnednn)
+    return make_onednn_batch_norm(*this, channels, spatial, max_batch, eps);
+#endif
+  (void)channels, (void)spatial, (void)max_batch, (void)eps;
+  return nullptr;
+}
+
 std::string CpuBackend::description() const { return "CPU (" + blas_description() + ")"; }
+
+tbb::task_arena* loop_arena() noexcept {
+  return inside_chunk ? nullptr : kernel_arena.load(std::memory_order_acquire);
+}
 
 void set_kernels(CpuKernels k) {
   set_blas_library(k == CpuKernels::kOnednn ? BlasLibrary::kOnednn : BlasLibrary::kOpenBlas);

@@ -63,6 +63,7 @@ class CpuBackend final : public Backend {
   void scale(float* x, std::size_t n, float alpha) override;
   void accumulate(float* sum, const float* x, std::size_t n) override;
   void add(const float* a, const float* b, std::size_t n, float* y) override;
+  void add_relu(const float* a, const float* b, std::size_t n, float* y) override;
   void sgd_step(float* w, const float* g, float* velocity, std::size_t n,
                 const SgdOptions& options) override;
   void adam_step(float* w, const float* g, float* m, float* v, std::size_t n,
@@ -79,6 +80,12 @@ class CpuBackend final : public Backend {
   /// kOnednn; nullptr (im2col + sgemm) otherwise.
   [[nodiscard]] std::unique_ptr<ConvolutionKernels> make_convolution(
       const Im2colGeometry& g, std::size_t filters, std::size_t max_batch) override;
+  /// oneDNN's batch normalization primitives (tasks/cpu/onednn_batch_norm.h) when kernels() is
+  /// kOnednn; nullptr (the loops below) otherwise.
+  [[nodiscard]] std::unique_ptr<BatchNormKernels> make_batch_norm(std::size_t channels,
+                                                                  std::size_t spatial,
+                                                                  std::size_t max_batch,
+                                                                  float eps) override;
   /// set_threads()' n.
   [[nodiscard]] std::size_t chunk_slots() const noexcept override;
   /// With set_threads(n >= 2), items >= 2 and slots >= 2: min(items, slots, n) workers over the
@@ -101,30 +108,6 @@ class CpuBackend final : public Backend {
   float softmax_cross_entropy(const float* logits, std::span<const std::int32_t> labels,
                               std::size_t classes, float* dlogits) override;
 };
-
-// ---- kernels on oneDNN's blocked layout nChw16c (tasks::Layout::kBlocked16), host memory ----
-// x, y, dx, dy: samples x channels / 16 x spatial x 16 floats, channels % 16 == 0 (the Model
-// gives this layout only then). Each computes what the CpuBackend kernel of the same name
-// computes on NCHW, every channel's sums in the same order (per sample, then the samples in
-// order), so batch normalization gives the same bits in either layout; the 16 channels of a block
-// are 16 lanes of one vector. Split by channel block over set_threads()' arena: the same bits for
-// any thread count. Thread safety: reentrant.
-void batch_norm_statistics_blocked(const float* x, std::size_t samples, std::size_t channels,
-                                   std::size_t spatial, float* mean, float* var);
-void batch_norm_forward_blocked(const float* x, std::size_t samples, std::size_t channels,
-                                std::size_t spatial, const float* mean, const float* inv_std,
-                                const float* gamma, const float* beta, float* y);
-void batch_norm_backward_blocked(const float* x, const float* dy, std::size_t samples,
-                                 std::size_t channels, std::size_t spatial, const float* mean,
-                                 const float* inv_std, const float* gamma, float* dx, float* dgamma,
-                                 float* dbeta);
-/// y (samples x channels, NCHW) = each channel's mean over its spatial positions (summed in
-/// order, then times 1 / spatial).
-void global_avg_pool_forward_blocked(const float* x, std::size_t samples, std::size_t channels,
-                                     std::size_t spatial, float* y);
-/// dx (blocked) = dy[n, c] / spatial at every position of channel c of sample n.
-void global_avg_pool_backward_blocked(const float* dy, std::size_t samples, std::size_t channels,
-                                      std::size_t spatial, float* dx);
 
 /// The CPU backend's kernel set (compute.cpu_kernels).
 enum class CpuKernels {

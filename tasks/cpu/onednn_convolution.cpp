@@ -50,9 +50,7 @@ class OnednnConvolution final : public ConvolutionKernels {
     if (input == input_ && output == output_) return;
     input_ = input;
     output_ = output;
-    const std::size_t max_batch = plans_.front().batch;
-    plans_.clear();
-    plan_for(max_batch);
+    plans_.rebuild([this](std::size_t b) { return build(b); });
   }
 
   void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
@@ -68,11 +66,7 @@ class OnednnConvolution final : public ConvolutionKernels {
  private:
   /// The plan of `batch` samples, built the first time that size is met.
   Plan& plan_for(std::size_t batch) {
-    for (Plan& p : plans_) {
-      if (p.batch == batch) return p;
-    }
-    plans_.push_back(build(batch));
-    return plans_.back();
+    return plans_.get(batch, [this](std::size_t b) { return build(b); });
   }
 
   Plan build(std::size_t batch) {
@@ -204,7 +198,7 @@ class OnednnConvolution final : public ConvolutionKernels {
   std::size_t filters_;
   Layout input_ = Layout::kNchw, output_ = Layout::kNchw;
   dnnl::stream stream_;
-  std::vector<Plan> plans_;
+  OnednnPlans<Plan> plans_;
   OnednnBuffers buffers_;
 };
 

@@ -54,6 +54,32 @@ class OnednnSteps {
   std::vector<Step> steps_;
 };
 
+/// A layer's primitives and bound memories by batch size (a `Plan`, with its `batch`): each
+/// built the first time its size is met, the set-up's max_batch first. Thread safety: none.
+template <class Plan>
+class OnednnPlans {
+ public:
+  /// The plan of `batch` samples; `build(batch)` makes it when none is held yet.
+  template <class Build>
+  Plan& get(std::size_t batch, Build&& build) {
+    for (Plan& p : plans_) {
+      if (p.batch == batch) return p;
+    }
+    plans_.push_back(build(batch));
+    return plans_.back();
+  }
+  /// Drops every plan (what they were built for changed) and builds the first size's again.
+  template <class Build>
+  void rebuild(Build&& build) {
+    const std::size_t first = plans_.front().batch;
+    plans_.clear();
+    get(first, build);
+  }
+
+ private:
+  std::vector<Plan> plans_;
+};
+
 /// Grow-only buffers, one a slot, holding the blocked copies of a layer's primitives
 /// (backend-allocated, 64-byte aligned). Thread safety: none.
 class OnednnBuffers {

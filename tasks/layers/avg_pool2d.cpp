@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "tasks/cpu/blocked_kernels.h"
 #include "tasks/layers/max_pool2d.h"
 
 namespace gradmesh::tasks {

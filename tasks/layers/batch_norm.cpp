@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "tasks/cpu/blocked_kernels.h"
 
 namespace gradmesh::tasks {
 
@@ -39,6 +40,21 @@ void BatchNorm::reserve(std::size_t max_batch) {
        {&mean_, &var_, &inv_std_, &running_mean_, &running_var_, &eval_inv_std_}) {
     *b = backend().allocate<float>(channels_);
   }
+  kernels_ = backend().make_batch_norm(channels_, spatial_, max_batch, kEpsilon);
+}
+
+void BatchNorm::set_layouts(Layout input, Layout output) {
+  Layer::set_layouts(input, output);
+  if (kernels_) kernels_->set_layout(input);
+}
+
+bool BatchNorm::fuse_relu() {
+  GRADMESH_CHECK(max_batch_ > 0, "batch_norm fuse_relu before reserve");
+  if (!kernels_) return false;
+  kernels_->set_relu(true);
+  relu_ = true;
+  if (exchange_ != nullptr) masked_dy_ = backend().allocate<float>(max_batch_ * input_size());
+  return true;
 }
 
 void BatchNorm::initialize(std::uint64_t /*seed*/) {
@@ -56,29 +72,53 @@ void BatchNorm::forward(const float* x, float* y, std::size_t batch) {
   GRADMESH_CHECK(!mean_.empty(), "batch_norm forward before reserve");
   GRADMESH_CHECK_LE(batch, max_batch_, "batch_norm forward: batch against reserve's max_batch");
   Backend& b = backend();
+  const auto m = static_cast<float>(batch * spatial_);
+  const float unbias = m > 1.0f ? m / (m - 1.0f) : 1.0f;
+  if (kernels_ && (!training_ || exchange_ == nullptr)) {
+    if (training_) {
+      kernels_->forward_training(x, gamma_.data(), beta_.data(), y, mean_.data(), var_.data(),
+                                 batch);
+      b.batch_norm_update(mean_.data(), var_.data(), channels_, kMomentum, unbias, kEpsilon,
+                          running_mean_.data(), running_var_.data(), inv_std_.data());
+    } else {
+      kernels_->forward_inference(x, running_mean_.data(), running_var_.data(), gamma_.data(),
+                                  beta_.data(), y, batch);
+    }
+    return;
+  }
   if (training_) {
-    auto m = static_cast<float>(batch * spatial_);
+    auto m_global = m;
     if (input_layout() == Layout::kBlocked16) {
       cpu::batch_norm_statistics_blocked(x, batch, channels_, spatial_, mean_.data(), var_.data());
     } else {
       b.batch_norm_statistics(x, batch, channels_, spatial_, mean_.data(), var_.data());
     }
-    if (exchange_ != nullptr) m = combine_statistics(m);
+    if (exchange_ != nullptr) m_global = combine_statistics(m);
     b.batch_norm_update(mean_.data(), var_.data(), channels_, kMomentum,
-                        m > 1.0f ? m / (m - 1.0f) : 1.0f, kEpsilon, running_mean_.data(),
-                        running_var_.data(), inv_std_.data());
+                        m_global > 1.0f ? m_global / (m_global - 1.0f) : 1.0f, kEpsilon,
+                        running_mean_.data(), running_var_.data(), inv_std_.data());
     normalize(x, batch, mean_.data(), inv_std_.data(), gamma_.data(), beta_.data(), y);
   } else {
     b.batch_norm_update(running_mean_.data(), running_var_.data(), channels_, 0.0f, 1.0f, kEpsilon,
                         nullptr, nullptr, eval_inv_std_.data());
     normalize(x, batch, running_mean_.data(), eval_inv_std_.data(), gamma_.data(), beta_.data(), y);
   }
+  if (relu_) b.relu_forward(y, batch * input_size(), y);
 }
 
-void BatchNorm::backward(const float* x, const float* /*y*/, const float* dy, float* dx,
+void BatchNorm::backward(const float* x, const float* y, const float* dy, float* dx,
                          std::size_t batch) {
   // SyncBN's dx goes through scratch_, sized by reserve's max_batch.
   GRADMESH_CHECK_LE(batch, max_batch_, "batch_norm backward: batch against reserve's max_batch");
+  if (kernels_ && exchange_ == nullptr) {
+    kernels_->backward(x, dy, mean_.data(), var_.data(), gamma_.data(), beta_.data(), dx,
+                       dgamma_.data(), dbeta_.data(), batch);
+    return;
+  }
+  if (relu_) {  // the fused ReLU's backward first
+    backend().relu_backward(y, dy, batch * input_size(), masked_dy_.data());
+    dy = masked_dy_.data();
+  }
   // SyncBN: this node's dgamma, dbeta first (its share, with the global statistics), then dx
   // from every node's.
   float* local_dx = exchange_ != nullptr ? nullptr : dx;
@@ -116,6 +156,7 @@ void BatchNorm::set_statistics_exchange(BatchStatisticsExchange* exchange) {
     *buffer = b.allocate<float>(channels_);
   }
   scratch_ = b.allocate<float>(max_batch_ * input_size());
+  if (relu_ && masked_dy_.empty()) masked_dy_ = b.allocate<float>(max_batch_ * input_size());
   b.fill(zeros_.data(), channels_, 0.0f);
   b.fill(ones_.data(), channels_, 1.0f);
 }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,11 @@ class BatchStatisticsExchange {
 /// dbeta_r and dgamma_r and uses their sums over M in dx, so n nodes of K samples compute what
 /// one node of n K does (its gradients n times a node's, the sync stage's mean undoing it); a
 /// node's own dgamma, dbeta stay its share. The running statistics then agree on every node.
+/// Kernels: the backend's own where it has them (Backend::make_batch_norm: oneDNN's primitives
+/// on the CPU with compute.cpu_kernels = "onednn", which also fuse a following ReLU, fuse_relu),
+/// else the backend's batch_norm_* loops (and, on the CPU's blocked layout, tasks/cpu/
+/// blocked_kernels.h); SyncBN always runs on the loops (its statistics are combined between the
+/// passes).
 /// The running statistics are the layer's state (state_size() = 2C: r_mu, then
 /// r_var), carried by checkpoints. Scratch: the batch's mean, variance and 1 / std, C floats each,
 /// and the running statistics, on the layer's backend. Thread safety: see Layer.
@@ -75,11 +81,20 @@ class BatchNorm final : public Layer {
   /// gamma = 1, beta = 0 (the bound host parameters); running mean 0, running variance 1.
   void initialize(std::uint64_t seed) override;
   void set_training(bool training) override { training_ = training; }
-  /// Per channel: on the CPU backend NCHW or oneDNN's blocked layout (its kernels of that layout,
-  /// the same bits), the output in the input's; elsewhere NCHW.
+  /// Per channel: on the CPU backend NCHW or oneDNN's blocked layout, the output in the input's;
+  /// elsewhere NCHW.
   [[nodiscard]] LayoutRule layout_rule() const noexcept override {
     return backend().host_addressable() ? LayoutRule::kFollows : LayoutRule::kNchw;
   }
+  /// On the backend's own kernels (Backend::make_batch_norm: oneDNN's on the CPU), the kernels
+  /// are told the layout too.
+  void set_layouts(Layout input, Layout output) override;
+  /// Accepted where the backend has its own kernels (oneDNN's fuse_norm_relu); false on the
+  /// builtin loops (nothing to gain there). Once fused, SyncBN's path applies the ReLU itself
+  /// (its backward masks dy into a scratch activation, allocated here or by
+  /// set_statistics_exchange).
+  bool fuse_relu() override;
+  [[nodiscard]] bool relu_fused() const noexcept override { return relu_; }
   [[nodiscard]] bool training() const noexcept { return training_; }
   /// Throws gradmesh::ContractError before reserve().
   void forward(const float* x, float* y, std::size_t batch) override;
@@ -116,6 +131,9 @@ class BatchNorm final : public Layer {
   float combine_statistics(float local_count);
   /// Backward: dx from the gathered sums (dgamma_, dbeta_ hold this node's share).
   void global_input_gradient(const float* x, const float* dy, float* dx, std::size_t batch);
+  std::unique_ptr<BatchNormKernels> kernels_;  // the backend's own (oneDNN), or null: the loops
+  bool relu_ = false;                          // fuse_relu() accepted
+  Buffer<float> masked_dy_;                    // fused, on the loops (SyncBN): dy masked by y > 0
   BatchStatisticsExchange* exchange_ = nullptr;
   float global_count_ = 0;  // M of the last synchronized training forward
   std::vector<float> mine_, all_, host_a_, host_b_;

@@ -131,6 +131,15 @@ class Layer {
   [[nodiscard]] Layout input_layout() const noexcept { return input_layout_; }
   [[nodiscard]] Layout output_layout() const noexcept { return output_layout_; }
 
+  /// Asks the layer to apply a ReLU, max(0, .), to its output from now on and to take dy in
+  /// backward as the gradient wrt that ReLU's output (masking it by y > 0 inside): the Model's
+  /// fusion of a ReLU that takes only this layer's output (issue 55; one pass over the
+  /// activation each way instead of the ReLU layer's own two). Returns whether the layer does so;
+  /// false (the default) leaves it unchanged. Called at set-up, after set_layouts.
+  virtual bool fuse_relu() { return false; }
+  /// Whether fuse_relu() was accepted.
+  [[nodiscard]] virtual bool relu_fused() const noexcept { return false; }
+
   /// y (batch x output_shape) = f(x (batch x input_shape)).
   virtual void forward(const float* x, float* y, std::size_t batch) = 0;
 

@@ -64,15 +64,30 @@ Add::Add(std::span<const Shape> inputs)
 void Add::forward_inputs(std::span<const float* const> xs, float* y, std::size_t batch) {
   GRADMESH_CHECK_EQ(xs.size(), inputs_, "add: inputs");
   const std::size_t n = batch * input_size();
+  if (relu_ && xs.size() == 2) {
+    backend().add_relu(xs[0], xs[1], n, y);
+    return;
+  }
   backend().add(xs[0], xs[1], n, y);  // the first two in one pass
   for (std::size_t i = 2; i < xs.size(); ++i) backend().accumulate(y, xs[i], n);
+  if (relu_) backend().relu_forward(y, n, y);
 }
 
-void Add::backward_inputs(std::span<const float* const> /*xs*/, const float* /*y*/, const float* dy,
+void Add::backward_inputs(std::span<const float* const> /*xs*/, const float* y, const float* dy,
                           std::span<float* const> dxs, std::size_t batch) {
   GRADMESH_CHECK_EQ(dxs.size(), inputs_, "add: input gradients");
+  const std::size_t n = batch * input_size();
+  const float* first = nullptr;  // the first input gradient written: the others copy it
   for (float* dx : dxs) {
-    if (dx != nullptr) backend().copy(dx, dy, batch * input_size() * sizeof(float));
+    if (dx == nullptr) continue;
+    if (first != nullptr) {
+      backend().copy(dx, first, n * sizeof(float));
+    } else if (relu_) {
+      backend().relu_backward(y, dy, n, dx);
+    } else {
+      backend().copy(dx, dy, n * sizeof(float));
+    }
+    if (first == nullptr) first = dx;
   }
 }
 

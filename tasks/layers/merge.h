@@ -39,12 +39,20 @@ class Add final : public MergeLayer {
   /// Element-wise: any layout, its inputs' (all alike).
   [[nodiscard]] LayoutRule layout_rule() const noexcept override { return LayoutRule::kFollows; }
   [[nodiscard]] std::size_t input_count() const noexcept override { return inputs_; }
+  /// Accepted on every backend: forward writes max(0, sum) (Backend::add_relu for two inputs, one
+  /// pass), backward hands each input dy masked by y > 0 (the bits the add and ReLU layers give).
+  bool fuse_relu() override {
+    relu_ = true;
+    return true;
+  }
+  [[nodiscard]] bool relu_fused() const noexcept override { return relu_; }
   void forward_inputs(std::span<const float* const> xs, float* y, std::size_t batch) override;
   void backward_inputs(std::span<const float* const> xs, const float* y, const float* dy,
                        std::span<float* const> dxs, std::size_t batch) override;
 
  private:
   std::size_t inputs_;
+  bool relu_ = false;
 };
 
 /// Channel concatenation: inputs C_i x H x W (one H x W for all; flat inputs C_i x 1 x 1) give

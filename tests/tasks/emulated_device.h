@@ -46,6 +46,11 @@ class EmulatedDevice : public Backend {
                                                        std::size_t max_batch) override {
     return cpu_.make_convolution(g, filters, max_batch);
   }
+  /// The host's batch normalization kernels likewise.
+  std::unique_ptr<BatchNormKernels> make_batch_norm(std::size_t channels, std::size_t spatial,
+                                                    std::size_t max_batch, float eps) override {
+    return cpu_.make_batch_norm(channels, spatial, max_batch, eps);
+  }
   void copy_rows(float* dst, std::size_t dst_stride, const float* src, std::size_t src_stride,
                  std::size_t cols, std::size_t rows) override {
     cpu_.copy_rows(dst, dst_stride, src, src_stride, cols, rows);

@@ -132,7 +132,49 @@ TEST_CASE("Residual blocks expand as He et al.'s and their gradients match finit
   CHECK(m.layer(13).output_shape() == Shape{6, 3, 3});  // the 1x1 projection with stride 2
   const auto x = testing::random_floats(4 * 72, 9);
   const std::vector<std::int32_t> y = {2, 0, 1, 1};
-  check_gradients(m, x, y, 80, 6);
+  // Each kernel set, with its fusions (issue 55): the ReLUs after an add run inside the add on
+  // both, those after a batch norm inside it on oneDNN only.
+  for (const cpu::CpuKernels kernels : testing::kernel_sets()) {
+    INFO(cpu::to_string(kernels));
+    const testing::ScopedKernels use(kernels);
+    Model fused(parse_layer_specs(texts), Shape{2, 6, 6}, 4, 31);
+    const bool onednn = kernels == cpu::CpuKernels::kOnednn;
+    for (std::size_t l = 0; l < fused.num_layers(); ++l) {
+      INFO("layer " << l << " " << kinds[l]);
+      const bool after_add = kinds[l] == "relu" && kinds[l - 1] == "add";
+      const bool after_norm = kinds[l] == "relu" && kinds[l - 1] == "batch_norm";
+      CHECK(fused.fused(l) == (after_add || (after_norm && onednn)));
+    }
+    check_gradients(fused, x, y, 80, 6);
+  }
+}
+
+TEST_CASE("A ReLU is fused only into the one layer whose output only it takes", "[tasks][graph]") {
+  // relu0 takes the input (no layer gives it); relu2 takes an add's output that relu3 takes too;
+  // relu4 takes a ReLU's; relu6 an add's output that only it takes.
+  const std::vector<std::string> graph = {"r0 = relu",
+                                          "a = conv2d:2:3:1:1",
+                                          "s = add <- a r0",
+                                          "r1 = relu <- s",
+                                          "r2 = relu <- s",
+                                          "r3 = relu <- r2",
+                                          "t = add <- r1 r3",
+                                          "relu",
+                                          "flatten",
+                                          "dense:2",
+                                          "softmax_cross_entropy"};
+  Model m(parse_layer_specs(graph), Shape{2, 4, 4}, 3, 5);
+  REQUIRE(m.num_layers() == 10);
+  for (std::size_t l = 0; l < m.num_layers(); ++l) {
+    INFO("layer " << l << " " << m.layer(l).kind());
+    CHECK(m.fused(l) == (l == 7));  // only the ReLU after t
+  }
+  CHECK(m.layer(6).relu_fused());
+  CHECK_FALSE(m.layer(2).relu_fused());
+  CHECK_THROWS_AS(m.fused(10), ContractError);
+  const auto x = testing::random_floats(3 * 32, 4);
+  const std::vector<std::int32_t> y = {1, 0, 1};
+  check_gradients(m, x, y, 40, 8);
 }
 
 TEST_CASE("A graph on a device computes what it computes on the host", "[tasks][graph]") {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tasks/cpu/blocked_kernels.h"
 #include "tasks/cpu/cpu_backend.h"
 #include "tests/tasks/gradient_check.h"
 

@@ -172,6 +172,86 @@ TEST_CASE("a model's checkpoint carries its running statistics, and profiling le
   CHECK(a.forward_backward(x, y) == b.forward_backward(x, y));
 }
 
+TEST_CASE("batch_norm on oneDNN gives the builtin loops' results, with its ReLU fused or not",
+          "[tasks][batch_norm][onednn]") {
+  if (!cpu::onednn_built()) return;
+  // The same layer on each kernel set, on each layout, its output (and its ReLU's) and every
+  // gradient compared. Tolerance: oneDNN sums in another order; the measured differences
+  // (2026-12-06) are up to 4.6e-7 of the largest value, so 1e-4 of it separates rounding from a
+  // wrong term (which is off by O(1)).
+  // The largest difference relative to the largest value.
+  const auto difference = [](const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    double scale = 0, worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      scale = std::max(scale, static_cast<double>(std::abs(a[i])));
+      worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+    }
+    return worst / scale;
+  };
+  struct Case {
+    Shape shape;
+    std::size_t batch;
+    Layout layout;
+  };
+  for (const auto& [shape, batch, layout] :
+       {Case{Shape{16, 5, 5}, 6, Layout::kNchw}, Case{Shape{32, 3, 3}, 5, Layout::kBlocked16},
+        Case{Shape{16, 7, 7}, 4, Layout::kBlocked16}, Case{Shape::flat(24), 7, Layout::kNchw},
+        Case{Shape{3, 4, 4}, 3, Layout::kNchw}}) {
+    for (const bool relu : {false, true}) {
+      INFO(to_string(shape) << ", batch " << batch
+                            << (layout == Layout::kNchw ? ", NCHW" : ", nChw16c")
+                            << (relu ? ", with its ReLU" : ""));
+      const std::size_t n = batch * shape.size();
+      const auto x = testing::random_floats(n, 3, -2.0f, 3.0f);
+      const auto dy = testing::random_floats(n, 4);
+      const auto gamma_beta = testing::random_floats(2 * shape.channels, 5, 0.5f, 1.5f);
+      struct Result {
+        std::vector<float> y, dx, grads, running, eval_y;
+      };
+      const auto run = [&](cpu::CpuKernels kernels) {
+        const testing::ScopedKernels use(kernels);
+        BatchNorm layer(shape);
+        std::vector<float> params = gamma_beta, grads(params.size());
+        layer.bind(params, grads);
+        layer.reserve(8);
+        layer.initialize(1);
+        std::copy(gamma_beta.begin(), gamma_beta.end(), params.begin());
+        layer.set_layouts(layout, layout);
+        // The builtin loops refuse the ReLU: it runs after them, as the ReLU layer would.
+        const bool fused = relu && layer.fuse_relu();
+        CHECK(fused == (relu && kernels == cpu::CpuKernels::kOnednn));
+        Result r{std::vector<float>(n), std::vector<float>(n), {}, {}, std::vector<float>(n)};
+        layer.forward(x.data(), r.y.data(), batch);
+        std::vector<float> masked = dy;
+        if (relu && !fused) {
+          for (std::size_t i = 0; i < n; ++i) {
+            r.y[i] = r.y[i] > 0.0f ? r.y[i] : 0.0f;
+            masked[i] = r.y[i] > 0.0f ? dy[i] : 0.0f;
+          }
+        }
+        layer.backward(x.data(), r.y.data(), fused ? dy.data() : masked.data(), r.dx.data(), batch);
+        r.grads = grads;
+        r.running.resize(layer.state_size());
+        layer.save_layer_state(r.running);
+        layer.set_training(false);
+        layer.forward(x.data(), r.eval_y.data(), batch);
+        if (relu && !fused) {
+          for (float& v : r.eval_y) v = v > 0.0f ? v : 0.0f;
+        }
+        return r;
+      };
+      const Result builtin = run(cpu::CpuKernels::kBuiltin);
+      const Result onednn = run(cpu::CpuKernels::kOnednn);
+      CHECK(difference(builtin.y, onednn.y) <= 1e-4);
+      CHECK(difference(builtin.dx, onednn.dx) <= 1e-4);
+      CHECK(difference(builtin.grads, onednn.grads) <= 1e-4);
+      CHECK(difference(builtin.running, onednn.running) <= 1e-4);
+      CHECK(difference(builtin.eval_y, onednn.eval_y) <= 1e-4);
+    }
+  }
+}
+
 TEST_CASE("batch_norm is made from its spec", "[tasks][batch_norm][spec]") {
   CHECK(parse_layer_spec("batch_norm") == LayerSpec{"batch_norm"});
   CHECK(to_string(parse_layer_spec("batch_norm")) == "batch_norm");
