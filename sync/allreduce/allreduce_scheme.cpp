@@ -2,6 +2,7 @@
 
 #include "engine/error.h"
 #include "sync/allreduce/messages.h"
+#include "sync/compress/half_segment_codec.h"
 #include "topo/cost_model.h"
 #include "topo/planner.h"
 
@@ -66,7 +67,7 @@ AllReduceScheme::AllReduceScheme(const SyncContext& ctx, LaneRouter& router,
     if (b.floats == 0) continue;
     b.ring = std::make_unique<collective::RingAllReduce>(
         router_, lane_, static_cast<std::uint32_t>(buckets_.size()), b.floats,
-        static_cast<std::uint32_t>(first), wire_);
+        static_cast<std::uint32_t>(first), compress::half_segment_codec(wire_));
     buckets_.push_back(std::move(b));
   }
 }

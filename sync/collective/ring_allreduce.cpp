@@ -1,7 +1,6 @@
 #include "sync/collective/ring_allreduce.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "engine/error.h"
@@ -9,12 +8,11 @@
 namespace gradmesh::sync::collective {
 
 namespace {
-constexpr unsigned kBucketShift = 32;               // key = bucket << 32 | step
-constexpr std::size_t kScaleBytes = sizeof(float);  // the 16-bit wire's scale per segment
+constexpr unsigned kBucketShift = 32;  // key = bucket << 32 | step
 }  // namespace
 
 RingAllReduce::RingAllReduce(LaneRouter& router, LaneId lane, std::uint32_t bucket,
-                             std::size_t floats, std::uint32_t priority, compress::CodecKind wire)
+                             std::size_t floats, std::uint32_t priority, const SegmentCodec* wire)
     : router_(router),
       lane_(lane),
       bucket_(bucket),
@@ -26,11 +24,7 @@ RingAllReduce::RingAllReduce(LaneRouter& router, LaneId lane, std::uint32_t buck
       right_((rank_ + 1) % nodes_),
       wire_(wire) {
   GRADMESH_CHECK_GT(nodes_, std::size_t{0}, "RingAllReduce needs a rank");
-  GRADMESH_CHECK(wire == compress::CodecKind::kNone || wire == compress::CodecKind::kFp16 ||
-                     wire == compress::CodecKind::kBf16,
-                 "a ring all-reduce sends floats, fp16 or bf16, not " +
-                     std::string(compress::codec_name(wire)));
-  if (wire_ != compress::CodecKind::kNone) slot_bytes_ = wire_bytes(0);  // segment 0 is largest
+  if (wire_ != nullptr) slot_bytes_ = wire_bytes(0);  // segment 0 is largest
   for (std::uint64_t parity = 0; parity < 2; ++parity) {
     reset(rounds_[parity], parity);
     results_[parity].assign(floats_, 0.0f);
@@ -39,23 +33,19 @@ RingAllReduce::RingAllReduce(LaneRouter& router, LaneId lane, std::uint32_t buck
 }
 
 std::size_t RingAllReduce::wire_bytes(std::size_t j) const noexcept {
-  if (wire_ == compress::CodecKind::kNone) return segment_size(j) * sizeof(float);
-  return kScaleBytes + segment_size(j) * sizeof(std::uint16_t);
+  if (wire_ == nullptr) return segment_size(j) * sizeof(float);
+  return wire_->encoded_bytes(segment_size(j));
 }
 
 net::Payload RingAllReduce::wire_payload(std::uint64_t round, std::size_t slot,
                                          std::span<const float> values, std::span<float> decoded) {
-  if (wire_ == compress::CodecKind::kNone) {
+  if (wire_ == nullptr) {
     if (!decoded.empty()) std::copy(values.begin(), values.end(), decoded.begin());
     return net::Payload::view(std::as_bytes(values));
   }
   std::byte* at = encoded_[round % 2].data() + slot * slot_bytes_;
-  const float scale = compress::half_block_scale(wire_, values);
-  std::memcpy(at, &scale, kScaleBytes);
-  compress::encode_half_block(wire_, scale, values, at + kScaleBytes);
-  if (!decoded.empty()) compress::decode_half_block(wire_, scale, at + kScaleBytes, decoded);
-  return net::Payload::view(
-      std::span<const std::byte>(at, kScaleBytes + values.size() * sizeof(std::uint16_t)));
+  wire_->encode(values, at, decoded);
+  return net::Payload::view(std::span<const std::byte>(at, wire_->encoded_bytes(values.size())));
 }
 
 void RingAllReduce::reset(Round& r, std::uint64_t round) const {
@@ -134,13 +124,11 @@ Settlement RingAllReduce::reduce_step(Round& r, std::size_t step, const net::Pay
   r.have_step[step] = 1;
   const std::size_t j = mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step) - 1);
   const std::span<float> segment = r.input.subspan(segment_begin(j), segment_size(j));
-  if (wire_ == compress::CodecKind::kNone) {
+  if (wire_ == nullptr) {
     const std::span<const float> values = arrived.as<float>();
     for (std::size_t i = 0; i < segment.size(); ++i) segment[i] += values[i];
   } else {
-    float scale = 0;
-    std::memcpy(&scale, arrived.bytes().data(), kScaleBytes);
-    compress::decode_add_half_block(wire_, scale, arrived.bytes().data() + kScaleBytes, segment);
+    wire_->decode_add(arrived.bytes().data(), segment);
   }
   if (step + 2 < nodes_) {
     send(r.round, RingKind::kReduceScatter, step + 1, wire_payload(r.round, step + 1, segment));
@@ -150,7 +138,7 @@ Settlement RingAllReduce::reduce_step(Round& r, std::size_t step, const net::Pay
   // will decode it) and pass on.
   const std::span<float> result =
       std::span<float>(result_buffer(r.round)).subspan(segment_begin(j), segment.size());
-  if (wire_ == compress::CodecKind::kNone) {
+  if (wire_ == nullptr) {
     std::copy(segment.begin(), segment.end(), result.begin());
     send(r.round, RingKind::kAllGather, 0, wire_payload(r.round, 0, result));
   } else {
@@ -164,16 +152,14 @@ Settlement RingAllReduce::gather_step(Round& r, std::size_t step, net::Payload a
   const std::size_t j = mod(static_cast<std::int64_t>(rank_) - static_cast<std::int64_t>(step));
   const std::span<float> result =
       std::span<float>(result_buffer(r.round)).subspan(segment_begin(j), segment_size(j));
-  if (wire_ == compress::CodecKind::kNone) {
+  if (wire_ == nullptr) {
     const std::span<const float> values = arrived.as<float>();
     std::copy(values.begin(), values.end(), result.begin());
     if (step + 2 < nodes_) {
       send(r.round, RingKind::kAllGather, step + 1, wire_payload(r.round, 0, result));
     }
   } else {
-    float scale = 0;
-    std::memcpy(&scale, arrived.bytes().data(), kScaleBytes);
-    compress::decode_half_block(wire_, scale, arrived.bytes().data() + kScaleBytes, result);
+    wire_->decode(arrived.bytes().data(), result);
     // The bytes as received: every rank decodes the owner's one encoding.
     if (step + 2 < nodes_) send(r.round, RingKind::kAllGather, step + 1, std::move(arrived));
   }

@@ -13,7 +13,7 @@
 #include "engine/task.h"
 #include "net/payload.h"
 #include "sync/collective/latch.h"
-#include "sync/compress/codec.h"
+#include "sync/collective/segment_codec.h"
 #include "sync/lane_router.h"
 
 namespace gradmesh::sync::collective {
@@ -51,17 +51,16 @@ enum class RingKind : std::uint16_t {
 /// (not copied) until this rank's start(t + 1). Messages of any other round, a wrong size, a
 /// duplicate or a step out of range are rejected through the router.
 ///
-/// 16-bit wire (`wire` kFp16 or kBf16; issue 28, fp16 on all-reduce buckets): every segment
-/// crosses the wire as a f32 power-of-two scale and its floats in 16 bits
-/// (compress::half_block_scale: fp16's largest magnitude in [2^14, 2^15)), 4 + 2 s bytes instead
-/// of 4 s. Reduce-scatter adds each arriving segment, decoded, into the input in fp32 and encodes
-/// the partial sum it passes on; the segment's owner encodes the full sum once, stores its own
-/// decoding of it as the result and sends those bytes; all-gather forwards the bytes it received
-/// unchanged (no re-encoding, no copy) and stores their decoding. So every rank holds the same
-/// bits, and the sum's error is one rounding per hop (n - 1 for the partial sums, one for the
-/// result) of at most 2^-11 (fp16) or 2^-8 (bf16) relative to the value rounded. No error
-/// feedback: nothing is carried to the next round. The encoded segments live in two buffers by
-/// round parity, reused two rounds later as the results are.
+/// Encoded wire (`wire`, a SegmentCodec: compress::half_segment_codec's fp16 or bf16, issue 28):
+/// every segment crosses the wire as wire->encoded_bytes(s) bytes instead of 4 s. Reduce-scatter
+/// adds each arriving segment, decoded, into the input in fp32 and encodes the partial sum it
+/// passes on; the segment's owner encodes the full sum once, stores its own decoding of it as the
+/// result and sends those bytes; all-gather forwards the bytes it received unchanged (no
+/// re-encoding, no copy) and stores their decoding. So every rank holds the same bits, and the
+/// sum's error is one rounding per hop (n - 1 for the partial sums, one for the result): for
+/// fp16, at most 2^-11 relative to the value rounded, 2^-8 for bf16. No error feedback: nothing
+/// is carried to the next round. The encoded segments live in two buffers by round parity,
+/// reused two rounds later as the results are.
 ///
 /// Thread safety: start() and result() from the bucket's tasks (ordered by the graph); on_message()
 /// and fail_all() from the delivery thread; await() from a task. Internally locked.
@@ -70,10 +69,10 @@ class RingAllReduce {
   /// Bucket `bucket` of `floats` floats on `router` (n = router.nodes() ranks), sending on lane
   /// `lane` (routed by the owner, which hands this bucket's messages to on_message()) with send
   /// priority `priority` (net::Message::priority: the bucket's first layer, so that the next
-  /// forward pass's first layers go first). `wire`: kNone (floats), kFp16 or kBf16; throws
-  /// ContractError for another codec.
+  /// forward pass's first layers go first). `wire`: the segments' encoding, or nullptr for the
+  /// floats themselves; it must outlive the ring.
   RingAllReduce(LaneRouter& router, LaneId lane, std::uint32_t bucket, std::size_t floats,
-                std::uint32_t priority = 0, compress::CodecKind wire = compress::CodecKind::kNone);
+                std::uint32_t priority = 0, const SegmentCodec* wire = nullptr);
 
   /// Begins round `round` with this rank's `input` (floats() floats; reduced in place, so it must
   /// stay untouched until the round completes). Sends reduce-scatter step 0 and processes
@@ -97,7 +96,7 @@ class RingAllReduce {
   /// Floats of segment `j` and where it starts.
   [[nodiscard]] std::size_t segment_begin(std::size_t j) const noexcept;
   [[nodiscard]] std::size_t segment_size(std::size_t j) const noexcept;
-  /// Bytes of segment `j` on the wire: 4 per float, or a 4-byte scale and 2 per float.
+  /// Bytes of segment `j` on the wire: 4 per float, or the wire's encoded_bytes.
   [[nodiscard]] std::size_t wire_bytes(std::size_t j) const noexcept;
 
  private:
@@ -119,7 +118,8 @@ class RingAllReduce {
   Settlement finish_segment(Round& r);
   void send(std::uint64_t round, RingKind kind, std::size_t step, net::Payload payload);
   /// `values` as the wire carries them: a view of them (floats), or encoded into slot `slot` of
-  /// the round's buffer (16 bits); with `decoded`, also writes the encoding's decoding there.
+  /// the round's buffer (an encoded wire); with `decoded`, also writes the encoding's decoding
+  /// there.
   net::Payload wire_payload(std::uint64_t round, std::size_t slot, std::span<const float> values,
                             std::span<float> decoded = {});
   Round* round_for(std::uint64_t round);
@@ -134,13 +134,13 @@ class RingAllReduce {
   std::uint32_t priority_;
   std::size_t floats_, nodes_, rank_, left_, right_;
   std::mutex mutex_;
-  std::uint64_t current_ = 0;      // the oldest round not yet complete
-  Round rounds_[2];                // by round parity
-  CompletionLatch done_[2];        // by round parity; holds the error of fail_all()
-  std::vector<float> results_[2];  // by round parity
-  compress::CodecKind wire_;
-  std::size_t slot_bytes_ = 0;         // one encoded segment's room (16-bit wire)
-  std::vector<std::byte> encoded_[2];  // by round parity: n slots (16-bit wire; else empty)
+  std::uint64_t current_ = 0;          // the oldest round not yet complete
+  Round rounds_[2];                    // by round parity
+  CompletionLatch done_[2];            // by round parity; holds the error of fail_all()
+  std::vector<float> results_[2];      // by round parity
+  const SegmentCodec* wire_;           // null: the floats themselves
+  std::size_t slot_bytes_ = 0;         // one encoded segment's room (an encoded wire)
+  std::vector<std::byte> encoded_[2];  // by round parity: n slots (an encoded wire; else empty)
 };
 
 }  // namespace gradmesh::sync::collective

@@ -5,6 +5,7 @@ target_sources(gradmesh_sync PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/codec.cpp
   ${CMAKE_CURRENT_LIST_DIR}/codec_profile.cpp
   ${CMAKE_CURRENT_LIST_DIR}/device_codec.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/half_segment_codec.cpp
   ${CMAKE_CURRENT_LIST_DIR}/options.cpp
   ${CMAKE_CURRENT_LIST_DIR}/powersgd.cpp
   ${CMAKE_CURRENT_LIST_DIR}/powersgd_model.cpp

@@ -14,6 +14,7 @@
 #include "engine/graph.h"
 #include "net/inproc/inproc_transport.h"
 #include "sync/compress/codec.h"
+#include "sync/compress/half_segment_codec.h"
 #include "tests/sync/support/half_round_trip.h"
 
 using namespace gradmesh;
@@ -24,7 +25,7 @@ namespace {
 // One rank: its router, ring and a graph of one round (fill, start, wait, check).
 struct Rank {
   Rank(net::Transport* transport, std::size_t rank, std::size_t nodes, std::size_t floats,
-       CodecKind wire)
+       const sync::collective::SegmentCodec* wire)
       : router(transport, rank, nodes),
         lane(router.route(
             "allreduce",
@@ -69,12 +70,50 @@ std::vector<float> half_ring_sum(CodecKind kind, const sync::collective::RingAll
   return out;
 }
 
+/// A segment format of the test's own (issue 56: the ring takes any SegmentCodec): each float
+/// negated, then its bytes reversed; exact, 4 bytes a float plus a 2-byte tag a segment.
+class ReversedNegated final : public sync::collective::SegmentCodec {
+ public:
+  [[nodiscard]] std::string_view name() const noexcept override { return "reversed-negated"; }
+  [[nodiscard]] std::size_t encoded_bytes(std::size_t floats) const noexcept override {
+    return 2 + 4 * floats;
+  }
+  void encode(std::span<const float> values, std::byte* out,
+              std::span<float> decoded) const override {
+    out[0] = std::byte{0x5a};
+    out[1] = std::byte{0xa5};
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      const float v = -values[i];
+      const auto* b = reinterpret_cast<const std::byte*>(&v);
+      for (int k = 0; k < 4; ++k) out[2 + 4 * i + k] = b[3 - k];
+    }
+    if (!decoded.empty()) decode(out, decoded);
+  }
+  void decode(const std::byte* in, std::span<float> out) const override {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = value_at(in, i);
+  }
+  void decode_add(const std::byte* in, std::span<float> sum) const override {
+    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += value_at(in, i);
+  }
+
+ private:
+  static float value_at(const std::byte* in, std::size_t i) {
+    float v = 0;
+    auto* b = reinterpret_cast<std::byte*>(&v);
+    for (int k = 0; k < 4; ++k) b[k] = in[2 + 4 * i + 3 - k];
+    return -v;
+  }
+};
+
 void run_ring(std::size_t nodes, std::size_t floats, std::uint64_t rounds,
-              CodecKind wire = CodecKind::kNone) {
+              CodecKind wire = CodecKind::kNone,
+              const sync::collective::SegmentCodec* own = nullptr) {
   auto mesh = net::make_inproc_mesh(nodes, sync::lane_names());
   std::vector<std::unique_ptr<Rank>> ranks;
+  const sync::collective::SegmentCodec* codec =
+      own != nullptr ? own : sync::compress::half_segment_codec(wire);
   for (std::size_t r = 0; r < nodes; ++r) {
-    ranks.push_back(std::make_unique<Rank>(mesh[r].get(), r, nodes, floats, wire));
+    ranks.push_back(std::make_unique<Rank>(mesh[r].get(), r, nodes, floats, codec));
   }
   for (auto& t : mesh) t->start();
   std::vector<std::thread> threads;
@@ -161,12 +200,26 @@ TEST_CASE("a 16-bit ring sums in fp32 with one rounding a hop, the same bits on 
   }
 }
 
+TEST_CASE("a ring takes any segment format: one of the test's own sums exactly",
+          "[sync][collective][inproc]") {
+  const ReversedNegated wire;
+  for (std::size_t nodes = 1; nodes <= 4; ++nodes) {
+    INFO("n " << nodes);
+    run_ring(nodes, nodes * 5 + 2, 3, CodecKind::kNone, &wire);
+  }
+  auto mesh = net::make_inproc_mesh(2, sync::lane_names());
+  sync::LaneRouter router(mesh[0].get(), 0, 2);
+  const sync::collective::RingAllReduce ring(router, sync::lane_id("allreduce"), 0, 11, 0, &wire);
+  CHECK(ring.wire_bytes(0) == 2 + 4 * 6);
+}
+
 TEST_CASE("a 16-bit ring sends 2 bytes a float and a scale a segment, and refuses floats",
           "[sync][collective][compress]") {
   auto mesh = net::make_inproc_mesh(2, sync::lane_names());
   sync::LaneRouter router(mesh[0].get(), 0, 2);
   const sync::LaneId lane = router.route("allreduce", [](std::size_t, net::Message&&) {});
-  sync::collective::RingAllReduce ring(router, lane, 0, 11, 0, CodecKind::kFp16);
+  sync::collective::RingAllReduce ring(router, lane, 0, 11, 0,
+                                       sync::compress::half_segment_codec(CodecKind::kFp16));
   CHECK(ring.wire_bytes(0) == 4 + 2 * 6);
   CHECK(ring.wire_bytes(1) == 4 + 2 * 5);
   // A float segment (a peer without compression) is rejected, not read.
@@ -174,8 +227,10 @@ TEST_CASE("a 16-bit ring sends 2 bytes a float and a scale a segment, and refuse
   ring.on_message(
       1, net::Message{lane, 1, 0, 0, net::Payload::copy_of(std::as_bytes(std::span(floats))), 0});
   CHECK(router.rejected() == 1);
-  CHECK_THROWS_AS(sync::collective::RingAllReduce(router, lane, 1, 4, 0, CodecKind::kTopK),
-                  ContractError);
+  // A ring sums what it receives: int8's chunk scales and the sparsifiers' indices are not for it.
+  CHECK(sync::compress::half_segment_codec(CodecKind::kNone) == nullptr);
+  CHECK_THROWS_AS(sync::compress::half_segment_codec(CodecKind::kTopK), ContractError);
+  CHECK_THROWS_AS(sync::compress::half_segment_codec(CodecKind::kInt8), ContractError);
 }
 
 TEST_CASE("ring segments cover the bucket, sizes within one float", "[sync][collective]") {
