@@ -44,7 +44,6 @@ set(GRADMESH_PUBLIC_HEADERS
   sync/scheme.h
   sync/sync_stage.h
   tasks/backend.h
-  tasks/cpu/cpu_backend.h
   tasks/data/dataset.h
   tasks/data/fashion_mnist.h
   tasks/data/shard_sampler.h
@@ -62,6 +61,7 @@ set(GRADMESH_PUBLIC_HEADERS
   tasks/random.h
   tasks/shape.h
   topo/cost_model.h
+  topo/lanes.h
   topo/partition_count.h
   topo/peer_list.h
   topo/planner.h

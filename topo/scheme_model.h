@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "topo/cost_model.h"
+#include "topo/lanes.h"
 
 namespace gradmesh::topo {
 
@@ -28,12 +29,6 @@ inline constexpr std::string_view kLocalScheme = "local";
 inline constexpr std::string_view kPsScheme = "ps";                ///< Poseidon sec. 4.1
 inline constexpr std::string_view kSfbScheme = "sfb";              ///< Poseidon sec. 2.1, 3.2
 inline constexpr std::string_view kAllReduceScheme = "allreduce";  ///< MG-WFBP buckets
-
-/// Lane names of Plan::lane_bytes (as the transport's byte counters name them).
-inline constexpr std::string_view kLaneKvPush = "kv_push";
-inline constexpr std::string_view kLaneKvBroadcast = "kv_broadcast";
-inline constexpr std::string_view kLaneSfBroadcast = "sf_broadcast";
-inline constexpr std::string_view kLaneAllReduce = "allreduce";
 
 /// What a scheme's cost function sees besides the layer.
 struct SchemeCostInput {

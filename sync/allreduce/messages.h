@@ -4,10 +4,12 @@
 
 #include <string_view>
 
+#include "topo/lanes.h"
+
 namespace gradmesh::sync::allreduce {
 
 /// rank r -> rank r + 1: segments of a bucket, reduce-scatter then all-gather.
-inline constexpr std::string_view kLane = "allreduce";
+inline constexpr std::string_view kLane = topo::kLaneAllReduce;
 /// The same rings with every segment in 16 bits (fp16 or bf16: sync.compression.method; issue 28).
 inline constexpr std::string_view kHalfLane = "allreduce_half";
 

@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <string_view>
 
+#include "topo/lanes.h"
+
 namespace gradmesh::sync::sfb {
 
 /// worker -> all: sufficient factors (u, v) of dense layers.
-inline constexpr std::string_view kLane = "sf_broadcast";
+inline constexpr std::string_view kLane = topo::kLaneSfBroadcast;
 /// worker -> all: the same factors in 16 bits (fp16 or bf16: sync.compression.method; issue 28).
 inline constexpr std::string_view kHalfLane = "sf_broadcast_half";
 

@@ -4,12 +4,14 @@
 #include <cstdint>
 #include <string_view>
 
+#include "topo/lanes.h"
+
 namespace gradmesh::sync::ps {
 
 /// worker -> KV shard: gradient chunks.
-inline constexpr std::string_view kPushLane = "kv_push";
+inline constexpr std::string_view kPushLane = topo::kLaneKvPush;
 /// KV shard -> all: updated parameter chunks.
-inline constexpr std::string_view kBroadcastLane = "kv_broadcast";
+inline constexpr std::string_view kBroadcastLane = topo::kLaneKvBroadcast;
 /// The same two for compressed PS (sync.compression.method fp16, bf16, int8: PsScheme with a
 /// wire codec), so that a plan can hold both PS forms: encoded gradient chunks, and the owner's
 /// parameter change encoded.

@@ -9,7 +9,6 @@
 #include <string_view>
 
 #include "tasks/backend.h"
-#include "tasks/cpu/cpu_backend.h"
 #include "tasks/shape.h"
 
 namespace gradmesh::tasks {
@@ -174,15 +173,16 @@ class Layer {
                         std::size_t batch) = 0;
 
  protected:
-  /// A layer taking samples of shape `input` and giving samples of shape `output`.
-  Layer(Shape input, Shape output) noexcept : input_(input), output_(output) {}
+  /// A layer taking samples of shape `input` and giving samples of shape `output`, computing on
+  /// the host's CPU backend until set_backend.
+  Layer(Shape input, Shape output) noexcept;
 
  private:
   Shape input_;
   Shape output_;
   Layout input_layout_ = Layout::kNchw;
   Layout output_layout_ = Layout::kNchw;
-  Backend* backend_ = &cpu::host_backend();
+  Backend* backend_;
 };
 
 }  // namespace gradmesh::tasks
