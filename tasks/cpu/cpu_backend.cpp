@@ -1,20 +1,13 @@
 #include "tasks/cpu/cpu_backend.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <oneapi/tbb/blocked_range.h>
-#include <oneapi/tbb/parallel_for.h>
-#include <oneapi/tbb/task_arena.h>
 
 #include "engine/error.h"
 #include "tasks/cpu/blas.h"
@@ -30,38 +23,6 @@ namespace gradmesh::tasks::cpu {
 namespace {
 
 void release_host(void* p) noexcept { std::free(p); }
-
-/// The arena the kernels' parallel loops run in (set_threads); null while they run inline. Every
-/// arena made stays alive until exit (one per distinct count), so a loop under way finishes on its
-/// own arena whatever another thread sets meanwhile.
-std::atomic<tbb::task_arena*> kernel_arena{nullptr};
-std::atomic<int> kernel_threads{1};  // set_threads' n
-std::mutex kernel_arenas_mutex;
-std::vector<std::pair<int, std::unique_ptr<tbb::task_arena>>> kernel_arenas;
-
-/// Whether this thread is inside a run_chunks body: the kernels' loops then run inline (the
-/// chunks already occupy the arena's threads; a thread waiting in a nested loop could also take
-/// another chunk and reuse its slot).
-thread_local bool inside_chunk = false;
-
-/// SingleBlasThread holders in the process (every run_chunks under way, any Model's): OpenBLAS
-/// runs one thread while it is > 0, so a body's GEMM stays on the body's thread. Guarded by
-/// chunk_blas_mutex.
-int chunk_runs = 0;
-std::mutex chunk_blas_mutex;
-
-/// Calls f when the scope ends, an exception's unwinding included (run_chunks' restores).
-template <class F>
-class AtExit {
- public:
-  explicit AtExit(F f) : f_(std::move(f)) {}
-  AtExit(const AtExit&) = delete;
-  AtExit& operator=(const AtExit&) = delete;
-  ~AtExit() { f_(); }
-
- private:
-  F f_;
-};
 
 /// The output indices o in [0, out) whose input index o s + offset - p lies in [0, in): the
 /// half-open range [lo, hi). offset is the kernel tap (u or v).
@@ -317,36 +278,6 @@ void CpuBackend::pack_channels(const float* dy, std::size_t samples, std::size_t
   });
 }
 
-std::size_t CpuBackend::chunk_slots() const noexcept { return static_cast<std::size_t>(threads()); }
-
-void CpuBackend::run_chunks(std::size_t items, std::size_t slots, ChunkBody body) {
-  tbb::task_arena* arena = items < 2 || slots < 2 || inside_chunk
-                               ? nullptr
-                               : kernel_arena.load(std::memory_order_acquire);
-  if (arena == nullptr) {
-    for (std::size_t item = 0; item < items; ++item) body(item, 0);
-    return;
-  }
-  const SingleBlasThread one_blas_thread;
-  // One worker per slot, each taking the next item until none is left: every item once, a slot
-  // never shared, and the items spread over however many threads pick the workers up.
-  const std::size_t workers =
-      std::min({items, slots, static_cast<std::size_t>(arena->max_concurrency())});
-  std::atomic<std::size_t> next{0};
-  arena->execute([&] {
-    tbb::parallel_for(
-        tbb::blocked_range<std::size_t>(0, workers, 1),
-        [&](const tbb::blocked_range<std::size_t>& r) {
-          inside_chunk = true;
-          const AtExit leave([] { inside_chunk = false; });
-          for (std::size_t slot = r.begin(); slot < r.end(); ++slot) {
-            for (std::size_t item = next++; item < items; item = next++) body(item, slot);
-          }
-        },
-        tbb::simple_partitioner());
-  });
-}
-
 void CpuBackend::fill(float* dst, std::size_t n, float value) { std::fill(dst, dst + n, value); }
 
 void CpuBackend::scale(float* x, std::size_t n, float alpha) {
@@ -382,90 +313,6 @@ void CpuBackend::sgd_step(float* w, const float* g, float* velocity, std::size_t
 void CpuBackend::adam_step(float* w, const float* g, float* m, float* v, std::size_t n,
                            const AdamOptions& options, const AdamStep& step) {
   adam_update(w, g, m, v, n, options, step);
-}
-
-void CpuBackend::max_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g,
-                                  float* y, std::uint32_t* argmax) {
-  const std::size_t oh = g.out_height, ow = g.out_width, stride = g.stride, window = g.window;
-  parallel_items(planes, g.height * g.width, [=](std::size_t lo, std::size_t hi) {
-    for (std::size_t plane = lo; plane < hi; ++plane) {
-      const float* src = x + plane * g.height * g.width;
-      float* dst = y + plane * oh * ow;
-      std::uint32_t* arg = argmax + plane * oh * ow;
-      for (std::size_t i = 0; i < oh; ++i) {
-        for (std::size_t j = 0; j < ow; ++j) {
-          std::size_t best = i * stride * g.width + j * stride;
-          for (std::size_t u = 0; u < window; ++u) {
-            const std::size_t row = (i * stride + u) * g.width + j * stride;
-            for (std::size_t v = 0; v < window; ++v) {
-              if (src[row + v] > src[best]) best = row + v;
-            }
-          }
-          dst[i * ow + j] = src[best];
-          arg[i * ow + j] = static_cast<std::uint32_t>(best);
-        }
-      }
-    }
-  });
-}
-
-void CpuBackend::max_pool_backward(const float* dy, const std::uint32_t* argmax, std::size_t planes,
-                                   const PoolGeometry& g, float* dx) {
-  const std::size_t in_plane = g.height * g.width;
-  const std::size_t out_plane = g.out_height * g.out_width;
-  parallel_items(planes, in_plane, [=](std::size_t lo, std::size_t hi) {
-    for (std::size_t plane = lo; plane < hi; ++plane) {
-      float* dst = dx + plane * in_plane;
-      std::fill(dst, dst + in_plane, 0.0f);
-      const float* src = dy + plane * out_plane;
-      const std::uint32_t* arg = argmax + plane * out_plane;
-      for (std::size_t o = 0; o < out_plane; ++o) dst[arg[o]] += src[o];
-    }
-  });
-}
-
-void CpuBackend::avg_pool_forward(const float* x, std::size_t planes, const PoolGeometry& g,
-                                  float* y) {
-  const std::size_t oh = g.out_height, ow = g.out_width, stride = g.stride, window = g.window;
-  const float scale = 1.0f / static_cast<float>(window * window);
-  parallel_items(planes, g.height * g.width, [=](std::size_t lo, std::size_t hi) {
-    for (std::size_t plane = lo; plane < hi; ++plane) {
-      const float* src = x + plane * g.height * g.width;
-      float* dst = y + plane * oh * ow;
-      for (std::size_t i = 0; i < oh; ++i) {
-        for (std::size_t j = 0; j < ow; ++j) {
-          float sum = 0.0f;
-          for (std::size_t u = 0; u < window; ++u) {
-            const float* row = src + (i * stride + u) * g.width + j * stride;
-            for (std::size_t v = 0; v < window; ++v) sum += row[v];
-          }
-          dst[i * ow + j] = sum * scale;
-        }
-      }
-    }
-  });
-}
-
-void CpuBackend::avg_pool_backward(const float* dy, std::size_t planes, const PoolGeometry& g,
-                                   float* dx) {
-  const std::size_t in_plane = g.height * g.width, oh = g.out_height, ow = g.out_width;
-  const float scale = 1.0f / static_cast<float>(g.window * g.window);
-  parallel_items(planes, in_plane, [=](std::size_t lo, std::size_t hi) {
-    for (std::size_t plane = lo; plane < hi; ++plane) {
-      float* dst = dx + plane * in_plane;
-      std::fill(dst, dst + in_plane, 0.0f);
-      const float* src = dy + plane * oh * ow;
-      for (std::size_t i = 0; i < oh; ++i) {
-        for (std::size_t j = 0; j < ow; ++j) {
-          const float share = src[i * ow + j] * scale;
-          for (std::size_t u = 0; u < g.window; ++u) {
-            float* row = dst + (i * g.stride + u) * g.width + j * g.stride;
-            for (std::size_t v = 0; v < g.window; ++v) row[v] += share;
-          }
-        }
-      }
-    }
-  });
 }
 
 void CpuBackend::batch_norm_statistics(const float* x, std::size_t samples, std::size_t channels,
@@ -584,10 +431,6 @@ std::unique_ptr<BatchNormKernels> CpuBackend::make_batch_norm(std::size_t channe
 
 std::string CpuBackend::description() const { return "CPU (" + blas_description() + ")"; }
 
-tbb::task_arena* loop_arena() noexcept {
-  return inside_chunk ? nullptr : kernel_arena.load(std::memory_order_acquire);
-}
-
 void set_kernels(CpuKernels k) {
   set_blas_library(k == CpuKernels::kOnednn ? BlasLibrary::kOnednn : BlasLibrary::kOpenBlas);
 }
@@ -598,40 +441,6 @@ CpuKernels kernels() noexcept {
 
 const char* to_string(CpuKernels k) noexcept {
   return k == CpuKernels::kOnednn ? "onednn" : "builtin";
-}
-
-void set_threads(int n) {
-  if (n < 1) throw ConfigError("compute threads: expected >= 1, got " + std::to_string(n));
-  {
-    // A run_chunks under way restores OpenBLAS to the new n when it ends.
-    const std::scoped_lock lock(chunk_blas_mutex);
-    kernel_threads.store(n, std::memory_order_relaxed);
-    if (chunk_runs == 0) set_blas_threads(n);
-  }
-  if (n == 1) {
-    kernel_arena.store(nullptr, std::memory_order_release);
-    return;
-  }
-  const std::scoped_lock lock(kernel_arenas_mutex);
-  auto it = std::find_if(kernel_arenas.begin(), kernel_arenas.end(),
-                         [n](const auto& arena) { return arena.first == n; });
-  if (it == kernel_arenas.end()) {
-    kernel_arenas.emplace_back(n, std::make_unique<tbb::task_arena>(n));
-    it = std::prev(kernel_arenas.end());
-  }
-  kernel_arena.store(it->second.get(), std::memory_order_release);
-}
-
-int threads() noexcept { return kernel_threads.load(std::memory_order_relaxed); }
-
-SingleBlasThread::SingleBlasThread() {
-  const std::scoped_lock lock(chunk_blas_mutex);
-  if (chunk_runs++ == 0) set_blas_threads(1);
-}
-
-SingleBlasThread::~SingleBlasThread() {
-  const std::scoped_lock lock(chunk_blas_mutex);
-  if (--chunk_runs == 0) set_blas_threads(kernel_threads.load(std::memory_order_relaxed));
 }
 
 Backend& host_backend() noexcept {

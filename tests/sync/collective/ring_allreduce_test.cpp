@@ -105,15 +105,17 @@ class ReversedNegated final : public sync::collective::SegmentCodec {
   }
 };
 
+/// Runs `rounds` rounds of a ring of `nodes` ranks over `wire` (nullptr: floats) and checks every
+/// rank's sums: exact for floats and for an exact format, for a 16-bit one (its name "fp16" or
+/// "bf16") within one rounding a hop and exactly the ring's own roundings.
 void run_ring(std::size_t nodes, std::size_t floats, std::uint64_t rounds,
-              CodecKind wire = CodecKind::kNone,
-              const sync::collective::SegmentCodec* own = nullptr) {
+              const sync::collective::SegmentCodec* wire = nullptr) {
   auto mesh = net::make_inproc_mesh(nodes, sync::lane_names());
   std::vector<std::unique_ptr<Rank>> ranks;
-  const sync::collective::SegmentCodec* codec =
-      own != nullptr ? own : sync::compress::half_segment_codec(wire);
+  const bool sixteen_bit = wire != nullptr && (wire->name() == "fp16" || wire->name() == "bf16");
+  const auto kind = sixteen_bit ? sync::compress::parse_codec_kind(wire->name()) : CodecKind::kNone;
   for (std::size_t r = 0; r < nodes; ++r) {
-    ranks.push_back(std::make_unique<Rank>(mesh[r].get(), r, nodes, floats, codec));
+    ranks.push_back(std::make_unique<Rank>(mesh[r].get(), r, nodes, floats, wire));
   }
   for (auto& t : mesh) t->start();
   std::vector<std::thread> threads;
@@ -151,15 +153,14 @@ void run_ring(std::size_t nodes, std::size_t floats, std::uint64_t rounds,
     REQUIRE(ranks[r]->sums.size() == rounds);
     CHECK(ranks[r]->router.rejected() == 0);
     for (std::uint64_t t = 0; t < rounds; ++t) {
-      const std::vector<float> half = wire == CodecKind::kNone
-                                          ? std::vector<float>()
-                                          : half_ring_sum(wire, *ranks[r]->ring, nodes, t);
+      const std::vector<float> half =
+          sixteen_bit ? half_ring_sum(kind, *ranks[r]->ring, nodes, t) : std::vector<float>();
       for (std::size_t i = 0; i < floats; ++i) {
         float expected = 0;
         for (std::size_t q = 0; q < nodes; ++q) expected += value(q, t, i);
-        if (wire != CodecKind::kNone) {
+        if (sixteen_bit) {
           // One rounding a hop, each within 2^-11 (fp16) or 2^-8 (bf16) of its partial sum.
-          const double bound = nodes * (wire == CodecKind::kFp16 ? 0x1p-11 : 0x1p-8) * expected;
+          const double bound = nodes * (kind == CodecKind::kFp16 ? 0x1p-11 : 0x1p-8) * expected;
           if (std::fabs(ranks[r]->sums[t][i] - expected) > bound) {
             FAIL("n " << nodes << ", float " << i << ": " << ranks[r]->sums[t][i]
                       << " is more than " << bound << " from " << expected);
@@ -194,8 +195,8 @@ TEST_CASE("a 16-bit ring sums in fp32 with one rounding a hop, the same bits on 
   for (const CodecKind wire : {CodecKind::kFp16, CodecKind::kBf16}) {
     for (std::size_t nodes = 1; nodes <= 5; ++nodes) {
       INFO(sync::compress::codec_name(wire) << ", n = " << nodes);
-      run_ring(nodes, 1, 3, wire);
-      run_ring(nodes, nodes * 37 + 3, 3, wire);
+      run_ring(nodes, 1, 3, sync::compress::half_segment_codec(wire));
+      run_ring(nodes, nodes * 37 + 3, 3, sync::compress::half_segment_codec(wire));
     }
   }
 }
@@ -205,7 +206,7 @@ TEST_CASE("a ring takes any segment format: one of the test's own sums exactly",
   const ReversedNegated wire;
   for (std::size_t nodes = 1; nodes <= 4; ++nodes) {
     INFO("n " << nodes);
-    run_ring(nodes, nodes * 5 + 2, 3, CodecKind::kNone, &wire);
+    run_ring(nodes, nodes * 5 + 2, 3, &wire);
   }
   auto mesh = net::make_inproc_mesh(2, sync::lane_names());
   sync::LaneRouter router(mesh[0].get(), 0, 2);
