@@ -1,14 +1,16 @@
-// bench/codec_step: what each gradient codec costs a node's CPU per float (issue 28), against the
-// optimizer step over the same floats, the unit the planner prices conversions in
-// (topo::ClusterCost::step_seconds_per_float). For each codec, one layer of `floats` floats on n
-// nodes: this node's encode with error feedback, then the n nodes' encodings decoded and summed
-// (decode_add n times, as sync/compress/sparse_scheme.h does); then the 16-bit blocks of the
-// rings and of SFB's factors ("fp16 blk": the scale, one encode, n decodes added). Seconds per
-// call (median of `runs`) and the same in optimizer steps; the planner's constants
-// (sync/compress/sparse_model.h) come from these figures.
+// bench/codec_step: what each registered compressor costs a node's CPU per float (issues 28, 56),
+// against the optimizer step over the same floats, the unit the planner prices conversions in
+// (topo::ClusterCost::step_seconds_per_float). For each compressor, one layer of `floats` floats
+// on n nodes: this node's encode with error feedback, then the n nodes' encodings decoded and
+// summed (decode_add n times, as sync/compress/sparse_scheme.h does); then the segment formats of
+// the rings and of SFB's factors ("fp16 blk": the scale, one encode, n decodes added). Seconds
+// per call (median of `runs`) and the same in optimizer steps; the compressors' cost entries
+// (CompressorEntry::cost) come from these figures.
 //
-//   build/bench/bench_codec_step [--floats N] [--nodes n] [--ratio R] [--runs K] [--device D]
-//   (defaults 1048576 4 0.01 9; --device cuda adds the same codecs as DeviceCodec on the GPU:
+//   build/bench/bench_codec_step [--floats N] [--nodes n] [--ratio R] [--bits B] [--runs K]
+//                                [--device D]
+//   (defaults 1048576 4 0.01 4 9; --device cuda adds the codecs the GPU's kernels implement as
+//   DeviceCodec on the GPU:
 //   the gradient and the sum in device memory, the encoding downloaded and each peer's uploaded,
 //   as a CUDA node would; sync/compress/device_codec.h)
 // A benchmark, never a test: its figures go in the docs, not in assertions.
@@ -22,6 +24,7 @@
 
 #include "bench/machine_state.h"
 #include "sync/compress/codec.h"
+#include "sync/compress/compressor.h"
 #include "sync/compress/device_codec.h"
 #include "tasks/make_backend.h"
 #include "tasks/optim/optimizer.h"
@@ -45,6 +48,7 @@ double seconds_since(Clock::time_point t0) {
 
 int main(int argc, char** argv) {
   std::size_t floats = 1 << 20, nodes = 4, runs = 9;
+  std::int64_t bits = 4;
   double ratio = 0.01;
   std::string device;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -56,14 +60,16 @@ int main(int argc, char** argv) {
       nodes = std::strtoull(value, nullptr, 10);
     else if (flag == "--ratio")
       ratio = std::strtod(value, nullptr);
+    else if (flag == "--bits")
+      bits = std::strtoll(value, nullptr, 10);
     else if (flag == "--runs")
       runs = std::strtoull(value, nullptr, 10);
     else if (flag == "--device")
       device = value;
     else {
       std::fprintf(stderr,
-                   "usage: bench_codec_step [--floats N] [--nodes n] [--ratio R] [--runs K] "
-                   "[--device cuda]\n");
+                   "usage: bench_codec_step [--floats N] [--nodes n] [--ratio R] [--bits B] "
+                   "[--runs K] [--device cuda]\n");
       return 2;
     }
   }
@@ -92,10 +98,10 @@ int main(int argc, char** argv) {
               step * 1e9 / static_cast<double>(floats));
   std::printf("%-8s %12s %12s %14s %14s\n", "codec", "encode ms", "decode ms", "encode steps",
               "decode steps");
-  for (const compress::CodecKind kind :
-       {compress::CodecKind::kFp16, compress::CodecKind::kBf16, compress::CodecKind::kInt8,
-        compress::CodecKind::kTopK, compress::CodecKind::kRandomK}) {
-    compress::Codec codec(kind, floats, ratio, true, 11);
+  const compress::CompressorParams params{.ratio = ratio, .seed = 11, .rank = 0, .bits = bits};
+  for (const std::string& name : compress::compressor_names()) {
+    if (compress::compressor_entry(name).traits.lossless) continue;
+    compress::Codec codec(name, floats, params, true);
     std::vector<std::byte> wire(codec.encoded_bytes());
     std::vector<double> encode_seconds, decode_seconds;
     for (std::size_t run = 0; run < runs; ++run) {
@@ -109,31 +115,29 @@ int main(int argc, char** argv) {
       decode_seconds.push_back(seconds_since(t0));
     }
     const double encode = median(encode_seconds), decode = median(decode_seconds);
-    std::printf("%-8s %12.3f %12.3f %14.2f %14.2f\n",
-                std::string(compress::codec_name(kind)).c_str(), encode * 1e3, decode * 1e3,
+    std::printf("%-8s %12.3f %12.3f %14.2f %14.2f\n", name.c_str(), encode * 1e3, decode * 1e3,
                 encode / step, decode / step);
   }
-  // The 16-bit blocks the rings and SFB's factors use (no error feedback): one encode, n decodes
-  // added into a sum (a ring's reduce steps, SFB's rebuild inputs).
-  for (const compress::CodecKind kind : {compress::CodecKind::kFp16, compress::CodecKind::kBf16}) {
-    std::vector<std::byte> wire(2 * floats);
+  // The segment formats the rings and SFB's factors use (no error feedback): one encode, n
+  // decodes added into a sum (a ring's reduce steps, SFB's rebuild inputs).
+  for (const std::string& name : compress::compressor_names()) {
+    const gradmesh::sync::collective::SegmentCodec* segment =
+        compress::compressor_entry(name).segment;
+    if (segment == nullptr) continue;
+    std::vector<std::byte> wire(segment->encoded_bytes(floats));
     std::vector<double> encode_seconds, decode_seconds;
     for (std::size_t run = 0; run < runs; ++run) {
       for (float& g : gradient) g = rng.next_float() - 0.5f;
       auto t0 = Clock::now();
-      const float scale = compress::half_block_scale(kind, gradient);
-      compress::encode_half_block(kind, scale, gradient, wire.data());
+      segment->encode(gradient, wire.data(), {});
       encode_seconds.push_back(seconds_since(t0));
       t0 = Clock::now();
       std::fill(sum.begin(), sum.end(), 0.0f);
-      for (std::size_t r = 0; r < nodes; ++r) {
-        compress::decode_add_half_block(kind, scale, wire.data(), sum);
-      }
+      for (std::size_t r = 0; r < nodes; ++r) segment->decode_add(wire.data(), sum);
       decode_seconds.push_back(seconds_since(t0));
     }
     const double encode = median(encode_seconds), decode = median(decode_seconds);
-    std::printf("%-8s %12.3f %12.3f %14.2f %14.2f\n",
-                (std::string(compress::codec_name(kind)) + " blk").c_str(), encode * 1e3,
+    std::printf("%-8s %12.3f %12.3f %14.2f %14.2f\n", (name + " blk").c_str(), encode * 1e3,
                 decode * 1e3, encode / step, decode / step);
   }
   if (device.empty()) return 0;
@@ -143,10 +147,10 @@ int main(int argc, char** argv) {
   std::printf("device codec on %s\n", backend->description().c_str());
   auto gradient_device = backend->allocate<float>(floats);
   auto sum_device = backend->allocate<float>(floats);
-  for (const compress::CodecKind kind :
-       {compress::CodecKind::kFp16, compress::CodecKind::kBf16, compress::CodecKind::kInt8,
-        compress::CodecKind::kTopK, compress::CodecKind::kRandomK}) {
-    compress::DeviceCodec codec(*backend, kind, floats, ratio, true, 11);
+  for (const std::string& name : compress::compressor_names()) {
+    if (compress::compressor_entry(name).traits.lossless || !compress::DeviceCodec::supports(name))
+      continue;
+    compress::DeviceCodec codec(*backend, name, floats, params, true);
     std::vector<std::byte> wire(codec.encoded_bytes());
     std::vector<double> encode_seconds, decode_seconds;
     for (std::size_t run = 0; run < runs; ++run) {
@@ -163,8 +167,7 @@ int main(int argc, char** argv) {
       decode_seconds.push_back(seconds_since(t0));
     }
     const double encode = median(encode_seconds), decode = median(decode_seconds);
-    std::printf("%-8s %12.3f %12.3f %14.2f %14.2f\n",
-                (std::string(compress::codec_name(kind)) + " dev").c_str(), encode * 1e3,
+    std::printf("%-8s %12.3f %12.3f %14.2f %14.2f\n", (name + " dev").c_str(), encode * 1e3,
                 decode * 1e3, encode / step, decode / step);
   }
   return 0;

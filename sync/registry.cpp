@@ -107,22 +107,31 @@ std::vector<SchemeEntry> coded_ps_schemes() {
   return entries;
 }
 
-/// Top-k and random-k (issue 28: sync.compression.method topk, randomk). The model registered
-/// prices the default ratio; the plan's input carries the job's (add_compressed_schemes).
+/// The compressors exchanged per layer with error feedback (issue 28: topk, randomk; issue 56:
+/// sign, qsgd), one scheme each, id and lane the compressor's name. The model registered prices
+/// the default ratio and bits; the plan's input carries the job's (add_compressed_schemes).
 std::vector<SchemeEntry> sparse_schemes() {
   std::vector<SchemeEntry> entries;
-  for (const compress::CodecKind kind :
-       {compress::CodecKind::kTopK, compress::CodecKind::kRandomK}) {
-    entries.push_back({sparse_scheme_model(kind, CompressionOptions{}.ratio),
-                       {kind == compress::CodecKind::kTopK ? kTopKLane : kRandomKLane},
-                       [kind](const SyncContext& ctx, LaneRouter& router, const topo::Plan&,
-                              const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
+  for (const std::string& method : gathered_methods()) {
+    const compress::CompressorEntry& compressor = compress::compressor_entry(method);
+    entries.push_back({sparse_scheme_model(method, compressor_params(CompressionOptions{}, 0, 0)),
+                       {gathered_lane(compressor)},
+                       [method](const SyncContext& ctx, LaneRouter& router, const topo::Plan&,
+                                const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
                          return std::make_unique<SparseScheme>(
-                             ctx, router, layers, kind, compression_options(ctx.options.values));
+                             ctx, router, layers, method, compression_options(ctx.options.values));
                        },
                        {}});
   }
   return entries;
+}
+
+/// `lanes` and then the lanes of the per-layer compressed schemes (gathered_methods).
+std::vector<std::string_view> with_gathered_lanes(std::vector<std::string_view> lanes) {
+  for (const std::string& method : gathered_methods()) {
+    lanes.push_back(gathered_lane(compress::compressor_entry(method)));
+  }
+  return lanes;
 }
 
 // The per-layer schemes PlanStage executes: the planner's model, the stages, the factory.
@@ -223,15 +232,15 @@ const std::vector<Entry>& registry() {
        },
        ako_option_table()},
       {"allreduce",
-       {allreduce::kLane, allreduce::kHalfLane, kPowerSgdLane, kTopKLane, kRandomKLane},
+       with_gathered_lanes({allreduce::kLane, allreduce::kHalfLane, kPowerSgdLane}),
        planned("allreduce", {ar_id}),
        {true, false, 0, {ar_id}},
        {},
        {}},
       {"auto",
-       {ps::kPushLane, ps::kBroadcastLane, sfb::kLane, sfb::kHalfLane, allreduce::kLane,
-        allreduce::kHalfLane, kPowerSgdLane, kTopKLane, kRandomKLane, ps::kCodedPushLane,
-        ps::kCodedBroadcastLane},
+       with_gathered_lanes({ps::kPushLane, ps::kBroadcastLane, sfb::kLane, sfb::kHalfLane,
+                            allreduce::kLane, allreduce::kHalfLane, kPowerSgdLane,
+                            ps::kCodedPushLane, ps::kCodedBroadcastLane}),
        planned("auto", {ps_id, ar_id, sfb_id}),
        {true, false, 0, {ps_id, ar_id, sfb_id}},
        {},

@@ -471,7 +471,8 @@ class Backend {
     no_codec_kernels("top_k");
   }
   /// indices[j] = random-k's j-th index of the iteration's `stream`: j n / k plus
-  /// SplitMix64(derive_seed(stream, j)).next_below((j + 1) n / k - j n / k) (Codec::random_index).
+  /// SplitMix64(derive_seed(stream, j)).next_below((j + 1) n / k - j n / k)
+  /// (compress::randomk_compressor, sync/compress/randomk/).
   virtual void random_k(std::uint64_t /*stream*/, std::size_t /*n*/, std::size_t /*k*/,
                         std::uint32_t* /*indices*/) {
     no_codec_kernels("random_k");

@@ -139,13 +139,14 @@ std::optional<sync::compress::CodecProfile> measure_compressor(
     return sync::compress::profile_powersgd(static_cast<std::size_t>(compression.rank), shapes,
                                             0.05, seed);
   }
-  const auto kind = sync::compress::host_codec(compression.method);
-  if (!kind) return std::nullopt;
+  if (!sync::compress::measures_codec(compression.method)) return std::nullopt;
   std::vector<std::size_t> floats(model.num_layers());
   for (std::size_t l = 0; l < floats.size(); ++l) floats[l] = model.layer(l).parameter_count();
-  // On a GPU the pushes are encoded there (DeviceCodec): its encodes are what the plan prices.
-  return sync::compress::profile_codec(*kind, compression.ratio, floats, 0.01, seed,
-                                       model.on_device() ? &model.backend() : nullptr);
+  // On a GPU the pushes are encoded there (DeviceCodec, where its kernels implement the
+  // compressor): its encodes are what the plan prices.
+  return sync::compress::profile_codec(compression.method,
+                                       sync::compressor_params(compression, seed, 0), floats, 0.01,
+                                       seed, model.on_device() ? &model.backend() : nullptr);
 }
 
 sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, std::size_t batch,
@@ -193,7 +194,7 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   // passes a layer) while another still times its GEMM and step takes memory bandwidth from that
   // profile, and the plan takes the slowest node's figures.
   if (nodes > 1 &&
-      (sync::compress::host_codec(compression.method) || measures_powersgd(compression, model)))
+      (sync::compress::measures_codec(compression.method) || measures_powersgd(compression, model)))
     probe.barrier(kCompressorProbeBarrier);
   if (auto codec = measure_compressor(compression, model, seed)) {
     local.encode_seconds = std::move(codec->encode_seconds);

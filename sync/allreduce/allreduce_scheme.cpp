@@ -2,7 +2,7 @@
 
 #include "engine/error.h"
 #include "sync/allreduce/messages.h"
-#include "sync/compress/half_segment_codec.h"
+#include "sync/compress/half/half_segment_codec.h"
 #include "topo/cost_model.h"
 #include "topo/planner.h"
 

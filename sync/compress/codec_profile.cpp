@@ -36,18 +36,20 @@ double time_calls(double min_seconds, Work&& work) {
 
 }  // namespace
 
-std::optional<CodecKind> host_codec(std::string_view method) noexcept {
-  for (const CodecKind kind : {CodecKind::kFp16, CodecKind::kBf16, CodecKind::kInt8,
-                               CodecKind::kTopK, CodecKind::kRandomK}) {
-    if (codec_name(kind) == method) return kind;
-  }
-  return std::nullopt;
+bool measures_codec(std::string_view method) {
+  const CompressorEntry* entry = find_compressor(method);
+  return entry != nullptr && !entry->traits.lossless;
 }
 
-CodecProfile profile_codec(CodecKind kind, double ratio, std::span<const std::size_t> layer_floats,
-                           double min_seconds, std::uint64_t seed, tasks::Backend* device) {
-  if (device != nullptr && device->host_addressable()) device = nullptr;
-  GRADMESH_CHECK(kind != CodecKind::kNone, "profile_codec: no codec to measure (none)");
+CodecProfile profile_codec(std::string_view method, const CompressorParams& params,
+                           std::span<const std::size_t> layer_floats, double min_seconds,
+                           std::uint64_t seed, tasks::Backend* device) {
+  const CompressorEntry& entry = compressor_entry(method);
+  if (device != nullptr && (device->host_addressable() || !DeviceCodec::supports(entry.name))) {
+    device = nullptr;
+  }
+  GRADMESH_CHECK(!entry.traits.lossless,
+                 "profile_codec: no codec to measure (" + entry.name + " is lossless)");
   GRADMESH_CHECK(
       std::isfinite(min_seconds) && min_seconds >= 0,
       "profile_codec: min_seconds must be finite and >= 0, got " + std::to_string(min_seconds));
@@ -74,13 +76,13 @@ CodecProfile profile_codec(CodecKind kind, double ratio, std::span<const std::si
     const std::size_t floats = std::min(layer_floats[l], kMaxProfiledFloats);
     auto it = by_size.find(floats);
     if (it == by_size.end()) {
-      Codec codec(kind, floats, ratio, /*error_feedback=*/true, seed);
+      Codec codec(entry.name, floats, params, /*error_feedback=*/true);
       std::vector<std::byte> wire(codec.encoded_bytes());
       const std::span<const float> in(gradient.data(), floats);
       const std::span<float> out(sum.data(), floats);
       double encode = 0;
       if (device != nullptr) {
-        DeviceCodec on(*device, kind, floats, ratio, /*error_feedback=*/true, seed);
+        DeviceCodec on(*device, entry.name, floats, params, /*error_feedback=*/true);
         encode = time_calls(
             min_seconds, [&](std::uint64_t rep) { (void)on.encode(on_device.data(), wire, rep); });
       } else {
@@ -98,20 +100,15 @@ CodecProfile profile_codec(CodecKind kind, double ratio, std::span<const std::si
     profile.encode_seconds[l] = it->second.first * scale;
     profile.decode_seconds[l] = it->second.second * scale;
   }
-  if ((kind == CodecKind::kFp16 || kind == CodecKind::kBf16) && largest > 0) {
-    std::vector<std::byte> wire(2 * largest);
+  if (entry.segment != nullptr && largest > 0) {
+    const collective::SegmentCodec& segment = *entry.segment;
+    std::vector<std::byte> wire(segment.encoded_bytes(largest));
     const double floats = static_cast<double>(largest);
     profile.half_encode_seconds_per_float =
-        time_calls(min_seconds,
-                   [&](std::uint64_t) {
-                     encode_half_block(kind, half_block_scale(kind, gradient), gradient,
-                                       wire.data());
-                   }) /
+        time_calls(min_seconds, [&](std::uint64_t) { segment.encode(gradient, wire.data(), {}); }) /
         floats;
-    const float scale = half_block_scale(kind, gradient);
     profile.half_decode_seconds_per_float =
-        time_calls(min_seconds,
-                   [&](std::uint64_t) { decode_add_half_block(kind, scale, wire.data(), sum); }) /
+        time_calls(min_seconds, [&](std::uint64_t) { segment.decode_add(wire.data(), sum); }) /
         floats;
   }
   return profile;

@@ -37,27 +37,32 @@ struct CodecProfile {
   double half_decode_seconds_per_float = 0;
 };
 
-/// The codec sync.compression.method `method` runs on the host: fp16, bf16, int8, topk, randomk;
-/// nullopt for "none" and "powersgd" (priced from the measured GEMM rate and optimizer step) and
-/// for a name that is no codec. Pure.
-[[nodiscard]] std::optional<CodecKind> host_codec(std::string_view method) noexcept;
+/// Whether sync.compression.method `method` runs a compressor on the host that start-up measures
+/// with profile_codec: a registered compressor (compressor.h) other than a lossless one; false for
+/// "none", "powersgd" (priced from the measured GEMM rate and optimizer step) and a name that is
+/// no compressor. Thread-safe.
+[[nodiscard]] bool measures_codec(std::string_view method);
 
-/// Times `kind`'s codec (at `ratio` for top-k and random-k) on each layer's floats: for each
+/// Times compressor `method` (with `params`: top-k's and random-k's ratio, qsgd's bits) on each
+/// layer's floats: for each
 /// distinct size s of `layer_floats`, a Codec of min(s, kMaxProfiledFloats) floats with error
 /// feedback encodes seeded random floats (uniform in [-1, 1), from `seed`) once untimed, then
 /// repeatedly until `min_seconds` have passed (at least once); one decode_add into a sum likewise;
-/// each figure scaled by s / min(s, kMaxProfiledFloats). For kFp16 and kBf16 also the 16-bit
-/// blocks of the rings and of SFB's factors over the largest size. Allocates about 4 buffers of the
-/// largest measured size. Cost: about 2 x min_seconds per distinct size (4 more for 16 bits).
-/// Thread safety: any thread (owns its buffers). Throws ContractError for kNone, a ratio outside
-/// (0, 1] or a min_seconds that is negative or not finite.
+/// each figure scaled by s / min(s, kMaxProfiledFloats). For a compressor with a segment format
+/// (fp16, bf16) also its segments, the rings' and SFB's factors' 16-bit blocks, over the largest
+/// size. Allocates about 4 buffers of the largest measured size. Cost: about 2 x min_seconds per
+/// distinct size (4 more for a segment format). Thread safety: any thread (owns its buffers).
+/// Throws ConfigError for an unknown compressor or parameters out of its range (a ratio outside
+/// (0, 1]), ContractError for a lossless one ("none") or a min_seconds that is negative or not
+/// finite.
 ///
 /// `device`: for a model on a compute device (not host-addressable), the backend whose
-/// DeviceCodec encodes the layers' pushes (sync/compress/device_codec.h): the encode figures are
-/// then its (from device memory, the encoding downloaded), the decodes and the 16-bit blocks stay
-/// the host's (the schemes decode and sum on the host). Call it from the Model's thread then.
-/// nullptr or a host backend: every figure the host's.
-[[nodiscard]] CodecProfile profile_codec(CodecKind kind, double ratio,
+/// DeviceCodec encodes the layers' pushes (sync/compress/device_codec.h), where its kernels
+/// implement the compressor (DeviceCodec::supports; another encodes on the host): the encode
+/// figures are then its (from device memory, the encoding downloaded), the decodes and the 16-bit
+/// blocks stay the host's (the schemes decode and sum on the host). Call it from the Model's
+/// thread then. nullptr or a host backend: every figure the host's.
+[[nodiscard]] CodecProfile profile_codec(std::string_view method, const CompressorParams& params,
                                          std::span<const std::size_t> layer_floats,
                                          double min_seconds, std::uint64_t seed,
                                          tasks::Backend* device = nullptr);

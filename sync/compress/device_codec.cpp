@@ -10,6 +10,7 @@ namespace gradmesh::sync::compress {
 DeviceCodec::DeviceCodec(tasks::Backend& backend, CodecKind kind, std::size_t floats, double ratio,
                          bool error_feedback, std::uint64_t seed)
     : backend_(backend),
+      kind_(kind),
       host_(kind, floats, ratio, /*error_feedback=*/false, seed),
       error_feedback_(error_feedback && kind != CodecKind::kNone),
       seed_(seed) {
@@ -20,6 +21,27 @@ DeviceCodec::DeviceCodec(tasks::Backend& backend, CodecKind kind, std::size_t fl
     scratch_ = backend_.allocate<std::byte>(backend_.top_k_scratch_bytes(floats));
   }
   norms_ = backend_.allocate<double>(3);
+}
+
+namespace {
+CodecKind device_kind(std::string_view method) {
+  GRADMESH_CHECK(DeviceCodec::supports(method),
+                 "DeviceCodec: no device kernels for " + std::string(method));
+  return parse_codec_kind(method);
+}
+}  // namespace
+
+DeviceCodec::DeviceCodec(tasks::Backend& backend, std::string_view method, std::size_t floats,
+                         const CompressorParams& params, bool error_feedback)
+    : DeviceCodec(backend, device_kind(method), floats, params.ratio, error_feedback, params.seed) {
+}
+
+bool DeviceCodec::supports(std::string_view method) noexcept {
+  for (const CodecKind kind : {CodecKind::kNone, CodecKind::kFp16, CodecKind::kBf16,
+                               CodecKind::kInt8, CodecKind::kTopK, CodecKind::kRandomK}) {
+    if (codec_name(kind) == method) return true;
+  }
+  return false;
 }
 
 EncodeStats DeviceCodec::encode(const float* gradient, std::span<std::byte> out,

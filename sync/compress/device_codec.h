@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/checkpoint.h"
@@ -42,8 +44,14 @@ class DeviceCodec final : public engine::Checkpointable {
   /// of range, DeviceError when the device cannot hold the buffers.
   DeviceCodec(tasks::Backend& backend, CodecKind kind, std::size_t floats, double ratio = 1.0,
               bool error_feedback = true, std::uint64_t seed = 0);
+  /// The compressor `method` (one supports() accepts; ContractError otherwise) with `params`.
+  DeviceCodec(tasks::Backend& backend, std::string_view method, std::size_t floats,
+              const CompressorParams& params, bool error_feedback);
 
-  [[nodiscard]] CodecKind kind() const noexcept { return host_.kind(); }
+  [[nodiscard]] CodecKind kind() const noexcept { return kind_; }
+  /// Whether the backend's codec kernels implement `method` (none, fp16, bf16, int8, topk,
+  /// randomk); another registered compressor encodes on the host. Pure.
+  [[nodiscard]] static bool supports(std::string_view method) noexcept;
   [[nodiscard]] std::size_t floats() const noexcept { return host_.floats(); }
   [[nodiscard]] std::size_t kept() const noexcept { return host_.kept(); }
   [[nodiscard]] bool error_feedback() const noexcept { return error_feedback_; }
@@ -70,6 +78,7 @@ class DeviceCodec final : public engine::Checkpointable {
   void decode_into(std::span<const std::byte> in, float* out, std::uint64_t iteration, bool add);
 
   tasks::Backend& backend_;
+  CodecKind kind_;
   Codec host_;  // sizes, check(), random-k's stream; never encodes (no residual of its own)
   bool error_feedback_;
   std::uint64_t seed_;

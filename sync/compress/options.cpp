@@ -29,7 +29,9 @@ constexpr MethodBase kMethods[] = {{"powersgd", topo::kAllReduceScheme},
                                    {"bf16", topo::kAllReduceScheme},
                                    {"int8", topo::kPsScheme},
                                    {"topk", topo::kAllReduceScheme},
-                                   {"randomk", topo::kAllReduceScheme}};
+                                   {"randomk", topo::kAllReduceScheme},
+                                   {"sign", topo::kAllReduceScheme},
+                                   {"qsgd", topo::kAllReduceScheme}};
 
 /// The compressed stand-in of `base` for `options` (a method of kMethods with that base); its
 /// model is marked SchemeModel::compressed.
@@ -37,12 +39,27 @@ topo::SchemeModel compressed_model(const CompressionOptions& options, std::strin
   if (options.method == "powersgd") {
     return powersgd_scheme_model(static_cast<std::size_t>(options.rank));
   }
-  const compress::CodecKind kind = compress::parse_codec_kind(options.method);
-  if (kind == compress::CodecKind::kTopK || kind == compress::CodecKind::kRandomK) {
-    return sparse_scheme_model(kind, options.ratio);
+  const compress::CompressorEntry& entry =
+      compress::compressor_entry(options.method, "sync.compression.method");
+  if (base == topo::kAllReduceScheme && entry.segment == nullptr) {
+    return sparse_scheme_model(entry.name, compressor_params(options, 0, 0));
   }
+  const compress::CodecKind kind = compress::parse_codec_kind(options.method);
   if (base == topo::kPsScheme) return ps_coded_scheme_model(kind);
   return base == topo::kSfbScheme ? sfb_half_scheme_model(kind) : allreduce_half_scheme_model(kind);
+}
+
+/// sync.compression.bits: qsgd's bits a float, 2, 4 or 8 (checked here, so a job that never
+/// plans qsgd on a layer still refuses another value).
+OptionKey bits_key() {
+  OptionKey key = integer_key("bits", 2, CompressionOptions{}.bits, "bits a float");
+  key.expected = "2, 4 or 8 (qsgd's bits a float)";
+  key.canonical = [](const OptionValue& value) -> std::optional<OptionValue> {
+    const auto* bits = std::get_if<std::int64_t>(&value);
+    if (bits == nullptr || (*bits != 2 && *bits != 4 && *bits != 8)) return std::nullopt;
+    return value;
+  };
+  return key;
 }
 
 }  // namespace
@@ -57,13 +74,23 @@ OptionTable compression_option_table() {
            fraction_key("ratio", CompressionOptions{}.ratio,
                         "the share of a layer's entries top-k and random-k send"),
            integer_key("start_iteration", 0, 0, "iterations"),
-           flag_key("momentum_correction", CompressionOptions{}.momentum_correction)}};
+           flag_key("momentum_correction", CompressionOptions{}.momentum_correction), bits_key()}};
 }
 
 CompressionOptions compression_options(const OptionValues& values) {
-  return {values.text("compression.method"), values.integer("compression.rank"),
-          values.number("compression.ratio"), values.integer("compression.start_iteration"),
-          values.flag("compression.momentum_correction")};
+  CompressionOptions o;
+  o.method = values.text("compression.method");
+  o.rank = values.integer("compression.rank");
+  o.ratio = values.number("compression.ratio");
+  o.start_iteration = values.integer("compression.start_iteration");
+  o.momentum_correction = values.flag("compression.momentum_correction");
+  o.bits = values.integer("compression.bits");
+  return o;
+}
+
+compress::CompressorParams compressor_params(const CompressionOptions& options, std::uint64_t seed,
+                                             std::uint64_t rank) noexcept {
+  return {.ratio = options.ratio, .seed = seed, .rank = rank, .bits = options.bits};
 }
 
 std::vector<std::string_view> compression_bases(std::string_view method) {
@@ -72,6 +99,16 @@ std::vector<std::string_view> compression_bases(std::string_view method) {
     if (m.method == method) bases.push_back(m.base);
   }
   return bases;
+}
+
+std::vector<std::string> gathered_methods() {
+  std::vector<std::string> methods;
+  for (const MethodBase& m : kMethods) {
+    if (m.base != topo::kAllReduceScheme) continue;
+    const compress::CompressorEntry* entry = compress::find_compressor(m.method);
+    if (entry != nullptr && entry->segment == nullptr) methods.emplace_back(m.method);
+  }
+  return methods;
 }
 
 bool compression_fits(std::string_view method, const std::vector<std::string>& scheme_ids) {

@@ -21,7 +21,7 @@ constexpr std::uint64_t kRandomKSeed = 0x5250'4b53'4545'4401ULL;
 /// Ring ids on the lane: two per layer (random-k's values, the warm-up's whole layer).
 enum Ring : std::uint32_t { kRingValues = 0, kRingFull = 1, kRings = 2 };
 
-/// Message::kind of layer slot s's top-k gather: kGatherKind + s (the ring's kinds are below).
+/// Message::kind of layer slot s's gather: kGatherKind + s (the ring's kinds are below).
 constexpr std::uint32_t kGatherKind = 16;
 constexpr std::size_t kMaxLayers = UINT16_MAX - kGatherKind;
 
@@ -32,29 +32,32 @@ std::uint64_t randomk_seed(std::size_t layer) noexcept {
 }
 
 SparseScheme::SparseScheme(const SyncContext& ctx, LaneRouter& router,
-                           const std::vector<std::size_t>& layers, compress::CodecKind kind,
+                           const std::vector<std::size_t>& layers, std::string_view method,
                            const CompressionOptions& options)
     : ctx_(ctx),
       router_(router),
-      kind_(kind),
+      entry_(compress::compressor_entry(method, "sync.compression.method")),
       lane_(router.route(
-          kind == compress::CodecKind::kTopK ? kTopKLane : kRandomKLane,
+          gathered_lane(entry_),
           [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })),
       options_(options),
       // DGC's correction is SGD's momentum moved before the codec: none under Adam, whose
-      // moments the optimizer keeps (its step runs on the decoded mean as on any gradient).
+      // moments the optimizer keeps (its step runs on the decoded mean as on any gradient), and
+      // none for a dense compressor, whose masking would zero the whole velocity every step.
       momentum_correction_(options.momentum_correction && !ctx.optimizer.adam() &&
-                           ctx.optimizer.options().momentum > 0.0f) {
-  GRADMESH_CHECK(kind == compress::CodecKind::kTopK || kind == compress::CodecKind::kRandomK,
-                 "SparseScheme: topk or randomk, not " + std::string(compress::codec_name(kind)));
+                           ctx.optimizer.options().momentum > 0.0f &&
+                           !compress::compressor_entry(method).traits.dense) {
+  GRADMESH_CHECK(!entry_.traits.lossless,
+                 "SparseScheme: " + entry_.name + " compresses nothing (a plain scheme sends it)");
   GRADMESH_CHECK(layers.size() <= kMaxLayers,
                  "SparseScheme: at most " + std::to_string(kMaxLayers) + " layers");
   // On a device the codec runs there (DeviceCodec) unless DGC's correction needs the velocity,
   // which the optimizer keeps in host memory: then the host copy of the gradient is encoded.
-  on_device_ = ctx_.model.on_device() && !momentum_correction_;
+  on_device_ = ctx_.model.on_device() && !momentum_correction_ &&
+               compress::DeviceCodec::supports(entry_.name);
   const float momentum = ctx_.optimizer.options().momentum;
-  if (!layers.empty() && momentum > 0.0f && !ctx_.optimizer.adam() &&
-      (!momentum_correction_ || kind == compress::CodecKind::kRandomK)) {
+  if (!layers.empty() && momentum > 0.0f && !ctx_.optimizer.adam() && !entry_.traits.dense &&
+      (!momentum_correction_ || entry_.traits.shared_indices)) {
     // Measured (docs/compression.md), demo MLP, 4 nodes, ratio 1%, momentum 0.9: random-k
     // diverged without the correction (loss 566 after one epoch, 1.6e20 after two) and with it
     // (9.4-9.9% after 2 epochs, 3 seeds): each coordinate goes out about every 1 / ratio
@@ -65,16 +68,17 @@ SparseScheme::SparseScheme(const SyncContext& ctx, LaneRouter& router,
         "feedback with momentum can diverge (random-k at 1% with momentum 0.9 did on the demo "
         "MLP, with and without DGC's momentum correction); optimizer.momentum = 0 trains "
         "(docs/compression.md)",
-        compress::codec_name(kind), layers.size(), momentum,
+        entry_.name, layers.size(), momentum,
         momentum_correction_ ? "" : " and sync.compression.momentum_correction = false");
   }
   for (const std::size_t l : layers) {
     const std::size_t floats = ctx_.model.layer_gradients(l).size();
-    const std::uint64_t seed = tasks::derive_seed(kRandomKSeed, l);
-    auto layer = std::make_unique<Layer>(kind, floats, options_.ratio, seed, !on_device_);
+    const compress::CompressorParams params =
+        compressor_params(options_, randomk_seed(l), ctx_.rank);
+    auto layer = std::make_unique<Layer>(entry_.name, floats, params, !on_device_);
     if (on_device_) {
       layer->device_codec = std::make_unique<compress::DeviceCodec>(
-          ctx_.model.backend(), kind, floats, options_.ratio, true, seed);
+          ctx_.model.backend(), entry_.name, floats, params, true);
     }
     layer->index = l;
     layer->name = ctx_.model.layer_name(l);
@@ -82,7 +86,7 @@ SparseScheme::SparseScheme(const SyncContext& ctx, LaneRouter& router,
     const auto slot = static_cast<std::uint32_t>(layers_.size());
     const auto priority = static_cast<std::uint32_t>(l);
     const std::size_t bytes = layer->codec.encoded_bytes();
-    if (kind == compress::CodecKind::kTopK) {
+    if (!entry_.traits.shared_indices) {
       for (auto& buffer : layer->sent) buffer.resize(bytes);
       layer->gather = std::make_unique<collective::AllGather>(
           router_, lane_, static_cast<std::uint16_t>(kGatherKind + slot), bytes, 4, priority);
@@ -121,9 +125,7 @@ double SparseScheme::bytes_sent(std::size_t layer) const {
 
 std::string SparseScheme::describe(std::size_t layer) const {
   (void)layer;
-  char percent[32];
-  std::snprintf(percent, sizeof percent, "%.3g%%", options_.ratio * 100.0);
-  return std::string(kind_ == compress::CodecKind::kTopK ? "top-k " : "random-k ") + percent;
+  return compress::describe_compressor(entry_, compressor_params(options_, 0, ctx_.rank));
 }
 
 void SparseScheme::build(engine::Graph& graph, const IterationTasks& tasks) {
@@ -262,7 +264,7 @@ void SparseScheme::on_message(std::size_t from, net::Message&& message) {
   if (kind >= kGatherKind) {
     const std::size_t slot = kind - kGatherKind;
     if (slot >= layers_.size() || !layers_[slot]->gather) {
-      router_.reject(from, lane_, "unknown top-k gather " + std::to_string(slot));
+      router_.reject(from, lane_, "unknown " + entry_.name + " gather " + std::to_string(slot));
       return;
     }
     Layer& layer = *layers_[slot];

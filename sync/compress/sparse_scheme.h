@@ -1,9 +1,10 @@
 #pragma once
-// Top-k and random-k as per-layer schemes (issue 28; Stich, Cordonnier, Jaggi, "Sparsified SGD
-// with Memory", NeurIPS'18, Alg. 1; the exchanges as BytePS's and GRACE's sparsifiers run them):
-// each node sends k of a layer's n entries with error feedback; top-k's indices differ per node,
-// so the pairs are all-gathered; random-k's are drawn alike on every node, so its values are
-// summed by a ring all-reduce of k floats.
+// A compressor with error feedback as a per-layer scheme (issue 28: top-k and random-k; issue 56:
+// any registered compressor, by its traits; Stich, Cordonnier, Jaggi, "Sparsified SGD with
+// Memory", NeurIPS'18, Alg. 1; the exchanges as BytePS's and GRACE's compressors run them): each
+// node encodes its layer with error feedback; where the nodes' encodings differ in what they send
+// (top-k's indices, sign's bits, qsgd's levels) they are all-gathered; where every node sends the
+// same indices (random-k, drawn alike on every node) the values are summed by a ring all-reduce.
 
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sync/collective/all_gather.h"
@@ -26,18 +28,19 @@
 
 namespace gradmesh::sync {
 
-/// Random-k's seed for model layer `layer`: the same on every node (the values share indices only
-/// so), distinct per layer; the codec draws iteration t's indices from it and t. Pure.
+/// The compressors' seed for model layer `layer`: the same on every node (random-k's values share
+/// indices only so), distinct per layer; the codec draws iteration t's indices from it and t (and
+/// qsgd its rounding, with the node's rank). Pure.
 [[nodiscard]] std::uint64_t randomk_seed(std::size_t layer) noexcept;
 
 /// One iteration, for each of its layers l (its n parameters' gradient g, the bias included),
 /// after backward_l (WFBP):
-///   sparse_encode_l  p = g + e; C(p) keeps k = ceil(ratio n) entries and e = p - D(C(p))
-///                    (compress::Codec with error feedback; its iteration is the layer's count of
-///                    steps, the same on every node); top-k: this node's (index, value) pairs go
-///                    to every peer (collective::AllGather, one hop); random-k: the k values
-///                    start a ring all-reduce;
-///   sparse_wait_l    until every node's pairs (top-k) or the ring's sum (random-k) are in;
+///   sparse_encode_l  p = g + e; C(p) (top-k, random-k: k = ceil(ratio n) entries) and
+///                    e = p - D(C(p)) (compress::Codec with error feedback; its iteration is the
+///                    layer's count of steps, the same on every node); gathered: this node's
+///                    encoding goes to every peer (collective::AllGather, one hop); shared
+///                    indices (random-k): the k values start a ring all-reduce;
+///   sparse_wait_l    until every node's encoding or the ring's sum is in;
 ///   sparse_apply_l   the layer's gradient buffer becomes sum over ranks 0..n-1, in rank order,
 ///                    of D(C_r(p_r)) (random-k: the ring's sum of the values, scattered), times
 ///                    1/n; the optimizer steps on it. Every replica holds the same bits.
@@ -45,12 +48,15 @@ namespace gradmesh::sync {
 /// the whole layer through a ring all-reduce of its floats instead, as the allreduce scheme does.
 /// At ratio 1 the update is the mean gradient: training equals the union batches' SGD.
 ///
-/// Bytes per layer and iteration: top-k (n - 1)(8 k + h), random-k the ring of 4 k bytes
-/// (sparse_model.h). Messages carry the layer's index as their priority. A peer's top-k pairs
-/// are checked on arrival (size, indices in range and ascending: Codec::check); malformed ones are
-/// rejected through the router, counted and logged, and never reach the sum.
+/// Bytes per layer and iteration: gathered (n - 1)(encoding + h) (top-k: 8 k), random-k the ring
+/// of 4 k bytes (sparse_model.h). Messages carry the layer's index as their priority. A peer's
+/// encoding is checked on arrival (Compressor::check: its size; top-k's indices in range and
+/// ascending; sign's and qsgd's padding bits); malformed ones are rejected through the router,
+/// counted and logged, and never reach the sum.
 ///
-/// Momentum (optimizer.momentum m > 0): by default DGC's momentum correction and momentum factor
+/// Momentum (optimizer.momentum m > 0) with a sparsifier (top-k, random-k; a dense compressor such
+/// as sign or qsgd steps the optimizer's momentum on the decoded mean, as any gradient): by
+/// default DGC's momentum correction and momentum factor
 /// masking (Lin et al., "Deep Gradient Compression", ICLR'18, sec. 3.2, eq. 5-6): each node keeps
 /// its own velocity u of the layer (in the optimizer's velocity slice of the layer, which no
 /// other step uses then, so the checkpoint holds it): u = m u + (g + wd w), the codec compresses
@@ -66,28 +72,31 @@ namespace gradmesh::sync {
 /// without it, with momentum. Warm-up iterations step with the optimizer's momentum, and the
 /// compressed ones start from that velocity.
 ///
-/// On a device model (compute.device = "cuda") the encode runs on the device
+/// On a device model (compute.device = "cuda") the encode of a compressor the backend's codec
+/// kernels implement (DeviceCodec::supports: top-k, random-k) runs on the device
 /// (compress::DeviceCodec: the same bytes and residual as the host's codec, bit for bit; only the
 /// encoding is downloaded), as a task on the Model's thread, from the gradient backward left in
-/// device memory. With DGC's correction on (momentum > 0) the velocity lives in the optimizer's
-/// host memory, so the host copy of the gradient is encoded on the host as on a CPU model.
-/// Decoding and the step run on the host in both cases (the host parameters are uploaded before
-/// the next forward, as for PS and all-reduce layers).
+/// device memory; another compressor encodes the host copy on the host. With DGC's correction on
+/// (momentum > 0) the velocity lives in the optimizer's host memory, so the host copy of the
+/// gradient is encoded on the host as on a CPU model. Decoding and the step run on the host in both
+/// cases (the host parameters are uploaded before the next forward, as for PS and all-reduce
+/// layers).
 ///
 /// Thread safety: as the Scheme interface. The codecs' residuals are owned by the layer's tasks
 /// (ordered by the graph); save_state/load_state between iterations. Errors: ConfigError for a
 /// ratio out of (0, 1]; a failed peer fails the layer's waiting tasks (fail_all).
 class SparseScheme final : public Scheme {
  public:
-  /// The scheme of `layers` (ascending) with `kind` (kTopK or kRandomK; ContractError otherwise)
-  /// and `options` (ratio, start_iteration); routes its lane (topk or randomk) on `router`.
+  /// The scheme of `layers` (ascending) with the registered compressor `method` (ConfigError for
+  /// an unknown or lossless one) and `options` (ratio, bits, start_iteration); routes its lane
+  /// (gathered_lane: the compressor's name) on `router`.
   SparseScheme(const SyncContext& ctx, LaneRouter& router, const std::vector<std::size_t>& layers,
-               compress::CodecKind kind, const CompressionOptions& options);
+               std::string_view method, const CompressionOptions& options);
 
   void build(engine::Graph& graph, const IterationTasks& tasks) override;
   void fail_all(std::exception_ptr error) override;
   [[nodiscard]] double bytes_sent(std::size_t layer) const override;
-  /// "top-k 1%" or "random-k 1%" (the ratio in percent).
+  /// The compressor as plans name it: "top-k 1%", "random-k 1%", "sign", "qsgd 4-bit".
   [[nodiscard]] std::string describe(std::size_t layer) const override;
   /// Per layer over the compressed iterations since the last call: "compression_error.<l>", the
   /// mean of ||p - D(C(p))|| / ||p|| (p = g + e; 0: nothing lost, 1: everything),
@@ -103,16 +112,16 @@ class SparseScheme final : public Scheme {
     std::size_t index = 0;  // model layer
     std::size_t offset = 0;
     compress::Codec codec;
-    std::vector<std::byte> sent[2];  // top-k: this node's encoding, by round parity
+    std::vector<std::byte> sent[2];  // gathered: this node's encoding, by round parity
     std::vector<float> values;       // random-k: the k values, summed in place by the ring
-    std::unique_ptr<collective::AllGather> gather;         // top-k
+    std::unique_ptr<collective::AllGather> gather;         // gathered
     std::unique_ptr<collective::RingAllReduce> ring;       // random-k
     std::unique_ptr<collective::RingAllReduce> ring_full;  // start_iteration > 0 only
     std::uint64_t done = 0;  // iterations applied (the codec's iteration; checkpointed)
     bool warm = false;       // this iteration goes uncompressed
     // Each collective counts its own rounds from 0 in this process.
     std::uint64_t full_rounds = 0, compressed_rounds = 0, round = 0;
-    std::string name;                      // "<kind><index>", as the plan names it
+    std::string name;                      // the layer's name, as the plan names it
     compress::CompressionFigures figures;  // since the last epoch_figures(), figures_mutex_
     // On a device model without DGC's correction: encodes there (holds the residual); `codec`
     // then only checks and decodes peers' bytes.
@@ -121,9 +130,9 @@ class SparseScheme final : public Scheme {
     engine::Checkpointable& residual_owner() {
       return device_codec ? static_cast<engine::Checkpointable&>(*device_codec) : codec;
     }
-    Layer(compress::CodecKind kind, std::size_t floats, double ratio, std::uint64_t seed,
+    Layer(std::string_view method, std::size_t floats, const compress::CompressorParams& params,
           bool host_residual)
-        : codec(kind, floats, ratio, host_residual, seed) {}
+        : codec(method, floats, params, host_residual) {}
   };
   void encode(Layer& layer);
   void await(Layer& layer, engine::TaskContext& task);
@@ -133,7 +142,7 @@ class SparseScheme final : public Scheme {
 
   const SyncContext& ctx_;
   LaneRouter& router_;
-  compress::CodecKind kind_;
+  const compress::CompressorEntry& entry_;
   LaneId lane_;
   CompressionOptions options_;
   bool momentum_correction_ = false;  // options_.momentum_correction and momentum > 0

@@ -48,12 +48,13 @@ net::Payload SfbLayer::pack(std::uint64_t round, std::span<const float> u,
     std::memcpy(buffer.data(), u.data(), u.size_bytes());
     std::memcpy(buffer.data() + u.size_bytes(), v.data(), v.size_bytes());
   } else {
-    const float scales[2] = {compress::half_block_scale(wire_, u),
-                             compress::half_block_scale(wire_, v)};
+    const float scales[2] = {compress::half_block_scale(compress::half_format(wire_), u),
+                             compress::half_block_scale(compress::half_format(wire_), v)};
     std::memcpy(buffer.data(), scales, sizeof(scales));
     std::byte* at = buffer.data() + kHalfHeaderBytes;
-    compress::encode_half_block(wire_, scales[0], u, at);
-    compress::encode_half_block(wire_, scales[1], v, at + u.size() * sizeof(std::uint16_t));
+    compress::encode_half_block(compress::half_format(wire_), scales[0], u, at);
+    compress::encode_half_block(compress::half_format(wire_), scales[1], v,
+                                at + u.size() * sizeof(std::uint16_t));
   }
   net::Payload payload = net::Payload::view(std::span<const std::byte>(buffer));
   std::string why;
@@ -138,8 +139,9 @@ SfbLayer::Round& SfbLayer::stack(std::uint64_t round) {
     float scales[2];
     std::memcpy(scales, bytes, sizeof(scales));
     const std::byte* at = bytes + kHalfHeaderBytes;
-    compress::decode_half_block(wire_, scales[0], at, u);
-    compress::decode_half_block(wire_, scales[1], at + u.size() * sizeof(std::uint16_t), v);
+    compress::decode_half_block(compress::half_format(wire_), scales[0], at, u);
+    compress::decode_half_block(compress::half_format(wire_), scales[1],
+                                at + u.size() * sizeof(std::uint16_t), v);
   }
   return *r;
 }

@@ -94,8 +94,13 @@ TEST_CASE("The ResNet and the CNN train 20 steps on either kernel set to the sam
           "[tasks][model][onednn]") {
   if (!cpu::onednn_built()) return;
   // Tolerances, from the measured differences (2026-12-06): the first step's gradients 1.4e-4
-  // of the largest for the ResNet (its 19 batch norms' backward passes amplify the convolutions'
-  // rounding; the same without the blocked layouts), 1.4e-6 for the CNN; the losses of 20 steps
+  // of the largest for the ResNet on a Xeon whose OpenBLAS ran its Prescott kernels, 5.2e-3 on
+  // an AMD EPYC whose OpenBLAS runs its Haswell ones (2.2e-3 with OPENBLAS_CORETYPE=Sandybridge,
+  // 1.4e-4 with Prescott or SkylakeX): the builtin path alone, with only the GEMM kernel changed,
+  // moves by as much (5.2e-3 of the largest, Haswell against Prescott, 4.4e-3 in L2 norm): its
+  // 19 batch norms' backward passes amplify the convolutions' rounding (the mechanism not traced
+  // further). The tolerance, 5e-2, sits 10x above the widest spread
+  // measured; a wrong kernel or layout differs by O(1). The CNN 1.4e-6; the losses of 20 steps
   // on one batch up to 4.7% apart for the ResNet (the course of a few steps on a single batch
   // turns rounding into visible differences, then both converge), 1e-6 for the CNN.
   struct Expect {
@@ -104,7 +109,7 @@ TEST_CASE("The ResNet and the CNN train 20 steps on either kernel set to the sam
     double gradients, losses;
   };
   for (const auto& [name, layers, gradient_tolerance, loss_tolerance] :
-       {Expect{"resnet", resnet(), 1e-3, 0.15}, Expect{"cnn", cnn(), 1e-5, 1e-4}}) {
+       {Expect{"resnet", resnet(), 5e-2, 0.15}, Expect{"cnn", cnn(), 1e-5, 1e-4}}) {
     INFO(name);
     Course builtin, onednn;
     {

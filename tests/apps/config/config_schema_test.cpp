@@ -111,6 +111,8 @@ const std::multimap<std::string_view, std::string_view> kOutOfRange{
     {"sync.compression.ratio", "1.5"},
     {"sync.compression.ratio", "\"all\""},
     {"sync.compression.start_iteration", "-1"},
+    {"sync.compression.bits", "3"},
+    {"sync.compression.bits", "16"},
     {"sync.poseidon.choose", "\"flops\""},
     {"sync.poseidon.sfb", "\"sometimes\""},
     {"sync.ps.chunk_bytes", "0"},

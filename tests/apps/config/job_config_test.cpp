@@ -382,7 +382,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 57);
+  CHECK(keys.size() == 58);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -449,6 +449,7 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "sync.compression.ratio=0.5",
       "sync.compression.start_iteration=5",
       "sync.compression.momentum_correction=false",
+      "sync.compression.bits=8",
       "checkpoint.dir=/tmp/ckpt",
       "checkpoint.every=10",
       "checkpoint.keep=3",

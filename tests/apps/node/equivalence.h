@@ -63,12 +63,14 @@ enum class Reduction {
                    ///< as the nodes do: the nodes' algorithm and rounding in one process
 };
 
-/// Layers a node sparsified (top-k or random-k at one ratio, sync/compress/sparse_scheme.h), with
-/// DGC's momentum correction (the default when the job has momentum) or without.
+/// Layers a node exchanged through a compressor with error feedback (sync/compress/sparse_scheme.h:
+/// top-k or random-k at one ratio, sign, qsgd at some bits), with DGC's momentum correction (the
+/// default when the job has momentum) or without.
 struct SparseLayer {
   std::size_t layer = 0;
-  gradmesh::sync::compress::CodecKind kind = gradmesh::sync::compress::CodecKind::kTopK;
+  std::string method = "topk";
   double ratio = 1.0;
+  std::int64_t bits = 4;
   bool momentum_correction = true;
 };
 
@@ -143,8 +145,13 @@ inline std::vector<float> reference_parameters(const Job& job, std::size_t nodes
     dgc_velocity.emplace_back(dgc ? nodes : 0, std::vector<float>(count, 0.0f));
     codecs.emplace_back();
     for (std::size_t r = 0; r < nodes; ++r) {
-      codecs.back().emplace_back(sparse.kind, count, sparse.ratio, true,
-                                 gradmesh::sync::randomk_seed(sparse.layer));
+      codecs.back().emplace_back(sparse.method, count,
+                                 gradmesh::sync::compress::CompressorParams{
+                                     .ratio = sparse.ratio,
+                                     .seed = gradmesh::sync::randomk_seed(sparse.layer),
+                                     .rank = r,
+                                     .bits = sparse.bits},
+                                 true);
     }
     encodings.emplace_back(codecs.back()[0].encoded_bytes());
     sparse_sums.emplace_back(count);
@@ -348,7 +355,7 @@ inline void check_equivalence(const std::string& strategy, std::size_t nodes,
   for (const std::string& arg : extra) {
     if (!arg.starts_with(kMethodKey)) continue;
     const std::string method = arg.substr(kMethodKey.size());
-    if (gradmesh::sync::compress::host_codec(method)) {
+    if (gradmesh::sync::compress::measures_codec(method)) {
       CHECK_THAT(cluster.all_logs(), Catch::Contains("compressor " + method + " measured"));
     }
   }
@@ -370,12 +377,17 @@ inline void check_equivalence(const std::string& strategy, std::size_t nodes,
         coded_ps.chunk_floats = m0["sync"]["kv_chunk_floats"].get<std::size_t>();
         coded_ps.layers.push_back(layer);
       }
-      for (const auto& [prefix, kind] :
-           {std::pair{std::string("top-k "), gradmesh::sync::compress::CodecKind::kTopK},
-            std::pair{std::string("random-k "), gradmesh::sync::compress::CodecKind::kRandomK}}) {
+      for (const auto& [prefix, method] :
+           {std::pair{std::string("top-k "), std::string("topk")},
+            std::pair{std::string("random-k "), std::string("randomk")}}) {
         if (scheme.starts_with(prefix)) {
-          sparse_layers.push_back({layer, kind, std::stod(scheme.substr(prefix.size())) / 100.0});
+          sparse_layers.push_back({layer, method, std::stod(scheme.substr(prefix.size())) / 100.0});
         }
+      }
+      // Dense compressors: the optimizer's momentum on the decoded mean (no DGC correction).
+      if (scheme == "sign") sparse_layers.push_back({layer, "sign", 1.0, 4, false});
+      if (scheme.starts_with("qsgd ")) {  // "qsgd 4-bit"
+        sparse_layers.push_back({layer, "qsgd", 1.0, std::stoll(scheme.substr(5)), false});
       }
     }
   }

@@ -160,6 +160,15 @@ TEST_CASE(
     check_equivalence("allreduce", 2, sparse("randomk"), "random-k 10%", job,
                       Reduction::kShardMean);
   }
+  // Compressors the scheme knows by their traits alone (issue 56), gathered with error feedback.
+  SECTION("sign, 3 nodes") {
+    check_equivalence("allreduce", 3, sparse("sign"), "sign", job, Reduction::kShardMean);
+  }
+  SECTION("qsgd 4-bit, 2 nodes") {
+    std::vector<std::string> args = sparse("qsgd");
+    args.insert(args.end(), {"--set", "sync.compression.bits=4"});
+    check_equivalence("allreduce", 2, args, "qsgd 4-bit", job, Reduction::kShardMean);
+  }
 }
 
 TEST_CASE(

@@ -14,7 +14,7 @@
 #include "engine/graph.h"
 #include "net/inproc/inproc_transport.h"
 #include "sync/compress/codec.h"
-#include "sync/compress/half_segment_codec.h"
+#include "sync/compress/half/half_segment_codec.h"
 #include "tests/sync/support/half_round_trip.h"
 
 using namespace gradmesh;

@@ -19,24 +19,30 @@ using namespace gradmesh;
 using sync::compress::CodecKind;
 using sync::compress::kMaxProfiledFloats;
 
-TEST_CASE("host_codec: the methods that run a codec on the host", "[compress][profile]") {
-  CHECK(sync::compress::host_codec("int8") == CodecKind::kInt8);
-  CHECK(sync::compress::host_codec("fp16") == CodecKind::kFp16);
-  CHECK(sync::compress::host_codec("bf16") == CodecKind::kBf16);
-  CHECK(sync::compress::host_codec("topk") == CodecKind::kTopK);
-  CHECK(sync::compress::host_codec("randomk") == CodecKind::kRandomK);
-  CHECK_FALSE(sync::compress::host_codec("none"));
-  CHECK_FALSE(sync::compress::host_codec("powersgd"));
-  CHECK_FALSE(sync::compress::host_codec("int4"));
+namespace {
+
+sync::compress::CompressorParams ratio(double share) {
+  return sync::compress::CompressorParams{.ratio = share, .seed = 7};
+}
+
+}  // namespace
+
+TEST_CASE("measures_codec: the methods that run a codec on the host", "[compress][profile]") {
+  for (const char* method : {"int8", "fp16", "bf16", "topk", "randomk", "sign", "qsgd"}) {
+    CAPTURE(method);
+    CHECK(sync::compress::measures_codec(method));
+  }
+  CHECK_FALSE(sync::compress::measures_codec("none"));
+  CHECK_FALSE(sync::compress::measures_codec("powersgd"));
+  CHECK_FALSE(sync::compress::measures_codec("int4"));
 }
 
 TEST_CASE("profile_codec: one figure a layer, measured once a size, 0 without floats",
           "[compress][profile]") {
   const std::vector<std::size_t> floats{0, 3000, 700, 3000};
-  for (const CodecKind kind : {CodecKind::kInt8, CodecKind::kFp16, CodecKind::kBf16,
-                               CodecKind::kTopK, CodecKind::kRandomK}) {
-    INFO(sync::compress::codec_name(kind));
-    const auto p = sync::compress::profile_codec(kind, 0.05, floats, 0.001, 7);
+  for (const char* method : {"int8", "fp16", "bf16", "topk", "randomk", "sign", "qsgd"}) {
+    INFO(method);
+    const auto p = sync::compress::profile_codec(method, ratio(0.05), floats, 0.001, 7);
     REQUIRE(p.encode_seconds.size() == 4);
     REQUIRE(p.decode_seconds.size() == 4);
     CHECK(p.encode_seconds[0] == 0);
@@ -48,13 +54,13 @@ TEST_CASE("profile_codec: one figure a layer, measured once a size, 0 without fl
     // Layers 1 and 3 have the same size: one measurement serves both.
     CHECK(p.encode_seconds[3] == p.encode_seconds[1]);
     CHECK(p.decode_seconds[3] == p.decode_seconds[1]);
-    const bool half = kind == CodecKind::kFp16 || kind == CodecKind::kBf16;
+    const bool half = std::string_view(method) == "fp16" || std::string_view(method) == "bf16";
     CHECK((p.half_encode_seconds_per_float > 0) == half);
     CHECK((p.half_decode_seconds_per_float > 0) == half);
   }
   // No layer with floats: nothing measured, nothing allocated.
   const std::vector<std::size_t> none{0, 0};
-  const auto empty = sync::compress::profile_codec(CodecKind::kFp16, 1.0, none, 0.001, 1);
+  const auto empty = sync::compress::profile_codec("fp16", ratio(1.0), none, 0.001, 1);
   CHECK(empty.encode_seconds == std::vector<double>{0, 0});
   CHECK(empty.half_encode_seconds_per_float == 0);
 }
@@ -64,10 +70,10 @@ TEST_CASE("profile_codec on a device encodes with the device codec",
   // The reference device counts its encode kernels: the encode figures came from it; the decodes
   // and a host backend's figures stay the host's.
   const std::vector<std::size_t> floats{0, 3000, 700};
-  for (const CodecKind kind : {CodecKind::kInt8, CodecKind::kTopK}) {
-    INFO(sync::compress::codec_name(kind));
+  for (const char* method : {"int8", "topk"}) {
+    INFO(method);
     testing::ReferenceCodecDevice device;
-    const auto p = sync::compress::profile_codec(kind, 0.05, floats, 0.001, 7, &device);
+    const auto p = sync::compress::profile_codec(method, ratio(0.05), floats, 0.001, 7, &device);
     CHECK(device.encodes.load() > 0);
     REQUIRE(p.encode_seconds.size() == 3);
     CHECK(p.encode_seconds[0] == 0);
@@ -75,25 +81,31 @@ TEST_CASE("profile_codec on a device encodes with the device codec",
     CHECK(p.decode_seconds[2] > 0);
   }
   gradmesh::tasks::cpu::CpuBackend cpu;  // host memory: the host codec (it has no codec kernels)
-  CHECK(sync::compress::profile_codec(CodecKind::kFp16, 1.0, floats, 0.001, 7, &cpu)
+  CHECK(
+      sync::compress::profile_codec("fp16", ratio(1.0), floats, 0.001, 7, &cpu).encode_seconds[1] >
+      0);
+  // A compressor the device's kernels do not implement is measured on the host.
+  testing::ReferenceCodecDevice device;
+  CHECK(sync::compress::profile_codec("sign", ratio(1.0), floats, 0.001, 7, &device)
             .encode_seconds[1] > 0);
+  CHECK(device.encodes.load() == 0);
 }
 
 TEST_CASE("profile_codec scales a layer past the cap by its floats", "[compress][profile]") {
   const std::vector<std::size_t> floats{3 * kMaxProfiledFloats, kMaxProfiledFloats};
-  const auto p = sync::compress::profile_codec(CodecKind::kInt8, 1.0, floats, 0.0, 3);
+  const auto p = sync::compress::profile_codec("int8", ratio(1.0), floats, 0.0, 3);
   CHECK(p.encode_seconds[0] == 3 * p.encode_seconds[1]);
   CHECK(p.decode_seconds[0] == 3 * p.decode_seconds[1]);
 }
 
 TEST_CASE("profile_codec refuses no codec, a bad ratio and a bad time", "[compress][profile]") {
   const std::vector<std::size_t> floats{100};
-  CHECK_THROWS_AS(sync::compress::profile_codec(CodecKind::kNone, 1.0, floats, 0.001, 1),
+  CHECK_THROWS_AS(sync::compress::profile_codec("none", ratio(1.0), floats, 0.001, 1),
                   ContractError);
-  CHECK_THROWS_AS(sync::compress::profile_codec(CodecKind::kInt8, 1.0, floats, -1.0, 1),
+  CHECK_THROWS_AS(sync::compress::profile_codec("int8", ratio(1.0), floats, -1.0, 1),
                   ContractError);
-  CHECK_THROWS_AS(sync::compress::profile_codec(CodecKind::kTopK, 1.5, floats, 0.001, 1),
-                  ConfigError);
+  CHECK_THROWS_AS(sync::compress::profile_codec("topk", ratio(1.5), floats, 0.001, 1), ConfigError);
+  CHECK_THROWS_AS(sync::compress::profile_codec("int4", ratio(1.0), floats, 0.001, 1), ConfigError);
 }
 
 TEST_CASE("profile_powersgd: one figure a matrix shape, 0 without one, scaled past the cap",
@@ -150,13 +162,15 @@ TEST_CASE("the cost models price a measured codec by its figures, not by optimiz
     CHECK(slow.codec_seconds == Approx(0.03 + slow.compute_seconds));
   }
   SECTION("top-k: the encode, n decodes, and the sum's passes in steps") {
-    const topo::SchemeCost cost = sync::topk_cost(cluster, 10'000, 0.01, measured);
+    const topo::SchemeCost cost = sync::gathered_cost(
+        cluster, 10'000, sync::compress::compressor_entry("topk"), ratio(0.01), measured);
     CHECK(cost.codec_seconds == Approx(3e-4 + 4 * 5e-5 + sync::kSparseDecodeSteps * step));
     CHECK(cost.encode_seconds == Approx(3e-4));  // before the all-gather
     CHECK(cost.compute_seconds == Approx(cost.codec_seconds - cost.encode_seconds + step));
   }
   SECTION("random-k: the encode, one decode of the k sums") {
-    const topo::SchemeCost cost = sync::randomk_cost(cluster, 10'000, 0.01, measured);
+    const topo::SchemeCost cost = sync::gathered_cost(
+        cluster, 10'000, sync::compress::compressor_entry("randomk"), ratio(0.01), measured);
     CHECK(cost.codec_seconds == Approx(3e-4 + 5e-5 + sync::kSparseDecodeSteps * step));
     CHECK(cost.encode_seconds == Approx(3e-4));  // before the ring
   }

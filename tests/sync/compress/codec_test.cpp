@@ -344,20 +344,20 @@ TEST_CASE("half blocks: fp16 scaled by a power of two keeps 11 bits at any magni
     const std::vector<float> values = gradient(1000, 17, magnitude);
     float largest = 0;
     for (const float v : values) largest = std::max(largest, std::fabs(v));
-    const float scale = half_block_scale(CodecKind::kFp16, values);
+    const float scale = half_block_scale(half_format(CodecKind::kFp16), values);
     // A power of two that puts the largest magnitude in [2^14, 2^15): no saturation.
     int exponent = 0;
     CHECK(std::frexp(scale, &exponent) == 0.5f);
     CHECK(largest * scale >= 16384.0f);
     CHECK(largest * scale < 32768.0f);
-    CHECK(half_block_scale(CodecKind::kBf16, values) == 1.0f);
+    CHECK(half_block_scale(half_format(CodecKind::kBf16), values) == 1.0f);
 
     for (const CodecKind kind : {CodecKind::kFp16, CodecKind::kBf16}) {
-      const float s = half_block_scale(kind, values);
+      const float s = half_block_scale(half_format(kind), values);
       std::vector<std::byte> wire(2 * values.size());
-      encode_half_block(kind, s, values, wire.data());
+      encode_half_block(half_format(kind), s, values, wire.data());
       std::vector<float> back(values.size());
-      decode_half_block(kind, s, wire.data(), back);
+      decode_half_block(half_format(kind), s, wire.data(), back);
       // Relative error of a normal value: 2^-11 (fp16's 10 stored bits, round to nearest), 2^-8
       // (bf16's 7). Values below 2^-14 of the scaled range are fp16 subnormals: absolute bound.
       const double relative = kind == CodecKind::kFp16 ? 0x1p-11 : 0x1p-8;
@@ -374,24 +374,25 @@ TEST_CASE("half blocks: fp16 scaled by a power of two keeps 11 bits at any magni
 
 TEST_CASE("half blocks: zero, non-finite values and extreme magnitudes", "[compress][codec]") {
   const std::vector<float> zeros(8, 0.0f);
-  CHECK(half_block_scale(CodecKind::kFp16, zeros) == 1.0f);
+  CHECK(half_block_scale(half_format(CodecKind::kFp16), zeros) == 1.0f);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> with_nan{1.0f, nan, 2.0f};
-  CHECK(half_block_scale(CodecKind::kFp16, with_nan) == 1.0f);
+  CHECK(half_block_scale(half_format(CodecKind::kFp16), with_nan) == 1.0f);
   std::vector<std::byte> wire(6);
-  encode_half_block(CodecKind::kFp16, 1.0f, with_nan, wire.data());
+  encode_half_block(half_format(CodecKind::kFp16), 1.0f, with_nan, wire.data());
   std::vector<float> back(3);
-  decode_half_block(CodecKind::kFp16, 1.0f, wire.data(), back);
+  decode_half_block(half_format(CodecKind::kFp16), 1.0f, wire.data(), back);
   CHECK(back[0] == 1.0f);
   CHECK(std::isnan(back[1]));  // a NaN travels as it would uncompressed
   CHECK(back[2] == 2.0f);
   // The scale is clamped at 2^100: 1e-30 still comes back within fp16's bits, a float's smallest
   // normal (2^-126) is beyond it and goes to zero.
   const std::vector<float> tiny{1e-30f, std::numeric_limits<float>::min()};
-  const float scale = half_block_scale(CodecKind::kFp16, tiny);
+  const float scale = half_block_scale(half_format(CodecKind::kFp16), tiny);
   CHECK(scale == std::ldexp(1.0f, 100));
-  encode_half_block(CodecKind::kFp16, scale, tiny, wire.data());
-  decode_half_block(CodecKind::kFp16, scale, wire.data(), std::span<float>(back).first(2));
+  encode_half_block(half_format(CodecKind::kFp16), scale, tiny, wire.data());
+  decode_half_block(half_format(CodecKind::kFp16), scale, wire.data(),
+                    std::span<float>(back).first(2));
   CHECK(std::fabs(back[0] - 1e-30f) <= 0x1p-11 * 1e-30);
   CHECK(back[1] == 0.0f);
 }
@@ -415,7 +416,7 @@ TEST_CASE("half blocks: every float converts as the scalar conversions do, bit f
     values.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(rng.next())));
   }
   std::vector<std::byte> wire(2 * values.size());
-  encode_half_block(CodecKind::kFp16, 1.0f, values, wire.data());
+  encode_half_block(half_format(CodecKind::kFp16), 1.0f, values, wire.data());
   std::size_t mismatches = 0;
   for (std::size_t i = 0; i < values.size(); ++i) {
     std::uint16_t h = 0;
@@ -431,8 +432,8 @@ TEST_CASE("half blocks: every float converts as the scalar conversions do, bit f
     std::memcpy(all.data() + 2 * b, &h, 2);
   }
   std::vector<float> back(65'539), sum(65'539, 0.75f);
-  decode_half_block(CodecKind::kFp16, 4.0f, all.data(), back);
-  decode_add_half_block(CodecKind::kFp16, 4.0f, all.data(), sum);
+  decode_half_block(half_format(CodecKind::kFp16), 4.0f, all.data(), back);
+  decode_add_half_block(half_format(CodecKind::kFp16), 4.0f, all.data(), sum);
   std::size_t decode_mismatches = 0;
   for (std::uint32_t b = 0; b < 65'539; ++b) {
     const float v = fp16_to_float(static_cast<std::uint16_t>(b)) * 0.25f;
@@ -442,9 +443,9 @@ TEST_CASE("half blocks: every float converts as the scalar conversions do, bit f
   }
   CHECK(decode_mismatches == 0);
   // bf16 decodes 8 at a time on SSE2: the same bits as bf16_to_float.
-  decode_half_block(CodecKind::kBf16, 4.0f, all.data(), back);
+  decode_half_block(half_format(CodecKind::kBf16), 4.0f, all.data(), back);
   std::fill(sum.begin(), sum.end(), 0.75f);
-  decode_add_half_block(CodecKind::kBf16, 4.0f, all.data(), sum);
+  decode_add_half_block(half_format(CodecKind::kBf16), 4.0f, all.data(), sum);
   std::size_t bf16_mismatches = 0;
   for (std::uint32_t b = 0; b < 65'539; ++b) {
     const float v = bf16_to_float(static_cast<std::uint16_t>(b)) * 0.25f;

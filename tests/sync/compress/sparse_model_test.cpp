@@ -28,36 +28,44 @@ PlannerInput input(std::vector<LayerProfile> layers, double bandwidth, double st
       bandwidth, step_per_float);
 }
 
+sync::compress::CompressorParams ratio(double share) {
+  return sync::compress::CompressorParams{.ratio = share};
+}
+
+const sync::compress::CompressorEntry& topk() { return sync::compress::compressor_entry("topk"); }
+const sync::compress::CompressorEntry& randomk() {
+  return sync::compress::compressor_entry("randomk");
+}
+
 }  // namespace
 
 TEST_CASE("top-k's cost is an all-gather of the pairs, random-k's a ring of the values",
           "[compress][planner]") {
   const ClusterCost cluster{4, LinkCost{1e-4, 12.5e6, 2e-6}, 64.0, 1e10, 1e-9};
   // 100,000 floats at 1%: k = 1,000.
-  const SchemeCost top = sync::topk_cost(cluster, 100'000, 0.01);
+  const SchemeCost top = sync::gathered_cost(cluster, 100'000, topk(), ratio(0.01));
+  const double top_steps = topk().cost.encode_steps;
   CHECK(top.bytes_sent == Approx(3 * (8.0 * 1000 + 64)));
   CHECK(top.messages == 3);
   CHECK(top.comm_seconds == Approx(1e-4 + 3 * 2e-6 + top.bytes_sent / 12.5e6));
   // The encode before the all-gather, the decodes and the step after it.
-  CHECK(top.encode_seconds == Approx(sync::kTopKEncodeSteps * 100'000 * 1e-9));
+  CHECK(top.encode_seconds == Approx(top_steps * 100'000 * 1e-9));
   CHECK(top.compute_seconds == Approx((sync::kSparseDecodeSteps + 1) * 100'000 * 1e-9));
-  CHECK(top.codec_seconds ==
-        Approx((sync::kTopKEncodeSteps + sync::kSparseDecodeSteps) * 100'000 * 1e-9));
+  CHECK(top.codec_seconds == Approx((top_steps + sync::kSparseDecodeSteps) * 100'000 * 1e-9));
   CHECK(top.seconds() ==
-        Approx(top.comm_seconds +
-               (sync::kTopKEncodeSteps + sync::kSparseDecodeSteps + 1) * 100'000 * 1e-9));
-  const SchemeCost random = sync::randomk_cost(cluster, 100'000, 0.01);
+        Approx(top.comm_seconds + (top_steps + sync::kSparseDecodeSteps + 1) * 100'000 * 1e-9));
+  const SchemeCost random = sync::gathered_cost(cluster, 100'000, randomk(), ratio(0.01));
   CHECK(random.bytes_sent == Approx(ring_allreduce_bytes(4.0 * 1000, 4, 64)));
   CHECK(random.comm_seconds ==
         Approx(ring_allreduce_cost(cluster.link, 4, 64).seconds(4.0 * 1000)));
   CHECK(random.messages == 6);
   // k is at least one entry; one node sends nothing.
-  CHECK(sync::topk_cost(cluster, 10, 0.01).bytes_sent == Approx(3 * (8.0 + 64)));
+  CHECK(sync::gathered_cost(cluster, 10, topk(), ratio(0.01)).bytes_sent == Approx(3 * (8.0 + 64)));
   ClusterCost alone = cluster;
   alone.nodes = 1;
-  CHECK(sync::topk_cost(alone, 100'000, 0.01).bytes_sent == 0);
-  CHECK(sync::randomk_cost(alone, 100'000, 0.01).seconds() == 0);
-  CHECK_THROWS_AS(sync::sparse_scheme_model(sync::compress::CodecKind::kFp16, 0.01), ContractError);
+  CHECK(sync::gathered_cost(alone, 100'000, topk(), ratio(0.01)).bytes_sent == 0);
+  CHECK(sync::gathered_cost(alone, 100'000, randomk(), ratio(0.01)).seconds() == 0);
+  CHECK_THROWS_AS(sync::sparse_scheme_model("int4", ratio(0.01)), ConfigError);
 }
 
 TEST_CASE("the planner sparsifies large layers on a slow link, not on a fast one",
@@ -101,4 +109,24 @@ TEST_CASE("sync.compression.ratio is a share of at most 1, and top-k runs where 
   CHECK_NOTHROW(sync::check_strategy("allreduce", facts, options));
   CHECK_THROWS_WITH(sync::check_strategy("ps", facts, options),
                     Catch::Contains("sync.compression.method"));
+}
+
+TEST_CASE("a dense compressor all-gathered is priced by its own size and costs",
+          "[compress][planner]") {
+  const ClusterCost cluster{4, LinkCost{1e-4, 12.5e6, 2e-6}, 64.0, 1e10, 1e-9};
+  for (const char* method : {"sign", "qsgd"}) {
+    INFO(method);
+    const auto& entry = sync::compress::compressor_entry(method);
+    const sync::compress::CompressorParams params{.bits = 4};
+    const auto bytes = static_cast<double>(entry.encoded_bytes(100'000, params));
+    CHECK(bytes == (std::string(method) == "sign" ? 4.0 * 196 + 12'500 : 4.0 * 196 + 50'000));
+    const SchemeCost cost = sync::gathered_cost(cluster, 100'000, entry, params);
+    CHECK(cost.bytes_sent == Approx(3 * (bytes + 64)));
+    CHECK(cost.messages == 3);
+    CHECK(cost.encode_seconds == Approx(entry.cost.encode_steps * 100'000 * 1e-9));
+    // The 4 nodes' encodings decoded (dense: each a pass over the layer), the scheme's passes,
+    // the step.
+    CHECK(cost.compute_seconds ==
+          Approx((4 * entry.cost.decode_steps + sync::kSparseDecodeSteps + 1) * 100'000 * 1e-9));
+  }
 }

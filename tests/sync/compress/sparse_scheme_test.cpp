@@ -3,6 +3,9 @@
 
 #include "sync/compress/sparse_scheme.h"
 
+#include <cmath>
+#include <tuple>
+
 #include <catch2/catch.hpp>
 
 #include "sync/compress/sparse_model.h"
@@ -27,6 +30,16 @@ SyntheticJob sparse_job(const std::string& method, double ratio, std::int64_t st
                                   {"compression.ratio", ratio},
                                   {"compression.start_iteration", start_iteration},
                                   {"compression.momentum_correction", momentum_correction}});
+}
+
+/// The nodes' parameters, checked equal on every node, with no message rejected.
+std::vector<std::vector<float>> identical_replicas(InProcCluster& cluster, std::size_t nodes) {
+  const auto all = testing::replicas(cluster);
+  for (std::size_t r = 0; r < nodes; ++r) {
+    CHECK(all[r] == all[0]);
+    CHECK(cluster.node(r).stage().rejected_messages() == 0);
+  }
+  return all;
 }
 
 }  // namespace
@@ -71,11 +84,7 @@ TEST_CASE("top-k and random-k at 10%: identical replicas, the bytes predicted, t
     const auto reference = testing::union_reference(job, nodes, kIterations);
     InProcCluster cluster(job, "auto", nodes);
     cluster.train(kIterations);
-    const auto all = testing::replicas(cluster);
-    for (std::size_t r = 0; r < nodes; ++r) {
-      CHECK(all[r] == all[0]);
-      CHECK(cluster.node(r).stage().rejected_messages() == 0);
-    }
+    const auto all = identical_replicas(cluster, nodes);
     // A tenth of each gradient a step (the rest held back): not the union batches' training.
     CHECK(testing::max_abs_difference(all[0], reference) > 1e-4);
     // What went out on the scheme's lane is what the plan predicted, iteration by iteration.
@@ -85,7 +94,7 @@ TEST_CASE("top-k and random-k at 10%: identical replicas, the bytes predicted, t
         predicted += row.predicted_bytes_sent;
       }
     }
-    const auto lane = std::string(method == "topk" ? sync::kTopKLane : sync::kRandomKLane);
+    const std::string lane = method;  // a compressed scheme's lane is its compressor's name
     const double sent =
         static_cast<double>(cluster.transport(0).counters().bytes_sent_by_lane.at(lane));
     CHECK(sent == Approx(predicted * kIterations).epsilon(0.02));
@@ -101,6 +110,42 @@ TEST_CASE("top-k and random-k at 10%: identical replicas, the bytes predicted, t
       CHECK(figures.at(std::string("residual_ratio.") + layer) > 0.5);
     }
     CHECK(cluster.node(0).stage().epoch_figures().empty());
+  }
+}
+
+TEST_CASE("sign and qsgd by all-gather: identical replicas, the bytes predicted, the error shown",
+          "[compress][inproc]") {
+  // Compressors the schemes know by their traits alone (issue 56): dense, no shared indices, so
+  // each node's encoding goes to every peer and the n decodings are summed in rank order.
+  for (const auto& [method, bits, scheme] :
+       {std::tuple{std::string("sign"), 4, std::string("sign")},
+        std::tuple{std::string("qsgd"), 2, std::string("qsgd 2-bit")},
+        std::tuple{std::string("qsgd"), 8, std::string("qsgd 8-bit")}}) {
+    INFO(scheme);
+    const SyntheticJob job = testing::compressed_job(
+        method, {{"compression.method", method}, {"compression.bits", std::int64_t{bits}}});
+    const std::size_t nodes = 3;
+    InProcCluster cluster(job, "auto", nodes);
+    cluster.train(kIterations);
+    (void)identical_replicas(cluster, nodes);
+    double predicted = 0;
+    std::size_t layers = 0;
+    for (const sync::LayerPlan& row : cluster.node(0).stage().plan()) {
+      if (row.scheme == scheme) {
+        predicted += row.predicted_bytes_sent;
+        ++layers;
+      }
+    }
+    CHECK(layers == 3);  // the dense layers the job fixes to the compressor
+    const double sent =
+        static_cast<double>(cluster.transport(0).counters().bytes_sent_by_lane.at(method));
+    CHECK(sent == Approx(predicted * kIterations).epsilon(0.02));
+    // ||p - D(C(p))|| / ||p||: sign's is below 1 (||p||^2 - ||p||_1^2 / n, a chunk's part);
+    // qsgd's is unbiased noise, which at 2 bits may exceed ||p|| itself.
+    const double error = cluster.node(0).stage().epoch_figures().at("compression_error.dense2");
+    CHECK(error > 0.0);
+    if (method == "sign") CHECK(error < 1.0);
+    CHECK(std::isfinite(error));
   }
 }
 
@@ -137,7 +182,7 @@ TEST_CASE("a malformed top-k message is rejected and counted, and training goes 
   InProcCluster plain(job, "auto", nodes);
   plain.train(2);
   InProcCluster cluster(job, "auto", nodes);
-  const auto lane = static_cast<std::uint8_t>(sync::lane_id(sync::kTopKLane));
+  const auto lane = static_cast<std::uint8_t>(sync::lane_id("topk"));
   // Layer slot 1 (dense2: 16 x 24 + 16 = 400 floats, k = 40): a payload of the wrong size, and
   // one of the right size whose indices are out of range; then an unknown gather.
   const auto payload = [](std::size_t bytes, std::byte fill) {

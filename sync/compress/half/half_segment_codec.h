@@ -15,5 +15,7 @@ namespace gradmesh::sync::compress {
 /// another codec (a ring sums what it receives: int8's per-chunk scales and the sparsifiers'
 /// indices are for PS and all-gather). Thread-safe.
 [[nodiscard]] const collective::SegmentCodec* half_segment_codec(CodecKind kind);
+/// The segment format of `format` (the same objects). Thread-safe.
+[[nodiscard]] const collective::SegmentCodec& half_segment_codec(tasks::HalfFormat format);
 
 }  // namespace gradmesh::sync::compress
