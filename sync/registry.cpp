@@ -88,19 +88,18 @@ std::vector<SchemeEntry> half_schemes() {
   return entries;
 }
 
-/// Compressed PS (issue 28: sync.compression.method fp16, bf16, int8).
+/// Compressed PS (issue 28: the methods standing in for PS, fp16, bf16, int8).
 std::vector<SchemeEntry> coded_ps_schemes() {
   std::vector<SchemeEntry> entries;
-  for (const compress::CodecKind kind :
-       {compress::CodecKind::kFp16, compress::CodecKind::kBf16, compress::CodecKind::kInt8}) {
-    entries.push_back({ps_coded_scheme_model(kind),
+  for (const std::string& method : methods_for(topo::kPsScheme)) {
+    entries.push_back({ps_coded_scheme_model(method),
                        {ps::kCodedPushLane, ps::kCodedBroadcastLane},
-                       [kind](const SyncContext& ctx, LaneRouter& router, const topo::Plan& plan,
-                              const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
+                       [method](const SyncContext& ctx, LaneRouter& router, const topo::Plan& plan,
+                                const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
                          const auto start = static_cast<std::uint64_t>(
                              compression_options(ctx.options.values).start_iteration);
                          return std::make_unique<PsScheme>(ctx, router, layers,
-                                                           plan.kv_chunk_floats, kind, start);
+                                                           plan.kv_chunk_floats, method, start);
                        },
                        {}});
   }

@@ -44,8 +44,8 @@ topo::SchemeModel compressed_model(const CompressionOptions& options, std::strin
   if (base == topo::kAllReduceScheme && entry.segment == nullptr) {
     return sparse_scheme_model(entry.name, compressor_params(options, 0, 0));
   }
+  if (base == topo::kPsScheme) return ps_coded_scheme_model(entry.name);
   const compress::CodecKind kind = compress::parse_codec_kind(options.method);
-  if (base == topo::kPsScheme) return ps_coded_scheme_model(kind);
   return base == topo::kSfbScheme ? sfb_half_scheme_model(kind) : allreduce_half_scheme_model(kind);
 }
 
@@ -99,6 +99,14 @@ std::vector<std::string_view> compression_bases(std::string_view method) {
     if (m.method == method) bases.push_back(m.base);
   }
   return bases;
+}
+
+std::vector<std::string> methods_for(std::string_view base) {
+  std::vector<std::string> methods;
+  for (const MethodBase& m : kMethods) {
+    if (m.base == base) methods.emplace_back(m.method);
+  }
+  return methods;
 }
 
 std::vector<std::string> gathered_methods() {

@@ -67,6 +67,10 @@ struct CompressionOptions {
 /// ps; none for none. Pure.
 [[nodiscard]] std::vector<std::string_view> compression_bases(std::string_view method);
 
+/// The methods that stand in for scheme `base` (topo/scheme_model.h id), in table order: for
+/// "ps" fp16, bf16, int8. Pure.
+[[nodiscard]] std::vector<std::string> methods_for(std::string_view base);
+
 /// The methods exchanged per layer by sparse_scheme.h's scheme (all-reduce's stand-ins that are
 /// registered compressors without a segment format: topk, randomk, sign, qsgd), in table order.
 /// Their scheme ids and lanes are their names.

@@ -14,8 +14,7 @@ constexpr std::uint8_t kNotYet = 0, kFloats = 1, kCoded = 2;
 }  // namespace
 
 KvShard::KvShard(const topo::KvPlacement& placement, std::size_t rank,
-                 std::span<const float> initial, tasks::Optimizer& optimizer,
-                 compress::CodecKind wire)
+                 std::span<const float> initial, tasks::Optimizer& optimizer, std::string_view wire)
     : placement_(placement),
       rank_(rank),
       nodes_(placement.nodes()),
@@ -37,7 +36,8 @@ KvShard::KvShard(const topo::KvPlacement& placement, std::size_t rank,
     state.pushes.resize(nodes_);
     state.views.resize(nodes_);
     state.arrived.assign(nodes_, kNotYet);
-    if (wire != compress::CodecKind::kNone) decoders_.emplace_back(wire, chunk.size, 1.0, false);
+    if (wire != "none")
+      decoders_.emplace_back(wire, chunk.size, compress::CompressorParams{}, false);
     std::copy_n(initial.begin() + static_cast<std::ptrdiff_t>(chunk.offset), chunk.size,
                 master_.begin() + static_cast<std::ptrdiff_t>(offset));
     offset += chunk.size;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "net/payload.h"
@@ -36,10 +37,10 @@ class KvShard {
   /// copies are taken; `optimizer`: the node's optimizer (must outlive the shard), applied to the
   /// mean gradient with the velocity at each chunk's model offset (the replica's own velocity of
   /// those floats is unused under PS: the replica takes the master copy's parameters).
-  /// `wire`: the codec pushes may come encoded in (sync/ps/ps_scheme.h's compressed PS; kNone:
-  /// floats only).
+  /// `wire`: the registered compressor pushes may come encoded in (sync/ps/ps_scheme.h's
+  /// compressed PS; "none": floats only).
   KvShard(const topo::KvPlacement& placement, std::size_t rank, std::span<const float> initial,
-          tasks::Optimizer& optimizer, compress::CodecKind wire = compress::CodecKind::kNone);
+          tasks::Optimizer& optimizer, std::string_view wire = "none");
 
   /// Stores worker `from`'s gradient of chunk `chunk` (a global chunk id) for `round`, as floats;
   /// the payload is kept, not copied, until reduce(). `reason` receives why a push was rejected.

@@ -12,11 +12,19 @@ namespace gradmesh::sync {
 
 namespace {
 
-void check_coded_kind(compress::CodecKind kind) {
-  GRADMESH_CHECK(
-      kind == compress::CodecKind::kFp16 || kind == compress::CodecKind::kBf16 ||
-          kind == compress::CodecKind::kInt8,
-      "compressed PS: fp16, bf16 or int8, not " + std::string(compress::codec_name(kind)));
+/// The compressor of compressed PS named `method`: a dense one (every entry of a chunk sent, so
+/// the owner's change reaches every replica), not the identity. Throws ConfigError for an
+/// unknown name, ContractError for another kind.
+const compress::CompressorEntry& coded_entry(std::string_view method) {
+  const compress::CompressorEntry& entry = compress::compressor_entry(method);
+  GRADMESH_CHECK(entry.traits.dense && !entry.traits.lossless,
+                 "compressed PS: a dense compressor, not " + entry.name);
+  return entry;
+}
+
+/// Compressed PS's compressor of `wire` ("none": floats, nullptr).
+const compress::CompressorEntry* wire_entry(std::string_view wire) {
+  return wire == kNoCompression ? nullptr : &coded_entry(wire);
 }
 
 topo::KvPlacement placement_for(const SyncContext& ctx, const std::vector<std::size_t>& layers,
@@ -38,53 +46,35 @@ constexpr auto kParameters = static_cast<std::uint16_t>(ps::Kind::kParameterChun
 constexpr auto kCodedGradient = static_cast<std::uint16_t>(ps::Kind::kCodedGradientChunk);
 constexpr auto kParameterDelta = static_cast<std::uint16_t>(ps::Kind::kParameterDelta);
 
-/// The bytes of one chunk of `floats` floats on `wire`.
-std::size_t chunk_bytes(compress::CodecKind wire, std::size_t floats) {
-  return compress::encoded_bytes(wire, floats, floats);
+/// The bytes of one chunk of `floats` floats on `wire` (nullptr: floats).
+std::size_t chunk_bytes(const compress::CompressorEntry* wire, std::size_t floats) {
+  if (wire == nullptr) return floats * sizeof(float);
+  return floats == 0 ? 0 : wire->encoded_bytes(floats, compress::CompressorParams{});
 }
 
 }  // namespace
 
-double ps_coded_encode_steps(compress::CodecKind kind) {
-  check_coded_kind(kind);
-  // bench_codec_step (1M floats, 4 nodes), 4 runs of 7-9 on 2026-11-27: fp16 2.7-3.6, bf16
-  // 2.6-6.0, int8 1.6-3.9 (on SSE2; 4.7 scalar) steps an encode; a decode 0.17-0.28.
-  switch (kind) {
-    case compress::CodecKind::kFp16:
-      return 2.8;
-    case compress::CodecKind::kBf16:
-      return 4.4;
-    default:
-      return 2.5;
-  }
+std::string ps_coded_scheme_id(std::string_view method) {
+  return std::string(topo::kPsScheme) + "_" + std::string(method);
 }
 
-double ps_coded_decode_steps(compress::CodecKind kind) {
-  check_coded_kind(kind);
-  return 0.25;
-}
-
-topo::SchemeModel ps_coded_scheme_model(compress::CodecKind kind) {
-  check_coded_kind(kind);
+topo::SchemeModel ps_coded_scheme_model(std::string_view method) {
+  const compress::CompressorEntry& entry = coded_entry(method);
   topo::SchemeModel m = topo::ps_scheme_model();
   m.compressed = true;
-  m.id = std::string(kind == compress::CodecKind::kFp16   ? kPsFp16Scheme
-                     : kind == compress::CodecKind::kBf16 ? kPsBf16Scheme
-                                                          : kPsInt8Scheme);
-  m.cost = [kind](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {
+  m.id = ps_coded_scheme_id(entry.name);
+  m.cost = [&entry](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {
     const std::size_t floats = layer.parameters,
                       size = std::max<std::size_t>(1, in.kv_chunk_floats);
     const double payload =
-        static_cast<double>(floats / size) * static_cast<double>(chunk_bytes(kind, size)) +
-        static_cast<double>(chunk_bytes(kind, floats % size));
+        static_cast<double>(floats / size) * static_cast<double>(chunk_bytes(&entry, size)) +
+        static_cast<double>(chunk_bytes(&entry, floats % size));
     topo::SchemeCost cost = topo::ps_cost(in.cluster, floats, size, payload);
     if (in.cluster.nodes == 1 || floats == 0) return cost;
     const auto n = static_cast<double>(in.cluster.nodes);
-    const topo::CodecSeconds codec = layer.codec.value_or(
-        topo::CodecSeconds{ps_coded_encode_steps(kind) * static_cast<double>(floats) *
-                               in.cluster.step_seconds_per_float,
-                           ps_coded_decode_steps(kind) * static_cast<double>(floats) *
-                               in.cluster.step_seconds_per_float});
+    const topo::CodecSeconds codec = layer.codec.value_or(topo::CodecSeconds{
+        entry.cost.encode_steps * static_cast<double>(floats) * in.cluster.step_seconds_per_float,
+        entry.cost.decode_steps * static_cast<double>(floats) * in.cluster.step_seconds_per_float});
     // A node encodes the (n - 1)/n of the layer it pushes once the layer's backward has ended:
     // that is work on the cores the layers below compute on, before the push (encode_seconds;
     // it writes each chunk as it is encoded, but the owners wait for every node's pushes, the
@@ -108,10 +98,10 @@ topo::SchemeModel ps_coded_scheme_model(compress::CodecKind kind) {
 
 PsScheme::PsScheme(const SyncContext& ctx, LaneRouter& router,
                    const std::vector<std::size_t>& layers, std::size_t chunk_floats,
-                   compress::CodecKind wire, std::uint64_t start_iteration)
+                   std::string_view wire, std::uint64_t start_iteration)
     : ctx_(ctx),
       router_(router),
-      wire_(wire),
+      wire_(wire_entry(wire)),
       start_iteration_(start_iteration),
       placement_(placement_for(ctx, layers, chunk_floats)),
       push_lane_(router.route(
@@ -123,17 +113,20 @@ PsScheme::PsScheme(const SyncContext& ctx, LaneRouter& router,
       shard_(placement_, ctx.rank, ctx.model.parameters(), ctx.optimizer, wire),
       arrivals_(ctx.model.num_layers()) {
   if (!coded()) return;
-  check_coded_kind(wire);
   coded_.resize(placement_.chunks().size());
+  const compress::CompressorParams params{.seed = 0, .rank = ctx_.rank};
   for (const topo::KvChunk& chunk : placement_.chunks()) {
     CodedChunk& c = coded_[chunk.id];
     const bool owned = chunk.owner == ctx_.rank;
-    const bool on_device = !owned && ctx_.model.on_device() && chunk.size >= kMinDeviceChunkFloats;
+    const bool on_device = !owned && ctx_.model.on_device() &&
+                           chunk.size >= kMinDeviceChunkFloats &&
+                           compress::DeviceCodec::supports(wire_->name);
     device_pushes_ = device_pushes_ || on_device;
-    c.codec = std::make_unique<compress::Codec>(wire, chunk.size, 1.0, !owned && !on_device);
+    c.codec =
+        std::make_unique<compress::Codec>(wire_->name, chunk.size, params, !owned && !on_device);
     if (on_device) {
-      c.device_codec = std::make_unique<compress::DeviceCodec>(ctx_.model.backend(), wire,
-                                                               chunk.size, 1.0, true);
+      c.device_codec = std::make_unique<compress::DeviceCodec>(ctx_.model.backend(), wire_->name,
+                                                               chunk.size, params, true);
     }
     c.wire.resize(c.codec->encoded_bytes());
     if (owned) c.change.resize(chunk.size);
@@ -168,7 +161,7 @@ void PsScheme::fail_all(std::exception_ptr error) { arrivals_.fail_all(std::move
 
 std::string PsScheme::describe(std::size_t layer) const {
   (void)layer;
-  return coded() ? "PS " + std::string(compress::codec_name(wire_)) : std::string("PS");
+  return coded() ? "PS " + compress::describe_compressor(*wire_, {}) : std::string("PS");
 }
 
 std::size_t PsScheme::chunks(std::size_t layer) const {

@@ -18,6 +18,7 @@
 #include "sync/compress/codec.h"
 #include "sync/compress/device_codec.h"
 #include "sync/compress/figures.h"
+#include "sync/compress/options.h"
 #include "sync/lane_router.h"
 #include "sync/layer_arrivals.h"
 #include "sync/ps/kv_shard.h"
@@ -27,33 +28,25 @@
 
 namespace gradmesh::sync {
 
-/// The scheme ids of compressed PS (issue 28; sync.compression.method fp16, bf16, int8).
-inline constexpr std::string_view kPsFp16Scheme = "ps_fp16";
-inline constexpr std::string_view kPsBf16Scheme = "ps_bf16";
-inline constexpr std::string_view kPsInt8Scheme = "ps_int8";
+/// The scheme id of compressed PS with compressor `method` ("ps_int8"; issue 28). Pure.
+[[nodiscard]] std::string ps_coded_scheme_id(std::string_view method);
 
-/// A node's CPU for one float of a compressed PS layer, in optimizer steps
-/// (topo::ClusterCost::step_seconds_per_float), from build/bench/bench_codec_step (1M floats, 4
-/// nodes, 4 runs on 2026-11-27, a value inside each range; docs/compression.md): the encode with
-/// error feedback and one decode.
-/// Throws ContractError for a kind other than fp16, bf16, int8.
-[[nodiscard]] double ps_coded_encode_steps(compress::CodecKind kind);
-[[nodiscard]] double ps_coded_decode_steps(compress::CodecKind kind);
-
-/// Compressed PS as the planner sees it (`kind` kFp16, kBf16 or kInt8): chunked like
-/// topo::ps_scheme_model, both phases carrying the chunks' encodings (topo::ps_cost's
-/// payload_bytes: compress::encoded_bytes of each chunk) on the lanes kv_push_coded and
+/// Compressed PS as the planner sees it (`method` a dense registered compressor: fp16, bf16,
+/// int8): chunked like topo::ps_scheme_model, both phases carrying the chunks' encodings
+/// (topo::ps_cost's payload_bytes: the compressor's encoded_bytes of each chunk) on the lanes
+/// kv_push_coded and
 /// kv_broadcast_coded; and per float of the layer, a mean node's CPU: one encode (the (n - 1)/n
 /// it pushes, the 1/n it owns and broadcasts) and (2n - 1)/n decodes (the owner's of n - 1
 /// pushes, every node's of the n - 1 others' broadcasts, the owner's own), at the layer's
-/// measured topo::LayerProfile::codec when start-up measured it, else at the steps above. That CPU
+/// measured topo::LayerProfile::codec when start-up measured it, else at the compressor's cost
+/// entry (CompressorEntry::cost, optimizer steps a float). That CPU
 /// time t_cpu pipelines with the link's t_c chunk by chunk (a chunk is sent as it is encoded,
 /// decoded as it arrives), so the work after the communication is
 ///   codec_seconds = max(0, t_cpu - t_c) + min(t_cpu, t_c) / chunks
 /// (the excess of the CPU over the link, and one chunk's share: the first encode, the last
 /// decode). On a slow link the encodes hide behind it; on a fast one they are paid in full. Throws
-/// ContractError for another kind.
-[[nodiscard]] topo::SchemeModel ps_coded_scheme_model(compress::CodecKind kind);
+/// ConfigError for an unknown compressor, ContractError for a sparse or lossless one.
+[[nodiscard]] topo::SchemeModel ps_coded_scheme_model(std::string_view method);
 
 /// One iteration, for each of its layers l:
 ///   push_l (network task, right after backward_l) sends each KV chunk of l's gradient to its
@@ -67,11 +60,11 @@ inline constexpr std::string_view kPsInt8Scheme = "ps_int8";
 /// this node's pushes; a shard's master chunk changes only after the next round's n pushes, which
 /// each node sends only after it received this round's broadcast.
 ///
-/// Compressed (`wire` kFp16, kBf16 or kInt8; issue 28, as BytePS compresses both directions of
-/// its PS, docs/gradient-compression.md): a node encodes each chunk it pushes to a remote owner
-/// with error feedback (compress::Codec: p = g + e, C(p) sent, e = p - D(C(p)) kept; its own
-/// chunks go as floats: nothing crosses a wire); the owner decodes the pushes, sums them in rank
-/// order in fp32, scales by 1/n and steps its master copy as above. The owner cannot send the
+/// Compressed (`wire` a dense compressor: fp16, bf16 or int8; issue 28, as BytePS compresses both
+/// directions of its PS, docs/gradient-compression.md): a node encodes each chunk it pushes to a
+/// remote owner with error feedback (compress::Codec: p = g + e, C(p) sent, e = p - D(C(p)) kept;
+/// its own chunks go as floats: nothing crosses a wire); the owner decodes the pushes, sums them in
+/// rank order in fp32, scales by 1/n and steps its master copy as above. The owner cannot send the
 /// master copy itself in 8 or 16 bits (the parameters would lose what each rounding drops, every
 /// iteration); it sends the change d = master - replica, encoded, and every node, the owner too,
 /// adds D(C(d)) to its replica. The replica thus trails the master copy by exactly what the last
@@ -80,7 +73,7 @@ inline constexpr std::string_view kPsInt8Scheme = "ps_int8";
 /// steps, so the residual is on the parameters). Every replica holds the same bits; the master
 /// copies differ from them by at most one rounding of d. The first `start_iteration` iterations
 /// of each layer (counted per layer, checkpointed) go as floats. Wire bytes per chunk: its
-/// encoding (compress::encoded_bytes) in both phases, on the lanes kv_push_coded and
+/// encoding (the compressor's encoded_bytes) in both phases, on the lanes kv_push_coded and
 /// kv_broadcast_coded. A malformed encoding is rejected through the router, counted, logged and
 /// dropped (its size and Codec::check, before it reaches a sum or a replica). On a device model
 /// (compute.device = "cuda") a node encodes its pushes of at least kMinDeviceChunkFloats floats on
@@ -101,11 +94,12 @@ class PsScheme final : public Scheme {
   static constexpr std::size_t kMinDeviceChunkFloats = 16384;
 
   /// `layers`: the layers (with parameters) this scheme synchronises; `chunk_floats`: the KV chunk
-  /// size; `wire`: kNone (floats), or the codec of compressed PS with `start_iteration`
-  /// uncompressed iterations first. Routes the kv_push and kv_broadcast lanes on `router` (the
-  /// coded ones for a compressed wire). Throws ContractError for a sparse `wire`.
+  /// size; `wire`: "none" (floats), or the registered compressor of compressed PS (a dense one:
+  /// fp16, bf16, int8) with `start_iteration` uncompressed iterations first. Routes the kv_push
+  /// and kv_broadcast lanes on `router` (the coded ones for a compressed wire). Throws
+  /// ConfigError for an unknown compressor, ContractError for a sparse one.
   PsScheme(const SyncContext& ctx, LaneRouter& router, const std::vector<std::size_t>& layers,
-           std::size_t chunk_floats, compress::CodecKind wire = compress::CodecKind::kNone,
+           std::size_t chunk_floats, std::string_view wire = kNoCompression,
            std::uint64_t start_iteration = 0);
 
   /// Adds push_l -> pull_l after tasks.backward[l], before tasks.done, for each of its layers.
@@ -162,14 +156,14 @@ class PsScheme final : public Scheme {
   /// Chunk `chunk`'s span of its layer's host parameters (the replica).
   [[nodiscard]] std::span<float> replica(std::size_t chunk) const;
   void arrive(std::size_t chunk, std::uint64_t round, std::size_t from);
-  [[nodiscard]] bool coded() const noexcept { return wire_ != compress::CodecKind::kNone; }
+  [[nodiscard]] bool coded() const noexcept { return wire_ != nullptr; }
   /// Some pushes are encoded on the device (compressed PS on a device model, a chunk of at
   /// least kMinDeviceChunkFloats): push tasks then run on the Model's thread.
   [[nodiscard]] bool device_pushes() const noexcept { return device_pushes_; }
 
   const SyncContext& ctx_;
   LaneRouter& router_;
-  compress::CodecKind wire_;
+  const compress::CompressorEntry* wire_;  // compressed PS's compressor; nullptr: floats
   std::uint64_t start_iteration_;
   topo::KvPlacement placement_;
   LaneId push_lane_, broadcast_lane_;

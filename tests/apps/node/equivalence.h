@@ -77,7 +77,7 @@ struct SparseLayer {
 /// Layers a node synchronised by compressed PS (sync/ps/ps_scheme.h with a wire codec), in KV
 /// chunks of `chunk_floats` placed over those layers alone (the scheme's own placement).
 struct CodedPs {
-  gradmesh::sync::compress::CodecKind kind = gradmesh::sync::compress::CodecKind::kNone;
+  std::string method = "none";
   std::size_t chunk_floats = 0;
   std::vector<std::size_t> layers;
 };
@@ -176,8 +176,12 @@ inline std::vector<float> reference_parameters(const Job& job, std::size_t nodes
       std::fill_n(coded_floats.begin() + static_cast<std::ptrdiff_t>(c.offset), c.size, 1);
     }
     for (const gradmesh::topo::KvChunk& c : coded_chunks) {
-      for (std::size_t r = 0; r < nodes; ++r) push_codecs[r].emplace_back(coded_ps.kind, c.size);
-      change_codecs.emplace_back(coded_ps.kind, c.size, 1.0, false);
+      for (std::size_t r = 0; r < nodes; ++r) {
+        push_codecs[r].emplace_back(coded_ps.method, c.size,
+                                    gradmesh::sync::compress::CompressorParams{.rank = r}, true);
+      }
+      change_codecs.emplace_back(coded_ps.method, c.size,
+                                 gradmesh::sync::compress::CompressorParams{}, false);
     }
   }
   std::vector<std::byte> wire;
@@ -373,7 +377,7 @@ inline void check_equivalence(const std::string& strategy, std::size_t nodes,
       const auto layer = row["layer"].get<std::size_t>();
       if (scheme == "SFB") sfb_layers.push_back(layer);
       if (scheme.starts_with("PS ")) {  // "PS int8": compressed PS
-        coded_ps.kind = gradmesh::sync::compress::parse_codec_kind(scheme.substr(3));
+        coded_ps.method = scheme.substr(3);
         coded_ps.chunk_floats = m0["sync"]["kv_chunk_floats"].get<std::size_t>();
         coded_ps.layers.push_back(layer);
       }

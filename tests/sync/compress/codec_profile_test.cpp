@@ -16,7 +16,6 @@
 #include "topo/planner.h"
 
 using namespace gradmesh;
-using sync::compress::CodecKind;
 using sync::compress::kMaxProfiledFloats;
 
 namespace {
@@ -143,8 +142,8 @@ TEST_CASE("the cost models price a measured codec by its figures, not by optimiz
   SECTION("PS in int8: one encode and (2n - 1)/n decodes") {
     topo::LayerProfile layer = testing::dense_profile("dense0", 100, 99);  // 10,000 floats
     layer.codec = measured;
-    const topo::SchemeCost cost = sync::ps_coded_scheme_model(CodecKind::kInt8)
-                                      .cost(topo::SchemeCostInput{cluster, 64, 1000}, layer);
+    const topo::SchemeCost cost =
+        sync::ps_coded_scheme_model("int8").cost(topo::SchemeCostInput{cluster, 64, 1000}, layer);
     // The pushes' encode (3/4 of it) before the link; the owner's quarter and the decodes,
     // 0.16 ms of CPU behind 1.3 ms of link: only one of the 10 chunks' share comes after it.
     CHECK(cost.encode_seconds == Approx(3e-4 * 3.0 / 4.0));
@@ -154,8 +153,8 @@ TEST_CASE("the cost models price a measured codec by its figures, not by optimiz
     CHECK(cost.codec_seconds == Approx(cost.encode_seconds + cost.compute_seconds));
     // A CPU slower than the link: its excess over the link, and the link's chunk share.
     layer.codec = topo::CodecSeconds{0.04, 4e-3};
-    const topo::SchemeCost slow = sync::ps_coded_scheme_model(CodecKind::kInt8)
-                                      .cost(topo::SchemeCostInput{cluster, 64, 1000}, layer);
+    const topo::SchemeCost slow =
+        sync::ps_coded_scheme_model("int8").cost(topo::SchemeCostInput{cluster, 64, 1000}, layer);
     const double slow_cpu = 0.04 / 4.0 + 4e-3 * 7.0 / 4.0;
     REQUIRE(slow_cpu > slow.comm_seconds);
     CHECK(slow.compute_seconds == Approx(slow_cpu - slow.comm_seconds + slow.comm_seconds / 10));
@@ -203,9 +202,9 @@ TEST_CASE("a measured slow encode keeps a layer uncompressed where the step mult
     return topo::make_plan(in);
   };
   const topo::Plan priced = plan_with(std::nullopt);
-  CHECK(priced.layers[1].scheme == sync::kPsInt8Scheme);
+  CHECK(priced.layers[1].scheme == sync::ps_coded_scheme_id("int8"));
   const topo::Plan fast = plan_with(topo::CodecSeconds{1e-3, 1e-4});
-  CHECK(fast.layers[1].scheme == sync::kPsInt8Scheme);
+  CHECK(fast.layers[1].scheme == sync::ps_coded_scheme_id("int8"));
   CHECK(fast.layers[1].codec_seconds > 0);
   CHECK(fast.layers[1].codec_seconds < 1e-3 + 1e-4 * 7.0 / 4.0);  // mostly behind the link
   const topo::Plan slow = plan_with(topo::CodecSeconds{5.0, 1e-4});

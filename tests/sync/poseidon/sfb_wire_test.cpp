@@ -180,7 +180,7 @@ TEST_CASE("the 16-bit SFB scheme: the planner uses it where the link is slow, an
     in.schemes = {topo::ps_scheme_model()};
     sync::add_compressed_schemes(fp16, in);
     REQUIRE(in.schemes.size() == 2);
-    CHECK(in.schemes[1].id == sync::kPsFp16Scheme);
+    CHECK(in.schemes[1].id == sync::ps_coded_scheme_id("fp16"));
   }
   SECTION("strategies: fp16 and bf16 under ps, poseidon, allreduce and auto") {
     const sync::StartFacts facts{4, false, true};

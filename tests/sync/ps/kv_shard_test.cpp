@@ -54,10 +54,10 @@ TEST_CASE("a KV shard with a wire codec decodes encoded pushes and refuses malfo
   KvPlacement placement(blocks, 2, 3);  // chunk 0 -> rank 0
   const std::vector<float> initial = {1, 2, 3, 4, 5, 6};
   Optimizer optimizer(SgdOptions{0.5f, 0.0f, 0.0f}, initial.size());
-  KvShard shard(placement, 0, initial, optimizer, compress::CodecKind::kInt8);
+  KvShard shard(placement, 0, initial, optimizer, "int8");
 
   // Rank 1's chunk in int8 (one scale, 2 / 127), and what the shard must sum: its decoding.
-  compress::Codec codec(compress::CodecKind::kInt8, 3, 1.0, false);
+  compress::Codec codec("int8", 3, compress::CompressorParams{}, false);
   const std::vector<float> g1 = {2.0f, -1.0f, 0.0f};
   std::vector<std::byte> wire(codec.encoded_bytes());
   (void)codec.encode(g1, wire, 0);

@@ -29,7 +29,6 @@ using gradmesh::testing::InProcCluster;
 using gradmesh::testing::parameters;
 using gradmesh::testing::SyntheticJob;
 using sync::compress::Codec;
-using sync::compress::CodecKind;
 
 namespace {
 
@@ -64,8 +63,9 @@ topo::KvPlacement coded_placement(tasks::Model& model, std::size_t nodes) {
   return topo::KvPlacement(blocks, nodes, kChunkFloats);
 }
 
-std::vector<float> coded_reference(const SyntheticJob& job, CodecKind kind, std::size_t nodes,
-                                   std::uint64_t iterations, std::uint64_t start_iteration = 0) {
+std::vector<float> coded_reference(const SyntheticJob& job, const std::string& method,
+                                   std::size_t nodes, std::uint64_t iterations,
+                                   std::uint64_t start_iteration = 0) {
   tasks::Model model(tasks::parse_layer_specs(job.layers), job.features, job.batch, job.seed);
   const tasks::Sgd sgd(job.sgd);
   const std::size_t count = model.parameter_count();
@@ -75,8 +75,10 @@ std::vector<float> coded_reference(const SyntheticJob& job, CodecKind kind, std:
   std::vector<std::vector<Codec>> codecs(nodes);
   std::vector<Codec> change;
   for (const topo::KvChunk& c : chunks) {
-    for (std::size_t r = 0; r < nodes; ++r) codecs[r].emplace_back(kind, c.size, 1.0, true);
-    change.emplace_back(kind, c.size, 1.0, false);
+    for (std::size_t r = 0; r < nodes; ++r) {
+      codecs[r].emplace_back(method, c.size, sync::compress::CompressorParams{.rank = r}, true);
+    }
+    change.emplace_back(method, c.size, sync::compress::CompressorParams{}, false);
   }
   std::vector<float> master(model.parameters().begin(), model.parameters().end());
   std::vector<float> velocity(count, 0.0f);
@@ -126,8 +128,6 @@ std::vector<float> coded_reference(const SyntheticJob& job, CodecKind kind, std:
   return {model.parameters().begin(), model.parameters().end()};
 }
 
-CodecKind kind_of(const std::string& method) { return sync::compress::parse_codec_kind(method); }
-
 }  // namespace
 
 TEST_CASE(
@@ -137,7 +137,7 @@ TEST_CASE(
     const SyntheticJob job = coded_job(method);
     for (const std::size_t nodes : {2, 3, 4, 5}) {
       INFO(method << ", " << nodes << " nodes");
-      const auto reference = coded_reference(job, kind_of(method), nodes, kIterations);
+      const auto reference = coded_reference(job, method, nodes, kIterations);
       InProcCluster cluster(job, "auto", nodes);
       cluster.train(kIterations);
       const auto all = testing::replicas(cluster);
@@ -195,7 +195,7 @@ TEST_CASE("compressed PS: the bytes predicted, the error shown, a warm-up as flo
     CHECK(testing::max_abs_difference(parameters(cluster, 0),
                                       testing::union_reference(job, nodes, warm)) <= 1e-5);
     cluster.train(kIterations - warm);
-    const auto reference = coded_reference(job, CodecKind::kInt8, nodes, kIterations, warm);
+    const auto reference = coded_reference(job, "int8", nodes, kIterations, warm);
     for (std::size_t r = 0; r < nodes; ++r) {
       CHECK(testing::max_abs_difference(parameters(cluster, r), reference) <= 1e-5);
     }
@@ -367,19 +367,20 @@ TEST_CASE(
   const topo::SchemeCostInput cost_input{cluster, 64, 1000};
   const topo::LayerProfile layer = dense_profile("dense0", 100, 99);  // 10,000 floats, 10 chunks
   const topo::SchemeCost floats = topo::ps_cost(cluster, 10'000, 1000);
-  for (const auto& [kind, bytes_per_chunk] :
-       {std::pair{CodecKind::kInt8, 4 * 2 + 1000}, std::pair{CodecKind::kFp16, 2 * 1000},
-        std::pair{CodecKind::kBf16, 2 * 1000}}) {
-    INFO(sync::compress::codec_name(kind));
-    const topo::SchemeCost coded = sync::ps_coded_scheme_model(kind).cost(cost_input, layer);
+  for (const auto& [method, bytes_per_chunk] :
+       {std::pair{"int8", 4 * 2 + 1000}, std::pair{"fp16", 2 * 1000},
+        std::pair{"bf16", 2 * 1000}}) {
+    INFO(method);
+    const sync::compress::CompressorCost steps = sync::compress::compressor_entry(method).cost;
+    const topo::SchemeCost coded = sync::ps_coded_scheme_model(method).cost(cost_input, layer);
     // Both phases, 2 (n - 1)/n of the layer, 10 chunks: the same messages as floats.
     CHECK(coded.bytes_sent == Approx(1.5 * (10.0 * bytes_per_chunk + 10 * 64)));
     CHECK(coded.messages == floats.messages);
     // The pushes' encode, 3/4 of the layer's (in steps, nothing measured), comes before the
     // link; the owner's 1/4 and the decodes hide behind it but one chunk's share.
-    const double encode = sync::ps_coded_encode_steps(kind) * 10'000 * 1e-9;
+    const double encode = steps.encode_steps * 10'000 * 1e-9;
     CHECK(coded.encode_seconds == Approx(encode * 3 / 4));
-    const double cpu = encode / 4 + sync::ps_coded_decode_steps(kind) * 7 / 4 * 10'000 * 1e-9;
+    const double cpu = encode / 4 + steps.decode_steps * 7 / 4 * 10'000 * 1e-9;
     REQUIRE(coded.comm_seconds > cpu);
     CHECK(coded.compute_seconds == Approx(cpu / 10));  // PS steps at the owner
     CHECK(coded.codec_seconds == Approx(coded.encode_seconds + coded.compute_seconds));
@@ -388,15 +389,16 @@ TEST_CASE(
     CHECK(floats.codec_seconds == 0);
     CHECK(coded.comm_seconds < floats.comm_seconds);
   }
-  CHECK_THROWS_AS(sync::ps_coded_scheme_model(CodecKind::kTopK), ContractError);
+  CHECK_THROWS_AS(sync::ps_coded_scheme_model("topk"), ContractError);
+  CHECK_THROWS_AS(sync::ps_coded_scheme_model("none"), ContractError);
 
   const std::vector<topo::LayerProfile> layers{dense_profile("dense0", 2048, 784),
                                                dense_profile("dense1", 2048, 2048),
                                                dense_profile("dense2", 10, 2048)};
   {  // 100 Mbit/s: ps plans every wide layer in int8, a quarter of the bytes and a scale a chunk
     const topo::Plan plan = topo::make_plan(planner_input(layers, "ps", "int8", 12.5e6, 1e-9));
-    CHECK(plan.layers[0].scheme == sync::kPsInt8Scheme);
-    CHECK(plan.layers[1].scheme == sync::kPsInt8Scheme);
+    CHECK(plan.layers[0].scheme == sync::ps_coded_scheme_id("int8"));
+    CHECK(plan.layers[1].scheme == sync::ps_coded_scheme_id("int8"));
     CHECK(plan.layers[1].bytes_sent < 0.26 * plan.layers[1].costs.at("ps").bytes_sent);
     CHECK(plan.lane_bytes.at(std::string(sync::ps::kCodedPushLane)) > 0);
   }
