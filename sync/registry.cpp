@@ -68,15 +68,21 @@ std::vector<std::pair<std::size_t, std::size_t>> plan_buckets(const topo::Plan& 
 /// The 16-bit forms of all-reduce and SFB (issue 28: sync.compression.method fp16, bf16).
 std::vector<SchemeEntry> half_schemes() {
   std::vector<SchemeEntry> entries;
-  for (const compress::CodecKind kind : {compress::CodecKind::kFp16, compress::CodecKind::kBf16}) {
-    entries.push_back({allreduce_half_scheme_model(kind),
+  // All-reduce in each segment format a compressor standing in for it has (fp16, bf16).
+  for (const std::string& method : methods_for(topo::kAllReduceScheme)) {
+    const compress::CompressorEntry* compressor = compress::find_compressor(method);
+    if (compressor == nullptr || compressor->segment == nullptr) continue;
+    const collective::SegmentCodec* segment = compressor->segment;
+    entries.push_back({allreduce_half_scheme_model(method),
                        {allreduce::kHalfLane},
-                       [kind](const SyncContext& ctx, LaneRouter& router, const topo::Plan& plan,
-                              const std::vector<std::size_t>&) -> std::unique_ptr<Scheme> {
+                       [segment](const SyncContext& ctx, LaneRouter& router, const topo::Plan& plan,
+                                 const std::vector<std::size_t>&) -> std::unique_ptr<Scheme> {
                          return std::make_unique<AllReduceScheme>(ctx, router, plan_buckets(plan),
-                                                                  kind);
+                                                                  segment);
                        },
                        {}});
+  }
+  for (const compress::CodecKind kind : {compress::CodecKind::kFp16, compress::CodecKind::kBf16}) {
     entries.push_back({sfb_half_scheme_model(kind),
                        {sfb::kHalfLane},
                        [kind](const SyncContext& ctx, LaneRouter& router, const topo::Plan&,

@@ -2,15 +2,21 @@
 
 #include "engine/error.h"
 #include "sync/allreduce/messages.h"
-#include "sync/compress/half/half_segment_codec.h"
+#include "sync/compress/compressor.h"
 #include "topo/cost_model.h"
 #include "topo/planner.h"
 
 namespace gradmesh::sync {
 
 namespace {
-/// A 16-bit segment's scale (RingAllReduce): 4 bytes on every message.
-constexpr double kScaleBytes = sizeof(float);
+/// Bytes a float of `segment`'s encoding, and bytes a message beside them (fp16's and bf16's
+/// scale: 2 and 4).
+double bytes_per_float(const collective::SegmentCodec& segment) {
+  return static_cast<double>(segment.encoded_bytes(1) - segment.encoded_bytes(0));
+}
+double bytes_per_message(const collective::SegmentCodec& segment) {
+  return static_cast<double>(segment.encoded_bytes(0));
+}
 /// Conversions over the ring (RingAllReduce, 16 bits), seconds per float of the bucket: each float
 /// is encoded once (the reduce-scatter's partial sums, (n - 1)/n, and the owner's full sum, 1/n)
 /// and decoded 2 (n - 1)/n times (reduce-scatter adds, all-gather stores).
@@ -20,19 +26,23 @@ double conversion_seconds(const topo::ClusterCost& cluster) {
 }
 }  // namespace
 
-topo::SchemeModel allreduce_half_scheme_model(compress::CodecKind kind) {
-  GRADMESH_CHECK(
-      kind == compress::CodecKind::kFp16 || kind == compress::CodecKind::kBf16,
-      "allreduce_half_scheme_model: fp16 or bf16, not " + std::string(compress::codec_name(kind)));
+std::string allreduce_segment_scheme_id(std::string_view method) {
+  return std::string(topo::kAllReduceScheme) + "_" + std::string(method);
+}
+
+topo::SchemeModel allreduce_half_scheme_model(std::string_view method) {
+  const compress::CompressorEntry& entry = compress::compressor_entry(method);
+  GRADMESH_CHECK(entry.segment != nullptr,
+                 "allreduce_half_scheme_model: " + entry.name + " has no segment format");
+  const collective::SegmentCodec& segment = *entry.segment;
   topo::SchemeModel m = topo::allreduce_scheme_model();
   m.compressed = true;
-  m.id =
-      std::string(kind == compress::CodecKind::kFp16 ? kAllReduceFp16Scheme : kAllReduceBf16Scheme);
-  m.cost = [](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {
+  m.id = allreduce_segment_scheme_id(entry.name);
+  m.cost = [&segment](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {
     topo::SchemeCost cost = topo::allreduce_cost(in.cluster, layer.parameters);
     if (in.cluster.nodes == 1 || layer.parameters == 0) return cost;
-    const double bytes = 2.0 * static_cast<double>(layer.parameters);
-    const double h = in.cluster.frame_overhead_bytes + kScaleBytes;
+    const double bytes = bytes_per_float(segment) * static_cast<double>(layer.parameters);
+    const double h = in.cluster.frame_overhead_bytes + bytes_per_message(segment);
     cost.bytes_sent = topo::ring_allreduce_bytes(bytes, in.cluster.nodes, h);
     cost.comm_seconds =
         topo::ring_allreduce_cost(in.cluster.link, in.cluster.nodes, h).seconds(bytes);
@@ -40,8 +50,8 @@ topo::SchemeModel allreduce_half_scheme_model(compress::CodecKind kind) {
     cost.compute_seconds += cost.codec_seconds;
     return cost;
   };
-  m.bucket_bytes = [](const topo::LayerProfile& layer) {
-    return 2.0 * static_cast<double>(layer.parameters);
+  m.bucket_bytes = [&segment](const topo::LayerProfile& layer) {
+    return bytes_per_float(segment) * static_cast<double>(layer.parameters);
   };
   m.lanes = {{std::string(allreduce::kHalfLane), 1.0}};
   return m;
@@ -49,12 +59,12 @@ topo::SchemeModel allreduce_half_scheme_model(compress::CodecKind kind) {
 
 AllReduceScheme::AllReduceScheme(const SyncContext& ctx, LaneRouter& router,
                                  const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
-                                 compress::CodecKind wire)
+                                 const collective::SegmentCodec* wire)
     : ctx_(ctx),
       router_(router),
       wire_(wire),
       lane_(router.route(
-          wire == compress::CodecKind::kNone ? allreduce::kLane : allreduce::kHalfLane,
+          wire == nullptr ? allreduce::kLane : allreduce::kHalfLane,
           [this](std::size_t from, net::Message&& m) { on_message(from, std::move(m)); })) {
   for (std::size_t i = 0; i < buckets.size(); ++i) {
     const auto [first, last] = buckets[i];
@@ -67,7 +77,7 @@ AllReduceScheme::AllReduceScheme(const SyncContext& ctx, LaneRouter& router,
     if (b.floats == 0) continue;
     b.ring = std::make_unique<collective::RingAllReduce>(
         router_, lane_, static_cast<std::uint32_t>(buckets_.size()), b.floats,
-        static_cast<std::uint32_t>(first), compress::half_segment_codec(wire_));
+        static_cast<std::uint32_t>(first), wire_);
     buckets_.push_back(std::move(b));
   }
 }
@@ -84,21 +94,20 @@ double AllReduceScheme::bytes_sent(std::size_t layer) const {
   if (i == buckets_.size()) return 0;
   const std::size_t n = router_.nodes();
   const double floats = static_cast<double>(ctx_.model.layer_parameters(layer).size());
-  const bool half = wire_ != compress::CodecKind::kNone;
-  double bytes = topo::ring_allreduce_bytes((half ? 2.0 : 4.0) * floats, n);
+  double bytes =
+      topo::ring_allreduce_bytes((wire_ != nullptr ? bytes_per_float(*wire_) : 4.0) * floats, n);
   if (layer == buckets_[i].first) {
     const double overhead = frame_overhead_bytes(
         lane_, static_cast<std::uint16_t>(collective::RingKind::kReduceScatter));
-    bytes += topo::ring_allreduce_bytes(0, n, overhead + (half ? kScaleBytes : 0.0));
+    bytes += topo::ring_allreduce_bytes(
+        0, n, overhead + (wire_ != nullptr ? bytes_per_message(*wire_) : 0.0));
   }
   return bytes;
 }
 
 std::string AllReduceScheme::describe(std::size_t layer) const {
   const std::size_t i = bucket_of(layer);
-  const std::string wire = wire_ == compress::CodecKind::kNone
-                               ? std::string()
-                               : std::string(compress::codec_name(wire_)) + " ";
+  const std::string wire = wire_ == nullptr ? std::string() : std::string(wire_->name()) + " ";
   return "allreduce " + wire + "b" + std::to_string(i == buckets_.size() ? 0 : buckets_[i].index);
 }
 

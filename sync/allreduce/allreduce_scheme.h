@@ -5,31 +5,33 @@
 #include <cstddef>
 #include <exception>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "sync/collective/ring_allreduce.h"
-#include "sync/compress/codec.h"
+#include "sync/collective/segment_codec.h"
 #include "sync/lane_router.h"
 #include "sync/scheme.h"
 #include "sync/sync_stage.h"
 
 namespace gradmesh::sync {
 
-/// The scheme ids of all-reduce with every segment in 16 bits (issue 28; sync.compression.method
-/// fp16, bf16).
-inline constexpr std::string_view kAllReduceFp16Scheme = "allreduce_fp16";
-inline constexpr std::string_view kAllReduceBf16Scheme = "allreduce_bf16";
+/// The scheme id of all-reduce with every segment in compressor `method`'s segment format
+/// ("allreduce_fp16"; issue 28). Pure.
+[[nodiscard]] std::string allreduce_segment_scheme_id(std::string_view method);
 
-/// All-reduce in 16 bits as the planner sees it (`kind` kFp16 or kBf16): bucketed like
-/// topo::allreduce_scheme_model, 2 bytes a parameter in a bucket; a layer alone costs the ring of
-/// 2 bytes a float with a 4-byte scale in each message, and the conversions (each float encoded
-/// once and decoded 2 (n - 1)/n times over the ring: RingAllReduce) at
+/// All-reduce in a compressor's segment format as the planner sees it (`method` one with a
+/// CompressorEntry::segment: fp16, bf16): bucketed like topo::allreduce_scheme_model, the
+/// format's bytes a parameter in a bucket (2); a layer alone costs the ring of them with the
+/// format's bytes a message (a 4-byte scale) in each message, and the conversions (each float
+/// encoded once and decoded 2 (n - 1)/n times over the ring: RingAllReduce) at
 /// ClusterCost::half_encode_seconds() and half_decode_seconds() each (measured at start-up, else
 /// topo::kHalfEncodeSteps and kHalfDecodeSteps optimizer steps), on top of the step. Lane
-/// allreduce_half. Throws ContractError for another kind.
-[[nodiscard]] topo::SchemeModel allreduce_half_scheme_model(compress::CodecKind kind);
+/// allreduce_half. Throws ConfigError for an unknown compressor, ContractError for one without a
+/// segment format.
+[[nodiscard]] topo::SchemeModel allreduce_half_scheme_model(std::string_view method);
 
 /// One iteration, for each bucket (consecutive layers first..last, one of the plan's buckets):
 /// ar_start_g (network task, after the backward task of every layer in the bucket) starts the
@@ -39,7 +41,8 @@ inline constexpr std::string_view kAllReduceBf16Scheme = "allreduce_bf16";
 /// equals single-process SGD on the union of the n batches (mean loss), and every replica holds
 /// the same bits (the ring's sums are the same on every rank). Needs n >= 2.
 ///
-/// `wire` kFp16 or kBf16: the rings send 16-bit segments (RingAllReduce) on the lane
+/// `wire` a segment format (a compressor's CompressorEntry::segment; fp16, bf16): the rings send
+/// 16-bit segments (RingAllReduce) on the lane
 /// allreduce_half, summing in fp32 at every step; the update is then the mean of the n gradients
 /// to one rounding a hop, no longer single-process SGD bit for bit, and still the same bits on
 /// every replica.
@@ -51,7 +54,7 @@ class AllReduceScheme final : public Scheme {
   /// allreduce_half for a 16-bit `wire`).
   AllReduceScheme(const SyncContext& ctx, LaneRouter& router,
                   const std::vector<std::pair<std::size_t, std::size_t>>& buckets,
-                  compress::CodecKind wire = compress::CodecKind::kNone);
+                  const collective::SegmentCodec* wire = nullptr);
 
   void build(engine::Graph& graph, const IterationTasks& tasks) override;
   void fail_all(std::exception_ptr error) override;
@@ -78,7 +81,7 @@ class AllReduceScheme final : public Scheme {
 
   const SyncContext& ctx_;
   LaneRouter& router_;
-  compress::CodecKind wire_;
+  const collective::SegmentCodec* wire_;  // nullptr: floats
   LaneId lane_;
   std::vector<Bucket> buckets_;
 };

@@ -45,8 +45,8 @@ topo::SchemeModel compressed_model(const CompressionOptions& options, std::strin
     return sparse_scheme_model(entry.name, compressor_params(options, 0, 0));
   }
   if (base == topo::kPsScheme) return ps_coded_scheme_model(entry.name);
-  const compress::CodecKind kind = compress::parse_codec_kind(options.method);
-  return base == topo::kSfbScheme ? sfb_half_scheme_model(kind) : allreduce_half_scheme_model(kind);
+  if (base == topo::kAllReduceScheme) return allreduce_half_scheme_model(entry.name);
+  return sfb_half_scheme_model(compress::parse_codec_kind(options.method));
 }
 
 /// sync.compression.bits: qsgd's bits a float, 2, 4 or 8 (checked here, so a job that never

@@ -81,7 +81,7 @@ TEST_CASE("all-reduce in 16 bits: the planner takes it on a slow link, not where
     REQUIRE(in.schemes.size() == 2);
     const topo::Plan plan = topo::make_plan(in);
     for (const topo::PlannedLayer& row : plan.layers) {
-      CHECK(row.scheme == sync::kAllReduceFp16Scheme);
+      CHECK(row.scheme == sync::allreduce_segment_scheme_id("fp16"));
     }
   }
   SECTION("a fast link and a slow conversion: the float buckets") {
