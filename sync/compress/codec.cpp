@@ -10,10 +10,6 @@ namespace {
 
 constexpr std::string_view kNames[] = {"none", "fp16", "bf16", "int8", "topk", "randomk"};
 
-std::size_t int8_chunks(std::size_t floats) noexcept {
-  return (floats + kInt8ChunkFloats - 1) / kInt8ChunkFloats;
-}
-
 }  // namespace
 
 std::string_view codec_name(CodecKind kind) noexcept {
@@ -34,23 +30,6 @@ tasks::HalfFormat half_format(CodecKind kind) {
   GRADMESH_CHECK(kind == CodecKind::kFp16 || kind == CodecKind::kBf16,
                  "half_format: " + std::string(codec_name(kind)) + " is not a 16-bit format");
   return kind == CodecKind::kFp16 ? tasks::HalfFormat::kFp16 : tasks::HalfFormat::kBf16;
-}
-
-std::size_t encoded_bytes(CodecKind kind, std::size_t floats, std::size_t kept) noexcept {
-  switch (kind) {
-    case CodecKind::kNone:
-      return 4 * floats;
-    case CodecKind::kFp16:
-    case CodecKind::kBf16:
-      return 2 * floats;
-    case CodecKind::kInt8:
-      return 4 * int8_chunks(floats) + floats;
-    case CodecKind::kTopK:
-      return 8 * kept;
-    case CodecKind::kRandomK:
-      return 4 * kept;
-  }
-  return 0;
 }
 
 namespace {

@@ -54,11 +54,6 @@ enum class CodecKind : std::uint8_t {
 /// another kind.
 [[nodiscard]] tasks::HalfFormat half_format(CodecKind kind);
 
-/// Bytes of one encoding of `floats` floats by `kind` keeping `kept` entries (top-k, random-k;
-/// ignored by the others): the wire layouts above. Pure.
-[[nodiscard]] std::size_t encoded_bytes(CodecKind kind, std::size_t floats,
-                                        std::size_t kept) noexcept;
-
 /// Bytes: encoded_bytes() is exact and fixed for the codec (a receiver checks it). Encode and
 /// decode allocate nothing after construction (top-k keeps an index scratch of n).
 ///
