@@ -16,6 +16,7 @@ set(GRADMESH_PUBLIC_ENTRY_HEADERS
   tasks/data/dataset.h
   sync/scheme.h
   sync/sync_stage.h
+  sync/compress/compressor.h
   net/transport.h
   tasks/random.h
 )
@@ -39,6 +40,8 @@ set(GRADMESH_PUBLIC_HEADERS
   net/message.h
   net/payload.h
   net/transport.h
+  sync/collective/segment_codec.h
+  sync/compress/compressor.h
   sync/option_table.h
   sync/plan_options.h
   sync/scheme.h

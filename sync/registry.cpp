@@ -65,15 +65,15 @@ std::vector<std::pair<std::size_t, std::size_t>> plan_buckets(const topo::Plan& 
   return buckets;
 }
 
-/// The 16-bit forms of all-reduce and SFB (issue 28: sync.compression.method fp16, bf16).
-std::vector<SchemeEntry> half_schemes() {
+/// All-reduce and SFB in the segment format of each compressor that has one and stands in for
+/// them (issue 28: fp16, bf16; issue 56: any registered compressor with a segment format).
+std::vector<SchemeEntry> segment_schemes() {
   std::vector<SchemeEntry> entries;
-  // All-reduce in each segment format a compressor standing in for it has (fp16, bf16).
   for (const std::string& method : methods_for(topo::kAllReduceScheme)) {
     const compress::CompressorEntry* compressor = compress::find_compressor(method);
     if (compressor == nullptr || compressor->segment == nullptr) continue;
     const collective::SegmentCodec* segment = compressor->segment;
-    entries.push_back({allreduce_half_scheme_model(method),
+    entries.push_back({allreduce_segment_scheme_model(method),
                        {allreduce::kHalfLane},
                        [segment](const SyncContext& ctx, LaneRouter& router, const topo::Plan& plan,
                                  const std::vector<std::size_t>&) -> std::unique_ptr<Scheme> {
@@ -82,14 +82,16 @@ std::vector<SchemeEntry> half_schemes() {
                        },
                        {}});
   }
-  for (const compress::CodecKind kind : {compress::CodecKind::kFp16, compress::CodecKind::kBf16}) {
-    entries.push_back({sfb_half_scheme_model(kind),
-                       {sfb::kHalfLane},
-                       [kind](const SyncContext& ctx, LaneRouter& router, const topo::Plan&,
-                              const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
-                         return std::make_unique<SfbScheme>(ctx, router, layers, kind);
-                       },
-                       {}});
+  for (const std::string& method : methods_for(topo::kSfbScheme)) {
+    const collective::SegmentCodec* segment = compress::compressor_entry(method).segment;
+    entries.push_back(
+        {sfb_segment_scheme_model(method),
+         {sfb::kHalfLane},
+         [segment](const SyncContext& ctx, LaneRouter& router, const topo::Plan&,
+                   const std::vector<std::size_t>& layers) -> std::unique_ptr<Scheme> {
+           return std::make_unique<SfbScheme>(ctx, router, layers, segment);
+         },
+         {}});
   }
   return entries;
 }
@@ -173,7 +175,7 @@ const std::vector<SchemeEntry>& builtin_schemes() {
          },
          compression_option_table()},
     };
-    for (SchemeEntry& e : half_schemes()) all.push_back(std::move(e));
+    for (SchemeEntry& e : segment_schemes()) all.push_back(std::move(e));
     for (SchemeEntry& e : sparse_schemes()) all.push_back(std::move(e));
     for (SchemeEntry& e : coded_ps_schemes()) all.push_back(std::move(e));
     return all;

@@ -1,4 +1,5 @@
 #include "apps/launch/launcher.h"
+#include "apps/launch/local_nodes.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,7 +23,6 @@
 #include "apps/launch/console.h"
 #include "engine/error.h"
 #include "sync/sync_stage.h"
-#include "tasks/layers/layer_registry.h"
 
 namespace gradmesh::app {
 namespace {
@@ -38,37 +38,6 @@ constexpr double kPlainProgressSeconds = 30.0;
 
 std::uint64_t to_ms(double seconds) {
   return seconds <= 0.0 ? 0 : static_cast<std::uint64_t>(seconds * 1000.0 + 0.5);
-}
-
-/// Writes all of `data` to `fd`, retrying on EINTR and short writes; drops it if the reader
-/// went away (EPIPE) or another error occurs: the launcher must keep managing its nodes.
-void write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-}
-
-void say(std::string_view message) {
-  write_all(STDERR_FILENO, "gradmesh-launch: " + std::string(message) + "\n");
-}
-
-std::string signal_name(int signum) {
-  const char* abbrev = ::sigabbrev_np(signum);
-  return abbrev != nullptr ? "SIG" + std::string(abbrev) : "signal " + std::to_string(signum);
-}
-
-std::string join(const std::vector<std::string>& items, std::string_view separator) {
-  std::string out;
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += separator;
-    out += items[i];
-  }
-  return out;
 }
 
 class Launcher;
@@ -520,67 +489,10 @@ class Launcher final {
   bool finishing_ = false;
 };
 
-/// Creates `dir` (and its parents) if missing; a ConfigError naming `flag` if it cannot.
-void create_folder(const std::filesystem::path& dir, const std::string& flag) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    throw ConfigError(flag + " '" + dir.string() +
-                      "': cannot create the directory: " + ec.message());
-  }
-}
-
-void check_node_binary(const std::filesystem::path& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) {
-    throw ConfigError("node binary '" + path.string() +
-                      "' does not exist: expected gradmesh-node built next to gradmesh-launch, or "
-                      "--node PATH");
-  }
-  if (!std::filesystem::is_regular_file(status) || ::access(path.c_str(), X_OK) != 0) {
-    throw ConfigError("node binary '" + path.string() + "' is not an executable file");
-  }
-}
-
 }  // namespace
 
-std::filesystem::path default_node_binary() {
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "gradmesh-node";
-  return self.parent_path() / "gradmesh-node";
-}
-
-int run_launcher(const LaunchOptions& options) {
-  if (options.nodes < 1) {
-    throw ConfigError("-n " + std::to_string(options.nodes) + ": expected a node count >= 1");
-  }
-  if (!(options.grace_seconds >= 0.0) || !(options.kill_after_seconds >= 0.0)) {
-    throw ConfigError("grace and kill-after periods: expected seconds >= 0");
-  }
-  // Check the config here once, rather than have N nodes print the same error. A node program of
-  // one's own (--node) may register layer kinds that only its nodes know (tasks::register_layer):
-  // for such a program the launcher checks every key but lets unknown layer kinds through.
-  JobConfig config;
-  {
-    std::optional<tasks::AcceptUnknownLayerKinds> user_kinds;
-    if (options.node_binary.filename() != default_node_binary().filename()) user_kinds.emplace();
-    config = load_job_config(options.config, options.overrides);
-  }
-  // Jobs that go on without a failed node (README "When a peer fails"): the launcher then lets
-  // the others run after the first failure instead of stopping them after the grace period.
-  std::string survivable;
-  const sync::StrategyTraits& traits = sync::strategy_traits(config.sync.strategy);
-  if (traits.live_membership) {
-    survivable = "sync.strategy = " + config.sync.strategy;
-  } else if (traits.bsp && !config.checkpoint.dir.empty()) {
-    survivable = "sync.strategy = " + config.sync.strategy + " rolls back to checkpoint.dir";
-  }
-  check_node_binary(options.node_binary);
-  if (options.log_dir) create_folder(*options.log_dir, "--log-dir");
-  if (options.metrics_out) create_folder(*options.metrics_out, "--metrics-out");
-  std::vector<std::uint16_t> ports = pick_ports(options.nodes, options.base_port, options.host);
+int run_local_nodes(const LaunchOptions& options, std::vector<std::uint16_t> ports,
+                    std::string survivable) {
   Launcher launcher(options, std::move(ports), std::move(survivable));
   return launcher.run();
 }

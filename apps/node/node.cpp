@@ -12,6 +12,7 @@
 #include "apps/pipeline/start_up.h"
 #include "engine/error.h"
 #include "engine/executor.h"
+#include "sync/compress/compression_profile.h"
 #include "sync/compress/options.h"
 #include "sync/lane_router.h"
 #include "sync/probe/link_probe.h"
@@ -115,8 +116,8 @@ int run_plan(const PlanOptions& options) {
       measured->backward_input_seconds = compute.times.backward_input_seconds;
       measured->gemm_flops = compute.gemm_flops;
       measured->step_seconds_per_float = compute.step_seconds_per_float;
-      if (auto codec = measure_compressor(sync::compression_options(config.sync.options), model,
-                                          config.job.seed)) {
+      if (auto codec = sync::measure_compression(sync::compression_options(config.sync.options),
+                                                 model, config.job.seed)) {
         measured->encode_seconds = std::move(codec->encode_seconds);
         measured->decode_seconds = std::move(codec->decode_seconds);
         measured->half_encode_seconds_per_float = codec->half_encode_seconds_per_float;

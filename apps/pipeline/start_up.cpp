@@ -16,8 +16,7 @@
 
 #include "engine/error.h"
 #include "net/tcp/frame_cipher.h"
-#include "sync/compress/codec_profile.h"
-#include "sync/compress/powersgd_model.h"
+#include "sync/compress/compression_profile.h"
 #include "sync/plan_input.h"
 #include "tasks/profile.h"
 #include "topo/cost_model.h"
@@ -122,32 +121,7 @@ std::string link_text(const sync::LinkReport& link) {
   return text;
 }
 
-/// Whether start-up measures PowerSGD's passes: on a host model (on a device they are priced from
-/// the GEMM rate and the step).
-bool measures_powersgd(const sync::CompressionOptions& compression, const tasks::Model& model) {
-  return compression.method == sync::kPowerSgdScheme && !model.on_device();
-}
-
 }  // namespace
-
-std::optional<sync::compress::CodecProfile> measure_compressor(
-    const sync::CompressionOptions& compression, tasks::Model& model, std::uint64_t seed) {
-  if (measures_powersgd(compression, model)) {
-    std::vector<sync::compress::MatrixShape> shapes(model.num_layers());
-    for (std::size_t l = 0; l < shapes.size(); ++l) shapes[l] = sync::weight_matrix(model.layer(l));
-    // 0.05 s a shape: a round of the 4096 x 4096 layer's first 1024 rows takes about 15 ms.
-    return sync::compress::profile_powersgd(static_cast<std::size_t>(compression.rank), shapes,
-                                            0.05, seed);
-  }
-  if (!sync::compress::measures_codec(compression.method)) return std::nullopt;
-  std::vector<std::size_t> floats(model.num_layers());
-  for (std::size_t l = 0; l < floats.size(); ++l) floats[l] = model.layer(l).parameter_count();
-  // On a GPU the pushes are encoded there (DeviceCodec, where its kernels implement the
-  // compressor): its encodes are what the plan prices.
-  return sync::compress::profile_codec(compression.method,
-                                       sync::compressor_params(compression, seed, 0), floats, 0.01,
-                                       seed, model.on_device() ? &model.backend() : nullptr);
-}
 
 sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, std::size_t batch,
                                   std::uint64_t seed, std::size_t nodes,
@@ -193,10 +167,9 @@ sync::JobMeasurements measure_job(sync::LinkProbe& probe, tasks::Model& model, s
   // reason: a node that runs its codecs (top-k's encode alone is about 10 optimizer steps of
   // passes a layer) while another still times its GEMM and step takes memory bandwidth from that
   // profile, and the plan takes the slowest node's figures.
-  if (nodes > 1 &&
-      (sync::compress::measures_codec(compression.method) || measures_powersgd(compression, model)))
+  if (nodes > 1 && sync::measures_compression(compression, model))
     probe.barrier(kCompressorProbeBarrier);
-  if (auto codec = measure_compressor(compression, model, seed)) {
+  if (auto codec = sync::measure_compression(compression, model, seed)) {
     local.encode_seconds = std::move(codec->encode_seconds);
     local.decode_seconds = std::move(codec->decode_seconds);
     local.half_encode_seconds_per_float = codec->half_encode_seconds_per_float;

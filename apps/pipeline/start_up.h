@@ -13,7 +13,6 @@
 
 #include "apps/config/job_config.h"
 #include "apps/pipeline/pipeline.h"
-#include "sync/compress/codec_profile.h"
 #include "sync/compress/options.h"
 #include "sync/probe/link_probe.h"
 #include "sync/sync_stage.h"
@@ -64,7 +63,7 @@ inline constexpr std::uint64_t kStageRoutedBarrier = 11;
 /// exchanged so that every node plans from the same figures (sync::combine: the slowest link, the
 /// slowest node's layer times). Every node calls it at once; nodes profile their compute together,
 /// after a barrier; then the `compression` method's encode and decode on each layer
-/// (measure_compressor). With `sealed` frames, also what the frame cipher costs a byte
+/// (sync::measure_compression). With `sealed` frames, also what the frame cipher costs a byte
 /// (net::auth::measure_cipher_seconds_per_byte; the slowest node's). Throws PeerError for a
 /// failed or silent peer. Logs what it measured. `adam`: the node's optimizer is Adam (its step
 /// is timed, not SGD's).
@@ -72,17 +71,6 @@ inline constexpr std::uint64_t kStageRoutedBarrier = 11;
     sync::LinkProbe& probe, tasks::Model& model, std::size_t batch, std::uint64_t seed,
     std::size_t nodes, const sync::CompressionOptions& compression, bool sealed = false,
     const std::optional<tasks::AdamOptions>& adam = std::nullopt);
-
-/// The `compression` method's codec (fp16, bf16, int8, topk, randomk at its ratio) timed on the
-/// floats of each of `model`'s layers (sync::compress::profile_codec, at least 10 ms a figure,
-/// data from `seed`): what the planner prices the compressed schemes' encodes and decodes at
-/// (issue 28: "measured at start-up per layer, like the GEMM rate"); for powersgd its passes at
-/// sync.compression.rank on each layer's weight matrix (sync::compress::profile_powersgd, at least
-/// 50 ms a shape: encode = steps 1 and 2, decode = step 3). nullopt for none, and for powersgd on
-/// a model on a device (priced from the GEMM rate and the step). Thread safety: reads the model's
-/// shapes only.
-[[nodiscard]] std::optional<sync::compress::CodecProfile> measure_compressor(
-    const sync::CompressionOptions& compression, tasks::Model& model, std::uint64_t seed);
 
 /// Logs the stage's predicted bytes and iteration time, when its summary has them.
 void log_summary(const sync::SyncStage& stage);

@@ -27,17 +27,15 @@ double conversion_seconds(const topo::ClusterCost& cluster) {
 }  // namespace
 
 std::string allreduce_segment_scheme_id(std::string_view method) {
-  return std::string(topo::kAllReduceScheme) + "_" + std::string(method);
+  return compress::compressed_scheme_id(topo::kAllReduceScheme, method);
 }
 
-topo::SchemeModel allreduce_half_scheme_model(std::string_view method) {
-  const compress::CompressorEntry& entry = compress::compressor_entry(method);
-  GRADMESH_CHECK(entry.segment != nullptr,
-                 "allreduce_half_scheme_model: " + entry.name + " has no segment format");
-  const collective::SegmentCodec& segment = *entry.segment;
+topo::SchemeModel allreduce_segment_scheme_model(std::string_view method) {
+  const collective::SegmentCodec& segment =
+      compress::segment_format(method, "allreduce_segment_scheme_model");
   topo::SchemeModel m = topo::allreduce_scheme_model();
   m.compressed = true;
-  m.id = allreduce_segment_scheme_id(entry.name);
+  m.id = allreduce_segment_scheme_id(method);
   m.cost = [&segment](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {
     topo::SchemeCost cost = topo::allreduce_cost(in.cluster, layer.parameters);
     if (in.cluster.nodes == 1 || layer.parameters == 0) return cost;

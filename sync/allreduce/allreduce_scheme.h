@@ -31,7 +31,7 @@ namespace gradmesh::sync {
 /// topo::kHalfEncodeSteps and kHalfDecodeSteps optimizer steps), on top of the step. Lane
 /// allreduce_half. Throws ConfigError for an unknown compressor, ContractError for one without a
 /// segment format.
-[[nodiscard]] topo::SchemeModel allreduce_half_scheme_model(std::string_view method);
+[[nodiscard]] topo::SchemeModel allreduce_segment_scheme_model(std::string_view method);
 
 /// One iteration, for each bucket (consecutive layers first..last, one of the plan's buckets):
 /// ar_start_g (network task, after the backward task of every layer in the bucket) starts the

@@ -1,58 +1,20 @@
 #include "sync/compress/codec.h"
 
-#include <string>
-
 #include "engine/error.h"
+#include "sync/compress/momentum_correction.h"
 
 namespace gradmesh::sync::compress {
-
-namespace {
-
-constexpr std::string_view kNames[] = {"none", "fp16", "bf16", "int8", "topk", "randomk"};
-
-}  // namespace
-
-std::string_view codec_name(CodecKind kind) noexcept {
-  return kNames[static_cast<std::size_t>(kind)];
-}
-
-CodecKind parse_codec_kind(std::string_view name, std::string_view key) {
-  for (std::size_t i = 0; i < std::size(kNames); ++i) {
-    if (kNames[i] == name) return static_cast<CodecKind>(i);
-  }
-  std::string known;
-  for (const std::string_view n : kNames) known += (known.empty() ? "" : ", ") + std::string(n);
-  throw ConfigError(std::string(key) + ": unknown compressor \"" + std::string(name) +
-                    "\" (known: " + known + ")");
-}
-
-tasks::HalfFormat half_format(CodecKind kind) {
-  GRADMESH_CHECK(kind == CodecKind::kFp16 || kind == CodecKind::kBf16,
-                 "half_format: " + std::string(codec_name(kind)) + " is not a 16-bit format");
-  return kind == CodecKind::kFp16 ? tasks::HalfFormat::kFp16 : tasks::HalfFormat::kBf16;
-}
-
-namespace {
-
-/// The compressor of `kind` (checking the ratio for every kind, as configs state it once).
-std::unique_ptr<Compressor> codec_compressor(CodecKind kind, std::size_t floats, double ratio,
-                                             bool error_feedback, std::uint64_t seed) {
-  check_ratio(ratio);
-  return make_compressor(codec_name(kind), floats, CompressorParams{.ratio = ratio, .seed = seed},
-                         error_feedback);
-}
-
-}  // namespace
-
-Codec::Codec(CodecKind kind, std::size_t floats, double ratio, bool error_feedback,
-             std::uint64_t seed)
-    : compressor_(codec_compressor(kind, floats, ratio, error_feedback, seed)),
-      feedback_(dynamic_cast<ErrorFeedback*>(compressor_.get())) {}
 
 Codec::Codec(std::string_view method, std::size_t floats, const CompressorParams& params,
              bool error_feedback)
     : compressor_(make_compressor(method, floats, params, error_feedback)),
       feedback_(dynamic_cast<ErrorFeedback*>(compressor_.get())) {}
+
+void Codec::correct_momentum(float momentum, std::span<float> velocity) {
+  GRADMESH_CHECK(dynamic_cast<MomentumCorrection*>(compressor_.get()) == nullptr,
+                 "Codec::correct_momentum: called twice");
+  compressor_ = std::make_unique<MomentumCorrection>(std::move(compressor_), momentum, velocity);
+}
 
 EncodeStats Codec::encode(std::span<const float> gradient, std::span<std::byte> out,
                           std::uint64_t iteration) {

@@ -1,7 +1,7 @@
 #pragma once
 // Gradient compressors as codecs of one layer's (or bucket's) gradient, with error feedback
-// (issue 28; docs/compression.md): a registered compressor (compressor.h) by its CodecKind, with
-// error feedback (error_feedback.h) wrapped around it where asked. A codec encodes p = g + e (the
+// (issue 28; docs/compression.md): a registered compressor (compressor.h) by name, with error
+// feedback (error_feedback.h) wrapped around it where asked. A codec encodes p = g + e (the
 // gradient plus the residual of earlier encodes) into bytes C(p), keeps e' = p - D(C(p)) for the
 // next iteration, and decodes a peer's bytes into (or onto) floats. What crosses the wire is C(p);
 // a scheme (all-reduce, PS) sums the decoded floats in fp32.
@@ -28,48 +28,11 @@
 #include "engine/checkpoint.h"
 #include "sync/compress/compressor.h"
 #include "sync/compress/error_feedback.h"
-#include "sync/compress/half/half_block.h"
-#include "sync/compress/int8/int8_compressor.h"
-#include "tasks/backend.h"
 
 namespace gradmesh::sync::compress {
 
-/// Which compressor (sync.compression).
-enum class CodecKind : std::uint8_t {
-  kNone,     ///< the floats themselves (4n bytes); no residual
-  kFp16,     ///< IEEE 754 binary16, round to nearest even, saturated at +-65504
-  kBf16,     ///< bfloat16 (the top 16 bits of a float), round to nearest even
-  kInt8,     ///< per chunk of kInt8ChunkFloats: scale = max |p| / 127, q = round(p / scale)
-  kTopK,     ///< the k entries of largest magnitude, with their indices
-  kRandomK,  ///< k entries at indices drawn from a seed every node shares for the iteration
-};
-
-/// The codec's name in configs and plans ("none", "fp16", "bf16", "int8", "topk", "randomk").
-[[nodiscard]] std::string_view codec_name(CodecKind kind) noexcept;
-/// The inverse of codec_name. Throws ConfigError naming `key` and the known names.
-[[nodiscard]] CodecKind parse_codec_kind(std::string_view name,
-                                         std::string_view key = "sync.compression");
-
-/// The 16-bit format of kFp16 or kBf16 (half/half_block.h's blocks). Throws ContractError for
-/// another kind.
-[[nodiscard]] tasks::HalfFormat half_format(CodecKind kind);
-
-/// Bytes: encoded_bytes() is exact and fixed for the codec (a receiver checks it). Encode and
-/// decode allocate nothing after construction (top-k keeps an index scratch of n).
-///
-/// Invariant (error feedback on): after each encode, D(C(p)) + e' == p, element by element and
-/// bit for bit for every codec (fp16, bf16, int8: Sterbenz's lemma, the decoded value is 0 or
-/// within a factor of 2 of p, so p - D(C(p)) is exact; top-k, random-k: entries are copied), so
-/// over any run the floats sent plus the residual sum to the gradients given. (fp16 values
-/// saturated at 65504 from beyond 131008 are the one exception: their residual is rounded.)
-///
-/// Thread safety: encode() and the residual's save/load mutate the codec (one owner: the layer's
-/// task); decode() and decode_add() are const and may run on any thread at once. Errors:
-/// decode() throws ProtocolError, writing nothing, for bytes that are not an encoding of this
-/// codec (a wrong size; top-k: an index out of range or not ascending). Values are not checked:
-/// a NaN travels as it would uncompressed.
-/// A codec of one buffer of `floats` floats with its error-feedback residual: the compressor of
-/// `kind` (compressor.h) and, with error feedback, an ErrorFeedback around it.
+/// A codec of one buffer of `floats` floats with its error-feedback residual: a registered
+/// compressor (compressor.h) by name and, with error feedback, an ErrorFeedback around it.
 ///
 /// Bytes: encoded_bytes() is exact and fixed for the codec (a receiver checks it). Encode and
 /// decode allocate nothing after construction (top-k keeps an index scratch of n).
@@ -87,16 +50,18 @@ enum class CodecKind : std::uint8_t {
 /// a NaN travels as it would uncompressed.
 class Codec final : public engine::Checkpointable {
  public:
-  /// `ratio` in (0, 1]: the share of entries top-k and random-k keep (ignored by the others).
-  /// `seed`: random-k's job seed (the same on every node). `error_feedback`: keep the residual
-  /// (none for kNone). Throws ConfigError for a ratio out of range.
-  Codec(CodecKind kind, std::size_t floats, double ratio = 1.0, bool error_feedback = true,
-        std::uint64_t seed = 0);
   /// The registered compressor `method` (compressor.h) with `params`, with error feedback where
   /// asked (not for a lossless one). Throws ConfigError for an unknown name or parameters out of
   /// its range.
   Codec(std::string_view method, std::size_t floats, const CompressorParams& params,
         bool error_feedback);
+
+  /// Wraps the compressor (with its error feedback) in DGC's momentum correction (Lin et al.,
+  /// ICLR'18, sec. 3.2; momentum_correction.h): encode() then adds the gradient into `velocity`
+  /// (floats() floats the caller owns: the optimizer's slice of the layer) with momentum
+  /// `momentum`, encodes the velocity and zeroes it where the encoding sent. Once, before the
+  /// first encode. Throws ContractError for a velocity of another size or a second call.
+  void correct_momentum(float momentum, std::span<float> velocity);
 
   /// The compressor's registered name ("fp16").
   [[nodiscard]] std::string_view name() const noexcept { return compressor_->name(); }

@@ -73,7 +73,29 @@ Registry& registry() {
   return *instance;
 }
 
+thread_local int accept_unknown_depth = 0;
+
 }  // namespace
+
+AcceptUnknownCompressors::AcceptUnknownCompressors() noexcept { ++accept_unknown_depth; }
+AcceptUnknownCompressors::~AcceptUnknownCompressors() { --accept_unknown_depth; }
+bool AcceptUnknownCompressors::active() noexcept { return accept_unknown_depth > 0; }
+
+CompressorDecorator::CompressorDecorator(std::unique_ptr<Compressor> inner, std::string_view who)
+    : Compressor(inner != nullptr ? inner->floats() : 0), inner_(std::move(inner)) {
+  GRADMESH_CHECK(inner_ != nullptr, std::string(who) + ": no compressor to wrap");
+}
+
+std::string compressed_scheme_id(std::string_view base, std::string_view method) {
+  return std::string(base) + "_" + std::string(method);
+}
+
+const collective::SegmentCodec& segment_format(std::string_view method, std::string_view who) {
+  const CompressorEntry& entry = compressor_entry(method);
+  GRADMESH_CHECK(entry.segment != nullptr,
+                 std::string(who) + ": " + entry.name + " has no segment format");
+  return *entry.segment;
+}
 
 void register_compressor(CompressorEntry entry) {
   Registry& r = registry();

@@ -21,6 +21,10 @@
 
 #include "sync/collective/segment_codec.h"
 
+namespace gradmesh::tasks {
+class Backend;
+}
+
 namespace gradmesh::sync::compress {
 
 /// What one encode did, for the metrics (issue 28: the relative compression error per layer).
@@ -115,6 +119,63 @@ class Compressor {
   std::size_t floats_;
 };
 
+/// A compressor that wraps another (a decorator, as BytePS's ErrorFeedback and momentum wrap
+/// theirs): its name, sizes, check, decoding and masking are the inner compressor's; a decorator
+/// overrides encode() to transform what the inner one encodes. Thread safety and errors: the inner
+/// compressor's.
+class CompressorDecorator : public Compressor {
+ public:
+  [[nodiscard]] std::string_view name() const noexcept override { return inner_->name(); }
+  [[nodiscard]] std::size_t kept() const noexcept override { return inner_->kept(); }
+  [[nodiscard]] std::size_t encoded_bytes() const noexcept override {
+    return inner_->encoded_bytes();
+  }
+  void check(std::span<const std::byte> in) const override { inner_->check(in); }
+  void decode(std::span<const std::byte> in, std::span<float> out,
+              std::uint64_t iteration) const override {
+    inner_->decode(in, out, iteration);
+  }
+  void decode_add(std::span<const std::byte> in, std::span<float> sum,
+                  std::uint64_t iteration) const override {
+    inner_->decode_add(in, sum, iteration);
+  }
+  void mask_sent(std::span<const std::byte> in, std::span<float> values,
+                 std::uint64_t iteration) const override {
+    inner_->mask_sent(in, values, iteration);
+  }
+  [[nodiscard]] const Compressor& inner() const noexcept { return *inner_; }
+
+ protected:
+  /// Throws ContractError for a null `inner`, naming `who`.
+  CompressorDecorator(std::unique_ptr<Compressor> inner, std::string_view who);
+  [[nodiscard]] Compressor& wrapped() noexcept { return *inner_; }
+
+ private:
+  std::unique_ptr<Compressor> inner_;
+};
+
+/// A compressor's encode and decode on a compute device, composed of the backend's gradient-codec
+/// kernels (tasks/backend.h; the CUDA module implements them): they write the bytes the
+/// compressor's host encode writes for the same floats, bit for bit, and leave the same error
+/// (issue 28 item 1; issue 56: "a compressor's device kernels live in its folder too").
+/// compress::DeviceCodec runs error feedback, the norms and the copies to and from the host around
+/// them. Memory: what they need is allocated at construction. Thread safety: none (they drive one
+/// backend from one thread). Errors: DeviceError from the backend.
+class DeviceKernels {
+ public:
+  DeviceKernels() = default;
+  DeviceKernels(const DeviceKernels&) = delete;
+  DeviceKernels& operator=(const DeviceKernels&) = delete;
+  virtual ~DeviceKernels() = default;
+  /// Encodes `p` (device memory, the compressor's floats) into `wire` (device memory, its
+  /// encoded bytes) and replaces p by its error p - D(C(p)) (a lossless compressor's may leave p
+  /// as it is: its error is 0). `iteration` as the host encode's. Enqueued on the backend.
+  virtual void encode(float* p, std::byte* wire, std::uint64_t iteration) = 0;
+  /// Writes D(`wire`) into `out` (device memory, the compressor's floats), or adds it when `add`.
+  /// `wire` was checked on the host first. Enqueued on the backend.
+  virtual void decode(const std::byte* wire, float* out, std::uint64_t iteration, bool add) = 0;
+};
+
 /// k, the entries a sparsifier keeps of n floats at `ratio`: ceil(ratio n), at least 1 (for
 /// n > 0) and at most n. Pure.
 [[nodiscard]] std::size_t kept_entries(std::size_t floats, double ratio) noexcept;
@@ -152,11 +213,43 @@ struct CompressorEntry {
   /// a scale per segment. Null: the compressor's encodings are gathered (sparse_scheme.h). A
   /// process-wide object, never freed.
   const collective::SegmentCodec* segment = nullptr;
+  using MakeDevice = std::function<std::unique_ptr<DeviceKernels>(
+      tasks::Backend& backend, std::size_t floats, const CompressorParams& params)>;
+  /// Its passes on a compute device for a buffer of `floats` floats there (throws DeviceError
+  /// where the backend has no codec kernels). Empty: none; a scheme on a device model then
+  /// encodes the host copy on the host.
+  MakeDevice make_device;
 };
 
-/// Adds `entry` to the registry. Thread-safe. Throws ContractError for an empty name, factory or
-/// size, or a name already registered.
+/// The scheme id of uncompressed scheme `base` (topo/scheme_model.h) with registered compressor
+/// `method`: "<base>_<method>" ("ps_int8", "sfb_fp16", "allreduce_bf16"). Pure.
+[[nodiscard]] std::string compressed_scheme_id(std::string_view base, std::string_view method);
+
+/// The segment format of registered compressor `method` (CompressorEntry::segment). Throws
+/// ConfigError for an unregistered name, ContractError naming `who` for a compressor without one.
+[[nodiscard]] const collective::SegmentCodec& segment_format(std::string_view method,
+                                                             std::string_view who);
+
+/// Adds `entry` to the registry: a program's own compressor (apps/examples/custom_pipeline), as a
+/// DDP user registers a comm hook. Register before the first job config is read and the first
+/// node built: the config's sync.compression.method, the planner's schemes and the transport's
+/// lanes are taken from the registry then. Thread-safe. Throws ContractError for an empty name,
+/// factory or size, or a name already registered.
 void register_compressor(CompressorEntry entry);
+
+/// While one lives on the calling thread, sync.compression.method accepts any name, as if a
+/// compressor of that name were registered: for a program that checks a job config on behalf of
+/// another program that registers compressors of its own (gradmesh-launch with --node). Building
+/// a scheme on it still needs it registered. Not copyable; nests.
+class AcceptUnknownCompressors {
+ public:
+  AcceptUnknownCompressors() noexcept;
+  ~AcceptUnknownCompressors();
+  AcceptUnknownCompressors(const AcceptUnknownCompressors&) = delete;
+  AcceptUnknownCompressors& operator=(const AcceptUnknownCompressors&) = delete;
+  /// Whether one lives on the calling thread.
+  [[nodiscard]] static bool active() noexcept;
+};
 /// The entry named `name`, or null. Thread-safe (entries are never removed).
 [[nodiscard]] const CompressorEntry* find_compressor(std::string_view name);
 /// The entry named `name`. Throws ConfigError naming `key` and the registered names.

@@ -8,16 +8,16 @@
 //
 // Encode, per iteration, with p the residual (error feedback) or a scratch copy of g (without):
 //   p += g (accumulate) | p = g;  ||g||^2, ||p||^2            (sum_squares)
-//   fp16/bf16: encode_half(p) -> wire, p = p - D(wire)      (exact: codec.h's invariant)
-//   int8:      encode_int8(p) -> scales, values, p -= D      (one block a chunk)
-//   top-k:     top_k(p) -> indices; gather_and_zero(p) -> values
-//   random-k:  random_k(stream) -> indices; gather_and_zero(p) -> values
+//   the compressor's DeviceKernels::encode(p) -> wire, p = p - D(wire) (each compressor's own, in
+//   its folder: fp16/bf16 encode_half, int8 encode_int8, top-k top_k + gather_and_zero, random-k
+//   random_k + gather_and_zero)
 //   ||p||^2 (the error; with error feedback the new residual's), then one download of the wire.
 // Decode: the bytes are checked on the host (Codec::check) before anything is uploaded, then one
-// upload and decode_half / decode_int8 / scatter_add (random-k regenerates its indices).
+// upload and the compressor's DeviceKernels::decode.
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -40,18 +40,18 @@ namespace gradmesh::sync::compress {
 /// kernels: the CPU's); decode() throws ProtocolError, writing nothing, as Codec::check.
 class DeviceCodec final : public engine::Checkpointable {
  public:
-  /// As Codec's constructor; `backend` must outlive the codec. Throws ConfigError for a ratio out
-  /// of range, DeviceError when the device cannot hold the buffers.
-  DeviceCodec(tasks::Backend& backend, CodecKind kind, std::size_t floats, double ratio = 1.0,
-              bool error_feedback = true, std::uint64_t seed = 0);
-  /// The compressor `method` (one supports() accepts; ContractError otherwise) with `params`.
+  /// The registered compressor `method` with `params` (as Codec's constructor), on `backend`,
+  /// which must outlive the codec. Throws ConfigError for an unknown name or parameters out of
+  /// range, ContractError for a compressor without device kernels (supports()), DeviceError when
+  /// the device cannot hold the buffers or has no codec kernels.
   DeviceCodec(tasks::Backend& backend, std::string_view method, std::size_t floats,
               const CompressorParams& params, bool error_feedback);
 
-  [[nodiscard]] CodecKind kind() const noexcept { return kind_; }
-  /// Whether the backend's codec kernels implement `method` (none, fp16, bf16, int8, topk,
-  /// randomk); another registered compressor encodes on the host. Pure.
-  [[nodiscard]] static bool supports(std::string_view method) noexcept;
+  /// The compressor's registered name.
+  [[nodiscard]] std::string_view name() const noexcept { return host_.name(); }
+  /// Whether registered compressor `method` has device kernels (CompressorEntry::make_device:
+  /// none, fp16, bf16, int8, topk, randomk); another encodes on the host. Thread-safe.
+  [[nodiscard]] static bool supports(std::string_view method);
   [[nodiscard]] std::size_t floats() const noexcept { return host_.floats(); }
   [[nodiscard]] std::size_t kept() const noexcept { return host_.kept(); }
   [[nodiscard]] bool error_feedback() const noexcept { return error_feedback_; }
@@ -78,15 +78,13 @@ class DeviceCodec final : public engine::Checkpointable {
   void decode_into(std::span<const std::byte> in, float* out, std::uint64_t iteration, bool add);
 
   tasks::Backend& backend_;
-  CodecKind kind_;
-  Codec host_;  // sizes, check(), random-k's stream; never encodes (no residual of its own)
+  Codec host_;  // sizes, check(); never encodes (no residual of its own)
   bool error_feedback_;
-  std::uint64_t seed_;
-  tasks::Buffer<float> p_;                // the residual (error feedback) or encode's scratch
-  tasks::Buffer<std::byte> wire_;         // one encoding, on the device
-  tasks::Buffer<std::uint32_t> indices_;  // random-k's indices (top-k's live in wire_)
-  tasks::Buffer<std::byte> scratch_;      // top-k's sort scratch
-  tasks::Buffer<double> norms_;           // ||g||^2, ||p||^2, ||error||^2
+  bool lossless_;                           // no error to sum
+  std::unique_ptr<DeviceKernels> kernels_;  // the compressor's own (its folder)
+  tasks::Buffer<float> p_;                  // the residual (error feedback) or encode's scratch
+  tasks::Buffer<std::byte> wire_;           // one encoding, on the device
+  tasks::Buffer<double> norms_;             // ||g||^2, ||p||^2, ||error||^2
 };
 
 }  // namespace gradmesh::sync::compress

@@ -7,15 +7,8 @@
 
 namespace gradmesh::sync::compress {
 
-namespace {
-std::size_t floats_of(const std::unique_ptr<Compressor>& inner) {
-  GRADMESH_CHECK(inner != nullptr, "ErrorFeedback: no compressor to wrap");
-  return inner->floats();
-}
-}  // namespace
-
 ErrorFeedback::ErrorFeedback(std::unique_ptr<Compressor> inner)
-    : Compressor(floats_of(inner)), inner_(std::move(inner)), residual_(floats(), 0.0f) {}
+    : CompressorDecorator(std::move(inner), "ErrorFeedback"), residual_(floats(), 0.0f) {}
 
 EncodeStats ErrorFeedback::encode(std::span<const float> gradient, std::span<std::byte> out,
                                   std::uint64_t iteration, float* error, double) {
@@ -30,7 +23,7 @@ EncodeStats ErrorFeedback::encode(std::span<const float> gradient, std::span<std
     gradient2.add(i, g);
     input2.add(i, p);
   }
-  EncodeStats stats = inner_->encode(residual_, out, iteration, residual_.data(), input2.total());
+  EncodeStats stats = wrapped().encode(residual_, out, iteration, residual_.data(), input2.total());
   stats.gradient_norm2 = gradient2.total();
   if (error != nullptr) std::copy(residual_.begin(), residual_.end(), error);
   return stats;

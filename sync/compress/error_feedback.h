@@ -21,37 +21,18 @@ namespace gradmesh::sync::compress {
 /// inner compressor's traits().exact_error holds (the inner compressor writes e' in its encoding
 /// pass, in place over p). Memory: the residual (4n bytes). Thread safety: as Compressor (encode
 /// and the residual's save/load mutate; decoding is the inner compressor's, const).
-class ErrorFeedback final : public Compressor, public engine::Checkpointable {
+class ErrorFeedback final : public CompressorDecorator, public engine::Checkpointable {
  public:
   /// Throws ContractError for a null `inner`.
   explicit ErrorFeedback(std::unique_ptr<Compressor> inner);
 
-  [[nodiscard]] std::string_view name() const noexcept override { return inner_->name(); }
-  [[nodiscard]] std::size_t kept() const noexcept override { return inner_->kept(); }
-  [[nodiscard]] std::size_t encoded_bytes() const noexcept override {
-    return inner_->encoded_bytes();
-  }
   /// Encodes p = `gradient` + residual and keeps p - D(C(p)) as the residual (written to `error`
   /// too when it is not null). Returns ||g||^2, ||p||^2 and ||p - D(C(p))||^2.
   /// (`input_norm2`, ||g||^2, is not used: the wrapper sums ||g||^2 and ||p||^2 as it forms p.)
   EncodeStats encode(std::span<const float> gradient, std::span<std::byte> out,
                      std::uint64_t iteration, float* error, double input_norm2) override;
   using Compressor::encode;
-  void check(std::span<const std::byte> in) const override { inner_->check(in); }
-  void decode(std::span<const std::byte> in, std::span<float> out,
-              std::uint64_t iteration) const override {
-    inner_->decode(in, out, iteration);
-  }
-  void decode_add(std::span<const std::byte> in, std::span<float> sum,
-                  std::uint64_t iteration) const override {
-    inner_->decode_add(in, sum, iteration);
-  }
-  void mask_sent(std::span<const std::byte> in, std::span<float> values,
-                 std::uint64_t iteration) const override {
-    inner_->mask_sent(in, values, iteration);
-  }
 
-  [[nodiscard]] const Compressor& inner() const noexcept { return *inner_; }
   /// The residual e (floats() floats).
   [[nodiscard]] std::span<const float> residual() const noexcept { return residual_; }
   /// The residual, bit for bit (checkpoints: it is optimizer-like state).
@@ -60,7 +41,6 @@ class ErrorFeedback final : public Compressor, public engine::Checkpointable {
   void load_state(engine::StateReader& in) override;
 
  private:
-  std::unique_ptr<Compressor> inner_;
   std::vector<float> residual_;
 };
 

@@ -4,7 +4,6 @@
 #include <optional>
 
 #include "sync/allreduce/allreduce_scheme.h"
-#include "sync/compress/codec.h"
 #include "sync/compress/powersgd_model.h"
 #include "sync/compress/sparse_model.h"
 #include "sync/poseidon/sfb_scheme.h"
@@ -15,38 +14,68 @@ namespace gradmesh::sync {
 
 namespace {
 
-/// Each method and the uncompressed schemes it stands in for.
-struct MethodBase {
-  std::string_view method;
-  std::string_view base;
-};
-constexpr MethodBase kMethods[] = {{"powersgd", topo::kAllReduceScheme},
-                                   {"fp16", topo::kPsScheme},
-                                   {"fp16", topo::kSfbScheme},
-                                   {"fp16", topo::kAllReduceScheme},
-                                   {"bf16", topo::kPsScheme},
-                                   {"bf16", topo::kSfbScheme},
-                                   {"bf16", topo::kAllReduceScheme},
-                                   {"int8", topo::kPsScheme},
-                                   {"topk", topo::kAllReduceScheme},
-                                   {"randomk", topo::kAllReduceScheme},
-                                   {"sign", topo::kAllReduceScheme},
-                                   {"qsgd", topo::kAllReduceScheme}};
+/// The uncompressed schemes registered compressor `entry` stands in for, from its declared
+/// traits and wire formats (issue 56, item 3: no hand-written table):
+///   - a dense one on PS's chunks (compressed PS: the owner decodes each push into its sum and
+///     broadcasts the new parameters compressed the same way, ps_scheme.h);
+///   - one with a segment format on SFB's factors (each factor one segment, sfb_layer.h);
+///   - every lossy one on all-reduce's layers: summed on the ring in its segment format (a second
+///     bucketed scheme), else exchanged per layer (sparse_scheme.h: a ring of the kept values for
+///     shared indices, all-gather for the rest).
+/// The lossless identity ("none") stands in for nothing.
+std::vector<std::string_view> bases_of(const compress::CompressorEntry& entry) {
+  std::vector<std::string_view> bases;
+  if (entry.traits.lossless) return bases;
+  if (entry.traits.dense) bases.push_back(topo::kPsScheme);
+  if (entry.segment != nullptr) bases.push_back(topo::kSfbScheme);
+  bases.push_back(topo::kAllReduceScheme);
+  return bases;
+}
 
-/// The compressed stand-in of `base` for `options` (a method of kMethods with that base); its
+/// The methods a job may name besides none, in the order plans and errors list them: PowerSGD (a
+/// scheme of its own, not a registered compressor: it needs a layer's weight matrix, and stands
+/// in for all-reduce), then every registered lossy compressor in registration order.
+std::vector<std::string> compression_methods() {
+  std::vector<std::string> methods{std::string(kPowerSgdScheme)};
+  for (std::string& name : compress::compressor_names()) {
+    if (!compress::compressor_entry(name).traits.lossless) methods.push_back(std::move(name));
+  }
+  return methods;
+}
+
+/// The compressed stand-in of `base` for `options` (a base of compression_bases(method)); its
 /// model is marked SchemeModel::compressed.
 topo::SchemeModel compressed_model(const CompressionOptions& options, std::string_view base) {
-  if (options.method == "powersgd") {
+  if (options.method == kPowerSgdScheme) {
     return powersgd_scheme_model(static_cast<std::size_t>(options.rank));
   }
   const compress::CompressorEntry& entry =
       compress::compressor_entry(options.method, "sync.compression.method");
-  if (base == topo::kAllReduceScheme && entry.segment == nullptr) {
-    return sparse_scheme_model(entry.name, compressor_params(options, 0, 0));
-  }
   if (base == topo::kPsScheme) return ps_coded_scheme_model(entry.name);
-  if (base == topo::kAllReduceScheme) return allreduce_half_scheme_model(entry.name);
-  return sfb_half_scheme_model(compress::parse_codec_kind(options.method));
+  if (base == topo::kSfbScheme) return sfb_segment_scheme_model(entry.name);
+  if (entry.segment != nullptr) return allreduce_segment_scheme_model(entry.name);
+  return sparse_scheme_model(entry.name, compressor_params(options, 0, 0));
+}
+
+/// sync.compression.method: none, powersgd or a registered compressor's name, looked up when a
+/// config is read (a program registers its own first), or any name under
+/// compress::AcceptUnknownCompressors.
+OptionKey method_key() {
+  std::vector<std::string> methods{std::string(kNoCompression)};
+  for (std::string& method : compression_methods()) methods.push_back(std::move(method));
+  OptionKey key = choice_key("method", std::move(methods));
+  key.expected += " (or a compressor the program registered)";
+  key.canonical = [](const OptionValue& value) -> std::optional<OptionValue> {
+    const auto* name = std::get_if<std::string>(&value);
+    if (name == nullptr || name->empty()) return std::nullopt;
+    if (*name == kNoCompression || *name == kPowerSgdScheme ||
+        compress::find_compressor(*name) != nullptr ||
+        compress::AcceptUnknownCompressors::active()) {
+      return value;
+    }
+    return std::nullopt;
+  };
+  return key;
 }
 
 /// sync.compression.bits: qsgd's bits a float, 2, 4 or 8 (checked here, so a job that never
@@ -65,12 +94,8 @@ OptionKey bits_key() {
 }  // namespace
 
 OptionTable compression_option_table() {
-  std::vector<std::string> methods{std::string(kNoCompression)};
-  for (const MethodBase& m : kMethods) {
-    if (methods.back() != m.method) methods.emplace_back(m.method);
-  }
   return {"compression",
-          {choice_key("method", methods), integer_key("rank", 1, 2, ""),
+          {method_key(), integer_key("rank", 1, 2, ""),
            fraction_key("ratio", CompressionOptions{}.ratio,
                         "the share of a layer's entries top-k and random-k send"),
            integer_key("start_iteration", 0, 0, "iterations"),
@@ -94,27 +119,28 @@ compress::CompressorParams compressor_params(const CompressionOptions& options, 
 }
 
 std::vector<std::string_view> compression_bases(std::string_view method) {
-  std::vector<std::string_view> bases;
-  for (const MethodBase& m : kMethods) {
-    if (m.method == method) bases.push_back(m.base);
-  }
-  return bases;
+  if (method == kPowerSgdScheme) return {topo::kAllReduceScheme};
+  const compress::CompressorEntry* entry = compress::find_compressor(method);
+  if (entry == nullptr) return {};
+  return bases_of(*entry);
 }
 
 std::vector<std::string> methods_for(std::string_view base) {
   std::vector<std::string> methods;
-  for (const MethodBase& m : kMethods) {
-    if (m.base == base) methods.emplace_back(m.method);
+  for (std::string& method : compression_methods()) {
+    const std::vector<std::string_view> bases = compression_bases(method);
+    if (std::find(bases.begin(), bases.end(), base) != bases.end()) {
+      methods.push_back(std::move(method));
+    }
   }
   return methods;
 }
 
 std::vector<std::string> gathered_methods() {
   std::vector<std::string> methods;
-  for (const MethodBase& m : kMethods) {
-    if (m.base != topo::kAllReduceScheme) continue;
-    const compress::CompressorEntry* entry = compress::find_compressor(m.method);
-    if (entry != nullptr && entry->segment == nullptr) methods.emplace_back(m.method);
+  for (std::string& method : methods_for(topo::kAllReduceScheme)) {
+    const compress::CompressorEntry* entry = compress::find_compressor(method);
+    if (entry != nullptr && entry->segment == nullptr) methods.push_back(std::move(method));
   }
   return methods;
 }

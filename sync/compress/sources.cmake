@@ -5,9 +5,11 @@ target_sources(gradmesh_sync PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/builtin_compressors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/codec.cpp
   ${CMAKE_CURRENT_LIST_DIR}/codec_profile.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/compression_profile.cpp
   ${CMAKE_CURRENT_LIST_DIR}/compressor.cpp
   ${CMAKE_CURRENT_LIST_DIR}/device_codec.cpp
   ${CMAKE_CURRENT_LIST_DIR}/error_feedback.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/momentum_correction.cpp
   ${CMAKE_CURRENT_LIST_DIR}/options.cpp
   ${CMAKE_CURRENT_LIST_DIR}/powersgd.cpp
   ${CMAKE_CURRENT_LIST_DIR}/powersgd_model.cpp

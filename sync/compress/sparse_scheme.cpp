@@ -83,6 +83,10 @@ SparseScheme::SparseScheme(const SyncContext& ctx, LaneRouter& router,
     layer->index = l;
     layer->name = ctx_.model.layer_name(l);
     layer->offset = ctx_.model.parameter_offset(l);
+    if (momentum_correction_) {  // DGC: this node's own velocity, in the optimizer's slice
+      layer->codec.correct_momentum(ctx_.optimizer.options().momentum,
+                                    ctx_.optimizer.velocity().subspan(layer->offset, floats));
+    }
     const auto slot = static_cast<std::uint32_t>(layers_.size());
     const auto priority = static_cast<std::uint32_t>(l);
     const std::size_t bytes = layer->codec.encoded_bytes();
@@ -158,26 +162,20 @@ void SparseScheme::encode(Layer& layer) {
   const std::span<std::byte> out = layer.gather
                                        ? std::span<std::byte>(layer.sent[layer.round % 2])
                                        : std::as_writable_bytes(std::span<float>(layer.values));
-  std::span<const float> input = gradients;
-  std::span<float> velocity;
-  if (momentum_correction_) {  // DGC eq. 5: u = m u + (g + wd w), this node's own velocity
-    const tasks::SgdOptions o = ctx_.optimizer.options();
-    velocity = ctx_.optimizer.velocity().subspan(layer.offset, gradients.size());
+  if (momentum_correction_) {  // DGC eq. 5's g + wd w; the codec's wrapper adds it into u
     const std::span<const float> w = ctx_.model.layer_parameters(layer.index);
-    ctx_.optimizer.for_each_decay_segment(
-        layer.offset, velocity.size(), [&](std::size_t b, std::size_t e, float decay) {
-          for (std::size_t i = b; i < e; ++i) {
-            velocity[i] = o.momentum * velocity[i] + (gradients[i] + decay * w[i]);
-          }
-        });
-    input = velocity;
+    ctx_.optimizer.for_each_decay_segment(layer.offset, gradients.size(),
+                                          [&](std::size_t b, std::size_t e, float decay) {
+                                            if (decay == 0.0f) return;
+                                            for (std::size_t i = b; i < e; ++i)
+                                              gradients[i] += decay * w[i];
+                                          });
   }
   const compress::EncodeStats stats =
       layer.device_codec
           ? layer.device_codec->encode(ctx_.model.device_layer_gradients(layer.index).data(), out,
                                        layer.done)
-          : layer.codec.encode(input, out, layer.done);
-  if (momentum_correction_) layer.codec.mask_sent(out, velocity, layer.done);  // DGC masking
+          : layer.codec.encode(gradients, out, layer.done);
   {  // with error feedback the residual is the compression error
     const std::lock_guard lock(figures_mutex_);
     layer.figures.add(stats.input_norm2, stats.error_norm2, stats.error_norm2,

@@ -61,16 +61,17 @@ namespace gradmesh::sync {
 /// its own velocity u of the layer (in the optimizer's velocity slice of the layer, which no
 /// other step uses then, so the checkpoint holds it): u = m u + (g + wd w), the codec compresses
 /// u with error feedback (its residual is DGC's accumulated v), u is zeroed where the encoding
-/// sent (masking), and the layer steps w -= lr * (the mean of the decodings), without momentum
-/// or weight decay again. Error feedback with the optimizer's momentum on the sparse mean instead
-/// (sync.compression.momentum_correction = false) releases many iterations' gradient into the
-/// momentum at once: random-k at 1% with momentum 0.9 diverged so on the demo MLP
-/// (docs/compression.md), and diverged with the correction too (a random-k coordinate goes out
-/// about every 1 / ratio iterations whatever its size): the constructor warns for random-k with
-/// momentum, and for top-k with momentum and no correction. At ratio 1 with the correction nothing
-/// is held back and u restarts every step: training equals the union batches' SGD without momentum;
-/// without it, with momentum. Warm-up iterations step with the optimizer's momentum, and the
-/// compressed ones start from that velocity.
+/// sent (masking) — the codec's compress::MomentumCorrection wrapper around its error feedback
+/// (momentum_correction.h; the scheme adds wd w into g first) — and the layer steps w -= lr * (the
+/// mean of the decodings), without momentum or weight decay again. Error feedback with the
+/// optimizer's momentum on the sparse mean instead (sync.compression.momentum_correction = false)
+/// releases many iterations' gradient into the momentum at once: random-k at 1% with momentum 0.9
+/// diverged so on the demo MLP (docs/compression.md), and diverged with the correction too (a
+/// random-k coordinate goes out about every 1 / ratio iterations whatever its size): the
+/// constructor warns for random-k with momentum, and for top-k with momentum and no correction. At
+/// ratio 1 with the correction nothing is held back and u restarts every step: training equals the
+/// union batches' SGD without momentum; without it, with momentum. Warm-up iterations step with the
+/// optimizer's momentum, and the compressed ones start from that velocity.
 ///
 /// On a device model (compute.device = "cuda") the encode of a compressor the backend's codec
 /// kernels implement (DeviceCodec::supports: top-k, random-k) runs on the device

@@ -10,18 +10,9 @@
 
 namespace gradmesh::sync {
 
-namespace {
-/// The 16-bit wire's header: U's scale, V's scale (f32 each).
-constexpr std::size_t kHalfHeaderBytes = 2 * sizeof(float);
-}  // namespace
-
 SfbLayer::SfbLayer(std::size_t m, std::size_t n, std::size_t k, std::size_t nodes, std::size_t rank,
-                   tasks::Backend* device, compress::CodecKind wire)
+                   tasks::Backend* device, const collective::SegmentCodec* wire)
     : m_(m), n_(n), k_(k), nodes_(nodes), rank_(rank), device_(device), wire_(wire) {
-  GRADMESH_CHECK(
-      wire == compress::CodecKind::kNone || wire == compress::CodecKind::kFp16 ||
-          wire == compress::CodecKind::kBf16,
-      "SFB factors travel as floats, fp16 or bf16, not " + std::string(compress::codec_name(wire)));
   for (Round& r : rounds_) r.factors.resize(nodes);
   for (auto& buffer : send_) buffer.resize(factor_bytes());
   tasks::Backend& staging = device != nullptr ? *device : tasks::cpu::host_backend();
@@ -34,9 +25,8 @@ SfbLayer::SfbLayer(std::size_t m, std::size_t n, std::size_t k, std::size_t node
 }
 
 std::size_t SfbLayer::factor_bytes() const noexcept {
-  const std::size_t floats = k_ * (m_ + n_);
-  if (wire_ == compress::CodecKind::kNone) return floats * sizeof(float);
-  return kHalfHeaderBytes + floats * sizeof(std::uint16_t);
+  if (wire_ == nullptr) return k_ * (m_ + n_) * sizeof(float);
+  return wire_->encoded_bytes(k_ * m_) + wire_->encoded_bytes(k_ * n_);
 }
 
 net::Payload SfbLayer::pack(std::uint64_t round, std::span<const float> u,
@@ -44,17 +34,12 @@ net::Payload SfbLayer::pack(std::uint64_t round, std::span<const float> u,
   GRADMESH_CHECK_EQ(u.size(), k_ * m_, "U must be K x M");
   GRADMESH_CHECK_EQ(v.size(), k_ * n_, "V must be K x N");
   std::vector<std::byte>& buffer = send_[round % 2];
-  if (wire_ == compress::CodecKind::kNone) {
+  if (wire_ == nullptr) {
     std::memcpy(buffer.data(), u.data(), u.size_bytes());
     std::memcpy(buffer.data() + u.size_bytes(), v.data(), v.size_bytes());
   } else {
-    const float scales[2] = {compress::half_block_scale(compress::half_format(wire_), u),
-                             compress::half_block_scale(compress::half_format(wire_), v)};
-    std::memcpy(buffer.data(), scales, sizeof(scales));
-    std::byte* at = buffer.data() + kHalfHeaderBytes;
-    compress::encode_half_block(compress::half_format(wire_), scales[0], u, at);
-    compress::encode_half_block(compress::half_format(wire_), scales[1], v,
-                                at + u.size() * sizeof(std::uint16_t));
+    wire_->encode(u, buffer.data(), {});
+    wire_->encode(v, buffer.data() + wire_->encoded_bytes(u.size()), {});
   }
   net::Payload payload = net::Payload::view(std::span<const std::byte>(buffer));
   std::string why;
@@ -131,17 +116,13 @@ SfbLayer::Round& SfbLayer::stack(std::uint64_t round) {
     const std::byte* bytes = r->factors[p].bytes().data();
     const std::span<float> u(u_all_.data() + p * k_ * m_, k_ * m_);
     const std::span<float> v(v_all_.data() + p * k_ * n_, k_ * n_);
-    if (wire_ == compress::CodecKind::kNone) {
+    if (wire_ == nullptr) {
       std::memcpy(u.data(), bytes, u.size_bytes());
       std::memcpy(v.data(), bytes + u.size_bytes(), v.size_bytes());
       continue;
     }
-    float scales[2];
-    std::memcpy(scales, bytes, sizeof(scales));
-    const std::byte* at = bytes + kHalfHeaderBytes;
-    compress::decode_half_block(compress::half_format(wire_), scales[0], at, u);
-    compress::decode_half_block(compress::half_format(wire_), scales[1],
-                                at + u.size() * sizeof(std::uint16_t), v);
+    wire_->decode(bytes, u);
+    wire_->decode(bytes + wire_->encoded_bytes(u.size()), v);
   }
   return *r;
 }

@@ -6,9 +6,10 @@
 // replicas stay identical. On a device model the stack goes to the device and the GEMM runs there
 // (rebuild_on_device): only the small factors cross PCIe, never the M x N gradient.
 //
-// The factors cross the wire as floats, or in 16 bits (fp16 with a power-of-two scale per factor,
-// or bf16; sync/compress/codec.h's half blocks, issue 28). Every node, this one included, rebuilds
-// from the decoded factors, so the replicas stay identical bit for bit.
+// The factors cross the wire as floats, or each factor (U, then V) as one segment of a compressor's
+// segment format (collective::SegmentCodec: fp16 with a power-of-two scale, or bf16; issue 28,
+// issue 56). Every node, this one included, rebuilds from the decoded factors, so the replicas
+// stay identical bit for bit.
 
 #include <array>
 #include <cstddef>
@@ -22,7 +23,7 @@
 #include "engine/task.h"
 #include "net/payload.h"
 #include "sync/collective/latch.h"
-#include "sync/compress/codec.h"
+#include "sync/collective/segment_codec.h"
 #include "tasks/backend.h"
 
 namespace gradmesh::sync {
@@ -43,13 +44,14 @@ class SfbLayer {
   /// A dense layer with M outputs and N inputs, K samples per node, `nodes` nodes, this is `rank`.
   /// `device`: the Model's backend when the layer is rebuilt on the device (rebuild_on_device;
   /// the stack is then pinned staging plus a device copy, nK (M + N) floats each), nullptr for
-  /// the host (rebuild). `wire`: how the factors cross the wire: kNone (floats), kFp16 or kBf16.
-  /// Throws DeviceError when the device is out of memory, ContractError for another `wire`.
+  /// the host (rebuild). `wire`: the segment format the factors cross the wire in (not owned; it
+  /// outlives the layer: the registry's are process-wide), nullptr for floats.
+  /// Throws DeviceError when the device is out of memory.
   SfbLayer(std::size_t m, std::size_t n, std::size_t k, std::size_t nodes, std::size_t rank,
-           tasks::Backend* device = nullptr, compress::CodecKind wire = compress::CodecKind::kNone);
+           tasks::Backend* device = nullptr, const collective::SegmentCodec* wire = nullptr);
 
-  /// Bytes of one node's factors: K (M + N) floats; in 16 bits, two f32 scales (U's, V's) and
-  /// K (M + N) u16.
+  /// Bytes of one node's factors: K (M + N) floats; with a segment format, U's segment (K M
+  /// floats) then V's (K N): for fp16 and bf16 an f32 scale and K M u16, then the same for V.
   [[nodiscard]] std::size_t factor_bytes() const noexcept;
 
   /// Writes this node's U (K x M) and V (K x N) into round `round`'s send buffer (encoded for the
@@ -95,8 +97,8 @@ class SfbLayer {
   void release(Round& r);
 
   std::size_t m_, n_, k_, nodes_, rank_;
-  tasks::Backend* device_;  // null: rebuilt on the host
-  compress::CodecKind wire_;
+  tasks::Backend* device_;                // null: rebuilt on the host
+  const collective::SegmentCodec* wire_;  // null: floats
   std::mutex mutex_;
   std::uint64_t current_ = 0;                   // the oldest round not yet rebuilt
   std::array<Round, 2> rounds_;                 // by round parity

@@ -1,6 +1,7 @@
 #include "sync/poseidon/sfb_scheme.h"
 
 #include "engine/error.h"
+#include "sync/compress/compressor.h"
 #include "sync/poseidon/messages.h"
 #include "topo/planner.h"
 
@@ -10,28 +11,34 @@ namespace {
 constexpr auto kFactors = static_cast<std::uint16_t>(sfb::Kind::kSufficientFactors);
 }
 
-topo::SchemeModel sfb_half_scheme_model(compress::CodecKind kind) {
-  GRADMESH_CHECK(
-      kind == compress::CodecKind::kFp16 || kind == compress::CodecKind::kBf16,
-      "sfb_half_scheme_model: fp16 or bf16, not " + std::string(compress::codec_name(kind)));
+std::string sfb_segment_scheme_id(std::string_view method) {
+  return compress::compressed_scheme_id(topo::kSfbScheme, method);
+}
+
+topo::SchemeModel sfb_segment_scheme_model(std::string_view method) {
+  const collective::SegmentCodec& segment =
+      compress::segment_format(method, "sfb_segment_scheme_model");
+  // Each node's message: U's segment then V's, each the format's header and its bytes a float.
+  const topo::FactorWire wire{
+      static_cast<double>(segment.encoded_bytes(1) - segment.encoded_bytes(0)),
+      2.0 * static_cast<double>(segment.encoded_bytes(0))};
   topo::SchemeModel m = topo::sfb_scheme_model();
   m.compressed = true;
-  m.id = std::string(kind == compress::CodecKind::kFp16 ? kSfbFp16Scheme : kSfbBf16Scheme);
-  m.cost = [](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {
-    return topo::sfb_cost(in.cluster, in.batch, layer.rows, layer.cols,
-                          topo::FactorWire{2.0, 2.0 * sizeof(float)});
+  m.id = sfb_segment_scheme_id(method);
+  m.cost = [wire](const topo::SchemeCostInput& in, const topo::LayerProfile& layer) {
+    return topo::sfb_cost(in.cluster, in.batch, layer.rows, layer.cols, wire);
   };
   m.lanes = {{std::string(sfb::kHalfLane), 1.0}};
   return m;
 }
 
 SfbScheme::SfbScheme(const SyncContext& ctx, LaneRouter& router,
-                     const std::vector<std::size_t>& layers, compress::CodecKind wire)
+                     const std::vector<std::size_t>& layers, const collective::SegmentCodec* wire)
     : ctx_(ctx),
       router_(router),
       wire_(wire),
       lane_(router.route(
-          wire == compress::CodecKind::kNone ? sfb::kLane : sfb::kHalfLane,
+          wire == nullptr ? sfb::kLane : sfb::kHalfLane,
           [this](std::size_t from, net::Message&& m) { on_factors(from, std::move(m)); })),
       layers_(ctx.model.num_layers()) {
   tasks::Model& model = ctx_.model;
@@ -95,8 +102,8 @@ double SfbScheme::bytes_sent(std::size_t layer) const {
 
 std::string SfbScheme::describe(std::size_t layer) const {
   (void)layer;
-  if (wire_ == compress::CodecKind::kNone) return "SFB";
-  return "SFB " + std::string(compress::codec_name(wire_));
+  if (wire_ == nullptr) return "SFB";
+  return "SFB " + std::string(wire_->name());
 }
 
 void SfbScheme::send_factors(std::size_t layer, std::uint64_t round) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -15,16 +16,16 @@
 
 namespace gradmesh::sync {
 
-/// The scheme ids of SFB with its factors in 16 bits (issue 28; sync.compression.method fp16,
-/// bf16).
-inline constexpr std::string_view kSfbFp16Scheme = "sfb_fp16";
-inline constexpr std::string_view kSfbBf16Scheme = "sfb_bf16";
+/// The scheme id of SFB with its factors in the segment format of compressor `method`
+/// (sync.compression.method; issue 28, issue 56): "sfb_" + method ("sfb_fp16"). Pure.
+[[nodiscard]] std::string sfb_segment_scheme_id(std::string_view method);
 
-/// SFB with 16-bit factors as the planner sees it (`kind` kFp16 or kBf16): fits the layers SFB
-/// fits; cost topo::sfb_cost with 2 bytes a float and the 8-byte header of the two scales
-/// (FactorWire), the conversions priced; lane sf_broadcast_half; skips the layer's own dW.
-/// Throws ContractError for another kind.
-[[nodiscard]] topo::SchemeModel sfb_half_scheme_model(compress::CodecKind kind);
+/// SFB with its factors in the segment format of registered compressor `method` as the planner
+/// sees it: fits the layers SFB fits; cost topo::sfb_cost with the format's bytes a float and its
+/// two segments' headers (FactorWire; fp16 and bf16: 2 bytes a float, an f32 scale a factor), the
+/// conversions priced; lane sf_broadcast_half; skips the layer's own dW. Throws ConfigError for
+/// an unregistered name, ContractError for a compressor without a segment format.
+[[nodiscard]] topo::SchemeModel sfb_segment_scheme_model(std::string_view method);
 
 /// One iteration, for each of its layers l (a layer with sufficient factors, M x N weights):
 ///   sfb_send_l (network task, right after backward_l) broadcasts (U, V) to every peer;
@@ -42,25 +43,25 @@ inline constexpr std::string_view kSfbBf16Scheme = "sfb_bf16";
 /// scheme registered (Optimizer::keep_on_device); the layer's device copy is then the current one
 /// (Model::device_layer_parameters). The M x N gradient and weights never cross PCIe.
 ///
-/// `wire` kFp16 or kBf16: the factors cross the wire in 16 bits (SfbLayer; scheme ids sfb_fp16,
-/// sfb_bf16 on the lane sf_broadcast_half, issue 28), half the bytes; every node rebuilds from the
-/// decoded factors, its own included.
+/// `wire` a compressor's segment format (fp16, bf16): the factors cross the wire in it (SfbLayer;
+/// scheme ids sfb_fp16, sfb_bf16 on the lane sf_broadcast_half, issue 28), half the bytes; every
+/// node rebuilds from the decoded factors, its own included.
 ///
 /// Errors and thread safety: as PsScheme (see SfbLayer for the buffers). The constructor throws
 /// ContractError for a device model whose executor has more than one compute thread.
 class SfbScheme final : public Scheme {
  public:
-  /// Routes the sf_broadcast lane (kNone) or sf_broadcast_half (16 bits) on `router`. `layers`
-  /// must have sufficient factors.
+  /// Routes the sf_broadcast lane (`wire` null: floats) or sf_broadcast_half (a segment format,
+  /// not owned, outliving the scheme) on `router`. `layers` must have sufficient factors.
   SfbScheme(const SyncContext& ctx, LaneRouter& router, const std::vector<std::size_t>& layers,
-            compress::CodecKind wire = compress::CodecKind::kNone);
+            const collective::SegmentCodec* wire = nullptr);
 
   void build(engine::Graph& graph, const IterationTasks& tasks) override;
   void fail_all(std::exception_ptr error) override;
   /// Wire bytes this rank sends for layer l per iteration: (n - 1) (SfbLayer::factor_bytes() +
   /// frame header).
   [[nodiscard]] double bytes_sent(std::size_t layer) const override;
-  /// "SFB", "SFB fp16" or "SFB bf16".
+  /// "SFB", or "SFB " and the segment format's name ("SFB fp16").
   [[nodiscard]] std::string describe(std::size_t layer) const override;
 
  private:
@@ -70,7 +71,7 @@ class SfbScheme final : public Scheme {
 
   const SyncContext& ctx_;
   LaneRouter& router_;
-  compress::CodecKind wire_;
+  const collective::SegmentCodec* wire_;  // null: floats
   LaneId lane_;
   std::vector<std::unique_ptr<SfbLayer>> layers_;  // by layer; null unless SFB
 };

@@ -55,7 +55,7 @@ std::size_t chunk_bytes(const compress::CompressorEntry* wire, std::size_t float
 }  // namespace
 
 std::string ps_coded_scheme_id(std::string_view method) {
-  return std::string(topo::kPsScheme) + "_" + std::string(method);
+  return compress::compressed_scheme_id(topo::kPsScheme, method);
 }
 
 topo::SchemeModel ps_coded_scheme_model(std::string_view method) {

@@ -4,6 +4,8 @@
 //   - a pre-processing task of its own: random shifts of each image (random_shift.h),
 //   - a layer kind of its own: leaky_relu (leaky_relu.h), named in the job config,
 //   - a loss of its own: label smoothing (label_smoothing.h), the config's last model entry,
+//   - a gradient compressor of its own: int16 against one scale a buffer (scaled_int16.h), named
+//     in the job config's [sync.compression] like a built-in one,
 //   - an evaluation on the test set after each epoch, with a metric of its own (top-2 accuracy,
 //     written to the metrics file beside loss and accuracy),
 // and whatever sync strategy the job config names; gradmesh attaches it after each layer's
@@ -18,11 +20,15 @@
 #include "label_smoothing.h"
 #include "leaky_relu.h"
 #include "random_shift.h"
+#include "scaled_int16.h"
+#include "sync/compress/compressor.h"
 #include "tasks/data/fashion_mnist.h"
 
 int main(int argc, char** argv) {
   gradmesh::tasks::register_layer("leaky_relu", custom::LeakyRelu::make);
   gradmesh::tasks::register_loss("label_smoothing", custom::LabelSmoothing::make);
+  // Before the pipeline is built: its sync strategies read the registry then.
+  gradmesh::sync::compress::register_compressor(custom::scaled_int16_compressor());
   const auto cli = gradmesh::app::parse_node_command_line(argc, argv, "custom-pipeline");
   if (!cli.options) return cli.exit_status;
 

@@ -6,6 +6,7 @@
 #include "sync/compress/half/half_block.h"
 #include "sync/compress/half/half_segment_codec.h"
 #include "sync/compress/wire_bytes.h"
+#include "tasks/backend.h"
 
 namespace gradmesh::sync::compress {
 namespace {
@@ -55,18 +56,43 @@ class HalfCompressor final : public Compressor {
   tasks::HalfFormat format_;
 };
 
+/// On a device: the backend's encode_half (p becomes its error, exact as on the host) and
+/// decode_half.
+class HalfDeviceKernels final : public DeviceKernels {
+ public:
+  HalfDeviceKernels(tasks::Backend& backend, tasks::HalfFormat format, std::size_t floats)
+      : backend_(backend), format_(format), floats_(floats) {}
+  void encode(float* p, std::byte* wire, std::uint64_t) override {
+    backend_.encode_half(format_, p, floats_, reinterpret_cast<std::uint16_t*>(wire));
+  }
+  void decode(const std::byte* wire, float* out, std::uint64_t, bool add) override {
+    backend_.decode_half(format_, reinterpret_cast<const std::uint16_t*>(wire), floats_, out, add);
+  }
+
+ private:
+  tasks::Backend& backend_;
+  tasks::HalfFormat format_;
+  std::size_t floats_;
+};
+
 CompressorEntry half_entry(tasks::HalfFormat format, std::string name, std::string summary,
                            CompressorCost cost) {
-  return {std::move(name),
-          {.dense = true, .shared_indices = false, .exact_error = true},
-          [format](std::size_t floats, const CompressorParams&) -> std::unique_ptr<Compressor> {
-            return std::make_unique<HalfCompressor>(format, floats);
-          },
-          std::move(summary),
-          [](std::size_t floats, const CompressorParams&) { return 2 * floats; },
-          cost,
-          {},
-          &half_segment_codec(format)};
+  CompressorEntry entry{
+      std::move(name),
+      {.dense = true, .shared_indices = false, .exact_error = true},
+      [format](std::size_t floats, const CompressorParams&) -> std::unique_ptr<Compressor> {
+        return std::make_unique<HalfCompressor>(format, floats);
+      },
+      std::move(summary),
+      [](std::size_t floats, const CompressorParams&) { return 2 * floats; },
+      cost,
+      {},
+      &half_segment_codec(format)};
+  entry.make_device = [format](tasks::Backend& backend, std::size_t floats,
+                               const CompressorParams&) {
+    return std::unique_ptr<DeviceKernels>(new HalfDeviceKernels(backend, format, floats));
+  };
+  return entry;
 }
 
 }  // namespace

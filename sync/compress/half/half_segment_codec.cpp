@@ -2,9 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
-#include <string>
 
-#include "engine/error.h"
 #include "sync/compress/half/half_block.h"
 
 namespace gradmesh::sync::compress {
@@ -50,19 +48,6 @@ class HalfSegmentCodec final : public collective::SegmentCodec {
 const collective::SegmentCodec& half_segment_codec(tasks::HalfFormat format) {
   static const HalfSegmentCodec fp16(tasks::HalfFormat::kFp16), bf16(tasks::HalfFormat::kBf16);
   return format == tasks::HalfFormat::kFp16 ? fp16 : bf16;
-}
-
-const collective::SegmentCodec* half_segment_codec(CodecKind kind) {
-  switch (kind) {
-    case CodecKind::kNone:
-      return nullptr;
-    case CodecKind::kFp16:
-    case CodecKind::kBf16:
-      return &half_segment_codec(half_format(kind));
-    default:
-      throw ContractError("a ring all-reduce sends floats, fp16 or bf16, not " +
-                          std::string(codec_name(kind)));
-  }
 }
 
 }  // namespace gradmesh::sync::compress

@@ -3,19 +3,15 @@
 // collectives take it (collective::SegmentCodec, issue 56).
 
 #include "sync/collective/segment_codec.h"
-#include "sync/compress/codec.h"
+#include "tasks/backend.h"
 
 namespace gradmesh::sync::compress {
 
-/// The segment format of `kind` for a ring all-reduce: nullptr for kNone (the floats
-/// themselves); for kFp16 and kBf16 a process-wide object (never freed) that sends each segment
-/// as its f32 power-of-two scale (half_block_scale: fp16's largest magnitude in [2^14, 2^15), so
-/// nothing saturates) then its floats in 16 bits: 4 + 2 s bytes for s floats, each rounded to
-/// nearest even (at most 2^-11 relative for fp16, 2^-8 for bf16). Throws ContractError for
-/// another codec (a ring sums what it receives: int8's per-chunk scales and the sparsifiers'
-/// indices are for PS and all-gather). Thread-safe.
-[[nodiscard]] const collective::SegmentCodec* half_segment_codec(CodecKind kind);
-/// The segment format of `format` (the same objects). Thread-safe.
+/// The segment format of `format` for a ring all-reduce and SFB's factors (the fp16 and bf16
+/// registry entries' CompressorEntry::segment): a process-wide object (never freed) that sends
+/// each segment as its f32 power-of-two scale (half_block_scale: fp16's largest magnitude in
+/// [2^14, 2^15), so nothing saturates) then its floats in 16 bits: 4 + 2 s bytes for s floats,
+/// each rounded to nearest even (at most 2^-11 relative for fp16, 2^-8 for bf16). Thread-safe.
 [[nodiscard]] const collective::SegmentCodec& half_segment_codec(tasks::HalfFormat format);
 
 }  // namespace gradmesh::sync::compress

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "sync/compress/wire_bytes.h"
+#include "tasks/backend.h"
 
 namespace gradmesh::sync::compress {
 namespace {
@@ -32,17 +33,43 @@ class IdentityCompressor final : public Compressor {
   }
 };
 
+/// On a device: the floats copied to the wire and back (added into a sum).
+class IdentityDeviceKernels final : public DeviceKernels {
+ public:
+  IdentityDeviceKernels(tasks::Backend& backend, std::size_t floats)
+      : backend_(backend), floats_(floats) {}
+  void encode(float* p, std::byte* wire, std::uint64_t) override {
+    if (floats_ > 0) backend_.copy(wire, p, 4 * floats_);
+  }
+  void decode(const std::byte* wire, float* out, std::uint64_t, bool add) override {
+    if (add) {
+      backend_.accumulate(out, reinterpret_cast<const float*>(wire), floats_);
+    } else if (floats_ > 0) {
+      backend_.copy(out, wire, 4 * floats_);
+    }
+  }
+
+ private:
+  tasks::Backend& backend_;
+  std::size_t floats_;
+};
+
 }  // namespace
 
 CompressorEntry identity_compressor() {
-  return {"none",
-          {.dense = true, .shared_indices = false, .exact_error = true, .lossless = true},
-          [](std::size_t floats, const CompressorParams&) -> std::unique_ptr<Compressor> {
-            return std::make_unique<IdentityCompressor>(floats);
-          },
-          "the floats themselves (4 bytes a float)",
-          [](std::size_t floats, const CompressorParams&) { return 4 * floats; },
-          {.encode_steps = 0.5, .decode_steps = 0.25}};
+  CompressorEntry entry{
+      "none",
+      {.dense = true, .shared_indices = false, .exact_error = true, .lossless = true},
+      [](std::size_t floats, const CompressorParams&) -> std::unique_ptr<Compressor> {
+        return std::make_unique<IdentityCompressor>(floats);
+      },
+      "the floats themselves (4 bytes a float)",
+      [](std::size_t floats, const CompressorParams&) { return 4 * floats; },
+      {.encode_steps = 0.5, .decode_steps = 0.25}};
+  entry.make_device = [](tasks::Backend& backend, std::size_t floats, const CompressorParams&) {
+    return std::unique_ptr<DeviceKernels>(new IdentityDeviceKernels(backend, floats));
+  };
+  return entry;
 }
 
 }  // namespace gradmesh::sync::compress

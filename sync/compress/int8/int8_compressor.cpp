@@ -10,6 +10,7 @@
 
 #include "sync/compress/chunk_scaled.h"
 #include "sync/compress/wire_bytes.h"
+#include "tasks/backend.h"
 
 namespace gradmesh::sync::compress {
 namespace {
@@ -105,10 +106,33 @@ class Int8Compressor final : public ChunkScaled<Int8Compressor, kInt8ChunkFloats
   }
 };
 
+/// On a device: the backend's encode_int8 (one block a chunk; p becomes its error) and
+/// decode_int8, on the wire's scales then values.
+class Int8DeviceKernels final : public DeviceKernels {
+ public:
+  Int8DeviceKernels(tasks::Backend& backend, std::size_t floats)
+      : backend_(backend),
+        floats_(floats),
+        chunks_((floats + kInt8ChunkFloats - 1) / kInt8ChunkFloats) {}
+  void encode(float* p, std::byte* wire, std::uint64_t) override {
+    backend_.encode_int8(p, floats_, kInt8ChunkFloats, reinterpret_cast<float*>(wire),
+                         reinterpret_cast<std::int8_t*>(wire + 4 * chunks_));
+  }
+  void decode(const std::byte* wire, float* out, std::uint64_t, bool add) override {
+    backend_.decode_int8(reinterpret_cast<const float*>(wire),
+                         reinterpret_cast<const std::int8_t*>(wire + 4 * chunks_), floats_,
+                         kInt8ChunkFloats, out, add);
+  }
+
+ private:
+  tasks::Backend& backend_;
+  std::size_t floats_, chunks_;
+};
+
 }  // namespace
 
 CompressorEntry int8_compressor() {
-  return {
+  CompressorEntry entry{
       "int8",
       {.dense = true, .shared_indices = false, .exact_error = true},
       [](std::size_t floats, const CompressorParams&) -> std::unique_ptr<Compressor> {
@@ -119,6 +143,10 @@ CompressorEntry int8_compressor() {
       // bench_codec_step (1M floats, 4 nodes), 4 runs of 7-9 on 2026-11-27: 1.6-3.9 steps an
       // encode on SSE2 (4.7 scalar), 0.17-0.28 a decode.
       {.encode_steps = 2.5, .decode_steps = 0.25}};
+  entry.make_device = [](tasks::Backend& backend, std::size_t floats, const CompressorParams&) {
+    return std::unique_ptr<DeviceKernels>(new Int8DeviceKernels(backend, floats));
+  };
+  return entry;
 }
 
 }  // namespace gradmesh::sync::compress

@@ -5,6 +5,7 @@
 
 #include "engine/error.h"
 #include "sync/compress/wire_bytes.h"
+#include "tasks/backend.h"
 #include "tasks/random.h"
 
 namespace gradmesh::sync::compress {
@@ -75,24 +76,61 @@ class RandomKCompressor final : public Compressor {
   std::uint64_t seed_;
 };
 
+/// On a device: the backend's random_k draws the iteration's indices from the same stream as the
+/// host (derive_seed(seed, iteration)), then gather_and_zero (p keeps the rest: its error); decode
+/// draws them again and scatters.
+class RandomKDeviceKernels final : public DeviceKernels {
+ public:
+  RandomKDeviceKernels(tasks::Backend& backend, std::size_t floats, double ratio,
+                       std::uint64_t seed)
+      : backend_(backend),
+        floats_(floats),
+        kept_(kept_entries(floats, ratio)),
+        seed_(seed),
+        indices_(backend.allocate<std::uint32_t>(kept_)) {}
+  void encode(float* p, std::byte* wire, std::uint64_t iteration) override {
+    backend_.random_k(tasks::derive_seed(seed_, iteration), floats_, kept_, indices_.data());
+    backend_.gather_and_zero(p, indices_.data(), kept_, reinterpret_cast<float*>(wire));
+  }
+  void decode(const std::byte* wire, float* out, std::uint64_t iteration, bool add) override {
+    if (!add) backend_.fill(out, floats_, 0.0f);
+    backend_.random_k(tasks::derive_seed(seed_, iteration), floats_, kept_, indices_.data());
+    backend_.scatter_add(indices_.data(), reinterpret_cast<const float*>(wire), kept_, out);
+  }
+
+ private:
+  tasks::Backend& backend_;
+  std::size_t floats_, kept_;
+  std::uint64_t seed_;
+  tasks::Buffer<std::uint32_t> indices_;
+};
+
 }  // namespace
 
 CompressorEntry randomk_compressor() {
-  return {"randomk",
-          {.dense = false, .shared_indices = true, .exact_error = true},
-          [](std::size_t floats, const CompressorParams& params) -> std::unique_ptr<Compressor> {
-            check_ratio(params.ratio);
-            return std::make_unique<RandomKCompressor>(floats, params.ratio, params.seed);
-          },
-          "the ratio n entries at indices every node draws alike (4 bytes an entry)",
-          [](std::size_t floats, const CompressorParams& params) {
-            return 4 * kept_entries(floats, params.ratio);
-          },
-          // bench/codec_step.cpp (1M floats: 1.0 steps an encode; 64k floats 1.5): p = g + e, the
-          // norms, k gathers.
-          // The decode, k adds, is priced with the scheme's scatter (kSparseDecodeSteps).
-          {.encode_steps = 1.5, .decode_steps = 0.0},
-          [](const CompressorParams& params) { return "random-k " + percent_text(params.ratio); }};
+  CompressorEntry entry{
+      "randomk",
+      {.dense = false, .shared_indices = true, .exact_error = true},
+      [](std::size_t floats, const CompressorParams& params) -> std::unique_ptr<Compressor> {
+        check_ratio(params.ratio);
+        return std::make_unique<RandomKCompressor>(floats, params.ratio, params.seed);
+      },
+      "the ratio n entries at indices every node draws alike (4 bytes an entry)",
+      [](std::size_t floats, const CompressorParams& params) {
+        return 4 * kept_entries(floats, params.ratio);
+      },
+      // bench/codec_step.cpp (1M floats: 1.0 steps an encode; 64k floats 1.5): p = g + e, the
+      // norms, k gathers.
+      // The decode, k adds, is priced with the scheme's scatter (kSparseDecodeSteps).
+      {.encode_steps = 1.5, .decode_steps = 0.0},
+      [](const CompressorParams& params) { return "random-k " + percent_text(params.ratio); }};
+  entry.make_device = [](tasks::Backend& backend, std::size_t floats,
+                         const CompressorParams& params) {
+    check_ratio(params.ratio);
+    return std::unique_ptr<DeviceKernels>(
+        new RandomKDeviceKernels(backend, floats, params.ratio, params.seed));
+  };
+  return entry;
 }
 
 }  // namespace gradmesh::sync::compress

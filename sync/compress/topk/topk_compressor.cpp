@@ -9,6 +9,7 @@
 
 #include "engine/error.h"
 #include "sync/compress/wire_bytes.h"
+#include "tasks/backend.h"
 
 namespace gradmesh::sync::compress {
 namespace {
@@ -100,25 +101,58 @@ class TopKCompressor final : public Compressor {
   std::vector<std::uint32_t> order_;  // the index scratch
 };
 
+/// On a device: the backend's top_k into the wire's indices (ascending, as the host's), then
+/// gather_and_zero of their values (p keeps the rest: its error); decode scatters them.
+class TopKDeviceKernels final : public DeviceKernels {
+ public:
+  TopKDeviceKernels(tasks::Backend& backend, std::size_t floats, double ratio)
+      : backend_(backend),
+        floats_(floats),
+        kept_(kept_entries(floats, ratio)),
+        scratch_(backend.allocate<std::byte>(backend.top_k_scratch_bytes(floats))) {}
+  void encode(float* p, std::byte* wire, std::uint64_t) override {
+    auto* indices = reinterpret_cast<std::uint32_t*>(wire);
+    backend_.top_k(p, floats_, kept_, indices, scratch_.data());
+    backend_.gather_and_zero(p, indices, kept_, reinterpret_cast<float*>(wire + 4 * kept_));
+  }
+  void decode(const std::byte* wire, float* out, std::uint64_t, bool add) override {
+    if (!add) backend_.fill(out, floats_, 0.0f);
+    backend_.scatter_add(reinterpret_cast<const std::uint32_t*>(wire),
+                         reinterpret_cast<const float*>(wire + 4 * kept_), kept_, out);
+  }
+
+ private:
+  tasks::Backend& backend_;
+  std::size_t floats_, kept_;
+  tasks::Buffer<std::byte> scratch_;  // top_k's sort scratch (about 16n bytes)
+};
+
 }  // namespace
 
 CompressorEntry topk_compressor() {
-  return {"topk",
-          {.dense = false, .shared_indices = false, .exact_error = true},
-          [](std::size_t floats, const CompressorParams& params) -> std::unique_ptr<Compressor> {
-            check_ratio(params.ratio);
-            return std::make_unique<TopKCompressor>(floats, params.ratio);
-          },
-          "the ratio n entries of largest magnitude with their indices (8 bytes an entry)",
-          [](std::size_t floats, const CompressorParams& params) {
-            return 8 * kept_entries(floats, params.ratio);
-          },
-          // bench/codec_step.cpp (1M floats: 8.4 steps an encode; 64k floats, where the step runs
-          // in cache, 18.5): p = g + e, the norms, nth_element over an index array, the sort of
-          // the k kept. A decode of k entries is small: the scheme's passes over the layer
-          // (sparse_model.h, kSparseDecodeSteps) price it.
-          {.encode_steps = 10.0, .decode_steps = 0.0},
-          [](const CompressorParams& params) { return "top-k " + percent_text(params.ratio); }};
+  CompressorEntry entry{
+      "topk",
+      {.dense = false, .shared_indices = false, .exact_error = true},
+      [](std::size_t floats, const CompressorParams& params) -> std::unique_ptr<Compressor> {
+        check_ratio(params.ratio);
+        return std::make_unique<TopKCompressor>(floats, params.ratio);
+      },
+      "the ratio n entries of largest magnitude with their indices (8 bytes an entry)",
+      [](std::size_t floats, const CompressorParams& params) {
+        return 8 * kept_entries(floats, params.ratio);
+      },
+      // bench/codec_step.cpp (1M floats: 8.4 steps an encode; 64k floats, where the step runs
+      // in cache, 18.5): p = g + e, the norms, nth_element over an index array, the sort of
+      // the k kept. A decode of k entries is small: the scheme's passes over the layer
+      // (sparse_model.h, kSparseDecodeSteps) price it.
+      {.encode_steps = 10.0, .decode_steps = 0.0},
+      [](const CompressorParams& params) { return "top-k " + percent_text(params.ratio); }};
+  entry.make_device = [](tasks::Backend& backend, std::size_t floats,
+                         const CompressorParams& params) {
+    check_ratio(params.ratio);
+    return std::unique_ptr<DeviceKernels>(new TopKDeviceKernels(backend, floats, params.ratio));
+  };
+  return entry;
 }
 
 }  // namespace gradmesh::sync::compress

@@ -1,19 +1,25 @@
-// A user's own layer, loss and pre-processing task through the public API: the registries, the
-// gradient check, a model built from a config naming the layer (apps/examples/custom_pipeline).
+// A user's own layer, loss, pre-processing task and compressor through the public API: the
+// registries, the gradient check, a model built from a config naming the layer, the compressor's
+// bounds and its name in a config (apps/examples/custom_pipeline).
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "apps/config/job_config.h"
 #include "apps/examples/custom_pipeline/label_smoothing.h"
 #include "apps/examples/custom_pipeline/leaky_relu.h"
 #include "apps/examples/custom_pipeline/random_shift.h"
+#include "apps/examples/custom_pipeline/scaled_int16.h"
 #include "engine/error.h"
+#include "sync/compress/options.h"
 #include "tasks/layers/gradient_check.h"
 #include "tasks/layers/layer_registry.h"
 #include "tasks/layers/layer_spec.h"
@@ -250,4 +256,52 @@ TEST_CASE("the example's top-k accuracy counts a label among the k largest logit
   CHECK(custom::top_k_accuracy(logits, labels, 3, 1) == Approx(1.0 / 3));
   CHECK(custom::top_k_accuracy(logits, labels, 3, 2) == Approx(1.0));
   CHECK(custom::top_k_accuracy({}, {}, 3, 2) == 0.0);
+}
+
+TEST_CASE(
+    "the example's compressor: within half a step of its scale, NaN travels, and a config names it",
+    "[pipeline][compress]") {
+  namespace compress = gradmesh::sync::compress;
+  if (compress::find_compressor("int16") == nullptr) {
+    compress::register_compressor(custom::scaled_int16_compressor());
+  }
+  const std::vector<float> g = {0.5f, -3.25f, 1e-6f, 0.0f, 2.0f, -0.001f, 3.25f};
+  std::unique_ptr<compress::Compressor> c =
+      compress::make_compressor("int16", g.size(), compress::CompressorParams{}, false);
+  std::vector<std::byte> wire(c->encoded_bytes());
+  CHECK(wire.size() == 4 + 2 * g.size());
+  std::vector<float> error(g.size());
+  c->encode(g, wire, 0, error.data());
+  std::vector<float> back(g.size());
+  c->decode(wire, back, 0);
+  const float scale = 3.25f / 32767.0f;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::fabs(back[i] - g[i]) <= 0.5f * scale * 1.0001f);
+    CHECK(back[i] + error[i] == g[i]);  // the error is exact (Sterbenz)
+  }
+  CHECK(back[1] == -3.25f);  // the largest magnitude is a whole step: exact
+  std::vector<float> bad = g;
+  bad[2] = std::nanf("");
+  c->encode(bad, wire, 1, nullptr);
+  c->decode(wire, back, 1);
+  for (const float v : back) CHECK(std::isnan(v));
+  // A config names it like a built-in compressor; an unregistered name is refused, naming the key,
+  // unless a checker for another program accepts it (gradmesh-launch --node).
+  CHECK(gradmesh::sync::compression_bases("int16") ==
+        std::vector<std::string_view>{"ps", "allreduce"});
+  const auto config = [](const std::string& method) {
+    return gradmesh::app::parse_job_config(
+        "[model]\nlayers = [\"dense:10\"]\n[sync.compression]\nmethod = \"" + method + "\"\n",
+        "test", {});
+  };
+  CHECK(config("int16").sync.options.text("compression.method") == "int16");
+  try {
+    (void)config("int12");
+    FAIL("int12 was accepted");
+  } catch (const gradmesh::ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("sync.compression.method") && Catch::Contains("int16"));
+  }
+  const compress::AcceptUnknownCompressors scope;
+  CHECK(config("int12").sync.options.text("compression.method") == "int12");
 }

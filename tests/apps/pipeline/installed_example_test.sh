@@ -2,7 +2,9 @@
 # The README's "Your own pipeline", as a test: install gradmesh into a temporary prefix, build
 # apps/examples/custom_pipeline as its own CMake project against it (find_package(gradmesh)), and
 # train it on 2 local nodes with the installed gradmesh-launch: its own layer, loss (label
-# smoothing) and metric (top-2 accuracy, checked in the metrics file).
+# smoothing), metric (top-2 accuracy, checked in the metrics file) and gradient compressor (int16,
+# registered by the program and named in its job.toml: on a declared 1 Mbit/s link the planner
+# puts it on PS layers, and its bytes are counted on the compressed PS lanes).
 #
 #   bash installed_example_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
@@ -27,7 +29,7 @@ cmake --build "$work/example" -j2 > "$work/build.log" 2>&1 || { cat "$work/build
 echo "== run it on 2 local nodes"
 "$work/prefix/bin/gradmesh-launch" -n 2 --node "$work/example/custom-pipeline" \
   --config "$src/apps/examples/custom_pipeline/job.toml" --metrics-out "$work/run" \
-  --set job.max_iterations=60 --set data.test_limit=1000
+  --set job.max_iterations=60 --set data.test_limit=1000 --set planner.bandwidth=1mbit
 
 python3 - "$work/run" <<'PY'
 import json, sys
@@ -42,6 +44,13 @@ for rank in (0, 1):
     top2 = m["test_metrics"]["top2_accuracy"]
     assert m["test_accuracy"] <= top2 <= 1.0, f"rank {rank}: top-2 accuracy {top2}"
     assert [e["top2_accuracy"] for e in m["epoch_test_metrics"]] == [top2], m["epoch_test_metrics"]
+    # The user's compressor reached the wire: planned on a layer, its bytes on the coded PS lane.
+    coded = [row for row in m["plan"] if row["scheme"] == "PS int16"]
+    assert coded, [row["scheme"] for row in m["plan"]]
+    sent = m["bytes_sent_by_stage"]
+    assert sent.get("kv_push_coded", 0) > 0, sent
+    print(f"rank {rank}: int16 on layers {[row['layer'] for row in coded]}, "
+          f"{sent['kv_push_coded']} bytes pushed coded")
     print(f"rank {rank}: {m['iterations']} iterations, test accuracy {100 * m['test_accuracy']:.1f}%, "
           f"top-2 {100 * top2:.1f}%, loss {m['test_loss']:.4f} (label smoothing)")
 PY

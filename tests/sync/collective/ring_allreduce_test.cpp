@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -13,12 +15,10 @@
 #include "engine/executor.h"
 #include "engine/graph.h"
 #include "net/inproc/inproc_transport.h"
-#include "sync/compress/codec.h"
-#include "sync/compress/half/half_segment_codec.h"
+#include "sync/compress/compressor.h"
 #include "tests/sync/support/half_round_trip.h"
 
 using namespace gradmesh;
-using sync::compress::CodecKind;
 
 namespace {
 
@@ -48,7 +48,7 @@ float value(std::size_t rank, std::uint64_t round, std::size_t i) {
 /// The sum a 16-bit ring computes in round `round`, step by step as the ring's documentation says:
 /// segment j starts at rank j, encoded; each next rank adds its floats to the decoding in fp32 and
 /// encodes the partial sum it passes on; the owner's encoding of the full sum is the result.
-std::vector<float> half_ring_sum(CodecKind kind, const sync::collective::RingAllReduce& ring,
+std::vector<float> half_ring_sum(std::string_view kind, const sync::collective::RingAllReduce& ring,
                                  std::size_t nodes, std::uint64_t round) {
   std::vector<float> out(ring.floats());
   for (std::size_t j = 0; j < nodes; ++j) {
@@ -113,7 +113,7 @@ void run_ring(std::size_t nodes, std::size_t floats, std::uint64_t rounds,
   auto mesh = net::make_inproc_mesh(nodes, sync::lane_names());
   std::vector<std::unique_ptr<Rank>> ranks;
   const bool sixteen_bit = wire != nullptr && (wire->name() == "fp16" || wire->name() == "bf16");
-  const auto kind = sixteen_bit ? sync::compress::parse_codec_kind(wire->name()) : CodecKind::kNone;
+  const std::string kind(sixteen_bit ? wire->name() : "");
   for (std::size_t r = 0; r < nodes; ++r) {
     ranks.push_back(std::make_unique<Rank>(mesh[r].get(), r, nodes, floats, wire));
   }
@@ -160,7 +160,7 @@ void run_ring(std::size_t nodes, std::size_t floats, std::uint64_t rounds,
         for (std::size_t q = 0; q < nodes; ++q) expected += value(q, t, i);
         if (sixteen_bit) {
           // One rounding a hop, each within 2^-11 (fp16) or 2^-8 (bf16) of its partial sum.
-          const double bound = nodes * (kind == CodecKind::kFp16 ? 0x1p-11 : 0x1p-8) * expected;
+          const double bound = nodes * (kind == "fp16" ? 0x1p-11 : 0x1p-8) * expected;
           if (std::fabs(ranks[r]->sums[t][i] - expected) > bound) {
             FAIL("n " << nodes << ", float " << i << ": " << ranks[r]->sums[t][i]
                       << " is more than " << bound << " from " << expected);
@@ -192,11 +192,14 @@ TEST_CASE("ring all-reduce sums exactly for n = 1..5 and odd sizes", "[sync][col
 
 TEST_CASE("a 16-bit ring sums in fp32 with one rounding a hop, the same bits on every rank",
           "[sync][collective][compress][inproc]") {
-  for (const CodecKind wire : {CodecKind::kFp16, CodecKind::kBf16}) {
+  for (const std::string_view name : {"fp16", "bf16"}) {
+    const sync::collective::SegmentCodec* wire = sync::compress::compressor_entry(name).segment;
+    REQUIRE(wire != nullptr);
+    CHECK(wire->name() == name);
     for (std::size_t nodes = 1; nodes <= 5; ++nodes) {
-      INFO(sync::compress::codec_name(wire) << ", n = " << nodes);
-      run_ring(nodes, 1, 3, sync::compress::half_segment_codec(wire));
-      run_ring(nodes, nodes * 37 + 3, 3, sync::compress::half_segment_codec(wire));
+      INFO(name << ", n = " << nodes);
+      run_ring(nodes, 1, 3, wire);
+      run_ring(nodes, nodes * 37 + 3, 3, wire);
     }
   }
 }
@@ -220,7 +223,7 @@ TEST_CASE("a 16-bit ring sends 2 bytes a float and a scale a segment, and refuse
   sync::LaneRouter router(mesh[0].get(), 0, 2);
   const sync::LaneId lane = router.route("allreduce", [](std::size_t, net::Message&&) {});
   sync::collective::RingAllReduce ring(router, lane, 0, 11, 0,
-                                       sync::compress::half_segment_codec(CodecKind::kFp16));
+                                       sync::compress::compressor_entry("fp16").segment);
   CHECK(ring.wire_bytes(0) == 4 + 2 * 6);
   CHECK(ring.wire_bytes(1) == 4 + 2 * 5);
   // A float segment (a peer without compression) is rejected, not read.
@@ -229,9 +232,10 @@ TEST_CASE("a 16-bit ring sends 2 bytes a float and a scale a segment, and refuse
       1, net::Message{lane, 1, 0, 0, net::Payload::copy_of(std::as_bytes(std::span(floats))), 0});
   CHECK(router.rejected() == 1);
   // A ring sums what it receives: int8's chunk scales and the sparsifiers' indices are not for it.
-  CHECK(sync::compress::half_segment_codec(CodecKind::kNone) == nullptr);
-  CHECK_THROWS_AS(sync::compress::half_segment_codec(CodecKind::kTopK), ContractError);
-  CHECK_THROWS_AS(sync::compress::half_segment_codec(CodecKind::kInt8), ContractError);
+  // (the registry gives them no segment format, and "none" needs none: floats).
+  CHECK(sync::compress::compressor_entry("none").segment == nullptr);
+  CHECK(sync::compress::compressor_entry("topk").segment == nullptr);
+  CHECK(sync::compress::compressor_entry("int8").segment == nullptr);
 }
 
 TEST_CASE("ring segments cover the bucket, sizes within one float", "[sync][collective]") {

@@ -13,9 +13,11 @@
 
 #include <catch2/catch.hpp>
 
+#include "apps/examples/custom_pipeline/scaled_int16.h"
 #include "engine/checkpoint.h"
 #include "engine/error.h"
 #include "sync/compress/error_feedback.h"
+#include "sync/compress/momentum_correction.h"
 #include "tasks/random.h"
 
 using namespace gradmesh::sync::compress;
@@ -24,6 +26,14 @@ using gradmesh::ContractError;
 using gradmesh::ProtocolError;
 
 namespace {
+
+/// The example pipeline's own compressor (apps/examples/custom_pipeline/scaled_int16.h), registered
+/// as its main() does, before anything reads the registry: the conformance suite below runs over
+/// it like over the built-in ones.
+const bool kExampleRegistered = [] {
+  register_compressor(custom::scaled_int16_compressor());
+  return true;
+}();
 
 /// n floats with a gradient's shape: a bell of sums of uniforms, a heavy tail on one in 50, and
 /// a few exact zeros.
@@ -65,6 +75,8 @@ TEST_CASE("the registry lists the built-in compressors and refuses a second of a
     CHECK_FALSE(find_compressor(name)->summary.empty());
   }
   CHECK(names.front() == "none");
+  CHECK(kExampleRegistered);
+  CHECK(find_compressor("int16") != nullptr);  // the example's, registered at start
   CHECK(find_compressor("zip") == nullptr);
   CHECK_THROWS_AS(register_compressor(*find_compressor("fp16")), ContractError);
   CHECK_THROWS_AS(register_compressor(CompressorEntry{"", {}, nullptr, ""}), ContractError);
@@ -221,6 +233,45 @@ TEST_CASE("every registered compressor with error feedback: sent plus residual i
                        restored_feedback->residual().begin()));
     }
   }
+}
+
+TEST_CASE(
+    "every registered compressor under DGC's momentum correction: u = m u + g, encoded, masked",
+    "[compress][compressor]") {
+  // The wrapper (momentum_correction.h) around each compressor with its error feedback gives the
+  // bytes the same compressor gives for the velocity formed by hand, and leaves the velocity
+  // zeroed where the encoding sent (all of it for a dense compressor), bit for bit.
+  constexpr float kMomentum = 0.9f;
+  const std::size_t n = 1300;
+  for (const std::string& name : compressor_names()) {
+    if (compressor_entry(name).traits.lossless) continue;
+    CAPTURE(name);
+    std::vector<float> velocity = gradient(n, 5);
+    std::vector<float> expected = velocity;
+    MomentumCorrection wrapped(make_compressor(name, n, params(), true), kMomentum, velocity);
+    std::unique_ptr<Compressor> plain = make_compressor(name, n, params(), true);
+    std::vector<std::byte> a(wrapped.encoded_bytes()), b(plain->encoded_bytes());
+    for (std::uint64_t t = 0; t < 3; ++t) {
+      const std::vector<float> g = gradient(n, 100 + t);
+      for (std::size_t i = 0; i < n; ++i) expected[i] = kMomentum * expected[i] + g[i];
+      const EncodeStats stats = wrapped.encode(g, a, t, nullptr);
+      const EncodeStats reference = plain->encode(expected, b, t, nullptr);
+      REQUIRE(a == b);
+      CHECK(stats.input_norm2 == reference.input_norm2);
+      plain->mask_sent(b, expected, t);
+      REQUIRE(velocity == expected);
+    }
+    if (compressor_entry(name).traits.dense) {
+      CHECK(std::all_of(velocity.begin(), velocity.end(), [](float v) { return v == 0.0f; }));
+    } else {
+      CHECK(std::count(velocity.begin(), velocity.end(), 0.0f) >=
+            static_cast<std::ptrdiff_t>(wrapped.kept()));
+    }
+  }
+  std::vector<float> short_velocity(3);
+  CHECK_THROWS_AS(
+      MomentumCorrection(make_compressor("topk", 4, params(), true), 0.9f, short_velocity),
+      ContractError);
 }
 
 TEST_CASE("a compressor registered by its user is listed, built and wrapped like the built-in ones",

@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "sync/compress/codec.h"
+#include "sync/compress/half/half_block.h"
 #include "tasks/random.h"
 #include "tests/tasks/emulated_device.h"
 

@@ -7,10 +7,11 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/error.h"
-#include "sync/compress/codec.h"
+#include "sync/compress/compressor.h"
 #include "sync/compress/options.h"
 #include "sync/poseidon/sf_rebuild.h"
 #include "sync/poseidon/sfb_layer.h"
@@ -23,7 +24,6 @@
 #include "topo/planner.h"
 
 using namespace gradmesh;
-using sync::compress::CodecKind;
 
 namespace {
 
@@ -42,8 +42,10 @@ std::vector<float> factor(std::size_t size, std::uint64_t seed, float magnitude)
 
 TEST_CASE("SFB's 16-bit factors: every node rebuilds the same gradient, from the decoded factors",
           "[sync][poseidon][sfb][compress]") {
-  for (const CodecKind kind : {CodecKind::kFp16, CodecKind::kBf16}) {
-    INFO(sync::compress::codec_name(kind));
+  for (const std::string_view kind : {"fp16", "bf16"}) {
+    INFO(kind);
+    const sync::collective::SegmentCodec* wire = sync::compress::compressor_entry(kind).segment;
+    REQUIRE(wire != nullptr);
     std::vector<std::vector<float>> u, v;
     for (std::size_t p = 0; p < kNodes; ++p) {
       u.push_back(factor(kK * kM, 10 + p, 1e-5f));
@@ -51,7 +53,7 @@ TEST_CASE("SFB's 16-bit factors: every node rebuilds the same gradient, from the
     }
     std::vector<std::unique_ptr<sync::SfbLayer>> layers;
     for (std::size_t r = 0; r < kNodes; ++r) {
-      layers.push_back(std::make_unique<sync::SfbLayer>(kM, kN, kK, kNodes, r, nullptr, kind));
+      layers.push_back(std::make_unique<sync::SfbLayer>(kM, kN, kK, kNodes, r, nullptr, wire));
       CHECK(layers[r]->factor_bytes() == 2 * sizeof(float) + 2 * kK * (kM + kN));
     }
     for (std::size_t p = 0; p < kNodes; ++p) {
@@ -78,7 +80,7 @@ TEST_CASE("SFB's 16-bit factors: every node rebuilds the same gradient, from the
     std::vector<float> dw_ref(kM * kN), db_ref(kM), dw_exact(kM * kN), db_exact(kM);
     sync::rebuild_dense_gradient(u_all, v_all, kNodes * kK, kM, kN, mean, dw_ref, db_ref);
     sync::rebuild_dense_gradient(u_exact, v_exact, kNodes * kK, kM, kN, mean, dw_exact, db_exact);
-    const double relative = kind == CodecKind::kFp16 ? 0x1p-11 : 0x1p-8;
+    const double relative = kind == "fp16" ? 0x1p-11 : 0x1p-8;
     for (std::size_t r = 0; r < kNodes; ++r) {
       std::vector<float> dw(kM * kN), db(kM);
       layers[r]->rebuild(0, dw, db);
@@ -103,12 +105,14 @@ TEST_CASE("SFB's 16-bit factors: every node rebuilds the same gradient, from the
 
 TEST_CASE("SFB's 16-bit factors: a payload of another size is refused, not read",
           "[sync][poseidon][sfb][compress]") {
-  sync::SfbLayer layer(kM, kN, kK, 2, 0, nullptr, CodecKind::kFp16);
+  sync::SfbLayer layer(kM, kN, kK, 2, 0, nullptr, sync::compress::compressor_entry("fp16").segment);
   std::string why;
   const std::vector<float> floats(kK * (kM + kN), 1.0f);  // an fp32 sender's factors
   CHECK_FALSE(layer.store(1, 0, net::Payload::copy_of(std::as_bytes(std::span(floats))), &why));
   CHECK_THAT(why, Catch::Contains("expected " + std::to_string(layer.factor_bytes())));
-  CHECK_THROWS_AS(sync::SfbLayer(kM, kN, kK, 2, 0, nullptr, CodecKind::kInt8), ContractError);
+  // A compressor without a segment format has no SFB scheme: the planner never offers one.
+  CHECK_THROWS_AS(sync::sfb_segment_scheme_model("int8"), ContractError);
+  CHECK_THROWS_AS(sync::sfb_segment_scheme_model("nonesuch"), ConfigError);
 }
 
 TEST_CASE("poseidon with fp16 factors: identical replicas, near the fp32 run, half the bytes",
@@ -164,7 +168,7 @@ TEST_CASE("the 16-bit SFB scheme: the planner uses it where the link is slow, an
     in.schemes = {topo::ps_scheme_model(), topo::sfb_scheme_model()};
     sync::add_compressed_schemes(fp16, in);
     const topo::Plan plan = topo::make_plan(in);
-    CHECK(plan.layers[0].scheme == sync::kSfbFp16Scheme);
+    CHECK(plan.layers[0].scheme == sync::sfb_segment_scheme_id("fp16"));
     CHECK(plan.layers[0].bytes_sent < 0.51 * plan.layers[0].costs.at("sfb").bytes_sent);
   }
   SECTION("a fast link and a slow conversion: the factors stay fp32") {
