@@ -22,6 +22,9 @@
 #include "sync/compress/sparse_model.h"
 #include "sync/compress/sparse_scheme.h"
 #include "sync/lane_router.h"
+#include "sync/local/local_stage.h"
+#include "sync/local/messages.h"
+#include "sync/local/options.h"
 #include "sync/plan_stage.h"
 #include "sync/poseidon/messages.h"
 #include "sync/poseidon/options.h"
@@ -244,6 +247,15 @@ const std::vector<Entry>& registry() {
        {true, false, 0, {ar_id}},
        {},
        {}},
+      {"local",
+       {local::kLane},
+       [](SyncContext c) -> std::unique_ptr<SyncStage> {
+         return std::make_unique<LocalStage>(std::move(c));
+       },
+       // Replicas differ within a round: no per-iteration BSP, no rollback yet (issue 57).
+       {false, false, 0, {}},
+       {},
+       local_option_table()},
       {"auto",
        with_gathered_lanes({ps::kPushLane, ps::kBroadcastLane, sfb::kLane, sfb::kHalfLane,
                             allreduce::kLane, allreduce::kHalfLane, kPowerSgdLane,

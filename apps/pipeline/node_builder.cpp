@@ -20,21 +20,21 @@
 namespace gradmesh::app::detail {
 
 void NodeBuilder::build() {
-  GRADMESH_CHECK(s_.source != nullptr, "Pipeline::build before set_source");
-  GRADMESH_CHECK(!s_.graph, "Pipeline::build called twice");
-  const JobConfig& config = s_.config;
-  if (s_.options.trace) {
-    s_.trace = std::make_shared<engine::TraceRecorder>();
-    s_.executor.add_observer(s_.trace);
+  GRADMESH_CHECK(s_.program.source != nullptr, "Pipeline::build before set_source");
+  GRADMESH_CHECK(!s_.plan.graph, "Pipeline::build called twice");
+  const JobConfig& config = s_.job.config;
+  if (s_.job.options.trace) {
+    s_.runtime.trace = std::make_shared<engine::TraceRecorder>();
+    s_.runtime.executor.add_observer(s_.runtime.trace);
   }
-  if (s_.nodes() > 1) make_transport();
+  if (s_.job.nodes() > 1) make_transport();
   // One router per node routes frames by lane: the start-up probe's, then the strategy's.
-  s_.router.emplace(s_.transport.get(), s_.rank, s_.nodes());
+  s_.runtime.router.emplace(s_.runtime.transport.get(), s_.job.rank, s_.job.nodes());
   sync::LinkProbeOptions probe_options;
   probe_options.max_send_rate = config.net.max_send_rate;
-  s_.probe.emplace(*s_.router, probe_options);
+  s_.runtime.probe.emplace(*s_.runtime.router, probe_options);
   // Routed on every node, resuming or not, so a resuming peer's list is never an unrouted stage.
-  s_.agreement.emplace(*s_.router, std::max(60.0, config.net.connect_timeout));
+  s_.runtime.agreement.emplace(*s_.runtime.router, std::max(60.0, config.net.connect_timeout));
   check_start();
   connect();
   // From here on the peers are connected: a node that stops tells them why (an Abort frame),
@@ -43,26 +43,27 @@ void NodeBuilder::build() {
     make_stage(measure());
     // Every node has routed its stage's messages before any node sends one (a rejoining node's
     // peers routed theirs long ago).
-    if (s_.transport && !s_.options.rejoin) s_.probe->barrier(kStageRoutedBarrier);
+    if (s_.runtime.transport && !s_.job.options.rejoin)
+      s_.runtime.probe->barrier(kStageRoutedBarrier);
   } catch (const std::exception& e) {
-    abort_peers(s_.transport.get(), e);
+    abort_peers(s_.runtime.transport.get(), e);
     throw;
   }
 }
 
 void NodeBuilder::make_transport() {
-  const JobConfig& config = s_.config;
+  const JobConfig& config = s_.job.config;
   net::TransportOptions t;
-  t.rank = s_.rank;
-  for (const topo::Peer& p : s_.peers.peers()) t.peers.push_back(net::Endpoint{p.host, p.port});
+  t.rank = s_.job.rank;
+  for (const topo::Peer& p : s_.job.peers.peers()) t.peers.push_back(net::Endpoint{p.host, p.port});
   t.job_name = config.job.name;
   t.config_hash = config.hash();
   t.config_text = config.key_text();
   t.connect_timeout_s = config.net.connect_timeout;
   t.peer_timeout_s = config.net.peer_timeout;
   t.handshake_timeout_s = config.net.handshake_timeout;
-  t.view = static_cast<std::uint32_t>(s_.membership.view);
-  t.rejoin = s_.options.rejoin;
+  t.view = static_cast<std::uint32_t>(s_.job.membership.view);
+  t.rejoin = s_.job.options.rejoin;
   t.max_frame_bytes = config.net.max_frame_bytes;
   t.lanes = sync::lane_names();
   t.max_send_rate = config.net.max_send_rate.value_or(0.0);
@@ -76,8 +77,8 @@ void NodeBuilder::make_transport() {
   else if (!config.security.secret_file.empty() && std::getenv(kSecretEnvironmentVariable))
     spdlog::info("job secret from security.secret_file ({}); {} is ignored",
                  config.security.secret_file, kSecretEnvironmentVariable);
-  s_.sealed = !t.secret.empty() && t.encrypt;
-  if (s_.sealed)
+  s_.runtime.sealed = !t.secret.empty() && t.encrypt;
+  if (s_.runtime.sealed)
     spdlog::info(
         "connections authenticated with the job secret; every frame after that "
         "encrypted and authenticated (ChaCha20-Poly1305, security.encrypt)");
@@ -85,15 +86,15 @@ void NodeBuilder::make_transport() {
     spdlog::warn(
         "security.encrypt = false: connections are authenticated when they open, then "
         "frames go in clear and unauthenticated (README.md, \"Security\")");
-  s_.transport = std::make_unique<net::TcpTransport>(std::move(t));
+  s_.runtime.transport = std::make_unique<net::TcpTransport>(std::move(t));
 }
 
 void NodeBuilder::check_start() const {
-  const JobConfig& config = s_.config;
-  if (s_.options.rejoin) {
-    if (s_.nodes() < 2)
+  const JobConfig& config = s_.job.config;
+  if (s_.job.options.rejoin) {
+    if (s_.job.nodes() < 2)
       throw ConfigError("--rejoin needs peers (--peers): a job of one node has none");
-    if (s_.options.resume)
+    if (s_.job.options.resume)
       throw ConfigError(
           "--rejoin and --resume exclude each other: a rejoining node takes a live "
           "peer's state, a resumed job a checkpoint's");
@@ -109,92 +110,97 @@ void NodeBuilder::check_start() const {
   }
   // A config error that every node finds alike is raised before any connection: found after it,
   // the first node to stop looks like a failed peer to a slower one still starting.
-  sync::check_strategy(config.sync.strategy,
-                       sync::StartFacts{s_.nodes(), s_.options.rejoin, config.planner.probe},
-                       sync_options(config));
+  sync::check_strategy(
+      config.sync.strategy,
+      sync::StartFacts{s_.job.nodes(), s_.job.options.rejoin, config.planner.probe},
+      sync_options(config));
 }
 
 void NodeBuilder::connect() {
-  const JobConfig& config = s_.config;
-  if (s_.transport) {
+  const JobConfig& config = s_.job.config;
+  if (s_.runtime.transport) {
     spdlog::info("listening on {}, connecting to {} peer(s) (timeout {:.0f} s)",
-                 s_.peers[s_.rank].address(), s_.nodes() - 1, config.net.connect_timeout);
-    s_.transport->start();
-    s_.connected = true;
+                 s_.job.peers[s_.job.rank].address(), s_.job.nodes() - 1,
+                 config.net.connect_timeout);
+    s_.runtime.transport->start();
+    s_.runtime.connected = true;
     spdlog::info("connected to every peer{}",
                  config.net.max_send_rate
                      ? ", send rate capped at " + topo::format_rate(*config.net.max_send_rate)
                      : std::string());
   }
-  if (!s_.options.resume) return;
+  if (!s_.job.options.resume) return;
   try {
-    s_.resume = agree_on_resume(*s_.options.resume, s_.rank, s_.nodes(), config, *s_.agreement);
+    s_.recovery.resume = agree_on_resume(*s_.job.options.resume, s_.job.rank, s_.job.nodes(),
+                                         config, *s_.runtime.agreement);
   } catch (const std::exception&) {
     // A clean close delivers this node's list first: every peer then finds the same error in
     // the same lists, instead of this node's hang-up.
-    if (s_.transport) s_.transport->shutdown(5.0);
+    if (s_.runtime.transport) s_.runtime.transport->shutdown(5.0);
     throw;
   }
 }
 
 std::optional<sync::JobMeasurements> NodeBuilder::measure() {
-  const JobConfig& config = s_.config;
-  const std::size_t nodes = s_.nodes();
+  const JobConfig& config = s_.job.config;
+  const std::size_t nodes = s_.job.nodes();
   std::optional<sync::JobMeasurements> measured;
   // The probe is every node's at once: the peers of a rejoining node are past it.
-  if (config.planner.probe && !s_.options.rejoin) {
-    measured = measure_job(*s_.probe, *s_.model, config.optimizer.batch_size, config.job.seed,
-                           nodes, sync::compression_options(config.sync.options), s_.sealed,
-                           s_.optimizer->adam_options());
+  if (config.planner.probe && !s_.job.options.rejoin) {
+    measured = measure_job(*s_.runtime.probe, *s_.replica.model, config.optimizer.batch_size,
+                           config.job.seed, nodes, sync::compression_options(config.sync.options),
+                           s_.runtime.sealed, s_.replica.optimizer->adam_options());
   }
   // Each link's rate bounds how long one frame may hold it (control frames go between
   // fragments): the probe's measure, else the configured one.
-  if (s_.transport) {
+  if (s_.runtime.transport) {
     std::vector<double> rates(nodes, config.planner.bandwidth.value_or(0.0));
     if (measured)
       for (std::size_t r = 0; r < nodes; ++r)
-        rates[r] = measured->links.bandwidth[s_.rank * nodes + r];
-    s_.transport->set_link_rates(std::move(rates));
+        rates[r] = measured->links.bandwidth[s_.job.rank * nodes + r];
+    s_.runtime.transport->set_link_rates(std::move(rates));
   }
   return measured;
 }
 
 void NodeBuilder::make_stage(const std::optional<sync::JobMeasurements>& measured) {
-  const JobConfig& config = s_.config;
-  const std::size_t nodes = s_.nodes();
+  const JobConfig& config = s_.job.config;
+  const std::size_t nodes = s_.job.nodes();
   const std::size_t batch = config.optimizer.batch_size;
-  tasks::Model& model = *s_.model;
-  const ShardInfo shard{s_.rank, nodes, batch, config.job.seed};
+  tasks::Model& model = *s_.replica.model;
+  const ShardInfo shard{s_.job.rank, nodes, batch, config.job.seed};
   // The stage needs the iterations per epoch (Ako's gamma probe spans one); the source tells.
-  const std::size_t per_epoch = s_.source->open(shard);
-  s_.stage = sync::make_sync_stage(
+  const std::size_t per_epoch = s_.program.source->open(shard);
+  s_.plan.stage = sync::make_sync_stage(
       config.sync.strategy,
-      sync::SyncContext{model, s_.executor, *s_.router, s_.rank, nodes, batch, *s_.optimizer,
-                        sync_options(config), per_epoch, measured ? &*measured : nullptr,
-                        s_.options.rejoin, config.net.min_nodes});
-  s_.graph.emplace(model, *s_.source, std::move(s_.preprocess), s_.executor, *s_.stage, shard,
-                   per_epoch);
-  log_summary(*s_.stage);
-  if (!config.checkpoint.dir.empty() || s_.options.resume) {
-    const std::string refusal = s_.stage->checkpoint_refusal();
+      sync::SyncContext{model, s_.runtime.executor, *s_.runtime.router, s_.job.rank, nodes, batch,
+                        *s_.replica.optimizer, sync_options(config), per_epoch,
+                        measured ? &*measured : nullptr, s_.job.options.rejoin,
+                        config.net.min_nodes});
+  s_.plan.graph.emplace(model, *s_.program.source, std::move(s_.program.preprocess),
+                        s_.runtime.executor, *s_.plan.stage, shard, per_epoch);
+  log_summary(*s_.plan.stage);
+  if (!config.checkpoint.dir.empty() || s_.job.options.resume) {
+    const std::string refusal = s_.plan.stage->checkpoint_refusal();
     if (!refusal.empty()) throw ConfigError(refusal);
   }
   // Sections in load order: the replica and solver state first, then the stage, which derives
   // its own (the KV shards' master copies) from them.
-  s_.checkpoints.add("model", model);
-  s_.checkpoints.add("optimizer", *s_.optimizer);
-  s_.checkpoints.add("cursor", *s_.graph);
-  s_.checkpoints.add("sync", *s_.stage);
+  s_.recovery.checkpoints.add("model", model);
+  s_.recovery.checkpoints.add("optimizer", *s_.replica.optimizer);
+  s_.recovery.checkpoints.add("cursor", *s_.plan.graph);
+  s_.recovery.checkpoints.add("sync", *s_.plan.stage);
   if (config.checkpoint.dir.empty()) return;
-  s_.checkpoint_writer.emplace(
-      CheckpointStore(config.checkpoint.dir, s_.rank, config.checkpoint.keep),
-      CheckpointHeader{config.training_fingerprint(), s_.rank, nodes, 0, config.sync.strategy,
+  s_.recovery.checkpoint_writer.emplace(
+      CheckpointStore(config.checkpoint.dir, s_.job.rank, config.checkpoint.keep),
+      CheckpointHeader{config.training_fingerprint(), s_.job.rank, nodes, 0, config.sync.strategy,
                        config.training_text()});
   const std::string every = config.checkpoint.every
                                 ? std::to_string(*config.checkpoint.every) + " iterations"
                                 : std::string("epoch");
   spdlog::info("checkpoints to {} every {} (keeping {})",
-               s_.checkpoint_writer->store().node_dir().string(), every, config.checkpoint.keep);
+               s_.recovery.checkpoint_writer->store().node_dir().string(), every,
+               config.checkpoint.keep);
 }
 
 }  // namespace gradmesh::app::detail

@@ -21,45 +21,51 @@
 
 namespace gradmesh::app::detail {
 
-TrainingLoop::TrainingLoop(NodeState& state, std::vector<RunObserver*> observers)
-    : s_(state),
-      console_(stdout, state.progress_style),
+TrainingLoop::TrainingLoop(const NodeIdentity& job, const ProgramParts& program, Replica& replica,
+                           Runtime& runtime, TrainingPlan& plan, Recovery& recovery)
+    : job_(job),
+      program_(program),
+      replica_(replica),
+      runtime_(runtime),
+      plan_(plan),
+      recovery_(recovery),
+      console_(stdout, job.progress_style),
       recorder_(metrics_),
       observers_{&console_, &recorder_} {
-  observers_.insert(observers_.end(), observers.begin(), observers.end());
+  observers_.insert(observers_.end(), program.observers.begin(), program.observers.end());
 }
 
 void TrainingLoop::prepare() {
   try {
-    for (auto& [name, state] : s_.own_states) s_.checkpoints.add(name, *state);
-    if (s_.resume) {
-      if (s_.resume->resplit_from_nodes != 0)
-        adapt_resplit(*s_.resume, s_.graph->iterations_per_epoch(), *s_.stage);
-      s_.checkpoints.load(s_.resume->checkpoint, s_.resume->source);
-      s_.resume->checkpoint = Checkpoint{};  // its sections are loaded: free them
+    for (auto& [name, state] : program_.own_states) recovery_.checkpoints.add(name, *state);
+    if (recovery_.resume) {
+      if (recovery_.resume->resplit_from_nodes != 0)
+        adapt_resplit(*recovery_.resume, plan_.graph->iterations_per_epoch(), *plan_.stage);
+      recovery_.checkpoints.load(recovery_.resume->checkpoint, recovery_.resume->source);
+      recovery_.resume->checkpoint = Checkpoint{};  // its sections are loaded: free them
     }
-    if (s_.options.rejoin) {
+    if (job_.options.rejoin) {
       // A live peer's replica and clock: this node goes on from its iteration (the data cursor
       // is a pure function of the iteration number, so it lands in the same epoch and batch).
-      s_.graph->continue_from(s_.stage->join());
+      plan_.graph->continue_from(plan_.stage->join());
     }
   } catch (const std::exception& e) {
-    abort_peers(s_.transport.get(), e);
+    abort_peers(runtime_.transport.get(), e);
     throw;
   }
 }
 
 NodeMetrics TrainingLoop::run() {
   prepare();
-  const JobConfig& config = s_.config;
-  net::Transport* transport = s_.transport.get();
-  start_ = done_ = s_.graph->iterations();
-  per_epoch_ = s_.graph->iterations_per_epoch();
+  const JobConfig& config = job_.config;
+  net::Transport* transport = runtime_.transport.get();
+  start_ = done_ = plan_.graph->iterations();
+  per_epoch_ = plan_.graph->iterations_per_epoch();
   limit_ =
       std::min<std::uint64_t>(per_epoch_ * config.job.epochs,
                               config.job.max_iterations.value_or(per_epoch_ * config.job.epochs));
   spdlog::info("{} parameters, batch {} per node, {} iterations per epoch, {} iterations in all",
-               s_.model->parameter_count(), config.optimizer.batch_size, per_epoch_, limit_);
+               replica_.model->parameter_count(), config.optimizer.batch_size, per_epoch_, limit_);
   // The rate of each iteration is a function of its number alone: the same on every node, and
   // after a resume (a resume with other job.epochs stretches a cosine schedule).
   schedule_ = tasks::LrSchedule{tasks::parse_lr_schedule(config.optimizer.schedule),
@@ -69,10 +75,11 @@ NodeMetrics TrainingLoop::run() {
                  config.optimizer.lr, limit_);
   }
   synchronize_batch_norm();
-  const RunStart run_start{s_.rank,           start_,
-                           per_epoch_,        limit_,
-                           config.job.epochs, s_.options.resume.has_value(),
-                           s_.options.rejoin, s_.resume ? s_.resume->source : std::string()};
+  const RunStart run_start{
+      job_.rank,           start_,
+      per_epoch_,          limit_,
+      config.job.epochs,   job_.options.resume.has_value(),
+      job_.options.rejoin, recovery_.resume ? recovery_.resume->source : std::string()};
   for (RunObserver* o : observers_) o->on_start(run_start);
 
   started_ = Clock::now();
@@ -80,7 +87,7 @@ NodeMetrics TrainingLoop::run() {
     for (std::size_t epoch = done_ / per_epoch_; done_ < limit_; ++epoch) run_epoch(epoch);
     finish_checkpoint_write();
     finish();
-    s_.stage->check_quorum();  // a node cut off from the job (Ako) writes no metrics
+    plan_.stage->check_quorum();  // a node cut off from the job (Ako) writes no metrics
   } catch (const ViewGrowth&) {
     // Every node stops here, at the same boundary, its checkpoint on disk: a clean close, so no
     // peer takes it for failed; run_with_recovery() starts the grown view.
@@ -97,7 +104,7 @@ NodeMetrics TrainingLoop::run() {
     } catch (const std::exception& write) {
       spdlog::error("{}", write.what());
     }
-    if (sync::strategy_traits(s_.config.sync.strategy).bsp) {
+    if (sync::strategy_traits(job_.config.sync.strategy).bsp) {
       if (transport) transport->shutdown(10.0);
     } else {
       abort_peers(transport, e);
@@ -111,18 +118,26 @@ NodeMetrics TrainingLoop::run() {
   metrics_.train_seconds = train_seconds_;
 
   if (transport) transport->shutdown(10.0);
-  const CompletedRun run{transport,        *s_.stage,  *s_.model,
-                         config,           s_.options, s_.membership,
-                         s_.rank,          s_.nodes(), config.optimizer.batch_size,
-                         start_,           done_,      train_seconds_,
-                         s_.progress_style};
+  const CompletedRun run{transport,
+                         *plan_.stage,
+                         *replica_.model,
+                         config,
+                         job_.options,
+                         job_.membership,
+                         job_.rank,
+                         job_.nodes(),
+                         config.optimizer.batch_size,
+                         start_,
+                         done_,
+                         train_seconds_,
+                         job_.progress_style};
   complete_metrics(metrics_, run);
-  report_run(metrics_, run, s_.trace.get());
+  report_run(metrics_, run, runtime_.trace.get());
   return std::move(metrics_);
 }
 
 void TrainingLoop::run_epoch(std::size_t epoch) {
-  const JobConfig& config = s_.config;
+  const JobConfig& config = job_.config;
   double loss_sum = 0;
   const std::uint64_t first = done_ % per_epoch_;  // > 0 only in the epoch a resume lands in
   std::uint64_t in_epoch = first;
@@ -133,11 +148,11 @@ void TrainingLoop::run_epoch(std::size_t epoch) {
   while (in_epoch < epoch_iterations) {
     const bool first_step = done_ == start_;  // this process's first (after a resume too)
     const auto step_start = first_step ? Clock::now() : Clock::time_point{};
-    s_.optimizer->set_lr(schedule_.at(done_));
-    s_.optimizer->set_step(done_ + 1);  // Adam's bias correction: this iteration, 1-based
+    replica_.optimizer->set_lr(schedule_.at(done_));
+    replica_.optimizer->set_step(done_ + 1);  // Adam's bias correction: this iteration, 1-based
     if (statistics_gather_) statistics_gather_->begin_iteration(done_);
-    const float loss = s_.graph->step();
-    if (s_.optimizer->non_finite_check()) check_finite(loss);
+    const float loss = plan_.graph->step();
+    if (replica_.optimizer->non_finite_check()) check_finite(loss);
     loss_sum += loss;
     if (first_step) {
       metrics_.first_iteration_seconds =
@@ -157,12 +172,12 @@ void TrainingLoop::run_epoch(std::size_t epoch) {
     report_progress(epoch, first, in_epoch, epoch_iterations, epoch_start, sent_at_start);
   }
   train_seconds_ += std::chrono::duration<double>(Clock::now() - epoch_start).count();
-  std::map<std::string, double> figures = s_.stage->epoch_figures();
-  s_.stage->pause(true);
+  std::map<std::string, double> figures = plan_.stage->epoch_figures();
+  plan_.stage->pause(true);
   const auto evaluation = evaluate();
-  s_.stage->pause(false);
+  plan_.stage->pause(false);
   const EpochEnd epoch_end{
-      s_.rank,
+      job_.rank,
       epoch + 1,
       config.job.epochs,
       done_,
@@ -182,17 +197,17 @@ void TrainingLoop::run_epoch(std::size_t epoch) {
 }
 
 void TrainingLoop::check_finite(float loss) {
-  tasks::NonFiniteGuard& guard = s_.optimizer->non_finite();
+  tasks::NonFiniteGuard& guard = replica_.optimizer->non_finite();
   const bool loss_finite = std::isfinite(loss);
   if (loss_finite && !guard.tripped()) return;
-  const JobConfig& config = s_.config;
+  const JobConfig& config = job_.config;
   const std::uint64_t iteration = done_ + 1;  // 1-based: this iteration's
   std::string what = "non-finite values at iteration " + std::to_string(iteration) + " (epoch " +
                      std::to_string(done_ / per_epoch_ + 1) + ") on rank " +
-                     std::to_string(s_.rank) + " (" + s_.peers[s_.rank].address() + "): ";
+                     std::to_string(job_.rank) + " (" + job_.peers[job_.rank].address() + "): ";
   const std::optional<tasks::NonFiniteFinding> found = guard.first();
   if (found) {
-    const tasks::Model& model = *s_.model;
+    const tasks::Model& model = *replica_.model;
     const std::size_t layer = model.layer_at_offset(found->offset);
     const std::size_t begin = found->offset - model.parameter_offset(layer);
     what +=
@@ -206,19 +221,19 @@ void TrainingLoop::check_finite(float loss) {
             "overflow in the forward pass)";
   }
   const bool rolls_back = config.job.on_nonfinite == "rollback" &&
-                          s_.membership.nonfinite_rollbacks == 0 &&
-                          !s_.membership.join_root.empty();
+                          job_.membership.nonfinite_rollbacks == 0 &&
+                          !job_.membership.join_root.empty();
   if (rolls_back) {
     what +=
         ". job.on_nonfinite = \"rollback\": every node goes back to the newest checkpoint "
         "once; a second non-finite value stops the job";
   } else {
-    what += s_.membership.nonfinite_rollbacks > 0
+    what += job_.membership.nonfinite_rollbacks > 0
                 ? ". It recurred after the job rolled back to its newest checkpoint: the job stops"
                 : ". The job stops (job.on_nonfinite = \"" + config.job.on_nonfinite + "\")";
     const bool sealed = !config.security.secret_file.empty() && config.security.encrypt;
     what += fmt::format(". Try a lower optimizer.lr (now {})", schedule_.at(done_)) +
-            (s_.nodes() > 1 && !sealed
+            (job_.nodes() > 1 && !sealed
                  ? ", security.secret_file with security.encrypt = true (frames sealed: a "
                    "corrupted frame is refused, not summed)"
                  : "") +
@@ -236,12 +251,12 @@ void TrainingLoop::report_progress(std::size_t epoch, std::uint64_t first, std::
   const double seconds =
       std::max(std::chrono::duration<double>(Clock::now() - epoch_start).count(), 1e-9);
   const ProgressSnapshot snapshot{
-      s_.rank,
+      job_.rank,
       epoch + 1,
-      s_.config.job.epochs,
+      job_.config.job.epochs,
       in_epoch,
       epoch_iterations,
-      static_cast<double>((in_epoch - first) * s_.config.optimizer.batch_size) / seconds,
+      static_cast<double>((in_epoch - first) * job_.config.optimizer.batch_size) / seconds,
       (bytes_sent() - sent_at_start) / 1e6 / seconds,
       seconds};
   for (RunObserver* o : observers_) {
@@ -250,15 +265,16 @@ void TrainingLoop::report_progress(std::size_t epoch, std::uint64_t first, std::
 }
 
 bool TrainingLoop::checkpoint_due(std::uint64_t in_epoch) const {
-  if (!s_.checkpoint_writer) return false;
+  if (!recovery_.checkpoint_writer) return false;
   if (done_ == limit_) return true;
-  const auto& every = s_.config.checkpoint.every;
+  const auto& every = job_.config.checkpoint.every;
   return every ? done_ % *every == 0 : in_epoch == per_epoch_;
 }
 
 void TrainingLoop::write_checkpoint(std::uint64_t iteration) {
-  s_.stage->check_quorum();  // a node cut off from the job writes nothing into its folder
-  const CheckpointWriter::Saved saved = s_.checkpoint_writer->save(iteration, s_.checkpoints);
+  plan_.stage->check_quorum();  // a node cut off from the job writes nothing into its folder
+  const CheckpointWriter::Saved saved =
+      recovery_.checkpoint_writer->save(iteration, recovery_.checkpoints);
   metrics_.checkpoint_write_seconds += saved.previous_write_seconds;
   ++metrics_.checkpoints_written;
   metrics_.checkpoint_bytes = saved.bytes;
@@ -266,43 +282,45 @@ void TrainingLoop::write_checkpoint(std::uint64_t iteration) {
 }
 
 void TrainingLoop::finish_checkpoint_write() {
-  if (s_.checkpoint_writer) metrics_.checkpoint_write_seconds += s_.checkpoint_writer->finish();
+  if (recovery_.checkpoint_writer)
+    metrics_.checkpoint_write_seconds += recovery_.checkpoint_writer->finish();
 }
 
 void TrainingLoop::admit_rejoins(std::uint64_t iteration, bool last) {
-  const std::filesystem::path& root = s_.membership.join_root;
+  const std::filesystem::path& root = job_.membership.join_root;
   if (root.empty()) return;
-  std::vector<JoinRequest> joiners = admit_join_requests(
-      root, s_.addresses(), s_.rank, s_.membership.view, iteration, last, *s_.agreement);
+  std::vector<JoinRequest> joiners =
+      admit_join_requests(root, job_.addresses(), job_.rank, job_.membership.view, iteration, last,
+                          *runtime_.agreement);
   if (joiners.empty()) return;
   std::string who;
   for (const JoinRequest& j : joiners) who += (who.empty() ? "" : ", ") + j.address;
   spdlog::warn(
       "{} restarted and asked to rejoin: every node stops at the checkpoint of iteration "
       "{} and goes on from it with {} nodes",
-      who, iteration, s_.nodes() + joiners.size());
+      who, iteration, job_.nodes() + joiners.size());
   finish_checkpoint_write();  // on disk before any node of the grown view reads it
   throw ViewGrowth(iteration, std::move(joiners));
 }
 
 std::optional<tasks::Model::Evaluation> TrainingLoop::evaluate() {
-  if (!s_.evaluate && s_.test_set == nullptr) return std::nullopt;
-  tasks::Model& model = *s_.model;
+  if (!program_.evaluate && program_.test_set == nullptr) return std::nullopt;
+  tasks::Model& model = *replica_.model;
   const bool training = model.training();
   model.set_training(false);
-  const auto result = s_.test_set ? evaluate_test_set(model) : s_.evaluate(model);
+  const auto result = program_.test_set ? evaluate_test_set(model) : program_.evaluate(model);
   model.set_training(training);
   check_metric_names(result);
   return result;
 }
 
 tasks::Model::Evaluation TrainingLoop::evaluate_test_set(tasks::Model& model) {
-  const tasks::Dataset& test = *s_.test_set;
-  const std::size_t n = s_.nodes();
+  const tasks::Dataset& test = *program_.test_set;
+  const std::size_t n = job_.nodes();
   const bool split = one_model_on_nodes();
   if (!split) return model.evaluate(test);
   if (!test_share_) {
-    const std::size_t begin = test.count * s_.rank / n, end = test.count * (s_.rank + 1) / n;
+    const std::size_t begin = test.count * job_.rank / n, end = test.count * (job_.rank + 1) / n;
     test_share_ = tasks::take_range(test, begin, end - begin);
     // The same text on every node (gradmesh-launch prints it once); the share in the debug log.
     spdlog::info(
@@ -316,12 +334,12 @@ tasks::Model::Evaluation TrainingLoop::evaluate_test_set(tasks::Model& model) {
   const std::array<std::uint64_t, 3> figures{
       std::bit_cast<std::uint64_t>(mine.loss * count),
       static_cast<std::uint64_t>(std::llround(mine.accuracy * count)), test_share_->count};
-  const auto lists = s_.agreement->exchange_evaluation(figures, ++evaluation_round_);
+  const auto lists = runtime_.agreement->exchange_evaluation(figures, ++evaluation_round_);
   double loss = 0;
   std::uint64_t correct = 0, total = 0;
   for (std::size_t r = 0; r < lists.size(); ++r) {  // rank order: the same sums on every node
     if (lists[r].size() != figures.size()) {
-      throw PeerError(r, s_.addresses().at(r),
+      throw PeerError(r, job_.addresses().at(r),
                       "sent " + std::to_string(lists[r].size()) +
                           " evaluation figures, expected 3 (loss sum, correct, examples)");
     }
@@ -344,7 +362,7 @@ void TrainingLoop::finish() {
   // one model but for the nodes' own batch-normalization statistics: averaged, the final model
   // is one model; score it.
   const char* what = nullptr;
-  if (s_.stage->finish()) {
+  if (plan_.stage->finish()) {
     what = "after the final exchange";
   } else if (average_layer_states()) {
     what = "with the running statistics averaged over the nodes";
@@ -365,21 +383,22 @@ void TrainingLoop::finish() {
 }
 
 bool TrainingLoop::one_model_on_nodes() const {
-  return s_.nodes() > 1 && s_.agreement && sync::strategy_traits(s_.config.sync.strategy).bsp;
+  return job_.nodes() > 1 && runtime_.agreement &&
+         sync::strategy_traits(job_.config.sync.strategy).bsp;
 }
 
 bool TrainingLoop::average_layer_states() {
-  tasks::Model& model = *s_.model;
-  const std::size_t n = s_.nodes();
+  tasks::Model& model = *replica_.model;
+  const std::size_t n = job_.nodes();
   // Under SyncBN the running statistics agree already (every node's the global batch's).
   if (!one_model_on_nodes() || model.layer_state_size() == 0 || statistics_gather_) return false;
   std::vector<float> mine(model.layer_state_size());
   model.save_layer_states(mine);
-  const auto all = s_.agreement->exchange_layer_states(mine, 1);
+  const auto all = runtime_.agreement->exchange_layer_states(mine, 1);
   std::vector<double> sum(mine.size(), 0.0);
   for (std::size_t r = 0; r < all.size(); ++r) {  // rank order: the same bits on every node
     if (all[r].size() != mine.size()) {
-      throw PeerError(r, s_.addresses().at(r),
+      throw PeerError(r, job_.addresses().at(r),
                       "sent " + std::to_string(all[r].size()) + " layer-state floats, expected " +
                           std::to_string(mine.size()) + " (the same model on every node)");
     }
@@ -399,9 +418,9 @@ TrainingLoop::~TrainingLoop() {
 
 std::size_t TrainingLoop::attach_statistics_gather(tasks::BatchStatisticsExchange* gather) {
   std::size_t layers = 0;
-  if (!s_.model) return 0;
-  for (std::size_t l = 0; l < s_.model->num_layers(); ++l) {
-    if (auto* bn = dynamic_cast<tasks::BatchNorm*>(&s_.model->layer(l))) {
+  if (!replica_.model) return 0;
+  for (std::size_t l = 0; l < replica_.model->num_layers(); ++l) {
+    if (auto* bn = dynamic_cast<tasks::BatchNorm*>(&replica_.model->layer(l))) {
       bn->set_statistics_exchange(gather);
       ++layers;
     }
@@ -411,8 +430,8 @@ std::size_t TrainingLoop::attach_statistics_gather(tasks::BatchStatisticsExchang
 
 void TrainingLoop::synchronize_batch_norm() {
   // A strategy whose replicas differ (ako) is refused with the config (check_optimizer_keys).
-  if (!s_.config.model.sync_batch_norm || !one_model_on_nodes()) return;
-  statistics_gather_.emplace(*s_.agreement, s_.nodes());
+  if (!job_.config.model.sync_batch_norm || !one_model_on_nodes()) return;
+  statistics_gather_.emplace(*runtime_.agreement, job_.nodes());
   const std::size_t layers = attach_statistics_gather(&*statistics_gather_);
   if (layers == 0) {
     statistics_gather_.reset();
@@ -422,7 +441,7 @@ void TrainingLoop::synchronize_batch_norm() {
   spdlog::info(
       "batch normalization synchronized over the {} nodes (SyncBN): {} layer(s), 2 gathers each an "
       "iteration",
-      s_.nodes(), layers);
+      job_.nodes(), layers);
 }
 
 void TrainingLoop::StatisticsGather::all_gather(std::span<const float> mine, std::span<float> all) {
@@ -431,7 +450,7 @@ void TrainingLoop::StatisticsGather::all_gather(std::span<const float> mine, std
 }
 
 double TrainingLoop::bytes_sent() const {
-  return s_.transport ? static_cast<double>(s_.transport->counters().bytes_sent) : 0.0;
+  return runtime_.transport ? static_cast<double>(runtime_.transport->counters().bytes_sent) : 0.0;
 }
 
 }  // namespace gradmesh::app::detail

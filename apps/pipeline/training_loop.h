@@ -19,16 +19,20 @@
 
 namespace gradmesh::app::detail {
 
-/// Runs a built NodeState once (Pipeline::run(), whose docstring says what a run does).
+/// Runs a built node once (Pipeline::run(), whose docstring says what a run does), on the parts
+/// of its NodeState it uses: it reads who the node is and what the program gave, steps the
+/// replica through the plan's graph and stage, talks to the peers through the runtime's
+/// transport and resume agreement, and loads and saves the recovery's checkpoints.
 ///
 /// Thread safety: none (the node's thread). Errors: a task's error, PeerError naming a peer,
 /// CheckpointError naming a path, ViewGrowth when restarted nodes are taken back (after a clean
 /// close of the transport); on any other error the peers are told why this node stops.
 class TrainingLoop {
  public:
-  /// `observers`: the program's own, told after the console's and the metrics'. They must
-  /// outlive run().
-  TrainingLoop(NodeState& state, std::vector<RunObserver*> observers);
+  /// The parts must outlive the loop; program.observers (the program's own, told after the
+  /// console's and the metrics') must outlive run().
+  TrainingLoop(const NodeIdentity& job, const ProgramParts& program, Replica& replica,
+               Runtime& runtime, TrainingPlan& plan, Recovery& recovery);
   /// Detaches SyncBN's gather from the model's layers (the model may outlive the loop).
   ~TrainingLoop();
   TrainingLoop(const TrainingLoop&) = delete;
@@ -88,7 +92,12 @@ class TrainingLoop {
   std::size_t attach_statistics_gather(tasks::BatchStatisticsExchange* gather);
   [[nodiscard]] double bytes_sent() const;
 
-  NodeState& s_;
+  const NodeIdentity& job_;
+  const ProgramParts& program_;
+  Replica& replica_;
+  Runtime& runtime_;
+  TrainingPlan& plan_;
+  Recovery& recovery_;
   NodeMetrics metrics_;
   ConsoleReporter console_;
   MetricsRecorder recorder_;

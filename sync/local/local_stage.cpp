@@ -1,0 +1,240 @@
+#include "sync/local/local_stage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/error.h"
+#include "sync/lane_router.h"
+#include "sync/layer_plan.h"
+#include "sync/local/messages.h"
+#include "sync/plan_input.h"
+#include "sync/scheme.h"
+#include "topo/cost_model.h"
+
+namespace gradmesh::sync {
+
+namespace {
+
+constexpr std::uint32_t kDeltaBucket = 0;
+constexpr std::uint32_t kFinalBucket = 1;
+
+/// What H the options give or the measurements choose, with the predictions beside it.
+LocalSchedule make_schedule(const SyncContext& ctx, const LocalOptions& options) {
+  LocalSchedule s;
+  const topo::PlannerInput input = planner_input(ctx, {std::string(topo::kAllReduceScheme)});
+  double compute = 0, floats = 0;
+  for (const topo::LayerProfile& layer : input.layers) {
+    compute += layer.forward_seconds + layer.backward_seconds;
+    floats += static_cast<double>(layer.parameters);
+  }
+  compute += floats * input.step_seconds_per_float;
+  s.iteration_seconds = compute;
+  if (ctx.nodes > 1) {
+    const double overhead =
+        frame_overhead_bytes(0, static_cast<std::uint16_t>(collective::RingKind::kReduceScatter));
+    const topo::LinkCost link = topo::slowest_link(input.links);
+    s.exchange_seconds = topo::ring_allreduce_cost(link, ctx.nodes, overhead).seconds(4.0 * floats);
+    s.bytes_per_exchange = topo::ring_allreduce_bytes(4.0 * floats, ctx.nodes, overhead);
+  }
+  s.automatic = !options.steps.has_value();
+  s.steps = options.steps ? *options.steps
+                          : local_steps_for(std::max(compute, 1e-9), s.exchange_seconds,
+                                            kLocalUtilization, kMaxLocalSteps);
+  const double busy = static_cast<double>(s.steps) * compute;
+  s.utilization = busy + s.exchange_seconds > 0 ? busy / (busy + s.exchange_seconds) : 1.0;
+  return s;
+}
+
+}  // namespace
+
+std::size_t local_steps_for(double iteration_seconds, double exchange_seconds, double utilization,
+                            std::size_t max_steps) {
+  GRADMESH_CHECK(std::isfinite(iteration_seconds) && iteration_seconds > 0.0,
+                 "local_steps_for: iteration seconds > 0");
+  GRADMESH_CHECK(std::isfinite(exchange_seconds) && exchange_seconds >= 0.0,
+                 "local_steps_for: exchange seconds >= 0");
+  GRADMESH_CHECK(utilization > 0.0 && utilization < 1.0, "local_steps_for: utilization in (0, 1)");
+  GRADMESH_CHECK(max_steps >= 1, "local_steps_for: max_steps >= 1");
+  const double needed =
+      std::ceil(utilization / (1.0 - utilization) * exchange_seconds / iteration_seconds - 1e-9);
+  if (!(needed < static_cast<double>(max_steps))) return max_steps;
+  return std::max<std::size_t>(1, static_cast<std::size_t>(needed));
+}
+
+LocalStage::LocalStage(SyncContext ctx)
+    : ctx_(std::move(ctx)),
+      options_(local_options(ctx_.options.values)),
+      schedule_(make_schedule(ctx_, options_)),
+      outer_(options_.outer, options_.outer_lr, options_.outer_momentum,
+             ctx_.model.parameter_count()),
+      floats_(ctx_.model.parameter_count()) {
+  if (ctx_.model.on_device()) {
+    throw ConfigError(
+        "sync.strategy = \"local\": the outer step runs on host memory; a model on a device "
+        "(compute.device = \"cuda\") is not supported by it yet");
+  }
+  const std::span<const float> w = ctx_.model.parameters();
+  start_.assign(w.begin(), w.end());
+  delta_.resize(floats_);
+  if (ctx_.nodes > 1) {
+    lane_ = ctx_.router.route(local::kLane, [this](std::size_t from, net::Message&& m) {
+      on_message(from, std::move(m));
+    });
+    ring_.emplace(ctx_.router, lane_, kDeltaBucket, floats_);
+    final_.emplace(ctx_.router, lane_, kFinalBucket, floats_ + ctx_.model.layer_state_size());
+    ctx_.router.on_failure([this](const PeerError& error) {
+      const std::exception_ptr e = std::make_exception_ptr(error);
+      ring_->fail_all(e);
+      final_->fail_all(e);
+    });
+  }
+  const LocalSchedule& s = schedule_;
+  spdlog::info(
+      "local: H = {} inner steps a round{} (outer {}, lr {}, momentum {}); predicted: an "
+      "iteration {:.2f} ms, the outer all-reduce {:.2f} ms ({:.0f} bytes a node), utilization "
+      "{:.1f}%",
+      s.steps,
+      s.automatic ? " (sync.local.steps = auto: the smallest H at >= 95% utilization)" : "",
+      outer_name(options_.outer), options_.outer_lr, options_.outer_momentum,
+      1e3 * s.iteration_seconds, 1e3 * s.exchange_seconds, s.bytes_per_exchange,
+      100.0 * s.utilization);
+}
+
+void LocalStage::on_message(std::size_t from, net::Message&& message) {
+  const std::uint64_t bucket = message.key >> 32;
+  if (bucket == kDeltaBucket) {
+    ring_->on_message(from, std::move(message));
+  } else if (bucket == kFinalBucket) {
+    final_->on_message(from, std::move(message));
+  } else {
+    ctx_.router.reject(from, lane_, "bucket " + std::to_string(bucket) + ": not local's");
+  }
+}
+
+void LocalStage::build(engine::Graph& graph, const IterationTasks& tasks) {
+  auto round = graph.emplace("local_round", engine::Arena::kCompute, [this](engine::TaskContext&) {
+    due_ = ++in_round_ >= schedule_.steps;
+    if (due_) end_round(exchanges_);
+  });
+  auto wait = graph.emplace("local_wait", engine::Arena::kNetwork, [this](engine::TaskContext& t) {
+    if (due_ && ring_) ring_->await(exchanges_, t.defer());
+  });
+  auto outer = graph.emplace("local_outer", engine::Arena::kCompute, [this](engine::TaskContext&) {
+    if (!due_) return;
+    apply_outer(exchanges_++);
+    in_round_ = 0;
+  });
+  for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
+    if (ctx_.model.layer(l).parameter_count() == 0) {
+      tasks.backward[l].precede(round);
+      continue;
+    }
+    add_local_step(graph, tasks, ctx_, l).precede(round);
+  }
+  round.precede(wait);
+  wait.precede(outer);
+  outer.precede(tasks.done);
+}
+
+void LocalStage::end_round(std::uint64_t exchange) {
+  const std::span<const float> w = ctx_.model.parameters();
+  for (std::size_t i = 0; i < floats_; ++i) delta_[i] = start_[i] - w[i];
+  if (ring_) ring_->start(exchange, delta_);
+}
+
+void LocalStage::apply_outer(std::uint64_t exchange) {
+  if (ring_) {
+    const std::span<const float> sum = ring_->result(exchange);
+    const float scale = 1.0f / static_cast<float>(ctx_.nodes);
+    for (std::size_t i = 0; i < floats_; ++i) delta_[i] = sum[i] * scale;
+  }
+  outer_.step(start_, delta_);
+  const std::span<float> w = ctx_.model.parameters();
+  std::copy(start_.begin(), start_.end(), w.begin());
+}
+
+std::vector<LayerPlan> LocalStage::plan() const {
+  std::vector<LayerPlan> rows;
+  const std::string scheme =
+      "local H=" + std::to_string(schedule_.steps) + ", " + outer_name(options_.outer);
+  const double per_float = floats_ > 0
+                               ? schedule_.bytes_per_exchange / static_cast<double>(floats_) /
+                                     static_cast<double>(schedule_.steps)
+                               : 0.0;
+  for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
+    LayerPlan row = describe_layer(ctx_.model, l, scheme);
+    if (row.parameters == 0) row.scheme = "local";
+    row.predicted_bytes_sent = per_float * static_cast<double>(row.parameters);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::map<std::string, double> LocalStage::summary() const {
+  const LocalSchedule& s = schedule_;
+  return {{"local_steps", static_cast<double>(s.steps)},
+          {"local_auto", s.automatic ? 1.0 : 0.0},
+          {"local_iteration_seconds", s.iteration_seconds},
+          {"local_exchange_seconds", s.exchange_seconds},
+          {"local_predicted_utilization", s.utilization},
+          {"predicted_bytes_sent", s.bytes_per_exchange / static_cast<double>(s.steps)}};
+}
+
+bool LocalStage::finish() {
+  const bool mid_round = in_round_ > 0;
+  const std::size_t states = ctx_.model.layer_state_size();
+  if (!final_ || (!mid_round && states == 0)) return false;
+  // One ring of the replica and the layers' own state: their means are the final model (the
+  // replicas are already equal at a round's end: then only the states are written back).
+  std::vector<float> input(floats_ + states);
+  const std::span<float> w = ctx_.model.parameters();
+  std::copy(w.begin(), w.end(), input.begin());
+  ctx_.model.save_layer_states(std::span(input).subspan(floats_));
+  engine::Graph graph;
+  graph.emplace("local_final", engine::Arena::kNetwork, [&](engine::TaskContext& task) {
+    final_->start(0, input);
+    final_->await(0, task.defer());
+  });
+  ctx_.executor.run(graph);  // rethrows a peer's failure (PeerError)
+  const std::span<const float> sum = final_->result(0);
+  const float scale = 1.0f / static_cast<float>(ctx_.nodes);
+  if (mid_round) {
+    for (std::size_t i = 0; i < floats_; ++i) w[i] = sum[i] * scale;
+    spdlog::info(
+        "local: the job ended {} inner steps into a round: the final model is the mean "
+        "of the {} replicas",
+        in_round_, ctx_.nodes);
+  }
+  if (states > 0) {
+    for (std::size_t i = 0; i < states; ++i) input[floats_ + i] = sum[floats_ + i] * scale;
+    ctx_.model.load_layer_states(std::span<const float>(input).subspan(floats_));
+  }
+  return true;
+}
+
+void LocalStage::save_state(engine::StateWriter& out) {
+  out.write_u64(schedule_.steps);
+  out.write_u64(in_round_);
+  out.write_floats(start_);
+  outer_.save_state(out);
+}
+
+void LocalStage::load_state(engine::StateReader& in) {
+  const std::uint64_t steps = in.read_u64();
+  const std::uint64_t in_round = in.read_u64();
+  if (steps != schedule_.steps) {
+    throw CheckpointError(
+        "sync.local: the checkpoint's rounds are of H = " + std::to_string(steps) +
+        " inner steps, this job's of " + std::to_string(schedule_.steps) +
+        " (set sync.local.steps = " + std::to_string(steps) + " to resume it)");
+  }
+  if (in_round >= steps) throw CheckpointError("sync.local: inner steps past the round's end");
+  in.read_floats(start_);
+  outer_.load_state(in);
+  in_round_ = static_cast<std::size_t>(in_round);
+}
+
+}  // namespace gradmesh::sync

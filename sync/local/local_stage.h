@@ -1,0 +1,106 @@
+#pragma once
+// Strategy local: local SGD with an outer optimizer (DiLoCo, Douillard et al., arXiv 2311.08105,
+// Algorithm 1; issue 57). Each node steps its own replica with the job's optimizer (the inner
+// optimizer) for H iterations, sending nothing; then the nodes all-reduce the change since the
+// round began, Delta = theta_round_start - theta (the pseudo-gradient), and every node applies
+// the mean Delta to theta_round_start with the outer optimizer (outer_optimizer.h), so the
+// replicas are the same bits again. For links too slow for per-iteration exchange: the bytes of
+// one all-reduce of the model every H iterations.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sync/collective/ring_allreduce.h"
+#include "sync/local/options.h"
+#include "sync/local/outer_optimizer.h"
+#include "sync/sync_stage.h"
+
+namespace gradmesh::sync {
+
+/// What choosing H saw and gave (LocalStage::summary()).
+struct LocalSchedule {
+  std::size_t steps = 1;          ///< H
+  double iteration_seconds = 0;   ///< predicted compute of one inner iteration, t_c
+  double exchange_seconds = 0;    ///< predicted outer all-reduce of the model, t_x
+  double bytes_per_exchange = 0;  ///< what one node sends in it, payload + frame headers
+  double utilization = 1;         ///< H t_c / (H t_c + t_x): the share of time computing
+  bool automatic = false;         ///< sync.local.steps = "auto"
+};
+
+/// sync.local.steps = "auto" (issue 57, item 4, without overlap): the smallest H >= 1 with
+/// H t_c / (H t_c + t_x) >= `utilization`, i.e. H = ceil(u / (1 - u) t_x / t_c), at most
+/// `max_steps`; 1 when t_x = 0 (one node). `iteration_seconds` t_c > 0, `exchange_seconds` t_x
+/// >= 0, seconds; `utilization` in (0, 1). Pure. Throws ContractError for values out of range.
+[[nodiscard]] std::size_t local_steps_for(double iteration_seconds, double exchange_seconds,
+                                          double utilization, std::size_t max_steps);
+
+/// The auto H's target utilization (issue 57: ">= 95%") and its cap (a round of at most this
+/// many iterations).
+inline constexpr double kLocalUtilization = 0.95;
+inline constexpr std::size_t kMaxLocalSteps = 10000;
+
+/// The stage. One iteration: each layer steps locally after its backward (as strategy none's
+/// layers), then local_round counts the round's inner steps and, at the H-th, starts the ring
+/// all-reduce of Delta (lane local_outer); local_wait ends when the sum is in; local_outer
+/// steps theta_round_start by the mean Delta and copies it into the replica. Every node holds the
+/// same parameters after each round's last iteration; between, each holds its own.
+///
+/// With H = 1 and outer "average" training equals BSP SGD on the union of the nodes' batches
+/// (with the inner optimizer SGD, momentum included: the velocities are linear in the gradients;
+/// up to float rounding). finish(): a job that ends mid-round averages the replicas (plain mean),
+/// and layer states (batch normalization's running statistics, each node's own while training)
+/// are averaged, so the final model is one model on every node.
+///
+/// Checkpoints: theta_round_start, the outer velocity and the round's inner steps done, so a
+/// job stopped mid-round resumes bit for bit on the same node count (each node's replica and
+/// inner optimizer are the model's and the optimizer's sections). A failed peer fails the job
+/// (not bsp, not live_membership: no rollback yet).
+///
+/// Thread safety: as SyncStage. Errors: the constructor throws ConfigError for a model on a
+/// device (the outer step runs on host memory) and for an H the options give out of range.
+class LocalStage final : public SyncStage {
+ public:
+  explicit LocalStage(SyncContext ctx);
+
+  [[nodiscard]] std::string_view name() const noexcept override { return "local"; }
+  void build(engine::Graph& graph, const IterationTasks& tasks) override;
+  /// Per layer with parameters: "local H=<H>, <outer>", and its share of one exchange's bytes
+  /// over H iterations.
+  [[nodiscard]] std::vector<LayerPlan> plan() const override;
+  bool finish() override;
+  /// local_steps (H), local_auto (1 when chosen), predicted iteration and exchange seconds,
+  /// predicted utilization, predicted bytes per iteration.
+  [[nodiscard]] std::map<std::string, double> summary() const override;
+  void save_state(engine::StateWriter& out) override;
+  void load_state(engine::StateReader& in) override;
+
+  [[nodiscard]] const LocalSchedule& schedule() const noexcept { return schedule_; }
+
+ private:
+  void on_message(std::size_t from, net::Message&& message);
+  /// At the round's H-th inner step: Delta = theta_round_start - theta, the ring started.
+  void end_round(std::uint64_t exchange);
+  /// The outer step on the mean Delta; theta = theta_round_start.
+  void apply_outer(std::uint64_t exchange);
+
+  SyncContext ctx_;
+  LocalOptions options_;
+  LocalSchedule schedule_;
+  OuterOptimizer outer_;
+  std::size_t floats_;
+  std::vector<float> start_;     // theta_round_start
+  std::vector<float> delta_;     // the ring's input, then the mean Delta
+  std::size_t in_round_ = 0;     // inner steps done in the current round
+  bool due_ = false;             // this iteration ends the round
+  std::uint64_t exchanges_ = 0;  // outer exchanges this process ran (the ring's rounds)
+  LaneId lane_ = 0;
+  std::optional<collective::RingAllReduce> ring_;   // bucket 0: Delta
+  std::optional<collective::RingAllReduce> final_;  // bucket 1: the final average
+};
+
+}  // namespace gradmesh::sync

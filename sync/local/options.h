@@ -1,0 +1,40 @@
+#pragma once
+// [sync.local]: local SGD with an outer optimizer (DiLoCo, Douillard et al., arXiv 2311.08105;
+// sync/local/local_stage.h): H inner steps, then the outer step on the nodes' mean change.
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "sync/option_table.h"
+
+namespace gradmesh::sync {
+
+/// The outer optimizer of strategy local (sync.local.outer).
+enum class OuterKind {
+  kNesterov,  ///< SGD with Nesterov momentum on the pseudo-gradient (DiLoCo's)
+  kSgd,       ///< SGD with heavy-ball momentum (outer_momentum 0: plain SGD)
+  kAverage,   ///< plain periodic model averaging: outer lr 1, no momentum
+};
+
+/// sync.local.*.
+struct LocalOptions {
+  /// H, the inner steps between outer exchanges (>= 1); nullopt: "auto" (local_steps_for()).
+  std::optional<std::size_t> steps;
+  OuterKind outer = OuterKind::kNesterov;
+  double outer_lr = 0.7;        ///< the outer step's learning rate (> 0; DiLoCo's 0.7)
+  double outer_momentum = 0.9;  ///< the outer momentum, in [0, 1) (DiLoCo's 0.9)
+};
+
+/// [sync.local]: steps ("auto" or an integer >= 1, default "auto"), outer ("nesterov", "sgd",
+/// "average"; default "nesterov"), outer_lr (a number > 0, default 0.7), outer_momentum (a number
+/// in [0, 1), default 0.9).
+[[nodiscard]] OptionTable local_option_table();
+
+/// The [sync.local] values of `values` (defaults where unset).
+[[nodiscard]] LocalOptions local_options(const OptionValues& values);
+
+/// The name of `kind` in configs ("nesterov").
+[[nodiscard]] std::string outer_name(OuterKind kind);
+
+}  // namespace gradmesh::sync

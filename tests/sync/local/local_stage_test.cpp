@@ -1,0 +1,243 @@
+// Tests for strategy local (sync/local/: local SGD with an outer optimizer, DiLoCo; issue 57):
+// the outer optimizers against hand-computed steps, H = "auto" against its formula, H = 1 with
+// averaging against BSP SGD on the union of the batches, H > 1 against a single-process
+// simulation of the same rounds, resume mid-round bit for bit, and the final model one model.
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint.h"
+#include "engine/error.h"
+#include "sync/local/local_stage.h"
+#include "sync/local/outer_optimizer.h"
+#include "tests/sync/support/inproc_cluster.h"
+
+using namespace gradmesh;
+
+namespace {
+
+testing::SyntheticJob local_job(std::int64_t steps, const std::string& outer) {
+  testing::SyntheticJob job;
+  job.options.values.set("local.steps", steps);
+  job.options.values.set("local.outer", outer);
+  return job;
+}
+
+/// Node `rank`'s replica trained alone for `iterations` iterations from `start` (strategy none on
+/// its own batches, from iteration `first`), as a local node's inner steps are; its optimizer
+/// state is carried in `velocity` (SGD's, in and out).
+std::vector<float> inner_steps(const testing::SyntheticJob& job, std::size_t rank,
+                               const std::vector<float>& start, std::vector<float>& velocity,
+                               std::uint64_t first, std::uint64_t iterations) {
+  testing::SyntheticJob alone = job;
+  alone.options = {};
+  alone.first_iteration = first;
+  testing::InProcNode node(alone, "none", 0, 1, nullptr, {rank});
+  std::copy(start.begin(), start.end(), node.model().parameters().begin());
+  if (!velocity.empty()) {
+    std::copy(velocity.begin(), velocity.end(), node.optimizer().velocity().begin());
+  }
+  for (std::uint64_t t = 0; t < iterations; ++t) node.step();
+  const auto v = node.optimizer().velocity();
+  velocity.assign(v.begin(), v.end());
+  const auto w = node.model().parameters();
+  return {w.begin(), w.end()};
+}
+
+}  // namespace
+
+TEST_CASE("local's outer optimizers step as written, on small vectors", "[sync][local]") {
+  const std::vector<float> d1 = {1.0f, -2.0f, 0.5f}, d2 = {0.25f, 1.0f, -1.0f};
+  SECTION("nesterov: v = mu v + d; theta -= lr (d + mu v)") {
+    sync::OuterOptimizer outer(sync::OuterKind::kNesterov, 0.5, 0.9, 3);
+    std::vector<float> theta = {10.0f, 20.0f, 30.0f};
+    outer.step(theta, d1);  // v = d1; theta -= 0.5 (d1 + 0.9 d1)
+    CHECK(theta[0] == Approx(10.0f - 0.5f * 1.9f * 1.0f));
+    CHECK(theta[1] == Approx(20.0f + 0.5f * 1.9f * 2.0f));
+    outer.step(theta, d2);  // v = 0.9 d1 + d2
+    const float v0 = 0.9f * 1.0f + 0.25f;
+    CHECK(theta[0] == Approx(10.0f - 0.95f - 0.5f * (0.25f + 0.9f * v0)));
+    CHECK(outer.velocity()[0] == Approx(v0));
+  }
+  SECTION("sgd: v = mu v + d; theta -= lr v") {
+    sync::OuterOptimizer outer(sync::OuterKind::kSgd, 0.5, 0.9, 3);
+    std::vector<float> theta = {10.0f, 20.0f, 30.0f};
+    outer.step(theta, d1);
+    outer.step(theta, d2);
+    CHECK(theta[2] == Approx(30.0f - 0.5f * 0.5f - 0.5f * (0.9f * 0.5f - 1.0f)));
+  }
+  SECTION("average: theta -= d, whatever lr and momentum say") {
+    sync::OuterOptimizer outer(sync::OuterKind::kAverage, 0.7, 0.9, 3);
+    std::vector<float> theta = {10.0f, 20.0f, 30.0f};
+    outer.step(theta, d1);
+    CHECK(theta == std::vector<float>{9.0f, 22.0f, 29.5f});
+    CHECK(outer.velocity().empty());
+  }
+  SECTION("the velocity survives a checkpoint bit for bit") {
+    sync::OuterOptimizer a(sync::OuterKind::kNesterov, 0.7, 0.9, 3);
+    std::vector<float> theta = {1.0f, 2.0f, 3.0f};
+    a.step(theta, d1);
+    engine::StateWriter writer;
+    a.save_state(writer);
+    sync::OuterOptimizer b(sync::OuterKind::kNesterov, 0.7, 0.9, 3);
+    engine::StateReader reader(writer.bytes(), "outer");
+    b.load_state(reader);
+    std::vector<float> ta = theta, tb = theta;
+    a.step(ta, d2);
+    b.step(tb, d2);
+    CHECK(ta == tb);
+  }
+}
+
+TEST_CASE("local's automatic H is the smallest at 95% utilization without overlap",
+          "[sync][local]") {
+  // H t_c / (H t_c + t_x) >= 0.95  <=>  H >= 19 t_x / t_c.
+  CHECK(sync::local_steps_for(0.1, 0.5, 0.95, 10000) == 95);
+  CHECK(sync::local_steps_for(0.1, 0.0, 0.95, 10000) == 1);  // one node: nothing to hide
+  CHECK(sync::local_steps_for(0.2, 0.001, 0.95, 10000) == 1);
+  CHECK(sync::local_steps_for(0.01, 100.0, 0.95, 10000) == 10000);  // capped
+  const std::size_t h = sync::local_steps_for(0.03, 0.7, 0.95, 10000);
+  const auto utilization = [](double h, double tc, double tx) { return h * tc / (h * tc + tx); };
+  CHECK(utilization(static_cast<double>(h), 0.03, 0.7) >= 0.95);
+  CHECK(utilization(static_cast<double>(h - 1), 0.03, 0.7) < 0.95);
+  // A slower link needs a longer round.
+  CHECK(sync::local_steps_for(0.03, 7.0, 0.95, 10000) > h);
+  CHECK_THROWS_AS(sync::local_steps_for(0.0, 1.0, 0.95, 100), ContractError);
+  CHECK_THROWS_AS(sync::local_steps_for(0.1, 1.0, 1.0, 100), ContractError);
+}
+
+TEST_CASE("local with H = 1 and outer average equals BSP SGD on the union of the batches",
+          "[sync][local][inproc]") {
+  for (const std::size_t nodes : {2, 3}) {
+    INFO(nodes << " nodes");
+    const testing::SyntheticJob job = local_job(1, "average");
+    const std::vector<float> reference = testing::union_reference(job, nodes, 6);
+    testing::InProcCluster cluster(job, "local", nodes);
+    cluster.train(6);
+    const auto replicas = testing::replicas(cluster);
+    for (std::size_t r = 1; r < nodes; ++r) CHECK(replicas[r] == replicas[0]);
+    // Momentum 0.9 included: the mean of the nodes' velocities follows BSP's velocity.
+    CHECK(testing::max_abs_difference(replicas[0], reference) <= 1e-5);
+  }
+}
+
+TEST_CASE("local with H = 3 and Nesterov equals the rounds simulated in one process",
+          "[sync][local][inproc]") {
+  constexpr std::size_t kNodes = 2, kSteps = 3, kRounds = 2;
+  const testing::SyntheticJob job = local_job(kSteps, "nesterov");
+  testing::InProcCluster cluster(job, "local", kNodes);
+  // The reference: each node's inner steps alone, then the outer step on the mean change.
+  std::vector<float> start;
+  {
+    testing::InProcNode fresh(job, "none", 0, 1, nullptr, {0});
+    const auto w = fresh.model().parameters();
+    start.assign(w.begin(), w.end());
+  }
+  std::vector<std::vector<float>> velocity(kNodes);
+  sync::OuterOptimizer outer(sync::OuterKind::kNesterov, 0.7, 0.9, start.size());
+  for (std::size_t round = 0; round < kRounds; ++round) {
+    std::vector<float> sum(start.size(), 0.0f);
+    std::vector<std::vector<float>> ends;
+    for (std::size_t r = 0; r < kNodes; ++r) {
+      ends.push_back(inner_steps(job, r, start, velocity[r], round * kSteps, kSteps));
+      for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += start[i] - ends[r][i];
+    }
+    // Mid-round the replicas differ; at the round's end they are the outer step's, every bit.
+    cluster.train(kSteps - 1);
+    const auto mid = testing::replicas(cluster);
+    CHECK(mid[0] != mid[1]);
+    cluster.train(1);
+    std::vector<float> mean(sum.size());
+    for (std::size_t i = 0; i < sum.size(); ++i) mean[i] = sum[i] * (1.0f / kNodes);
+    outer.step(start, mean);
+    const auto replicas = testing::replicas(cluster);
+    CHECK(replicas[0] == start);
+    CHECK(replicas[1] == start);
+  }
+}
+
+TEST_CASE("local: a job ending mid-round ends with one model, the replicas' mean",
+          "[sync][local][inproc]") {
+  const testing::SyntheticJob job = local_job(4, "nesterov");
+  testing::InProcCluster cluster(job, "local", 3);
+  cluster.train(6);  // one round and 2 inner steps
+  const auto before = testing::replicas(cluster);
+  CHECK(before[0] != before[1]);
+  cluster.finish();
+  const auto after = testing::replicas(cluster);
+  CHECK(after[1] == after[0]);
+  CHECK(after[2] == after[0]);
+  for (std::size_t i = 0; i < after[0].size(); ++i) {
+    const double mean = (static_cast<double>(before[0][i]) + before[1][i] + before[2][i]) / 3.0;
+    REQUIRE(std::fabs(after[0][i] - mean) <= 1e-6 * (1.0 + std::fabs(mean)));
+  }
+}
+
+TEST_CASE("local: stopped mid-round and resumed equals the uninterrupted run, bit for bit",
+          "[sync][local][inproc]") {
+  constexpr std::size_t kNodes = 2;
+  const testing::SyntheticJob job = local_job(3, "nesterov");
+  testing::InProcCluster through(job, "local", kNodes);
+  through.train(8);
+  // The same job stopped after 5 iterations (2 into the second round): each node's model,
+  // optimizer and stage saved, then loaded by a new cluster that goes on from iteration 5.
+  std::vector<std::vector<std::byte>> saved(kNodes);
+  {
+    testing::InProcCluster first(job, "local", kNodes);
+    first.train(5);
+    for (std::size_t r = 0; r < kNodes; ++r) {
+      engine::StateWriter writer;
+      first.node(r).model().save_state(writer);
+      first.node(r).optimizer().save_state(writer);
+      first.node(r).stage().save_state(writer);
+      saved[r].assign(writer.bytes().begin(), writer.bytes().end());
+    }
+  }
+  testing::SyntheticJob resumed_job = job;
+  resumed_job.first_iteration = 5;
+  testing::InProcCluster resumed(resumed_job, "local", kNodes);
+  for (std::size_t r = 0; r < kNodes; ++r) {
+    engine::StateReader reader(saved[r], "node");
+    resumed.node(r).model().load_state(reader);
+    resumed.node(r).optimizer().load_state(reader);
+    resumed.node(r).stage().load_state(reader);
+  }
+  resumed.train(3);
+  const auto a = testing::replicas(through), b = testing::replicas(resumed);
+  for (std::size_t r = 0; r < kNodes; ++r) CHECK(a[r] == b[r]);
+  // Another H refuses the checkpoint, naming the key.
+  testing::InProcCluster other(local_job(4, "nesterov"), "local", kNodes);
+  std::vector<std::byte> model_and_rest = saved[0];
+  engine::StateReader reader(model_and_rest, "node");
+  other.node(0).model().load_state(reader);
+  other.node(0).optimizer().load_state(reader);
+  CHECK_THROWS_WITH(other.node(0).stage().load_state(reader), Catch::Contains("sync.local.steps"));
+}
+
+TEST_CASE("local: its options are checked, and its plan and summary say H", "[sync][local]") {
+  sync::OptionValues values;
+  CHECK(values.is("local.steps", "auto"));
+  CHECK_THROWS_AS(values.set("local.steps", std::int64_t{0}), std::invalid_argument);
+  CHECK_THROWS_AS(values.set("local.outer", std::string("adam")), std::invalid_argument);
+  CHECK_THROWS_AS(values.set("local.outer_lr", 0.0), std::invalid_argument);
+  CHECK_THROWS_AS(values.set("local.outer_momentum", 1.0), std::invalid_argument);
+  values.set("local.outer_lr", std::int64_t{1});
+  CHECK(sync::local_options(values).outer_lr == 1.0);
+  const sync::LocalOptions d = sync::local_options(sync::OptionValues{});
+  CHECK(!d.steps);
+  CHECK(d.outer == sync::OuterKind::kNesterov);
+  CHECK(d.outer_lr == 0.7);
+  CHECK(d.outer_momentum == 0.9);
+
+  testing::InProcCluster cluster(local_job(5, "sgd"), "local", 2);
+  const auto plan = cluster.node(0).stage().plan();
+  REQUIRE(!plan.empty());
+  CHECK(plan[0].scheme == "local H=5, sgd");
+  CHECK(plan[0].predicted_bytes_sent > 0);
+  const auto summary = cluster.node(0).stage().summary();
+  CHECK(summary.at("local_steps") == 5);
+  CHECK(summary.at("local_auto") == 0);
+}
