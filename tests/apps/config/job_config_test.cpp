@@ -332,7 +332,7 @@ TEST_CASE("bad --set options are errors naming the key and value", "[config][set
   CHECK_THROWS_WITH(parse(kMinimal, {"optimizer=1"}), Catch::Contains("'optimizer' is a table"));
   CHECK_THROWS_WITH(parse(kMinimal, {"sync.strategy=foo"}),
                     Catch::Equals("--set: sync.strategy = \"foo\": expected a strategy, one of "
-                                  "none, ps, poseidon, ako, allreduce, auto"));
+                                  "none, ps, poseidon, ako, allreduce, local, auto"));
   CHECK_THROWS_WITH(parse(kMinimal, {"optimizer.lr=-1"}),
                     Catch::Equals("--set: optimizer.lr = -1: expected a number > 0"));
   CHECK_THROWS_WITH(parse(kMinimal, {"optimizer.lr=fast"}),
