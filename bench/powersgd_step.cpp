@@ -1,8 +1,8 @@
 // bench/powersgd_step: what one PowerSGD step of one layer costs a node's CPU (issue 28), against
-// the planner's model of it (sync/compress/powersgd_model.h): compute_p, compute_q and decompress
-// of a rows x cols matrix at rank r, one node (the all-reduces left out: the sums are this node's
-// own factors) and the optimizer step on its output, each phase timed, and, for scale, one
-// optimizer step over the same floats. Seconds per step (median of `runs`), the model's
+// the planner's model of it (sync/compress/powersgd/powersgd_model.h): compute_p, compute_q and
+// decompress of a rows x cols matrix at rank r, one node (the all-reduces left out: the sums are
+// this node's own factors) and the optimizer step on its output, each phase timed, and, for scale,
+// one optimizer step over the same floats. Seconds per step (median of `runs`), the model's
 // compute_seconds for the measured step rate and a GEMM rate given, and the ratio measured / model.
 //
 //   build/bench/bench_powersgd_step [--rows M] [--cols N] [--rank R] [--runs K] [--gemm FLOPS]
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "sync/compress/powersgd.h"
-#include "sync/compress/powersgd_model.h"
+#include "sync/compress/powersgd/powersgd.h"
+#include "sync/compress/powersgd/powersgd_model.h"
 #include "tasks/cpu/blas.h"
 #include "tasks/optim/optimizer.h"
 #include "tasks/random.h"

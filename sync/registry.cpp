@@ -17,8 +17,8 @@
 #include "sync/allreduce/allreduce_scheme.h"
 #include "sync/allreduce/messages.h"
 #include "sync/compress/options.h"
-#include "sync/compress/powersgd_model.h"
-#include "sync/compress/powersgd_scheme.h"
+#include "sync/compress/powersgd/powersgd_model.h"
+#include "sync/compress/powersgd/powersgd_scheme.h"
 #include "sync/compress/sparse_model.h"
 #include "sync/compress/sparse_scheme.h"
 #include "sync/lane_router.h"
@@ -252,8 +252,9 @@ const std::vector<Entry>& registry() {
        [](SyncContext c) -> std::unique_ptr<SyncStage> {
          return std::make_unique<LocalStage>(std::move(c));
        },
-       // Replicas differ within a round: no per-iteration BSP, no rollback yet (issue 57).
-       {false, false, 0, {}},
+       // Replicas differ within a round: no per-iteration BSP, no rollback yet (issue 57). The
+       // outer exchange takes any registered compressor (sync/local/outer_exchange.h).
+       {false, false, 0, {}, true},
        {},
        local_option_table()},
       {"auto",
@@ -355,14 +356,19 @@ std::string strategy_for_nodes(std::string_view name, std::size_t nodes) {
 namespace {
 
 /// A compression method stands in for one scheme (compression_base): a strategy that does not
-/// plan it refuses the method, naming the strategies that can use it.
-void check_compression(std::string_view name, const std::vector<std::string>& schemes,
-                       const SyncOptions& o) {
+/// plan it refuses the method, naming the strategies that can use it; one that compresses its own
+/// buffers (StrategyTraits::compresses_buffers) takes any registered compressor.
+void check_compression(std::string_view name, const StrategyTraits& traits, const SyncOptions& o) {
   const CompressionOptions compression = compression_options(o.values);
-  if (compression_fits(compression.method, schemes)) return;
+  const auto fits = [&](const StrategyTraits& strategy) {
+    return compression_fits(compression.method, strategy.schemes) ||
+           (strategy.compresses_buffers &&
+            compress::find_compressor(compression.method) != nullptr);
+  };
+  if (fits(traits)) return;
   std::string can;
   for (const Entry& e : registry()) {
-    if (!compression_fits(compression.method, e.traits.schemes)) continue;
+    if (!fits(e.traits)) continue;
     can += (can.empty() ? "" : ", ") + e.name;
   }
   std::string bases;
@@ -379,7 +385,7 @@ void check_compression(std::string_view name, const std::vector<std::string>& sc
 
 void check_strategy(std::string_view name, const StartFacts& facts, const SyncOptions& options) {
   const Entry& e = entry(name, facts.nodes);
-  check_compression(name, e.traits.schemes, options);
+  check_compression(name, e.traits, options);
   if (e.check) e.check(options, facts);
 }
 

@@ -177,6 +177,9 @@ struct StrategyTraits {
   /// The per-layer schemes (sync/scheme.h ids) the planner may choose from, in its tie order,
   /// for the strategies made of planned layers (PlanStage); empty for the others.
   std::vector<std::string> schemes;
+  /// Compresses its own exchange of whole buffers with any registered compressor
+  /// ([sync.compression] applies whatever `schemes` holds). (local: its outer exchange.)
+  bool compresses_buffers = false;
 };
 
 /// The traits of strategy `name`. Throws ConfigError naming `sync.strategy`, the value and the

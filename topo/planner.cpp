@@ -274,16 +274,24 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
   return plan;
 }
 
+}  // namespace
+
+ClusterCost cluster_cost(const PlannerInput& input) {
+  return {input.nodes,
+          slowest_link(input.links),
+          input.frame_overhead_bytes,
+          input.gemm_flops,
+          input.step_seconds_per_float,
+          input.half_encode_seconds_per_float,
+          input.half_decode_seconds_per_float,
+          input.transport_seconds_per_byte};
+}
+
+namespace {
+
 /// make_plan() for an input with at most one bucketed scheme (checked inputs).
 Plan plan_one(const PlannerInput& input) {
-  const ClusterCost cluster{input.nodes,
-                            slowest_link(input.links),
-                            input.frame_overhead_bytes,
-                            input.gemm_flops,
-                            input.step_seconds_per_float,
-                            input.half_encode_seconds_per_float,
-                            input.half_decode_seconds_per_float,
-                            input.transport_seconds_per_byte};
+  const ClusterCost cluster = cluster_cost(input);
   std::size_t total_floats = 0;
   for (const LayerProfile& layer : input.layers) total_floats += layer.parameters;
 

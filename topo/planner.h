@@ -220,4 +220,8 @@ inline constexpr double kCompressionMargin = 0.10;
 /// fixed scheme is compressed, or when every allowed scheme is.
 [[nodiscard]] Plan make_plan(const PlannerInput& input);
 
+/// What the cost formulas see of `input`: n, its slowest link (slowest_link), the frame overhead
+/// and the measured GEMM, step, 16-bit and transport rates. Pure; does not check the input.
+[[nodiscard]] ClusterCost cluster_cost(const PlannerInput& input);
+
 }  // namespace gradmesh::topo

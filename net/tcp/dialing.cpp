@@ -25,7 +25,7 @@ void TcpTransport::Impl::on_connected(Connection& connection, int status) noexce
     dialer.schedule_retry();
     return;
   }
-  send_challenge(connection);
+  authenticator_.send_challenge(connection);
 }
 
 }  // namespace gradmesh::net

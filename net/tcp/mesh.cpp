@@ -27,14 +27,8 @@ void TcpTransport::Impl::start() {
   uv_async_init(&loop_, &async_, &Impl::on_async);
   async_.data = this;
   send_queue_.open(&loop_, options_.max_send_rate);
-  uv_timer_init(&loop_, &heartbeat_timer_);
-  heartbeat_timer_.data = this;
+  liveness_.open(&loop_);  // starts the heartbeat timer
   listener_.open(&loop_);  // starts the handshake deadline's timer
-  if (options_.peer_timeout_s > 0.0) {
-    const auto every = std::max<std::uint64_t>(
-        1, static_cast<std::uint64_t>(options_.peer_timeout_s * 1000.0 / 4.0));
-    uv_timer_start(&heartbeat_timer_, &Impl::on_heartbeat, every, every);
-  }
   for (std::size_t r = 0; r < peers_.size(); ++r) {
     if (!dials(r)) continue;
     peers_[r].make_dialer(*this, mutex_, self, r).open(&loop_);

@@ -2,14 +2,15 @@
 // Internal to net/tcp/ (includes <uv.h>): TcpTransport's implementation class. It owns the loop,
 // the parts below and the state shared with callers' threads, and connects them: the Listener
 // (net/tcp/listener.h: listening, accepted connections in their handshake), one PeerLink per
-// peer (net/tcp/peer_link.h: its connection, its Dialer, its liveness probe, its stored failure)
-// and the SendScheduler (net/tcp/send_scheduler.h: which frame goes next, the send cap). Its
-// methods live one concept a file: tcp_transport.cpp (construction and the public facade),
-// mesh.cpp (start-up, the Hello), authenticate.cpp (the Challenges and the Proof before the Hello:
-// net/tcp/auth.h), send_queue.cpp (callers' sends and settings, the loop thread's async wake-up),
-// receive.cpp (frames in: dispatch, malformed frames, broken connections, writes completed),
-// dialing.cpp (the Dialer's winner), lifecycle.cpp (peer failure, heartbeats and silent peers,
-// shutdown, closing).
+// peer (net/tcp/peer_link.h: its connection, its Dialer, its liveness probe, its stored failure),
+// the SendScheduler (net/tcp/send_scheduler.h: which frame goes next, the send cap), Liveness
+// (net/tcp/liveness.h: heartbeats, silent peers, the indirect probe, the peers' notices) and the
+// Authenticator (net/tcp/authenticator.h: the job secret's Challenges and Proof before the Hello,
+// the session keys). Its methods live one concept a file: tcp_transport.cpp (construction and
+// the public facade), mesh.cpp (start-up, refusals, the Hello), send_queue.cpp (callers' sends and
+// settings, the loop thread's async wake-up), receive.cpp (frames in: dispatch, malformed frames,
+// broken connections, writes completed), dialing.cpp (the Dialer's winner), lifecycle.cpp (peer
+// failure, shutdown, closing).
 //
 // Threads: the public methods (start, enqueue_from_caller, shutdown, ...) run on callers'
 // threads and meet the loop thread under mutex_ (the members under "shared with caller threads",
@@ -38,10 +39,12 @@
 #include "net/frame.h"
 #include "net/lane_scheduler.h"
 #include "net/rate_limiter.h"
+#include "net/tcp/authenticator.h"
 #include "net/tcp/connection.h"
 #include "net/tcp/dialer.h"
 #include "net/tcp/handshake.h"
 #include "net/tcp/listener.h"
+#include "net/tcp/liveness.h"
 #include "net/tcp/liveness_query.h"
 #include "net/tcp/log_throttle.h"
 #include "net/tcp/peer_link.h"
@@ -56,7 +59,6 @@ namespace tcp {
 
 using detail::Connection;
 
-inline constexpr std::size_t kNoRank = static_cast<std::size_t>(-1);
 // Cut data frames (TcpTransport::set_link_rates): one fragment holds a connection for at most this
 // share of the peer timeout at the link's measured rate, and is never smaller than the floor (a
 // DataMore head is 8 + 24 bytes a fragment; the floor keeps that under 0.2%). A connection with
@@ -66,17 +68,6 @@ inline constexpr std::size_t kMinFragmentBytes = 16 * 1024;
 // start()'s time-out error names at most this many missing peers, then counts the rest (a
 // 10,000-entry peer list must not make a 300,000-character line).
 inline constexpr std::size_t kNamedMissing = 8;
-// A peer this node does not hear while others vouch for it (LivenessReport) is failed all the same
-// once this node has read nothing from it for this many peer timeouts: a connection broken one way
-// must not stall the job for good. Six (60 s at the default 10 s) outlasts TCP's retransmission
-// backoff on a congested link (0.2 s doubling: 5 lost retransmissions in a row sum to 6.2 s of
-// waiting, 6 to 12.6 s, 7 to 25.4 s).
-inline constexpr std::uint64_t kMaxVouchedTimeouts = 6;
-
-inline const char* body_name(schema::Body type) {
-  const char* name = schema::EnumNameBody(type);
-  return (name != nullptr && *name != '\0') ? name : "unknown";
-}
 
 }  // namespace tcp
 
@@ -84,7 +75,9 @@ using tcp::Connection;
 
 class TcpTransport::Impl final : public detail::ConnectionListener,
                                  public tcp::DialerOwner,
-                                 public tcp::ListenerOwner {
+                                 public tcp::ListenerOwner,
+                                 public tcp::LivenessOwner,
+                                 public tcp::AuthenticatorOwner {
  public:
   explicit Impl(TransportOptions options);
   ~Impl();
@@ -130,44 +123,38 @@ class TcpTransport::Impl final : public detail::ConnectionListener,
   void close_connection(Connection& connection) noexcept override;
   [[nodiscard]] bool stopping() const noexcept override { return stopping_; }
 
+  // ---- LivenessOwner (loop thread) ----
+  void fail_silent_peer(std::size_t rank, const std::string& why) noexcept override {
+    fail_peer(rank, why);
+  }
+  void queue_control(Connection& connection,
+                     std::unique_ptr<OutgoingFrame> frame) noexcept override {
+    queue_frame(connection, std::move(frame));
+  }
+  void pump_sends() noexcept override { pump(); }
+  void reject_control(Connection& connection, const std::string& why,
+                      std::size_t wire_bytes) noexcept override {
+    on_malformed(connection, why, wire_bytes);
+  }
+  [[nodiscard]] bool quiescing() const noexcept override { return stopping_ || shutting_down_; }
+
+  // ---- AuthenticatorOwner (loop thread; queue_control, pump_sends, reject_inbound and
+  // close_connection above, refuse, fail_start, rejoin_refusal and log_rejection below) ----
+  void handle_dialer_reply(Connection& connection, const schema::Header& header,
+                           std::size_t wire) noexcept override;
+  void set_last_refusal(std::size_t rank, const std::string& why) noexcept override {
+    const std::lock_guard lock(mutex_);
+    peers_[rank].set_last_refusal_locked(why);
+  }
+  [[nodiscard]] detail::ReadLimits authenticated_limits() const noexcept override {
+    return limits(true, /*authenticated=*/true);
+  }
+  [[nodiscard]] std::unique_ptr<OutgoingFrame> encode_our_hello() const override {
+    return encode_hello(our_hello(), control_lane_);
+  }
+
   // ---- loop thread ----
   static void on_async(uv_async_t* handle) noexcept;
-  // Every quarter of peer_timeout_s: fails the peers silent for longer than it, and sends a
-  // Heartbeat on each connection that has carried nothing for a quarter of it (lifecycle.cpp).
-  static void on_heartbeat(uv_timer_t* timer) noexcept;
-  // A connection silent for peer_timeout_s: the peer is failed once every other peer asked
-  // (LivenessQuery, answered by LivenessReport: SWIM's indirect probe) says it has not heard it
-  // within that either, or failed itself; or when this node itself has heard nothing from it for
-  // kMaxVouchedTimeouts x peer_timeout_s (answers slow behind bulk bytes wait until then).
-  // `direct_ms`: since the last byte read on the connection. Returns whether the peer was failed.
-  bool check_silence(std::size_t rank, std::uint64_t now, std::uint64_t direct_ms) noexcept;
-  // TransportOptions::peer_timeout_s in uv_now() milliseconds.
-  [[nodiscard]] std::uint64_t peer_timeout_ms() const noexcept {
-    return static_cast<std::uint64_t>(options_.peer_timeout_s * 1000.0);
-  }
-  // Sends a LivenessQuery about `rank` to every other peer heard within peer_timeout_s; false
-  // when there is none.
-  bool query_liveness(std::size_t rank, std::uint64_t now) noexcept;
-  // Every peer asked about `rank` answered no (or failed): fails it, if still connected.
-  void settle_query(std::size_t rank) noexcept;
-  // fail_peer() with "sent nothing for S s (net.peer_timeout = T s)" + `why`.
-  void fail_silent(std::size_t rank, std::uint64_t direct_ms, const std::string& why) noexcept;
-  // A control frame about rank `about` (LivenessQuery, LivenessReport, ConnectionNotice) is
-  // counted (true), or malformed when `about` is out of range or not `about_allowed` (counted and
-  // logged as such: false).
-  bool accept_liveness_frame(Connection& connection, const char* kind, std::size_t about,
-                             bool about_allowed, std::size_t wire_bytes) noexcept;
-  void on_liveness_query(Connection& connection, const schema::LivenessQuery& query,
-                         std::size_t wire_bytes) noexcept;
-  void on_liveness_report(Connection& connection, const schema::LivenessReport& report,
-                          std::size_t wire_bytes) noexcept;
-  // A peer's ConnectionNotice: logged, and kept as the notice of the rank it names (added to that
-  // rank's failure when it comes: fail_peer).
-  void on_connection_notice(Connection& connection, const schema::ConnectionNotice& notice,
-                            std::size_t wire_bytes) noexcept;
-  // Before closing the connection to `rank` on `why`: a ConnectionNotice to every other peer with
-  // an established connection.
-  void tell_peers_why(std::size_t rank, const std::string& why) noexcept;
   void run_loop() noexcept;
   // The ranks this node dials: the lower ones, or every other one when it rejoins.
   [[nodiscard]] bool dials(std::size_t rank) const noexcept {
@@ -176,39 +163,23 @@ class TcpTransport::Impl final : public detail::ConnectionListener,
   // Why a handshake claiming `rank` (rejoining or not) cannot go on now, or "" (acceptor); sets
   // `retry` when the dialer should dial again. A plain claim of a failed rank is refused (it must
   // say it rejoins): called for it at the Hello only, after the view check.
-  [[nodiscard]] std::string rejoin_refusal(std::size_t rank, bool rejoin, bool& retry) noexcept;
+  [[nodiscard]] std::string rejoin_refusal(std::size_t rank, bool rejoin,
+                                           bool& retry) noexcept override;
   void handle_hello(Connection& connection, const schema::Hello& hello, std::size_t wire) noexcept;
-  // authenticate.cpp
-  void send_challenge(Connection& connection) noexcept;
-  void handle_challenge(Connection& connection, const schema::Header& header,
-                        std::size_t wire) noexcept;
-  void handle_proof(Connection& connection, const schema::Header& header,
-                    std::size_t wire) noexcept;
-  void handle_acceptor_challenge(Connection& connection, const schema::Header& header,
-                                 std::size_t wire) noexcept;
-  void refused_by_dialer(Connection& connection, const schema::Header& header,
-                         std::size_t wire) noexcept;
-  // Whether frames after the authentication are sealed (a secret and TransportOptions::encrypt).
-  [[nodiscard]] bool encrypts() const noexcept { return key_.has_value() && options_.encrypt; }
-  // What our proof (`ours`) or the peer's covers on `connection` to `peer_rank`.
-  [[nodiscard]] auth::Transcript transcript(const Connection& connection, bool ours,
-                                            std::size_t peer_rank) const noexcept;
-  void handle_dialer_reply(Connection& connection, const schema::Header& header,
-                           std::size_t wire) noexcept;
   // Counts an inbound connection rejected during the handshake and logs it at `level`, one line
   // a second at most (the next line says how many were left out).
-  void log_rejection(spdlog::level::level_enum level, const std::string& line) noexcept;
+  void log_rejection(spdlog::level::level_enum level, const std::string& line) noexcept override;
   // Sends a Refuse saying `why` and closes after it; logged, and counted when inbound. With
   // `fails_start`, start() fails naming `claimed_rank` once the Refuse is written.
   void refuse(Connection& connection, std::size_t claimed_rank, const std::string& why,
-              bool fails_start, bool retry = false) noexcept;
+              bool fails_start, bool retry = false) noexcept override;
   void finish_refusal(Connection& connection) noexcept;
   void mark_connected(Connection& connection) noexcept;
   /// Gives `connection` its peer's fragment size (set_link_rates()). Loop thread.
   void apply_fragment_bytes(Connection& connection) noexcept;
   void fail_peer(std::size_t rank, const std::string& why,
                  std::optional<std::size_t> failed_peer = std::nullopt) noexcept;
-  void fail_start(PeerError error) noexcept;
+  void fail_start(PeerError error) noexcept override;
   // The send queue's (SendScheduler::enqueue and pump).
   void queue_frame(Connection& connection, std::unique_ptr<OutgoingFrame> frame) noexcept {
     send_queue_.enqueue(connection, std::move(frame));
@@ -229,18 +200,18 @@ class TcpTransport::Impl final : public detail::ConnectionListener,
   [[nodiscard]] std::size_t count_done_locked() const noexcept;
 
   std::vector<tcp::PeerLink> peers_;  // index = rank; this node's own entry has no connection
-  std::optional<auth::Key> key_;      // derived from options_.secret (then wiped); none: no secret
 
   uv_loop_t loop_{};
   uv_async_t async_{};
-  uv_timer_t heartbeat_timer_{};
   bool loop_initialised_ = false;
   std::thread thread_;
 
   // loop thread only
   tcp::Listener listener_;
   tcp::SendScheduler send_queue_;
-  tcp::LogThrottle rejection_log_;  // inbound rejections: one line a second at most
+  tcp::Liveness liveness_;  // heartbeats, silent peers, the peers' notices (net/tcp/liveness.h)
+  tcp::Authenticator authenticator_;  // the job secret's challenge-response (authenticator.h)
+  tcp::LogThrottle rejection_log_;    // inbound rejections: one line a second at most
   std::vector<std::pair<std::size_t, std::unique_ptr<OutgoingFrame>>> draining_;
   bool stopping_ = false;
   bool shutting_down_ = false;

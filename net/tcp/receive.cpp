@@ -26,13 +26,13 @@ void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& 
     switch (connection.step) {
       case Connection::Step::kChallenge:
         if (dialer) {
-          handle_acceptor_challenge(connection, header, wire_bytes);
+          authenticator_.on_acceptor_challenge(connection, header, wire_bytes);
         } else {
-          handle_challenge(connection, header, wire_bytes);
+          authenticator_.on_challenge(connection, header, wire_bytes);
         }
         return;
       case Connection::Step::kProof:
-        handle_proof(connection, header, wire_bytes);
+        authenticator_.on_proof(connection, header, wire_bytes);
         return;
       case Connection::Step::kHello:
         if (dialer) {
@@ -74,13 +74,13 @@ void TcpTransport::Impl::on_frame(Connection& connection, const schema::Header& 
       counters_.add_received(rank, control_lane_, wire_bytes, 1);
       return;
     case schema::Body::LivenessQuery:  // counted there: a malformed one as such
-      on_liveness_query(connection, *header.body_as_LivenessQuery(), wire_bytes);
+      liveness_.on_query(connection, *header.body_as_LivenessQuery(), wire_bytes);
       return;
     case schema::Body::LivenessReport:
-      on_liveness_report(connection, *header.body_as_LivenessReport(), wire_bytes);
+      liveness_.on_report(connection, *header.body_as_LivenessReport(), wire_bytes);
       return;
     case schema::Body::ConnectionNotice:
-      on_connection_notice(connection, *header.body_as_ConnectionNotice(), wire_bytes);
+      liveness_.on_notice(connection, *header.body_as_ConnectionNotice(), wire_bytes);
       return;
     case schema::Body::Goodbye:
       counters_.add_received(rank, control_lane_, wire_bytes, 1);
@@ -138,7 +138,7 @@ void TcpTransport::Impl::on_unverified(Connection& connection, const std::string
     on_broken(connection, 0, why);
     return;
   }
-  tell_peers_why(rank, why);
+  liveness_.tell_peers_why(rank, why);
   fail_peer(rank, why);
 }
 

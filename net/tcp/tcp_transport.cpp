@@ -19,12 +19,11 @@ TcpTransport::Impl::Impl(TransportOptions options)
                 }()),
       peers_(options_.peers.size()),
       listener_(*this, options_.rank, options_.peers.size(), options_.handshake_timeout_s),
-      send_queue_(options_.lanes.size() + 1) {
+      send_queue_(options_.lanes.size() + 1),
+      liveness_(*this, peers_, options_.rank, options_.peer_timeout_s, control_lane_, counters_),
+      authenticator_(*this, options_.secret, options_.encrypt, options_.job_name, options_.rank,
+                     options_.rejoin, control_lane_, peers_, counters_) {
   lane_names_.emplace_back(kControlLane);
-  if (!options_.secret.empty()) {
-    key_.emplace(options_.secret);
-    auth::wipe(options_.secret);
-  }
   for (std::size_t r = 0; r < peers_.size(); ++r)
     peers_[r].set_address(options_.peers[r].to_string());
 }

@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "engine/executor.h"
-#include "engine/graph.h"
 #include "sync/layer_plan.h"
+#include "sync/replica_average.h"
 
 namespace gradmesh::sync {
 
@@ -95,19 +95,9 @@ bool AkoStage::finish() {
 
 void AkoStage::average_replicas() {
   const auto start = Clock::now();
-  const std::span<float> w = ctx_.model.parameters();
-  // The ring reduces its input in place and the loop thread may still stage a late partition:
-  // a copy of the replica of its own (once, at the end of the job), then the layers' own state
-  // (batch normalization's running statistics), averaged with it.
-  const std::size_t state = ctx_.model.layer_state_size();
-  std::vector<float> input(floats_ + state);
-  std::copy(w.begin(), w.end(), input.begin());
-  ctx_.model.save_layer_states(std::span(input).subspan(floats_));
-  engine::Graph graph;
-  graph.emplace("ako_average", engine::Arena::kNetwork, [&](engine::TaskContext& task) {
-    average_->start(0, input);
-    average_->await(0, task.defer());
-  });
+  // A copy of the replica (once, at the end of the job): the ring reduces its input in place and
+  // the loop thread may still stage a late partition.
+  ReplicaAverage replicas(ctx_.model);
   // Bounded: a peer that saw another fail averages among the survivors instead and never joins
   // the ring (with a clean Goodbye, which is no failure here). Each node sends and receives
   // 2 (n - 1) / n of the model; past the bound the ring fails, naming the rank it receives from.
@@ -137,19 +127,13 @@ void AkoStage::average_replicas() {
     watchdog.join();
   };
   try {
-    ctx_.executor.run(graph);  // rethrows a peer's failure (PeerError)
+    replicas.reduce(ctx_.executor, *average_, "ako_average");
   } catch (...) {
     stop_watchdog();
     throw;
   }
   stop_watchdog();
-  const std::span<const float> sum = average_->result(0);
-  const float scale = 1.0f / static_cast<float>(ctx_.nodes);
-  for (std::size_t i = 0; i < floats_; ++i) w[i] = sum[i] * scale;
-  if (state > 0) {
-    for (std::size_t i = 0; i < state; ++i) input[floats_ + i] = sum[floats_ + i] * scale;
-    ctx_.model.load_layer_states(std::span<const float>(input).subspan(floats_));
-  }
+  replicas.write_back(*average_, ctx_.nodes, true);
   spdlog::info("ako: the final model is the mean of the {} replicas ({:.2f} s)", ctx_.nodes,
                std::chrono::duration<double>(Clock::now() - start).count());
 }

@@ -2,29 +2,28 @@
 
 #include <vector>
 
-#include "sync/compress/powersgd_model.h"
-#include "sync/plan_input.h"
+#include "sync/compress/scheme_method.h"
 
 namespace gradmesh::sync {
 
 namespace {
-bool measures_powersgd(const CompressionOptions& compression, const tasks::Model& model) {
-  return compression.method == kPowerSgdScheme && !model.on_device();
+/// The scheme method `compression` names, if start-up times it on `model`; else nullptr.
+const SchemeMethod* measured_scheme_method(const CompressionOptions& compression,
+                                           const tasks::Model& model) {
+  const SchemeMethod* method = find_scheme_method(compression.method);
+  return method != nullptr && method->measures(model) ? method : nullptr;
 }
 }  // namespace
 
 bool measures_compression(const CompressionOptions& compression, const tasks::Model& model) {
-  return compress::measures_codec(compression.method) || measures_powersgd(compression, model);
+  return compress::measures_codec(compression.method) ||
+         measured_scheme_method(compression, model) != nullptr;
 }
 
 std::optional<compress::CodecProfile> measure_compression(const CompressionOptions& compression,
                                                           tasks::Model& model, std::uint64_t seed) {
-  if (measures_powersgd(compression, model)) {
-    std::vector<compress::MatrixShape> shapes(model.num_layers());
-    for (std::size_t l = 0; l < shapes.size(); ++l) shapes[l] = weight_matrix(model.layer(l));
-    // 0.05 s a shape: a round of the 4096 x 4096 layer's first 1024 rows takes about 15 ms.
-    return compress::profile_powersgd(static_cast<std::size_t>(compression.rank), shapes, 0.05,
-                                      seed);
+  if (const SchemeMethod* method = measured_scheme_method(compression, model)) {
+    return method->measure(compression, model, seed);
   }
   if (!compress::measures_codec(compression.method)) return std::nullopt;
   std::vector<std::size_t> floats(model.num_layers());

@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "sync/allreduce/allreduce_scheme.h"
-#include "sync/compress/powersgd_model.h"
+#include "sync/compress/scheme_method.h"
 #include "sync/compress/sparse_model.h"
 #include "sync/poseidon/sfb_scheme.h"
 #include "sync/ps/ps_scheme.h"
@@ -32,11 +32,12 @@ std::vector<std::string_view> bases_of(const compress::CompressorEntry& entry) {
   return bases;
 }
 
-/// The methods a job may name besides none, in the order plans and errors list them: PowerSGD (a
-/// scheme of its own, not a registered compressor: it needs a layer's weight matrix, and stands
-/// in for all-reduce), then every registered lossy compressor in registration order.
+/// The methods a job may name besides none, in the order plans and errors list them: the scheme
+/// methods (scheme_method.h: schemes of their own, such as one that needs a layer's weight
+/// matrix), then every registered lossy compressor in registration order.
 std::vector<std::string> compression_methods() {
-  std::vector<std::string> methods{std::string(kPowerSgdScheme)};
+  std::vector<std::string> methods;
+  for (const SchemeMethod& method : scheme_methods()) methods.push_back(method.name);
   for (std::string& name : compress::compressor_names()) {
     if (!compress::compressor_entry(name).traits.lossless) methods.push_back(std::move(name));
   }
@@ -46,8 +47,8 @@ std::vector<std::string> compression_methods() {
 /// The compressed stand-in of `base` for `options` (a base of compression_bases(method)); its
 /// model is marked SchemeModel::compressed.
 topo::SchemeModel compressed_model(const CompressionOptions& options, std::string_view base) {
-  if (options.method == kPowerSgdScheme) {
-    return powersgd_scheme_model(static_cast<std::size_t>(options.rank));
+  if (const SchemeMethod* method = find_scheme_method(options.method)) {
+    return method->model(options);
   }
   const compress::CompressorEntry& entry =
       compress::compressor_entry(options.method, "sync.compression.method");
@@ -57,8 +58,8 @@ topo::SchemeModel compressed_model(const CompressionOptions& options, std::strin
   return sparse_scheme_model(entry.name, compressor_params(options, 0, 0));
 }
 
-/// sync.compression.method: none, powersgd or a registered compressor's name, looked up when a
-/// config is read (a program registers its own first), or any name under
+/// sync.compression.method: none, a scheme method's or a registered compressor's name, looked up
+/// when a config is read (a program registers its own first), or any name under
 /// compress::AcceptUnknownCompressors.
 OptionKey method_key() {
   std::vector<std::string> methods{std::string(kNoCompression)};
@@ -68,7 +69,7 @@ OptionKey method_key() {
   key.canonical = [](const OptionValue& value) -> std::optional<OptionValue> {
     const auto* name = std::get_if<std::string>(&value);
     if (name == nullptr || name->empty()) return std::nullopt;
-    if (*name == kNoCompression || *name == kPowerSgdScheme ||
+    if (*name == kNoCompression || find_scheme_method(*name) != nullptr ||
         compress::find_compressor(*name) != nullptr ||
         compress::AcceptUnknownCompressors::active()) {
       return value;
@@ -119,7 +120,7 @@ compress::CompressorParams compressor_params(const CompressionOptions& options, 
 }
 
 std::vector<std::string_view> compression_bases(std::string_view method) {
-  if (method == kPowerSgdScheme) return {topo::kAllReduceScheme};
+  if (const SchemeMethod* scheme = find_scheme_method(method)) return scheme->bases;
   const compress::CompressorEntry* entry = compress::find_compressor(method);
   if (entry == nullptr) return {};
   return bases_of(*entry);

@@ -11,9 +11,13 @@ target_sources(gradmesh_sync PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/error_feedback.cpp
   ${CMAKE_CURRENT_LIST_DIR}/momentum_correction.cpp
   ${CMAKE_CURRENT_LIST_DIR}/options.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/powersgd.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/powersgd_model.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/powersgd_scheme.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/scheme_method.cpp
+  # Scheme methods (scheme_method.h), each listed in scheme_method.cpp.
+  ${CMAKE_CURRENT_LIST_DIR}/powersgd/powersgd.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/powersgd/powersgd_method.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/powersgd/powersgd_model.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/powersgd/powersgd_profile.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/powersgd/powersgd_scheme.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sparse_model.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sparse_scheme.cpp
   # One folder a compressor (compressor.h), each added to the registry in builtin_compressors.cpp.

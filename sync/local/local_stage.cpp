@@ -11,6 +11,7 @@
 #include "sync/layer_plan.h"
 #include "sync/local/messages.h"
 #include "sync/plan_input.h"
+#include "sync/replica_average.h"
 #include "sync/scheme.h"
 #include "topo/cost_model.h"
 
@@ -20,9 +21,12 @@ namespace {
 
 constexpr std::uint32_t kDeltaBucket = 0;
 constexpr std::uint32_t kFinalBucket = 1;
+// The outer exchange's compressor seed, the same on every node (random-k's indices).
+constexpr std::uint64_t kOuterSeed = 0x6c6f63616c6f7574ULL;  // "localout"
 
 /// What H the options give or the measurements choose, with the predictions beside it.
-LocalSchedule make_schedule(const SyncContext& ctx, const LocalOptions& options) {
+LocalSchedule make_schedule(const SyncContext& ctx, const LocalOptions& options,
+                            const CompressionOptions& compression) {
   LocalSchedule s;
   const topo::PlannerInput input = planner_input(ctx, {std::string(topo::kAllReduceScheme)});
   double compute = 0, floats = 0;
@@ -32,12 +36,12 @@ LocalSchedule make_schedule(const SyncContext& ctx, const LocalOptions& options)
   }
   compute += floats * input.step_seconds_per_float;
   s.iteration_seconds = compute;
+  s.wire = local::outer_exchange_name(compression);
   if (ctx.nodes > 1) {
-    const double overhead =
-        frame_overhead_bytes(0, static_cast<std::uint16_t>(collective::RingKind::kReduceScatter));
-    const topo::LinkCost link = topo::slowest_link(input.links);
-    s.exchange_seconds = topo::ring_allreduce_cost(link, ctx.nodes, overhead).seconds(4.0 * floats);
-    s.bytes_per_exchange = topo::ring_allreduce_bytes(4.0 * floats, ctx.nodes, overhead);
+    const local::OuterCost cost = local::outer_exchange_cost(
+        topo::cluster_cost(input), static_cast<std::size_t>(floats), compression);
+    s.exchange_seconds = cost.seconds;
+    s.bytes_per_exchange = cost.bytes;
   }
   s.automatic = !options.steps.has_value();
   s.steps = options.steps ? *options.steps
@@ -67,7 +71,7 @@ std::size_t local_steps_for(double iteration_seconds, double exchange_seconds, d
 LocalStage::LocalStage(SyncContext ctx)
     : ctx_(std::move(ctx)),
       options_(local_options(ctx_.options.values)),
-      schedule_(make_schedule(ctx_, options_)),
+      schedule_(make_schedule(ctx_, options_, compression_options(ctx_.options.values))),
       outer_(options_.outer, options_.outer_lr, options_.outer_momentum,
              ctx_.model.parameter_count()),
       floats_(ctx_.model.parameter_count()) {
@@ -76,6 +80,7 @@ LocalStage::LocalStage(SyncContext ctx)
         "sync.strategy = \"local\": the outer step runs on host memory; a model on a device "
         "(compute.device = \"cuda\") is not supported by it yet");
   }
+  compression_ = compression_options(ctx_.options.values);
   const std::span<const float> w = ctx_.model.parameters();
   start_.assign(w.begin(), w.end());
   delta_.resize(floats_);
@@ -83,31 +88,31 @@ LocalStage::LocalStage(SyncContext ctx)
     lane_ = ctx_.router.route(local::kLane, [this](std::size_t from, net::Message&& m) {
       on_message(from, std::move(m));
     });
-    ring_.emplace(ctx_.router, lane_, kDeltaBucket, floats_);
+    exchange_.emplace(ctx_.router, lane_, kDeltaBucket, floats_, compression_, kOuterSeed,
+                      ctx_.rank);
     final_.emplace(ctx_.router, lane_, kFinalBucket, floats_ + ctx_.model.layer_state_size());
     ctx_.router.on_failure([this](const PeerError& error) {
-      const std::exception_ptr e = std::make_exception_ptr(error);
-      ring_->fail_all(e);
-      final_->fail_all(e);
+      exchange_->fail(error);
+      final_->fail_all(std::make_exception_ptr(error));
     });
   }
   const LocalSchedule& s = schedule_;
   spdlog::info(
-      "local: H = {} inner steps a round{} (outer {}, lr {}, momentum {}); predicted: an "
-      "iteration {:.2f} ms, the outer all-reduce {:.2f} ms ({:.0f} bytes a node), utilization "
-      "{:.1f}%",
+      "local: H = {} inner steps a round{} (outer {}, lr {}, momentum {}; Delta as a {}); "
+      "predicted: an iteration {:.2f} ms, the outer exchange {:.2f} ms ({:.0f} bytes a node), "
+      "utilization {:.1f}%",
       s.steps,
       s.automatic ? " (sync.local.steps = auto: the smallest H at >= 95% utilization)" : "",
-      outer_name(options_.outer), options_.outer_lr, options_.outer_momentum,
+      outer_name(options_.outer), options_.outer_lr, options_.outer_momentum, s.wire,
       1e3 * s.iteration_seconds, 1e3 * s.exchange_seconds, s.bytes_per_exchange,
       100.0 * s.utilization);
 }
 
 void LocalStage::on_message(std::size_t from, net::Message&& message) {
   const std::uint64_t bucket = message.key >> 32;
-  if (bucket == kDeltaBucket) {
-    ring_->on_message(from, std::move(message));
-  } else if (bucket == kFinalBucket) {
+  if (exchange_->owns(message)) {
+    exchange_->on_message(from, std::move(message));
+  } else if (message.kind != local::kGatheredKind && bucket == kFinalBucket) {
     final_->on_message(from, std::move(message));
   } else {
     ctx_.router.reject(from, lane_, "bucket " + std::to_string(bucket) + ": not local's");
@@ -120,7 +125,7 @@ void LocalStage::build(engine::Graph& graph, const IterationTasks& tasks) {
     if (due_) end_round(exchanges_);
   });
   auto wait = graph.emplace("local_wait", engine::Arena::kNetwork, [this](engine::TaskContext& t) {
-    if (due_ && ring_) ring_->await(exchanges_, t.defer());
+    if (due_ && exchange_) exchange_->await(exchanges_, t.defer());
   });
   auto outer = graph.emplace("local_outer", engine::Arena::kCompute, [this](engine::TaskContext&) {
     if (!due_) return;
@@ -142,15 +147,11 @@ void LocalStage::build(engine::Graph& graph, const IterationTasks& tasks) {
 void LocalStage::end_round(std::uint64_t exchange) {
   const std::span<const float> w = ctx_.model.parameters();
   for (std::size_t i = 0; i < floats_; ++i) delta_[i] = start_[i] - w[i];
-  if (ring_) ring_->start(exchange, delta_);
+  if (exchange_) exchange_->start(exchange, delta_);
 }
 
 void LocalStage::apply_outer(std::uint64_t exchange) {
-  if (ring_) {
-    const std::span<const float> sum = ring_->result(exchange);
-    const float scale = 1.0f / static_cast<float>(ctx_.nodes);
-    for (std::size_t i = 0; i < floats_; ++i) delta_[i] = sum[i] * scale;
-  }
+  if (exchange_) exchange_->mean(exchange, ctx_.nodes, delta_);
   outer_.step(start_, delta_);
   const std::span<float> w = ctx_.model.parameters();
   std::copy(start_.begin(), start_.end(), w.begin());
@@ -158,8 +159,9 @@ void LocalStage::apply_outer(std::uint64_t exchange) {
 
 std::vector<LayerPlan> LocalStage::plan() const {
   std::vector<LayerPlan> rows;
-  const std::string scheme =
-      "local H=" + std::to_string(schedule_.steps) + ", " + outer_name(options_.outer);
+  const std::string scheme = "local H=" + std::to_string(schedule_.steps) + ", " +
+                             outer_name(options_.outer) +
+                             (compression_.compresses() ? ", " + schedule_.wire : std::string());
   const double per_float = floats_ > 0
                                ? schedule_.bytes_per_exchange / static_cast<double>(floats_) /
                                      static_cast<double>(schedule_.steps)
@@ -189,28 +191,14 @@ bool LocalStage::finish() {
   if (!final_ || (!mid_round && states == 0)) return false;
   // One ring of the replica and the layers' own state: their means are the final model (the
   // replicas are already equal at a round's end: then only the states are written back).
-  std::vector<float> input(floats_ + states);
-  const std::span<float> w = ctx_.model.parameters();
-  std::copy(w.begin(), w.end(), input.begin());
-  ctx_.model.save_layer_states(std::span(input).subspan(floats_));
-  engine::Graph graph;
-  graph.emplace("local_final", engine::Arena::kNetwork, [&](engine::TaskContext& task) {
-    final_->start(0, input);
-    final_->await(0, task.defer());
-  });
-  ctx_.executor.run(graph);  // rethrows a peer's failure (PeerError)
-  const std::span<const float> sum = final_->result(0);
-  const float scale = 1.0f / static_cast<float>(ctx_.nodes);
+  ReplicaAverage replicas(ctx_.model);
+  replicas.reduce(ctx_.executor, *final_, "local_final");
+  replicas.write_back(*final_, ctx_.nodes, mid_round);
   if (mid_round) {
-    for (std::size_t i = 0; i < floats_; ++i) w[i] = sum[i] * scale;
     spdlog::info(
         "local: the job ended {} inner steps into a round: the final model is the mean "
         "of the {} replicas",
         in_round_, ctx_.nodes);
-  }
-  if (states > 0) {
-    for (std::size_t i = 0; i < states; ++i) input[floats_ + i] = sum[floats_ + i] * scale;
-    ctx_.model.load_layer_states(std::span<const float>(input).subspan(floats_));
   }
   return true;
 }
@@ -220,6 +208,9 @@ void LocalStage::save_state(engine::StateWriter& out) {
   out.write_u64(in_round_);
   out.write_floats(start_);
   outer_.save_state(out);
+  engine::Checkpointable* residual = exchange_ ? exchange_->residual() : nullptr;
+  out.write_u64(residual != nullptr ? 1 : 0);
+  if (residual != nullptr) residual->save_state(out);
 }
 
 void LocalStage::load_state(engine::StateReader& in) {
@@ -234,6 +225,15 @@ void LocalStage::load_state(engine::StateReader& in) {
   if (in_round >= steps) throw CheckpointError("sync.local: inner steps past the round's end");
   in.read_floats(start_);
   outer_.load_state(in);
+  engine::Checkpointable* residual = exchange_ ? exchange_->residual() : nullptr;
+  if ((in.read_u64() != 0) != (residual != nullptr)) {
+    throw CheckpointError("sync.local: the checkpoint's outer exchange " +
+                          std::string(residual != nullptr ? "kept no" : "kept an") +
+                          " error-feedback residual, this job's " + schedule_.wire +
+                          (residual != nullptr ? " needs one" : " none") +
+                          " (resume with the sync.compression.method it was written with)");
+  }
+  if (residual != nullptr) residual->load_state(in);
   in_round_ = static_cast<std::size_t>(in_round);
 }
 

@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "sync/collective/ring_allreduce.h"
+#include "sync/compress/options.h"
 #include "sync/local/options.h"
+#include "sync/local/outer_exchange.h"
 #include "sync/local/outer_optimizer.h"
 #include "sync/sync_stage.h"
 
@@ -26,10 +28,11 @@ namespace gradmesh::sync {
 struct LocalSchedule {
   std::size_t steps = 1;          ///< H
   double iteration_seconds = 0;   ///< predicted compute of one inner iteration, t_c
-  double exchange_seconds = 0;    ///< predicted outer all-reduce of the model, t_x
+  double exchange_seconds = 0;    ///< predicted outer exchange of the model, t_x
   double bytes_per_exchange = 0;  ///< what one node sends in it, payload + frame headers
   double utilization = 1;         ///< H t_c / (H t_c + t_x): the share of time computing
   bool automatic = false;         ///< sync.local.steps = "auto"
+  std::string wire;               ///< how Delta crosses the wire (outer_exchange_name)
 };
 
 /// sync.local.steps = "auto" (issue 57, item 4, without overlap): the smallest H >= 1 with
@@ -45,8 +48,9 @@ inline constexpr double kLocalUtilization = 0.95;
 inline constexpr std::size_t kMaxLocalSteps = 10000;
 
 /// The stage. One iteration: each layer steps locally after its backward (as strategy none's
-/// layers), then local_round counts the round's inner steps and, at the H-th, starts the ring
-/// all-reduce of Delta (lane local_outer); local_wait ends when the sum is in; local_outer
+/// layers), then local_round counts the round's inner steps and, at the H-th, starts the outer
+/// exchange of Delta (lane local_outer: a ring all-reduce, or the compressed forms of
+/// outer_exchange.h under [sync.compression]); local_wait ends when the mean is in; local_outer
 /// steps theta_round_start by the mean Delta and copies it into the replica. Every node holds the
 /// same parameters after each round's last iteration; between, each holds its own.
 ///
@@ -56,7 +60,8 @@ inline constexpr std::size_t kMaxLocalSteps = 10000;
 /// and layer states (batch normalization's running statistics, each node's own while training)
 /// are averaged, so the final model is one model on every node.
 ///
-/// Checkpoints: theta_round_start, the outer velocity and the round's inner steps done, so a
+/// Checkpoints: theta_round_start, the outer velocity, the outer exchange's error-feedback
+/// residual (its gathered form) and the round's inner steps done, so a
 /// job stopped mid-round resumes bit for bit on the same node count (each node's replica and
 /// inner optimizer are the model's and the optimizer's sections). A failed peer fails the job
 /// (not bsp, not live_membership: no rollback yet).
@@ -99,7 +104,8 @@ class LocalStage final : public SyncStage {
   bool due_ = false;             // this iteration ends the round
   std::uint64_t exchanges_ = 0;  // outer exchanges this process ran (the ring's rounds)
   LaneId lane_ = 0;
-  std::optional<collective::RingAllReduce> ring_;   // bucket 0: Delta
+  CompressionOptions compression_;
+  std::optional<local::OuterExchange> exchange_;    // bucket 0 or the gathered kind: Delta
   std::optional<collective::RingAllReduce> final_;  // bucket 1: the final average
 };
 

@@ -107,33 +107,6 @@ TEST_CASE("profile_codec refuses no codec, a bad ratio and a bad time", "[compre
   CHECK_THROWS_AS(sync::compress::profile_codec("int4", ratio(1.0), floats, 0.001, 1), ConfigError);
 }
 
-TEST_CASE("profile_powersgd: one figure a matrix shape, 0 without one, scaled past the cap",
-          "[compress][profile]") {
-  using sync::compress::MatrixShape;
-  // A layer without weights, two of one shape, a small one, and one twice the cap's rows at its
-  // width (measured on half its rows: exactly twice the cap-sized layer's figure).
-  const std::size_t cols = 1024;
-  const std::size_t capped = kMaxProfiledFloats / cols;
-  const std::vector<MatrixShape> shapes{{0, 0},   {64, 96},           {10, 32},
-                                        {64, 96}, {2 * capped, cols}, {capped, cols}};
-  const auto p = sync::compress::profile_powersgd(4, shapes, 0.0, 7);
-  REQUIRE(p.encode_seconds.size() == shapes.size());
-  REQUIRE(p.decode_seconds.size() == shapes.size());
-  CHECK(p.encode_seconds[0] == 0);
-  CHECK(p.decode_seconds[0] == 0);
-  for (std::size_t l = 1; l < shapes.size(); ++l) {
-    CHECK(p.encode_seconds[l] > 0);
-    CHECK(p.decode_seconds[l] > 0);
-  }
-  CHECK(p.encode_seconds[3] == p.encode_seconds[1]);  // one measurement a shape
-  CHECK(p.decode_seconds[3] == p.decode_seconds[1]);
-  CHECK(p.encode_seconds[4] == 2 * p.encode_seconds[5]);
-  CHECK(p.decode_seconds[4] == 2 * p.decode_seconds[5]);
-  CHECK(p.half_encode_seconds_per_float == 0);
-  CHECK_THROWS_AS(sync::compress::profile_powersgd(4, shapes, -1.0, 1), ContractError);
-  CHECK_THROWS_AS(sync::compress::profile_powersgd(0, shapes, 0.0, 1), ConfigError);
-}
-
 TEST_CASE("the cost models price a measured codec by its figures, not by optimizer steps",
           "[compress][profile][planner]") {
   const topo::ClusterCost cluster{4, topo::LinkCost{1e-4, 12.5e6, 2e-6}, 64.0, 1e10, 1e-9};

@@ -26,27 +26,6 @@ testing::SyntheticJob local_job(std::int64_t steps, const std::string& outer) {
   return job;
 }
 
-/// Node `rank`'s replica trained alone for `iterations` iterations from `start` (strategy none on
-/// its own batches, from iteration `first`), as a local node's inner steps are; its optimizer
-/// state is carried in `velocity` (SGD's, in and out).
-std::vector<float> inner_steps(const testing::SyntheticJob& job, std::size_t rank,
-                               const std::vector<float>& start, std::vector<float>& velocity,
-                               std::uint64_t first, std::uint64_t iterations) {
-  testing::SyntheticJob alone = job;
-  alone.options = {};
-  alone.first_iteration = first;
-  testing::InProcNode node(alone, "none", 0, 1, nullptr, {rank});
-  std::copy(start.begin(), start.end(), node.model().parameters().begin());
-  if (!velocity.empty()) {
-    std::copy(velocity.begin(), velocity.end(), node.optimizer().velocity().begin());
-  }
-  for (std::uint64_t t = 0; t < iterations; ++t) node.step();
-  const auto v = node.optimizer().velocity();
-  velocity.assign(v.begin(), v.end());
-  const auto w = node.model().parameters();
-  return {w.begin(), w.end()};
-}
-
 }  // namespace
 
 TEST_CASE("local's outer optimizers step as written, on small vectors", "[sync][local]") {
@@ -100,7 +79,9 @@ TEST_CASE("local's automatic H is the smallest at 95% utilization without overla
   CHECK(sync::local_steps_for(0.2, 0.001, 0.95, 10000) == 1);
   CHECK(sync::local_steps_for(0.01, 100.0, 0.95, 10000) == 10000);  // capped
   const std::size_t h = sync::local_steps_for(0.03, 0.7, 0.95, 10000);
-  const auto utilization = [](double h, double tc, double tx) { return h * tc / (h * tc + tx); };
+  const auto utilization = [](double steps, double tc, double tx) {
+    return steps * tc / (steps * tc + tx);
+  };
   CHECK(utilization(static_cast<double>(h), 0.03, 0.7) >= 0.95);
   CHECK(utilization(static_cast<double>(h - 1), 0.03, 0.7) < 0.95);
   // A slower link needs a longer round.
@@ -142,7 +123,7 @@ TEST_CASE("local with H = 3 and Nesterov equals the rounds simulated in one proc
     std::vector<float> sum(start.size(), 0.0f);
     std::vector<std::vector<float>> ends;
     for (std::size_t r = 0; r < kNodes; ++r) {
-      ends.push_back(inner_steps(job, r, start, velocity[r], round * kSteps, kSteps));
+      ends.push_back(testing::train_alone(job, r, start, velocity[r], round * kSteps, kSteps));
       for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += start[i] - ends[r][i];
     }
     // Mid-round the replicas differ; at the round's end they are the outer step's, every bit.
@@ -184,27 +165,16 @@ TEST_CASE("local: stopped mid-round and resumed equals the uninterrupted run, bi
   through.train(8);
   // The same job stopped after 5 iterations (2 into the second round): each node's model,
   // optimizer and stage saved, then loaded by a new cluster that goes on from iteration 5.
-  std::vector<std::vector<std::byte>> saved(kNodes);
+  std::vector<std::vector<std::byte>> saved;
   {
     testing::InProcCluster first(job, "local", kNodes);
     first.train(5);
-    for (std::size_t r = 0; r < kNodes; ++r) {
-      engine::StateWriter writer;
-      first.node(r).model().save_state(writer);
-      first.node(r).optimizer().save_state(writer);
-      first.node(r).stage().save_state(writer);
-      saved[r].assign(writer.bytes().begin(), writer.bytes().end());
-    }
+    saved = testing::save_nodes(first);
   }
   testing::SyntheticJob resumed_job = job;
   resumed_job.first_iteration = 5;
   testing::InProcCluster resumed(resumed_job, "local", kNodes);
-  for (std::size_t r = 0; r < kNodes; ++r) {
-    engine::StateReader reader(saved[r], "node");
-    resumed.node(r).model().load_state(reader);
-    resumed.node(r).optimizer().load_state(reader);
-    resumed.node(r).stage().load_state(reader);
-  }
+  testing::load_nodes(resumed, saved);
   resumed.train(3);
   const auto a = testing::replicas(through), b = testing::replicas(resumed);
   for (std::size_t r = 0; r < kNodes; ++r) CHECK(a[r] == b[r]);

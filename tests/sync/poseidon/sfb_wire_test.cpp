@@ -198,7 +198,7 @@ TEST_CASE("the 16-bit SFB scheme: the planner uses it where the link is slow, an
       CHECK_THROWS_WITH(sync::check_strategy("ako", facts, options),
                         Catch::Contains("sync.compression.method") && Catch::Contains("ako") &&
                             Catch::Contains("ps, sfb or allreduce") &&
-                            Catch::Contains("runs under ps, poseidon, allreduce, auto"));
+                            Catch::Contains("runs under ps, poseidon, allreduce, local, auto"));
     }
   }
 }

@@ -420,7 +420,7 @@ TEST_CASE(
   }
   CHECK_THROWS_WITH(sync::check_strategy("ako", facts, options),
                     Catch::Contains("int8") && Catch::Contains("the ps or allreduce scheme") &&
-                        Catch::Contains("runs under ps, poseidon, allreduce, auto"));
+                        Catch::Contains("runs under ps, poseidon, allreduce, local, auto"));
 }
 
 TEST_CASE("a checkpoint of another plan's compressed schemes is not read into this plan's",

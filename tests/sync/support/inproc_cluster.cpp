@@ -6,6 +6,7 @@
 #include <random>
 #include <thread>
 
+#include "engine/checkpoint.h"
 #include "engine/error.h"
 #include "sync/lane_router.h"
 #include "tasks/layers/layer_spec.h"
@@ -149,6 +150,46 @@ std::vector<std::vector<float>> replicas(InProcCluster& cluster) {
     out.emplace_back(p.begin(), p.end());
   }
   return out;
+}
+
+std::vector<float> train_alone(const SyntheticJob& job, std::size_t rank,
+                               const std::vector<float>& start, std::vector<float>& velocity,
+                               std::uint64_t first, std::uint64_t iterations) {
+  SyntheticJob alone = job;
+  alone.options = {};
+  alone.first_iteration = first;
+  InProcNode node(alone, "none", 0, 1, nullptr, {rank});
+  std::copy(start.begin(), start.end(), node.model().parameters().begin());
+  if (!velocity.empty()) {
+    std::copy(velocity.begin(), velocity.end(), node.optimizer().velocity().begin());
+  }
+  for (std::uint64_t t = 0; t < iterations; ++t) node.step();
+  const auto v = node.optimizer().velocity();
+  velocity.assign(v.begin(), v.end());
+  const auto w = node.model().parameters();
+  return {w.begin(), w.end()};
+}
+
+std::vector<std::vector<std::byte>> save_nodes(InProcCluster& cluster) {
+  std::vector<std::vector<std::byte>> saved(cluster.size());
+  for (std::size_t r = 0; r < cluster.size(); ++r) {
+    engine::StateWriter writer;
+    cluster.node(r).model().save_state(writer);
+    cluster.node(r).optimizer().save_state(writer);
+    cluster.node(r).stage().save_state(writer);
+    saved[r].assign(writer.bytes().begin(), writer.bytes().end());
+  }
+  return saved;
+}
+
+void load_nodes(InProcCluster& cluster, const std::vector<std::vector<std::byte>>& saved) {
+  GRADMESH_CHECK_EQ(saved.size(), cluster.size(), "load_nodes: node count");
+  for (std::size_t r = 0; r < cluster.size(); ++r) {
+    engine::StateReader reader(saved[r], "node");
+    cluster.node(r).model().load_state(reader);
+    cluster.node(r).optimizer().load_state(reader);
+    cluster.node(r).stage().load_state(reader);
+  }
 }
 
 double max_abs_difference(std::span<const float> a, std::span<const float> b) {

@@ -108,6 +108,21 @@ class InProcCluster {
 /// Each node's parameters (index = rank), for "every replica holds the same bits" checks.
 [[nodiscard]] std::vector<std::vector<float>> replicas(InProcCluster& cluster);
 
+/// Node `rank`'s replica of `job` trained alone for `iterations` iterations from parameters
+/// `start` (strategy none on its own batches, from iteration `first`), as a local SGD node's
+/// inner steps are; its SGD velocity is carried in `velocity` (in and out; empty: zero).
+/// Returns the parameters.
+[[nodiscard]] std::vector<float> train_alone(const SyntheticJob& job, std::size_t rank,
+                                             const std::vector<float>& start,
+                                             std::vector<float>& velocity, std::uint64_t first,
+                                             std::uint64_t iterations);
+
+/// Each node's model, optimizer and stage state (index = rank), as a checkpoint holds them.
+[[nodiscard]] std::vector<std::vector<std::byte>> save_nodes(InProcCluster& cluster);
+/// Loads save_nodes()'s states into `cluster`'s nodes (same node count). Throws as the states'
+/// load_state.
+void load_nodes(InProcCluster& cluster, const std::vector<std::vector<std::byte>>& saved);
+
 /// Largest |a_i - b_i|.
 [[nodiscard]] double max_abs_difference(std::span<const float> a, std::span<const float> b);
 

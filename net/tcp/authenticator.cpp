@@ -1,9 +1,14 @@
-// TcpTransport authentication: the Challenges and the Proof before the Hello (net/tcp/auth.h).
-#include "net/tcp/mesh_impl.h"
+#include "net/tcp/authenticator.h"
 
-namespace gradmesh::net {
+#include <span>
+#include <utility>
 
-using namespace tcp;
+#include "net/tcp/handshake.h"
+#include "net/tcp/text.h"
+
+namespace gradmesh::net::tcp {
+
+using detail::Connection;
 
 namespace {
 
@@ -18,42 +23,55 @@ std::string wrong_secret(std::size_t rank) {
 
 }  // namespace
 
-auth::Transcript TcpTransport::Impl::transcript(const Connection& connection, bool ours,
-                                                std::size_t peer_rank) const noexcept {
+Authenticator::Authenticator(AuthenticatorOwner& owner, std::string& secret, bool encrypt,
+                             std::string job_name, std::size_t rank, bool rejoin,
+                             std::size_t control_lane, std::vector<PeerLink>& peers,
+                             CounterBook& counters)
+    : owner_(owner),
+      encrypt_(encrypt),
+      job_name_(std::move(job_name)),
+      rank_(rank),
+      rejoin_(rejoin),
+      control_lane_(control_lane),
+      peers_(peers),
+      counters_(counters) {
+  if (!secret.empty()) {
+    key_.emplace(secret);
+    auth::wipe(secret);
+  }
+}
+
+auth::Transcript Authenticator::transcript(const Connection& connection, bool ours,
+                                           std::size_t peer_rank) const noexcept {
   const bool dialer = (connection.role() == Connection::Role::kDialer) == ours;
   const auto side = dialer ? auth::Side::kDialer : auth::Side::kAcceptor;
   if (ours)
-    return {
-        side,     &connection.our_nonce, &connection.their_nonce, options_.job_name, options_.rank,
-        peer_rank};
-  return {
-      side,         &connection.their_nonce, &connection.our_nonce, options_.job_name, peer_rank,
-      options_.rank};
+    return {side, &connection.our_nonce, &connection.their_nonce, job_name_, rank_, peer_rank};
+  return {side, &connection.their_nonce, &connection.our_nonce, job_name_, peer_rank, rank_};
 }
 
 // ---------------------------------------------------------------- dialer
 
-void TcpTransport::Impl::send_challenge(Connection& connection) noexcept {
+void Authenticator::send_challenge(Connection& connection) noexcept {
   const std::size_t rank = connection.peer_rank();
   connection.our_nonce = auth::make_nonce();
   try {
-    queue_frame(connection,
-                auth::encode_challenge(options_.rank, connection.our_nonce, key_.has_value(), {},
-                                       control_lane_, options_.rejoin, encrypts()));
+    owner_.queue_control(connection,
+                         auth::encode_challenge(rank_, connection.our_nonce, key_.has_value(), {},
+                                                control_lane_, rejoin_, encrypts()));
   } catch (const std::exception& e) {
-    fail_start(PeerError(rank, peers_[rank].address(),
-                         std::string("cannot encode Challenge: ") + e.what()));
+    owner_.fail_start(PeerError(rank, peers_[rank].address(),
+                                std::string("cannot encode Challenge: ") + e.what()));
     return;
   }
-  pump();
+  owner_.pump_sends();
 }
 
-void TcpTransport::Impl::handle_acceptor_challenge(Connection& connection,
-                                                   const schema::Header& header,
-                                                   std::size_t wire) noexcept {
+void Authenticator::on_acceptor_challenge(Connection& connection, const schema::Header& header,
+                                          std::size_t wire) noexcept {
   const std::size_t rank = connection.peer_rank();
   if (header.body_type() == schema::Body::Refuse) {
-    handle_dialer_reply(connection, header, wire);
+    owner_.handle_dialer_reply(connection, header, wire);
     return;
   }
   counters_.add_received(rank, control_lane_, wire, 1);
@@ -63,8 +81,7 @@ void TcpTransport::Impl::handle_acceptor_challenge(Connection& connection,
     why = std::string("expected Challenge or Refuse, got ") + body_name(header.body_type());
   } else {
     theirs = auth::decode_challenge(*header.body_as_Challenge(), why);
-    if (theirs)
-      why = check_acceptor_challenge(*theirs, options_.rank, rank, key_.has_value(), encrypts());
+    if (theirs) why = check_acceptor_challenge(*theirs, rank_, rank, key_.has_value(), encrypts());
   }
   if (why.empty()) {
     connection.their_nonce = theirs->nonce;
@@ -72,13 +89,13 @@ void TcpTransport::Impl::handle_acceptor_challenge(Connection& connection,
       why = wrong_secret(rank);
   }
   if (!why.empty()) {  // the acceptor reads why before we hang up
-    refuse(connection, rank, why, /*fails_start=*/true);
+    owner_.refuse(connection, rank, why, /*fails_start=*/true, /*retry=*/false);
     return;
   }
   std::optional<auth::Mac> mac;
   if (key_) mac = auth::prove(*key_, transcript(connection, true, rank));
   connection.step = Connection::Step::kHello;
-  connection.set_limits(limits(true, /*authenticated=*/true));  // a HelloAck, or a long Refuse
+  connection.set_limits(owner_.authenticated_limits());  // a HelloAck, or a long Refuse
   // Sealed from here: what the acceptor sends after its Challenge, what we send after our Proof.
   std::optional<auth::SessionKeys> keys;
   if (encrypts()) {
@@ -86,49 +103,49 @@ void TcpTransport::Impl::handle_acceptor_challenge(Connection& connection,
     connection.start_opening(keys->receive);
   }
   try {
-    queue_frame(connection, auth::encode_proof(mac_bytes(mac), control_lane_));
+    owner_.queue_control(connection, auth::encode_proof(mac_bytes(mac), control_lane_));
     if (keys) connection.start_sealing(keys->send);
-    queue_frame(connection, encode_hello(our_hello(), control_lane_));
+    owner_.queue_control(connection, owner_.encode_our_hello());
   } catch (const std::exception& e) {
-    fail_start(PeerError(rank, peers_[rank].address(),
-                         std::string("cannot encode Proof and Hello: ") + e.what()));
+    owner_.fail_start(PeerError(rank, peers_[rank].address(),
+                                std::string("cannot encode Proof and Hello: ") + e.what()));
     return;
   }
-  pump();
+  owner_.pump_sends();
 }
 
 // ---------------------------------------------------------------- acceptor
 
-void TcpTransport::Impl::handle_challenge(Connection& connection, const schema::Header& header,
-                                          std::size_t wire) noexcept {
+void Authenticator::on_challenge(Connection& connection, const schema::Header& header,
+                                 std::size_t wire) noexcept {
   if (header.body_type() == schema::Body::Hello) {  // a peer older than protocol version 4
     const schema::Hello& hello = *header.body_as_Hello();
     counters_.add_received(CounterBook::kUnknownPeer, control_lane_, wire, 1);
-    refuse(connection, hello.rank(),
-           "expected a Challenge (protocol version " + std::to_string(kProtocolVersion) +
-               "), got a Hello of protocol version " + std::to_string(hello.protocol_version()),
-           false);
+    owner_.refuse(connection, hello.rank(),
+                  "expected a Challenge (protocol version " + std::to_string(kProtocolVersion) +
+                      "), got a Hello of protocol version " +
+                      std::to_string(hello.protocol_version()),
+                  false, false);
     return;
   }
   if (header.body_type() != schema::Body::Challenge) {
-    reject_inbound(connection,
-                   std::string("expected Challenge, got ") + body_name(header.body_type()));
+    owner_.reject_inbound(connection,
+                          std::string("expected Challenge, got ") + body_name(header.body_type()));
     return;
   }
   std::string why;
   const auto theirs = auth::decode_challenge(*header.body_as_Challenge(), why);
-  if (theirs)
-    why = check_challenge(*theirs, options_.rank, peers_.size(), key_.has_value(), encrypts());
+  if (theirs) why = check_challenge(*theirs, rank_, peers_.size(), key_.has_value(), encrypts());
   // A rejoin claim is checked here; a plain claim of a failed rank only at the Hello, after its
   // view: a survivor of a rollback, renumbered in a newer view, may claim a rank that failed in
   // this node's older view, and must be told to dial again, not refused.
   bool retry = false;
-  if (why.empty() && theirs->rejoin) why = rejoin_refusal(theirs->rank, true, retry);
+  if (why.empty() && theirs->rejoin) why = owner_.rejoin_refusal(theirs->rank, true, retry);
   if (why.empty() && peers_[theirs->rank].connection() != nullptr)
     why = "rank " + std::to_string(theirs->rank) + " is already connected";
   if (!why.empty()) {
     counters_.add_received(CounterBook::kUnknownPeer, control_lane_, wire, 1);
-    refuse(connection, theirs ? theirs->rank : kNoRank, why, false, retry);
+    owner_.refuse(connection, theirs ? theirs->rank : kNoRank, why, false, retry);
     return;
   }
   const std::size_t rank = theirs->rank;
@@ -140,11 +157,11 @@ void TcpTransport::Impl::handle_challenge(Connection& connection, const schema::
   std::optional<auth::Mac> mac;
   if (key_) mac = auth::prove(*key_, transcript(connection, true, rank));
   try {
-    queue_frame(connection,
-                auth::encode_challenge(options_.rank, connection.our_nonce, key_.has_value(),
-                                       mac_bytes(mac), control_lane_, false, encrypts()));
+    owner_.queue_control(connection,
+                         auth::encode_challenge(rank_, connection.our_nonce, key_.has_value(),
+                                                mac_bytes(mac), control_lane_, false, encrypts()));
   } catch (...) {
-    reject_inbound(connection, "cannot encode Challenge");
+    owner_.reject_inbound(connection, "cannot encode Challenge");
     return;
   }
   // Sealed from here: what we send after our Challenge (the dialer opens it once it checked our
@@ -152,18 +169,19 @@ void TcpTransport::Impl::handle_challenge(Connection& connection, const schema::
   if (encrypts())
     connection.start_sealing(
         auth::derive_session_keys(*key_, transcript(connection, true, rank)).send);
-  pump();
+  owner_.pump_sends();
 }
 
-void TcpTransport::Impl::handle_proof(Connection& connection, const schema::Header& header,
-                                      std::size_t wire) noexcept {
+void Authenticator::on_proof(Connection& connection, const schema::Header& header,
+                             std::size_t wire) noexcept {
   const std::size_t rank = connection.peer_rank();
   if (header.body_type() == schema::Body::Refuse) {
-    refused_by_dialer(connection, header, wire);
+    on_dialer_refusal(connection, header, wire);
     return;
   }
   if (header.body_type() != schema::Body::Proof) {
-    reject_inbound(connection, std::string("expected Proof, got ") + body_name(header.body_type()));
+    owner_.reject_inbound(connection,
+                          std::string("expected Proof, got ") + body_name(header.body_type()));
     return;
   }
   const auto* mac = header.body_as_Proof()->mac();
@@ -172,30 +190,28 @@ void TcpTransport::Impl::handle_proof(Connection& connection, const schema::Head
                      : std::span<const std::uint8_t>();
   if (key_ && !auth::verify(*key_, transcript(connection, false, rank), bytes)) {
     counters_.add_received(CounterBook::kUnknownPeer, control_lane_, wire, 1);
-    refuse(connection, rank, wrong_secret(rank), false);
+    owner_.refuse(connection, rank, wrong_secret(rank), false, false);
     return;
   }
   counters_.add_received(rank, control_lane_, wire, 1);
   connection.step = Connection::Step::kHello;
-  connection.set_limits(limits(true, /*authenticated=*/true));  // its Hello: a long peer list
+  connection.set_limits(owner_.authenticated_limits());  // its Hello: a long peer list
   if (encrypts())  // its Hello and every frame after it come sealed
     connection.start_opening(
         auth::derive_session_keys(*key_, transcript(connection, true, rank)).receive);
 }
 
-void TcpTransport::Impl::refused_by_dialer(Connection& connection, const schema::Header& header,
-                                           std::size_t wire) noexcept {
+void Authenticator::on_dialer_refusal(Connection& connection, const schema::Header& header,
+                                      std::size_t wire) noexcept {
   const std::size_t rank = connection.peer_rank();
   const auto* reason = header.body_as_Refuse()->reason();
   const std::string why = "rank " + std::to_string(rank) + " refused our Challenge: " +
                           (reason != nullptr ? reason->str() : std::string("no reason given"));
   counters_.add_received(CounterBook::kUnknownPeer, control_lane_, wire, 1);
-  log_rejection(spdlog::level::err, "connection from " + connection.remote_address() + ": " + why);
-  {
-    const std::lock_guard lock(mutex_);
-    peers_[rank].set_last_refusal_locked(why);
-  }
-  close_connection(connection);
+  owner_.log_rejection(spdlog::level::err,
+                       "connection from " + connection.remote_address() + ": " + why);
+  owner_.set_last_refusal(rank, why);
+  owner_.close_connection(connection);
 }
 
-}  // namespace gradmesh::net
+}  // namespace gradmesh::net::tcp

@@ -15,7 +15,7 @@
 #include "sync/collective/ring_allreduce.h"
 #include "sync/compress/figures.h"
 #include "sync/compress/options.h"
-#include "sync/compress/powersgd.h"
+#include "sync/compress/powersgd/powersgd.h"
 #include "sync/lane_router.h"
 #include "sync/scheme.h"
 #include "sync/sync_stage.h"

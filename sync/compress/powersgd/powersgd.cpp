@@ -1,4 +1,4 @@
-#include "sync/compress/powersgd.h"
+#include "sync/compress/powersgd/powersgd.h"
 
 #include <algorithm>
 #include <array>

@@ -1,11 +1,11 @@
-// Tests for sync/compress/powersgd_scheme.h on the in-process transport: the dense layers of a
-// synthetic job fixed to PowerSGD, on 2 to 4 nodes.
+// Tests for sync/compress/powersgd/powersgd_scheme.h on the in-process transport: the dense layers
+// of a synthetic job fixed to PowerSGD, on 2 to 4 nodes.
 
-#include "sync/compress/powersgd_scheme.h"
+#include "sync/compress/powersgd/powersgd_scheme.h"
 
 #include <catch2/catch.hpp>
 
-#include "sync/compress/powersgd_model.h"
+#include "sync/compress/powersgd/powersgd_model.h"
 #include "tests/sync/support/compressed_job.h"
 
 using namespace gradmesh;

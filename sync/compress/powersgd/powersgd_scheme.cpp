@@ -1,10 +1,10 @@
-#include "sync/compress/powersgd_scheme.h"
+#include "sync/compress/powersgd/powersgd_scheme.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "engine/error.h"
-#include "sync/compress/powersgd_model.h"
+#include "sync/compress/powersgd/powersgd_model.h"
 #include "tasks/layers/weighted_layer.h"
 #include "tasks/random.h"
 #include "topo/cost_model.h"

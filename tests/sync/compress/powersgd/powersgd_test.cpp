@@ -1,9 +1,9 @@
-// Tests for sync/compress/powersgd.h: the orthonormalization, exactness at full rank for 1 to 3
-// nodes simulated in one process, low-rank gradients, the warm start's convergence, the
+// Tests for sync/compress/powersgd/powersgd.h: the orthonormalization, exactness at full rank for 1
+// to 3 nodes simulated in one process, low-rank gradients, the warm start's convergence, the
 // error-feedback invariant, the same bits on every node, zero and rank-deficient inputs, resume
 // from a saved state bitwise, and the contract checks.
 
-#include "sync/compress/powersgd.h"
+#include "sync/compress/powersgd/powersgd.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
-// Tests for sync/compress/powersgd_model.h and the [sync.compression] options: how the planner
-// prices PowerSGD on a layer, and where it chooses it.
+// Tests for sync/compress/powersgd/powersgd_model.h and the [sync.compression] options: how the
+// planner prices PowerSGD on a layer, and where it chooses it.
 
-#include "sync/compress/powersgd_model.h"
+#include "sync/compress/powersgd/powersgd_model.h"
 
 #include <catch2/catch.hpp>
 

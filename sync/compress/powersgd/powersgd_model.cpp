@@ -1,4 +1,4 @@
-#include "sync/compress/powersgd_model.h"
+#include "sync/compress/powersgd/powersgd_model.h"
 
 #include <algorithm>
 #include <string>

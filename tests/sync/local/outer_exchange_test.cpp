@@ -1,0 +1,194 @@
+// Tests for sync/local/outer_exchange.h (issue 57, item 3): the outer exchange's cost against its
+// formulas, and local's rounds with a compressed Delta on 2-3 in-process nodes: fp16 on the ring
+// and int8 gathered with error feedback against a single-process reference of the same rounds
+// (the same compressor, the residual carried), the bytes on lane local_outer against the
+// uncompressed exchange's, a compressed run's checkpoint refused by an uncompressed job.
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint.h"
+#include "engine/error.h"
+#include "sync/compress/codec.h"
+#include "sync/compress/compressor.h"
+#include "sync/local/local_stage.h"
+#include "sync/local/messages.h"
+#include "sync/local/outer_exchange.h"
+#include "sync/local/outer_optimizer.h"
+#include "tests/sync/support/inproc_cluster.h"
+
+using namespace gradmesh;
+
+namespace {
+
+testing::SyntheticJob compressed_local_job(std::int64_t steps, const std::string& method) {
+  testing::SyntheticJob job;
+  job.options.values.set("local.steps", steps);
+  job.options.values.set("local.outer", std::string("nesterov"));
+  job.options.values.set("compression.method", method);
+  return job;
+}
+
+sync::CompressionOptions compression(const std::string& method) {
+  sync::CompressionOptions c;
+  c.method = method;
+  return c;
+}
+
+std::uint64_t lane_bytes(testing::InProcCluster& cluster, std::size_t nodes) {
+  std::uint64_t sent = 0;
+  for (std::size_t r = 0; r < nodes; ++r) {
+    sent += cluster.transport(r).counters().bytes_sent_by_lane.at(std::string(sync::local::kLane));
+  }
+  return sent;
+}
+
+}  // namespace
+
+TEST_CASE("the outer exchange's cost: a float ring, a 16-bit ring, a gathered encoding",
+          "[sync][local][planner]") {
+  const topo::ClusterCost cluster{4, topo::LinkCost{1e-4, 12.5e6, 2e-6}, 64.0, 1e10, 1e-9};
+  const std::size_t m = 1 << 20;
+  const topo::AllReduceCost ring = topo::ring_allreduce_cost(cluster.link, 4, 64.0);
+  const sync::local::OuterCost none =
+      sync::local::outer_exchange_cost(cluster, m, compression("none"));
+  CHECK(none.seconds == Approx(ring.seconds(4.0 * m)));
+  CHECK(none.bytes == Approx(topo::ring_allreduce_bytes(4.0 * m, 4, 64.0)));
+
+  const sync::local::OuterCost fp16 =
+      sync::local::outer_exchange_cost(cluster, m, compression("fp16"));
+  const auto half_bytes = static_cast<double>(
+      sync::compress::segment_format("fp16", "sync.compression.method").encoded_bytes(m));
+  CHECK(fp16.bytes == Approx(topo::ring_allreduce_bytes(half_bytes, 4, 64.0)));
+  CHECK(fp16.bytes < 0.51 * none.bytes);
+  CHECK(fp16.seconds == Approx(ring.seconds(half_bytes) + m * (cluster.half_encode_seconds() +
+                                                               cluster.half_decode_seconds())));
+
+  const sync::CompressionOptions int8 = compression("int8");
+  const sync::local::OuterCost gathered = sync::local::outer_exchange_cost(cluster, m, int8);
+  const sync::compress::CompressorEntry& entry = sync::compress::compressor_entry("int8");
+  const auto b = static_cast<double>(entry.encoded_bytes(m, sync::compressor_params(int8, 0, 0)));
+  CHECK(gathered.bytes == Approx(3.0 * (b + 64.0)));
+  const double step = m * cluster.step_seconds_per_float;
+  CHECK(gathered.seconds ==
+        Approx(1e-4 + 3 * 2e-6 + 3.0 * (b + 64.0) / 12.5e6 + entry.cost.encode_steps * step +
+               4.0 * entry.cost.decode_steps * step));
+
+  const topo::ClusterCost alone{1, cluster.link, 64.0, 1e10, 1e-9};
+  CHECK(sync::local::outer_exchange_cost(alone, m, int8).bytes == 0);
+  CHECK_THROWS_WITH(sync::local::outer_exchange_cost(cluster, m, compression("powersgd")),
+                    Catch::Contains("weight matrix") && Catch::Contains("int8"));
+  CHECK(sync::local::outer_exchange_name(compression("none")) == "ring of floats");
+  CHECK(sync::local::outer_exchange_name(compression("bf16")) == "bf16 ring");
+  CHECK(sync::local::outer_exchange_name(int8) == "int8 all-gather with error feedback");
+}
+
+TEST_CASE("local with Delta in fp16 on the ring: every replica the same, near the float run",
+          "[sync][local][inproc]") {
+  constexpr std::size_t kNodes = 3, kSteps = 2, kRounds = 3;
+  testing::InProcCluster floats(compressed_local_job(kSteps, "none"), "local", kNodes);
+  testing::InProcCluster half(compressed_local_job(kSteps, "fp16"), "local", kNodes);
+  floats.train(kSteps * kRounds);
+  half.train(kSteps * kRounds);
+  const auto a = testing::replicas(floats), b = testing::replicas(half);
+  for (std::size_t r = 1; r < kNodes; ++r) CHECK(b[r] == b[0]);
+  CHECK(b[0] != a[0]);                                     // rounded on the way
+  CHECK(testing::max_abs_difference(a[0], b[0]) <= 1e-3);  // fp16's 2^-11 of the Deltas
+  // About half the bytes: 2 bytes a float and a scale a block, against 4.
+  const double ratio = static_cast<double>(lane_bytes(half, kNodes)) /
+                       static_cast<double>(lane_bytes(floats, kNodes));
+  CHECK(ratio > 0.45);
+  CHECK(ratio < 0.56);
+  CHECK(half.node(0).stage().plan()[0].scheme == "local H=2, nesterov, fp16 ring");
+}
+
+TEST_CASE(
+    "local with Delta in int8, gathered with error feedback, equals the rounds simulated "
+    "in one process",
+    "[sync][local][inproc]") {
+  constexpr std::size_t kNodes = 2, kSteps = 3, kRounds = 3;
+  const testing::SyntheticJob job = compressed_local_job(kSteps, "int8");
+  testing::InProcCluster cluster(job, "local", kNodes);
+  std::vector<float> start;
+  {
+    testing::InProcNode fresh(job, "none", 0, 1, nullptr, {0});
+    const auto w = fresh.model().parameters();
+    start.assign(w.begin(), w.end());
+  }
+  const sync::CompressionOptions int8 = compression("int8");
+  std::vector<sync::compress::Codec> codecs;
+  for (std::size_t r = 0; r < kNodes; ++r) {
+    codecs.emplace_back("int8", start.size(), sync::compressor_params(int8, 0, r), true);
+  }
+  std::vector<std::vector<float>> velocity(kNodes);
+  sync::OuterOptimizer outer(sync::OuterKind::kNesterov, 0.7, 0.9, start.size());
+  std::vector<std::byte> wire(codecs[0].encoded_bytes());
+  for (std::size_t round = 0; round < kRounds; ++round) {
+    std::vector<float> mean(start.size(), 0.0f), delta(start.size());
+    for (std::size_t r = 0; r < kNodes; ++r) {
+      const std::vector<float> end =
+          testing::train_alone(job, r, start, velocity[r], round * kSteps, kSteps);
+      for (std::size_t i = 0; i < delta.size(); ++i) delta[i] = start[i] - end[i];
+      codecs[r].encode(delta, wire, round);
+      codecs[r].decode_add(wire, mean, round);
+    }
+    for (float& v : mean) v *= 1.0f / kNodes;
+    outer.step(start, mean);
+    cluster.train(kSteps);
+    const auto replicas = testing::replicas(cluster);
+    CHECK(replicas[0] == start);
+    CHECK(replicas[1] == start);
+    // The residual is carried: not zero after a round (int8 rounds), and the same as the
+    // reference's.
+    REQUIRE(codecs[0].residual().size() == start.size());
+  }
+  // A quarter of the float ring's bytes and less (1 byte a float and a scale a block, gathered
+  // from 2 nodes: one copy each way).
+  testing::InProcCluster floats(compressed_local_job(kSteps, "none"), "local", kNodes);
+  floats.train(kSteps * kRounds);
+  const double ratio = static_cast<double>(lane_bytes(cluster, kNodes)) /
+                       static_cast<double>(lane_bytes(floats, kNodes));
+  CHECK(ratio < 0.27);
+  CHECK(ratio > 0.2);
+}
+
+TEST_CASE("local with a gathered Delta resumes bit for bit, and its checkpoint names the method",
+          "[sync][local][inproc]") {
+  constexpr std::size_t kNodes = 2;
+  const testing::SyntheticJob job = compressed_local_job(2, "int8");
+  testing::InProcCluster through(job, "local", kNodes);
+  through.train(7);
+  std::vector<std::vector<std::byte>> saved;
+  {
+    testing::InProcCluster first(job, "local", kNodes);
+    first.train(3);  // one round (the residual set) and one inner step
+    saved = testing::save_nodes(first);
+  }
+  testing::SyntheticJob resumed_job = job;
+  resumed_job.first_iteration = 3;
+  testing::InProcCluster resumed(resumed_job, "local", kNodes);
+  testing::load_nodes(resumed, saved);
+  resumed.train(4);
+  const auto a = testing::replicas(through), b = testing::replicas(resumed);
+  for (std::size_t r = 0; r < kNodes; ++r) CHECK(a[r] == b[r]);
+
+  testing::InProcCluster plain(compressed_local_job(2, "none"), "local", kNodes);
+  engine::StateReader reader(saved[0], "node");
+  plain.node(0).model().load_state(reader);
+  plain.node(0).optimizer().load_state(reader);
+  CHECK_THROWS_WITH(plain.node(0).stage().load_state(reader),
+                    Catch::Contains("sync.compression.method"));
+}
+
+TEST_CASE("strategy local takes any registered compressor, not PowerSGD", "[sync][local]") {
+  sync::SyncOptions options;
+  options.values.set("compression.method", std::string("sign"));
+  sync::StartFacts facts;
+  facts.nodes = 2;
+  CHECK_NOTHROW(sync::check_strategy("local", facts, options));
+  options.values.set("compression.method", std::string("powersgd"));
+  CHECK_THROWS_WITH(sync::check_strategy("local", facts, options),
+                    Catch::Contains("powersgd") && Catch::Contains("it runs under allreduce"));
+}
