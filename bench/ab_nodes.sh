@@ -35,6 +35,8 @@ trap netns_down EXIT
 netns_up $nodes "$rate"
 uname -n >&2
 for ((run = 1; run <= runs; run++)); do
+  # The host's mode beside every round (bench/machine_state.h): compare figures within one.
+  "$(dirname "$B")/../bench/bench_machine_state" >&2 || true
   for method in $methods; do
     # Alternate which build goes first, so that a drift of the host's speed falls on both.
     if ((run % 2)); then order="A B"; else order="B A"; fi
