@@ -140,8 +140,8 @@ TEST_CASE(
     const auto replicas = testing::replicas(cluster);
     CHECK(replicas[0] == start);
     CHECK(replicas[1] == start);
-    // The residual is carried: not zero after a round (int8 rounds), and the same as the
-    // reference's.
+    // The reference's codecs keep each node's residual across rounds, as the exchange does: the
+    // replicas above can only match bit for bit if the cluster carried the same residuals.
     REQUIRE(codecs[0].residual().size() == start.size());
   }
   // A quarter of the float ring's bytes and less (1 byte a float and a scale a block, gathered
