@@ -107,11 +107,20 @@ struct Im2colGeometry {
 /// activation (Model::layout): blocked only on the CPU backend with oneDNN's kernels, between
 /// layers that all take it, so that a chain of convolutions, batch norms, ReLUs and adds runs in
 /// oneDNN's own layout with no reorder between them.
+/// The two blocked layouts are the ones oneDNN's convolutions prefer: nChw16c where the CPU has
+/// AVX-512 (a block is one 16-float vector), nChw8c on AVX2 (oneDNN's batch norm runs only its
+/// reference loops on nChw16c there, 100x slower); cpu::preferred_blocked_layout() asks oneDNN.
 enum class Layout : std::uint8_t {
   kNchw,       ///< batch x C x H x W row-major: every layer's default, the only one off the CPU
+  kBlocked8,   ///< oneDNN's nChw8c, C % 8 == 0: as kBlocked16 with blocks of 8 channels
   kBlocked16,  ///< oneDNN's nChw16c, C % 16 == 0: channel c of pixel p (of H W) of sample n at
                ///< ((n C / 16 + c / 16) H W + p) 16 + c % 16
 };
+
+/// Channels a block of `layout`: 8 or 16, 0 for kNchw.
+[[nodiscard]] constexpr std::size_t channel_block(Layout layout) noexcept {
+  return layout == Layout::kBlocked16 ? 16 : layout == Layout::kBlocked8 ? 8 : 0;
+}
 
 /// A backend's own kernels for one 2-d convolution (Conv2d's: NCHW samples, weights F x C x k x k
 /// row-major, bias F), made once per layer by Backend::make_convolution, as a cuDNN descriptor or

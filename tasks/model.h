@@ -116,7 +116,8 @@ class Model final : public engine::Checkpointable {
   /// expected>", with the spec in canonical form (to_string(LayerSpec)).
   ///
   /// Layouts (issue 55): on the CPU backend with oneDNN's kernels, an activation of a multiple of
-  /// 16 channels on more than one pixel lies in oneDNN's blocked layout (Layout::kBlocked16)
+  /// 16 (AVX-512) or 8 (AVX2) channels on more than one pixel lies in the blocked layout oneDNN's
+  /// convolutions prefer on this CPU (cpu::preferred_blocked_layout(): nChw16c or nChw8c)
   /// when every layer that gives or takes it allows (Layer::layout_rule: a convolution converts,
   /// batch norms, ReLUs and adds keep their inputs' layout, global average pooling gathers it),
   /// so a ResNet's chains of convolutions run without a reorder between them; the model's input,

@@ -20,12 +20,14 @@ void Model::choose_layouts() {
     while (parent[a] != a) a = parent[a] = parent[parent[a]];
     return a;
   };
+  const Layout blocked = cpu::preferred_blocked_layout();
+  if (blocked == Layout::kNchw) return;
   std::vector<bool> nchw(count, false);
   nchw[0] = true;          // the model's input, as the data source gives it
   nchw[count - 1] = true;  // the logits
   for (std::size_t a = 0; a < count; ++a) {
     const Shape& s = shapes_[a];
-    if (s.channels % 16 != 0 || s.height * s.width <= 1) nchw[a] = true;
+    if (s.channels % channel_block(blocked) != 0 || s.height * s.width <= 1) nchw[a] = true;
   }
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     switch (layers_[l]->layout_rule()) {
@@ -48,7 +50,7 @@ void Model::choose_layouts() {
     if (nchw[a]) group_nchw[find(a)] = true;
   }
   for (std::size_t a = 0; a < count; ++a) {
-    layouts_[a] = group_nchw[find(a)] ? Layout::kNchw : Layout::kBlocked16;
+    layouts_[a] = group_nchw[find(a)] ? Layout::kNchw : blocked;
   }
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     if (layouts_[inputs_[l][0]] != Layout::kNchw || layouts_[l + 1] != Layout::kNchw) {

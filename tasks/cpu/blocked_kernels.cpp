@@ -1,15 +1,17 @@
 #include "tasks/cpu/blocked_kernels.h"
 
+#include <type_traits>
+
+#include "engine/error.h"
 #include "tasks/cpu/parallel.h"
 
 namespace gradmesh::tasks::cpu {
 
 namespace {
-constexpr std::size_t kBlock = 16;  // nChw16c's channels a block
-}  // namespace
 
-void batch_norm_statistics_blocked(const float* x, std::size_t samples, std::size_t channels,
-                                   std::size_t spatial, float* mean, float* var) {
+template <std::size_t kBlock>
+void batch_norm_statistics_blocked_impl(const float* x, std::size_t samples, std::size_t channels,
+                                        std::size_t spatial, float* mean, float* var) {
   const std::size_t blocks = channels / kBlock;
   const auto m = static_cast<float>(samples * spatial);
   parallel_items(blocks, 2 * samples * spatial * kBlock, [=](std::size_t lo, std::size_t hi) {
@@ -43,9 +45,10 @@ void batch_norm_statistics_blocked(const float* x, std::size_t samples, std::siz
   });
 }
 
-void batch_norm_forward_blocked(const float* x, std::size_t samples, std::size_t channels,
-                                std::size_t spatial, const float* mean, const float* inv_std,
-                                const float* gamma, const float* beta, float* y) {
+template <std::size_t kBlock>
+void batch_norm_forward_blocked_impl(const float* x, std::size_t samples, std::size_t channels,
+                                     std::size_t spatial, const float* mean, const float* inv_std,
+                                     const float* gamma, const float* beta, float* y) {
   const std::size_t blocks = channels / kBlock;
   parallel_items(samples * blocks, spatial * kBlock, [=](std::size_t lo, std::size_t hi) {
     for (std::size_t plane = lo; plane < hi; ++plane) {
@@ -66,10 +69,11 @@ void batch_norm_forward_blocked(const float* x, std::size_t samples, std::size_t
   });
 }
 
-void batch_norm_backward_blocked(const float* x, const float* dy, std::size_t samples,
-                                 std::size_t channels, std::size_t spatial, const float* mean,
-                                 const float* inv_std, const float* gamma, float* dx, float* dgamma,
-                                 float* dbeta) {
+template <std::size_t kBlock>
+void batch_norm_backward_blocked_impl(const float* x, const float* dy, std::size_t samples,
+                                      std::size_t channels, std::size_t spatial, const float* mean,
+                                      const float* inv_std, const float* gamma, float* dx,
+                                      float* dgamma, float* dbeta) {
   const std::size_t blocks = channels / kBlock;
   parallel_items(blocks, 2 * samples * spatial * kBlock, [=](std::size_t lo, std::size_t hi) {
     for (std::size_t cb = lo; cb < hi; ++cb) {
@@ -120,8 +124,9 @@ void batch_norm_backward_blocked(const float* x, const float* dy, std::size_t sa
   });
 }
 
-void global_avg_pool_forward_blocked(const float* x, std::size_t samples, std::size_t channels,
-                                     std::size_t spatial, float* y) {
+template <std::size_t kBlock>
+void global_avg_pool_forward_blocked_impl(const float* x, std::size_t samples, std::size_t channels,
+                                          std::size_t spatial, float* y) {
   const std::size_t blocks = channels / kBlock;
   const float scale = 1.0f / static_cast<float>(spatial);
   for (std::size_t plane = 0; plane < samples * blocks; ++plane) {
@@ -130,14 +135,14 @@ void global_avg_pool_forward_blocked(const float* x, std::size_t samples, std::s
     for (std::size_t i = 0; i < spatial; ++i) {
       for (std::size_t l = 0; l < kBlock; ++l) acc[l] += src[i * kBlock + l];
     }
-    // plane = n blocks + cb: channel cb 16 + l of sample n, at y[n C + cb 16 + l] = y[plane 16 +
-    // l].
+    // plane = n blocks + cb: channel cb B + l of sample n, at y[n C + cb B + l] = y[plane B + l].
     for (std::size_t l = 0; l < kBlock; ++l) y[plane * kBlock + l] = acc[l] * scale;
   }
 }
 
-void global_avg_pool_backward_blocked(const float* dy, std::size_t samples, std::size_t channels,
-                                      std::size_t spatial, float* dx) {
+template <std::size_t kBlock>
+void global_avg_pool_backward_blocked_impl(const float* dy, std::size_t samples,
+                                           std::size_t channels, std::size_t spatial, float* dx) {
   const std::size_t blocks = channels / kBlock;
   const float scale = 1.0f / static_cast<float>(spatial);
   for (std::size_t plane = 0; plane < samples * blocks; ++plane) {
@@ -148,6 +153,62 @@ void global_avg_pool_backward_blocked(const float* dy, std::size_t samples, std:
       for (std::size_t l = 0; l < kBlock; ++l) dst[i * kBlock + l] = share[l];
     }
   }
+}
+
+/// Calls f(std::integral_constant<std::size_t, block>) for block 8 or 16.
+template <class F>
+void by_block(std::size_t block, F&& f) {
+  GRADMESH_CHECK(block == 8 || block == 16, "blocked kernels: a block of 8 or 16 channels");
+  if (block == 8) {
+    f(std::integral_constant<std::size_t, 8>{});
+  } else {
+    f(std::integral_constant<std::size_t, 16>{});
+  }
+}
+
+}  // namespace
+
+void batch_norm_statistics_blocked(std::size_t block, const float* x, std::size_t samples,
+                                   std::size_t channels, std::size_t spatial, float* mean,
+                                   float* var) {
+  by_block(block, [&](auto b) {
+    batch_norm_statistics_blocked_impl<decltype(b)::value>(x, samples, channels, spatial, mean,
+                                                           var);
+  });
+}
+
+void batch_norm_forward_blocked(std::size_t block, const float* x, std::size_t samples,
+                                std::size_t channels, std::size_t spatial, const float* mean,
+                                const float* inv_std, const float* gamma, const float* beta,
+                                float* y) {
+  by_block(block, [&](auto b) {
+    batch_norm_forward_blocked_impl<decltype(b)::value>(x, samples, channels, spatial, mean,
+                                                        inv_std, gamma, beta, y);
+  });
+}
+
+void batch_norm_backward_blocked(std::size_t block, const float* x, const float* dy,
+                                 std::size_t samples, std::size_t channels, std::size_t spatial,
+                                 const float* mean, const float* inv_std, const float* gamma,
+                                 float* dx, float* dgamma, float* dbeta) {
+  by_block(block, [&](auto b) {
+    batch_norm_backward_blocked_impl<decltype(b)::value>(x, dy, samples, channels, spatial, mean,
+                                                         inv_std, gamma, dx, dgamma, dbeta);
+  });
+}
+
+void global_avg_pool_forward_blocked(std::size_t block, const float* x, std::size_t samples,
+                                     std::size_t channels, std::size_t spatial, float* y) {
+  by_block(block, [&](auto b) {
+    global_avg_pool_forward_blocked_impl<decltype(b)::value>(x, samples, channels, spatial, y);
+  });
+}
+
+void global_avg_pool_backward_blocked(std::size_t block, const float* dy, std::size_t samples,
+                                      std::size_t channels, std::size_t spatial, float* dx) {
+  by_block(block, [&](auto b) {
+    global_avg_pool_backward_blocked_impl<decltype(b)::value>(dy, samples, channels, spatial, dx);
+  });
 }
 
 }  // namespace gradmesh::tasks::cpu

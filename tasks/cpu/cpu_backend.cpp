@@ -429,7 +429,12 @@ std::unique_ptr<BatchNormKernels> CpuBackend::make_batch_norm(std::size_t channe
   return nullptr;
 }
 
-std::string CpuBackend::description() const { return "CPU (" + blas_description() + ")"; }
+std::string CpuBackend::description() const {
+  if (kernels() == CpuKernels::kOnednn) {
+    return "CPU (" + blas_description() + ": " + onednn_kernel_names() + ")";
+  }
+  return "CPU (" + blas_description() + ")";
+}
 
 void set_kernels(CpuKernels k) {
   set_blas_library(k == CpuKernels::kOnednn ? BlasLibrary::kOnednn : BlasLibrary::kOpenBlas);
@@ -442,6 +447,11 @@ CpuKernels kernels() noexcept {
 const char* to_string(CpuKernels k) noexcept {
   return k == CpuKernels::kOnednn ? "onednn" : "builtin";
 }
+
+#if !GRADMESH_HAVE_ONEDNN
+Layout preferred_blocked_layout() noexcept { return Layout::kNchw; }
+std::string onednn_kernel_names() { return {}; }
+#endif
 
 Backend& host_backend() noexcept {
   static CpuBackend backend;

@@ -125,6 +125,16 @@ void set_kernels(CpuKernels kernels);
 /// "onednn" or "builtin": the value of compute.cpu_kernels that chooses `kernels`.
 [[nodiscard]] const char* to_string(CpuKernels kernels) noexcept;
 
+/// The blocked layout oneDNN's convolutions prefer on this CPU (asked once, of a 16-channel 3x3
+/// convolution's forward with its layouts left to oneDNN): kBlocked16 on AVX-512, kBlocked8 on
+/// AVX2 and SSE4.1; kNchw in a build without oneDNN or where oneDNN prefers no blocked layout. The
+/// Model keeps activations in it on oneDNN's kernels (Model::layout). Thread-safe.
+[[nodiscard]] Layout preferred_blocked_layout() noexcept;
+/// What oneDNN runs on this CPU in that layout, e.g. "convolutions jit:avx2 and batch norms
+/// bnorm_jit:avx2 on nChw8c" (a "ref:" implementation there is oneDNN's slow reference loops);
+/// empty in a build without oneDNN. Thread-safe.
+[[nodiscard]] std::string onednn_kernel_names();
+
 /// Threads of the CPU backend's compute: sgemm's (set_blas_threads: OpenBLAS's, or oneDNN's
 /// OpenMP team) and the kernels' parallel loops' (a oneTBB arena of n slots, which the calling
 /// thread joins; n = 1 runs them inline, the default). The node sets it from `compute.threads`.

@@ -74,12 +74,10 @@ class OnednnBatchNorm final : public BatchNormKernels {
   }
 
   Plan build(std::size_t batch) {
-    // batch x C x S x 1: nChw16c and NCHW place pixel p = h W + w the same for any H, W.
+    // batch x C x S x 1: nChw16c, nChw8c and NCHW place pixel p = h W + w the same for any H, W.
     const memory::dims dims{static_cast<memory::dim>(batch), static_cast<memory::dim>(channels_),
                             static_cast<memory::dim>(spatial_), 1};
-    const memory::desc data(
-        dims, memory::data_type::f32,
-        layout_ == Layout::kBlocked16 ? memory::format_tag::nChw16c : memory::format_tag::nchw);
+    const memory::desc data(dims, memory::data_type::f32, onednn_tag(layout_));
     const memory::desc vector({static_cast<memory::dim>(channels_)}, memory::data_type::f32,
                               memory::format_tag::x);
     dnnl::engine& engine = onednn_engine();

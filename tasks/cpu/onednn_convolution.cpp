@@ -20,7 +20,7 @@ using Type = memory::data_type;
 /// The primitives and bound memories of one batch size.
 struct Plan {
   std::size_t batch = 0;
-  // The layer's own memory (activations in the Model's layouts, NCHW or nChw16c; F C k k
+  // The layer's own memory (activations in the Model's layouts, NCHW, nChw8c or nChw16c; F C k k
   // weights; F biases): handles set per call.
   memory user_x, user_y, user_dy, user_dx, user_w, user_dw, user_b, user_db;
   // What the primitives read and write: the user's memory where oneDNN takes its layout, else a
@@ -86,9 +86,8 @@ class OnednnConvolution final : public ConvolutionKernels {
                                static_cast<memory::dim>(g_.padding)};
     const memory::desc any_src(src, Type::f32, Tag::any), any_dst(dst, Type::f32, Tag::any),
         any_weights(weights, Type::f32, Tag::any), bias_desc(bias, Type::f32, Tag::x);
-    const auto tag = [](Layout l) { return l == Layout::kBlocked16 ? Tag::nChw16c : Tag::nchw; };
-    const memory::desc user_src(src, Type::f32, tag(input_)),
-        user_dst(dst, Type::f32, tag(output_)), user_weights(weights, Type::f32, Tag::oihw);
+    const memory::desc user_src(src, Type::f32, onednn_tag(input_)),
+        user_dst(dst, Type::f32, onednn_tag(output_)), user_weights(weights, Type::f32, Tag::oihw);
     dnnl::engine& engine = onednn_engine();
 
     // oneDNN splits a primitive's work by the OpenMP team it sees when the primitive is made:

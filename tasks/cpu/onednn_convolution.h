@@ -10,16 +10,16 @@
 namespace gradmesh::tasks::cpu {
 
 /// oneDNN's direct convolution (forward, backward data, backward weights with the bias) for one
-/// Conv2d: primitives for the layouts oneDNN prefers on this CPU (blocked, nChw16c and
-/// OIhw16i16o on AVX-512: "jit:avx512_core"), with a reorder wherever the layer's own memory is in
-/// another: its activations in the layouts set_layouts gave (NCHW until then; the Model keeps
-/// nChw16c between the layers that take it, so a chain needs none), its weights and their
-/// gradient F x C x k x k row-major (the sync stage's contract). The blocked input is kept from
-/// forward to backward (weights' gradient), and its buffer then takes the blocked input gradient.
-/// Primitives are built once per batch size (the set-up's max_batch first) and reused; the
-/// execution arguments are bound once, their pointers set per call: no allocation by gradmesh per
-/// iteration. Threads: an OpenMP team of compute.threads on the calling thread
-/// (cpu::apply_onednn_threads).
+/// Conv2d: primitives for the layouts oneDNN prefers on this CPU (blocked: nChw16c and
+/// OIhw16i16o on AVX-512, "jit:avx512_core"; nChw8c on AVX2, "jit:avx2"), with a reorder wherever
+/// the layer's own memory is in another: its activations in the layouts set_layouts gave (NCHW
+/// until then; the Model keeps cpu::preferred_blocked_layout() between the layers that take it, so
+/// a chain needs none), its weights and their gradient F x C x k x k row-major (the sync stage's
+/// contract). The blocked input is kept from forward to backward (weights' gradient), and its
+/// buffer then takes the blocked input gradient. Primitives are built once per batch size (the
+/// set-up's max_batch first) and reused; the execution arguments are bound once, their pointers set
+/// per call: no allocation by gradmesh per iteration. Threads: an OpenMP team of compute.threads on
+/// the calling thread (cpu::apply_onednn_threads).
 ///
 /// Determinism: oneDNN's CPU primitives give the same bits from run to run for the same thread
 /// count, CPU and buffer alignment (its documentation, "Reproducibility"); the backend's buffers

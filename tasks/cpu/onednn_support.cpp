@@ -5,12 +5,83 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include "tasks/cpu/blas.h"
+#include "tasks/cpu/cpu_backend.h"
 
 namespace gradmesh::tasks::cpu {
 
 dnnl::engine& onednn_engine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
+}
+
+dnnl::memory::format_tag onednn_tag(Layout layout) noexcept {
+  switch (layout) {
+    case Layout::kBlocked8:
+      return dnnl::memory::format_tag::nChw8c;
+    case Layout::kBlocked16:
+      return dnnl::memory::format_tag::nChw16c;
+    case Layout::kNchw:
+      break;
+  }
+  return dnnl::memory::format_tag::nchw;
+}
+
+namespace {
+
+/// The probe of preferred_blocked_layout() and onednn_kernel_names(): a ResNet's 16-channel 3x3
+/// convolution at 28x28, batch 64, its activations in `tag` (any: oneDNN's choice). Throws
+/// dnnl::error where oneDNN has no primitive for it.
+const dnnl::memory::dims kProbeData{64, 16, 28, 28};
+
+dnnl::convolution_forward::primitive_desc probe_convolution(dnnl::memory::format_tag tag) {
+  using dnnl::memory;
+  const memory::desc data(kProbeData, memory::data_type::f32, tag);
+  const memory::dims weights{16, 16, 3, 3}, strides{1, 1}, pad{1, 1};
+  return {dnnl::convolution_forward::desc(
+              dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, data,
+              memory::desc(weights, memory::data_type::f32, memory::format_tag::any), data, strides,
+              pad, pad),
+          onednn_engine()};
+}
+
+}  // namespace
+
+Layout preferred_blocked_layout() noexcept {
+  static const Layout preferred = [] {
+    using dnnl::memory;
+    try {
+      const auto pd = probe_convolution(memory::format_tag::any);
+      for (const Layout l : {Layout::kBlocked16, Layout::kBlocked8}) {
+        if (pd.dst_desc() == memory::desc(kProbeData, memory::data_type::f32, onednn_tag(l))) {
+          return l;
+        }
+      }
+    } catch (const dnnl::error&) {  // no primitive for it: no blocked layout
+    }
+    return Layout::kNchw;
+  }();
+  return preferred;
+}
+
+std::string onednn_kernel_names() {
+  using dnnl::memory;
+  const Layout layout = preferred_blocked_layout();
+  try {
+    const auto convolution = probe_convolution(onednn_tag(layout));
+    const dnnl::batch_normalization_forward::primitive_desc batch_norm(
+        dnnl::batch_normalization_forward::desc(
+            dnnl::prop_kind::forward_training,
+            memory::desc(kProbeData, memory::data_type::f32, onednn_tag(layout)), 1e-5f,
+            dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift),
+        onednn_engine());
+    const char* tag = layout == Layout::kBlocked16  ? "nChw16c"
+                      : layout == Layout::kBlocked8 ? "nChw8c"
+                                                    : "NCHW";
+    return std::string("convolutions ") + convolution.impl_info_str() + " and batch norms " +
+           batch_norm.impl_info_str() + " on " + tag;
+  } catch (const dnnl::error& e) {
+    return std::string("no oneDNN convolution on this CPU: ") + e.what();
+  }
 }
 
 void set_handle(dnnl::memory& m, const void* p) {

@@ -17,6 +17,9 @@ namespace gradmesh::tasks::cpu {
 /// The process's oneDNN CPU engine. Thread-safe (made once).
 [[nodiscard]] dnnl::engine& onednn_engine();
 
+/// oneDNN's format tag of an activation in `layout` (nchw, nChw8c, nChw16c).
+[[nodiscard]] dnnl::memory::format_tag onednn_tag(Layout layout) noexcept;
+
 /// Points `m` at `p` (nullptr is allowed: a memory the call does not use). Never allocates.
 void set_handle(dnnl::memory& m, const void* p);
 

@@ -54,8 +54,9 @@ void GlobalAvgPool::forward(const float* x, float* y, std::size_t batch) {
   GRADMESH_CHECK(!ones_.empty(), "global_avg_pool forward before reserve");
   const std::size_t planes = batch * input_shape().channels;
   const std::size_t plane = ones_.size();
-  if (input_layout() == Layout::kBlocked16) {
-    cpu::global_avg_pool_forward_blocked(x, batch, input_shape().channels, plane, y);
+  if (input_layout() != Layout::kNchw) {
+    cpu::global_avg_pool_forward_blocked(channel_block(input_layout()), x, batch,
+                                         input_shape().channels, plane, y);
     return;
   }
   backend().sgemm(false, false, planes, 1, plane, 1.0f / static_cast<float>(plane), x, plane,
@@ -68,8 +69,9 @@ void GlobalAvgPool::backward(const float* /*x*/, const float* /*y*/, const float
   GRADMESH_CHECK(!ones_.empty(), "global_avg_pool backward before reserve");
   const std::size_t planes = batch * input_shape().channels;
   const std::size_t plane = ones_.size();
-  if (input_layout() == Layout::kBlocked16) {
-    cpu::global_avg_pool_backward_blocked(dy, batch, input_shape().channels, plane, dx);
+  if (input_layout() != Layout::kNchw) {
+    cpu::global_avg_pool_backward_blocked(channel_block(input_layout()), dy, batch,
+                                          input_shape().channels, plane, dx);
     return;
   }
   backend().sgemm(false, false, planes, plane, 1, 1.0f / static_cast<float>(plane), dy, 1,

@@ -88,8 +88,9 @@ void BatchNorm::forward(const float* x, float* y, std::size_t batch) {
   }
   if (training_) {
     auto m_global = m;
-    if (input_layout() == Layout::kBlocked16) {
-      cpu::batch_norm_statistics_blocked(x, batch, channels_, spatial_, mean_.data(), var_.data());
+    if (input_layout() != Layout::kNchw) {
+      cpu::batch_norm_statistics_blocked(channel_block(input_layout()), x, batch, channels_,
+                                         spatial_, mean_.data(), var_.data());
     } else {
       b.batch_norm_statistics(x, batch, channels_, spatial_, mean_.data(), var_.data());
     }
@@ -122,10 +123,10 @@ void BatchNorm::backward(const float* x, const float* y, const float* dy, float*
   // SyncBN: this node's dgamma, dbeta first (its share, with the global statistics), then dx
   // from every node's.
   float* local_dx = exchange_ != nullptr ? nullptr : dx;
-  if (input_layout() == Layout::kBlocked16) {
-    cpu::batch_norm_backward_blocked(x, dy, batch, channels_, spatial_, mean_.data(),
-                                     inv_std_.data(), gamma_.data(), local_dx, dgamma_.data(),
-                                     dbeta_.data());
+  if (input_layout() != Layout::kNchw) {
+    cpu::batch_norm_backward_blocked(channel_block(input_layout()), x, dy, batch, channels_,
+                                     spatial_, mean_.data(), inv_std_.data(), gamma_.data(),
+                                     local_dx, dgamma_.data(), dbeta_.data());
   } else {
     backend().batch_norm_backward(x, dy, batch, channels_, spatial_, mean_.data(), inv_std_.data(),
                                   gamma_.data(), local_dx, dgamma_.data(), dbeta_.data());
@@ -135,8 +136,9 @@ void BatchNorm::backward(const float* x, const float* y, const float* dy, float*
 
 void BatchNorm::normalize(const float* x, std::size_t batch, const float* mean,
                           const float* inv_std, const float* gamma, const float* beta, float* y) {
-  if (input_layout() == Layout::kBlocked16) {
-    cpu::batch_norm_forward_blocked(x, batch, channels_, spatial_, mean, inv_std, gamma, beta, y);
+  if (input_layout() != Layout::kNchw) {
+    cpu::batch_norm_forward_blocked(channel_block(input_layout()), x, batch, channels_, spatial_,
+                                    mean, inv_std, gamma, beta, y);
   } else {
     backend().batch_norm_forward(x, batch, channels_, spatial_, mean, inv_std, gamma, beta, y);
   }

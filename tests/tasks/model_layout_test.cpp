@@ -72,16 +72,16 @@ TEST_CASE("On oneDNN the ResNet's chains are blocked, its input and logits NCHW"
     Model m(parse_layer_specs(resnet()), Shape{1, 28, 28}, 4, 1);
     std::size_t blocked = 0;
     for (std::size_t a = 0; a <= m.num_layers(); ++a) {
-      blocked += m.layout(a) == Layout::kBlocked16 ? 1 : 0;
+      blocked += m.layout(a) == cpu::preferred_blocked_layout() ? 1 : 0;
     }
     INFO(cpu::to_string(kernels));
     if (kernels == cpu::CpuKernels::kBuiltin) {
       CHECK(blocked == 0);
       continue;
     }
-    CHECK(m.layout(0) == Layout::kNchw);               // the images
-    CHECK(m.layout(1) == Layout::kBlocked16);          // the stem's 16 channels
-    CHECK(m.layout(m.num_layers()) == Layout::kNchw);  // the logits
+    CHECK(m.layout(0) == Layout::kNchw);                    // the images
+    CHECK(m.layout(1) == cpu::preferred_blocked_layout());  // the stem's 16 channels
+    CHECK(m.layout(m.num_layers()) == Layout::kNchw);       // the logits
     // Every activation but the input, the pooled features and the logits.
     CHECK(blocked == m.num_layers() + 1 - 3);
     // The CNN's convolutions feed max pooling, which takes NCHW: nothing is blocked.

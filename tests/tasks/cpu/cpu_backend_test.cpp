@@ -3,8 +3,10 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "tasks/cpu/blas.h"
 #include "tasks/optim/sgd.h"
 #include "tasks/random.h"
 
@@ -188,6 +190,30 @@ TEST_CASE("CpuBackend scale multiplies in place", "[tasks][cpu][backend]") {
   std::vector<float> x = {1.0f, -2.0f, 0.5f, 3.0f};
   be.scale(x.data(), 3, 0.25f);
   CHECK(x == std::vector<float>{0.25f, -0.5f, 0.125f, 3.0f});  // the 4th is past n
+}
+
+TEST_CASE("oneDNN's convolutions and batch norms run JIT kernels in the layout this CPU prefers",
+          "[tasks][cpu][backend][onednn]") {
+  if (!onednn_built()) {
+    CHECK(preferred_blocked_layout() == Layout::kNchw);
+    return;
+  }
+  // oneDNN's avx512_core kernels take nChw16c; its avx2 and sse41 ones nChw8c. On an AVX2 host
+  // nChw16c ran the batch norms on oneDNN's reference loops, 100x slower (2026-12-07).
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  const std::string names = onednn_kernel_names();
+  INFO(names);
+  if (avx512) {
+    CHECK(preferred_blocked_layout() == Layout::kBlocked16);
+  } else if (__builtin_cpu_supports("avx2")) {
+    CHECK(preferred_blocked_layout() == Layout::kBlocked8);
+  }
+  if (__builtin_cpu_supports("avx2")) {
+    CHECK(names.find("ref") == std::string::npos);  // no reference loops
+    CHECK(names.find("jit") != std::string::npos);
+  }
+  CHECK(CpuBackend().description().find(names) != std::string::npos);
 }
 
 }  // namespace gradmesh::tasks::cpu
