@@ -35,12 +35,21 @@ struct LocalSchedule {
   std::string wire;               ///< how Delta crosses the wire (outer_exchange_name)
 };
 
-/// sync.local.steps = "auto" (issue 57, item 4, without overlap): the smallest H >= 1 with
-/// H t_c / (H t_c + t_x) >= `utilization`, i.e. H = ceil(u / (1 - u) t_x / t_c), at most
-/// `max_steps`; 1 when t_x = 0 (one node). `iteration_seconds` t_c > 0, `exchange_seconds` t_x
-/// >= 0, seconds; `utilization` in (0, 1). Pure. Throws ContractError for values out of range.
+/// sync.local.steps = "auto" (issue 57, item 4): the smallest H >= 1 whose predicted
+/// utilization (local_utilization()) is >= `utilization`: without overlap H = ceil(u / (1 - u)
+/// t_x / t_c), with it H = ceil(u t_x / t_c); at most `max_steps`; 1 when t_x = 0 (one node).
+/// `iteration_seconds` t_c > 0, `exchange_seconds` t_x >= 0, seconds; `utilization` in (0, 1).
+/// Pure. Throws ContractError for values out of range.
 [[nodiscard]] std::size_t local_steps_for(double iteration_seconds, double exchange_seconds,
-                                          double utilization, std::size_t max_steps);
+                                          double utilization, std::size_t max_steps,
+                                          bool overlap = false);
+
+/// The predicted share of a round's time spent computing, for H = `steps` inner iterations of
+/// t_c seconds and an outer exchange of t_x seconds: H t_c / (H t_c + t_x) when the round waits
+/// for the exchange, H t_c / max(H t_c, t_x) when the exchange overlaps the next round's inner
+/// steps (sync.local.overlap). Pure.
+[[nodiscard]] double local_utilization(std::size_t steps, double iteration_seconds,
+                                       double exchange_seconds, bool overlap);
 
 /// The auto H's target utilization (issue 57: ">= 95%") and its cap (a round of at most this
 /// many iterations).
@@ -60,8 +69,33 @@ inline constexpr std::size_t kMaxLocalSteps = 10000;
 /// and layer states (batch normalization's running statistics, each node's own while training)
 /// are averaged, so the final model is one model on every node.
 ///
+/// Overlap (sync.local.overlap = "eager" or "delayed"; Kale et al., "Eager Updates for
+/// Overlapped Communication and Computation in DiLoCo", arXiv 2502.12996; Streaming DiLoCo's
+/// overlap, arXiv 2501.18512, with a delay of a whole round): round r's exchange of Delta_r runs
+/// during round r + 1's inner steps, and what it brings is applied at round r + 1's end. With n
+/// nodes and theta_s(r) a node's replica when round r starts, at round r's end the node takes its
+/// own Delta_r = theta_s(r) - theta, starts its exchange, waits for mean Delta_{r-1} (sent a round
+/// earlier) and goes on from:
+///   - "delayed" (the paper's delayed outer gradients): theta_s(r + 1) = g_{r-1} =
+///     outer(g_{r-2}, mean Delta_{r-1}), the same bits on every node (g_0 the initial model; the
+///     first round's end applies nothing). Every Delta is one round stale; this round's own work
+///     reaches the replica one round later.
+///   - "eager" (the paper's eager update): theta_s(r + 1) = outer_m(theta_s(r), Delta~) with
+///     Delta~ = Delta_r / n + (mean Delta_{r-1} - own Delta_{r-1} / n): this node's own change at
+///     once, the others' one round late, each applied once; the others' part is 0 after the
+///     first round; one node: Delta~ = Delta_r, DiLoCo itself, bit for bit. Each node steps its
+///     own outer optimizer (velocity) on its own estimates, so replicas differ to the end.
+/// So each inner step of round r + 1 sees the outer steps of every change up to round r - 1,
+/// plus (eager) this node's own change of round r through its outer step, plus its own steps so
+/// far in round r + 1. finish() waits for the last exchange but does not apply it (an outer step
+/// with no inner steps after it left the final model worse than the replicas: 73% against 84%
+/// with eager and Nesterov, docs/measured.md) and averages the replicas where they differ (eager
+/// always, delayed mid-round). H = 1 is then not BSP.
+///
 /// Checkpoints: theta_round_start, the outer velocity, the outer exchange's error-feedback
-/// residual (its gathered form) and the round's inner steps done, so a
+/// residual (its gathered form) and the round's inner steps done (with overlap also
+/// the replica at the round's start, the exchange in flight, waited for and saved as its mean,
+/// and for eager the node's own last Delta), so a
 /// job stopped mid-round resumes bit for bit on the same node count (each node's replica and
 /// inner optimizer are the model's and the optimizer's sections). A failed peer fails the job
 /// (not bsp, not live_membership: no rollback yet).
@@ -74,11 +108,12 @@ class LocalStage final : public SyncStage {
 
   [[nodiscard]] std::string_view name() const noexcept override { return "local"; }
   void build(engine::Graph& graph, const IterationTasks& tasks) override;
-  /// Per layer with parameters: "local H=<H>, <outer>", and its share of one exchange's bytes
-  /// over H iterations.
+  /// Per layer with parameters: "local H=<H>, <outer>[, <wire>][, overlapped]", and its share of
+  /// one exchange's bytes over H iterations.
   [[nodiscard]] std::vector<LayerPlan> plan() const override;
   bool finish() override;
-  /// local_steps (H), local_auto (1 when chosen), predicted iteration and exchange seconds,
+  /// local_steps (H), local_auto (1 when chosen), local_overlap (1 with sync.local.overlap),
+  /// predicted iteration and exchange seconds,
   /// predicted utilization, predicted bytes per iteration.
   [[nodiscard]] std::map<std::string, double> summary() const override;
   void save_state(engine::StateWriter& out) override;
@@ -92,14 +127,28 @@ class LocalStage final : public SyncStage {
   void end_round(std::uint64_t exchange);
   /// The outer step on the mean Delta; theta = theta_round_start.
   void apply_outer(std::uint64_t exchange);
+  /// With overlap, at a round's end: the pending outer step applied (its mean taken when
+  /// `mean_ready_` is false), this round's Delta started, the replica set to g + own change.
+  void end_overlapped_round();
+  /// With overlap: waits (on the executor) for the exchange in flight and takes its mean into
+  /// delta_ (mean_ready_). Throws PeerError.
+  void drain();
+  [[nodiscard]] bool overlapped() const noexcept { return options_.overlap != OverlapKind::kOff; }
 
   SyncContext ctx_;
   LocalOptions options_;
   LocalSchedule schedule_;
   OuterOptimizer outer_;
   std::size_t floats_;
-  std::vector<float> start_;     // theta_round_start
-  std::vector<float> delta_;     // the ring's input, then the mean Delta
+  std::vector<float> start_;  // theta_round_start
+  std::vector<float> delta_;  // the ring's input, then the mean Delta
+  // Overlap only: the replica when the current round began, whether an outer step is pending
+  // (its exchange started, exchanges_ - 1), and whether delta_ already holds its mean.
+  std::vector<float> round_start_;
+  std::vector<float> own_;       // eager: this node's Delta of the round before
+  std::vector<float> estimate_;  // eager: the tentative step's Delta~
+  bool pending_ = false;
+  bool mean_ready_ = false;
   std::size_t in_round_ = 0;     // inner steps done in the current round
   bool due_ = false;             // this iteration ends the round
   std::uint64_t exchanges_ = 0;  // outer exchanges this process ran (the ring's rounds)

@@ -1,7 +1,11 @@
 #include "sync/local/options.h"
 
+#include <array>
 #include <cmath>
 #include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace gradmesh::sync {
 
@@ -25,16 +29,36 @@ OptionKey number_key(std::string name, double default_value, std::string expecte
           }};
 }
 
+// The config names of OuterKind's and OverlapKind's values, in their order.
+constexpr std::array<std::string_view, 3> kOuterNames{"nesterov", "sgd", "average"};
+constexpr std::array<std::string_view, 3> kOverlapNames{"off", "eager", "delayed"};
+
+/// The value named `text` of an enum whose names are `names` (the first when none is).
+template <class Kind, std::size_t N>
+Kind kind_named(std::string_view text, const std::array<std::string_view, N>& names) {
+  for (std::size_t i = 0; i < N; ++i) {
+    if (names[i] == text) return static_cast<Kind>(i);
+  }
+  return static_cast<Kind>(0);
+}
+
+/// The choice key `name` over `names` (the first the default).
+template <std::size_t N>
+OptionKey names_key(std::string name, const std::array<std::string_view, N>& names) {
+  return choice_key(std::move(name), std::vector<std::string>(names.begin(), names.end()));
+}
+
 }  // namespace
 
 OptionTable local_option_table() {
   const LocalOptions d;
   return {"local",
           {word_or_integer_key("steps", "auto", 1, "\"auto\" or an integer >= 1 (iterations)"),
-           choice_key("outer", {"nesterov", "sgd", "average"}),
+           names_key("outer", kOuterNames),
            number_key("outer_lr", d.outer_lr, "a number > 0", [](double x) { return x > 0.0; }),
            number_key("outer_momentum", d.outer_momentum, "a number in [0, 1)",
-                      [](double x) { return x >= 0.0 && x < 1.0; })}};
+                      [](double x) { return x >= 0.0 && x < 1.0; }),
+           names_key("overlap", kOverlapNames)}};
 }
 
 LocalOptions local_options(const OptionValues& values) {
@@ -42,25 +66,19 @@ LocalOptions local_options(const OptionValues& values) {
   if (!values.is("local.steps", "auto")) {
     o.steps = static_cast<std::size_t>(values.integer("local.steps"));
   }
-  const std::string& outer = values.text("local.outer");
-  o.outer = outer == "sgd"       ? OuterKind::kSgd
-            : outer == "average" ? OuterKind::kAverage
-                                 : OuterKind::kNesterov;
+  o.outer = kind_named<OuterKind>(values.text("local.outer"), kOuterNames);
   o.outer_lr = values.number("local.outer_lr");
   o.outer_momentum = values.number("local.outer_momentum");
+  o.overlap = kind_named<OverlapKind>(values.text("local.overlap"), kOverlapNames);
   return o;
 }
 
 std::string outer_name(OuterKind kind) {
-  switch (kind) {
-    case OuterKind::kSgd:
-      return "sgd";
-    case OuterKind::kAverage:
-      return "average";
-    case OuterKind::kNesterov:
-      break;
-  }
-  return "nesterov";
+  return std::string(kOuterNames.at(static_cast<std::size_t>(kind)));
+}
+
+std::string overlap_name(OverlapKind kind) {
+  return std::string(kOverlapNames.at(static_cast<std::size_t>(kind)));
 }
 
 }  // namespace gradmesh::sync

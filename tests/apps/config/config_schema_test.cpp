@@ -120,6 +120,7 @@ const std::multimap<std::string_view, std::string_view> kOutOfRange{
     {"sync.local.outer_lr", "-0.5"},
     {"sync.local.outer_momentum", "1"},
     {"sync.local.outer_momentum", "-0.1"},
+    {"sync.local.overlap", "\"always\""},
     {"sync.poseidon.choose", "\"flops\""},
     {"sync.poseidon.sfb", "\"sometimes\""},
     {"sync.ps.chunk_bytes", "0"},

@@ -1,7 +1,8 @@
 // Tests for strategy local (sync/local/: local SGD with an outer optimizer, DiLoCo; issue 57):
 // the outer optimizers against hand-computed steps, H = "auto" against its formula, H = 1 with
 // averaging against BSP SGD on the union of the batches, H > 1 against a single-process
-// simulation of the same rounds, resume mid-round bit for bit, and the final model one model.
+// simulation of the same rounds (with overlap: of the rounds with the outer step one round late),
+// resume mid-round bit for bit, and the final model one model.
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -19,10 +20,12 @@ using namespace gradmesh;
 
 namespace {
 
-testing::SyntheticJob local_job(std::int64_t steps, const std::string& outer) {
+testing::SyntheticJob local_job(std::int64_t steps, const std::string& outer,
+                                const std::string& overlap = "off") {
   testing::SyntheticJob job;
   job.options.values.set("local.steps", steps);
   job.options.values.set("local.outer", outer);
+  job.options.values.set("local.overlap", overlap);
   return job;
 }
 
@@ -88,6 +91,105 @@ TEST_CASE("local's automatic H is the smallest at 95% utilization without overla
   CHECK(sync::local_steps_for(0.03, 7.0, 0.95, 10000) > h);
   CHECK_THROWS_AS(sync::local_steps_for(0.0, 1.0, 0.95, 100), ContractError);
   CHECK_THROWS_AS(sync::local_steps_for(0.1, 1.0, 1.0, 100), ContractError);
+}
+
+TEST_CASE("local's automatic H with overlap hides the exchange under a round's compute",
+          "[sync][local]") {
+  // H t_c / max(H t_c, t_x) >= 0.95  <=>  H >= 0.95 t_x / t_c: 5 where 95 without overlap.
+  CHECK(sync::local_steps_for(0.1, 0.5, 0.95, 10000, true) == 5);
+  CHECK(sync::local_steps_for(0.1, 0.0, 0.95, 10000, true) == 1);
+  CHECK(sync::local_steps_for(0.01, 1000.0, 0.95, 10000, true) == 10000);  // capped
+  for (const bool overlap : {false, true}) {
+    INFO("overlap " << overlap);
+    const std::size_t h = sync::local_steps_for(0.03, 0.7, 0.95, 10000, overlap);
+    CHECK(sync::local_utilization(h, 0.03, 0.7, overlap) >= 0.95);
+    CHECK(sync::local_utilization(h - 1, 0.03, 0.7, overlap) < 0.95);
+  }
+  CHECK(sync::local_utilization(10, 0.1, 0.5, true) == 1.0);  // hidden
+  CHECK(sync::local_utilization(10, 0.1, 0.5, false) == Approx(1.0 / 1.5));
+  CHECK(sync::local_utilization(1, 0.1, 0.0, false) == 1.0);
+}
+
+TEST_CASE("local with overlap equals the rounds simulated with the outer step one round late",
+          "[sync][local][inproc]") {
+  constexpr std::size_t kNodes = 2, kSteps = 3, kRounds = 3;
+  constexpr float kInv = 1.0f / kNodes;
+  for (const std::string kind : {"eager", "delayed"}) {
+    INFO("overlap " << kind);
+    const testing::SyntheticJob job = local_job(kSteps, "nesterov", kind);
+    testing::InProcCluster cluster(job, "local", kNodes);
+    // The reference (LocalStage's docs): each node's replica round_start[r] when a round starts,
+    // its own Delta of the round before own[r], its outer optimizer outer[r] (eager); g the
+    // global model and global_outer (delayed).
+    std::vector<float> g;
+    {
+      testing::InProcNode fresh(job, "none", 0, 1, nullptr, {0});
+      const auto w = fresh.model().parameters();
+      g.assign(w.begin(), w.end());
+    }
+    const std::size_t n = g.size();
+    std::vector<std::vector<float>> velocity(kNodes), round_start(kNodes, g), own(kNodes);
+    std::vector<float> pending;
+    const sync::OuterOptimizer fresh_outer(sync::OuterKind::kNesterov, 0.7, 0.9, n);
+    std::vector<sync::OuterOptimizer> outer(kNodes, fresh_outer);
+    sync::OuterOptimizer global_outer = fresh_outer;
+    for (std::size_t round = 0; round < kRounds; ++round) {
+      std::vector<std::vector<float>> delta(kNodes, std::vector<float>(n));
+      for (std::size_t r = 0; r < kNodes; ++r) {
+        const std::vector<float> end =
+            testing::train_alone(job, r, round_start[r], velocity[r], round * kSteps, kSteps);
+        for (std::size_t i = 0; i < n; ++i) delta[r][i] = round_start[r][i] - end[i];
+      }
+      if (kind == "delayed") {
+        if (!pending.empty()) global_outer.step(g, pending);
+        for (std::size_t r = 0; r < kNodes; ++r) round_start[r] = g;
+      } else {
+        for (std::size_t r = 0; r < kNodes; ++r) {
+          std::vector<float> estimate(n);
+          for (std::size_t i = 0; i < n; ++i) {
+            const float others = pending.empty() ? 0.0f : pending[i] - own[r][i] * kInv;
+            estimate[i] = delta[r][i] * kInv + others;
+          }
+          outer[r].step(round_start[r], estimate);
+          own[r] = delta[r];
+        }
+      }
+      pending.assign(n, 0.0f);
+      for (std::size_t i = 0; i < n; ++i) pending[i] = (delta[0][i] + delta[1][i]) * kInv;
+      cluster.train(kSteps);
+      const auto replicas = testing::replicas(cluster);
+      for (std::size_t r = 0; r < kNodes; ++r) CHECK(replicas[r] == round_start[r]);
+      if (kind == "delayed") {
+        CHECK(replicas[0] == replicas[1]);  // every node goes on from g
+      } else {
+        CHECK(replicas[0] != replicas[1]);  // each node's own change went in at once
+      }
+    }
+    // finish(): the last exchange waited for, not applied; one model on every node, the
+    // replicas' mean (delayed: they are g already).
+    cluster.finish();
+    const auto final_replicas = testing::replicas(cluster);
+    CHECK(final_replicas[0] == final_replicas[1]);
+    if (kind == "delayed") {
+      CHECK(final_replicas[0] == g);
+    } else {
+      double worst = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const double m = (static_cast<double>(round_start[0][i]) + round_start[1][i]) / 2.0;
+        worst = std::max(worst, std::fabs(final_replicas[0][i] - m) / (1.0 + std::fabs(m)));
+      }
+      CHECK(worst <= 1e-6);
+    }
+  }
+}
+
+TEST_CASE("local with overlap \"eager\" on one node is DiLoCo on one node, bit for bit",
+          "[sync][local][inproc]") {
+  testing::InProcCluster eager(local_job(3, "nesterov", "eager"), "local", 1);
+  testing::InProcCluster plain(local_job(3, "nesterov", "off"), "local", 1);
+  eager.train(9);
+  plain.train(9);
+  CHECK(testing::replicas(eager)[0] == testing::replicas(plain)[0]);
 }
 
 TEST_CASE("local with H = 1 and outer average equals BSP SGD on the union of the batches",
@@ -187,6 +289,40 @@ TEST_CASE("local: stopped mid-round and resumed equals the uninterrupted run, bi
   CHECK_THROWS_WITH(other.node(0).stage().load_state(reader), Catch::Contains("sync.local.steps"));
 }
 
+TEST_CASE("local with overlap: stopped with an exchange in flight and resumed, bit for bit",
+          "[sync][local][inproc]") {
+  constexpr std::size_t kNodes = 2;
+  for (const std::string kind : {"eager", "delayed"})
+    for (const std::size_t stop : {std::size_t{5}, std::size_t{6}}) {  // mid-round, at its end
+      INFO("overlap " << kind << ", stopped after " << stop << " iterations");
+      const testing::SyntheticJob job = local_job(3, "nesterov", kind);
+      testing::InProcCluster through(job, "local", kNodes);
+      through.train(10);
+      through.finish();
+      std::vector<std::vector<std::byte>> saved;
+      {
+        testing::InProcCluster first(job, "local", kNodes);
+        first.train(stop);
+        saved = testing::save_nodes(first);  // waits for the exchange in flight, saves its mean
+      }
+      testing::SyntheticJob resumed_job = job;
+      resumed_job.first_iteration = stop;
+      testing::InProcCluster resumed(resumed_job, "local", kNodes);
+      testing::load_nodes(resumed, saved);
+      resumed.train(10 - stop);
+      resumed.finish();
+      const auto a = testing::replicas(through), b = testing::replicas(resumed);
+      for (std::size_t r = 0; r < kNodes; ++r) CHECK(a[r] == b[r]);
+      // Without overlap the checkpoint is refused, naming the key.
+      testing::InProcCluster other(local_job(3, "nesterov", "off"), "local", kNodes);
+      engine::StateReader reader(saved[0], "node");
+      other.node(0).model().load_state(reader);
+      other.node(0).optimizer().load_state(reader);
+      CHECK_THROWS_WITH(other.node(0).stage().load_state(reader),
+                        Catch::Contains("sync.local.overlap"));
+    }
+}
+
 TEST_CASE("local: its options are checked, and its plan and summary say H", "[sync][local]") {
   sync::OptionValues values;
   CHECK(values.is("local.steps", "auto"));
@@ -201,6 +337,8 @@ TEST_CASE("local: its options are checked, and its plan and summary say H", "[sy
   CHECK(d.outer == sync::OuterKind::kNesterov);
   CHECK(d.outer_lr == 0.7);
   CHECK(d.outer_momentum == 0.9);
+  CHECK(d.overlap == sync::OverlapKind::kOff);
+  CHECK_THROWS_AS(values.set("local.overlap", std::string("always")), std::invalid_argument);
 
   testing::InProcCluster cluster(local_job(5, "sgd"), "local", 2);
   const auto plan = cluster.node(0).stage().plan();
