@@ -98,4 +98,13 @@ compress::MatrixShape weight_matrix(const tasks::Layer& layer) {
   return {};
 }
 
+double compute_seconds(const topo::PlannerInput& input) {
+  double seconds = 0, floats = 0;
+  for (const topo::LayerProfile& layer : input.layers) {
+    seconds += layer.forward_seconds + layer.backward_seconds;
+    floats += static_cast<double>(layer.parameters);
+  }
+  return seconds + floats * input.step_seconds_per_float;
+}
+
 }  // namespace gradmesh::sync

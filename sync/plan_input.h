@@ -46,6 +46,11 @@ struct AssumedRates {
                                                const std::vector<std::string>& schemes,
                                                const AssumedRates& rates = {});
 
+/// One node's predicted iteration alone, seconds: every layer's forward and backward plus the
+/// optimizer step of every parameter (input.step_seconds_per_float a float), no communication:
+/// the one-node reference of scaling figures and local's inner step t_c. Pure.
+[[nodiscard]] double compute_seconds(const topo::PlannerInput& input);
+
 /// Layer `layer`'s weights as a matrix, one row per bias (a dense layer's M x N, a convolution's
 /// F x C k^2), as the planner sees them (topo::LayerProfile::weight_rows, weight_cols); 0 x 0 for a
 /// layer without weights or biases, or whose weights do not divide by its biases. Pure.

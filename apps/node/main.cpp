@@ -2,12 +2,15 @@
 //
 //   gradmesh-node --config JOB.toml --peers HOST:PORT,... --rank R [--set KEY=VALUE]...
 //   gradmesh-node plan --config JOB.toml --nodes N [--bandwidth 1gbit]
+//   gradmesh-node simulate --config JOB.toml [--nodes 2,4,...] [--bandwidth RATE]
+//                          [--strategy S]... [--compression M] [--json]
 
 #include <cstring>
 
 #include <CLI/CLI.hpp>
 
 #include "apps/node/node.h"
+#include "apps/node/planning.h"
 
 namespace {
 
@@ -22,13 +25,37 @@ int plan_main(int argc, char** argv) {
   return gradmesh::app::run_plan(plan);
 }
 
+int simulate_main(int argc, char** argv) {
+  CLI::App app{
+      "gradmesh-node simulate: predict the job on 2 to 1,024 nodes with the planner's models (no "
+      "data, no network)"};
+  gradmesh::app::SimulateOptions simulate;
+  app.add_option("--config", simulate.config, "job config (TOML)")->required();
+  app.add_option("--nodes", simulate.nodes, "node counts, e.g. 2,4,8 (default 2, 4, ..., 1024)")
+      ->delimiter(',');
+  app.add_option("--bandwidth", simulate.bandwidth, "every link's rate, e.g. 1gbit or 125MB");
+  app.add_option("--strategy", simulate.strategies,
+                 "a strategy to predict (repeat or comma-separate; default the job's)")
+      ->delimiter(',');
+  app.add_option("--compression", simulate.compression,
+                 "sync.compression.method for every strategy (e.g. powersgd)");
+  app.add_flag("--json", simulate.json, "print one JSON document instead of the table");
+  app.add_option("--set", simulate.overrides, "override a config key: KEY=VALUE")->take_all();
+  CLI11_PARSE(app, argc, argv);
+  return gradmesh::app::run_simulate(simulate);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // `gradmesh-node plan ...`: the planner's table (argv[1] is the subcommand).
   if (argc > 1 && std::strcmp(argv[1], "plan") == 0) return plan_main(argc - 1, argv + 1);
+  if (argc > 1 && std::strcmp(argv[1], "simulate") == 0) {
+    return simulate_main(argc - 1, argv + 1);
+  }
   const auto cli = gradmesh::app::parse_node_command_line(
-      argc, argv, "gradmesh-node (or `gradmesh-node plan --help`)");
+      argc, argv,
+      "gradmesh-node (or `gradmesh-node plan --help`, `gradmesh-node simulate --help`)");
   if (!cli.options) return cli.exit_status;
   return gradmesh::app::run_node(*cli.options);
 }

@@ -20,15 +20,4 @@ namespace gradmesh::app {
 /// 1 for the rest.
 int run_node(const NodeOptions& options);
 
-/// What `gradmesh-node plan --config ... --nodes N [--bandwidth RATE]` was given.
-struct PlanOptions {
-  std::filesystem::path config;
-  std::vector<std::string> overrides;
-  std::size_t nodes = 1;
-  std::optional<std::string> bandwidth;  ///< e.g. "1gbit"; used to predict seconds per iteration
-};
-
-/// Prints the planner's per-layer table for rank 0 and exits (no data, no network).
-int run_plan(const PlanOptions& options);
-
 }  // namespace gradmesh::app

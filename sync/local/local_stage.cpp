@@ -30,12 +30,10 @@ LocalSchedule make_schedule(const SyncContext& ctx, const LocalOptions& options,
                             const CompressionOptions& compression) {
   LocalSchedule s;
   const topo::PlannerInput input = planner_input(ctx, {std::string(topo::kAllReduceScheme)});
-  double compute = 0, floats = 0;
-  for (const topo::LayerProfile& layer : input.layers) {
-    compute += layer.forward_seconds + layer.backward_seconds;
+  const double compute = compute_seconds(input);
+  double floats = 0;
+  for (const topo::LayerProfile& layer : input.layers)
     floats += static_cast<double>(layer.parameters);
-  }
-  compute += floats * input.step_seconds_per_float;
   s.iteration_seconds = compute;
   s.wire = local::outer_exchange_name(compression);
   if (ctx.nodes > 1) {

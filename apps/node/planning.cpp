@@ -1,0 +1,286 @@
+#include "apps/node/planning.h"
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/config/job_config.h"
+#include "apps/node/metrics.h"
+#include "apps/pipeline/job_options.h"
+#include "apps/pipeline/start_up.h"
+#include "engine/error.h"
+#include "engine/executor.h"
+#include "sync/compress/compression_profile.h"
+#include "sync/compress/options.h"
+#include "sync/lane_router.h"
+#include "sync/plan_input.h"
+#include "sync/probe/link_probe.h"
+#include "sync/sync_stage.h"
+#include "tasks/cpu/cpu_backend.h"
+#include "tasks/model.h"
+#include "tasks/optim/optimizer.h"
+#include "tasks/profile.h"
+#include "topo/rate.h"
+
+namespace gradmesh::app {
+
+namespace {
+
+/// A job as `plan` and `simulate` see it: its model (shapes only, on the CPU backend with the
+/// kernels compute.cpu_kernels names), optimizer, sync options and this machine's measurements.
+struct PlanningJob {
+  JobConfig config;
+  std::unique_ptr<tasks::Model> model;
+  std::unique_ptr<tasks::Optimizer> optimizer;
+  sync::SyncOptions sync;
+  std::optional<sync::JobMeasurements> measured;
+};
+
+/// Loads `path` with `overrides`; with planner.probe, times this machine's layers, GEMM, step
+/// and the compressor for `profile_nodes` nodes (no peers: links come from planner.alpha /
+/// planner.bandwidth / `bandwidth`, else the planner's assumed rates). Throws ConfigError.
+PlanningJob load_planning_job(const std::filesystem::path& path,
+                              const std::vector<std::string>& overrides, std::size_t profile_nodes,
+                              const std::optional<std::string>& bandwidth) {
+  PlanningJob job{load_job_config(path, overrides), nullptr, nullptr, {}, std::nullopt};
+  const JobConfig& config = job.config;
+  check_data_keys(config);
+  check_optimizer_keys(config);
+  tasks::cpu::set_kernels(cpu_kernels(config));
+  job.model = std::make_unique<tasks::Model>(layer_specs(config), input_shape(config),
+                                             config.optimizer.batch_size, config.job.seed);
+  job.optimizer = std::make_unique<tasks::Optimizer>(
+      sgd_options(config), job.model->parameter_count(), adam_options(config));
+  if (config.optimizer.weight_decay_exclude) {
+    job.optimizer->exempt_from_weight_decay(job.model->weight_decay_exempt());
+  }
+  job.sync = sync_options(config);
+  if (bandwidth && !job.sync.planner.bandwidth) {
+    job.sync.planner.bandwidth = topo::parse_rate(*bandwidth);
+  }
+  if (config.planner.probe) {
+    const tasks::ComputeProfile compute =
+        tasks::profile_compute(*job.model, config.optimizer.batch_size, profile_nodes,
+                               config.job.seed, adam_options(config));
+    sync::JobMeasurements& m = job.measured.emplace();
+    m.forward_seconds = compute.times.forward_seconds;
+    m.backward_seconds = compute.times.backward_seconds;
+    m.backward_input_seconds = compute.times.backward_input_seconds;
+    m.gemm_flops = compute.gemm_flops;
+    m.step_seconds_per_float = compute.step_seconds_per_float;
+    if (auto codec = sync::measure_compression(sync::compression_options(config.sync.options),
+                                               *job.model, config.job.seed)) {
+      m.encode_seconds = std::move(codec->encode_seconds);
+      m.decode_seconds = std::move(codec->decode_seconds);
+      m.half_encode_seconds_per_float = codec->half_encode_seconds_per_float;
+      m.half_decode_seconds_per_float = codec->half_decode_seconds_per_float;
+    }
+    m.links.nodes = 0;  // not measured
+  }
+  return job;
+}
+
+/// The SyncContext of rank 0 of `nodes` for `job`.
+sync::SyncContext planning_context(PlanningJob& job, engine::Executor& executor,
+                                   sync::LaneRouter& router, std::size_t nodes) {
+  return sync::SyncContext{*job.model,
+                           executor,
+                           router,
+                           0,
+                           nodes,
+                           job.config.optimizer.batch_size,
+                           *job.optimizer,
+                           job.sync,
+                           0,
+                           job.measured ? &*job.measured : nullptr};
+}
+
+/// Node counts 2, 4, ..., 1024.
+std::vector<std::size_t> default_node_counts() {
+  std::vector<std::size_t> counts;
+  for (std::size_t n = 2; n <= 1024; n *= 2) counts.push_back(n);
+  return counts;
+}
+
+/// "SFB 2, PS 1": how many layers with parameters each scheme of `plan` holds (all-reduce's
+/// buckets, " b<i>", not told apart).
+std::string scheme_counts(const std::vector<sync::LayerPlan>& plan) {
+  static const std::regex bucket(R"( b\d+\b)");
+  std::map<std::string, std::size_t> counts;
+  for (const sync::LayerPlan& row : plan) {
+    if (row.parameters > 0) ++counts[std::regex_replace(row.scheme, bucket, "")];
+  }
+  std::string text;
+  for (const auto& [scheme, count] : counts) {
+    text += (text.empty() ? "" : ", ") + scheme + " " + std::to_string(count);
+  }
+  return text;
+}
+
+/// The predicted seconds of one iteration in `summary` (a planned stage's
+/// predicted_iteration_seconds; local's round over H), or nullopt where the strategy predicts
+/// none.
+std::optional<double> predicted_iteration(const std::map<std::string, double>& summary) {
+  if (const auto it = summary.find("predicted_iteration_seconds"); it != summary.end()) {
+    return it->second;
+  }
+  const auto t_c = summary.find("local_iteration_seconds");
+  const auto u = summary.find("local_predicted_utilization");
+  if (t_c != summary.end() && u != summary.end() && u->second > 0) return t_c->second / u->second;
+  return std::nullopt;
+}
+
+/// Runs `body` (returning the exit status) for subcommand `name`, printing its errors to stderr:
+/// a configuration error (naming the key) gives 2, any other 1.
+template <class Body>
+int run_subcommand(const char* name, Body&& body) {
+  try {
+    return body();
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "gradmesh-node %s: configuration error: %s\n", name, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gradmesh-node %s: %s\n", name, e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+int run_plan(const PlanOptions& options) {
+  return run_subcommand("plan", [&] {
+    if (options.nodes == 0) throw ConfigError("--nodes must be >= 1");
+    PlanningJob job =
+        load_planning_job(options.config, options.overrides, options.nodes, options.bandwidth);
+    engine::Executor executor({1, 1});
+    const std::string strategy = sync::strategy_for_nodes(job.config.sync.strategy, options.nodes);
+    sync::LaneRouter router(nullptr, 0, options.nodes);
+    auto stage =
+        sync::make_sync_stage(strategy, planning_context(job, executor, router, options.nodes));
+    const auto plan = stage->plan();
+    std::printf(
+        "plan for job '%s': strategy %s, %zu node(s), batch %zu per node, %zu parameters (rank "
+        "0)\n",
+        job.config.job.name.c_str(), strategy.c_str(), options.nodes,
+        job.config.optimizer.batch_size, job.model->parameter_count());
+    std::printf("%s", format_plan(plan).c_str());
+    std::printf("%s", format_summary(stage->summary(), job.measured.has_value()).c_str());
+    return 0;
+  });
+}
+
+Simulation simulate(const SimulateOptions& options) {
+  const std::vector<std::size_t> counts =
+      options.nodes.empty() ? default_node_counts() : options.nodes;
+  for (const std::size_t n : counts) {
+    if (n < 2) throw ConfigError("--nodes: " + std::to_string(n) + " (each count must be >= 2)");
+  }
+  std::vector<std::string> overrides = options.overrides;
+  if (options.compression) overrides.push_back("sync.compression.method=" + *options.compression);
+  PlanningJob job = load_planning_job(options.config, overrides, counts.front(), options.bandwidth);
+  const std::vector<std::string> strategies =
+      options.strategies.empty() ? std::vector<std::string>{job.config.sync.strategy}
+                                 : options.strategies;
+  engine::Executor executor({1, 1});
+  Simulation result;
+  result.job = job.config.job.name;
+  result.batch = job.config.optimizer.batch_size;
+  result.parameters = job.model->parameter_count();
+  result.measured = job.measured.has_value();
+  {
+    sync::LaneRouter router(nullptr, 0, 1);
+    result.one_node_seconds =
+        sync::compute_seconds(sync::planner_input(planning_context(job, executor, router, 1), {}));
+  }
+  const double batch = static_cast<double>(result.batch);
+  std::vector<SimulatedRun>& runs = result.runs;
+  for (const std::string& name : strategies) {
+    for (const std::size_t n : counts) {
+      const std::string strategy = sync::strategy_for_nodes(name, n);
+      // The planned strategies' layers and local's rounds have cost models; ako's rate is
+      // measured while it trains (its partition count), none sends nothing.
+      if (sync::strategy_traits(strategy).schemes.empty() && strategy != "local") {
+        throw ConfigError("simulate: strategy '" + strategy +
+                          "' predicts no iteration time; simulate takes " +
+                          sync::strategies_with(&sync::StrategyTraits::bsp) + " and local");
+      }
+      sync::LaneRouter router(nullptr, 0, n);
+      const auto start = std::chrono::steady_clock::now();
+      auto stage = sync::make_sync_stage(strategy, planning_context(job, executor, router, n));
+      const auto plan = stage->plan();
+      const auto summary = stage->summary();
+      const double plan_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::optional<double> iteration = predicted_iteration(summary);
+      if (!iteration || !(*iteration > 0)) {
+        throw ConfigError("simulate: strategy '" + strategy + "' predicted no iteration time");
+      }
+      SimulatedRun run;
+      run.strategy = strategy;
+      run.nodes = n;
+      run.iteration_seconds = *iteration;
+      run.samples_per_second = static_cast<double>(n) * batch / *iteration;
+      run.efficiency = result.one_node_seconds / *iteration;
+      const auto bytes = summary.find("predicted_bytes_sent");
+      run.bytes_per_iteration = bytes != summary.end() ? bytes->second : 0.0;
+      run.plan_seconds = plan_seconds;
+      const auto steps = summary.find("local_steps");
+      run.note = steps != summary.end()
+                     ? "H=" + std::to_string(static_cast<std::size_t>(steps->second))
+                     : scheme_counts(plan);
+      runs.push_back(std::move(run));
+    }
+  }
+  return result;
+}
+
+int run_simulate(const SimulateOptions& options) {
+  return run_subcommand("simulate", [&] {
+    const Simulation sim = simulate(options);
+    if (options.json) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const SimulatedRun& r : sim.runs) {
+        rows.push_back({{"strategy", r.strategy},
+                        {"nodes", r.nodes},
+                        {"iteration_seconds", r.iteration_seconds},
+                        {"samples_per_second", r.samples_per_second},
+                        {"efficiency", r.efficiency},
+                        {"bytes_per_iteration", r.bytes_per_iteration},
+                        {"plan_seconds", r.plan_seconds},
+                        {"plan", r.note}});
+      }
+      const nlohmann::json out = {{"job", sim.job},
+                                  {"batch", sim.batch},
+                                  {"parameters", sim.parameters},
+                                  {"one_node_iteration_seconds", sim.one_node_seconds},
+                                  {"measured_here", sim.measured},
+                                  {"runs", rows}};
+      std::printf("%s\n", out.dump(2).c_str());
+      return 0;
+    }
+    std::printf(
+        "simulate job '%s': batch %zu per node, %zu parameters; one node alone %.3f ms an "
+        "iteration, %.0f samples/s (%s)\n",
+        sim.job.c_str(), sim.batch, sim.parameters, sim.one_node_seconds * 1e3,
+        static_cast<double>(sim.batch) / sim.one_node_seconds,
+        sim.measured ? "layers, GEMM and step timed on this machine"
+                     : "planner.* or assumed rates");
+    std::printf("%-10s %6s %13s %12s %8s %14s %9s  %s\n", "strategy", "nodes", "iteration ms",
+                "samples/s", "scaling", "bytes/it/node", "plan ms", "plan");
+    for (const SimulatedRun& r : sim.runs) {
+      std::printf("%-10s %6zu %13.3f %12.0f %7.1f%% %14.0f %9.2f  %s\n", r.strategy.c_str(),
+                  r.nodes, r.iteration_seconds * 1e3, r.samples_per_second, 100.0 * r.efficiency,
+                  r.bytes_per_iteration, r.plan_seconds * 1e3, r.note.c_str());
+    }
+    return 0;
+  });
+}
+
+}  // namespace gradmesh::app

@@ -1,0 +1,69 @@
+#pragma once
+// gradmesh-node's planning subcommands (DESIGN.md, "Contracts"): `plan` prints the planner's
+// per-layer table for one node count; `simulate` predicts the job on clusters that are not here
+// (issue 58), from the same planner and cost models the nodes run with.
+
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gradmesh::app {
+
+/// What `gradmesh-node plan --config ... --nodes N [--bandwidth RATE]` was given.
+struct PlanOptions {
+  std::filesystem::path config;
+  std::vector<std::string> overrides;
+  std::size_t nodes = 1;
+  std::optional<std::string> bandwidth;  ///< e.g. "1gbit"; used to predict seconds per iteration
+};
+
+/// Prints the planner's per-layer table for rank 0 and exits (no data, no network).
+int run_plan(const PlanOptions& options);
+
+/// What `gradmesh-node simulate` was given.
+struct SimulateOptions {
+  std::filesystem::path config;
+  std::vector<std::string> overrides;
+  /// Node counts, each >= 2 (default: 2, 4, 8, ..., 1024).
+  std::vector<std::size_t> nodes;
+  std::optional<std::string> bandwidth;  ///< every link's rate, e.g. "1gbit" (as plan's)
+  /// Strategies to predict (default: the job's sync.strategy).
+  std::vector<std::string> strategies;
+  std::optional<std::string> compression;  ///< sync.compression.method for every strategy
+  bool json = false;                       ///< one JSON document instead of the table
+};
+
+/// One strategy at one node count, as the planner predicts it.
+struct SimulatedRun {
+  std::string strategy;
+  std::size_t nodes = 0;
+  double iteration_seconds = 0;    ///< predicted, communication and overlap included
+  double samples_per_second = 0;   ///< nodes x batch / iteration_seconds
+  double efficiency = 0;           ///< one node's iteration alone over iteration_seconds
+  double bytes_per_iteration = 0;  ///< what one node sends an iteration, payload + frames
+  double plan_seconds = 0;         ///< wall time of building this plan, seconds (measured)
+  std::string note;                ///< e.g. "local H=123": what the plan chose in a word
+};
+
+/// What simulate() predicts.
+struct Simulation {
+  std::string job;                 ///< job.name
+  std::size_t batch = 0;           ///< samples per node per iteration
+  std::size_t parameters = 0;      ///< the model's
+  double one_node_seconds = 0;     ///< one node's iteration alone (sync::compute_seconds)
+  bool measured = false;           ///< layer times timed here (planner.probe), else assumed
+  std::vector<SimulatedRun> runs;  ///< every node count for every strategy, in that order
+};
+
+/// The predictions of `options`. Strategies without a predicted iteration (ako, none) are
+/// refused. Throws ConfigError for a bad config, node count, strategy or rate (naming it), what
+/// the model's construction throws otherwise. Not thread-safe (sets the CPU kernels).
+[[nodiscard]] Simulation simulate(const SimulateOptions& options);
+
+/// Prints simulate()'s table (or JSON) to stdout; returns the exit status (2 for a configuration
+/// error, printed to stderr naming the key, 1 for other errors).
+int run_simulate(const SimulateOptions& options);
+
+}  // namespace gradmesh::app

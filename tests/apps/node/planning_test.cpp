@@ -1,0 +1,128 @@
+// Tests of gradmesh-node's planning subcommands (apps/node/planning.h): `simulate` gives the
+// planner's own predictions (the same numbers `plan` prints for a node count), covers 2 to 1,024
+// nodes, predicts local's rounds, and refuses what it cannot predict, naming it.
+
+#include <chrono>
+#include <cmath>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "tests/apps/node/cluster.h"
+#include "tests/support/process.h"
+
+namespace {
+
+std::string demo_config() {
+  return std::string(GRADMESH_SOURCE_DIR) + "/configs/fashion-mnist-mlp.toml";
+}
+
+struct Run {
+  int status = -1;
+  std::string text;
+};
+
+/// gradmesh-node with `args` (after the binary), its output; planner.probe=false so that every
+/// figure comes from the planner's assumed rates (the same on every machine and run).
+Run node_command(const std::string& name, const std::vector<std::string>& args) {
+  const auto dir = gradmesh::testing::fresh_directory("planning-" + name);
+  std::vector<std::string> argv{GRADMESH_NODE_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), {"--set", "planner.probe=false"});
+  gradmesh::testing::Process process(argv, dir / "out.txt");
+  Run run;
+  run.status = process.wait_for(std::chrono::seconds(120)).value_or(-1);
+  run.text = gradmesh::testing::read_file(dir / "out.txt");
+  return run;
+}
+
+/// The JSON document in `text` (simulate --json prints it alone on stdout; log lines go before).
+nlohmann::json json_in(const std::string& text) {
+  return nlohmann::json::parse(text.substr(text.find("{\n")));
+}
+
+}  // namespace
+
+TEST_CASE("simulate predicts for n nodes what plan predicts for them, by the same function",
+          "[e2e][plan][simulate]") {
+  for (const std::string strategy : {"auto", "allreduce", "ps"}) {
+    INFO(strategy);
+    const Run plan = node_command("plan-" + strategy,
+                                  {"plan", "--config", demo_config(), "--nodes", "4", "--bandwidth",
+                                   "100mbit", "--set", "sync.strategy=" + strategy});
+    INFO(plan.text);
+    REQUIRE(plan.status == 0);
+    std::smatch m;
+    REQUIRE(std::regex_search(
+        plan.text, m, std::regex(R"(predicted: (\d+) bytes sent per iteration, ([0-9.]+) ms)")));
+    const double plan_bytes = std::stod(m[1]), plan_ms = std::stod(m[2]);
+    const Run sim = node_command("simulate-" + strategy,
+                                 {"simulate", "--config", demo_config(), "--nodes", "2,4",
+                                  "--bandwidth", "100mbit", "--strategy", strategy, "--json"});
+    INFO(sim.text);
+    REQUIRE(sim.status == 0);
+    const nlohmann::json doc = json_in(sim.text);
+    REQUIRE(doc["runs"].size() == 2);
+    const nlohmann::json& four = doc["runs"][1];
+    CHECK(four["nodes"] == 4);
+    CHECK(four["strategy"] == strategy);
+    // plan prints milliseconds with 3 decimals and whole bytes.
+    CHECK(std::abs(four["iteration_seconds"].get<double>() * 1e3 - plan_ms) <= 0.0005 + 1e-9);
+    CHECK(std::abs(four["bytes_per_iteration"].get<double>() - plan_bytes) <= 0.5);
+    const double iteration = four["iteration_seconds"].get<double>();
+    CHECK(four["samples_per_second"].get<double>() == Approx(4 * 64 / iteration));
+    CHECK(four["efficiency"].get<double>() ==
+          Approx(doc["one_node_iteration_seconds"].get<double>() / iteration));
+    // At 100 Mbit/s the demo MLP's exchange dominates its 1 ms of compute.
+    for (const auto& run : doc["runs"]) CHECK(run["efficiency"].get<double>() < 0.5);
+  }
+}
+
+TEST_CASE("simulate covers 2 to 1,024 nodes by default, and local's rounds",
+          "[e2e][plan][simulate]") {
+  const Run sim = node_command(
+      "default-counts", {"simulate", "--config", demo_config(), "--bandwidth", "1gbit", "--json"});
+  INFO(sim.text);
+  REQUIRE(sim.status == 0);
+  const nlohmann::json doc = json_in(sim.text);
+  REQUIRE(doc["runs"].size() == 10);
+  std::size_t n = 2;
+  for (const auto& run : doc["runs"]) {
+    CHECK(run["nodes"] == n);
+    CHECK(run["iteration_seconds"].get<double>() > 0);
+    CHECK(run["plan_seconds"].get<double>() >= 0);
+    n *= 2;
+  }
+  // local: the round's iteration is t_c / utilization, H in the plan's word.
+  const Run local = node_command(
+      "local", {"simulate", "--config", demo_config(), "--nodes", "4", "--bandwidth", "10mbit",
+                "--strategy", "local", "--set", "sync.local.steps=50", "--json"});
+  INFO(local.text);
+  REQUIRE(local.status == 0);
+  const nlohmann::json l = json_in(local.text)["runs"][0];
+  CHECK(l["plan"] == "H=50");
+  CHECK(l["efficiency"].get<double>() < 1.0);
+  CHECK(l["bytes_per_iteration"].get<double>() > 0);
+  // The table names its columns.
+  const Run table = node_command("table", {"simulate", "--config", demo_config(), "--nodes", "8"});
+  INFO(table.text);
+  REQUIRE(table.status == 0);
+  CHECK_THAT(table.text, Catch::Contains("samples/s") && Catch::Contains("scaling"));
+}
+
+TEST_CASE("simulate refuses what it cannot predict, naming it", "[e2e][plan][simulate]") {
+  const Run one = node_command("one-node", {"simulate", "--config", demo_config(), "--nodes", "1"});
+  CHECK(one.status == 2);
+  CHECK_THAT(one.text, Catch::Contains("--nodes: 1"));
+  const Run ako = node_command(
+      "ako", {"simulate", "--config", demo_config(), "--nodes", "4", "--strategy", "ako"});
+  CHECK(ako.status == 2);
+  CHECK_THAT(ako.text, Catch::Contains("'ako' predicts no iteration time"));
+  const Run unknown = node_command(
+      "unknown", {"simulate", "--config", demo_config(), "--nodes", "4", "--strategy", "gossip"});
+  CHECK(unknown.status == 2);
+  CHECK_THAT(unknown.text, Catch::Contains("gossip"));
+}
