@@ -23,11 +23,13 @@ using namespace gradmesh;
 
 namespace {
 
-testing::SyntheticJob compressed_local_job(std::int64_t steps, const std::string& method) {
+testing::SyntheticJob compressed_local_job(std::int64_t steps, const std::string& method,
+                                           const std::string& overlap = "off") {
   testing::SyntheticJob job;
   job.options.values.set("local.steps", steps);
   job.options.values.set("local.outer", std::string("nesterov"));
   job.options.values.set("compression.method", method);
+  job.options.values.set("local.overlap", overlap);
   return job;
 }
 
@@ -157,22 +159,39 @@ TEST_CASE(
 TEST_CASE("local with a gathered Delta resumes bit for bit, and its checkpoint names the method",
           "[sync][local][inproc]") {
   constexpr std::size_t kNodes = 2;
-  const testing::SyntheticJob job = compressed_local_job(2, "int8");
-  testing::InProcCluster through(job, "local", kNodes);
-  through.train(7);
+  // int8 gathered, fp16 on the ring; overlapped too: the checkpoint then waits for the encoded
+  // exchange in flight.
   std::vector<std::vector<std::byte>> saved;
+  for (const std::string method : {"int8", "fp16"}) {
+    for (const std::string overlap : {"off", "eager", "delayed"}) {
+      INFO(method << ", overlap " << overlap);
+      const testing::SyntheticJob job = compressed_local_job(2, method, overlap);
+      testing::InProcCluster through(job, "local", kNodes);
+      through.train(7);
+      through.finish();
+      {
+        testing::InProcCluster first(job, "local", kNodes);
+        first.train(3);  // one round (the residual set) and one inner step
+        saved = testing::save_nodes(first);
+      }
+      testing::SyntheticJob resumed_job = job;
+      resumed_job.first_iteration = 3;
+      testing::InProcCluster resumed(resumed_job, "local", kNodes);
+      testing::load_nodes(resumed, saved);
+      resumed.train(4);
+      resumed.finish();
+      const auto a = testing::replicas(through), b = testing::replicas(resumed);
+      for (std::size_t r = 0; r < kNodes; ++r) CHECK(a[r] == b[r]);
+      CHECK(a[0] == a[1]);  // one model at the end
+    }
+  }
+  // The last checkpoint saved: int8's is refused by a job without a compressor.
   {
+    const testing::SyntheticJob job = compressed_local_job(2, "int8");
     testing::InProcCluster first(job, "local", kNodes);
-    first.train(3);  // one round (the residual set) and one inner step
+    first.train(3);
     saved = testing::save_nodes(first);
   }
-  testing::SyntheticJob resumed_job = job;
-  resumed_job.first_iteration = 3;
-  testing::InProcCluster resumed(resumed_job, "local", kNodes);
-  testing::load_nodes(resumed, saved);
-  resumed.train(4);
-  const auto a = testing::replicas(through), b = testing::replicas(resumed);
-  for (std::size_t r = 0; r < kNodes; ++r) CHECK(a[r] == b[r]);
 
   testing::InProcCluster plain(compressed_local_job(2, "none"), "local", kNodes);
   engine::StateReader reader(saved[0], "node");
