@@ -15,7 +15,6 @@ namespace gradmesh::sync {
 topo::PlannerInput planner_input(const SyncContext& ctx, const std::vector<std::string>& schemes,
                                  const AssumedRates& rates) {
   topo::PlannerInput input;
-  const double k = static_cast<double>(ctx.batch_size);
   for (std::size_t l = 0; l < ctx.model.num_layers(); ++l) {
     tasks::Layer& layer = ctx.model.layer(l);
     topo::LayerProfile p;
@@ -29,15 +28,10 @@ topo::PlannerInput planner_input(const SyncContext& ctx, const std::vector<std::
     const compress::MatrixShape weights = weight_matrix(layer);
     p.weight_rows = weights.rows;
     p.weight_cols = weights.cols;
-    // Layer::forward_flops: 2 x parameters for a dense layer, 2 x weights x output positions for
-    // a convolution, 2 x inputs without parameters; backward twice that (dW and dx) for a layer
-    // with parameters, as much without.
-    const double forward_flops = k * layer.forward_flops();
-    p.forward_seconds = forward_flops / rates.gemm_flops;
-    p.backward_seconds = (p.parameters > 0 ? 2.0 : 1.0) * forward_flops / rates.gemm_flops;
-    // Under SFB the backward computes dx only (one forward's flops), and nothing for layer 0,
-    // whose dx no layer needs (Model::backward_layer).
-    if (p.sufficient_factors) p.backward_input_seconds = l > 0 ? p.forward_seconds : 0.0;
+    const LayerSeconds seconds = layer_seconds(layer, l, ctx.batch_size, rates.gemm_flops);
+    p.forward_seconds = seconds.forward;
+    p.backward_seconds = seconds.backward;
+    if (p.sufficient_factors) p.backward_input_seconds = seconds.backward_input;
     input.layers.push_back(std::move(p));
   }
   input.batch = ctx.batch_size;
@@ -96,6 +90,16 @@ compress::MatrixShape weight_matrix(const tasks::Layer& layer) {
       return {bias, weighted->weight_count() / bias};
   }
   return {};
+}
+
+LayerSeconds layer_seconds(const tasks::Layer& l, std::size_t index, std::size_t batch,
+                           double flops) {
+  // Layer::forward_flops: 2 x parameters for a dense layer, 2 x weights x output positions for
+  // a convolution, 2 x inputs without parameters.
+  const double forward = static_cast<double>(batch) * l.forward_flops() / flops;
+  // Under SFB the backward computes dx only (one forward's flops), and nothing for layer 0,
+  // whose dx no layer needs (Model::backward_layer).
+  return {forward, (l.parameter_count() > 0 ? 2.0 : 1.0) * forward, index > 0 ? forward : 0.0};
 }
 
 double compute_seconds(const topo::PlannerInput& input) {

@@ -46,6 +46,17 @@ struct AssumedRates {
                                                const std::vector<std::string>& schemes,
                                                const AssumedRates& rates = {});
 
+/// A layer's predicted seconds for a batch, from its work alone (what planner_input() takes when
+/// nothing was measured, and `gradmesh-node simulate --device`): forward K x
+/// Layer::forward_flops() at `flops` FLOP/s; backward twice that for a layer with parameters (dW
+/// and dx), as much without; backward_input (under SFB: dx only) one forward, 0 for the model's
+/// first layer (`index` 0). Pure.
+struct LayerSeconds {
+  double forward = 0, backward = 0, backward_input = 0;
+};
+[[nodiscard]] LayerSeconds layer_seconds(const tasks::Layer& layer, std::size_t index,
+                                         std::size_t batch, double flops);
+
 /// One node's predicted iteration alone, seconds: every layer's forward and backward plus the
 /// optimizer step of every parameter (input.step_seconds_per_float a float), no communication:
 /// the one-node reference of scaling figures and local's inner step t_c. Pure.

@@ -3,7 +3,7 @@
 //   gradmesh-node --config JOB.toml --peers HOST:PORT,... --rank R [--set KEY=VALUE]...
 //   gradmesh-node plan --config JOB.toml --nodes N [--bandwidth 1gbit]
 //   gradmesh-node simulate --config JOB.toml [--nodes 2,4,...] [--bandwidth RATE]
-//                          [--strategy S]... [--compression M] [--json]
+//                          [--strategy S]... [--compression M] [--device 6.1tflops:0.45] [--json]
 
 #include <cstring>
 
@@ -39,6 +39,8 @@ int simulate_main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--compression", simulate.compression,
                  "sync.compression.method for every strategy (e.g. powersgd)");
+  app.add_option("--device", simulate.device,
+                 "a device by its peak and the share the layers reach, e.g. 6.1tflops:0.45");
   app.add_flag("--json", simulate.json, "print one JSON document instead of the table");
   app.add_option("--set", simulate.overrides, "override a config key: KEY=VALUE")->take_all();
   CLI11_PARSE(app, argc, argv);

@@ -1,6 +1,8 @@
 #include "apps/node/planning.h"
 
+#include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -87,6 +89,34 @@ PlanningJob load_planning_job(const std::filesystem::path& path,
   return job;
 }
 
+/// `job`'s compute on a device of `rate` FLOP/s (simulate()'s docs).
+void put_on_device(PlanningJob& job, double rate) {
+  const sync::AssumedRates assumed;
+  sync::JobMeasurements& m = job.measured ? *job.measured : job.measured.emplace();
+  const double host_gemm = m.gemm_flops > 0 ? m.gemm_flops : assumed.gemm_flops;
+  const double speedup = rate / host_gemm;
+  const std::size_t layers = job.model->num_layers();
+  m.forward_seconds.assign(layers, 0.0);
+  m.backward_seconds.assign(layers, 0.0);
+  m.backward_input_seconds.assign(layers, 0.0);
+  for (std::size_t l = 0; l < layers; ++l) {
+    const sync::LayerSeconds s =
+        sync::layer_seconds(job.model->layer(l), l, job.config.optimizer.batch_size, rate);
+    m.forward_seconds[l] = s.forward;
+    m.backward_seconds[l] = s.backward;
+    m.backward_input_seconds[l] = s.backward_input;
+  }
+  m.gemm_flops = rate;
+  m.step_seconds_per_float =
+      (m.step_seconds_per_float > 0 ? m.step_seconds_per_float : assumed.step_seconds_per_float) /
+      speedup;
+  for (double& t : m.encode_seconds) t /= speedup;
+  for (double& t : m.decode_seconds) t /= speedup;
+  m.half_encode_seconds_per_float /= speedup;
+  m.half_decode_seconds_per_float /= speedup;
+  m.links.nodes = 0;  // not measured
+}
+
 /// The SyncContext of rank 0 of `nodes` for `job`.
 sync::SyncContext planning_context(PlanningJob& job, engine::Executor& executor,
                                    sync::LaneRouter& router, std::size_t nodes) {
@@ -154,6 +184,42 @@ int run_subcommand(const char* name, Body&& body) {
 
 }  // namespace
 
+double parse_device_rate(const std::string& text) {
+  static const std::regex form(
+      R"(\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kmgtpKMGTP]?)[fF][lL][oO][pP][sS]\s*:\s*([0-9]*\.?[0-9]+)\s*)");
+  std::smatch m;
+  const auto bad = [&](const std::string& why) {
+    return ConfigError("--device " + text + ": " + why +
+                       " (expected PEAK:EFFICIENCY, e.g. 6.1tflops:0.45: a rate with a unit "
+                       "flops, gflops, tflops, ... and a share in (0, 1])");
+  };
+  if (!std::regex_match(text, m, form)) throw bad("not understood");
+  double rate = std::stod(m[1].str());
+  switch (std::tolower(static_cast<unsigned char>(m[2].str().empty() ? ' ' : m[2].str()[0]))) {
+    case 'k':
+      rate *= 1e3;
+      break;
+    case 'm':
+      rate *= 1e6;
+      break;
+    case 'g':
+      rate *= 1e9;
+      break;
+    case 't':
+      rate *= 1e12;
+      break;
+    case 'p':
+      rate *= 1e15;
+      break;
+    default:
+      break;
+  }
+  const double efficiency = std::stod(m[3].str());
+  if (!(rate > 0) || !std::isfinite(rate)) throw bad("the peak rate must be > 0");
+  if (!(efficiency > 0 && efficiency <= 1)) throw bad("the efficiency must be in (0, 1]");
+  return rate * efficiency;
+}
+
 int run_plan(const PlanOptions& options) {
   return run_subcommand("plan", [&] {
     if (options.nodes == 0) throw ConfigError("--nodes must be >= 1");
@@ -184,7 +250,10 @@ Simulation simulate(const SimulateOptions& options) {
   }
   std::vector<std::string> overrides = options.overrides;
   if (options.compression) overrides.push_back("sync.compression.method=" + *options.compression);
+  const std::optional<double> device_rate =
+      options.device ? std::optional<double>(parse_device_rate(*options.device)) : std::nullopt;
   PlanningJob job = load_planning_job(options.config, overrides, counts.front(), options.bandwidth);
+  if (device_rate) put_on_device(job, *device_rate);
   const std::vector<std::string> strategies =
       options.strategies.empty() ? std::vector<std::string>{job.config.sync.strategy}
                                  : options.strategies;
@@ -193,7 +262,8 @@ Simulation simulate(const SimulateOptions& options) {
   result.job = job.config.job.name;
   result.batch = job.config.optimizer.batch_size;
   result.parameters = job.model->parameter_count();
-  result.measured = job.measured.has_value();
+  result.measured = job.measured.has_value() && !device_rate;
+  result.device_flops = device_rate.value_or(0.0);
   {
     sync::LaneRouter router(nullptr, 0, 1);
     result.one_node_seconds =
@@ -261,17 +331,21 @@ int run_simulate(const SimulateOptions& options) {
                                   {"parameters", sim.parameters},
                                   {"one_node_iteration_seconds", sim.one_node_seconds},
                                   {"measured_here", sim.measured},
+                                  {"device_flops", sim.device_flops},
                                   {"runs", rows}};
       std::printf("%s\n", out.dump(2).c_str());
       return 0;
     }
+    char device[96];
+    std::snprintf(device, sizeof device, "a device reaching %.3g TFLOP/s", sim.device_flops / 1e12);
     std::printf(
         "simulate job '%s': batch %zu per node, %zu parameters; one node alone %.3f ms an "
         "iteration, %.0f samples/s (%s)\n",
         sim.job.c_str(), sim.batch, sim.parameters, sim.one_node_seconds * 1e3,
         static_cast<double>(sim.batch) / sim.one_node_seconds,
-        sim.measured ? "layers, GEMM and step timed on this machine"
-                     : "planner.* or assumed rates");
+        sim.device_flops > 0 ? device
+        : sim.measured       ? "layers, GEMM and step timed on this machine"
+                             : "planner.* or assumed rates");
     std::printf("%-10s %6s %13s %12s %8s %14s %9s  %s\n", "strategy", "nodes", "iteration ms",
                 "samples/s", "scaling", "bytes/it/node", "plan ms", "plan");
     for (const SimulatedRun& r : sim.runs) {

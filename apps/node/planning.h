@@ -32,7 +32,10 @@ struct SimulateOptions {
   /// Strategies to predict (default: the job's sync.strategy).
   std::vector<std::string> strategies;
   std::optional<std::string> compression;  ///< sync.compression.method for every strategy
-  bool json = false;                       ///< one JSON document instead of the table
+  /// A device by its peak rate and the share of it the layers reach, "6.1tflops:0.45"
+  /// (parse_device_rate()); nullopt: this machine's measured (or the planner's assumed) times.
+  std::optional<std::string> device;
+  bool json = false;  ///< one JSON document instead of the table
 };
 
 /// One strategy at one node count, as the planner predicts it.
@@ -47,6 +50,11 @@ struct SimulatedRun {
   std::string note;                ///< e.g. "local H=123": what the plan chose in a word
 };
 
+/// `--device PEAK:EFFICIENCY`: FLOP/s reached, PEAK x EFFICIENCY. PEAK is a number with a unit
+/// flops, kflops, mflops, gflops, tflops or pflops (any case; "6.1tflops"), EFFICIENCY a number
+/// in (0, 1]. Throws ConfigError naming --device and what was expected. Pure.
+[[nodiscard]] double parse_device_rate(const std::string& text);
+
 /// What simulate() predicts.
 struct Simulation {
   std::string job;                 ///< job.name
@@ -54,12 +62,18 @@ struct Simulation {
   std::size_t parameters = 0;      ///< the model's
   double one_node_seconds = 0;     ///< one node's iteration alone (sync::compute_seconds)
   bool measured = false;           ///< layer times timed here (planner.probe), else assumed
+  double device_flops = 0;         ///< --device's FLOP/s reached (0: no --device)
   std::vector<SimulatedRun> runs;  ///< every node count for every strategy, in that order
 };
 
-/// The predictions of `options`. Strategies without a predicted iteration (ako, none) are
-/// refused. Throws ConfigError for a bad config, node count, strategy or rate (naming it), what
-/// the model's construction throws otherwise. Not thread-safe (sets the CPU kernels).
+/// The predictions of `options`. With `device`, every layer's forward and backward take their
+/// FLOPs at the device's rate R (sync::layer_seconds, the planner's model without measurements),
+/// the GEMM runs at R, and the optimizer step and the compressor's encodes and decodes run R /
+/// this machine's GEMM rate times faster than measured here (the planner's assumed rates with
+/// planner.probe = false): one factor for every part of the compute. Strategies without a
+/// predicted iteration (ako, none) are refused. Throws ConfigError for a bad config, node count,
+/// strategy or rate (naming it), what the model's construction throws otherwise. Not thread-safe
+/// (sets the CPU kernels).
 [[nodiscard]] Simulation simulate(const SimulateOptions& options);
 
 /// Prints simulate()'s table (or JSON) to stdout; returns the exit status (2 for a configuration

@@ -113,6 +113,35 @@ TEST_CASE("simulate covers 2 to 1,024 nodes by default, and local's rounds",
   CHECK_THAT(table.text, Catch::Contains("samples/s") && Catch::Contains("scaling"));
 }
 
+TEST_CASE("simulate --device runs every part of the compute at the device's rate",
+          "[e2e][plan][simulate]") {
+  // planner.probe=false: this machine's figures are the planner's assumed rates (GEMM 2e10
+  // FLOP/s, step 2 ns a float); a device reaching 1e12 FLOP/s runs layers and step 50x faster.
+  const auto one_node = [](const std::vector<std::string>& more) {
+    std::vector<std::string> args{"simulate", "--config", demo_config(), "--nodes", "4", "--json"};
+    args.insert(args.end(), more.begin(), more.end());
+    const Run run = node_command("device", args);
+    INFO(run.text);
+    REQUIRE(run.status == 0);
+    return json_in(run.text);
+  };
+  const nlohmann::json here = one_node({});
+  const nlohmann::json device = one_node({"--device", "2tflops:0.5"});
+  CHECK(device["device_flops"].get<double>() == Approx(1e12));
+  CHECK(device["one_node_iteration_seconds"].get<double>() * 50 ==
+        Approx(here["one_node_iteration_seconds"].get<double>()).epsilon(1e-9));
+  // A faster device leaves more of the iteration to the network: lower scaling.
+  CHECK(device["runs"][0]["efficiency"].get<double>() <
+        here["runs"][0]["efficiency"].get<double>());
+  for (const std::string bad : {"6.1gflop:0.5", "6.1tflops:1.5", "0tflops:0.5", "fast"}) {
+    const Run run = node_command(
+        "bad-device", {"simulate", "--config", demo_config(), "--nodes", "4", "--device", bad});
+    INFO(run.text);
+    CHECK(run.status == 2);
+    CHECK_THAT(run.text, Catch::Contains("--device " + bad));
+  }
+}
+
 TEST_CASE("simulate refuses what it cannot predict, naming it", "[e2e][plan][simulate]") {
   const Run one = node_command("one-node", {"simulate", "--config", demo_config(), "--nodes", "1"});
   CHECK(one.status == 2);
