@@ -41,6 +41,8 @@ int simulate_main(int argc, char** argv) {
                  "sync.compression.method for every strategy (e.g. powersgd)");
   app.add_option("--device", simulate.device,
                  "a device by its peak and the share the layers reach, e.g. 6.1tflops:0.45");
+  app.add_option("--images-per-second", simulate.images_per_second,
+                 "one node's training throughput (e.g. a paper's): the device's rate follows");
   app.add_flag("--json", simulate.json, "print one JSON document instead of the table");
   app.add_option("--set", simulate.overrides, "override a config key: KEY=VALUE")->take_all();
   CLI11_PARSE(app, argc, argv);

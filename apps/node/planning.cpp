@@ -250,25 +250,38 @@ Simulation simulate(const SimulateOptions& options) {
   }
   std::vector<std::string> overrides = options.overrides;
   if (options.compression) overrides.push_back("sync.compression.method=" + *options.compression);
-  const std::optional<double> device_rate =
+  if (options.device && options.images_per_second) {
+    throw ConfigError("--device and --images-per-second both give the device's rate: give one");
+  }
+  if (options.images_per_second && !(*options.images_per_second > 0)) {
+    throw ConfigError("--images-per-second must be > 0");
+  }
+  std::optional<double> device_rate =
       options.device ? std::optional<double>(parse_device_rate(*options.device)) : std::nullopt;
   PlanningJob job = load_planning_job(options.config, overrides, counts.front(), options.bandwidth);
+  engine::Executor executor({1, 1});
+  const auto one_node_seconds = [&] {
+    sync::LaneRouter router(nullptr, 0, 1);
+    return sync::compute_seconds(
+        sync::planner_input(planning_context(job, executor, router, 1), {}));
+  };
+  if (options.images_per_second) {
+    constexpr double kReference = 1e12;  // FLOP/s; any rate: the time scales as 1 / R
+    put_on_device(job, kReference);
+    device_rate = kReference * one_node_seconds() * *options.images_per_second /
+                  static_cast<double>(job.config.optimizer.batch_size);
+  }
   if (device_rate) put_on_device(job, *device_rate);
   const std::vector<std::string> strategies =
       options.strategies.empty() ? std::vector<std::string>{job.config.sync.strategy}
                                  : options.strategies;
-  engine::Executor executor({1, 1});
   Simulation result;
   result.job = job.config.job.name;
   result.batch = job.config.optimizer.batch_size;
   result.parameters = job.model->parameter_count();
   result.measured = job.measured.has_value() && !device_rate;
   result.device_flops = device_rate.value_or(0.0);
-  {
-    sync::LaneRouter router(nullptr, 0, 1);
-    result.one_node_seconds =
-        sync::compute_seconds(sync::planner_input(planning_context(job, executor, router, 1), {}));
-  }
+  result.one_node_seconds = one_node_seconds();
   const double batch = static_cast<double>(result.batch);
   std::vector<SimulatedRun>& runs = result.runs;
   for (const std::string& name : strategies) {

@@ -35,6 +35,9 @@ struct SimulateOptions {
   /// A device by its peak rate and the share of it the layers reach, "6.1tflops:0.45"
   /// (parse_device_rate()); nullopt: this machine's measured (or the planner's assumed) times.
   std::optional<std::string> device;
+  /// One node's training throughput, samples/s (a paper's single-node figure): the device rate
+  /// is then the one at which the job's one-node iteration takes batch / this (no --device).
+  std::optional<double> images_per_second;
   bool json = false;  ///< one JSON document instead of the table
 };
 
@@ -70,10 +73,11 @@ struct Simulation {
 /// FLOPs at the device's rate R (sync::layer_seconds, the planner's model without measurements),
 /// the GEMM runs at R, and the optimizer step and the compressor's encodes and decodes run R /
 /// this machine's GEMM rate times faster than measured here (the planner's assumed rates with
-/// planner.probe = false): one factor for every part of the compute. Strategies without a
-/// predicted iteration (ako, none) are refused. Throws ConfigError for a bad config, node count,
-/// strategy or rate (naming it), what the model's construction throws otherwise. Not thread-safe
-/// (sets the CPU kernels).
+/// planner.probe = false): one factor for every part of the compute. With `images_per_second`
+/// the rate is solved for: one node's iteration is linear in 1 / R, so one pass at a reference
+/// rate gives it. Strategies without a predicted iteration (ako, none) are refused. Throws
+/// ConfigError for a bad config, node count, strategy or rate (naming it), what the model's
+/// construction throws otherwise. Not thread-safe (sets the CPU kernels).
 [[nodiscard]] Simulation simulate(const SimulateOptions& options);
 
 /// Prints simulate()'s table (or JSON) to stdout; returns the exit status (2 for a configuration

@@ -133,6 +133,14 @@ TEST_CASE("simulate --device runs every part of the compute at the device's rate
   // A faster device leaves more of the iteration to the network: lower scaling.
   CHECK(device["runs"][0]["efficiency"].get<double>() <
         here["runs"][0]["efficiency"].get<double>());
+  // A single-node throughput gives the rate: one node alone then takes batch / that.
+  const nlohmann::json paper = one_node({"--images-per-second", "35.5"});
+  CHECK(paper["one_node_iteration_seconds"].get<double>() == Approx(64.0 / 35.5).epsilon(1e-9));
+  CHECK(paper["device_flops"].get<double>() > 0);
+  const Run both = node_command("both", {"simulate", "--config", demo_config(), "--nodes", "4",
+                                         "--device", "1tflops:1", "--images-per-second", "10"});
+  CHECK(both.status == 2);
+  CHECK_THAT(both.text, Catch::Contains("give one"));
   for (const std::string bad : {"6.1gflop:0.5", "6.1tflops:1.5", "0tflops:0.5", "fast"}) {
     const Run run = node_command(
         "bad-device", {"simulate", "--config", demo_config(), "--nodes", "4", "--device", bad});
