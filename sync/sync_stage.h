@@ -180,6 +180,10 @@ struct StrategyTraits {
   /// Compresses its own exchange of whole buffers with any registered compressor
   /// ([sync.compression] applies whatever `schemes` holds). (local: its outer exchange.)
   bool compresses_buffers = false;
+  /// Its summary() predicts an iteration's seconds (PlanStage's predicted_iteration_seconds,
+  /// local's round figures), which `gradmesh-node simulate` reads. (ps, poseidon, allreduce, auto,
+  /// local; not ako, whose rate follows its partition count measured while it trains.)
+  bool predicts_iteration = false;
 };
 
 /// The traits of strategy `name`. Throws ConfigError naming `sync.strategy`, the value and the

@@ -287,12 +287,10 @@ Simulation simulate(const SimulateOptions& options) {
   for (const std::string& name : strategies) {
     for (const std::size_t n : counts) {
       const std::string strategy = sync::strategy_for_nodes(name, n);
-      // The planned strategies' layers and local's rounds have cost models; ako's rate is
-      // measured while it trains (its partition count), none sends nothing.
-      if (sync::strategy_traits(strategy).schemes.empty() && strategy != "local") {
+      if (!sync::strategy_traits(strategy).predicts_iteration) {
         throw ConfigError("simulate: strategy '" + strategy +
                           "' predicts no iteration time; simulate takes " +
-                          sync::strategies_with(&sync::StrategyTraits::bsp) + " and local");
+                          sync::strategies_with(&sync::StrategyTraits::predicts_iteration));
       }
       sync::LaneRouter router(nullptr, 0, n);
       const auto start = std::chrono::steady_clock::now();

@@ -29,11 +29,6 @@ class OuterOptimizer final : public engine::Checkpointable {
 
   /// theta (the round's start, `floats` floats) stepped by the mean pseudo-gradient `delta`.
   void step(std::span<float> theta, std::span<const float> delta);
-  /// What step(theta, delta) would make of theta, into `out` (floats floats), the velocity left
-  /// as it is: the same bits as a copy of this optimizer stepping (sync.local.overlap = "eager"'s
-  /// tentative step).
-  void preview(std::span<const float> theta, std::span<const float> delta,
-               std::span<float> out) const;
 
   [[nodiscard]] OuterKind kind() const noexcept { return kind_; }
   [[nodiscard]] std::span<const float> velocity() const noexcept { return velocity_; }
@@ -45,10 +40,6 @@ class OuterOptimizer final : public engine::Checkpointable {
   OuterKind kind_;
   float lr_, momentum_;
   std::vector<float> velocity_;  // empty for "average"
-
-  /// out = theta stepped by delta; the new velocity into v_out (may be velocity_ itself).
-  void apply(std::span<const float> theta, std::span<const float> delta, std::span<float> out,
-             float* v_out) const;
 };
 
 }  // namespace gradmesh::sync

@@ -268,17 +268,8 @@ TEST_CASE("local: stopped mid-round and resumed equals the uninterrupted run, bi
   // The same job stopped after 5 iterations (2 into the second round): each node's model,
   // optimizer and stage saved, then loaded by a new cluster that goes on from iteration 5.
   std::vector<std::vector<std::byte>> saved;
-  {
-    testing::InProcCluster first(job, "local", kNodes);
-    first.train(5);
-    saved = testing::save_nodes(first);
-  }
-  testing::SyntheticJob resumed_job = job;
-  resumed_job.first_iteration = 5;
-  testing::InProcCluster resumed(resumed_job, "local", kNodes);
-  testing::load_nodes(resumed, saved);
-  resumed.train(3);
-  const auto a = testing::replicas(through), b = testing::replicas(resumed);
+  const auto b = testing::resumed_replicas(job, "local", kNodes, 5, 8, false, &saved);
+  const auto a = testing::replicas(through);
   for (std::size_t r = 0; r < kNodes; ++r) CHECK(a[r] == b[r]);
   // Another H refuses the checkpoint, naming the key.
   testing::InProcCluster other(local_job(4, "nesterov"), "local", kNodes);
@@ -292,26 +283,17 @@ TEST_CASE("local: stopped mid-round and resumed equals the uninterrupted run, bi
 TEST_CASE("local with overlap: stopped with an exchange in flight and resumed, bit for bit",
           "[sync][local][inproc]") {
   constexpr std::size_t kNodes = 2;
-  for (const std::string kind : {"eager", "delayed"})
+  for (const std::string kind : {"eager", "delayed"}) {
     for (const std::size_t stop : {std::size_t{5}, std::size_t{6}}) {  // mid-round, at its end
       INFO("overlap " << kind << ", stopped after " << stop << " iterations");
       const testing::SyntheticJob job = local_job(3, "nesterov", kind);
       testing::InProcCluster through(job, "local", kNodes);
       through.train(10);
       through.finish();
+      // The save waits for the exchange in flight and keeps its mean.
       std::vector<std::vector<std::byte>> saved;
-      {
-        testing::InProcCluster first(job, "local", kNodes);
-        first.train(stop);
-        saved = testing::save_nodes(first);  // waits for the exchange in flight, saves its mean
-      }
-      testing::SyntheticJob resumed_job = job;
-      resumed_job.first_iteration = stop;
-      testing::InProcCluster resumed(resumed_job, "local", kNodes);
-      testing::load_nodes(resumed, saved);
-      resumed.train(10 - stop);
-      resumed.finish();
-      const auto a = testing::replicas(through), b = testing::replicas(resumed);
+      const auto b = testing::resumed_replicas(job, "local", kNodes, stop, 10, true, &saved);
+      const auto a = testing::replicas(through);
       for (std::size_t r = 0; r < kNodes; ++r) CHECK(a[r] == b[r]);
       // Without overlap the checkpoint is refused, naming the key.
       testing::InProcCluster other(local_job(3, "nesterov", "off"), "local", kNodes);
@@ -321,6 +303,7 @@ TEST_CASE("local with overlap: stopped with an exchange in flight and resumed, b
       CHECK_THROWS_WITH(other.node(0).stage().load_state(reader),
                         Catch::Contains("sync.local.overlap"));
     }
+  }
 }
 
 TEST_CASE("local: its options are checked, and its plan and summary say H", "[sync][local]") {

@@ -169,29 +169,16 @@ TEST_CASE("local with a gathered Delta resumes bit for bit, and its checkpoint n
       testing::InProcCluster through(job, "local", kNodes);
       through.train(7);
       through.finish();
-      {
-        testing::InProcCluster first(job, "local", kNodes);
-        first.train(3);  // one round (the residual set) and one inner step
-        saved = testing::save_nodes(first);
-      }
-      testing::SyntheticJob resumed_job = job;
-      resumed_job.first_iteration = 3;
-      testing::InProcCluster resumed(resumed_job, "local", kNodes);
-      testing::load_nodes(resumed, saved);
-      resumed.train(4);
-      resumed.finish();
-      const auto a = testing::replicas(through), b = testing::replicas(resumed);
+      // Stopped after one round (the residual set) and one inner step.
+      const auto b = testing::resumed_replicas(job, "local", kNodes, 3, 7, true);
+      const auto a = testing::replicas(through);
       for (std::size_t r = 0; r < kNodes; ++r) CHECK(a[r] == b[r]);
       CHECK(a[0] == a[1]);  // one model at the end
     }
   }
-  // The last checkpoint saved: int8's is refused by a job without a compressor.
-  {
-    const testing::SyntheticJob job = compressed_local_job(2, "int8");
-    testing::InProcCluster first(job, "local", kNodes);
-    first.train(3);
-    saved = testing::save_nodes(first);
-  }
+  // int8's checkpoint is refused by a job without a compressor.
+  (void)testing::resumed_replicas(compressed_local_job(2, "int8"), "local", kNodes, 3, 3, false,
+                                  &saved);
 
   testing::InProcCluster plain(compressed_local_job(2, "none"), "local", kNodes);
   engine::StateReader reader(saved[0], "node");

@@ -192,6 +192,26 @@ void load_nodes(InProcCluster& cluster, const std::vector<std::vector<std::byte>
   }
 }
 
+std::vector<std::vector<float>> resumed_replicas(const SyntheticJob& job,
+                                                 const std::string& strategy, std::size_t nodes,
+                                                 std::size_t stop, std::size_t total, bool finish,
+                                                 std::vector<std::vector<std::byte>>* saved) {
+  std::vector<std::vector<std::byte>> states;
+  {
+    InProcCluster first(job, strategy, nodes);
+    first.train(stop);
+    states = save_nodes(first);
+  }
+  SyntheticJob resumed_job = job;
+  resumed_job.first_iteration = stop;
+  InProcCluster resumed(resumed_job, strategy, nodes);
+  load_nodes(resumed, states);
+  resumed.train(total - stop);
+  if (finish) resumed.finish();
+  if (saved != nullptr) *saved = std::move(states);
+  return replicas(resumed);
+}
+
 double max_abs_difference(std::span<const float> a, std::span<const float> b) {
   GRADMESH_CHECK_EQ(a.size(), b.size(), "max_abs_difference: sizes");
   double worst = 0;

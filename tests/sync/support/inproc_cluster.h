@@ -123,6 +123,14 @@ class InProcCluster {
 /// load_state.
 void load_nodes(InProcCluster& cluster, const std::vector<std::vector<std::byte>>& saved);
 
+/// A stop and a resume: `job` under `strategy` on `nodes` in-process nodes trained `stop`
+/// iterations and saved (save_nodes(), into *saved when given), then a new cluster from iteration
+/// `stop` that loads the states and trains to `total`, finished (SyncStage::finish) when
+/// `finish`. Returns that cluster's replicas (by rank).
+[[nodiscard]] std::vector<std::vector<float>> resumed_replicas(
+    const SyntheticJob& job, const std::string& strategy, std::size_t nodes, std::size_t stop,
+    std::size_t total, bool finish, std::vector<std::vector<std::byte>>* saved = nullptr);
+
 /// Largest |a_i - b_i|.
 [[nodiscard]] double max_abs_difference(std::span<const float> a, std::span<const float> b);
 
