@@ -36,17 +36,23 @@ LocalSchedule make_schedule(const SyncContext& ctx, const LocalOptions& options,
     floats += static_cast<double>(layer.parameters);
   s.iteration_seconds = compute;
   s.wire = local::outer_exchange_name(compression);
+  s.fragments = options.fragments;
   if (ctx.nodes > 1) {
-    const local::OuterCost cost = local::outer_exchange_cost(
-        topo::cluster_cost(input), static_cast<std::size_t>(floats), compression);
-    s.exchange_seconds = cost.seconds;
-    s.bytes_per_exchange = cost.bytes;
+    // F exchanges of m / F floats a round (the largest fragment's cost, F times).
+    const auto per_fragment = static_cast<std::size_t>(
+        std::ceil(floats / static_cast<double>(std::max<std::size_t>(options.fragments, 1))));
+    const local::OuterCost cost =
+        local::outer_exchange_cost(topo::cluster_cost(input), per_fragment, compression);
+    s.exchange_seconds = static_cast<double>(options.fragments) * cost.seconds;
+    s.bytes_per_exchange = static_cast<double>(options.fragments) * cost.bytes;
   }
   s.automatic = !options.steps.has_value();
-  s.steps = options.steps
-                ? *options.steps
-                : local_steps_for(std::max(compute, 1e-9), s.exchange_seconds, kLocalUtilization,
-                                  kMaxLocalSteps, options.overlap != OverlapKind::kOff);
+  s.steps =
+      options.steps
+          ? *options.steps
+          : std::max(options.fragments,
+                     local_steps_for(std::max(compute, 1e-9), s.exchange_seconds, kLocalUtilization,
+                                     kMaxLocalSteps, options.overlap != OverlapKind::kOff));
   s.utilization =
       local_utilization(s.steps, compute, s.exchange_seconds, options.overlap != OverlapKind::kOff);
   return s;
@@ -80,45 +86,72 @@ LocalStage::LocalStage(SyncContext ctx)
     : ctx_(std::move(ctx)),
       options_(local_options(ctx_.options.values)),
       schedule_(make_schedule(ctx_, options_, compression_options(ctx_.options.values))),
-      outer_(options_.outer, options_.outer_lr, options_.outer_momentum,
-             ctx_.model.parameter_count()),
       floats_(ctx_.model.parameter_count()) {
   if (ctx_.model.on_device()) {
     throw ConfigError(
         "sync.strategy = \"local\": the outer step runs on host memory; a model on a device "
         "(compute.device = \"cuda\") is not supported by it yet");
   }
+  const std::size_t f_count = options_.fragments;
+  if (f_count > schedule_.steps || f_count > std::max<std::size_t>(floats_, 1) ||
+      f_count > kMaxLocalFragments) {
+    throw ConfigError("sync.local.fragments = " + std::to_string(f_count) +
+                      ": at most H = " + std::to_string(schedule_.steps) +
+                      " (sync.local.steps), the model's " + std::to_string(floats_) +
+                      " parameters and " + std::to_string(kMaxLocalFragments) +
+                      ", one exchange point a fragment in each round");
+  }
+  if (f_count > 1 && options_.overlap == OverlapKind::kEager) {
+    throw ConfigError(
+        "sync.local.fragments = " + std::to_string(f_count) +
+        " with sync.local.overlap = \"eager\": eager updates are one exchange of the whole "
+        "model a round; use overlap \"delayed\" (each fragment's exchange overlaps the inner "
+        "steps up to the next fragment's) or \"off\"");
+  }
   compression_ = compression_options(ctx_.options.values);
   const std::span<const float> w = ctx_.model.parameters();
   start_.assign(w.begin(), w.end());
   delta_.resize(floats_);
-  if (overlapped()) round_start_.assign(w.begin(), w.end());
-  if (options_.overlap == OverlapKind::kEager) {
-    own_.assign(floats_, 0.0f);
+  if (overlapped()) {
+    round_start_.assign(w.begin(), w.end());
     estimate_.resize(floats_);
+  }
+  if (options_.overlap == OverlapKind::kEager) own_.assign(floats_, 0.0f);
+  for (std::size_t p = 0; p < f_count; ++p) {
+    fragments_.emplace_back(p * floats_ / f_count, (p + 1) * floats_ / f_count,
+                            (p + 1) * schedule_.steps / f_count, options_);
   }
   if (ctx_.nodes > 1) {
     lane_ = ctx_.router.route(local::kLane, [this](std::size_t from, net::Message&& m) {
       on_message(from, std::move(m));
     });
-    exchange_.emplace(ctx_.router, lane_, kDeltaBucket, floats_, compression_, kOuterSeed,
-                      ctx_.rank);
+    for (std::size_t p = 0; p < f_count; ++p) {
+      Fragment& f = fragments_[p];
+      // Fragment 0 on bucket 0 and the first gathered kind; bucket 1 is the final average's.
+      f.exchange.emplace(ctx_.router, lane_,
+                         p == 0 ? kDeltaBucket : kFinalBucket + static_cast<std::uint32_t>(p),
+                         f.end - f.begin, compression_, kOuterSeed + p, ctx_.rank,
+                         static_cast<std::uint16_t>(local::kGatheredKind + p));
+    }
     final_.emplace(ctx_.router, lane_, kFinalBucket, floats_ + ctx_.model.layer_state_size());
     ctx_.router.on_failure([this](const PeerError& error) {
-      exchange_->fail(error);
+      for (Fragment& f : fragments_) f.exchange->fail(error);
       final_->fail_all(std::make_exception_ptr(error));
     });
   }
   const LocalSchedule& s = schedule_;
   spdlog::info(
-      "local: H = {} inner steps a round{} (outer {}, lr {}, momentum {}; Delta as a {}{}); "
+      "local: H = {} inner steps a round{} (outer {}, lr {}, momentum {}; Delta as a {}{}{}); "
       "predicted: an iteration {:.2f} ms, the outer exchange {:.2f} ms ({:.0f} bytes a node), "
       "utilization {:.1f}%",
       s.steps,
       s.automatic ? " (sync.local.steps = auto: the smallest H at >= 95% utilization)" : "",
       outer_name(options_.outer), options_.outer_lr, options_.outer_momentum, s.wire,
-      overlapped() ? ", overlapped with the next round (" + overlap_name(options_.overlap) +
-                         "): the outer step one round late"
+      f_count > 1 ? ", in " + std::to_string(f_count) + " fragments at staggered steps"
+                  : std::string(),
+      overlapped() ? std::string(", overlapped with the next ") +
+                         (f_count > 1 ? "fragment's steps" : "round") + " (" +
+                         overlap_name(options_.overlap) + "): the outer step late"
                    : std::string(),
       1e3 * s.iteration_seconds, 1e3 * s.exchange_seconds, s.bytes_per_exchange,
       100.0 * s.utilization);
@@ -126,43 +159,58 @@ LocalStage::LocalStage(SyncContext ctx)
 
 void LocalStage::on_message(std::size_t from, net::Message&& message) {
   const std::uint64_t bucket = message.key >> 32;
-  if (exchange_->owns(message)) {
-    exchange_->on_message(from, std::move(message));
-  } else if (message.kind != local::kGatheredKind && bucket == kFinalBucket) {
+  for (Fragment& f : fragments_) {
+    if (f.exchange->owns(message)) {
+      f.exchange->on_message(from, std::move(message));
+      return;
+    }
+  }
+  if (message.kind < local::kGatheredKind && bucket == kFinalBucket) {
     final_->on_message(from, std::move(message));
   } else {
-    ctx_.router.reject(from, lane_, "bucket " + std::to_string(bucket) + ": not local's");
+    ctx_.router.reject(from, lane_,
+                       "bucket " + std::to_string(bucket) + ", kind " +
+                           std::to_string(message.kind) + ": not local's");
   }
 }
 
 void LocalStage::build(engine::Graph& graph, const IterationTasks& tasks) {
-  // Without overlap: the round's exchange starts (local_round), is waited for (local_wait) and
-  // applied (local_outer) in its last iteration. With it: the last iteration waits for the
-  // previous round's exchange, applies it and starts this round's (local_outer).
+  // Without overlap: at a fragment's point its exchange starts (local_round), is waited for
+  // (local_wait) and applied (local_outer). With it: the point waits for the previous
+  // fragment's exchange (the previous round's, F = 1), applies it and starts this fragment's
+  // (local_outer).
   const bool overlap = overlapped();
   auto round =
       graph.emplace("local_round", engine::Arena::kCompute, [this, overlap](engine::TaskContext&) {
-        due_ = ++in_round_ >= schedule_.steps;
-        if (due_ && !overlap) end_round(exchanges_);
+        ++in_round_;
+        due_ = kNone;
+        for (std::size_t p = 0; p < fragments_.size(); ++p) {
+          if (fragments_[p].sync_step == in_round_) due_ = p;
+        }
+        if (due_ != kNone && !overlap) start_exchange(fragments_[due_]);
       });
   auto wait =
       graph.emplace("local_wait", engine::Arena::kNetwork, [this, overlap](engine::TaskContext& t) {
-        if (!due_ || !exchange_) return;
+        if (due_ == kNone || ctx_.nodes < 2) return;
         if (!overlap) {
-          exchange_->await(exchanges_, t.defer());
-        } else if (pending_ && !mean_ready_) {
-          exchange_->await(exchanges_ - 1, t.defer());
+          Fragment& f = fragments_[due_];
+          f.exchange->await(f.exchanges, t.defer());
+          return;
+        }
+        Fragment& before = fragments_[previous(due_)];
+        if (before.pending && !before.mean_ready) {
+          before.exchange->await(before.exchanges - 1, t.defer());
         }
       });
   auto outer =
       graph.emplace("local_outer", engine::Arena::kCompute, [this, overlap](engine::TaskContext&) {
-        if (!due_) return;
+        if (due_ == kNone) return;
         if (overlap) {
-          end_overlapped_round();
+          end_overlapped(due_);
         } else {
-          apply_outer(exchanges_++);
+          apply_outer(fragments_[due_]);
         }
-        in_round_ = 0;
+        if (in_round_ >= schedule_.steps) in_round_ = 0;
       });
   for (std::size_t l = 0; l < ctx_.model.num_layers(); ++l) {
     if (ctx_.model.layer(l).parameter_count() == 0) {
@@ -176,65 +224,99 @@ void LocalStage::build(engine::Graph& graph, const IterationTasks& tasks) {
   outer.precede(tasks.done);
 }
 
-void LocalStage::end_round(std::uint64_t exchange) {
+void LocalStage::start_exchange(Fragment& f) {
   const std::span<const float> w = ctx_.model.parameters();
-  for (std::size_t i = 0; i < floats_; ++i) delta_[i] = start_[i] - w[i];
-  if (exchange_) exchange_->start(exchange, delta_);
+  for (std::size_t i = f.begin; i < f.end; ++i) delta_[i] = start_[i] - w[i];
+  if (f.exchange)
+    f.exchange->start(f.exchanges, std::span(delta_).subspan(f.begin, f.end - f.begin));
 }
 
-void LocalStage::apply_outer(std::uint64_t exchange) {
-  if (exchange_) exchange_->mean(exchange, ctx_.nodes, delta_);
-  outer_.step(start_, delta_);
+void LocalStage::apply_outer(Fragment& f) {
+  const std::size_t size = f.end - f.begin;
+  const std::span<float> delta = std::span(delta_).subspan(f.begin, size);
+  if (f.exchange) f.exchange->mean(f.exchanges, ctx_.nodes, delta);
+  ++f.exchanges;
+  f.outer.step(std::span(start_).subspan(f.begin, size), delta);
   const std::span<float> w = ctx_.model.parameters();
-  std::copy(start_.begin(), start_.end(), w.begin());
+  std::copy(start_.begin() + static_cast<std::ptrdiff_t>(f.begin),
+            start_.begin() + static_cast<std::ptrdiff_t>(f.end),
+            w.begin() + static_cast<std::ptrdiff_t>(f.begin));
 }
 
-void LocalStage::end_overlapped_round() {
+void LocalStage::end_overlapped(std::size_t index) {
   const std::span<float> w = ctx_.model.parameters();
+  Fragment& f = fragments_[index];
+  const auto slice = [&](std::vector<float>& v, const Fragment& of) {
+    return std::span(v).subspan(of.begin, of.end - of.begin);
+  };
   if (options_.overlap == OverlapKind::kEager) {
-    // Delta~ = Delta_r / n + (mean Delta_{r-1} - own Delta_{r-1} / n): this node's fresh change
-    // and the others' changes of the round before, each applied once (the others' are 0 in the
-    // first round; one node: Delta~ = Delta_r). delta_ holds mean Delta_{r-1} (when pending_)
-    // until each float is overwritten by Delta_r.
-    if (pending_ && !mean_ready_) exchange_->mean(exchanges_ - 1, ctx_.nodes, delta_);
+    // (F = 1.) Delta~ = Delta_r / n + (mean Delta_{r-1} - own Delta_{r-1} / n): this node's
+    // fresh change and the others' changes of the round before, each applied once (the others'
+    // are 0 in the first round; one node: Delta~ = Delta_r). delta_ holds mean Delta_{r-1}
+    // (when pending) until each float is overwritten by Delta_r.
+    if (f.pending && !f.mean_ready) f.exchange->mean(f.exchanges - 1, ctx_.nodes, delta_);
     const bool alone = ctx_.nodes == 1;
     const float inv_nodes = 1.0f / static_cast<float>(ctx_.nodes);
     for (std::size_t i = 0; i < floats_; ++i) {
       const float d = round_start_[i] - w[i];
-      const float others = pending_ ? delta_[i] - own_[i] * inv_nodes : 0.0f;
+      const float others = f.pending ? delta_[i] - own_[i] * inv_nodes : 0.0f;
       estimate_[i] = alone ? d : d * inv_nodes + others;
       own_[i] = d;
       delta_[i] = d;
     }
-    outer_.step(round_start_, estimate_);  // this node's own outer step
+    f.outer.step(round_start_, estimate_);  // this node's own outer step
     std::copy(round_start_.begin(), round_start_.end(), w.begin());
   } else {
-    // g_{r-1} = outer(g_{r-2}, mean Delta_{r-1}); Delta_r taken from the round's start; every
-    // replica goes on from g_{r-1}.
-    if (pending_) {
-      if (!mean_ready_) exchange_->mean(exchanges_ - 1, ctx_.nodes, delta_);
-      outer_.step(start_, delta_);
+    // Delayed: the fragment before this one (this one, F = 1) takes its pending outer step,
+    // g' = outer(g, mean Delta); with F > 1 the node's copy of it and its round start both move
+    // by g' - g (the inner steps since that exchange began are kept; F = 1 overwrites both
+    // next, so no move). Then this fragment's Delta is taken and its replica goes on from g.
+    Fragment& before = fragments_[previous(index)];
+    if (before.pending) {
+      const std::span<float> mean = slice(delta_, before);
+      if (!before.mean_ready) before.exchange->mean(before.exchanges - 1, ctx_.nodes, mean);
+      const std::span<float> g = slice(start_, before);
+      const bool move = &before != &f;
+      if (move) std::copy(g.begin(), g.end(), estimate_.begin());
+      before.outer.step(g, mean);
+      if (move) {
+        for (std::size_t k = 0; k < g.size(); ++k) {
+          const float shift = g[k] - estimate_[k];
+          w[before.begin + k] += shift;
+          round_start_[before.begin + k] += shift;
+        }
+      }
+      before.pending = false;
     }
-    for (std::size_t i = 0; i < floats_; ++i) {
+    for (std::size_t i = f.begin; i < f.end; ++i) {
       delta_[i] = round_start_[i] - w[i];
       w[i] = start_[i];
       round_start_[i] = start_[i];
     }
   }
-  if (exchange_) exchange_->start(exchanges_, delta_);
-  ++exchanges_;
-  pending_ = true;
-  mean_ready_ = !exchange_;  // one node: its Delta is the mean
+  if (f.exchange) f.exchange->start(f.exchanges, slice(delta_, f));
+  ++f.exchanges;
+  f.pending = true;
+  f.mean_ready = !f.exchange;  // one node: its Delta is the mean
 }
 
 void LocalStage::drain() {
-  if (!pending_ || mean_ready_) return;
   engine::Graph graph;
-  graph.emplace("local_drain", engine::Arena::kNetwork,
-                [this](engine::TaskContext& t) { exchange_->await(exchanges_ - 1, t.defer()); });
+  bool waiting = false;
+  for (Fragment& f : fragments_) {
+    if (!f.pending || f.mean_ready) continue;
+    waiting = true;
+    graph.emplace("local_drain", engine::Arena::kNetwork,
+                  [&f](engine::TaskContext& t) { f.exchange->await(f.exchanges - 1, t.defer()); });
+  }
+  if (!waiting) return;
   ctx_.executor.run(graph);  // rethrows a peer's failure (PeerError)
-  exchange_->mean(exchanges_ - 1, ctx_.nodes, delta_);
-  mean_ready_ = true;
+  for (Fragment& f : fragments_) {
+    if (!f.pending || f.mean_ready) continue;
+    f.exchange->mean(f.exchanges - 1, ctx_.nodes,
+                     std::span(delta_).subspan(f.begin, f.end - f.begin));
+    f.mean_ready = true;
+  }
 }
 
 std::vector<LayerPlan> LocalStage::plan() const {
@@ -242,7 +324,9 @@ std::vector<LayerPlan> LocalStage::plan() const {
   const std::string scheme =
       "local H=" + std::to_string(schedule_.steps) + ", " + outer_name(options_.outer) +
       (compression_.compresses() ? ", " + schedule_.wire : std::string()) +
-      (overlapped() ? ", overlap " + overlap_name(options_.overlap) : std::string());
+      (overlapped() ? ", overlap " + overlap_name(options_.overlap) : std::string()) +
+      (fragments_.size() > 1 ? ", " + std::to_string(fragments_.size()) + " fragments"
+                             : std::string());
   const double per_float = floats_ > 0
                                ? schedule_.bytes_per_exchange / static_cast<double>(floats_) /
                                      static_cast<double>(schedule_.steps)
@@ -261,6 +345,7 @@ std::map<std::string, double> LocalStage::summary() const {
   return {{"local_steps", static_cast<double>(s.steps)},
           {"local_auto", s.automatic ? 1.0 : 0.0},
           {"local_overlap", static_cast<double>(options_.overlap)},
+          {"local_fragments", static_cast<double>(s.fragments)},
           {"local_iteration_seconds", s.iteration_seconds},
           {"local_exchange_seconds", s.exchange_seconds},
           {"local_predicted_utilization", s.utilization},
@@ -268,15 +353,17 @@ std::map<std::string, double> LocalStage::summary() const {
 }
 
 bool LocalStage::finish() {
-  // Overlap: the exchange in flight is waited for (no message is left behind) but not applied:
-  // an outer step on it, with nothing to train after it, made the final model worse than the
-  // replicas it came from (docs/measured.md, "local with overlap"); the final model is the
-  // replicas' mean. Eager's replicas differ even at a round's end (each node's own steps).
-  const bool replicas_differ = options_.overlap == OverlapKind::kEager && ctx_.nodes > 1;
-  if (overlapped() && pending_) {
+  // Overlap: the exchanges in flight are waited for (no message is left behind) but not
+  // applied: an outer step on them, with nothing to train after it, made the final model worse
+  // than the replicas it came from (docs/measured.md, "local with overlap"); the final model is
+  // the replicas' mean. Eager's replicas differ even at a round's end (each node's own steps),
+  // and so do fragments' (each fragment agrees only right after its own exchange).
+  const bool fragmented = fragments_.size() > 1;
+  const bool replicas_differ =
+      ctx_.nodes > 1 && (options_.overlap == OverlapKind::kEager || fragmented);
+  if (overlapped()) {
     drain();
-    pending_ = false;
-    mean_ready_ = false;
+    for (Fragment& f : fragments_) f.pending = f.mean_ready = false;
   }
   const bool mid_round = in_round_ > 0 || replicas_differ;
   const std::size_t states = ctx_.model.layer_state_size();
@@ -286,16 +373,16 @@ bool LocalStage::finish() {
   ReplicaAverage replicas(ctx_.model);
   replicas.reduce(ctx_.executor, *final_, "local_final");
   replicas.write_back(*final_, ctx_.nodes, mid_round);
-  if (in_round_ > 0) {
+  if (replicas_differ) {
+    spdlog::info("local: {}: the final model is the mean of the {} replicas",
+                 fragmented ? "the fragments were exchanged at staggered steps"
+                            : "each node's eager outer steps took its own estimate",
+                 ctx_.nodes);
+  } else if (in_round_ > 0) {
     spdlog::info(
         "local: the job ended {} inner steps into a round: the final model is the mean "
         "of the {} replicas",
         in_round_, ctx_.nodes);
-  } else if (replicas_differ) {
-    spdlog::info(
-        "local: each node's eager outer steps took its own estimate: the final model is the "
-        "mean of the {} replicas",
-        ctx_.nodes);
   }
   return true;
 }
@@ -303,17 +390,22 @@ bool LocalStage::finish() {
 void LocalStage::save_state(engine::StateWriter& out) {
   out.write_u64(schedule_.steps);
   out.write_u64(in_round_);
+  out.write_u64(fragments_.size());
   out.write_floats(start_);
-  outer_.save_state(out);
-  engine::Checkpointable* residual = exchange_ ? exchange_->residual() : nullptr;
-  out.write_u64(residual != nullptr ? 1 : 0);
-  if (residual != nullptr) residual->save_state(out);
+  for (Fragment& f : fragments_) {
+    f.outer.save_state(out);
+    engine::Checkpointable* residual = f.exchange ? f.exchange->residual() : nullptr;
+    out.write_u64(residual != nullptr ? 1 : 0);
+    if (residual != nullptr) residual->save_state(out);
+  }
   out.write_u64(static_cast<std::uint64_t>(options_.overlap));
   if (overlapped()) {
-    drain();  // the exchange in flight is saved as its mean
+    drain();  // the exchanges in flight are saved as their means
     out.write_floats(round_start_);
-    out.write_u64(pending_ ? 1 : 0);
-    if (pending_) out.write_floats(delta_);
+    for (const Fragment& f : fragments_) {
+      out.write_u64(f.pending ? 1 : 0);
+      if (f.pending) out.write_floats(std::span(delta_).subspan(f.begin, f.end - f.begin));
+    }
     if (options_.overlap == OverlapKind::kEager) out.write_floats(own_);
   }
 }
@@ -328,17 +420,25 @@ void LocalStage::load_state(engine::StateReader& in) {
         " (set sync.local.steps = " + std::to_string(steps) + " to resume it)");
   }
   if (in_round >= steps) throw CheckpointError("sync.local: inner steps past the round's end");
-  in.read_floats(start_);
-  outer_.load_state(in);
-  engine::Checkpointable* residual = exchange_ ? exchange_->residual() : nullptr;
-  if ((in.read_u64() != 0) != (residual != nullptr)) {
-    throw CheckpointError("sync.local: the checkpoint's outer exchange " +
-                          std::string(residual != nullptr ? "kept no" : "kept an") +
-                          " error-feedback residual, this job's " + schedule_.wire +
-                          (residual != nullptr ? " needs one" : " none") +
-                          " (resume with the sync.compression.method it was written with)");
+  const std::uint64_t fragments = in.read_u64();
+  if (fragments != fragments_.size()) {
+    throw CheckpointError("sync.local: the checkpoint was written with sync.local.fragments = " +
+                          std::to_string(fragments) + ", this job has " +
+                          std::to_string(fragments_.size()));
   }
-  if (residual != nullptr) residual->load_state(in);
+  in.read_floats(start_);
+  for (Fragment& f : fragments_) {
+    f.outer.load_state(in);
+    engine::Checkpointable* residual = f.exchange ? f.exchange->residual() : nullptr;
+    if ((in.read_u64() != 0) != (residual != nullptr)) {
+      throw CheckpointError("sync.local: the checkpoint's outer exchange " +
+                            std::string(residual != nullptr ? "kept no" : "kept an") +
+                            " error-feedback residual, this job's " + schedule_.wire +
+                            (residual != nullptr ? " needs one" : " none") +
+                            " (resume with the sync.compression.method it was written with)");
+    }
+    if (residual != nullptr) residual->load_state(in);
+  }
   const std::uint64_t overlap = in.read_u64();
   if (overlap != static_cast<std::uint64_t>(options_.overlap)) {
     throw CheckpointError(
@@ -348,9 +448,11 @@ void LocalStage::load_state(engine::StateReader& in) {
   }
   if (overlapped()) {
     in.read_floats(round_start_);
-    pending_ = in.read_u64() != 0;
-    if (pending_) in.read_floats(delta_);
-    mean_ready_ = pending_;
+    for (Fragment& f : fragments_) {
+      f.pending = in.read_u64() != 0;
+      if (f.pending) in.read_floats(std::span(delta_).subspan(f.begin, f.end - f.begin));
+      f.mean_ready = f.pending;
+    }
     if (options_.overlap == OverlapKind::kEager) in.read_floats(own_);
   }
   in_round_ = static_cast<std::size_t>(in_round);

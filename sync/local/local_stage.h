@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,9 +28,10 @@ namespace gradmesh::sync {
 /// What choosing H saw and gave (LocalStage::summary()).
 struct LocalSchedule {
   std::size_t steps = 1;          ///< H
+  std::size_t fragments = 1;      ///< F
   double iteration_seconds = 0;   ///< predicted compute of one inner iteration, t_c
-  double exchange_seconds = 0;    ///< predicted outer exchange of the model, t_x
-  double bytes_per_exchange = 0;  ///< what one node sends in it, payload + frame headers
+  double exchange_seconds = 0;    ///< predicted outer exchanges of a round (F fragments), t_x
+  double bytes_per_exchange = 0;  ///< what one node sends in them, payload + frame headers
   double utilization = 1;         ///< H t_c / (H t_c + t_x): the share of time computing
   bool automatic = false;         ///< sync.local.steps = "auto"
   std::string wire;               ///< how Delta crosses the wire (outer_exchange_name)
@@ -55,13 +57,15 @@ struct LocalSchedule {
 /// many iterations).
 inline constexpr double kLocalUtilization = 0.95;
 inline constexpr std::size_t kMaxLocalSteps = 10000;
+/// The most fragments (sync.local.fragments): each takes a ring bucket and a message kind.
+inline constexpr std::size_t kMaxLocalFragments = 1024;
 
 /// The stage. One iteration: each layer steps locally after its backward (as strategy none's
 /// layers), then local_round counts the round's inner steps and, at the H-th, starts the outer
 /// exchange of Delta (lane local_outer: a ring all-reduce, or the compressed forms of
 /// outer_exchange.h under [sync.compression]); local_wait ends when the mean is in; local_outer
 /// steps theta_round_start by the mean Delta and copies it into the replica. Every node holds the
-/// same parameters after each round's last iteration; between, each holds its own.
+/// same parameters after each round's last iteration (F = 1); between, each holds its own.
 ///
 /// With H = 1 and outer "average" training equals BSP SGD on the union of the nodes' batches
 /// (with the inner optimizer SGD, momentum included: the velocities are linear in the gradients;
@@ -92,69 +96,112 @@ inline constexpr std::size_t kMaxLocalSteps = 10000;
 /// with eager and Nesterov, docs/measured.md) and averages the replicas where they differ (eager
 /// always, delayed mid-round). H = 1 is then not BSP.
 ///
+/// Fragments (sync.local.fragments = F > 1; Streaming DiLoCo, Douillard et al., arXiv 2501.18512,
+/// sec. 2.2): the parameters are cut into F contiguous ranges of equal size (floats p m / F to
+/// (p + 1) m / F, rounded down; the paper's fragments are blocks of layers: equal ranges give each
+/// exchange the same bytes on any model), and fragment p is exchanged at inner step
+/// s_p = (p + 1) H / F of each round (rounded down; fragment F - 1 at the round's end), with its
+/// own outer optimizer, theta_round_start and exchange: the link carries F exchanges of m / F
+/// floats spread over the round instead of one of m at its end. Without overlap each fragment
+/// waits for its exchange at s_p (DiLoCo's step on that fragment). With overlap "delayed" the
+/// exchange of fragment q runs until the next fragment's point, about H / F inner steps (the
+/// paper's tau; F = 1: a round, as above): there the outer step on its mean gives the new global
+/// fragment g', and the node's fragment and its round-start copy are both moved by g' - g, so
+/// the inner steps taken since its exchange began are kept and go into its next Delta (every
+/// inner step's change is exchanged once; the paper mixes the two models instead). Eager updates
+/// are not defined per fragment here (ConfigError). With F > 1 the replicas never all agree at
+/// once (each fragment agrees right after its own exchange), so finish() always averages them.
+///
 /// Checkpoints: theta_round_start, the outer velocity, the outer exchange's error-feedback
 /// residual (its gathered form) and the round's inner steps done (with overlap also
 /// the replica at the round's start, the exchange in flight, waited for and saved as its mean,
 /// and for eager the node's own last Delta), so a
 /// job stopped mid-round resumes bit for bit on the same node count (each node's replica and
-/// inner optimizer are the model's and the optimizer's sections). A failed peer fails the job
+/// inner optimizer are the model's and the optimizer's sections); per fragment where F > 1, and
+/// only with the F it was written with. A failed peer fails the job
 /// (not bsp, not live_membership: no rollback yet).
 ///
 /// Thread safety: as SyncStage. Errors: the constructor throws ConfigError for a model on a
-/// device (the outer step runs on host memory) and for an H the options give out of range.
+/// device (the outer step runs on host memory), for an H the options give out of range, for
+/// more fragments than H or parameters, and for fragments with overlap "eager".
 class LocalStage final : public SyncStage {
  public:
   explicit LocalStage(SyncContext ctx);
 
   [[nodiscard]] std::string_view name() const noexcept override { return "local"; }
   void build(engine::Graph& graph, const IterationTasks& tasks) override;
-  /// Per layer with parameters: "local H=<H>, <outer>[, <wire>][, overlapped]", and its share of
-  /// one exchange's bytes over H iterations.
+  /// Per layer with parameters: "local H=<H>, <outer>[, <wire>][, overlap <kind>][, F
+  /// fragments]", and its share of one round's exchange bytes over H iterations.
   [[nodiscard]] std::vector<LayerPlan> plan() const override;
   bool finish() override;
-  /// local_steps (H), local_auto (1 when chosen), local_overlap (1 with sync.local.overlap),
-  /// predicted iteration and exchange seconds,
+  /// local_steps (H), local_auto (1 when chosen), local_overlap (sync.local.overlap's index),
+  /// local_fragments (F), predicted iteration and exchange seconds (a round's: the F fragments'),
   /// predicted utilization, predicted bytes per iteration.
   [[nodiscard]] std::map<std::string, double> summary() const override;
   void save_state(engine::StateWriter& out) override;
   void load_state(engine::StateReader& in) override;
+  /// Messages the node's router rejected (a malformed outer encoding, a stray bucket or kind).
+  [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
+    return ctx_.router.rejected();
+  }
 
   [[nodiscard]] const LocalSchedule& schedule() const noexcept { return schedule_; }
 
  private:
+  /// One fragment's range, schedule and outer state (the whole model when F = 1).
+  struct Fragment {
+    Fragment(std::size_t b, std::size_t e, std::size_t at, const LocalOptions& options)
+        : begin(b),
+          end(e),
+          sync_step(at),
+          outer(options.outer, options.outer_lr, options.outer_momentum, e - b) {}
+    std::size_t begin, end;  // floats [begin, end) of the parameters
+    std::size_t sync_step;   // the round's inner step (1 .. H) at which its exchange starts
+    OuterOptimizer outer;
+    std::optional<local::OuterExchange> exchange;  // none on one node
+    std::uint64_t exchanges = 0;                   // exchanges it started (its rounds)
+    // Overlap: an exchange started and not yet applied; its mean already in delta_.
+    bool pending = false;
+    bool mean_ready = false;
+  };
+
   void on_message(std::size_t from, net::Message&& message);
-  /// At the round's H-th inner step: Delta = theta_round_start - theta, the ring started.
-  void end_round(std::uint64_t exchange);
-  /// The outer step on the mean Delta; theta = theta_round_start.
-  void apply_outer(std::uint64_t exchange);
-  /// With overlap, at a round's end: the pending outer step applied (its mean taken when
-  /// `mean_ready_` is false), this round's Delta started, the replica set to g + own change.
-  void end_overlapped_round();
-  /// With overlap: waits (on the executor) for the exchange in flight and takes its mean into
-  /// delta_ (mean_ready_). Throws PeerError.
+  /// Without overlap, at fragment f's point: Delta = theta_round_start - theta, its exchange
+  /// started.
+  void start_exchange(Fragment& f);
+  /// Without overlap: the outer step on f's mean Delta; theta = theta_round_start on f.
+  void apply_outer(Fragment& f);
+  /// With overlap, at fragment f's point: the pending outer step of the fragment before it
+  /// applied (its mean taken when not mean_ready), f's Delta started, f's replica reset.
+  void end_overlapped(std::size_t f);
+  /// With overlap: waits (on the executor) for every exchange in flight and takes their means
+  /// into delta_ (mean_ready). Throws PeerError.
   void drain();
   [[nodiscard]] bool overlapped() const noexcept { return options_.overlap != OverlapKind::kOff; }
+  /// The fragment exchanged after f in the round's order (f + 1, wrapping).
+  [[nodiscard]] std::size_t next(std::size_t f) const noexcept {
+    return (f + 1) % fragments_.size();
+  }
+  [[nodiscard]] std::size_t previous(std::size_t f) const noexcept {
+    return (f + fragments_.size() - 1) % fragments_.size();
+  }
 
   SyncContext ctx_;
   LocalOptions options_;
   LocalSchedule schedule_;
-  OuterOptimizer outer_;
   std::size_t floats_;
-  std::vector<float> start_;  // theta_round_start
-  std::vector<float> delta_;  // the ring's input, then the mean Delta
-  // Overlap only: the replica when the current round began, whether an outer step is pending
-  // (its exchange started, exchanges_ - 1), and whether delta_ already holds its mean.
+  std::vector<float> start_;  // theta_round_start (per fragment: its global model)
+  std::vector<float> delta_;  // the exchanges' inputs, then their means
+  // Overlap only: the replica when the fragment's current round began.
   std::vector<float> round_start_;
   std::vector<float> own_;       // eager: this node's Delta of the round before
-  std::vector<float> estimate_;  // eager: the tentative step's Delta~
-  bool pending_ = false;
-  bool mean_ready_ = false;
-  std::size_t in_round_ = 0;     // inner steps done in the current round
-  bool due_ = false;             // this iteration ends the round
-  std::uint64_t exchanges_ = 0;  // outer exchanges this process ran (the ring's rounds)
+  std::vector<float> estimate_;  // eager: the tentative step's Delta~; delayed: scratch
+  std::deque<Fragment> fragments_;
+  std::size_t in_round_ = 0;  // inner steps done in the current round
+  std::size_t due_ = kNone;   // the fragment whose point this iteration is
+  static constexpr std::size_t kNone = ~std::size_t{0};
   LaneId lane_ = 0;
   CompressionOptions compression_;
-  std::optional<local::OuterExchange> exchange_;    // bucket 0 or the gathered kind: Delta
   std::optional<collective::RingAllReduce> final_;  // bucket 1: the final average
 };
 

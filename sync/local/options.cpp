@@ -58,7 +58,8 @@ OptionTable local_option_table() {
            number_key("outer_lr", d.outer_lr, "a number > 0", [](double x) { return x > 0.0; }),
            number_key("outer_momentum", d.outer_momentum, "a number in [0, 1)",
                       [](double x) { return x >= 0.0 && x < 1.0; }),
-           names_key("overlap", kOverlapNames)}};
+           names_key("overlap", kOverlapNames),
+           integer_key("fragments", 1, 1, "fragments of the model, at most H")}};
 }
 
 LocalOptions local_options(const OptionValues& values) {
@@ -70,6 +71,7 @@ LocalOptions local_options(const OptionValues& values) {
   o.outer_lr = values.number("local.outer_lr");
   o.outer_momentum = values.number("local.outer_momentum");
   o.overlap = kind_named<OverlapKind>(values.text("local.overlap"), kOverlapNames);
+  o.fragments = static_cast<std::size_t>(values.integer("local.fragments"));
   return o;
 }
 

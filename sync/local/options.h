@@ -36,11 +36,15 @@ struct LocalOptions {
   /// The outer exchange runs while the next round's inner steps compute (not kOff): the outer
   /// step of round r is applied at round r + 1's end (one round delayed; LocalStage).
   OverlapKind overlap = OverlapKind::kOff;
+  /// F: the model is exchanged in F fragments at staggered points of the round (Streaming
+  /// DiLoCo, Douillard et al., arXiv 2501.18512, sec. 2.2; LocalStage). 1 <= F <= H.
+  std::size_t fragments = 1;
 };
 
 /// [sync.local]: steps ("auto" or an integer >= 1, default "auto"), outer ("nesterov", "sgd",
 /// "average"; default "nesterov"), outer_lr (a number > 0, default 0.7), outer_momentum (a number
-/// in [0, 1), default 0.9), overlap ("off", "eager", "delayed"; default "off").
+/// in [0, 1), default 0.9), overlap ("off", "eager", "delayed"; default "off"), fragments (an
+/// integer >= 1, default 1).
 [[nodiscard]] OptionTable local_option_table();
 
 /// The [sync.local] values of `values` (defaults where unset).

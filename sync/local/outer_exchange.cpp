@@ -70,8 +70,13 @@ std::string outer_exchange_name(const CompressionOptions& compression) {
 
 OuterExchange::OuterExchange(LaneRouter& router, LaneId lane, std::uint32_t bucket,
                              std::size_t floats, const CompressionOptions& compression,
-                             std::uint64_t seed, std::size_t rank)
-    : router_(router), lane_(lane), bucket_(bucket), floats_(floats) {
+                             std::uint64_t seed, std::size_t rank, std::uint16_t gathered_kind)
+    : router_(router),
+      lane_(lane),
+      bucket_(bucket),
+      gathered_kind_(gathered_kind),
+      floats_(floats) {
+  GRADMESH_CHECK(gathered_kind >= kGatheredKind, "OuterExchange: a gathered kind >= 3");
   const compress::CompressorEntry* entry = outer_compressor(compression);
   if (entry == nullptr || entry->segment != nullptr) {
     ring_.emplace(router_, lane_, bucket_, floats_, 0, entry != nullptr ? entry->segment : nullptr);
@@ -79,7 +84,7 @@ OuterExchange::OuterExchange(LaneRouter& router, LaneId lane, std::uint32_t buck
   }
   codec_.emplace(entry->name, floats_, compressor_params(compression, seed, rank),
                  /*error_feedback=*/true);
-  gather_ = std::make_unique<collective::AllGather>(router_, lane_, kGatheredKind,
+  gather_ = std::make_unique<collective::AllGather>(router_, lane_, gathered_kind_,
                                                     codec_->encoded_bytes(), 2);
 }
 
@@ -115,8 +120,8 @@ void OuterExchange::mean(std::uint64_t round, std::size_t nodes, std::span<float
 }
 
 bool OuterExchange::owns(const net::Message& message) const noexcept {
-  if (gather_) return message.kind == kGatheredKind;
-  return message.kind != kGatheredKind && (message.key >> 32) == bucket_;
+  if (gather_) return message.kind == gathered_kind_;
+  return message.kind < kGatheredKind && (message.key >> 32) == bucket_;
 }
 
 void OuterExchange::on_message(std::size_t from, net::Message&& message) {

@@ -32,7 +32,8 @@
 namespace gradmesh::sync::local {
 
 /// The message kind of the gathered encodings on lane local_outer (the rings' kinds are
-/// collective::RingKind's 1 and 2).
+/// collective::RingKind's 1 and 2): fragment p's exchange gathers with kind kGatheredKind + p
+/// (LocalStage's fragments); every kind below it is a ring's.
 inline constexpr std::uint16_t kGatheredKind = 3;
 
 /// What one outer exchange costs a node, as the planner's formulas give it.
@@ -67,10 +68,12 @@ struct OuterCost {
 class OuterExchange final {
  public:
   /// On `router`'s lane `lane` (routed by the owner, which hands this exchange's messages to
-  /// on_message()), ring bucket `bucket`. `seed`: the job's (random-k's indices); `rank`: this
-  /// node's. Throws ConfigError as outer_exchange_cost().
+  /// on_message()), ring bucket `bucket`, or gathered messages of kind `gathered_kind` (>=
+  /// kGatheredKind). `seed`: the job's (random-k's indices); `rank`: this node's. Throws
+  /// ConfigError as outer_exchange_cost().
   OuterExchange(LaneRouter& router, LaneId lane, std::uint32_t bucket, std::size_t floats,
-                const CompressionOptions& compression, std::uint64_t seed, std::size_t rank);
+                const CompressionOptions& compression, std::uint64_t seed, std::size_t rank,
+                std::uint16_t gathered_kind = kGatheredKind);
 
   /// Begins round `round` with this node's `delta` (floats() floats). The ring reduces it in
   /// place (untouched until mean()); the gathered form encodes it (with the residual) here.
@@ -88,7 +91,7 @@ class OuterExchange final {
   void on_message(std::size_t from, net::Message&& message);
   /// Fails the waiting await() and every later one with `error`.
   void fail(const PeerError& error);
-  /// Whether `message` is this exchange's (its ring's bucket or the gathered kind).
+  /// Whether `message` is this exchange's (its ring's bucket or its gathered kind).
   [[nodiscard]] bool owns(const net::Message& message) const noexcept;
 
   [[nodiscard]] std::size_t floats() const noexcept { return floats_; }
@@ -99,6 +102,7 @@ class OuterExchange final {
   LaneRouter& router_;
   LaneId lane_;
   std::uint32_t bucket_;
+  std::uint16_t gathered_kind_;
   std::size_t floats_;
   std::optional<collective::RingAllReduce> ring_;
   std::optional<compress::Codec> codec_;           // the gathered form's, with error feedback

@@ -121,6 +121,8 @@ const std::multimap<std::string_view, std::string_view> kOutOfRange{
     {"sync.local.outer_momentum", "1"},
     {"sync.local.outer_momentum", "-0.1"},
     {"sync.local.overlap", "\"always\""},
+    {"sync.local.fragments", "0"},
+    {"sync.local.fragments", "\"two\""},
     {"sync.poseidon.choose", "\"flops\""},
     {"sync.poseidon.sfb", "\"sometimes\""},
     {"sync.ps.chunk_bytes", "0"},

@@ -21,12 +21,44 @@ using namespace gradmesh;
 namespace {
 
 testing::SyntheticJob local_job(std::int64_t steps, const std::string& outer,
-                                const std::string& overlap = "off") {
+                                const std::string& overlap = "off", std::int64_t fragments = 1) {
   testing::SyntheticJob job;
   job.options.values.set("local.steps", steps);
   job.options.values.set("local.outer", outer);
   job.options.values.set("local.overlap", overlap);
+  job.options.values.set("local.fragments", fragments);
   return job;
+}
+
+/// The largest distance of `x` from the element-wise mean of `parts`, relative to 1 + |mean|.
+double worst_from_mean(const std::vector<float>& x, const std::vector<std::vector<float>>& parts) {
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    double m = 0;
+    for (const std::vector<float>& p : parts) m += p[i];
+    m /= static_cast<double>(parts.size());
+    worst = std::max(worst, std::fabs(x[i] - m) / (1.0 + std::fabs(m)));
+  }
+  return worst;
+}
+
+/// Whether `job` on `nodes` nodes, stopped after `stop` iterations and resumed, ends after
+/// `total` (finished) with the replicas of the run that was not stopped, bit for bit. The
+/// stopped run's states go into `saved`.
+bool resumes_bit_for_bit(const testing::SyntheticJob& job, std::size_t nodes, std::size_t stop,
+                         std::size_t total, std::vector<std::vector<std::byte>>& saved) {
+  testing::InProcCluster through(job, "local", nodes);
+  through.train(total);
+  through.finish();
+  return testing::resumed_replicas(job, "local", nodes, stop, total, true, &saved) ==
+         testing::replicas(through);
+}
+
+/// The parameters `job` starts from (every node's).
+std::vector<float> initial_parameters(const testing::SyntheticJob& job) {
+  testing::InProcNode fresh(job, "none", 0, 1, nullptr, {0});
+  const auto w = fresh.model().parameters();
+  return {w.begin(), w.end()};
 }
 
 }  // namespace
@@ -173,12 +205,7 @@ TEST_CASE("local with overlap equals the rounds simulated with the outer step on
     if (kind == "delayed") {
       CHECK(final_replicas[0] == g);
     } else {
-      double worst = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        const double m = (static_cast<double>(round_start[0][i]) + round_start[1][i]) / 2.0;
-        worst = std::max(worst, std::fabs(final_replicas[0][i] - m) / (1.0 + std::fabs(m)));
-      }
-      CHECK(worst <= 1e-6);
+      CHECK(worst_from_mean(final_replicas[0], round_start) <= 1e-6);
     }
   }
 }
@@ -253,10 +280,7 @@ TEST_CASE("local: a job ending mid-round ends with one model, the replicas' mean
   const auto after = testing::replicas(cluster);
   CHECK(after[1] == after[0]);
   CHECK(after[2] == after[0]);
-  for (std::size_t i = 0; i < after[0].size(); ++i) {
-    const double mean = (static_cast<double>(before[0][i]) + before[1][i] + before[2][i]) / 3.0;
-    REQUIRE(std::fabs(after[0][i] - mean) <= 1e-6 * (1.0 + std::fabs(mean)));
-  }
+  CHECK(worst_from_mean(after[0], before) <= 1e-6);
 }
 
 TEST_CASE("local: stopped mid-round and resumed equals the uninterrupted run, bit for bit",
@@ -273,11 +297,7 @@ TEST_CASE("local: stopped mid-round and resumed equals the uninterrupted run, bi
   for (std::size_t r = 0; r < kNodes; ++r) CHECK(a[r] == b[r]);
   // Another H refuses the checkpoint, naming the key.
   testing::InProcCluster other(local_job(4, "nesterov"), "local", kNodes);
-  std::vector<std::byte> model_and_rest = saved[0];
-  engine::StateReader reader(model_and_rest, "node");
-  other.node(0).model().load_state(reader);
-  other.node(0).optimizer().load_state(reader);
-  CHECK_THROWS_WITH(other.node(0).stage().load_state(reader), Catch::Contains("sync.local.steps"));
+  CHECK_THROWS_WITH(testing::load_nodes(other, saved), Catch::Contains("sync.local.steps"));
 }
 
 TEST_CASE("local with overlap: stopped with an exchange in flight and resumed, bit for bit",
@@ -286,22 +306,12 @@ TEST_CASE("local with overlap: stopped with an exchange in flight and resumed, b
   for (const std::string kind : {"eager", "delayed"}) {
     for (const std::size_t stop : {std::size_t{5}, std::size_t{6}}) {  // mid-round, at its end
       INFO("overlap " << kind << ", stopped after " << stop << " iterations");
-      const testing::SyntheticJob job = local_job(3, "nesterov", kind);
-      testing::InProcCluster through(job, "local", kNodes);
-      through.train(10);
-      through.finish();
       // The save waits for the exchange in flight and keeps its mean.
       std::vector<std::vector<std::byte>> saved;
-      const auto b = testing::resumed_replicas(job, "local", kNodes, stop, 10, true, &saved);
-      const auto a = testing::replicas(through);
-      for (std::size_t r = 0; r < kNodes; ++r) CHECK(a[r] == b[r]);
+      CHECK(resumes_bit_for_bit(local_job(3, "nesterov", kind), kNodes, stop, 10, saved));
       // Without overlap the checkpoint is refused, naming the key.
       testing::InProcCluster other(local_job(3, "nesterov", "off"), "local", kNodes);
-      engine::StateReader reader(saved[0], "node");
-      other.node(0).model().load_state(reader);
-      other.node(0).optimizer().load_state(reader);
-      CHECK_THROWS_WITH(other.node(0).stage().load_state(reader),
-                        Catch::Contains("sync.local.overlap"));
+      CHECK_THROWS_WITH(testing::load_nodes(other, saved), Catch::Contains("sync.local.overlap"));
     }
   }
 }
@@ -331,4 +341,128 @@ TEST_CASE("local: its options are checked, and its plan and summary say H", "[sy
   const auto summary = cluster.node(0).stage().summary();
   CHECK(summary.at("local_steps") == 5);
   CHECK(summary.at("local_auto") == 0);
+}
+
+TEST_CASE("local with fragments equals the staggered rounds simulated in one process",
+          "[sync][local][inproc]") {
+  // H = 6 in F = 3 fragments: fragment p (floats p m / 3 to (p + 1) m / 3) is exchanged at inner
+  // steps 2, 4 and 6 of each round, each with its own outer optimizer (LocalStage's docs).
+  constexpr std::size_t kNodes = 2, kSteps = 6, kFragments = 3, kRounds = 2;
+  constexpr float kInv = 1.0f / kNodes;
+  for (const std::string overlap : {"off", "delayed"}) {
+    INFO("overlap " << overlap);
+    const testing::SyntheticJob job = local_job(kSteps, "nesterov", overlap, kFragments);
+    testing::InProcCluster cluster(job, "local", kNodes);
+    std::vector<float> g = initial_parameters(job);
+    const std::size_t n = g.size();
+    std::vector<std::vector<float>> w(kNodes, g), round_start(kNodes, g), velocity(kNodes);
+    std::vector<sync::OuterOptimizer> outer;
+    std::vector<std::size_t> begin, end;
+    for (std::size_t p = 0; p < kFragments; ++p) {
+      begin.push_back(p * n / kFragments);
+      end.push_back((p + 1) * n / kFragments);
+      outer.emplace_back(sync::OuterKind::kNesterov, 0.7, 0.9, end[p] - begin[p]);
+    }
+    // Delayed: the mean Delta of the fragment exchanged last, applied at the next point.
+    std::vector<float> pending;
+    std::size_t pending_fragment = kFragments;
+    std::uint64_t done = 0;
+    for (std::size_t round = 0; round < kRounds; ++round) {
+      for (std::size_t p = 0; p < kFragments; ++p) {
+        const std::size_t steps = kSteps / kFragments;
+        for (std::size_t r = 0; r < kNodes; ++r) {
+          w[r] = testing::train_alone(job, r, w[r], velocity[r], done, steps);
+        }
+        done += steps;
+        std::vector<float> mean(end[p] - begin[p]);
+        const std::span<float> gp = std::span(g).subspan(begin[p], end[p] - begin[p]);
+        if (overlap == "off") {
+          for (std::size_t k = 0; k < mean.size(); ++k) {
+            const std::size_t i = begin[p] + k;
+            mean[k] = ((g[i] - w[0][i]) + (g[i] - w[1][i])) * kInv;
+          }
+          outer[p].step(gp, mean);
+          for (std::size_t r = 0; r < kNodes; ++r) {
+            std::copy(gp.begin(), gp.end(), w[r].begin() + static_cast<std::ptrdiff_t>(begin[p]));
+          }
+        } else {
+          if (pending_fragment < kFragments) {
+            const std::size_t q = pending_fragment;
+            const std::span<float> gq = std::span(g).subspan(begin[q], end[q] - begin[q]);
+            const std::vector<float> old(gq.begin(), gq.end());
+            outer[q].step(gq, pending);
+            for (std::size_t k = 0; k < gq.size(); ++k) {
+              const float shift = gq[k] - old[k];
+              for (std::size_t r = 0; r < kNodes; ++r) {
+                w[r][begin[q] + k] += shift;
+                round_start[r][begin[q] + k] += shift;
+              }
+            }
+          }
+          for (std::size_t k = 0; k < mean.size(); ++k) {
+            const std::size_t i = begin[p] + k;
+            mean[k] = ((round_start[0][i] - w[0][i]) + (round_start[1][i] - w[1][i])) * kInv;
+            for (std::size_t r = 0; r < kNodes; ++r) w[r][i] = round_start[r][i] = g[i];
+          }
+          pending = mean;
+          pending_fragment = p;
+        }
+        cluster.train(steps);
+        const auto replicas = testing::replicas(cluster);
+        for (std::size_t r = 0; r < kNodes; ++r) REQUIRE(replicas[r] == w[r]);
+        // The fragment just exchanged is the same bits on every node; the others differ.
+        CHECK(std::equal(replicas[0].begin() + static_cast<std::ptrdiff_t>(begin[p]),
+                         replicas[0].begin() + static_cast<std::ptrdiff_t>(end[p]),
+                         replicas[1].begin() + static_cast<std::ptrdiff_t>(begin[p])));
+        CHECK(replicas[0] != replicas[1]);
+      }
+    }
+    // finish(): one model, the replicas' mean (the fragments never agree all at once).
+    cluster.finish();
+    const auto final_replicas = testing::replicas(cluster);
+    CHECK(final_replicas[0] == final_replicas[1]);
+    CHECK(worst_from_mean(final_replicas[0], w) <= 1e-6);
+  }
+}
+
+TEST_CASE("local with one fragment is local as it was, and more send the same bytes a round",
+          "[sync][local][inproc]") {
+  testing::InProcCluster one(local_job(4, "nesterov", "off", 1), "local", 2);
+  testing::InProcCluster three(local_job(4, "nesterov", "off", 3), "local", 2);
+  const auto s1 = one.node(0).stage().summary();
+  const auto s3 = three.node(0).stage().summary();
+  CHECK(s1.at("local_fragments") == 1);
+  CHECK(s3.at("local_fragments") == 3);
+  // Three exchanges of a third of the model a round: the payload of one of all of it, plus the
+  // frames of two more rings (2 (n - 1) messages each, a frame under 128 bytes), over H = 4
+  // iterations; and more seconds (three rings' latencies).
+  CHECK(s3.at("predicted_bytes_sent") >= s1.at("predicted_bytes_sent"));
+  CHECK(s3.at("predicted_bytes_sent") <= s1.at("predicted_bytes_sent") + 2 * 2 * 128 / 4.0);
+  CHECK(s3.at("local_exchange_seconds") > s1.at("local_exchange_seconds"));
+  CHECK(three.node(0).stage().plan()[0].scheme == "local H=4, nesterov, 3 fragments");
+}
+
+TEST_CASE("local with fragments: stopped and resumed bit for bit, another F refused",
+          "[sync][local][inproc]") {
+  constexpr std::size_t kNodes = 2;
+  for (const std::string overlap : {"off", "delayed"}) {
+    for (const std::size_t stop : {std::size_t{3}, std::size_t{4}, std::size_t{6}}) {
+      INFO("overlap " << overlap << ", stopped after " << stop << " iterations");
+      std::vector<std::vector<std::byte>> saved;
+      CHECK(resumes_bit_for_bit(local_job(4, "nesterov", overlap, 2), kNodes, stop, 11, saved));
+      testing::InProcCluster other(local_job(4, "nesterov", overlap, 1), "local", kNodes);
+      CHECK_THROWS_WITH(testing::load_nodes(other, saved),
+                        Catch::Contains("sync.local.fragments = 2"));
+    }
+  }
+}
+
+TEST_CASE("local's fragments are refused past H and with eager updates", "[sync][local]") {
+  CHECK_THROWS_WITH(testing::InProcCluster(local_job(2, "nesterov", "off", 3), "local", 2),
+                    Catch::Contains("sync.local.fragments = 3: at most H = 2"));
+  CHECK_THROWS_WITH(testing::InProcCluster(local_job(4, "nesterov", "eager", 2), "local", 2),
+                    Catch::Contains("\"eager\""));
+  sync::OptionValues values;
+  CHECK_THROWS_AS(values.set("local.fragments", std::int64_t{0}), std::invalid_argument);
+  CHECK(sync::local_options(values).fragments == 1);
 }

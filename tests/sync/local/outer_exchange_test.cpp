@@ -181,11 +181,7 @@ TEST_CASE("local with a gathered Delta resumes bit for bit, and its checkpoint n
                                   &saved);
 
   testing::InProcCluster plain(compressed_local_job(2, "none"), "local", kNodes);
-  engine::StateReader reader(saved[0], "node");
-  plain.node(0).model().load_state(reader);
-  plain.node(0).optimizer().load_state(reader);
-  CHECK_THROWS_WITH(plain.node(0).stage().load_state(reader),
-                    Catch::Contains("sync.compression.method"));
+  CHECK_THROWS_WITH(testing::load_nodes(plain, saved), Catch::Contains("sync.compression.method"));
 }
 
 TEST_CASE("strategy local takes any registered compressor, not PowerSGD", "[sync][local]") {
@@ -197,4 +193,39 @@ TEST_CASE("strategy local takes any registered compressor, not PowerSGD", "[sync
   options.values.set("compression.method", std::string("powersgd"));
   CHECK_THROWS_WITH(sync::check_strategy("local", facts, options),
                     Catch::Contains("powersgd") && Catch::Contains("it runs under allreduce"));
+}
+
+TEST_CASE("local's fragments each take their own compressed exchange, the residual each its own",
+          "[sync][local][inproc]") {
+  // fp16 (each fragment's ring on its own bucket) and int8 (each fragment's gathered encodings
+  // on its own message kind): after a fragment's point it is the same bits on every node, and
+  // the run resumes bit for bit (each fragment's residual saved).
+  constexpr std::size_t kNodes = 2;
+  for (const std::string method : {"fp16", "int8"}) {
+    INFO(method);
+    testing::SyntheticJob job = compressed_local_job(4, method, "delayed");
+    job.options.values.set("local.fragments", std::int64_t{2});
+    testing::InProcCluster cluster(job, "local", kNodes);
+    const std::size_t n = cluster.node(0).model().parameter_count();
+    const auto same = [&](std::size_t begin, std::size_t end) {
+      const auto r = testing::replicas(cluster);
+      return std::equal(r[0].begin() + static_cast<std::ptrdiff_t>(begin),
+                        r[0].begin() + static_cast<std::ptrdiff_t>(end),
+                        r[1].begin() + static_cast<std::ptrdiff_t>(begin));
+    };
+    cluster.train(2);  // fragment 0's point
+    CHECK(same(0, n / 2));
+    CHECK(!same(n / 2, n));
+    cluster.train(2);  // fragment 1's
+    CHECK(same(n / 2, n));
+    CHECK(!same(0, n / 2));
+    for (std::size_t r = 0; r < kNodes; ++r) {
+      CHECK(cluster.node(r).stage().rejected_messages() == 0);
+    }
+    cluster.train(5);
+    cluster.finish();
+    const auto b = testing::resumed_replicas(job, "local", kNodes, 5, 9, true);
+    const auto a = testing::replicas(cluster);
+    for (std::size_t r = 0; r < kNodes; ++r) CHECK(a[r] == b[r]);
+  }
 }
