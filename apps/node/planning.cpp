@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/config/job_config.h"
+#include "apps/node/device_profile.h"
 #include "apps/node/metrics.h"
 #include "apps/pipeline/job_options.h"
 #include "apps/pipeline/start_up.h"
@@ -45,12 +46,14 @@ struct PlanningJob {
   std::optional<sync::JobMeasurements> measured;
 };
 
-/// Loads `path` with `overrides`; with planner.probe, times this machine's layers, GEMM, step
-/// and the compressor for `profile_nodes` nodes (no peers: links come from planner.alpha /
-/// planner.bandwidth / `bandwidth`, else the planner's assumed rates). Throws ConfigError.
+/// Loads `path` with `overrides`; with planner.probe (or `probe` when given), times this
+/// machine's layers, GEMM, step and the compressor for `profile_nodes` nodes (no peers: links
+/// come from planner.alpha / planner.bandwidth / `bandwidth`, else the planner's assumed rates).
+/// Throws ConfigError.
 PlanningJob load_planning_job(const std::filesystem::path& path,
                               const std::vector<std::string>& overrides, std::size_t profile_nodes,
-                              const std::optional<std::string>& bandwidth) {
+                              const std::optional<std::string>& bandwidth,
+                              std::optional<bool> probe = std::nullopt) {
   PlanningJob job{load_job_config(path, overrides), nullptr, nullptr, {}, std::nullopt};
   const JobConfig& config = job.config;
   check_data_keys(config);
@@ -67,7 +70,7 @@ PlanningJob load_planning_job(const std::filesystem::path& path,
   if (bandwidth && !job.sync.planner.bandwidth) {
     job.sync.planner.bandwidth = topo::parse_rate(*bandwidth);
   }
-  if (config.planner.probe) {
+  if (probe.value_or(config.planner.probe)) {
     const tasks::ComputeProfile compute =
         tasks::profile_compute(*job.model, config.optimizer.batch_size, profile_nodes,
                                config.job.seed, adam_options(config));
@@ -242,6 +245,40 @@ int run_plan(const PlanOptions& options) {
   });
 }
 
+int run_profile(const ProfileOptions& options) {
+  return run_subcommand("profile", [&] {
+    if (options.nodes == 0) throw ConfigError("--nodes must be >= 1");
+    PlanningJob job =
+        load_planning_job(options.config, options.overrides, options.nodes, std::nullopt, true);
+    DeviceProfile profile;
+    profile.job = job.config.job.name;
+    profile.device = job.model->backend().description();
+    profile.compression = sync::compression_options(job.config.sync.options).method;
+    profile.batch = job.config.optimizer.batch_size;
+    profile.nodes = options.nodes;
+    for (std::size_t l = 0; l < job.model->num_layers(); ++l) {
+      profile.layer_names.push_back(job.model->layer_name(l));
+      profile.layer_parameters.push_back(job.model->layer(l).parameter_count());
+    }
+    profile.measured = *job.measured;
+    std::string command = "gradmesh-node profile --config " + options.config.string();
+    for (const std::string& o : options.overrides) command += " --set " + o;
+    command += " --nodes " + std::to_string(options.nodes) + " -o " + options.output.string();
+    write_device_profile(profile, command, options.output);
+    sync::LaneRouter router(nullptr, 0, 1);
+    engine::Executor executor({1, 1});
+    const double seconds =
+        sync::compute_seconds(sync::planner_input(planning_context(job, executor, router, 1), {}));
+    std::printf(
+        "wrote %s: job '%s', %zu layers, batch %zu, one node's iteration %.3f ms (%.0f samples/s), "
+        "GEMM %.1f GFLOP/s, on %s\n",
+        options.output.string().c_str(), profile.job.c_str(), profile.layer_names.size(),
+        profile.batch, seconds * 1e3, static_cast<double>(profile.batch) / seconds,
+        profile.measured.gemm_flops / 1e9, profile.device.c_str());
+    return 0;
+  });
+}
+
 Simulation simulate(const SimulateOptions& options) {
   const std::vector<std::size_t> counts =
       options.nodes.empty() ? default_node_counts() : options.nodes;
@@ -256,9 +293,41 @@ Simulation simulate(const SimulateOptions& options) {
   if (options.images_per_second && !(*options.images_per_second > 0)) {
     throw ConfigError("--images-per-second must be > 0");
   }
-  std::optional<double> device_rate =
-      options.device ? std::optional<double>(parse_device_rate(*options.device)) : std::nullopt;
-  PlanningJob job = load_planning_job(options.config, overrides, counts.front(), options.bandwidth);
+  // --device: a profile file when one is there, else PEAK:EFFICIENCY.
+  std::optional<std::filesystem::path> profile_path;
+  std::optional<double> device_rate;
+  if (options.device) {
+    std::error_code error;
+    if (std::filesystem::is_regular_file(*options.device, error)) {
+      profile_path = *options.device;
+    } else {
+      try {
+        device_rate = parse_device_rate(*options.device);
+      } catch (const ConfigError& e) {
+        throw ConfigError(std::string(e.what()) + "; nor is it a device profile file (no file " +
+                          *options.device + ")");
+      }
+    }
+  }
+  if (profile_path && options.images_per_second) {
+    throw ConfigError("--device FILE and --images-per-second both give the device: give one");
+  }
+  PlanningJob job = load_planning_job(options.config, overrides, counts.front(), options.bandwidth,
+                                      profile_path ? std::optional<bool>(false) : std::nullopt);
+  std::string profile_text;
+  if (profile_path) {
+    DeviceProfile profile = read_device_profile(*profile_path);
+    check_profile_fits(profile, *job.model, job.config.optimizer.batch_size, *profile_path);
+    if (profile.compression != sync::compression_options(job.config.sync.options).method) {
+      // Its codec times are another method's: the planner's assumed codec rates instead.
+      profile.measured.encode_seconds.clear();
+      profile.measured.decode_seconds.clear();
+      profile.measured.half_encode_seconds_per_float = 0;
+      profile.measured.half_decode_seconds_per_float = 0;
+    }
+    job.measured = std::move(profile.measured);
+    profile_text = profile_path->string() + " (" + profile.device + ")";
+  }
   engine::Executor executor({1, 1});
   const auto one_node_seconds = [&] {
     sync::LaneRouter router(nullptr, 0, 1);
@@ -279,8 +348,9 @@ Simulation simulate(const SimulateOptions& options) {
   result.job = job.config.job.name;
   result.batch = job.config.optimizer.batch_size;
   result.parameters = job.model->parameter_count();
-  result.measured = job.measured.has_value() && !device_rate;
+  result.measured = job.measured.has_value() && !device_rate && !profile_path;
   result.device_flops = device_rate.value_or(0.0);
+  result.profile = profile_text;
   result.one_node_seconds = one_node_seconds();
   const double batch = static_cast<double>(result.batch);
   std::vector<SimulatedRun>& runs = result.runs;
@@ -343,6 +413,7 @@ int run_simulate(const SimulateOptions& options) {
                                   {"one_node_iteration_seconds", sim.one_node_seconds},
                                   {"measured_here", sim.measured},
                                   {"device_flops", sim.device_flops},
+                                  {"device_profile", sim.profile},
                                   {"runs", rows}};
       std::printf("%s\n", out.dump(2).c_str());
       return 0;
@@ -354,9 +425,10 @@ int run_simulate(const SimulateOptions& options) {
         "iteration, %.0f samples/s (%s)\n",
         sim.job.c_str(), sim.batch, sim.parameters, sim.one_node_seconds * 1e3,
         static_cast<double>(sim.batch) / sim.one_node_seconds,
-        sim.device_flops > 0 ? device
-        : sim.measured       ? "layers, GEMM and step timed on this machine"
-                             : "planner.* or assumed rates");
+        sim.device_flops > 0   ? device
+        : !sim.profile.empty() ? ("the profile " + sim.profile).c_str()
+        : sim.measured         ? "layers, GEMM and step timed on this machine"
+                               : "planner.* or assumed rates");
     std::printf("%-10s %6s %13s %12s %8s %14s %9s  %s\n", "strategy", "nodes", "iteration ms",
                 "samples/s", "scaling", "bytes/it/node", "plan ms", "plan");
     for (const SimulatedRun& r : sim.runs) {

@@ -32,8 +32,9 @@ struct SimulateOptions {
   /// Strategies to predict (default: the job's sync.strategy).
   std::vector<std::string> strategies;
   std::optional<std::string> compression;  ///< sync.compression.method for every strategy
-  /// A device by its peak rate and the share of it the layers reach, "6.1tflops:0.45"
-  /// (parse_device_rate()); nullopt: this machine's measured (or the planner's assumed) times.
+  /// A device: a profile file written by `gradmesh-node profile` (device_profile.h), or its peak
+  /// rate and the share of it the layers reach, "6.1tflops:0.45" (parse_device_rate()); nullopt:
+  /// this machine's measured (or the planner's assumed) times.
   std::optional<std::string> device;
   /// One node's training throughput, samples/s (a paper's single-node figure): the device rate
   /// is then the one at which the job's one-node iteration takes batch / this (no --device).
@@ -58,6 +59,21 @@ struct SimulatedRun {
 /// in (0, 1]. Throws ConfigError naming --device and what was expected. Pure.
 [[nodiscard]] double parse_device_rate(const std::string& text);
 
+/// What `gradmesh-node profile --config JOB -o FILE [--nodes N]` was given.
+struct ProfileOptions {
+  std::filesystem::path config;
+  std::vector<std::string> overrides;
+  std::filesystem::path output;
+  std::size_t nodes = 2;  ///< the node count the SFB GEMM's shape is sized for
+};
+
+/// Times this machine's compute for the job as a node's start-up profile does (every layer's
+/// forward and backward, the GEMM, the optimizer step, and the codec of sync.compression.method
+/// when it has one; planner.probe's measurements whatever the config says) and writes it to
+/// options.output as a device profile (device_profile.h) for `simulate --device FILE`. Prints
+/// what it wrote; returns the exit status as run_simulate().
+int run_profile(const ProfileOptions& options);
+
 /// What simulate() predicts.
 struct Simulation {
   std::string job;                 ///< job.name
@@ -65,11 +81,15 @@ struct Simulation {
   std::size_t parameters = 0;      ///< the model's
   double one_node_seconds = 0;     ///< one node's iteration alone (sync::compute_seconds)
   bool measured = false;           ///< layer times timed here (planner.probe), else assumed
-  double device_flops = 0;         ///< --device's FLOP/s reached (0: no --device)
+  double device_flops = 0;         ///< --device's FLOP/s reached (0: no --device rate)
+  std::string profile;             ///< --device's profile file and its device ("": none)
   std::vector<SimulatedRun> runs;  ///< every node count for every strategy, in that order
 };
 
-/// The predictions of `options`. With `device`, every layer's forward and backward take their
+/// The predictions of `options`. With `device` naming a file, its profile's times are the
+/// job's compute (checked to fit the model and batch: check_profile_fits()); its codec times are
+/// used when --compression (or the job's) is the method it timed, else the planner's assumed codec
+/// rates. With `device` a rate, every layer's forward and backward take their
 /// FLOPs at the device's rate R (sync::layer_seconds, the planner's model without measurements),
 /// the GEMM runs at R, and the optimizer step and the compressor's encodes and decodes run R /
 /// this machine's GEMM rate times faster than measured here (the planner's assumed rates with

@@ -1,10 +1,14 @@
 // Tests of gradmesh-node's planning subcommands (apps/node/planning.h): `simulate` gives the
 // planner's own predictions (the same numbers `plan` prints for a node count), covers 2 to 1,024
-// nodes, predicts local's rounds, and refuses what it cannot predict, naming it.
+// nodes, predicts local's rounds, reads a device profile written by `profile`, and refuses what
+// it cannot predict, naming it.
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -162,4 +166,57 @@ TEST_CASE("simulate refuses what it cannot predict, naming it", "[e2e][plan][sim
       "unknown", {"simulate", "--config", demo_config(), "--nodes", "4", "--strategy", "gossip"});
   CHECK(unknown.status == 2);
   CHECK_THAT(unknown.text, Catch::Contains("gossip"));
+}
+
+TEST_CASE("profile writes this machine's compute, and simulate --device FILE predicts from it",
+          "[e2e][plan][simulate]") {
+  const auto dir = gradmesh::testing::fresh_directory("planning-profile-file");
+  const std::string file = (dir / "mlp.toml").string();
+  const Run written = node_command("profile", {"profile", "--config", demo_config(), "-o", file});
+  INFO(written.text);
+  REQUIRE(written.status == 0);
+  CHECK_THAT(written.text,
+             Catch::Contains("wrote " + file + ": job 'fashion-mnist-mlp', 5 layers"));
+  // The same profile with every time doubled and the GEMM rate halved: one node's predicted
+  // iteration is exactly twice as long (the planner reads the file's figures, nothing else).
+  std::string text = gradmesh::testing::read_file(file);
+  std::string doubled;
+  const std::regex value(R"(^(\w*seconds\w*|gemm_flops) = (\S+)$)");
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, value)) {
+      const double v = std::stod(m[2].str());
+      char buffer[64];
+      std::snprintf(buffer, sizeof buffer, "%.17g", m[1].str() == "gemm_flops" ? v / 2 : v * 2);
+      line = m[1].str() + " = " + buffer;
+    }
+    doubled += line + "\n";
+  }
+  const std::string slower = (dir / "slower.toml").string();
+  std::ofstream(slower) << doubled;
+  const auto simulated = [](const std::string& profile) {
+    const Run run = node_command("with-profile", {"simulate", "--config", demo_config(), "--nodes",
+                                                  "4", "--device", profile, "--json"});
+    INFO(run.text);
+    REQUIRE(run.status == 0);
+    return json_in(run.text);
+  };
+  const nlohmann::json fast = simulated(file);
+  const nlohmann::json slow = simulated(slower);
+  CHECK_THAT(fast["device_profile"].get<std::string>(), Catch::Contains(file));
+  CHECK(fast["measured_here"].get<bool>() == false);
+  CHECK(slow["one_node_iteration_seconds"].get<double>() ==
+        Approx(2 * fast["one_node_iteration_seconds"].get<double>()).epsilon(1e-12));
+  // Another job's profile, and a --device that is neither a file nor a rate, are refused.
+  const Run cnn = node_command(
+      "profile-cnn",
+      {"simulate", "--config", std::string(GRADMESH_SOURCE_DIR) + "/configs/fashion-mnist-cnn.toml",
+       "--nodes", "4", "--device", file});
+  CHECK(cnn.status == 2);
+  CHECK_THAT(cnn.text, Catch::Contains("has 5 layers, this job's model"));
+  const Run missing = node_command("profile-missing", {"simulate", "--config", demo_config(),
+                                                       "--nodes", "4", "--device", file + ".x"});
+  CHECK(missing.status == 2);
+  CHECK_THAT(missing.text, Catch::Contains("nor is it a device profile file"));
 }

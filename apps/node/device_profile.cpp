@@ -1,0 +1,237 @@
+#include "apps/node/device_profile.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "engine/error.h"
+#include "tasks/model.h"
+
+namespace gradmesh::app {
+
+namespace {
+
+constexpr std::int64_t kFormat = 1;
+
+/// `v` as a TOML float that reads back to the same bits (shortest round trip, a ".0" where it
+/// would read as an integer).
+std::string float_text(double v) {
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, v);
+  std::string text(buffer, result.ptr);
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  return text;
+}
+
+/// `s` as a TOML basic string.
+std::string string_text(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char escape[8];
+      std::snprintf(escape, sizeof escape, "\\u%04x", static_cast<unsigned>(c));
+      out += escape;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+/// Reads one table's keys, naming the file, table and line in every error.
+class TableReader {
+ public:
+  TableReader(const std::filesystem::path& path, const toml::table& table, std::string where)
+      : path_(path), table_(table), where_(std::move(where)) {}
+
+  [[nodiscard]] const toml::node& node(const std::string& key) const {
+    const toml::node* n = table_.get(key);
+    if (n == nullptr) {
+      throw ConfigError(path_.string() + ": " + where_ + " (line " +
+                        std::to_string(table_.source().begin.line) + ") has no key " + key);
+    }
+    return *n;
+  }
+  [[nodiscard]] bool has(const std::string& key) const { return table_.get(key) != nullptr; }
+
+  /// A finite number >= `min` (> 0 when `positive`); an integer reads as a float.
+  [[nodiscard]] double number(const std::string& key, bool positive = false) const {
+    const toml::node& n = node(key);
+    std::optional<double> v;
+    if (const auto* f = n.as_floating_point()) v = f->get();
+    if (const auto* i = n.as_integer()) v = static_cast<double>(i->get());
+    if (!v || !std::isfinite(*v) || *v < 0 || (positive && *v == 0)) {
+      throw bad(key, n, positive ? "a finite number > 0" : "a finite number >= 0");
+    }
+    return *v;
+  }
+  [[nodiscard]] std::int64_t integer(const std::string& key, std::int64_t min) const {
+    const toml::node& n = node(key);
+    const auto* i = n.as_integer();
+    if (i == nullptr || i->get() < min) throw bad(key, n, "an integer >= " + std::to_string(min));
+    return i->get();
+  }
+  [[nodiscard]] std::string text(const std::string& key) const {
+    const toml::node& n = node(key);
+    const auto* s = n.as_string();
+    if (s == nullptr) throw bad(key, n, "a string");
+    return s->get();
+  }
+  [[nodiscard]] ConfigError bad(const std::string& key, const toml::node& n,
+                                const std::string& expected) const {
+    std::ostringstream value;
+    n.visit([&value](const auto& v) { value << v; });
+    return ConfigError(path_.string() + ": " + where_ + " " + key + " = " + value.str() +
+                       ": expected " + expected + " (line " +
+                       std::to_string(n.source().begin.line) + ")");
+  }
+
+ private:
+  const std::filesystem::path& path_;
+  const toml::table& table_;
+  std::string where_;
+};
+
+}  // namespace
+
+std::string device_profile_text(const DeviceProfile& p, const std::string& command) {
+  const sync::JobMeasurements& m = p.measured;
+  const bool codec = !m.encode_seconds.empty();
+  std::string out;
+  out += "# A gradmesh device profile (gradmesh-node simulate --device FILE), written by:\n";
+  out += "#   " + command + "\n";
+  out += "# Seconds per layer for one node's batch, FLOP/s, seconds per float.\n\n";
+  out += "[profile]\n";
+  out += "format = " + std::to_string(kFormat) + "\n";
+  out += "job = " + string_text(p.job) + "\n";
+  out += "device = " + string_text(p.device) + "\n";
+  out += "compression = " + string_text(p.compression) + "\n";
+  out += "batch = " + std::to_string(p.batch) + "\n";
+  out += "nodes = " + std::to_string(p.nodes) + "\n";
+  out += "gemm_flops = " + float_text(m.gemm_flops) + "\n";
+  out += "step_seconds_per_float = " + float_text(m.step_seconds_per_float) + "\n";
+  out += "half_encode_seconds_per_float = " + float_text(m.half_encode_seconds_per_float) + "\n";
+  out += "half_decode_seconds_per_float = " + float_text(m.half_decode_seconds_per_float) + "\n";
+  for (std::size_t l = 0; l < p.layer_names.size(); ++l) {
+    out += "\n[[layer]]\n";
+    out += "name = " + string_text(p.layer_names[l]) + "\n";
+    out += "parameters = " + std::to_string(p.layer_parameters[l]) + "\n";
+    out += "forward_seconds = " + float_text(m.forward_seconds[l]) + "\n";
+    out += "backward_seconds = " + float_text(m.backward_seconds[l]) + "\n";
+    out += "backward_input_seconds = " + float_text(m.backward_input_seconds[l]) + "\n";
+    if (codec) {
+      out += "encode_seconds = " + float_text(m.encode_seconds[l]) + "\n";
+      out += "decode_seconds = " + float_text(m.decode_seconds[l]) + "\n";
+    }
+  }
+  return out;
+}
+
+void write_device_profile(const DeviceProfile& profile, const std::string& command,
+                          const std::filesystem::path& path) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << device_profile_text(profile, command);
+  out.close();
+  if (!out) throw ConfigError(path.string() + ": cannot write the device profile");
+}
+
+DeviceProfile read_device_profile(const std::filesystem::path& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path.string());
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(path.string() + ": not a device profile: " + std::string(e.description()) +
+                      " (line " + std::to_string(e.source().begin.line) + ")");
+  }
+  const toml::table* head = root["profile"].as_table();
+  if (head == nullptr) {
+    throw ConfigError(path.string() +
+                      ": no [profile] table (a device profile is written by gradmesh-node "
+                      "profile --config JOB -o FILE)");
+  }
+  const TableReader h(path, *head, "[profile]");
+  if (h.integer("format", 1) != kFormat) {
+    throw h.bad("format", h.node("format"), std::to_string(kFormat));
+  }
+  DeviceProfile p;
+  p.job = h.text("job");
+  p.device = h.text("device");
+  p.compression = h.text("compression");
+  p.batch = static_cast<std::size_t>(h.integer("batch", 1));
+  p.nodes = static_cast<std::size_t>(h.integer("nodes", 1));
+  sync::JobMeasurements& m = p.measured;
+  m.links.nodes = 0;
+  m.gemm_flops = h.number("gemm_flops", true);
+  m.step_seconds_per_float = h.number("step_seconds_per_float");
+  m.half_encode_seconds_per_float = h.number("half_encode_seconds_per_float");
+  m.half_decode_seconds_per_float = h.number("half_decode_seconds_per_float");
+  const toml::array* layers = root["layer"].as_array();
+  if (layers == nullptr || layers->empty()) {
+    throw ConfigError(path.string() + ": no [[layer]] tables (one a layer of the model)");
+  }
+  std::optional<bool> codec;
+  for (std::size_t l = 0; l < layers->size(); ++l) {
+    const toml::node& entry = *layers->get(l);
+    const toml::table* table = entry.as_table();
+    const std::string where = "[[layer]] " + std::to_string(l);
+    if (table == nullptr) {
+      throw ConfigError(path.string() + ": " + where + " is not a table (line " +
+                        std::to_string(entry.source().begin.line) + ")");
+    }
+    const TableReader t(path, *table, where);
+    p.layer_names.push_back(t.text("name"));
+    p.layer_parameters.push_back(static_cast<std::size_t>(t.integer("parameters", 0)));
+    m.forward_seconds.push_back(t.number("forward_seconds"));
+    m.backward_seconds.push_back(t.number("backward_seconds"));
+    m.backward_input_seconds.push_back(t.number("backward_input_seconds"));
+    const bool has_codec = t.has("encode_seconds") || t.has("decode_seconds");
+    if (codec && *codec != has_codec) {
+      throw ConfigError(path.string() + ": " + where + " (line " +
+                        std::to_string(table->source().begin.line) + ") " +
+                        (has_codec ? "has" : "lacks") +
+                        " encode_seconds and decode_seconds where the layers before it " +
+                        (has_codec ? "lack" : "have") + " them: every layer has both, or none");
+    }
+    codec = has_codec;
+    if (has_codec) {
+      m.encode_seconds.push_back(t.number("encode_seconds"));
+      m.decode_seconds.push_back(t.number("decode_seconds"));
+    }
+  }
+  return p;
+}
+
+void check_profile_fits(const DeviceProfile& profile, tasks::Model& model, std::size_t batch,
+                        const std::filesystem::path& path) {
+  const std::string source = path.string() + " (the profile of job '" + profile.job + "')";
+  if (profile.layer_names.size() != model.num_layers()) {
+    throw ConfigError(source + " has " + std::to_string(profile.layer_names.size()) +
+                      " layers, this job's model " + std::to_string(model.num_layers()) +
+                      ": write one for this job with gradmesh-node profile");
+  }
+  for (std::size_t l = 0; l < model.num_layers(); ++l) {
+    const std::size_t parameters = model.layer(l).parameter_count();
+    if (profile.layer_parameters[l] != parameters) {
+      throw ConfigError(source + ": layer " + std::to_string(l) + " (" + profile.layer_names[l] +
+                        ") has " + std::to_string(profile.layer_parameters[l]) +
+                        " parameters, this job's layer " + std::to_string(l) + " (" +
+                        model.layer_name(l) + ") " + std::to_string(parameters));
+    }
+  }
+  if (profile.batch != batch) {
+    throw ConfigError(source + " was timed at batch " + std::to_string(profile.batch) +
+                      ", this job's optimizer.batch_size is " + std::to_string(batch) +
+                      " (layer times follow the batch: write one at this batch)");
+  }
+}
+
+}  // namespace gradmesh::app
