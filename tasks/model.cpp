@@ -19,9 +19,19 @@ Model::Model(const std::vector<LayerSpec>& specs, std::size_t input_size, std::s
 
 Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t max_batch,
              std::uint64_t seed, std::unique_ptr<Backend> backend)
+    : Model(specs, input_shape, max_batch, seed, std::move(backend), true) {}
+
+Model Model::shapes_only(const std::vector<LayerSpec>& specs, Shape input_shape,
+                         std::size_t max_batch, std::uint64_t seed) {
+  return {specs, input_shape, max_batch, seed, nullptr, false};
+}
+
+Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t max_batch,
+             std::uint64_t seed, std::unique_ptr<Backend> backend, bool compute)
     : backend_(backend ? std::move(backend) : std::make_unique<cpu::CpuBackend>()),
       input_shape_(input_shape),
-      max_batch_(max_batch) {
+      max_batch_(max_batch),
+      shapes_only_(!compute) {
   if (input_shape.size() == 0) {
     throw ConfigError("model: expected a non-empty input shape, got " + to_string(input_shape));
   }
@@ -47,7 +57,7 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
   storage_.resize(layers_.size() + 1);
   for (std::size_t a = 0; a < storage_.size(); ++a) storage_[a] = a;
   fused_.assign(layers_.size(), false);
-  activations_[0] = be.allocate<float>(max_batch * input_shape.size());
+  if (compute) activations_[0] = be.allocate<float>(max_batch * input_shape.size());
   if (device) {
     host_activations_.resize(layers_.size() + 1);
     host_deltas_.resize(layers_.size() + 1);
@@ -63,7 +73,7 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
     branches = branches || consumers_[a] > 1;
   }
   for (const auto& in : inputs_) fan_in = std::max(fan_in, in.size());
-  if (branches) {
+  if (branches && compute) {
     for (std::size_t j = 0; j < fan_in; ++j) delta_scratch_.push_back(be.allocate<float>(largest));
   }
   delta_writer_.assign(consumers_.size(), 0);
@@ -71,15 +81,19 @@ Model::Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t
   targets_.resize(fan_in);
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const std::size_t out = max_batch * layers_[l]->output_size();
-    activations_[l + 1] = be.allocate<float>(out);
-    deltas_[l + 1] = be.allocate<float>(out);
+    if (compute) {
+      activations_[l + 1] = be.allocate<float>(out);
+      deltas_[l + 1] = be.allocate<float>(out);
+    }
     if (device) {
       host_activations_[l + 1] = be.allocate<float>(out, MemoryKind::kHostStaging);
       host_deltas_[l + 1] = be.allocate<float>(out, MemoryKind::kHostStaging);
     }
     // initialize() writes on the host: bind the host copy for it, then the device copy.
     layers_[l]->bind(layer_slice(parameters_, l), layer_slice(gradients_, l));
-    layers_[l]->reserve(max_batch);
+    // Shapes-only: layers reserve for one sample (their state, such as batch norm's running
+    // statistics, is the model's; their scratch is then small).
+    layers_[l]->reserve(compute ? max_batch : 1);
     layers_[l]->initialize(derive_seed(seed, l));
     if (device)
       layers_[l]->bind(layer_slice(device_parameters_, l), layer_slice(device_gradients_, l));
@@ -345,6 +359,8 @@ std::span<float> Model::device_layer_gradients(std::size_t l) {
 }
 
 void Model::check_batch(std::size_t batch) const {
+  GRADMESH_CHECK(!shapes_only_,
+                 "a shapes-only model (Model::shapes_only, for planning) computes nothing");
   GRADMESH_CHECK(
       batch >= 1 && batch <= max_batch_,
       "batch " + std::to_string(batch) + " outside [1, " + std::to_string(max_batch_) + "]");
@@ -379,6 +395,8 @@ void Model::forward_layer(std::size_t l, std::size_t batch) {
 }
 
 float Model::loss_backward(std::span<const std::int32_t> labels) {
+  GRADMESH_CHECK(!shapes_only_,
+                 "a shapes-only model (Model::shapes_only, for planning) computes nothing");
   GRADMESH_CHECK_EQ(labels.size(), forward_batch_, "loss_backward: labels vs last forward batch");
   std::fill(delta_writer_.begin(), delta_writer_.end(), 0);  // a new backward pass
   if (!loss_) {

@@ -138,6 +138,17 @@ class Model final : public engine::Checkpointable {
   /// The same for flat inputs of `input_size` features (input_size x 1 x 1).
   Model(const std::vector<LayerSpec>& specs, std::size_t input_size, std::size_t max_batch,
         std::uint64_t seed, std::unique_ptr<Backend> backend = nullptr);
+  /// A model for planning only (gradmesh-node plan and simulate on networks too large to train
+  /// here, e.g. VGG19 at 224 x 224): the graph, shapes, layouts and parameters (initialized as
+  /// the constructor does, and the layers' state) but no activations or gradients of
+  /// activations, and layer scratch for one sample only, so it costs about the parameters'
+  /// memory alone. Anything that computes (input, forward_layer,
+  /// loss_backward, backward_layer, layer_input, layer_output_gradient, output, evaluate,
+  /// predict) throws ContractError. Errors as the constructor's.
+  [[nodiscard]] static Model shapes_only(const std::vector<LayerSpec>& specs, Shape input_shape,
+                                         std::size_t max_batch, std::uint64_t seed);
+  /// Whether this model was made by shapes_only().
+  [[nodiscard]] bool is_shapes_only() const noexcept { return shapes_only_; }
   Model(Model&&) noexcept = default;
   Model& operator=(Model&&) noexcept = default;
   Model(const Model&) = delete;
@@ -294,6 +305,9 @@ class Model final : public engine::Checkpointable {
   void load_state(engine::StateReader& in) override;
 
  private:
+  /// The constructor's work; `compute` false: shapes_only().
+  Model(const std::vector<LayerSpec>& specs, Shape input_shape, std::size_t max_batch,
+        std::uint64_t seed, std::unique_ptr<Backend> backend, bool compute);
   void check_batch(std::size_t batch) const;
   /// The layers of `specs` in list order, each entry's inputs resolved (see the constructor).
   void build_graph(const std::vector<LayerSpec>& specs);
@@ -352,6 +366,7 @@ class Model final : public engine::Checkpointable {
   std::unique_ptr<Backend> backend_;
   Shape input_shape_;
   std::size_t max_batch_;
+  bool shapes_only_ = false;  // shapes_only(): nothing allocated that computes
   bool training_ = true;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::vector<std::size_t>> inputs_;  // by layer: the activations it takes

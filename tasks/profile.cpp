@@ -155,6 +155,42 @@ std::optional<double> process_cpu_seconds() noexcept {
   return static_cast<double>(now) / CLOCKS_PER_SEC;
 }
 
+namespace {
+
+/// measure_gemm_flops() for kGemmProbeSeconds on the GEMM that prices SFB's rebuild on `nodes`
+/// nodes: the largest layer SFB may take (its costliest rebuild), M x N x nK.
+double measure_model_gemm_flops(Model& model, std::size_t batch, std::size_t nodes) {
+  std::size_t rows = 1, cols = 1;
+  for (std::size_t l = 0; l < model.num_layers(); ++l) {
+    if (model.layer(l).has_sufficient_factors() && model.layer(l).parameter_count() > rows * cols) {
+      rows = model.layer(l).output_size();
+      cols = model.layer(l).input_size();
+    }
+  }
+  return measure_gemm_flops(rows, cols, batch * std::max<std::size_t>(1, nodes), kGemmProbeSeconds);
+}
+
+/// measure_step_seconds_per_float() for kStepProbeSeconds over the largest layer's parameters
+/// (at most 4 Mi floats).
+double measure_model_step_seconds(Model& model, const std::optional<AdamOptions>& adam) {
+  std::size_t largest = 1;
+  for (std::size_t l = 0; l < model.num_layers(); ++l) {
+    largest = std::max(largest, model.layer(l).parameter_count());
+  }
+  return measure_step_seconds_per_float(std::min<std::size_t>(largest, std::size_t{1} << 22),
+                                        kStepProbeSeconds, adam);
+}
+
+}  // namespace
+
+ComputeProfile profile_rates(Model& model, std::size_t batch, std::size_t nodes,
+                             const std::optional<AdamOptions>& adam) {
+  ComputeProfile profile;
+  profile.gemm_flops = measure_model_gemm_flops(model, batch, nodes);
+  profile.step_seconds_per_float = measure_model_step_seconds(model, adam);
+  return profile;
+}
+
 ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t nodes,
                                std::uint64_t seed, const std::optional<AdamOptions>& adam,
                                const std::function<void()>& between,
@@ -179,27 +215,10 @@ ComputeProfile profile_compute(Model& model, std::size_t batch, std::size_t node
   timed([&] {
     profile.times = profile_layers(model, batch, kProfileTimedPasses, seed, untimed_before_pass);
   });
-  std::size_t rows = 1, cols = 1;  // the largest layer SFB may take: its costliest rebuild
-  for (std::size_t l = 0; l < model.num_layers(); ++l) {
-    if (model.layer(l).has_sufficient_factors() && model.layer(l).parameter_count() > rows * cols) {
-      rows = model.layer(l).output_size();
-      cols = model.layer(l).input_size();
-    }
-  }
   if (between) between();
-  timed([&] {
-    profile.gemm_flops =
-        measure_gemm_flops(rows, cols, batch * std::max<std::size_t>(1, nodes), kGemmProbeSeconds);
-  });
-  std::size_t largest = 1;
-  for (std::size_t l = 0; l < model.num_layers(); ++l) {
-    largest = std::max(largest, model.layer(l).parameter_count());
-  }
+  timed([&] { profile.gemm_flops = measure_model_gemm_flops(model, batch, nodes); });
   if (between) between();
-  timed([&] {
-    profile.step_seconds_per_float = measure_step_seconds_per_float(
-        std::min<std::size_t>(largest, std::size_t{1} << 22), kStepProbeSeconds, adam);
-  });
+  timed([&] { profile.step_seconds_per_float = measure_model_step_seconds(model, adam); });
   if (cpu_known && wall > 0) profile.cpu_cores = cpu / wall;
   return profile;
 }

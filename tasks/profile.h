@@ -117,6 +117,12 @@ inline constexpr std::size_t kProfileTimedPasses = 5;
                                              const std::function<void()>& between = {},
                                              const std::function<void()>& before_pass = {});
 
+/// profile_compute()'s GEMM rate and optimizer step alone (no layer is run: a shapes-only model
+/// will do, Model::shapes_only); times empty, cpu_cores 0. What `gradmesh-node simulate` needs to
+/// scale a device's step from this machine's (--device RATE).
+[[nodiscard]] ComputeProfile profile_rates(Model& model, std::size_t batch, std::size_t nodes,
+                                           const std::optional<AdamOptions>& adam = std::nullopt);
+
 /// The process's CPU time so far (std::clock: every thread, the kernel's work for the process
 /// included), seconds; nullopt where the clock is not available. Differences of two readings
 /// measure work over an interval (ComputeProfile::cpu_cores, the link probe's transport cost).

@@ -46,21 +46,36 @@ struct PlanningJob {
   std::optional<sync::JobMeasurements> measured;
 };
 
-/// Loads `path` with `overrides`; with planner.probe (or `probe` when given), times this
-/// machine's layers, GEMM, step and the compressor for `profile_nodes` nodes (no peers: links
-/// come from planner.alpha / planner.bandwidth / `bandwidth`, else the planner's assumed rates).
+/// What load_planning_job() times on this machine.
+enum class Timing {
+  kConfig,  ///< as planner.probe says: kAll, or nothing
+  kAll,     ///< every layer, the GEMM, the step and the compressor (a node's start-up profile)
+  kRates,   ///< the GEMM, the step and the compressor: no layer runs (--device RATE)
+  kNone,    ///< nothing (--device FILE)
+};
+
+/// Loads `path` with `overrides` and times what `timing` says for `profile_nodes` nodes (no
+/// peers: links come from planner.alpha / planner.bandwidth / `bandwidth`, else the planner's
+/// assumed rates). A model no layer of which runs is shapes-only (Model::shapes_only: the
+/// parameters' memory alone), so that networks too large to train here (configs/sim/) plan too.
 /// Throws ConfigError.
 PlanningJob load_planning_job(const std::filesystem::path& path,
                               const std::vector<std::string>& overrides, std::size_t profile_nodes,
                               const std::optional<std::string>& bandwidth,
-                              std::optional<bool> probe = std::nullopt) {
+                              Timing timing = Timing::kConfig) {
   PlanningJob job{load_job_config(path, overrides), nullptr, nullptr, {}, std::nullopt};
   const JobConfig& config = job.config;
   check_data_keys(config);
   check_optimizer_keys(config);
   tasks::cpu::set_kernels(cpu_kernels(config));
-  job.model = std::make_unique<tasks::Model>(layer_specs(config), input_shape(config),
-                                             config.optimizer.batch_size, config.job.seed);
+  if (timing == Timing::kConfig) timing = config.planner.probe ? Timing::kAll : Timing::kNone;
+  if (timing == Timing::kRates && !config.planner.probe) timing = Timing::kNone;
+  job.model = std::make_unique<tasks::Model>(
+      timing == Timing::kAll
+          ? tasks::Model(layer_specs(config), input_shape(config), config.optimizer.batch_size,
+                         config.job.seed)
+          : tasks::Model::shapes_only(layer_specs(config), input_shape(config),
+                                      config.optimizer.batch_size, config.job.seed));
   job.optimizer = std::make_unique<tasks::Optimizer>(
       sgd_options(config), job.model->parameter_count(), adam_options(config));
   if (config.optimizer.weight_decay_exclude) {
@@ -70,10 +85,13 @@ PlanningJob load_planning_job(const std::filesystem::path& path,
   if (bandwidth && !job.sync.planner.bandwidth) {
     job.sync.planner.bandwidth = topo::parse_rate(*bandwidth);
   }
-  if (probe.value_or(config.planner.probe)) {
+  if (timing != Timing::kNone) {
     const tasks::ComputeProfile compute =
-        tasks::profile_compute(*job.model, config.optimizer.batch_size, profile_nodes,
-                               config.job.seed, adam_options(config));
+        timing == Timing::kAll
+            ? tasks::profile_compute(*job.model, config.optimizer.batch_size, profile_nodes,
+                                     config.job.seed, adam_options(config))
+            : tasks::profile_rates(*job.model, config.optimizer.batch_size, profile_nodes,
+                                   adam_options(config));
     sync::JobMeasurements& m = job.measured.emplace();
     m.forward_seconds = compute.times.forward_seconds;
     m.backward_seconds = compute.times.backward_seconds;
@@ -248,8 +266,8 @@ int run_plan(const PlanOptions& options) {
 int run_profile(const ProfileOptions& options) {
   return run_subcommand("profile", [&] {
     if (options.nodes == 0) throw ConfigError("--nodes must be >= 1");
-    PlanningJob job =
-        load_planning_job(options.config, options.overrides, options.nodes, std::nullopt, true);
+    PlanningJob job = load_planning_job(options.config, options.overrides, options.nodes,
+                                        std::nullopt, Timing::kAll);
     DeviceProfile profile;
     profile.job = job.config.job.name;
     profile.device = job.model->backend().description();
@@ -312,8 +330,13 @@ Simulation simulate(const SimulateOptions& options) {
   if (profile_path && options.images_per_second) {
     throw ConfigError("--device FILE and --images-per-second both give the device: give one");
   }
-  PlanningJob job = load_planning_job(options.config, overrides, counts.front(), options.bandwidth,
-                                      profile_path ? std::optional<bool>(false) : std::nullopt);
+  // A device's layers take their times from its profile or its rate: none run here (the step
+  // and codec are scaled from this machine's with a rate).
+  const Timing timing = profile_path                               ? Timing::kNone
+                        : device_rate || options.images_per_second ? Timing::kRates
+                                                                   : Timing::kConfig;
+  PlanningJob job =
+      load_planning_job(options.config, overrides, counts.front(), options.bandwidth, timing);
   std::string profile_text;
   if (profile_path) {
     DeviceProfile profile = read_device_profile(*profile_path);

@@ -340,3 +340,30 @@ TEST_CASE("Model checkpoint: parameters and dropout's random stream resume bitwi
 }
 
 }  // namespace gradmesh::tasks
+
+TEST_CASE("a shapes-only model has the model's graph and parameters and computes nothing",
+          "[tasks][model]") {
+  // A CNN with a residual join (branches: the constructor's delta scratch) and a batch norm.
+  const auto specs = gradmesh::tasks::parse_layer_specs(
+      {"stem = conv2d:8:3:1:1", "batch_norm", "relu", "conv2d:8:3:1:1", "b = batch_norm",
+       "add <- b stem", "relu", "max_pool2d:2", "flatten", "dense:10", "softmax_cross_entropy"});
+  const gradmesh::tasks::Shape input{1, 8, 8};
+  gradmesh::tasks::Model full(specs, input, 4, 7);
+  gradmesh::tasks::Model shapes = gradmesh::tasks::Model::shapes_only(specs, input, 4, 7);
+  CHECK(shapes.is_shapes_only());
+  CHECK(!full.is_shapes_only());
+  REQUIRE(shapes.num_layers() == full.num_layers());
+  for (std::size_t l = 0; l < full.num_layers(); ++l) {
+    CHECK(shapes.layer_name(l) == full.layer_name(l));
+    CHECK(shapes.layer(l).output_shape().size() == full.layer(l).output_shape().size());
+    CHECK(shapes.layer(l).parameter_count() == full.layer(l).parameter_count());
+  }
+  // The same initial parameters, bit for bit.
+  const auto a = full.parameters(), b = shapes.parameters();
+  CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end()));
+  CHECK_THROWS_AS(shapes.input(4), gradmesh::ContractError);
+  CHECK_THROWS_AS(shapes.forward_layer(0, 4), gradmesh::ContractError);
+  CHECK_THROWS_AS(shapes.backward_layer(0, 4), gradmesh::ContractError);
+  CHECK_THROWS_AS(shapes.loss_backward({}), gradmesh::ContractError);
+  CHECK_THROWS_WITH(shapes.output(4), Catch::Contains("shapes-only model"));
+}

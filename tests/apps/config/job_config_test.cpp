@@ -514,3 +514,18 @@ TEST_CASE("configs/README.md documents every key", "[config][docs]") {
     CHECK_THAT(readme.str(), Catch::Contains("`" + key + "`"));
   }
 }
+
+TEST_CASE("every config in configs/ and configs/sim/ loads", "[config]") {
+  std::size_t loaded = 0;
+  for (const char* dir : {"/configs", "/configs/sim"}) {
+    for (const auto& entry :
+         std::filesystem::directory_iterator(std::string(GRADMESH_SOURCE_DIR) + dir)) {
+      if (entry.path().extension() != ".toml") continue;
+      INFO(entry.path());
+      const JobConfig c = load_job_config(entry.path(), {});
+      CHECK(!c.job.name.empty());
+      ++loaded;
+    }
+  }
+  CHECK(loaded >= 8);  // 6 training configs, 2 of the seeds' networks (docs/scale.md)
+}
