@@ -202,7 +202,7 @@ Factory planned(std::string_view name, std::vector<std::string> schemes,
 const std::vector<Entry>& registry() {
   const std::string ps_id(topo::kPsScheme), sfb_id(topo::kSfbScheme), ar_id(topo::kAllReduceScheme);
   // Traits: {bsp, live_membership, max_nodes, schemes (ids, in the planner's tie order),
-  // compresses_buffers, predicts_iteration}; then
+  // compresses_buffers, predicts_iteration, any_optimizer}; then
   // the strategy's own check of its options before any connection, and its own option table.
   static const std::vector<Entry> entries = {
       {"none",
@@ -233,7 +233,7 @@ const std::vector<Entry>& registry() {
        [](SyncContext c) -> std::unique_ptr<SyncStage> {
          return std::make_unique<AkoStage>(std::move(c));
        },
-       {false, true, 0, {}},
+       {false, true, 0, {}, false, false, false},
        [](const SyncOptions& o, const StartFacts& facts) {
          // eq. 3's automatic p needs B: a rejoining node takes p from its donor, a probe measures
          // it; without either it must be configured (throws naming the keys).

@@ -184,6 +184,9 @@ struct StrategyTraits {
   /// local's round figures), which `gradmesh-node simulate` reads. (ps, poseidon, allreduce, auto,
   /// local; not ako, whose rate follows its partition count measured while it trains.)
   bool predicts_iteration = false;
+  /// Its nodes step the job's optimizer on their gradients, so optimizer.algorithm may be any
+  /// (sgd, adam, adamw). (All but ako, which sends and applies SGD's updates.)
+  bool any_optimizer = true;
 };
 
 /// The traits of strategy `name`. Throws ConfigError naming `sync.strategy`, the value and the

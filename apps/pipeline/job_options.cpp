@@ -32,13 +32,16 @@ std::optional<tasks::AdamOptions> adam_options(const JobConfig& config) {
 
 void check_optimizer_keys(const JobConfig& config) {
   // An asynchronous strategy (ako) applies its peers' updates, not gradients an optimizer steps.
-  if (config.optimizer.algorithm != "sgd" && !sync::strategy_traits(config.sync.strategy).bsp) {
+  if (config.optimizer.algorithm != "sgd" &&
+      !sync::strategy_traits(config.sync.strategy).any_optimizer) {
     throw ConfigError("optimizer.algorithm = \"" + config.optimizer.algorithm +
                       "\" with sync.strategy = \"" + config.sync.strategy +
-                      "\": Ako sends and applies its peers' updates "
-                      "(SGD's, momentum folded in), not gradients an optimizer steps; use "
-                      "optimizer.algorithm = \"sgd\" with ako, or a BSP strategy (ps, poseidon, "
-                      "allreduce, auto, none) with Adam");
+                      "\": " + config.sync.strategy +
+                      " sends and applies its peers' updates (SGD's, momentum folded in), not "
+                      "gradients an optimizer steps; use optimizer.algorithm = \"sgd\" with it, "
+                      "or a strategy that steps the job's optimizer (" +
+                      sync::strategies_with(&sync::StrategyTraits::any_optimizer) + ") with " +
+                      config.optimizer.algorithm);
   }
   // SyncBN normalizes by the batch of one model on every node: Ako's replicas differ.
   if (config.model.sync_batch_norm && sync::strategy_traits(config.sync.strategy).live_membership) {

@@ -52,6 +52,9 @@ TEST_CASE("strategy traits: what the node asks of a strategy instead of its name
   CHECK(bsp == std::vector<std::string>{"ps", "poseidon", "allreduce", "auto"});
   CHECK(live == std::vector<std::string>{"ako"});
   CHECK(sync::strategies_with(&sync::StrategyTraits::live_membership) == "ako");
+  // Every strategy but ako steps the job's optimizer (any optimizer.algorithm).
+  CHECK(sync::strategies_with(&sync::StrategyTraits::any_optimizer) ==
+        "none, ps, poseidon, allreduce, local, auto");
   // The planner's schemes, in its tie order (PS, then all-reduce, then SFB).
   using Ids = std::vector<std::string>;
   const auto schemes = [](const char* name) { return sync::strategy_traits(name).schemes; };

@@ -88,7 +88,17 @@ TEST_CASE("optimizer.algorithm gives Adam's options and is refused with ako, nam
   CHECK_NOTHROW(app::check_optimizer_keys(parse({"sync.strategy=ako"})));
   CHECK_THROWS_WITH(
       app::check_optimizer_keys(parse({"optimizer.algorithm=adam", "sync.strategy=ako"})),
-      Catch::StartsWith("optimizer.algorithm = \"adam\" with sync.strategy = \"ako\""));
+      Catch::StartsWith("optimizer.algorithm = \"adam\" with sync.strategy = \"ako\"") &&
+          Catch::Contains("(none, ps, poseidon, allreduce, local, auto) with adam"));
+  // Every strategy that steps the job's optimizer takes Adam and AdamW: one node's (none) and
+  // local SGD's inner optimizer (DiLoCo's is AdamW) too.
+  for (const std::string strategy : {"none", "ps", "poseidon", "allreduce", "local", "auto"}) {
+    for (const std::string algorithm : {"adam", "adamw"}) {
+      INFO(strategy << ", " << algorithm);
+      CHECK_NOTHROW(app::check_optimizer_keys(
+          parse({"optimizer.algorithm=" + algorithm, "sync.strategy=" + strategy})));
+    }
+  }
 }
 
 TEST_CASE("a model given in C++ replaces model.layers, graphs too, and is checked as it",
