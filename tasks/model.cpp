@@ -126,12 +126,17 @@ std::size_t Model::add_node(const LayerSpec& spec, const std::vector<std::size_t
   return layers_.size();  // the new layer's output: activation l + 1
 }
 
-std::size_t Model::add_basic_block(const LayerSpec& spec, std::size_t input,
-                                   std::map<std::string, std::size_t>& names) {
-  // He et al., CVPR'16, fig. 2 and sec. 3.3 (option B: a projection shortcut, 1 x 1 conv with
-  // the stride, where the shape changes), with batch normalization after each convolution
-  // (sec. 3.4): conv3x3/s - bn - relu - conv3x3 - bn, + shortcut, relu.
-  const std::size_t channels = spec.units, stride = spec.stride;
+std::size_t Model::add_residual_block(const LayerSpec& spec, std::size_t input,
+                                      std::map<std::string, std::size_t>& names) {
+  // He et al., CVPR'16, sec. 3.3 (option B: a projection shortcut, 1 x 1 conv with the stride,
+  // where the shape changes), with batch normalization after each convolution (sec. 3.4).
+  // basic_block (fig. 2): conv3x3/s - bn - relu - conv3x3 - bn, + shortcut, relu.
+  // bottleneck_block (fig. 5 right, sec. 4.1, ResNet-50/101/152): conv1x1 - bn - relu -
+  // conv3x3/s - bn - relu - conv1x1 (4 x the channels) - bn, + shortcut, relu; the stride on the
+  // 3x3 convolution, as torchvision's ResNet-50 ("v1.5") and MLPerf's have it.
+  const bool bottleneck = spec.kind == "bottleneck_block";
+  const std::size_t width = spec.units, stride = spec.stride;
+  const std::size_t channels = bottleneck ? 4 * width : width;
   const auto part = [&](const char* what, const std::string& text,
                         const std::vector<std::size_t>& from) {
     LayerSpec s = parse_layer_spec(text);
@@ -143,19 +148,32 @@ std::size_t Model::add_basic_block(const LayerSpec& spec, std::size_t input,
       throw ConfigError(std::string("its ") + what + " '" + text + "': " + e.what());
     }
   };
-  const std::string c = std::to_string(channels);
-  std::size_t a = part("conv1", "conv2d:" + c + ":3:" + std::to_string(stride) + ":1", {input});
-  a = part("bn1", "batch_norm", {a});
-  a = part("relu1", "relu", {a});
-  a = part("conv2", "conv2d:" + c + ":3:1:1", {a});
-  a = part("bn2", "batch_norm", {a});
+  const std::string w = std::to_string(width), c = std::to_string(channels),
+                    s = std::to_string(stride);
+  std::size_t a = input;
+  if (bottleneck) {
+    a = part("conv1", "conv2d:" + w + ":1:1:0", {a});
+    a = part("bn1", "batch_norm", {a});
+    a = part("relu1", "relu", {a});
+    a = part("conv2", "conv2d:" + w + ":3:" + s + ":1", {a});
+    a = part("bn2", "batch_norm", {a});
+    a = part("relu2", "relu", {a});
+    a = part("conv3", "conv2d:" + c + ":1:1:0", {a});
+    a = part("bn3", "batch_norm", {a});
+  } else {
+    a = part("conv1", "conv2d:" + c + ":3:" + s + ":1", {a});
+    a = part("bn1", "batch_norm", {a});
+    a = part("relu1", "relu", {a});
+    a = part("conv2", "conv2d:" + c + ":3:1:1", {a});
+    a = part("bn2", "batch_norm", {a});
+  }
   std::size_t shortcut = input;
   if (stride != 1 || shapes_[input].channels != channels) {
-    shortcut = part("projection", "conv2d:" + c + ":1:" + std::to_string(stride) + ":0", {input});
+    shortcut = part("projection", "conv2d:" + c + ":1:" + s + ":0", {input});
     shortcut = part("projection_bn", "batch_norm", {shortcut});
   }
   a = part("add", "add", {a, shortcut});
-  return part("relu2", "relu", {a});
+  return part(bottleneck ? "relu3" : "relu2", "relu", {a});
 }
 
 void Model::build_graph(const std::vector<LayerSpec>& specs) {
@@ -218,11 +236,11 @@ void Model::build_graph(const std::vector<LayerSpec>& specs) {
       throw ConfigError(where + "the name '" + s.name + "' is taken by an earlier entry");
     }
     try {
-      if (s.kind == "basic_block") {
+      if (s.kind == "basic_block" || s.kind == "bottleneck_block") {
         if (inputs.size() != 1) {
-          throw ConfigError("basic_block: takes one input, got " + std::to_string(inputs.size()));
+          throw ConfigError(s.kind + ": takes one input, got " + std::to_string(inputs.size()));
         }
-        previous = add_basic_block(s, inputs[0], names);
+        previous = add_residual_block(s, inputs[0], names);
       } else {
         previous = add_node(s, inputs);
       }

@@ -101,7 +101,9 @@ class Model final : public engine::Checkpointable {
   /// A graph (issue 29 item 1): an entry takes the entry before it unless it names its inputs
   /// (LayerSpec::inputs: earlier entries' names, or "input"), so a stack needs no names. Layer l
   /// is the l-th layer in list order (a "basic_block" entry expands to its 7 or 9 layers there:
-  /// conv, batch_norm, relu, conv, batch_norm, [projection conv, batch_norm,] add, relu), and the
+  /// conv, batch_norm, relu, conv, batch_norm, [projection conv, batch_norm,] add, relu; a
+  /// "bottleneck_block" to its 10 or 12: conv 1x1, batch_norm, relu, conv 3x3, batch_norm, relu,
+  /// conv 1x1, batch_norm, [projection conv, batch_norm,] add, relu), and the
   /// list is the graph in topological order: forward_layer runs 0 .. L-1, backward_layer L-1 .. 0,
   /// and each layer's gradient is final when its backward ends (WFBP in reverse topological
   /// order). A tensor that several layers take gets the sum of their gradients (the first written
@@ -336,10 +338,10 @@ class Model final : public engine::Checkpointable {
   /// Appends the layer `spec` (its name and inputs ignored) taking activations `inputs`; returns
   /// its output's activation. Throws ConfigError as make_layer.
   std::size_t add_node(const LayerSpec& spec, const std::vector<std::size_t>& inputs);
-  /// Appends basic_block `spec`'s layers taking activation `input`; returns its output's
-  /// activation. Named parts ("<name>.conv1", ...) go into `names`.
-  std::size_t add_basic_block(const LayerSpec& spec, std::size_t input,
-                              std::map<std::string, std::size_t>& names);
+  /// Appends basic_block or bottleneck_block `spec`'s layers taking activation `input`; returns
+  /// its output's activation. Named parts ("<name>.conv1", ...) go into `names`.
+  std::size_t add_residual_block(const LayerSpec& spec, std::size_t input,
+                                 std::map<std::string, std::size_t>& names);
 
   /// On a device model: `count` floats of device buffer `src` into staging `dst`; returns dst's
   /// first count floats (src's own span on the CPU).

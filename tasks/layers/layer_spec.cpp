@@ -29,6 +29,7 @@ constexpr std::string_view kRelu = "relu";
 constexpr std::string_view kAdd = "add";
 constexpr std::string_view kConcat = "concat";
 constexpr std::string_view kBasicBlock = "basic_block";
+constexpr std::string_view kBottleneckBlock = "bottleneck_block";
 constexpr std::string_view kLoss = "softmax_cross_entropy";
 
 constexpr std::string_view kDenseForm = "'dense:<units>'";
@@ -37,11 +38,13 @@ constexpr std::string_view kPoolForm = "'max_pool2d:<window>[:<stride>]'";
 constexpr std::string_view kAvgPoolForm = "'avg_pool2d:<window>[:<stride>]'";
 constexpr std::string_view kDropoutForm = "'dropout:<p>'";
 constexpr std::string_view kBlockForm = "'basic_block:<channels>[:<stride>]'";
+constexpr std::string_view kBottleneckForm = "'bottleneck_block:<channels>[:<stride>]'";
 constexpr std::string_view kAllForms =
     "'dense:<units>', 'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]', "
     "'max_pool2d:<window>[:<stride>]', 'avg_pool2d:<window>[:<stride>]', 'global_avg_pool', "
     "'batch_norm', 'flatten', 'dropout:<p>', 'relu', 'add', 'concat', "
-    "'basic_block:<channels>[:<stride>]' or 'softmax_cross_entropy'";
+    "'basic_block:<channels>[:<stride>]', 'bottleneck_block:<channels>[:<stride>]' or "
+    "'softmax_cross_entropy'";
 
 std::string_view trim(std::string_view s) {
   const auto first = s.find_first_not_of(" \t");
@@ -136,9 +139,9 @@ std::array<std::size_t, N> parse_counts(std::string_view form, std::string_view 
 }  // namespace
 
 std::span<const std::string_view> built_in_layer_kinds() noexcept {
-  static constexpr std::array<std::string_view, 13> kKinds{
-      kDense,   kConv, kPool, kAvgPool, kGlobalAvgPool, kBatchNorm, kFlatten,
-      kDropout, kRelu, kAdd,  kConcat,  kBasicBlock,    kLoss};
+  static constexpr std::array<std::string_view, 14> kKinds{
+      kDense,   kConv, kPool, kAvgPool, kGlobalAvgPool, kBatchNorm,       kFlatten,
+      kDropout, kRelu, kAdd,  kConcat,  kBasicBlock,    kBottleneckBlock, kLoss};
   return kKinds;
 }
 
@@ -160,7 +163,7 @@ std::string to_string(const LayerSpec& spec) {
     const auto result = std::to_chars(buf.data(), buf.data() + buf.size(), spec.probability);
     out += ":";
     out.append(buf.data(), result.ptr);
-  } else if (spec.kind == kBasicBlock) {
+  } else if (spec.kind == kBasicBlock || spec.kind == kBottleneckBlock) {
     field(spec.units);
     field(spec.stride);
   } else if (!spec.args.empty()) {
@@ -271,8 +274,9 @@ LayerSpec parse_layer_kind(std::string_view text, std::string_view s) {
       bad_spec(kDropoutForm, text, "p must be a decimal number with 0 <= p < 1");
     }
     spec.probability = p;
-  } else if (kind == kBasicBlock) {
-    const auto v = parse_counts<2>(kBlockForm, text, fields, 1, {"channels", "stride"}, {1, 1});
+  } else if (kind == kBasicBlock || kind == kBottleneckBlock) {
+    const auto v = parse_counts<2>(kind == kBasicBlock ? kBlockForm : kBottleneckForm, text, fields,
+                                   1, {"channels", "stride"}, {1, 1});
     spec.units = v[0];
     spec.stride = fields.size() > 1 ? v[1] : 1;
   } else if (is_registered_layer(kind) || is_registered_loss(kind) ||

@@ -23,6 +23,9 @@ namespace gradmesh::tasks {
 ///   "add", "concat"   no fields; two or more inputs (a residual sum; channels side by side)
 ///   "basic_block"  units = output channels (>= 1), stride (>= 1, default 1): a residual block
 ///                  (He et al., CVPR'16, fig. 2) the Model expands into layers
+///   "bottleneck_block"  units = the inner width C (>= 1; output channels 4 C), stride (>= 1,
+///                  default 1): ResNet-50's residual block (He et al., fig. 5 right), expanded
+///                  likewise
 ///   a kind registered with tasks::register_layer (a user's layer, tasks/layers/layer_registry.h):
 ///                  args = the text after "<kind>:" as written (empty when there is none)
 /// Fields a kind does not use stay 0 (or empty).
@@ -57,7 +60,8 @@ struct LayerSpec {
 ///   "dense:<units>", "conv2d:<filters>:<kernel>[:<stride>[:<padding>]]",
 ///   "max_pool2d:<window>[:<stride>]", "avg_pool2d:<window>[:<stride>]", "global_avg_pool",
 ///   "batch_norm", "dropout:<p>", "flatten", "relu", "add", "concat",
-///   "basic_block:<channels>[:<stride>]", "softmax_cross_entropy",
+///   "basic_block:<channels>[:<stride>]", "bottleneck_block:<channels>[:<stride>]",
+///   "softmax_cross_entropy",
 /// integers in decimal, p a decimal number; or "<kind>[:<args>]" for a kind registered with
 /// register_layer (its args are checked when the layer is made). Surrounding spaces are ignored.
 /// Reentrant. Throws std::invalid_argument saying what was expected and what came, e.g. "expected

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,29 @@ void check_gradients(Model& m, const std::vector<float>& x, const std::vector<st
     INFO("parameter " << i << " analytic " << analytic[i] << " numeric " << numeric);
     CHECK(testing::gradients_agree(analytic[i], numeric));
   }
+}
+
+/// check_gradients() for a graph deep in batch norms and ReLUs: a parameter whose loss has a
+/// kink within eps (one-sided differences that disagree: a ReLU input crossing 0) is skipped;
+/// every other must agree, and at least `min_checked` of the `trials` must be smooth.
+void check_smooth_gradients(Model& m, const std::vector<float>& x,
+                            const std::vector<std::int32_t>& y, int trials, std::uint64_t seed,
+                            int min_checked) {
+  m.forward_backward(x, y);
+  const std::vector<float> analytic(m.gradients().begin(), m.gradients().end());
+  SplitMix64 pick(seed);
+  auto params = m.parameters();
+  int checked = 0;
+  for (int trial = 0; trial < trials; ++trial) {
+    const auto i = static_cast<std::size_t>(pick.next_below(params.size()));
+    const std::optional<double> numeric = testing::smooth_central_difference(
+        params[i], [&] { return static_cast<double>(m.forward_backward(x, y)); });
+    if (!numeric) continue;
+    ++checked;
+    INFO("parameter " << i << " analytic " << analytic[i] << " numeric " << *numeric);
+    CHECK(testing::gradients_agree(analytic[i], *numeric));
+  }
+  CHECK(checked >= min_checked);
 }
 
 std::string construction_error(const std::vector<std::string>& texts, Shape input) {
@@ -146,6 +170,50 @@ TEST_CASE("Residual blocks expand as He et al.'s and their gradients match finit
       CHECK(fused.fused(l) == (after_add || (after_norm && onednn)));
     }
     check_gradients(fused, x, y, 80, 6);
+  }
+}
+
+TEST_CASE("Bottleneck blocks expand as ResNet-50's and their gradients match finite differences",
+          "[tasks][graph]") {
+  // He et al., fig. 5 right: 1x1, 3x3 (the stride), 1x1 to 4 x the width; a projection where the
+  // channels or the size change (the first block of a stage), none where they do not.
+  CHECK(to_string(parse_layer_spec("bottleneck_block:16")) == "bottleneck_block:16:1");
+  CHECK_THROWS_WITH(parse_layer_spec("bottleneck_block:0"),
+                    Catch::Contains("'bottleneck_block:<channels>[:<stride>]'"));
+  const std::vector<std::string> texts = {"conv2d:8:3:1:1",       "b = bottleneck_block:2",
+                                          "bottleneck_block:2",   "bottleneck_block:3:2",
+                                          "global_avg_pool",      "dense:3",
+                                          "softmax_cross_entropy"};
+  Model m(parse_layer_specs(texts), Shape{2, 6, 6}, 4, 41);
+  std::vector<std::string> kinds;
+  for (std::size_t l = 0; l < m.num_layers(); ++l) kinds.emplace_back(m.layer(l).kind());
+  const std::vector<std::string> identity = {"conv2d",     "batch_norm", "relu",   "conv2d",
+                                             "batch_norm", "relu",       "conv2d", "batch_norm",
+                                             "add",        "relu"};
+  std::vector<std::string> projection = identity;
+  projection.insert(projection.begin() + 8, {"conv2d", "batch_norm"});
+  std::vector<std::string> expected = {"conv2d"};
+  expected.insert(expected.end(), identity.begin(), identity.end());  // 8 channels in, 8 out
+  expected.insert(expected.end(), identity.begin(), identity.end());
+  expected.insert(expected.end(), projection.begin(), projection.end());  // 12 out, stride 2
+  expected.insert(expected.end(), {"global_avg_pool", "dense"});
+  CHECK(kinds == expected);
+  CHECK(m.layer(1).output_shape() == Shape{2, 6, 6});    // b.conv1: 1x1 to the width
+  CHECK(m.layer(7).output_shape() == Shape{8, 6, 6});    // b.conv3: 1x1 to 4 x the width
+  CHECK(m.layer(24).output_shape() == Shape{3, 3, 3});   // the 3x3 with the stride
+  CHECK(m.layer(27).output_shape() == Shape{12, 3, 3});  // the 1x1 projection with the stride
+  // Parameters of the first block: 1x1 8->2, 3x3 2->2, 1x1 2->8 with biases; three batch norms.
+  CHECK(m.parameter_offset(11) - m.parameter_offset(1) ==
+        (8 * 2 + 2) + (2 * 2 * 9 + 2) + (2 * 8 + 8) + 2 * (2 + 2 + 8));
+  // Three blocks of narrow batch norms and ReLUs put a kink within eps of about a third of the
+  // parameters (25 of 80 here): those are skipped, every other agrees.
+  const auto x = testing::random_floats(4 * 72, 12);
+  const std::vector<std::int32_t> y = {2, 0, 1, 1};
+  for (const cpu::CpuKernels kernels : testing::kernel_sets()) {
+    INFO(cpu::to_string(kernels));
+    const testing::ScopedKernels use(kernels);
+    Model fresh(parse_layer_specs(texts), Shape{2, 6, 6}, 4, 41);
+    check_smooth_gradients(fresh, x, y, 80, 6, 40);
   }
 }
 

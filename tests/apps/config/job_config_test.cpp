@@ -247,7 +247,8 @@ TEST_CASE("a bad layer spec is an error naming model.layers, the entry and what 
                     "'conv2d:<filters>:<kernel>[:<stride>[:<padding>]]', "
                     "'max_pool2d:<window>[:<stride>]', 'avg_pool2d:<window>[:<stride>]', "
                     "'global_avg_pool', 'batch_norm', 'flatten', 'dropout:<p>', 'relu', 'add', "
-                    "'concat', 'basic_block:<channels>[:<stride>]' or "
+                    "'concat', 'basic_block:<channels>[:<stride>]', "
+                    "'bottleneck_block:<channels>[:<stride>]' or "
                     "'softmax_cross_entropy', got 'rleu' (no layer kind 'rleu'; did you mean "
                     "'relu'?; a kind of one's own must be registered with "
                     "gradmesh::tasks::register_layer(\"rleu\", factory) before the config is "
@@ -527,5 +528,5 @@ TEST_CASE("every config in configs/ and configs/sim/ loads", "[config]") {
       ++loaded;
     }
   }
-  CHECK(loaded >= 9);  // 6 training configs, 3 of the seeds' networks (docs/scale.md)
+  CHECK(loaded >= 10);  // 7 training configs, 3 of the seeds' networks (docs/scale.md)
 }
