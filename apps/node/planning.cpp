@@ -327,9 +327,6 @@ Simulation simulate(const SimulateOptions& options) {
       }
     }
   }
-  if (profile_path && options.images_per_second) {
-    throw ConfigError("--device FILE and --images-per-second both give the device: give one");
-  }
   // A device's layers take their times from its profile or its rate: none run here (the step
   // and codec are scaled from this machine's with a rate).
   const Timing timing = profile_path                               ? Timing::kNone
