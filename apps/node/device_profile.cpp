@@ -1,15 +1,14 @@
 #include "apps/node/device_profile.h"
 
-#include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <fstream>
 #include <optional>
 #include <sstream>
 
 #include <toml++/toml.h>
 
+#include "apps/config/config_schema.h"
 #include "engine/error.h"
 #include "tasks/model.h"
 
@@ -19,33 +18,9 @@ namespace {
 
 constexpr std::int64_t kFormat = 1;
 
-/// `v` as a TOML float that reads back to the same bits (shortest round trip, a ".0" where it
-/// would read as an integer).
-std::string float_text(double v) {
-  char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, v);
-  std::string text(buffer, result.ptr);
-  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
-  return text;
-}
-
-/// `s` as a TOML basic string.
-std::string string_text(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      char escape[8];
-      std::snprintf(escape, sizeof escape, "\\u%04x", static_cast<unsigned>(c));
-      out += escape;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+// The config's TOML printers: floats that read back to the same bits, quoted strings.
+using detail::toml_float;
+using detail::toml_quote;
 
 /// Reads one table's keys, naming the file, table and line in every error.
 class TableReader {
@@ -112,25 +87,25 @@ std::string device_profile_text(const DeviceProfile& p, const std::string& comma
   out += "# Seconds per layer for one node's batch, FLOP/s, seconds per float.\n\n";
   out += "[profile]\n";
   out += "format = " + std::to_string(kFormat) + "\n";
-  out += "job = " + string_text(p.job) + "\n";
-  out += "device = " + string_text(p.device) + "\n";
-  out += "compression = " + string_text(p.compression) + "\n";
+  out += "job = " + toml_quote(p.job) + "\n";
+  out += "device = " + toml_quote(p.device) + "\n";
+  out += "compression = " + toml_quote(p.compression) + "\n";
   out += "batch = " + std::to_string(p.batch) + "\n";
   out += "nodes = " + std::to_string(p.nodes) + "\n";
-  out += "gemm_flops = " + float_text(m.gemm_flops) + "\n";
-  out += "step_seconds_per_float = " + float_text(m.step_seconds_per_float) + "\n";
-  out += "half_encode_seconds_per_float = " + float_text(m.half_encode_seconds_per_float) + "\n";
-  out += "half_decode_seconds_per_float = " + float_text(m.half_decode_seconds_per_float) + "\n";
+  out += "gemm_flops = " + toml_float(m.gemm_flops) + "\n";
+  out += "step_seconds_per_float = " + toml_float(m.step_seconds_per_float) + "\n";
+  out += "half_encode_seconds_per_float = " + toml_float(m.half_encode_seconds_per_float) + "\n";
+  out += "half_decode_seconds_per_float = " + toml_float(m.half_decode_seconds_per_float) + "\n";
   for (std::size_t l = 0; l < p.layer_names.size(); ++l) {
     out += "\n[[layer]]\n";
-    out += "name = " + string_text(p.layer_names[l]) + "\n";
+    out += "name = " + toml_quote(p.layer_names[l]) + "\n";
     out += "parameters = " + std::to_string(p.layer_parameters[l]) + "\n";
-    out += "forward_seconds = " + float_text(m.forward_seconds[l]) + "\n";
-    out += "backward_seconds = " + float_text(m.backward_seconds[l]) + "\n";
-    out += "backward_input_seconds = " + float_text(m.backward_input_seconds[l]) + "\n";
+    out += "forward_seconds = " + toml_float(m.forward_seconds[l]) + "\n";
+    out += "backward_seconds = " + toml_float(m.backward_seconds[l]) + "\n";
+    out += "backward_input_seconds = " + toml_float(m.backward_input_seconds[l]) + "\n";
     if (codec) {
-      out += "encode_seconds = " + float_text(m.encode_seconds[l]) + "\n";
-      out += "decode_seconds = " + float_text(m.decode_seconds[l]) + "\n";
+      out += "encode_seconds = " + toml_float(m.encode_seconds[l]) + "\n";
+      out += "decode_seconds = " + toml_float(m.decode_seconds[l]) + "\n";
     }
   }
   return out;

@@ -178,10 +178,7 @@ class LocalStage final : public SyncStage {
   /// into delta_ (mean_ready). Throws PeerError.
   void drain();
   [[nodiscard]] bool overlapped() const noexcept { return options_.overlap != OverlapKind::kOff; }
-  /// The fragment exchanged after f in the round's order (f + 1, wrapping).
-  [[nodiscard]] std::size_t next(std::size_t f) const noexcept {
-    return (f + 1) % fragments_.size();
-  }
+  /// The fragment exchanged before f in the round's order (f - 1, wrapping: F - 1 before 0).
   [[nodiscard]] std::size_t previous(std::size_t f) const noexcept {
     return (f + fragments_.size() - 1) % fragments_.size();
   }
