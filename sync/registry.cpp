@@ -202,7 +202,7 @@ Factory planned(std::string_view name, std::vector<std::string> schemes,
 const std::vector<Entry>& registry() {
   const std::string ps_id(topo::kPsScheme), sfb_id(topo::kSfbScheme), ar_id(topo::kAllReduceScheme);
   // Traits: {bsp, live_membership, max_nodes, schemes (ids, in the planner's tie order),
-  // compresses_buffers, predicts_iteration, any_optimizer}; then
+  // compresses_buffers, predicts_iteration, any_optimizer, rolls_back, resplit_by_replica}; then
   // the strategy's own check of its options before any connection, and its own option table.
   static const std::vector<Entry> entries = {
       {"none",
@@ -215,7 +215,7 @@ const std::vector<Entry>& registry() {
       {"ps",
        {ps::kPushLane, ps::kBroadcastLane, ps::kCodedPushLane, ps::kCodedBroadcastLane},
        planned("ps", {ps_id}),
-       {true, false, 0, {ps_id}, false, true},
+       {true, false, 0, {ps_id}, false, true, true, true},
        {},
        {}},
       {"poseidon",
@@ -225,7 +225,7 @@ const std::vector<Entry>& registry() {
                [](const SyncOptions& o, topo::PlannerInput& input) {
                  apply_poseidon_options(poseidon_options(o.values), input);
                }),
-       {true, false, 0, {ps_id, sfb_id}, false, true},
+       {true, false, 0, {ps_id, sfb_id}, false, true, true, true},
        {},
        poseidon_option_table()},
       {"ako",
@@ -245,7 +245,7 @@ const std::vector<Entry>& registry() {
       {"allreduce",
        with_gathered_lanes({allreduce::kLane, allreduce::kHalfLane, kPowerSgdLane}),
        planned("allreduce", {ar_id}),
-       {true, false, 0, {ar_id}, false, true},
+       {true, false, 0, {ar_id}, false, true, true, true},
        {},
        {}},
       {"local",
@@ -253,9 +253,10 @@ const std::vector<Entry>& registry() {
        [](SyncContext c) -> std::unique_ptr<SyncStage> {
          return std::make_unique<LocalStage>(std::move(c));
        },
-       // Replicas differ within a round: no per-iteration BSP, no rollback yet (issue 57). The
-       // outer exchange takes any registered compressor (sync/local/outer_exchange.h).
-       {false, false, 0, {}, true, true},
+       // Replicas differ within a round: not BSP, but a failed peer is survived by a rollback
+       // and a re-split gives each node a replica of its own (issue 57). The outer exchange
+       // takes any registered compressor (sync/local/outer_exchange.h).
+       {false, false, 0, {}, true, true, true, true, true},
        {},
        local_option_table()},
       {"auto",
@@ -263,7 +264,7 @@ const std::vector<Entry>& registry() {
                             allreduce::kLane, allreduce::kHalfLane, kPowerSgdLane,
                             ps::kCodedPushLane, ps::kCodedBroadcastLane}),
        planned("auto", {ps_id, ar_id, sfb_id}),
-       {true, false, 0, {ps_id, ar_id, sfb_id}, false, true},
+       {true, false, 0, {ps_id, ar_id, sfb_id}, false, true, true, true},
        {},
        {}},
   };

@@ -138,6 +138,15 @@ class SyncStage : public engine::Checkpointable {
   /// Why this strategy cannot be checkpointed and resumed ("" when it can): the node refuses
   /// checkpoint.dir and --resume with this reason. Default: "".
   [[nodiscard]] virtual std::string checkpoint_refusal() const { return {}; }
+  /// Called before load_state() when the checkpoint comes from a job of `old_nodes` nodes (a
+  /// re-split, StrategyTraits::rolls_back). For StrategyTraits::resplit_by_replica, the section
+  /// load_state() reads is old rank `rank`'s, or, when `copied`, another rank's (this rank is new
+  /// to the job): state that belongs to one node alone (an error-feedback residual) must then not
+  /// be taken twice. Default: nothing.
+  virtual void prepare_resplit(std::size_t old_nodes, bool copied) {
+    (void)old_nodes;
+    (void)copied;
+  }
   /// With SyncContext::rejoin, before the first iteration: takes this node's state from a live
   /// peer (its replica and what the strategy needs to go on) and returns the iteration to continue
   /// from (the pipeline's data cursor). Blocks until the peer answers (bounded). Default: throws
@@ -164,10 +173,9 @@ class SyncStage : public engine::Checkpointable {
 /// (sync/registry.cpp) beside its factory, so a new strategy touches the registry and its own
 /// folder only (issue 27). Plain value type.
 struct StrategyTraits {
-  /// Bulk synchronous: every node applies the same update each iteration. A failed peer is then
-  /// survived by rolling back to checkpoint.dir in a smaller view, a restarted node is taken back
-  /// at a checkpoint boundary, and a checkpoint resumes on another node count (a re-split):
-  /// apps/pipeline/recovery.cpp. (ps, poseidon, allreduce, auto.)
+  /// Bulk synchronous: every node applies the same update each iteration, so every node holds
+  /// one model at each iteration boundary (a non-finite value stops all of them at the same
+  /// iteration; job.on_nonfinite = "rollback"). (ps, poseidon, allreduce, auto.)
   bool bsp = false;
   /// Goes on without a failed peer by itself and takes a restarted one back while the job runs
   /// (`--rejoin` without checkpoints). (ako.)
@@ -187,6 +195,15 @@ struct StrategyTraits {
   /// Its nodes step the job's optimizer on their gradients, so optimizer.algorithm may be any
   /// (sgd, adam, adamw). (All but ako, which sends and applies SGD's updates.)
   bool any_optimizer = true;
+  /// Survives a failed peer by rolling back to checkpoint.dir in a smaller view, takes a
+  /// restarted node back at a checkpoint boundary, and resumes a checkpoint on another node count
+  /// (a re-split): apps/pipeline/recovery.cpp. (The BSP strategies, and local.)
+  bool rolls_back = false;
+  /// Each node's replica, optimizer state and stage state are its own between exchanges: a
+  /// re-split gives the new job's rank r the sections of the old job's rank r (rank 0's for a rank
+  /// the old job did not have; SyncStage::prepare_resplit()), instead of rank 0's one model with
+  /// the velocities merged. (local.)
+  bool resplit_by_replica = false;
 };
 
 /// The traits of strategy `name`. Throws ConfigError naming `sync.strategy`, the value and the

@@ -112,7 +112,7 @@ int run_launcher(const LaunchOptions& options) {
   const sync::StrategyTraits& traits = sync::strategy_traits(config.sync.strategy);
   if (traits.live_membership) {
     survivable = "sync.strategy = " + config.sync.strategy;
-  } else if (traits.bsp && !config.checkpoint.dir.empty()) {
+  } else if (traits.rolls_back && !config.checkpoint.dir.empty()) {
     survivable = "sync.strategy = " + config.sync.strategy + " rolls back to checkpoint.dir";
   }
   check_node_binary(options.node_binary);

@@ -103,8 +103,9 @@ void NodeBuilder::check_start() const {
           "Pipeline: --rejoin needs a strategy that takes a node back while the "
           "job runs (sync.strategy = " +
           sync::strategies_with(&sync::StrategyTraits::live_membership) + "; is \"" +
-          config.sync.strategy +
-          "\"); a BSP job with checkpoint.dir takes a restarted node back at a "
+          config.sync.strategy + "\"); a job of " +
+          sync::strategies_with(&sync::StrategyTraits::rolls_back) +
+          " with checkpoint.dir takes a restarted node back at a "
           "checkpoint boundary through run_with_recovery() (README \"When a peer "
           "fails\")");
   }

@@ -1,6 +1,6 @@
 // run_with_recovery (declared in pipeline.h): a node's job that survives failed peers under the
-// BSP strategies, and takes restarted ones back at a checkpoint boundary (issue 13; README "When
-// a peer fails").
+// strategies that roll back (the BSP ones and local: StrategyTraits::rolls_back), and takes
+// restarted ones back at a checkpoint boundary (issue 13; README "When a peer fails").
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,11 +26,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// How long a node started with --rejoin under a BSP strategy waits for a checkpoint boundary
-/// to take it back before it gives up, seconds.
+/// How long a node started with --rejoin under a strategy that rolls back waits for a checkpoint
+/// boundary to take it back before it gives up, seconds.
 constexpr double kAdmissionWaitSeconds = 3600;
 
-bool is_bsp(const std::string& strategy) { return sync::strategy_traits(strategy).bsp; }
+/// Whether `strategy` survives failures by rolling back (StrategyTraits::rolls_back).
+bool rolls_back(const std::string& strategy) { return sync::strategy_traits(strategy).rolls_back; }
 
 /// A membership view's checkpoint folder and node count.
 struct View {
@@ -82,11 +83,11 @@ fs::path enter_view(NodeOptions& options, MembershipView& membership, const fs::
   return dir;
 }
 
-/// --rejoin under a BSP strategy: files a join request under `root` (view 0's checkpoint.dir)
-/// and waits until a checkpoint boundary of the running job admits it (a view.json naming its
-/// request) or refuses it. Points `options` and `membership` at the view it joins (its peers and
-/// rank, the checkpoint to resume from); `views` becomes that checkpoint's view and the new one.
-/// Throws gradmesh::Error when refused or after kAdmissionWaitSeconds.
+/// --rejoin under a strategy that rolls back: files a join request under `root` (view 0's
+/// checkpoint.dir) and waits until a checkpoint boundary of the running job admits it (a view.json
+/// naming its request) or refuses it. Points `options` and `membership` at the view it joins (its
+/// peers and rank, the checkpoint to resume from); `views` becomes that checkpoint's view and the
+/// new one. Throws gradmesh::Error when refused or after kAdmissionWaitSeconds.
 void await_admission(NodeOptions& options, MembershipView& membership, const fs::path& root,
                      std::vector<View>& views) {
   std::string address;
@@ -180,12 +181,12 @@ void run_views(NodeOptions options, const std::function<void(Pipeline&)>& config
   // under view 0's folder.
   const JobConfig first = load_job_config(options.config, options.overrides);
   const fs::path root = first.checkpoint.dir;
-  const bool recoverable = is_bsp(first.sync.strategy) && !root.empty();
+  const bool recoverable = rolls_back(first.sync.strategy) && !root.empty();
   std::vector<View> views;
-  if (options.rejoin && is_bsp(first.sync.strategy)) {
+  if (options.rejoin && rolls_back(first.sync.strategy)) {
     if (root.empty()) {
       throw ConfigError("--rejoin under sync.strategy = \"" + first.sync.strategy +
-                        "\" needs checkpoint.dir (the folder the job's nodes share): a BSP job "
+                        "\" needs checkpoint.dir (the folder the job's nodes share): such a job "
                         "takes a restarted node back at a checkpoint boundary");
     }
     await_admission(options, membership, root, views);

@@ -31,7 +31,7 @@ std::vector<float> merge_velocities(std::span<const std::vector<float>> velociti
 }
 
 Checkpoint resplit_checkpoint(std::span<const Checkpoint> old, std::size_t rank, std::size_t nodes,
-                              const std::string& source) {
+                              const std::string& source, ResplitKind kind) {
   GRADMESH_CHECK(!old.empty(), "resplit_checkpoint: no checkpoints");
   const auto section = [&](std::size_t k,
                            const std::string& name) -> const std::vector<std::byte>& {
@@ -46,6 +46,12 @@ Checkpoint resplit_checkpoint(std::span<const Checkpoint> old, std::size_t rank,
   out.header = old[0].header;
   out.header.rank = rank;
   out.header.nodes = nodes;
+  const std::size_t own = rank < old.size() ? rank : 0;  // the old rank whose own state it takes
+  if (kind == ResplitKind::kByReplica) {
+    for (const auto& [name, bytes] : old[0].sections)
+      out.sections[name] = section(name == "cursor" ? 0 : own, name);
+    return out;
+  }
   std::vector<std::vector<float>> velocities;
   for (std::size_t k = 0; k < old.size(); ++k) {
     engine::StateReader in(section(k, "optimizer"),
@@ -59,8 +65,7 @@ Checkpoint resplit_checkpoint(std::span<const Checkpoint> old, std::size_t rank,
   for (const auto& [name, bytes] : old[0].sections) {
     if (name == "optimizer") continue;
     const bool pipelines = name == "model" || name == "cursor" || name == "sync";
-    const std::size_t from = !pipelines && rank < old.size() ? rank : 0;
-    out.sections[name] = section(from, name);
+    out.sections[name] = section(pipelines ? 0 : own, name);
   }
   return out;
 }

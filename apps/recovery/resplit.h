@@ -1,5 +1,5 @@
 #pragma once
-// Resuming a BSP job on another node count (issue 13; README "Checkpoints and resume"): the pieces
+// Resuming a job on another node count (issue 13; README "Checkpoints and resume"): the pieces
 // that turn the checkpoints of n_old nodes at one iteration into one node's checkpoint of a job of
 // n_new nodes. Pure functions of their arguments, no I/O.
 
@@ -27,14 +27,25 @@ namespace gradmesh::app {
 /// differ.
 [[nodiscard]] std::vector<float> merge_velocities(std::span<const std::vector<float>> velocities);
 
+/// How a re-split treats the old nodes' replicas (sync::StrategyTraits::resplit_by_replica).
+enum class ResplitKind {
+  kOneModel,   ///< BSP: one model at an iteration boundary, the velocities merged
+  kByReplica,  ///< local: each node's replica, optimizer and stage state its own
+};
+
 /// One node's checkpoint for a job of `nodes` nodes from `old` (the checkpoints of every node of
-/// the job that wrote them, rank order, one iteration): section "model" from rank 0 (under BSP
-/// every replica is equal at an iteration boundary), "optimizer" merged by merge_velocities(),
-/// "cursor" and "sync" from rank 0 (the caller rewrites them for the new job: rescale the cursor,
-/// save the new plan), and any other section (a user's state) from rank `rank` if the old job had
-/// it, else from rank 0. The header says `rank`, `nodes` and the old iteration. Throws
-/// CheckpointError naming `source` when a section is missing or malformed.
+/// the job that wrote them, rank order, one iteration).
+///   - kOneModel: section "model" from rank 0 (under BSP every replica is equal at an iteration
+///     boundary), "optimizer" merged by merge_velocities(), "cursor" and "sync" from rank 0 (the
+///     caller rewrites them for the new job: rescale the cursor, save the new plan);
+///   - kByReplica: "model", "optimizer" and "sync" from rank `rank` if the old job had it, else
+///     from rank 0 (a copy of its replica: the stage is told, SyncStage::prepare_resplit), and
+///     "cursor" from rank 0;
+/// and any other section (a user's state) from rank `rank` if the old job had it, else from rank
+/// 0. The header says `rank`, `nodes` and the old iteration. Throws CheckpointError naming
+/// `source` when a section is missing or malformed.
 [[nodiscard]] Checkpoint resplit_checkpoint(std::span<const Checkpoint> old, std::size_t rank,
-                                            std::size_t nodes, const std::string& source);
+                                            std::size_t nodes, const std::string& source,
+                                            ResplitKind kind = ResplitKind::kOneModel);
 
 }  // namespace gradmesh::app

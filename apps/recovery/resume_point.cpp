@@ -63,7 +63,8 @@ void check_config(const Checkpoint& checkpoint, const std::string& path, const J
 ResumePoint agree_on_resplit(const std::filesystem::path& dir, std::size_t rank, std::size_t nodes,
                              std::size_t old_nodes, const JobConfig& config,
                              sync::ResumeAgreement& agreement) {
-  if (!sync::strategy_traits(config.sync.strategy).bsp) {
+  const sync::StrategyTraits& traits = sync::strategy_traits(config.sync.strategy);
+  if (!traits.rolls_back) {
     throw CheckpointError("--resume " + dir.string() + ": written by a job of " +
                           std::to_string(old_nodes) + " nodes, this one has " +
                           std::to_string(nodes) + ": sync.strategy = \"" + config.sync.strategy +
@@ -110,6 +111,16 @@ ResumePoint agree_on_resplit(const std::filesystem::path& dir, std::size_t rank,
   }
   const std::string source = stores[0].path(iteration).string() + " and the other " +
                              std::to_string(old_nodes - 1) + " node(s) of that job";
+  if (traits.resplit_by_replica) {
+    ResumePoint point{resplit_checkpoint(old, rank, nodes, source, ResplitKind::kByReplica), source,
+                      old_nodes};
+    spdlog::info(
+        "--resume: the {}-node job's checkpoints of its iteration {} re-split over {} nodes "
+        "(this node takes the replica, optimizer and outer state of the old job's rank {}{})",
+        old_nodes, iteration, nodes, rank < old_nodes ? rank : 0,
+        rank < old_nodes ? "" : ": a copy, without that node's own error-feedback residual");
+    return point;
+  }
   ResumePoint point{resplit_checkpoint(old, rank, nodes, source), source, old_nodes};
   spdlog::info(
       "--resume: the {}-node job's checkpoints of its iteration {} re-split over {} nodes "
@@ -161,7 +172,7 @@ ResumePoint agree_on_resume(const std::filesystem::path& dir, std::size_t rank, 
   return ResumePoint{std::move(checkpoint), path, 0};
 }
 
-void adapt_resplit(ResumePoint& point, std::uint64_t per_epoch, engine::Checkpointable& stage) {
+void adapt_resplit(ResumePoint& point, std::uint64_t per_epoch, sync::SyncStage& stage) {
   GRADMESH_CHECK(point.resplit_from_nodes != 0, "adapt_resplit: not a re-split checkpoint");
   Checkpoint& c = point.checkpoint;
   const auto cursor = c.sections.find("cursor");
@@ -177,10 +188,15 @@ void adapt_resplit(ResumePoint& point, std::uint64_t per_epoch, engine::Checkpoi
   out.write_u64(now);
   out.write_u64(per_epoch);
   cursor->second.assign(out.bytes().begin(), out.bytes().end());
-  // This job's plan (the KV chunks re-sharded over its nodes): loading it refreshes the shards.
-  out.clear();
-  stage.save_state(out);
-  c.sections["sync"].assign(out.bytes().begin(), out.bytes().end());
+  if (sync::strategy_traits(std::string(stage.name())).resplit_by_replica) {
+    // The old rank's own stage state (resplit_checkpoint), told whether it is a copy.
+    stage.prepare_resplit(point.resplit_from_nodes, c.header.rank >= point.resplit_from_nodes);
+  } else {
+    // This job's plan (the KV chunks re-sharded over its nodes): loading it refreshes the shards.
+    out.clear();
+    stage.save_state(out);
+    c.sections["sync"].assign(out.bytes().begin(), out.bytes().end());
+  }
   spdlog::info(
       "--resume: the {}-node job's iteration {} ({} per epoch) is this job's iteration {} "
       "({} per epoch: the same epoch, the same fraction of it)",

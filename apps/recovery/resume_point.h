@@ -14,6 +14,7 @@
 #include "apps/recovery/checkpoint_file.h"
 #include "engine/checkpoint.h"
 #include "sync/resume/resume_agreement.h"
+#include "sync/sync_stage.h"
 
 namespace gradmesh::app {
 
@@ -30,10 +31,11 @@ struct ResumePoint {
 /// node's checkpoints that verify, takes the newest common one and checks it fits this job: its
 /// node count and rank, and `config` (only the keys outside JobConfig::training_text() may
 /// differ). When the newest checkpoint in `dir` was written by a job of another node count, every
-/// node of that job must be readable under `dir`, the strategy BSP, and the result is re-split
-/// over `nodes` (resplit_checkpoint()). Warns once per file that does not verify (skipped).
-/// Throws CheckpointError naming the folder or path (no common iteration, a header of another
-/// job), ConfigError naming the keys that changed, PeerError as ResumeAgreement::exchange.
+/// node of that job must be readable under `dir`, the strategy one that rolls back
+/// (StrategyTraits::rolls_back), and the result is re-split over `nodes` (resplit_checkpoint(),
+/// by replica where the strategy's traits say so). Warns once per file that does not verify
+/// (skipped). Throws CheckpointError naming the folder or path (no common iteration, a header of
+/// another job), ConfigError naming the keys that changed, PeerError as ResumeAgreement::exchange.
 [[nodiscard]] ResumePoint agree_on_resume(const std::filesystem::path& dir, std::size_t rank,
                                           std::size_t nodes, const JobConfig& config,
                                           sync::ResumeAgreement& agreement);
@@ -41,8 +43,9 @@ struct ResumePoint {
 /// A re-split point's cursor and plan, rewritten for this job before loading: the iterations done
 /// rescaled to `per_epoch` (rescale_iteration: the same epoch, the same fraction of it), and the
 /// "sync" section replaced by `stage`'s own state (this job's plan: loading it re-shards the KV
-/// chunks). Throws CheckpointError when the point has no cursor section. Requires
-/// point.resplit_from_nodes != 0.
-void adapt_resplit(ResumePoint& point, std::uint64_t per_epoch, engine::Checkpointable& stage);
+/// chunks), or, for a strategy that re-splits by replica, kept (the old rank's) and the stage
+/// told (SyncStage::prepare_resplit). Throws CheckpointError when the point has no cursor
+/// section. Requires point.resplit_from_nodes != 0.
+void adapt_resplit(ResumePoint& point, std::uint64_t per_epoch, sync::SyncStage& stage);
 
 }  // namespace gradmesh::app

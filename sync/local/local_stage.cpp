@@ -25,6 +25,15 @@ constexpr std::uint32_t kFinalBucket = 1;
 // The outer exchange's compressor seed, the same on every node (random-k's indices).
 constexpr std::uint64_t kOuterSeed = 0x6c6f63616c6f7574ULL;  // "localout"
 
+/// Sets an error-feedback residual of `floats` floats to zero (through its checkpoint form).
+void clear_residual(engine::Checkpointable& residual, std::size_t floats) {
+  engine::StateWriter zeros;
+  zeros.write_floats(std::vector<float>(floats, 0.0f));
+  engine::StateReader in(zeros.bytes(), "sync.local: a zero residual");
+  residual.load_state(in);
+  in.expect_end();
+}
+
 /// What H the options give or the measurements choose, with the predictions beside it.
 LocalSchedule make_schedule(const SyncContext& ctx, const LocalOptions& options,
                             const CompressionOptions& compression) {
@@ -410,16 +419,41 @@ void LocalStage::save_state(engine::StateWriter& out) {
   }
 }
 
+void LocalStage::prepare_resplit(std::size_t old_nodes, bool copied) {
+  resplit_copy_ = copied;
+  spdlog::info("local: resuming {} of a {}-node job's replicas{}", copied ? "a copy of one" : "one",
+               old_nodes,
+               copied ? " (its outer state too; its error-feedback residual, the old node's own, "
+                        "starts at zero here)"
+                      : "");
+}
+
+void LocalStage::adopt_steps(std::size_t steps) {
+  spdlog::info(
+      "local: the checkpoint's rounds are of H = {} inner steps (this job's start-up chose {}): "
+      "sync.local.steps = auto keeps H = {} so the round under way ends where it would have",
+      steps, schedule_.steps, steps);
+  schedule_.steps = steps;
+  schedule_.utilization = local_utilization(steps, schedule_.iteration_seconds,
+                                            schedule_.exchange_seconds, overlapped());
+  const std::size_t count = fragments_.size();
+  for (std::size_t p = 0; p < count; ++p) fragments_[p].sync_step = (p + 1) * steps / count;
+}
+
 void LocalStage::load_state(engine::StateReader& in) {
   const std::uint64_t steps = in.read_u64();
   const std::uint64_t in_round = in.read_u64();
+  if (steps == 0 || in_round >= steps)
+    throw CheckpointError("sync.local: inner steps past the round's end");
   if (steps != schedule_.steps) {
-    throw CheckpointError(
-        "sync.local: the checkpoint's rounds are of H = " + std::to_string(steps) +
-        " inner steps, this job's of " + std::to_string(schedule_.steps) +
-        " (set sync.local.steps = " + std::to_string(steps) + " to resume it)");
+    if (!schedule_.automatic || steps > kMaxLocalSteps || steps < fragments_.size()) {
+      throw CheckpointError(
+          "sync.local: the checkpoint's rounds are of H = " + std::to_string(steps) +
+          " inner steps, this job's of " + std::to_string(schedule_.steps) +
+          " (set sync.local.steps = " + std::to_string(steps) + " to resume it)");
+    }
+    adopt_steps(static_cast<std::size_t>(steps));
   }
-  if (in_round >= steps) throw CheckpointError("sync.local: inner steps past the round's end");
   const std::uint64_t fragments = in.read_u64();
   if (fragments != fragments_.size()) {
     throw CheckpointError("sync.local: the checkpoint was written with sync.local.fragments = " +
@@ -437,8 +471,12 @@ void LocalStage::load_state(engine::StateReader& in) {
                             (residual != nullptr ? " needs one" : " none") +
                             " (resume with the sync.compression.method it was written with)");
     }
-    if (residual != nullptr) residual->load_state(in);
+    if (residual != nullptr) {
+      residual->load_state(in);
+      if (resplit_copy_) clear_residual(*residual, f.end - f.begin);
+    }
   }
+  resplit_copy_ = false;
   const std::uint64_t overlap = in.read_u64();
   if (overlap != static_cast<std::uint64_t>(options_.overlap)) {
     throw CheckpointError(

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -118,8 +119,14 @@ inline constexpr std::size_t kMaxLocalFragments = 1024;
 /// and for eager the node's own last Delta), so a
 /// job stopped mid-round resumes bit for bit on the same node count (each node's replica and
 /// inner optimizer are the model's and the optimizer's sections); per fragment where F > 1, and
-/// only with the F it was written with. A failed peer fails the job
-/// (not bsp, not live_membership: no rollback yet).
+/// only with the F it was written with. On another node count (a re-split, StrategyTraits::
+/// resplit_by_replica) each node resumes one old node's replica, inner optimizer and outer state
+/// (a new rank a copy of rank 0's, its residuals zero): the mean Delta of the round under way is
+/// then over the replicas that go on. So a failed peer is survived as under the BSP strategies
+/// (docs/failures.md): with checkpoint.dir the survivors roll back to the newest checkpoint and
+/// go on without it (old ranks 0 to n - 2 keep their replicas; the work since that checkpoint is
+/// lost, as under BSP), and a restarted node with --rejoin
+/// comes back at a checkpoint boundary with a copy of rank 0's replica.
 ///
 /// Thread safety: as SyncStage. Errors: the constructor throws ConfigError for a model on a
 /// device (the outer step runs on host memory), for an H the options give out of range, for
@@ -139,13 +146,25 @@ class LocalStage final : public SyncStage {
   /// predicted utilization, predicted bytes per iteration.
   [[nodiscard]] std::map<std::string, double> summary() const override;
   void save_state(engine::StateWriter& out) override;
+  /// With sync.local.steps = "auto", a checkpoint's H other than the one this job's start-up
+  /// chose (another probe, another node count) is taken over (logged), so the round under way
+  /// ends where it would have; a fixed H must match. Throws CheckpointError.
   void load_state(engine::StateReader& in) override;
+  /// The next load_state() reads one old node's state (a re-split); when `copied` (this rank is
+  /// new to the job and takes another's replica), its error-feedback residuals start at zero, so
+  /// no node's compression error is sent twice.
+  void prepare_resplit(std::size_t old_nodes, bool copied) override;
   /// Messages the node's router rejected (a malformed outer encoding, a stray bucket or kind).
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
     return ctx_.router.rejected();
   }
 
   [[nodiscard]] const LocalSchedule& schedule() const noexcept { return schedule_; }
+  /// Fragment `p`'s error-feedback residual (its floats; empty for a ring, or on one node).
+  [[nodiscard]] std::span<const float> residual(std::size_t p) const {
+    const Fragment& f = fragments_.at(p);
+    return f.exchange ? f.exchange->residual_floats() : std::span<const float>{};
+  }
 
  private:
   /// One fragment's range, schedule and outer state (the whole model when F = 1).
@@ -178,6 +197,9 @@ class LocalStage final : public SyncStage {
   /// into delta_ (mean_ready). Throws PeerError.
   void drain();
   [[nodiscard]] bool overlapped() const noexcept { return options_.overlap != OverlapKind::kOff; }
+  /// A checkpoint's H for this job's (sync.local.steps = auto): the schedule and the fragments'
+  /// points follow it.
+  void adopt_steps(std::size_t steps);
   /// The fragment exchanged before f in the round's order (f - 1, wrapping: F - 1 before 0).
   [[nodiscard]] std::size_t previous(std::size_t f) const noexcept {
     return (f + fragments_.size() - 1) % fragments_.size();
@@ -194,8 +216,9 @@ class LocalStage final : public SyncStage {
   std::vector<float> own_;       // eager: this node's Delta of the round before
   std::vector<float> estimate_;  // eager: the tentative step's Delta~; delayed: scratch
   std::deque<Fragment> fragments_;
-  std::size_t in_round_ = 0;  // inner steps done in the current round
-  std::size_t due_ = kNone;   // the fragment whose point this iteration is
+  std::size_t in_round_ = 0;   // inner steps done in the current round
+  std::size_t due_ = kNone;    // the fragment whose point this iteration is
+  bool resplit_copy_ = false;  // the next load_state() reads another node's state
   static constexpr std::size_t kNone = ~std::size_t{0};
   LaneId lane_ = 0;
   CompressionOptions compression_;

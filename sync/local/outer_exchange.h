@@ -97,6 +97,10 @@ class OuterExchange final {
   [[nodiscard]] std::size_t floats() const noexcept { return floats_; }
   /// The error-feedback residual kept across rounds (checkpoints), or nullptr (ring forms).
   [[nodiscard]] engine::Checkpointable* residual() noexcept { return codec_ ? &*codec_ : nullptr; }
+  /// The residual's floats (floats() of them; empty for the ring forms).
+  [[nodiscard]] std::span<const float> residual_floats() const noexcept {
+    return codec_ ? codec_->residual() : std::span<const float>{};
+  }
 
  private:
   LaneRouter& router_;

@@ -41,7 +41,7 @@ TEST_CASE("check_strategy: known names, and none on one node only", "[sync][regi
 
 TEST_CASE("strategy traits: what the node asks of a strategy instead of its name",
           "[sync][registry]") {
-  // BSP: a failed peer survived by a rollback, a checkpoint re-split on another node count.
+  // BSP: one model at every iteration boundary.
   std::vector<std::string> bsp, live;
   for (const std::string& name : sync::strategy_names()) {
     const sync::StrategyTraits& t = sync::strategy_traits(name);
@@ -52,6 +52,10 @@ TEST_CASE("strategy traits: what the node asks of a strategy instead of its name
   CHECK(bsp == std::vector<std::string>{"ps", "poseidon", "allreduce", "auto"});
   CHECK(live == std::vector<std::string>{"ako"});
   CHECK(sync::strategies_with(&sync::StrategyTraits::live_membership) == "ako");
+  // Rollback to checkpoints and re-splits: the BSP strategies, and local by replica.
+  CHECK(sync::strategies_with(&sync::StrategyTraits::rolls_back) ==
+        "ps, poseidon, allreduce, local, auto");
+  CHECK(sync::strategies_with(&sync::StrategyTraits::resplit_by_replica) == "local");
   // Every strategy but ako steps the job's optimizer (any optimizer.algorithm).
   CHECK(sync::strategies_with(&sync::StrategyTraits::any_optimizer) ==
         "none, ps, poseidon, allreduce, local, auto");

@@ -96,3 +96,44 @@ TEST_CASE(
                                                                     Catch::Contains("'optimizer'"));
   }
 }
+
+TEST_CASE(
+    "resplit_checkpoint by replica: each rank's own replica, optimizer and stage state, a new "
+    "rank rank 0's",
+    "[resume][resplit][local]") {
+  std::vector<Checkpoint> old(3);
+  for (std::size_t r = 0; r < 3; ++r) {
+    const std::string of = " of rank " + std::to_string(r);
+    old[r].header.rank = r;
+    old[r].header.nodes = 3;
+    old[r].header.iteration = 25;
+    old[r].sections["model"] = text_section("replica" + of);  // local: each node's own
+    old[r].sections["cursor"] = text_section("cursor");
+    old[r].sections["sync"] = text_section("outer state" + of);
+    old[r].sections["optimizer"] = floats_section({static_cast<float>(r), 1.0f});
+    old[r].sections["mine"] = text_section("user state" + of);
+  }
+  const auto resplit = [&](std::size_t rank, std::size_t nodes) {
+    return resplit_checkpoint(old, rank, nodes, "old", app::ResplitKind::kByReplica);
+  };
+  SECTION("on 2 nodes: rank 1 goes on with rank 1's, nothing merged") {
+    const Checkpoint c = resplit(1, 2);
+    CHECK(c.header.rank == 1);
+    CHECK(c.header.nodes == 2);
+    CHECK(text_of(c.sections.at("model")) == "replica of rank 1");
+    CHECK(text_of(c.sections.at("sync")) == "outer state of rank 1");
+    CHECK(text_of(c.sections.at("mine")) == "user state of rank 1");
+    engine::StateReader in(c.sections.at("optimizer"), "own");
+    CHECK(in.read_float_vector() == std::vector<float>{1.0f, 1.0f});
+  }
+  SECTION("on 4 nodes: rank 3 takes rank 0's") {
+    const Checkpoint c = resplit(3, 4);
+    CHECK(text_of(c.sections.at("model")) == "replica of rank 0");
+    CHECK(text_of(c.sections.at("sync")) == "outer state of rank 0");
+    CHECK(text_of(c.sections.at("cursor")) == "cursor");
+  }
+  SECTION("a missing section is named") {
+    old[1].sections.erase("sync");
+    CHECK_THROWS_WITH(resplit(1, 2), Catch::Contains("rank 1") && Catch::Contains("'sync'"));
+  }
+}

@@ -4,12 +4,17 @@
 #include "apps/recovery/resume_point.h"
 
 #include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "engine/error.h"
 #include "recovery_fixture.h"
 #include "sync/lane_router.h"
+#include "sync/sync_stage.h"
 
 using gradmesh::CheckpointError;
 using gradmesh::ConfigError;
@@ -18,6 +23,23 @@ using gradmesh::app::testing::Counter;
 using gradmesh::app::testing::TempDir;
 
 namespace {
+
+/// A stage of strategy `name` holding a counter, that records what prepare_resplit() was told.
+class FakeStage final : public gradmesh::sync::SyncStage {
+ public:
+  explicit FakeStage(std::string name) : name_(std::move(name)) {}
+  [[nodiscard]] std::string_view name() const noexcept override { return name_; }
+  void build(gradmesh::engine::Graph&, const gradmesh::sync::IterationTasks&) override {}
+  [[nodiscard]] std::vector<gradmesh::sync::LayerPlan> plan() const override { return {}; }
+  void save_state(gradmesh::engine::StateWriter& out) override { counter.save_state(out); }
+  void load_state(gradmesh::engine::StateReader& in) override { counter.load_state(in); }
+  void prepare_resplit(std::size_t old_nodes, bool copied) override { told = {old_nodes, copied}; }
+  Counter counter;
+  std::optional<std::pair<std::size_t, bool>> told;
+
+ private:
+  std::string name_;
+};
 
 JobConfig config(const std::vector<std::string>& overrides = {}) {
   return parse_job_config("[model]\nlayers = [\"dense:10\", \"softmax_cross_entropy\"]\n",
@@ -48,6 +70,7 @@ void write(const std::filesystem::path& dir, std::size_t rank, std::size_t nodes
   sections.add("optimizer", velocity);
   sections.add("cursor", position);
   sections.add("counter", counter);
+  sections.add("sync", counter);
   std::vector<std::byte> file;
   sections.save(CheckpointHeader{c.training_fingerprint(), rank, nodes, iteration, c.sync.strategy,
                                  c.training_text()},
@@ -115,12 +138,51 @@ TEST_CASE("a two-node job's checkpoints re-split over one node, the cursor resca
   CHECK(point.resplit_from_nodes == 2);
   CHECK(point.checkpoint.header.nodes == 1);
   // 75 of 50 per epoch is half-way through epoch 2: with 100 per epoch, iteration 150.
-  Counter stage;
-  stage.value = 7;
+  FakeStage stage("ps");
+  stage.counter.value = 7;
   adapt_resplit(point, 100, stage);
   gradmesh::engine::StateReader cursor(point.checkpoint.sections.at("cursor"), "cursor");
   CHECK(cursor.read_u64() == 150);
   CHECK(cursor.read_u64() == 100);
   gradmesh::engine::StateReader sync(point.checkpoint.sections.at("sync"), "sync");
-  CHECK(sync.read_u64() == 7);
+  CHECK(sync.read_u64() == 7);  // this job's plan
+  CHECK_FALSE(stage.told.has_value());
+}
+
+TEST_CASE(
+    "local: a two-node job's checkpoints re-split over three nodes by replica, the new rank "
+    "taking a copy of rank 0's",
+    "[recovery][resume][local]") {
+  TempDir dir("resume-resplit-local");
+  const JobConfig c = config({"sync.strategy=local"});
+  write(dir.path, 0, 2, 75, 50, c);
+  write(dir.path, 1, 2, 75, 50, c);
+  const auto counter_of = [](const Checkpoint& k, const std::string& section) {
+    gradmesh::engine::StateReader in(k.sections.at(section), section);
+    return in.read_u64();
+  };
+  const auto velocity_of = [](const Checkpoint& k) {
+    gradmesh::engine::StateReader in(k.sections.at("optimizer"), "optimizer");
+    return in.read_float_vector();
+  };
+  for (std::size_t rank : {1, 2}) {
+    INFO("rank " << rank);
+    gradmesh::sync::LaneRouter router(nullptr, 0, 1);
+    gradmesh::sync::ResumeAgreement agreement(router, 5.0);
+    ResumePoint point = agree_on_resume(dir.path, rank, 3, c, agreement);
+    REQUIRE(point.resplit_from_nodes == 2);
+    const std::size_t own = rank < 2 ? rank : 0;
+    // The old rank's own sections, not merged (rank 0's velocity is {0, 1}, rank 1's {1, 1}).
+    CHECK(velocity_of(point.checkpoint) == std::vector<float>{static_cast<float>(own), 1.0f});
+    FakeStage stage("local");
+    stage.counter.value = 7;
+    adapt_resplit(point, 100, stage);
+    CHECK(counter_of(point.checkpoint, "sync") == 750 + own);  // kept: the old rank's state
+    CHECK(counter_of(point.checkpoint, "counter") == 750 + own);
+    REQUIRE(stage.told.has_value());
+    CHECK(stage.told->first == 2);
+    CHECK(stage.told->second == (rank >= 2));  // a copy of rank 0's
+    gradmesh::engine::StateReader cursor(point.checkpoint.sections.at("cursor"), "cursor");
+    CHECK(cursor.read_u64() == 150);
+  }
 }

@@ -466,3 +466,30 @@ TEST_CASE("local's fragments are refused past H and with eager updates", "[sync]
   CHECK_THROWS_AS(values.set("local.fragments", std::int64_t{0}), std::invalid_argument);
   CHECK(sync::local_options(values).fragments == 1);
 }
+
+TEST_CASE("local with steps = auto resumes a checkpoint of another H with that H, bit for bit",
+          "[sync][local][inproc]") {
+  // A re-split or a new probe may choose another H than the job that wrote the checkpoint: the
+  // round under way ends where it would have. A fixed H must still match (the test above).
+  constexpr std::size_t kNodes = 2;
+  const testing::SyntheticJob fixed = local_job(3, "nesterov");
+  testing::InProcCluster through(fixed, "local", kNodes);
+  through.train(8);
+  std::vector<std::vector<std::byte>> saved;
+  {
+    testing::InProcCluster first(fixed, "local", kNodes);
+    first.train(5);
+    saved = testing::save_nodes(first);
+  }
+  testing::SyntheticJob automatic = fixed;
+  automatic.options.values.set("local.steps", std::string("auto"));
+  automatic.first_iteration = 5;
+  testing::InProcCluster resumed(automatic, "local", kNodes);
+  const auto& stage = dynamic_cast<const sync::LocalStage&>(resumed.node(0).stage());
+  REQUIRE(stage.schedule().automatic);
+  REQUIRE(stage.schedule().steps != 3);  // else this test would show nothing
+  testing::load_nodes(resumed, saved);
+  CHECK(stage.schedule().steps == 3);
+  resumed.train(3);
+  CHECK(testing::replicas(resumed) == testing::replicas(through));
+}

@@ -4,6 +4,7 @@
 // (the same compressor, the residual carried), the bytes on lane local_outer against the
 // uncompressed exchange's, a compressed run's checkpoint refused by an uncompressed job.
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
@@ -228,4 +229,48 @@ TEST_CASE("local's fragments each take their own compressed exchange, the residu
     const auto a = testing::replicas(cluster);
     for (std::size_t r = 0; r < kNodes; ++r) CHECK(a[r] == b[r]);
   }
+}
+
+TEST_CASE(
+    "local re-split from 2 nodes to 3: the new rank takes a copy of rank 0's state with a zero "
+    "residual, and the 3 go on",
+    "[sync][local][inproc][resume]") {
+  const testing::SyntheticJob job = compressed_local_job(2, "int8");
+  std::vector<std::vector<std::byte>> saved;
+  std::vector<std::vector<float>> residuals;
+  {
+    testing::InProcCluster two(job, "local", 2);
+    two.train(3);  // one round done, a residual kept, one step into the next
+    saved = testing::save_nodes(two);
+    for (std::size_t r = 0; r < 2; ++r) {
+      const auto& stage = dynamic_cast<const sync::LocalStage&>(two.node(r).stage());
+      residuals.emplace_back(stage.residual(0).begin(), stage.residual(0).end());
+    }
+  }
+  REQUIRE(std::any_of(residuals[0].begin(), residuals[0].end(), [](float e) { return e != 0; }));
+  testing::SyntheticJob resumed_job = job;
+  resumed_job.first_iteration = 3;
+  testing::InProcCluster three(resumed_job, "local", 3);
+  for (std::size_t r = 0; r < 3; ++r) {
+    const std::size_t own = r < 2 ? r : 0;
+    three.node(r).stage().prepare_resplit(2, r >= 2);
+    engine::StateReader in(saved[own], "node");
+    three.node(r).model().load_state(in);
+    three.node(r).optimizer().load_state(in);
+    three.node(r).stage().load_state(in);
+  }
+  for (std::size_t r = 0; r < 3; ++r) {
+    INFO("rank " << r);
+    const auto& stage = dynamic_cast<const sync::LocalStage&>(three.node(r).stage());
+    const std::vector<float> e(stage.residual(0).begin(), stage.residual(0).end());
+    if (r < 2) {
+      CHECK(e == residuals[r]);  // its own, bit for bit
+    } else {
+      CHECK(std::all_of(e.begin(), e.end(), [](float x) { return x == 0; }));
+    }
+  }
+  three.train(1);  // the round's end: the exchange of three, and one model again
+  const auto w = testing::replicas(three);
+  CHECK(w[0] == w[1]);
+  CHECK(w[0] == w[2]);
 }
