@@ -59,6 +59,9 @@ struct Entry {
   StrategyTraits traits;
   Check check;
   OptionTable options;  // its own [sync.<name>] table (name "": none)
+  // Whether its options make it go on without a failed peer by itself (traits.live_membership
+  // aside); empty: never.
+  std::function<bool(const OptionValues&)> live_with;
 };
 
 /// The plan's buckets as (first, last) layer ranges (its one bucketed scheme's).
@@ -258,7 +261,9 @@ const std::vector<Entry>& registry() {
        // takes any registered compressor (sync/local/outer_exchange.h).
        {false, false, 0, {}, true, true, true, true, true},
        {},
-       local_option_table()},
+       local_option_table(),
+       // Quorum rounds drop a failed peer other than rank 0 (sync/local/quorum_rounds.h).
+       [](const OptionValues& values) { return local_options(values).quorum.has_value(); }},
       {"auto",
        with_gathered_lanes({ps::kPushLane, ps::kBroadcastLane, sfb::kLane, sfb::kHalfLane,
                             allreduce::kLane, allreduce::kHalfLane, kPowerSgdLane,
@@ -339,6 +344,11 @@ const Entry& entry(std::string_view name, std::size_t nodes) {
 }  // namespace
 
 const StrategyTraits& strategy_traits(std::string_view name) { return known(name).traits; }
+
+bool goes_on_without_failed_peers(std::string_view name, const OptionValues& values) {
+  const Entry& e = known(name);
+  return e.traits.live_membership || (e.live_with && e.live_with(values));
+}
 
 std::string strategies_with(bool StrategyTraits::*trait) {
   std::string out;

@@ -210,6 +210,11 @@ struct StrategyTraits {
 /// known names when `name` is unknown.
 [[nodiscard]] const StrategyTraits& strategy_traits(std::string_view name);
 
+/// Whether strategy `name` with [sync.*] `values` goes on by itself when a peer fails, without
+/// checkpoints: StrategyTraits::live_membership (ako), or options that make it so (local with
+/// sync.local.quorum). Throws as strategy_traits().
+[[nodiscard]] bool goes_on_without_failed_peers(std::string_view name, const OptionValues& values);
+
 /// The strategies with `trait` set, "a, b" (for messages such as "--rejoin needs ...").
 [[nodiscard]] std::string strategies_with(bool StrategyTraits::*trait);
 

@@ -110,7 +110,7 @@ int run_launcher(const LaunchOptions& options) {
   // the others run after the first failure instead of stopping them after the grace period.
   std::string survivable;
   const sync::StrategyTraits& traits = sync::strategy_traits(config.sync.strategy);
-  if (traits.live_membership) {
+  if (sync::goes_on_without_failed_peers(config.sync.strategy, config.sync.options)) {
     survivable = "sync.strategy = " + config.sync.strategy;
   } else if (traits.rolls_back && !config.checkpoint.dir.empty()) {
     survivable = "sync.strategy = " + config.sync.strategy + " rolls back to checkpoint.dir";

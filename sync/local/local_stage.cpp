@@ -46,7 +46,15 @@ LocalSchedule make_schedule(const SyncContext& ctx, const LocalOptions& options,
   s.iteration_seconds = compute;
   s.wire = local::outer_exchange_name(compression);
   s.fragments = options.fragments;
-  if (ctx.nodes > 1) {
+  if (ctx.nodes > 1 && options.quorum) {
+    // Quorum rounds: every Delta to the leader, the model back (quorum_rounds.h).
+    const local::OuterCost cost =
+        local::quorum_exchange_cost(topo::cluster_cost(input), static_cast<std::size_t>(floats));
+    s.exchange_seconds = cost.seconds;
+    s.bytes_per_exchange = cost.bytes;
+    s.wire = "quorum of " + std::to_string(*options.quorum) + " of " + std::to_string(ctx.nodes) +
+             ", merged by rank " + std::to_string(local::kQuorumLeader);
+  } else if (ctx.nodes > 1) {
     // F exchanges of m / F floats a round (the largest fragment's cost, F times).
     const auto per_fragment = static_cast<std::size_t>(
         std::ceil(floats / static_cast<double>(std::max<std::size_t>(options.fragments, 1))));
@@ -118,6 +126,18 @@ LocalStage::LocalStage(SyncContext ctx)
         "steps up to the next fragment's) or \"off\"");
   }
   compression_ = compression_options(ctx_.options.values);
+  if (options_.quorum && ctx_.nodes > 1) {
+    const std::string key = "sync.local.quorum = " + std::to_string(*options_.quorum);
+    if (*options_.quorum > ctx_.nodes) {
+      throw ConfigError(key + ": more than the job's " + std::to_string(ctx_.nodes) + " nodes");
+    }
+    if (f_count > 1 || overlapped() || compression_.compresses()) {
+      throw ConfigError(key +
+                        ": quorum rounds exchange the whole model uncompressed at a "
+                        "round's end; they take no sync.local.fragments, "
+                        "sync.local.overlap or sync.compression yet");
+    }
+  }
   const std::span<const float> w = ctx_.model.parameters();
   start_.assign(w.begin(), w.end());
   delta_.resize(floats_);
@@ -130,7 +150,14 @@ LocalStage::LocalStage(SyncContext ctx)
     fragments_.emplace_back(p * floats_ / f_count, (p + 1) * floats_ / f_count,
                             (p + 1) * schedule_.steps / f_count, options_);
   }
-  if (ctx_.nodes > 1) {
+  if (ctx_.nodes > 1 && options_.quorum) {
+    lane_ = ctx_.router.route(local::kLane, [this](std::size_t from, net::Message&& m) {
+      on_message(from, std::move(m));
+    });
+    quorum_.emplace(ctx_.router, lane_, ctx_.rank, ctx_.nodes, *options_.quorum, ctx_.min_nodes,
+                    start_, ctx_.model.layer_state_size(), fragments_[0].outer);
+    ctx_.router.on_failure([this](const PeerError& error) { quorum_->on_failure(error); });
+  } else if (ctx_.nodes > 1) {
     lane_ = ctx_.router.route(local::kLane, [this](std::size_t from, net::Message&& m) {
       on_message(from, std::move(m));
     });
@@ -168,6 +195,10 @@ LocalStage::LocalStage(SyncContext ctx)
 
 void LocalStage::on_message(std::size_t from, net::Message&& message) {
   const std::uint64_t bucket = message.key >> 32;
+  if (quorum_) {
+    quorum_->on_message(from, std::move(message));  // rejects every other kind
+    return;
+  }
   for (Fragment& f : fragments_) {
     if (f.exchange->owns(message)) {
       f.exchange->on_message(from, std::move(message));
@@ -196,11 +227,23 @@ void LocalStage::build(engine::Graph& graph, const IterationTasks& tasks) {
         for (std::size_t p = 0; p < fragments_.size(); ++p) {
           if (fragments_[p].sync_step == in_round_) due_ = p;
         }
+        if (quorum_) {
+          if (due_ != kNone) {
+            const std::span<const float> w = ctx_.model.parameters();
+            for (std::size_t i = 0; i < floats_; ++i) delta_[i] = start_[i] - w[i];
+            quorum_->contribute(delta_);
+          }
+          return;
+        }
         if (due_ != kNone && !overlap) start_exchange(fragments_[due_]);
       });
   auto wait =
       graph.emplace("local_wait", engine::Arena::kNetwork, [this, overlap](engine::TaskContext& t) {
         if (due_ == kNone || ctx_.nodes < 2) return;
+        if (quorum_) {
+          quorum_->await(t.defer());
+          return;
+        }
         if (!overlap) {
           Fragment& f = fragments_[due_];
           f.exchange->await(f.exchanges, t.defer());
@@ -214,7 +257,12 @@ void LocalStage::build(engine::Graph& graph, const IterationTasks& tasks) {
   auto outer =
       graph.emplace("local_outer", engine::Arena::kCompute, [this, overlap](engine::TaskContext&) {
         if (due_ == kNone) return;
-        if (overlap) {
+        if (quorum_) {
+          // Go on from the newest global model (this node's Delta in it, or in the next merge).
+          const std::span<float> w = ctx_.model.parameters();
+          quorum_->adopt(w);
+          std::copy(w.begin(), w.end(), start_.begin());
+        } else if (overlap) {
           end_overlapped(due_);
         } else {
           apply_outer(fragments_[due_]);
@@ -332,7 +380,7 @@ std::vector<LayerPlan> LocalStage::plan() const {
   std::vector<LayerPlan> rows;
   const std::string scheme =
       "local H=" + std::to_string(schedule_.steps) + ", " + outer_name(options_.outer) +
-      (compression_.compresses() ? ", " + schedule_.wire : std::string()) +
+      (compression_.compresses() || quorum_ ? ", " + schedule_.wire : std::string()) +
       (overlapped() ? ", overlap " + overlap_name(options_.overlap) : std::string()) +
       (fragments_.size() > 1 ? ", " + std::to_string(fragments_.size()) + " fragments"
                              : std::string());
@@ -351,17 +399,52 @@ std::vector<LayerPlan> LocalStage::plan() const {
 
 std::map<std::string, double> LocalStage::summary() const {
   const LocalSchedule& s = schedule_;
-  return {{"local_steps", static_cast<double>(s.steps)},
-          {"local_auto", s.automatic ? 1.0 : 0.0},
-          {"local_overlap", static_cast<double>(options_.overlap)},
-          {"local_fragments", static_cast<double>(s.fragments)},
-          {"local_iteration_seconds", s.iteration_seconds},
-          {"local_exchange_seconds", s.exchange_seconds},
-          {"local_predicted_utilization", s.utilization},
-          {"predicted_bytes_sent", s.bytes_per_exchange / static_cast<double>(s.steps)}};
+  std::map<std::string, double> out = {
+      {"local_steps", static_cast<double>(s.steps)},
+      {"local_auto", s.automatic ? 1.0 : 0.0},
+      {"local_overlap", static_cast<double>(options_.overlap)},
+      {"local_fragments", static_cast<double>(s.fragments)},
+      {"local_iteration_seconds", s.iteration_seconds},
+      {"local_exchange_seconds", s.exchange_seconds},
+      {"local_predicted_utilization", s.utilization},
+      {"predicted_bytes_sent", s.bytes_per_exchange / static_cast<double>(s.steps)}};
+  if (quorum_) {
+    // The leader's merges (zeros on the other nodes), and the peers this node dropped.
+    const local::QuorumFigures f = quorum_->figures();
+    out["local_quorum"] = static_cast<double>(*options_.quorum);
+    out["local_merges"] = static_cast<double>(f.merges);
+    out["local_partial_merges"] = static_cast<double>(f.partial_merges);
+    out["local_merged_deltas"] = static_cast<double>(f.contributions);
+    out["local_final_deltas"] = static_cast<double>(f.final_deltas);
+    out["local_stale_deltas"] = static_cast<double>(f.stale);
+    out["local_max_staleness"] = static_cast<double>(f.max_staleness);
+    out["local_mean_staleness"] = f.contributions > 0 ? static_cast<double>(f.staleness_sum) /
+                                                            static_cast<double>(f.contributions)
+                                                      : 0.0;
+    out["peers_failed"] = static_cast<double>(quorum_->failures());
+  }
+  return out;
+}
+
+std::string LocalStage::checkpoint_refusal() const {
+  if (!quorum_) return {};
+  return "sync.local.quorum = " + std::to_string(*options_.quorum) +
+         ": quorum rounds keep no checkpoints yet (between merges each node holds its own "
+         "version of the global model); a failed peer other than rank 0 is survived without "
+         "them";
 }
 
 bool LocalStage::finish() {
+  if (quorum_) {
+    // Every node's change not yet merged, and the layer states, averaged by the leader.
+    const std::span<float> w = ctx_.model.parameters();
+    for (std::size_t i = 0; i < floats_; ++i) delta_[i] = start_[i] - w[i];
+    std::vector<float> states(ctx_.model.layer_state_size());
+    ctx_.model.save_layer_states(states);
+    quorum_->finish(delta_, w, states);
+    if (!states.empty()) ctx_.model.load_layer_states(states);
+    return true;
+  }
   // Overlap: the exchanges in flight are waited for (no message is left behind) but not
   // applied: an outer step on them, with nothing to train after it, made the final model worse
   // than the replicas it came from (docs/measured.md, "local with overlap"); the final model is

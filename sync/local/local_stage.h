@@ -22,6 +22,7 @@
 #include "sync/local/options.h"
 #include "sync/local/outer_exchange.h"
 #include "sync/local/outer_optimizer.h"
+#include "sync/local/quorum_rounds.h"
 #include "sync/sync_stage.h"
 
 namespace gradmesh::sync {
@@ -154,6 +155,13 @@ class LocalStage final : public SyncStage {
   /// new to the job and takes another's replica), its error-feedback residuals start at zero, so
   /// no node's compression error is sent twice.
   void prepare_resplit(std::size_t old_nodes, bool copied) override;
+  /// With quorum rounds: why they cannot be checkpointed (each node holds its own version of the
+  /// global model between merges); else "".
+  [[nodiscard]] std::string checkpoint_refusal() const override;
+  /// With quorum rounds: throws the cut-off error when too few nodes are left (sync/quorum.h).
+  void check_quorum() const override {
+    if (quorum_) quorum_->check();
+  }
   /// Messages the node's router rejected (a malformed outer encoding, a stray bucket or kind).
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
     return ctx_.router.rejected();
@@ -223,6 +231,7 @@ class LocalStage final : public SyncStage {
   LaneId lane_ = 0;
   CompressionOptions compression_;
   std::optional<collective::RingAllReduce> final_;  // bucket 1: the final average
+  std::optional<local::QuorumRounds> quorum_;       // sync.local.quorum set, on 2 or more nodes
 };
 
 }  // namespace gradmesh::sync

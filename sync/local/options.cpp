@@ -59,7 +59,8 @@ OptionTable local_option_table() {
            number_key("outer_momentum", d.outer_momentum, "a number in [0, 1)",
                       [](double x) { return x >= 0.0 && x < 1.0; }),
            names_key("overlap", kOverlapNames),
-           integer_key("fragments", 1, 1, "fragments of the model, at most H")}};
+           integer_key("fragments", 1, 1, "fragments of the model, at most H"),
+           word_or_integer_key("quorum", "all", 1, "\"all\" or a node count >= 1")}};
 }
 
 LocalOptions local_options(const OptionValues& values) {
@@ -72,6 +73,9 @@ LocalOptions local_options(const OptionValues& values) {
   o.outer_momentum = values.number("local.outer_momentum");
   o.overlap = kind_named<OverlapKind>(values.text("local.overlap"), kOverlapNames);
   o.fragments = static_cast<std::size_t>(values.integer("local.fragments"));
+  if (!values.is("local.quorum", "all")) {
+    o.quorum = static_cast<std::size_t>(values.integer("local.quorum"));
+  }
   return o;
 }
 

@@ -39,12 +39,17 @@ struct LocalOptions {
   /// F: the model is exchanged in F fragments at staggered points of the round (Streaming
   /// DiLoCo, Douillard et al., arXiv 2501.18512, sec. 2.2; LocalStage). 1 <= F <= H.
   std::size_t fragments = 1;
+  /// Quorum rounds (sync/local/quorum_rounds.h; Decoupled DiLoCo, arXiv 2604.21428): a merge
+  /// takes the Deltas of this many distinct nodes (at most the live nodes still training), so a
+  /// slow or failed node holds no one back; nullopt: "all", every node's Delta each round on a
+  /// ring (DiLoCo's synchronous rounds).
+  std::optional<std::size_t> quorum;
 };
 
 /// [sync.local]: steps ("auto" or an integer >= 1, default "auto"), outer ("nesterov", "sgd",
 /// "average"; default "nesterov"), outer_lr (a number > 0, default 0.7), outer_momentum (a number
 /// in [0, 1), default 0.9), overlap ("off", "eager", "delayed"; default "off"), fragments (an
-/// integer >= 1, default 1).
+/// integer >= 1, default 1), quorum ("all" or a node count >= 1, default "all").
 [[nodiscard]] OptionTable local_option_table();
 
 /// The [sync.local] values of `values` (defaults where unset).

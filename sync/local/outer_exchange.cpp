@@ -61,6 +61,16 @@ OuterCost outer_exchange_cost(const topo::ClusterCost& cluster, std::size_t floa
           sent};
 }
 
+OuterCost quorum_exchange_cost(const topo::ClusterCost& cluster, std::size_t floats) {
+  (void)topo::ring_allreduce_bytes(0, cluster.nodes);  // checks the node count
+  if (cluster.nodes < 2 || floats == 0) return {};
+  const double peers = static_cast<double>(cluster.nodes - 1);
+  const double sent = peers * (4.0 * static_cast<double>(floats) + cluster.frame_overhead_bytes);
+  return {2.0 * (cluster.link.alpha + peers * cluster.link.message_seconds +
+                 sent / cluster.link.bandwidth),
+          sent};
+}
+
 std::string outer_exchange_name(const CompressionOptions& compression) {
   const compress::CompressorEntry* entry = outer_compressor(compression);
   if (entry == nullptr) return "ring of floats";

@@ -54,6 +54,13 @@ struct OuterCost {
 [[nodiscard]] OuterCost outer_exchange_cost(const topo::ClusterCost& cluster, std::size_t floats,
                                             const CompressionOptions& compression);
 
+/// The cost of one merge of quorum rounds (quorum_rounds.h) of `floats` floats on `cluster`: the
+/// leader's link carries the n - 1 Deltas in and the model out to n - 1 peers, one after the
+/// other on the critical path: 2 alpha + 2 (n - 1) o + 2 (n - 1) (4 m + h) / B; bytes: the
+/// leader's, (n - 1)(4 m + h) (another node sends 4 m + h). One node: 0. Throws ContractError for
+/// a bad cluster.
+[[nodiscard]] OuterCost quorum_exchange_cost(const topo::ClusterCost& cluster, std::size_t floats);
+
 /// How the outer exchange of `compression` crosses the wire, for plans and logs: "ring of
 /// floats", "fp16 ring", "int8 all-gather with error feedback".
 [[nodiscard]] std::string outer_exchange_name(const CompressionOptions& compression);

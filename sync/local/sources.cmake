@@ -3,4 +3,5 @@ target_sources(gradmesh_sync PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/local_stage.cpp
   ${CMAKE_CURRENT_LIST_DIR}/options.cpp
   ${CMAKE_CURRENT_LIST_DIR}/outer_exchange.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/outer_optimizer.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/outer_optimizer.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/quorum_rounds.cpp)

@@ -56,6 +56,14 @@ TEST_CASE("strategy traits: what the node asks of a strategy instead of its name
   CHECK(sync::strategies_with(&sync::StrategyTraits::rolls_back) ==
         "ps, poseidon, allreduce, local, auto");
   CHECK(sync::strategies_with(&sync::StrategyTraits::resplit_by_replica) == "local");
+  // Going on without a failed peer by itself: ako always, local with quorum rounds.
+  sync::OptionValues values;
+  CHECK(sync::goes_on_without_failed_peers("ako", values));
+  CHECK_FALSE(sync::goes_on_without_failed_peers("local", values));
+  CHECK_FALSE(sync::goes_on_without_failed_peers("ps", values));
+  sync::OptionValues quorum = values;
+  quorum.set("local.quorum", std::int64_t{3});
+  CHECK(sync::goes_on_without_failed_peers("local", quorum));
   // Every strategy but ako steps the job's optimizer (any optimizer.algorithm).
   CHECK(sync::strategies_with(&sync::StrategyTraits::any_optimizer) ==
         "none, ps, poseidon, allreduce, local, auto");

@@ -123,6 +123,8 @@ const std::multimap<std::string_view, std::string_view> kOutOfRange{
     {"sync.local.overlap", "\"always\""},
     {"sync.local.fragments", "0"},
     {"sync.local.fragments", "\"two\""},
+    {"sync.local.quorum", "0"},
+    {"sync.local.quorum", "\"most\""},
     {"sync.poseidon.choose", "\"flops\""},
     {"sync.poseidon.sfb", "\"sometimes\""},
     {"sync.ps.chunk_bytes", "0"},

@@ -383,7 +383,7 @@ TEST_CASE("canonical text is sorted TOML that parses back to the same config", "
   CHECK(parse_job_config(text, "canonical", {}).canonical_text() == text);
 
   const std::vector<std::string> keys = keys_of(a);
-  CHECK(keys.size() == 64);
+  CHECK(keys.size() == 65);
   CHECK(std::set<std::string>(keys.begin(), keys.end()).size() == keys.size());
 }
 
@@ -457,6 +457,7 @@ TEST_CASE("hash is equal for equal configs and differs when any key differs", "[
       "sync.local.outer_momentum=0.5",
       "sync.local.overlap=eager",
       "sync.local.fragments=2",
+      "sync.local.quorum=2",
       "checkpoint.dir=/tmp/ckpt",
       "checkpoint.every=10",
       "checkpoint.keep=3",

@@ -1,0 +1,413 @@
+#include "sync/local/quorum_rounds.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+namespace gradmesh::sync::local {
+
+namespace {
+
+/// An owned payload holding `a` then `b`.
+net::Payload float_payload(std::span<const float> a, std::span<const float> b = {}) {
+  net::Payload p = net::Payload::allocate(a.size_bytes() + b.size_bytes());
+  const std::span<std::byte> out = p.mutable_bytes();
+  if (!a.empty()) std::memcpy(out.data(), a.data(), a.size_bytes());
+  if (!b.empty()) std::memcpy(out.data() + a.size_bytes(), b.data(), b.size_bytes());
+  return p;
+}
+
+}  // namespace
+
+QuorumRounds::QuorumRounds(LaneRouter& router, LaneId lane, std::size_t rank, std::size_t nodes,
+                           std::size_t quorum, std::optional<std::size_t> min_nodes,
+                           std::span<const float> initial, std::size_t states,
+                           OuterOptimizer& outer)
+    : router_(router),
+      lane_(lane),
+      rank_(rank),
+      nodes_(nodes),
+      quorum_(quorum),
+      floats_(initial.size()),
+      states_(states),
+      outer_(outer),
+      membership_(rank, nodes, min_nodes),
+      final_sent_(nodes, false) {
+  GRADMESH_CHECK(nodes >= 2 && rank < nodes, "QuorumRounds: a rank of a job of 2 or more nodes");
+  GRADMESH_CHECK(quorum >= 1 && quorum <= nodes, "QuorumRounds: a quorum in [1, nodes]");
+  if (leader()) {
+    global_.assign(initial.begin(), initial.end());
+    mean_.resize(floats_);
+    merger_ = std::thread([this] { merge_loop(); });
+  }
+}
+
+QuorumRounds::~QuorumRounds() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  if (merger_.joinable()) merger_.join();
+}
+
+void QuorumRounds::Wake::run() const {
+  if (!done) return;
+  if (error) {
+    done->fail(error);
+  } else {
+    done->complete();
+  }
+}
+
+std::size_t QuorumRounds::training_locked() const {
+  std::size_t count = 0;
+  for (std::size_t r = 0; r < nodes_; ++r) {
+    if ((r == rank_ || !membership_.dead(r)) && !final_sent_[r]) ++count;
+  }
+  return count;
+}
+
+bool QuorumRounds::due_locked() const {
+  if (!leader() || waiting_.empty() || all_final_locked()) return false;
+  std::size_t distinct = 0;
+  for (std::size_t i = 0; i < waiting_.size(); ++i) {
+    bool first = true;
+    for (std::size_t j = 0; j < i && first; ++j) first = waiting_[j].rank != waiting_[i].rank;
+    if (first) ++distinct;
+  }
+  return distinct >= std::max<std::size_t>(1, std::min(quorum_, training_locked()));
+}
+
+bool QuorumRounds::all_final_locked() const {
+  for (std::size_t r = 0; r < nodes_; ++r) {
+    if ((r == rank_ || !membership_.dead(r)) && !final_sent_[r]) return false;
+  }
+  return true;
+}
+
+QuorumRounds::Wake QuorumRounds::wake_locked() {
+  Wake w;
+  if (!waiter_) return w;
+  if (failed_ || version_ > adopted_) {
+    w.done = std::move(*waiter_);
+    w.error = failed_;
+    waiter_.reset();
+  }
+  return w;
+}
+
+QuorumRounds::Wake QuorumRounds::fail_locked(std::exception_ptr error) {
+  if (!failed_) failed_ = std::move(error);
+  changed_.notify_all();
+  return wake_locked();
+}
+
+void QuorumRounds::contribute(std::span<const float> delta) {
+  GRADMESH_CHECK_EQ(delta.size(), floats_, "QuorumRounds::contribute: a Delta of the model");
+  net::Payload payload = float_payload(delta);
+  std::uint64_t from = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (failed_) std::rethrow_exception(failed_);
+    from = adopted_;
+    if (leader()) waiting_.push_back({rank_, from, std::move(payload)});
+  }
+  if (leader()) {
+    changed_.notify_all();  // the merge thread
+    return;
+  }
+  if (auto error = router_.send(
+          kQuorumLeader, net::Message{lane_, kQuorumDeltaKind, 0, from, std::move(payload)})) {
+    throw *error;
+  }
+}
+
+void QuorumRounds::await(engine::Completion done) {
+  Wake wake;
+  {
+    std::lock_guard lock(mutex_);
+    GRADMESH_CHECK(!waiter_, "QuorumRounds::await: one wait at a time");
+    waiter_ = std::move(done);
+    wake = wake_locked();
+  }
+  wake.run();
+}
+
+void QuorumRounds::mean_of(const std::vector<Waiting>& deltas, std::size_t count) {
+  std::fill(mean_.begin(), mean_.end(), 0.0f);
+  for (const Waiting& w : deltas) {
+    const std::span<const float> d = w.delta.as<float>().first(floats_);
+    for (std::size_t i = 0; i < floats_; ++i) mean_[i] += d[i];
+  }
+  const float scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
+  for (float& x : mean_) x *= scale;
+}
+
+namespace {
+
+/// The number of distinct ranks of `deltas`, sorted by rank then version (the order the mean
+/// sums them in, the same on every run that merges the same Deltas).
+template <class W>
+std::size_t sort_and_count(std::vector<W>& deltas) {
+  std::sort(deltas.begin(), deltas.end(), [](const W& a, const W& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.from < b.from;
+  });
+  std::size_t distinct = 0;
+  for (std::size_t i = 0; i < deltas.size(); ++i) {
+    if (i == 0 || deltas[i].rank != deltas[i - 1].rank) ++distinct;
+  }
+  return distinct;
+}
+
+}  // namespace
+
+void QuorumRounds::merge_loop() {
+  std::vector<Waiting> batch;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return stop_ || failed_ || due_locked(); });
+    if (stop_ || failed_) return;
+    batch.clear();
+    batch.swap(waiting_);
+    const std::uint64_t version = version_;
+    const std::size_t training = training_locked();
+    merging_ = true;
+    lock.unlock();
+    // theta_g <- outer(theta_g, the mean change over the nodes whose Deltas are in).
+    const std::size_t distinct = sort_and_count(batch);
+    mean_of(batch, distinct);
+    outer_.step(global_, mean_);
+    const net::Payload model = float_payload(global_);
+    lock.lock();
+    version_ = version + 1;
+    newest_ = model;
+    merging_ = false;
+    ++figures_.merges;
+    if (distinct < training) ++figures_.partial_merges;
+    for (const Waiting& w : batch) {
+      const std::uint64_t staleness = version - w.from;
+      ++figures_.contributions;
+      if (staleness > 0) ++figures_.stale;
+      figures_.staleness_sum += staleness;
+      figures_.max_staleness = std::max(figures_.max_staleness, staleness);
+    }
+    const Wake wake = wake_locked();
+    changed_.notify_all();
+    lock.unlock();
+    wake.run();
+    for (std::size_t peer = 0; peer < nodes_; ++peer) {
+      if (peer == rank_ || membership_.dead(peer)) continue;
+      // A peer failing on the way is reported to on_failure() by the transport too.
+      (void)router_.send(peer, net::Message{lane_, kQuorumModelKind, 0, version + 1, model});
+    }
+    lock.lock();
+  }
+}
+
+void QuorumRounds::adopt(std::span<float> theta) {
+  GRADMESH_CHECK_EQ(theta.size(), floats_, "QuorumRounds::adopt: the model's parameters");
+  net::Payload model;
+  std::uint64_t version = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (failed_) std::rethrow_exception(failed_);
+    model = newest_;
+    version = version_;
+  }
+  if (version == adopted_) return;  // none newer (version 0 is the model every node starts from)
+  const std::span<const float> w = model.as<float>();
+  std::copy(w.begin(), w.end(), theta.begin());
+  std::lock_guard lock(mutex_);
+  adopted_ = version;
+}
+
+void QuorumRounds::finish(std::span<const float> delta, std::span<float> theta,
+                          std::span<float> states) {
+  GRADMESH_CHECK(delta.size() == floats_ && theta.size() == floats_ && states.size() == states_,
+                 "QuorumRounds::finish: the model's parameters and layer states");
+  net::Payload last = float_payload(delta, states);
+  if (!leader()) {
+    std::uint64_t from = 0;
+    {
+      std::lock_guard lock(mutex_);
+      if (failed_) std::rethrow_exception(failed_);
+      from = adopted_;
+    }
+    if (auto error = router_.send(
+            kQuorumLeader, net::Message{lane_, kQuorumFinalKind, 0, from, std::move(last)})) {
+      throw *error;
+    }
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return failed_ || !final_model_.empty(); });
+    if (failed_) std::rethrow_exception(failed_);
+    const std::span<const float> in = final_model_.as<float>();
+    std::copy(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(floats_), theta.begin());
+    std::copy(in.begin() + static_cast<std::ptrdiff_t>(floats_), in.end(), states.begin());
+    return;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    finals_.push_back({rank_, adopted_, std::move(last)});
+    final_sent_[rank_] = true;
+  }
+  changed_.notify_all();  // one node fewer training: a merge may be due
+  // The merge thread goes on for the nodes still training until every live node has sent its
+  // last; then it stops, and the Deltas still waiting go into the final merge.
+  {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return failed_ || (all_final_locked() && !merging_); });
+    if (failed_) std::rethrow_exception(failed_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  merger_.join();
+  // The final model: theta_g minus the mean over the nodes of every change not yet merged.
+  std::vector<Waiting> changes;
+  std::vector<Waiting> finals;
+  std::uint64_t version = 0;
+  QuorumFigures seen;
+  {
+    std::lock_guard lock(mutex_);
+    changes.swap(waiting_);
+    finals = finals_;
+    version = version_;
+    seen = figures_;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    figures_.final_deltas = changes.size();
+  }
+  changes.insert(changes.end(), finals.begin(), finals.end());
+  const std::size_t distinct = sort_and_count(changes);
+  mean_of(changes, distinct);
+  for (std::size_t i = 0; i < floats_; ++i) theta[i] = global_[i] - mean_[i];
+  std::fill(states.begin(), states.end(), 0.0f);
+  sort_and_count(finals);  // rank order
+  for (const Waiting& f : finals) {
+    const std::span<const float> s = f.delta.as<float>().subspan(floats_);
+    for (std::size_t i = 0; i < states_; ++i) states[i] += s[i];
+  }
+  const float scale = 1.0f / static_cast<float>(finals.size());
+  for (float& x : states) x *= scale;
+  const net::Payload model = float_payload(theta, states);
+  for (std::size_t peer = 0; peer < nodes_; ++peer) {
+    if (peer == rank_ || membership_.dead(peer)) continue;
+    (void)router_.send(peer, net::Message{lane_, kQuorumFinalModelKind, 0, version + 1, model});
+  }
+  spdlog::info(
+      "local: the final model is the global model of version {} with the {} node(s)' changes "
+      "not yet merged averaged in ({} merges, {} of them without every node still training)",
+      version, distinct, seen.merges, seen.partial_merges);
+}
+
+bool QuorumRounds::owns(const net::Message& message) noexcept {
+  return message.kind >= kQuorumDeltaKind && message.kind <= kQuorumFinalModelKind;
+}
+
+void QuorumRounds::on_message(std::size_t from, net::Message&& message) {
+  const std::size_t bytes = message.payload.size();
+  const std::size_t model_bytes = floats_ * sizeof(float);
+  const std::size_t final_bytes = (floats_ + states_) * sizeof(float);
+  std::string why;
+  Wake wake;
+  {
+    std::lock_guard lock(mutex_);
+    switch (message.kind) {
+      case kQuorumDeltaKind:
+      case kQuorumFinalKind: {
+        const bool last = message.kind == kQuorumFinalKind;
+        if (!leader()) {
+          why = "a Delta sent to rank " + std::to_string(rank_) + ", which does not merge";
+        } else if (bytes != (last ? final_bytes : model_bytes)) {
+          why = "a Delta of " + std::to_string(bytes) + " bytes, expected " +
+                std::to_string(last ? final_bytes : model_bytes);
+        } else if (membership_.dead(from)) {
+          why = "a Delta from a dropped peer";
+        } else if (message.round > version_) {
+          why = "a Delta from version " + std::to_string(message.round) + ", newer than " +
+                std::to_string(version_);
+        } else if (last && final_sent_[from]) {
+          why = "a second last Delta";
+        } else if (last) {
+          final_sent_[from] = true;
+          finals_.push_back({from, message.round, std::move(message.payload)});
+        } else {
+          waiting_.push_back({from, message.round, std::move(message.payload)});
+        }
+        break;
+      }
+      case kQuorumModelKind:
+      case kQuorumFinalModelKind: {
+        const bool last = message.kind == kQuorumFinalModelKind;
+        if (from != kQuorumLeader || leader()) {
+          why = "a global model from rank " + std::to_string(from) + ", which does not merge";
+        } else if (bytes != (last ? final_bytes : model_bytes)) {
+          why = "a global model of " + std::to_string(bytes) + " bytes, expected " +
+                std::to_string(last ? final_bytes : model_bytes);
+        } else if (last) {
+          final_model_ = std::move(message.payload);
+        } else if (message.round <= version_) {
+          why = "version " + std::to_string(message.round) + " after version " +
+                std::to_string(version_);
+        } else {
+          version_ = message.round;
+          newest_ = std::move(message.payload);
+        }
+        break;
+      }
+      default:
+        why = "kind " + std::to_string(message.kind) + ": not quorum rounds'";
+    }
+    if (why.empty()) {
+      changed_.notify_all();
+      wake = wake_locked();
+    }
+  }
+  wake.run();
+  if (!why.empty()) router_.reject(from, lane_, "local quorum rounds: " + why);
+}
+
+void QuorumRounds::on_failure(const PeerError& error) {
+  const std::size_t peer = error.rank();
+  if (peer >= nodes_ || peer == rank_) return;
+  Wake wake;
+  const std::optional<ako::Membership::Dropped> dropped = membership_.drop(peer);
+  if (!dropped) return;  // reported already
+  if (peer == kQuorumLeader) {
+    // No merges without it. Below the majority this node is cut off too (check() says so).
+    if (!dropped->quorum_holds)
+      (void)membership_.cut_off([this](std::size_t r) { return router_.address(r); }, error.what());
+    spdlog::error("local: {}: the leader that merges the quorum rounds is gone", error.what());
+    {
+      std::lock_guard lock(mutex_);
+      wake = fail_locked(std::make_exception_ptr(error));
+    }
+    wake.run();
+    return;
+  }
+  if (dropped->quorum_holds) {
+    spdlog::warn("local: {}; dropped: the quorum rounds go on with {} of {} nodes", error.what(),
+                 dropped->live, nodes_);
+    std::lock_guard lock(mutex_);
+    changed_.notify_all();
+    wake = wake_locked();  // a merge may be due with one node fewer to wait for
+  } else {
+    const std::optional<std::string> why =
+        membership_.cut_off([this](std::size_t r) { return router_.address(r); }, error.what());
+    if (why) spdlog::error("local: {}", *why);
+    std::lock_guard lock(mutex_);
+    wake = fail_locked(std::make_exception_ptr(Error(why.value_or(error.what()))));
+  }
+  wake.run();
+}
+
+QuorumFigures QuorumRounds::figures() const {
+  std::lock_guard lock(mutex_);
+  return figures_;
+}
+
+}  // namespace gradmesh::sync::local
