@@ -164,6 +164,10 @@ class SyncStage : public engine::Checkpointable {
   /// Messages received that broke the strategy's protocol (wrong size, unknown key, stale round);
   /// each was dropped and logged.
   [[nodiscard]] virtual std::uint64_t rejected_messages() const noexcept { return 0; }
+  /// Whether the job ended for this node before its last iteration: the node stops training at
+  /// the iteration boundary where it sees it, evaluates and calls finish(). Any thread. Default:
+  /// never (local's quorum rounds end a straggler once a quorum of nodes has ended).
+  [[nodiscard]] virtual bool ended() const { return false; }
 };
 
 /// Names of every strategy the registry knows, in the order `sync.strategy` documents them.

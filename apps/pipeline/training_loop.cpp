@@ -170,6 +170,12 @@ void TrainingLoop::run_epoch(std::size_t epoch) {
         admit_at_epoch_end_ = true;
     }
     report_progress(epoch, first, in_epoch, epoch_iterations, epoch_start, sent_at_start);
+    if (done_ < limit_ && plan_.stage->ended()) {
+      spdlog::info("the job ended for this node at iteration {} of {}: {} (sync.strategy = {})",
+                   done_, limit_, "a quorum of its nodes has ended", config.sync.strategy);
+      limit_ = done_;
+      break;
+    }
   }
   train_seconds_ += std::chrono::duration<double>(Clock::now() - epoch_start).count();
   std::map<std::string, double> figures = plan_.stage->epoch_figures();

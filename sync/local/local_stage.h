@@ -162,6 +162,9 @@ class LocalStage final : public SyncStage {
   void check_quorum() const override {
     if (quorum_) quorum_->check();
   }
+  /// With quorum rounds: once a quorum of nodes has ended, the others end too (a straggler does
+  /// not hold the job's end back).
+  [[nodiscard]] bool ended() const override { return quorum_ && quorum_->ended(); }
   /// Messages the node's router rejected (a malformed outer encoding, a stray bucket or kind).
   [[nodiscard]] std::uint64_t rejected_messages() const noexcept override {
     return ctx_.router.rejected();

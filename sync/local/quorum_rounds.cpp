@@ -82,6 +82,10 @@ bool QuorumRounds::due_locked() const {
   return distinct >= std::max<std::size_t>(1, std::min(quorum_, training_locked()));
 }
 
+bool QuorumRounds::end_due_locked() const {
+  return leader() && !end_sent_ && finals_.size() >= std::min(quorum_, membership_.live());
+}
+
 bool QuorumRounds::all_final_locked() const {
   for (std::size_t r = 0; r < nodes_; ++r) {
     if ((r == rank_ || !membership_.dead(r)) && !final_sent_[r]) return false;
@@ -137,11 +141,13 @@ void QuorumRounds::await(engine::Completion done) {
   wake.run();
 }
 
-void QuorumRounds::mean_of(const std::vector<Waiting>& deltas, std::size_t count) {
+void QuorumRounds::mean_of(const std::vector<Waiting>& deltas, std::size_t count,
+                           std::optional<std::uint64_t> version) {
   std::fill(mean_.begin(), mean_.end(), 0.0f);
   for (const Waiting& w : deltas) {
     const std::span<const float> d = w.delta.as<float>().first(floats_);
-    for (std::size_t i = 0; i < floats_; ++i) mean_[i] += d[i];
+    const float weight = version ? 1.0f / static_cast<float>(1 + (*version - w.from)) : 1.0f;
+    for (std::size_t i = 0; i < floats_; ++i) mean_[i] += weight * d[i];
   }
   const float scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
   for (float& x : mean_) x *= scale;
@@ -169,17 +175,44 @@ void QuorumRounds::merge_loop() {
   std::vector<Waiting> batch;
   std::unique_lock lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return stop_ || failed_ || due_locked(); });
+    changed_.wait(lock, [&] { return stop_ || failed_ || due_locked() || end_due_locked(); });
     if (stop_ || failed_) return;
+    if (end_due_locked()) {
+      // A quorum has ended: the nodes still training end at their next iteration boundary.
+      end_sent_ = true;
+      ended_.store(true, std::memory_order_release);
+      std::vector<std::size_t> training;
+      for (std::size_t peer = 0; peer < nodes_; ++peer) {
+        if (peer != rank_ && !membership_.dead(peer) && !final_sent_[peer])
+          training.push_back(peer);
+      }
+      lock.unlock();
+      if (!training.empty()) {
+        spdlog::info(
+            "local: {} of {} nodes have ended (sync.local.quorum = {}): the {} still "
+            "training end at their next iteration",
+            nodes_ - training.size(), nodes_, quorum_, training.size());
+      }
+      for (const std::size_t peer : training)
+        (void)router_.send(peer, net::Message{lane_, kQuorumEndKind, 0, 0, {}});
+      lock.lock();
+      continue;
+    }
     batch.clear();
     batch.swap(waiting_);
     const std::uint64_t version = version_;
     const std::size_t training = training_locked();
+    const std::size_t live = membership_.live();
     merging_ = true;
     lock.unlock();
-    // theta_g <- outer(theta_g, the mean change over the nodes whose Deltas are in).
+    // theta_g <- outer(theta_g, sum of Delta / (1 + staleness) over the n live nodes): a fresh
+    // change counts 1 / n whenever it arrives (with every node's fresh Delta in, their mean), a
+    // stale one less (Zhang et al., "Staleness-aware Async-SGD", IJCAI'16: the step over the
+    // staleness). Dividing by the Deltas in instead, or leaving stale ones whole, made DiLoCo's
+    // Nesterov step diverge on the demo MLP (bench/stragglers.sh, all fast: 9.5% after 3
+    // epochs; docs/strategies.md).
     const std::size_t distinct = sort_and_count(batch);
-    mean_of(batch, distinct);
+    mean_of(batch, live, version);
     outer_.step(global_, mean_);
     const net::Payload model = float_payload(global_);
     lock.lock();
@@ -269,9 +302,11 @@ void QuorumRounds::finish(std::span<const float> delta, std::span<float> theta,
   std::vector<Waiting> changes;
   std::vector<Waiting> finals;
   std::uint64_t version = 0;
+  std::size_t live = 1;
   QuorumFigures seen;
   {
     std::lock_guard lock(mutex_);
+    live = membership_.live();
     changes.swap(waiting_);
     finals = finals_;
     version = version_;
@@ -283,7 +318,7 @@ void QuorumRounds::finish(std::span<const float> delta, std::span<float> theta,
   }
   changes.insert(changes.end(), finals.begin(), finals.end());
   const std::size_t distinct = sort_and_count(changes);
-  mean_of(changes, distinct);
+  mean_of(changes, live);
   for (std::size_t i = 0; i < floats_; ++i) theta[i] = global_[i] - mean_[i];
   std::fill(states.begin(), states.end(), 0.0f);
   sort_and_count(finals);  // rank order
@@ -305,7 +340,7 @@ void QuorumRounds::finish(std::span<const float> delta, std::span<float> theta,
 }
 
 bool QuorumRounds::owns(const net::Message& message) noexcept {
-  return message.kind >= kQuorumDeltaKind && message.kind <= kQuorumFinalModelKind;
+  return message.kind >= kQuorumDeltaKind && message.kind <= kQuorumEndKind;
 }
 
 void QuorumRounds::on_message(std::size_t from, net::Message&& message) {
@@ -359,6 +394,13 @@ void QuorumRounds::on_message(std::size_t from, net::Message&& message) {
         }
         break;
       }
+      case kQuorumEndKind:
+        if (from != kQuorumLeader || leader() || bytes != 0) {
+          why = "an end from rank " + std::to_string(from) + ", which does not merge";
+        } else {
+          ended_.store(true, std::memory_order_release);
+        }
+        break;
       default:
         why = "kind " + std::to_string(message.kind) + ": not quorum rounds'";
     }

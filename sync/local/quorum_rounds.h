@@ -5,10 +5,13 @@
 // the outer optimizer. At the end of each of its rounds a node sends its Delta (theta_g of the
 // version its round started from, minus its replica) to the leader. As soon as Deltas from
 // `quorum` distinct nodes wait (at most the live nodes still training), the leader merges every
-// Delta that waits: theta_g <- outer(theta_g, their mean), a new version, sent whole to every
-// peer. A node whose round ends goes on from the newest version once it is newer than the one its
-// round started from (it waits only when no merge happened since); a Delta that missed a merge
-// joins the next one, its staleness (versions made since its round started) counted.
+// Delta that waits: theta_g <- outer(theta_g, sum of Delta / (1 + staleness) over the n live
+// nodes), a new version, sent whole to every peer (a fresh change counts 1 / n whenever it
+// arrives, with every node's fresh Delta in a merge their mean; a stale one less: Zhang et al.,
+// "Staleness-aware Async-SGD for Distributed Deep Learning", IJCAI'16). A node whose round ends
+// goes on from the newest version once it is newer than the one its round started from (it waits
+// only when no merge happened since); a Delta that missed a merge joins the next one, its staleness
+// (versions made since its round started) counted.
 //
 // With quorum = n (and no failure) every merge takes one Delta from each node and every node
 // waits for it: DiLoCo's synchronous rounds, the mean summed in rank order instead of round a
@@ -16,6 +19,7 @@
 // merged, later ones never come) and the others go on under the majority rule (sync/quorum.h); a
 // failed leader fails the job, naming it.
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -43,6 +47,8 @@ inline constexpr std::uint16_t kQuorumDeltaKind = 2000;
 inline constexpr std::uint16_t kQuorumModelKind = 2001;
 inline constexpr std::uint16_t kQuorumFinalKind = 2002;
 inline constexpr std::uint16_t kQuorumFinalModelKind = 2003;
+/// The leader to the nodes still training once a quorum of nodes has ended: end too.
+inline constexpr std::uint16_t kQuorumEndKind = 2004;
 /// The rank that merges (Decoupled DiLoCo's syncer).
 inline constexpr std::size_t kQuorumLeader = 0;
 
@@ -99,7 +105,7 @@ class QuorumRounds {
   /// The job's end: sends this node's last Delta (relative to the version adopted last) and its
   /// layer states (`states`, states floats) to the leader, which keeps merging for the nodes
   /// still training until every live node has sent its last, then sets the final model to
-  /// theta_g minus the mean over the nodes of their changes not yet merged (Deltas that waited
+  /// theta_g minus the sum over the live nodes of their changes not yet merged (Deltas that waited
   /// and last Deltas: the replicas' mean when they all started from theta_g), and the layer
   /// states to their mean (rank order). Writes them into `theta` and `states`. Blocks until the
   /// final model is in. Throws the leader's PeerError, or the cut-off error.
@@ -114,6 +120,10 @@ class QuorumRounds {
   /// A peer failed: the leader's failure fails this node; another's drops it (the majority rule
   /// applies: cut off below it).
   void on_failure(const PeerError& error);
+  /// Whether the job ended for this node: `quorum` nodes (at most the live ones) have sent their
+  /// last Delta, so a node still training stops at its next iteration boundary and ends too
+  /// (the leader tells it; a straggler does not hold the job's end back). Any thread.
+  [[nodiscard]] bool ended() const noexcept { return ended_.load(std::memory_order_acquire); }
   /// Throws the cut-off error if this node was cut off (SyncStage::check_quorum).
   void check() const { membership_.check(); }
 
@@ -145,10 +155,14 @@ class QuorumRounds {
     void run() const;
   };
   [[nodiscard]] Wake wake_locked();
+  /// Leader: a quorum of nodes has ended and the others were not told yet (lock held).
+  [[nodiscard]] bool end_due_locked() const;
   /// Leader: every live node has sent its last Delta (lock held).
   [[nodiscard]] bool all_final_locked() const;
-  /// Leader: the mean of `deltas` (sorted by rank, then version) into mean_, over `count` nodes.
-  void mean_of(const std::vector<Waiting>& deltas, std::size_t count);
+  /// Leader: the sum of `deltas` (sorted by rank, then version) over `count` (the live nodes)
+  /// into mean_, each weighed by 1 / (1 + its staleness) when `version` (the newest) is given.
+  void mean_of(const std::vector<Waiting>& deltas, std::size_t count,
+               std::optional<std::uint64_t> version = std::nullopt);
   /// Fails this node (the first error wins); the waiting await() with it (lock held).
   [[nodiscard]] Wake fail_locked(std::exception_ptr error);
 
@@ -163,10 +177,12 @@ class QuorumRounds {
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::uint64_t version_ = 0;     // newest version made (leader) or received
-  net::Payload newest_;           // the newest version's model
-  bool merging_ = false;          // leader: a merge under way outside the lock
-  bool stop_ = false;             // leader: the merge thread ends
+  std::uint64_t version_ = 0;  // newest version made (leader) or received
+  net::Payload newest_;        // the newest version's model
+  bool merging_ = false;       // leader: a merge under way outside the lock
+  bool stop_ = false;          // leader: the merge thread ends
+  bool end_sent_ = false;      // leader: the nodes still training were told to end
+  std::atomic<bool> ended_{false};
   std::vector<Waiting> waiting_;  // leader: Deltas not yet merged
   std::vector<bool> final_sent_;  // leader: ranks that sent their last Delta
   std::vector<Waiting> finals_;   // leader: the last Deltas (with the layer states)

@@ -108,17 +108,19 @@ InProcCluster::~InProcCluster() {
 }
 
 void InProcCluster::train(std::uint64_t iterations) {
-  train_each(std::vector<std::uint64_t>(nodes_.size(), iterations));
+  (void)train_each(std::vector<std::uint64_t>(nodes_.size(), iterations));
 }
 
-void InProcCluster::train_each(const std::vector<std::uint64_t>& iterations, bool finish) {
+std::vector<std::uint64_t> InProcCluster::train_each(const std::vector<std::uint64_t>& iterations,
+                                                     bool finish) {
   GRADMESH_CHECK_EQ(iterations.size(), nodes_.size(), "train_each: one count a node");
+  std::vector<std::uint64_t> ran(nodes_.size(), 0);
   std::vector<std::exception_ptr> errors(nodes_.size());
   std::vector<std::thread> threads;
   for (std::size_t r = 0; r < nodes_.size(); ++r) {
     threads.emplace_back([&, r] {
       try {
-        for (std::uint64_t i = 0; i < iterations[r]; ++i) nodes_[r]->step();
+        for (; ran[r] < iterations[r] && !nodes_[r]->stage().ended(); ++ran[r]) nodes_[r]->step();
         if (finish) (void)nodes_[r]->stage().finish();
       } catch (const std::exception& e) {
         errors[r] = std::current_exception();
@@ -130,6 +132,7 @@ void InProcCluster::train_each(const std::vector<std::uint64_t>& iterations, boo
   for (const auto& e : errors) {
     if (e) std::rethrow_exception(e);
   }
+  return ran;
 }
 
 void InProcCluster::finish() {

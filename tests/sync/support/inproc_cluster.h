@@ -89,9 +89,12 @@ class InProcCluster {
   /// Runs `iterations` on every node, each node on its own thread; rethrows the first error.
   void train(std::uint64_t iterations);
   /// As train(), node r running `iterations[r]` iterations (a node that stops early: quorum
-  /// rounds go on without it), then, when `finish`, SyncStage::finish() on the same thread (as
-  /// a node does: a node that ends first does not wait for the others' training).
-  void train_each(const std::vector<std::uint64_t>& iterations, bool finish = false);
+  /// rounds go on without it) or until its stage says the job ended (SyncStage::ended(), as the
+  /// node's loop does), then, when `finish`, SyncStage::finish() on the same thread (as a node
+  /// does: a node that ends first does not wait for the others' training). Returns the
+  /// iterations each node ran.
+  std::vector<std::uint64_t> train_each(const std::vector<std::uint64_t>& iterations,
+                                        bool finish = false);
   /// finish() on every node at once (an asynchronous strategy completes its exchange).
   void finish();
   InProcNode& node(std::size_t rank) { return *nodes_.at(rank); }
