@@ -143,6 +143,11 @@ void OuterExchange::on_message(std::size_t from, net::Message&& message) {
     codec_->check(message.payload.bytes());
   } catch (const ProtocolError& e) {
     router_.reject(from, lane_, std::string("outer exchange: ") + e.what());
+    // Every node waits for every encoding of a round: without this peer's the round would never
+    // complete. The exchange fails naming it (the job stops, or rolls back without it).
+    fail(PeerError(from, router_.address(from),
+                   std::string("sent an outer encoding that fails its check (") + e.what() +
+                       "): the round cannot complete without it"));
     return;
   }
   gather_->on_message(from, std::move(message));

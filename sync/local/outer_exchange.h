@@ -94,7 +94,9 @@ class OuterExchange final {
   void mean(std::uint64_t round, std::size_t nodes, std::span<float> out);
 
   /// A message of this exchange (its ring's, or kind kGatheredKind): a gathered encoding that is
-  /// not one of this codec's is rejected through the router (counted, logged, dropped).
+  /// not one of this codec's is rejected through the router (counted, logged, dropped) and the
+  /// exchange fails with a PeerError naming its sender (fail()): the round cannot complete
+  /// without that node's encoding, so the job stops (or rolls back) instead of waiting for good.
   void on_message(std::size_t from, net::Message&& message);
   /// Fails the waiting await() and every later one with `error`.
   void fail(const PeerError& error);

@@ -274,3 +274,19 @@ TEST_CASE(
   CHECK(w[0] == w[1]);
   CHECK(w[0] == w[2]);
 }
+
+TEST_CASE(
+    "local: a malformed outer encoding is rejected, counted, and fails the round naming its "
+    "sender instead of leaving the job waiting",
+    "[sync][local][inproc]") {
+  testing::InProcCluster cluster(compressed_local_job(2, "int8"), "local", 2);
+  const auto& lanes = sync::lane_names();
+  const auto lane = static_cast<sync::LaneId>(
+      std::find(lanes.begin(), lanes.end(), std::string(sync::local::kLane)) - lanes.begin());
+  // Rank 1 sends rank 0 five bytes as its encoding of round 0 (an int8 encoding is much more).
+  cluster.transport(1).send(0, net::Message{lane, sync::local::kGatheredKind, 0, 0,
+                                            net::Payload::copy_of(std::vector<std::byte>(5))});
+  CHECK_THROWS_WITH(cluster.train(2),
+                    Catch::Contains("peer rank 1") && Catch::Contains("fails its check"));
+  CHECK(cluster.node(0).stage().rejected_messages() == 1);
+}
