@@ -129,9 +129,18 @@ inline constexpr std::size_t kMaxLocalFragments = 1024;
 /// lost, as under BSP), and a restarted node with --rejoin
 /// comes back at a checkpoint boundary with a copy of rank 0's replica.
 ///
+/// Quorum rounds (sync.local.quorum = k, on 2 or more nodes; local/quorum_rounds.h, Decoupled
+/// DiLoCo, arXiv 2604.21428): instead of the ring, each node's Delta goes to rank 0 at its
+/// round's end, rank 0 merges once Deltas from k nodes wait (stale ones weighed down) and sends
+/// the new global model, and a node goes on from the newest version newer than its round's
+/// start; a slow or failed node (other than rank 0) holds no one back, and once k nodes have
+/// ended the others end too (ended()). finish(): rank 0's final merge of every change not yet
+/// merged, the layer states averaged. No checkpoints (checkpoint_refusal()).
+///
 /// Thread safety: as SyncStage. Errors: the constructor throws ConfigError for a model on a
 /// device (the outer step runs on host memory), for an H the options give out of range, for
-/// more fragments than H or parameters, and for fragments with overlap "eager".
+/// more fragments than H or parameters, for fragments with overlap "eager", and for a quorum
+/// above the node count or with fragments, overlap or compression.
 class LocalStage final : public SyncStage {
  public:
   explicit LocalStage(SyncContext ctx);
