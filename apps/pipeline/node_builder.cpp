@@ -98,12 +98,12 @@ void NodeBuilder::check_start() const {
       throw ConfigError(
           "--rejoin and --resume exclude each other: a rejoining node takes a live "
           "peer's state, a resumed job a checkpoint's");
-    if (!sync::strategy_traits(config.sync.strategy).live_membership)
+    if (!sync::goes_on_without_failed_peers(config.sync.strategy, config.sync.options))
       throw ConfigError(
           "Pipeline: --rejoin needs a strategy that takes a node back while the "
           "job runs (sync.strategy = " +
-          sync::strategies_with(&sync::StrategyTraits::live_membership) + "; is \"" +
-          config.sync.strategy + "\"); a job of " +
+          sync::strategies_with(&sync::StrategyTraits::live_membership) +
+          ", or local with sync.local.quorum; is \"" + config.sync.strategy + "\"); a job of " +
           sync::strategies_with(&sync::StrategyTraits::rolls_back) +
           " with checkpoint.dir takes a restarted node back at a "
           "checkpoint boundary through run_with_recovery() (README \"When a peer "

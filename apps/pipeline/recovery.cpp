@@ -183,7 +183,10 @@ void run_views(NodeOptions options, const std::function<void(Pipeline&)>& config
   const fs::path root = first.checkpoint.dir;
   const bool recoverable = rolls_back(first.sync.strategy) && !root.empty();
   std::vector<View> views;
-  if (options.rejoin && rolls_back(first.sync.strategy)) {
+  // A strategy that takes a restarted node back while it runs (ako, local's quorum rounds) needs
+  // no checkpoint boundary: its stage's join() does it.
+  if (options.rejoin && rolls_back(first.sync.strategy) &&
+      !sync::goes_on_without_failed_peers(first.sync.strategy, first.sync.options)) {
     if (root.empty()) {
       throw ConfigError("--rejoin under sync.strategy = \"" + first.sync.strategy +
                         "\" needs checkpoint.dir (the folder the job's nodes share): such a job "

@@ -157,6 +157,7 @@ LocalStage::LocalStage(SyncContext ctx)
     quorum_.emplace(ctx_.router, lane_, ctx_.rank, ctx_.nodes, *options_.quorum, ctx_.min_nodes,
                     start_, ctx_.model.layer_state_size(), fragments_[0].outer);
     ctx_.router.on_failure([this](const PeerError& error) { quorum_->on_failure(error); });
+    ctx_.router.on_rejoin([this](std::size_t peer) { quorum_->on_rejoin(peer); });
   } else if (ctx_.nodes > 1) {
     lane_ = ctx_.router.route(local::kLane, [this](std::size_t from, net::Message&& m) {
       on_message(from, std::move(m));
@@ -228,6 +229,7 @@ void LocalStage::build(engine::Graph& graph, const IterationTasks& tasks) {
           if (fragments_[p].sync_step == in_round_) due_ = p;
         }
         if (quorum_) {
+          quorum_->note_iteration(++iterations_);
           if (due_ != kNone) {
             const std::span<const float> w = ctx_.model.parameters();
             for (std::size_t i = 0; i < floats_; ++i) delta_[i] = start_[i] - w[i];
@@ -424,6 +426,16 @@ std::map<std::string, double> LocalStage::summary() const {
     out["peers_failed"] = static_cast<double>(quorum_->failures());
   }
   return out;
+}
+
+std::uint64_t LocalStage::join() {
+  if (!quorum_) return SyncStage::join();  // refuses: a rejoin comes through checkpoints
+  // The leader's newest global model, and its iterations done: the round starts there.
+  const std::span<float> w = ctx_.model.parameters();
+  iterations_ = quorum_->join(w, kJoinTimeoutSeconds);
+  std::copy(w.begin(), w.end(), start_.begin());
+  in_round_ = 0;
+  return iterations_;
 }
 
 std::string LocalStage::checkpoint_refusal() const {

@@ -167,6 +167,10 @@ class LocalStage final : public SyncStage {
   /// With quorum rounds: why they cannot be checkpointed (each node holds its own version of the
   /// global model between merges); else "".
   [[nodiscard]] std::string checkpoint_refusal() const override;
+  /// With quorum rounds, a restarted node (--rejoin) starts from rank 0's newest global model at
+  /// rank 0's iteration (returned), waiting at most kJoinTimeoutSeconds; without them the
+  /// default (a rejoin comes back through checkpoints). Throws as QuorumRounds::join.
+  std::uint64_t join() override;
   /// With quorum rounds: throws the cut-off error when too few nodes are left (sync/quorum.h).
   void check_quorum() const override {
     if (quorum_) quorum_->check();
@@ -236,9 +240,12 @@ class LocalStage final : public SyncStage {
   std::vector<float> own_;       // eager: this node's Delta of the round before
   std::vector<float> estimate_;  // eager: the tentative step's Delta~; delayed: scratch
   std::deque<Fragment> fragments_;
-  std::size_t in_round_ = 0;   // inner steps done in the current round
-  std::size_t due_ = kNone;    // the fragment whose point this iteration is
-  bool resplit_copy_ = false;  // the next load_state() reads another node's state
+  std::size_t in_round_ = 0;      // inner steps done in the current round
+  std::size_t due_ = kNone;       // the fragment whose point this iteration is
+  bool resplit_copy_ = false;     // the next load_state() reads another node's state
+  std::uint64_t iterations_ = 0;  // quorum rounds: iterations run (a rejoining node's rank 0's)
+  /// How long a rejoining node waits for rank 0's global model, seconds.
+  static constexpr double kJoinTimeoutSeconds = 120;
   static constexpr std::size_t kNone = ~std::size_t{0};
   LaneId lane_ = 0;
   CompressionOptions compression_;

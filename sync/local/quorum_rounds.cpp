@@ -1,6 +1,7 @@
 #include "sync/local/quorum_rounds.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -41,6 +42,7 @@ QuorumRounds::QuorumRounds(LaneRouter& router, LaneId lane, std::size_t rank, st
   if (leader()) {
     global_.assign(initial.begin(), initial.end());
     mean_.resize(floats_);
+    newest_ = float_payload(global_);  // version 0: what a node rejoining before a merge takes
     merger_ = std::thread([this] { merge_loop(); });
   }
 }
@@ -175,8 +177,28 @@ void QuorumRounds::merge_loop() {
   std::vector<Waiting> batch;
   std::unique_lock lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return stop_ || failed_ || due_locked() || end_due_locked(); });
+    changed_.wait(lock, [&] {
+      return stop_ || failed_ || due_locked() || end_due_locked() || !joins_.empty();
+    });
     if (stop_ || failed_) return;
+    if (!joins_.empty()) {
+      // Restarted nodes: the newest version and how far the leader is.
+      std::vector<std::size_t> joiners;
+      joiners.swap(joins_);
+      const net::Payload model = newest_;
+      const std::uint64_t version = version_;
+      const std::uint64_t done = iterations_.load(std::memory_order_relaxed);
+      lock.unlock();
+      for (const std::size_t peer : joiners) {
+        spdlog::info(
+            "local: sent rank {} version {} of the global model to rejoin with, at "
+            "iteration {}",
+            peer, version, done);
+        (void)router_.send(peer, net::Message{lane_, kQuorumJoinStateKind, done, version, model});
+      }
+      lock.lock();
+      continue;
+    }
     if (end_due_locked()) {
       // A quorum has ended: the nodes still training end at their next iteration boundary.
       end_sent_ = true;
@@ -394,6 +416,25 @@ void QuorumRounds::on_message(std::size_t from, net::Message&& message) {
         }
         break;
       }
+      case kQuorumJoinKind:
+        if (!leader() || bytes != 0 || membership_.dead(from)) {
+          why = "a join request to rank " + std::to_string(rank_) +
+                (leader() ? " from a peer not taken back" : ", which does not merge");
+        } else {
+          final_sent_[from] = false;
+          joins_.push_back(from);
+        }
+        break;
+      case kQuorumJoinStateKind:
+        if (from != kQuorumLeader || leader() || bytes != model_bytes) {
+          why = "a state to rejoin with from rank " + std::to_string(from) + " of " +
+                std::to_string(bytes) + " bytes";
+        } else {
+          join_iteration_ = message.key;
+          join_version_ = message.round;
+          join_state_ = std::move(message.payload);
+        }
+        break;
       case kQuorumEndKind:
         if (from != kQuorumLeader || leader() || bytes != 0) {
           why = "an end from rank " + std::to_string(from) + ", which does not merge";
@@ -445,6 +486,44 @@ void QuorumRounds::on_failure(const PeerError& error) {
     wake = fail_locked(std::make_exception_ptr(Error(why.value_or(error.what()))));
   }
   wake.run();
+}
+
+std::uint64_t QuorumRounds::join(std::span<float> theta, double timeout_s) {
+  GRADMESH_CHECK(!leader(), "QuorumRounds::join: rank 0 merges; it cannot rejoin");
+  GRADMESH_CHECK_EQ(theta.size(), floats_, "QuorumRounds::join: the model's parameters");
+  spdlog::info("local: rejoining: asking rank {} for the newest global model", kQuorumLeader);
+  if (auto error = router_.send(kQuorumLeader, net::Message{lane_, kQuorumJoinKind, 0, 0, {}})) {
+    throw *error;
+  }
+  std::unique_lock lock(mutex_);
+  const bool answered = changed_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                                          [&] { return failed_ || !join_state_.empty(); });
+  if (failed_) std::rethrow_exception(failed_);
+  if (!answered) {
+    throw Error("local: rank 0 (" + router_.address(kQuorumLeader) +
+                ") sent no global model within " + std::to_string(static_cast<int>(timeout_s)) +
+                " s to rejoin with");
+  }
+  const std::span<const float> w = join_state_.as<float>();
+  std::copy(w.begin(), w.end(), theta.begin());
+  // Its Deltas are relative to the version it holds; a newer one may have come in meanwhile.
+  adopted_ = join_version_;
+  if (version_ <= join_version_) {
+    version_ = join_version_;
+    newest_ = join_state_;
+  }
+  spdlog::warn("local: rejoined from rank 0's global model of version {} at its iteration {}",
+               join_version_, join_iteration_);
+  return join_iteration_;
+}
+
+void QuorumRounds::on_rejoin(std::size_t peer) {
+  if (peer >= nodes_ || peer == rank_) return;
+  const std::optional<std::size_t> live = membership_.take_back(peer);
+  if (!live) return;
+  spdlog::warn("local: rank {} restarted and rejoined: {} of {} nodes live", peer, *live, nodes_);
+  std::lock_guard lock(mutex_);
+  changed_.notify_all();
 }
 
 QuorumFigures QuorumRounds::figures() const {

@@ -49,6 +49,10 @@ inline constexpr std::uint16_t kQuorumFinalKind = 2002;
 inline constexpr std::uint16_t kQuorumFinalModelKind = 2003;
 /// The leader to the nodes still training once a quorum of nodes has ended: end too.
 inline constexpr std::uint16_t kQuorumEndKind = 2004;
+/// A restarted node (--rejoin) to the leader: send me the newest version; and the answer (the
+/// model, round = its version, key = the leader's iterations done).
+inline constexpr std::uint16_t kQuorumJoinKind = 2005;
+inline constexpr std::uint16_t kQuorumJoinStateKind = 2006;
 /// The rank that merges (Decoupled DiLoCo's syncer).
 inline constexpr std::size_t kQuorumLeader = 0;
 
@@ -110,6 +114,19 @@ class QuorumRounds {
   /// states to their mean (rank order). Writes them into `theta` and `states`. Blocks until the
   /// final model is in. Throws the leader's PeerError, or the cut-off error.
   void finish(std::span<const float> delta, std::span<float> theta, std::span<float> states);
+
+  /// A restarted node (gradmesh-node --rejoin), before its first iteration: asks the leader for
+  /// its newest version, writes it into `theta` (floats() floats) and returns the leader's
+  /// iterations done (the data cursor to go on from). Blocks at most `timeout_s` seconds.
+  /// Throws Error when no answer comes, the leader's PeerError when it fails.
+  [[nodiscard]] std::uint64_t join(std::span<float> theta, double timeout_s);
+  /// A peer that failed restarted and took its rank back (the transport's rejoin): counted live
+  /// again; the leader merges its Deltas again and answers its join request.
+  void on_rejoin(std::size_t peer);
+  /// This node's iterations done so far (the leader's: what a rejoining node goes on from).
+  void note_iteration(std::uint64_t done) noexcept {
+    iterations_.store(done, std::memory_order_relaxed);
+  }
 
   /// Whether `message` is one of quorum rounds' kinds.
   [[nodiscard]] static bool owns(const net::Message& message) noexcept;
@@ -177,11 +194,16 @@ class QuorumRounds {
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::uint64_t version_ = 0;  // newest version made (leader) or received
-  net::Payload newest_;        // the newest version's model
-  bool merging_ = false;       // leader: a merge under way outside the lock
-  bool stop_ = false;          // leader: the merge thread ends
-  bool end_sent_ = false;      // leader: the nodes still training were told to end
+  std::uint64_t version_ = 0;       // newest version made (leader) or received
+  net::Payload newest_;             // the newest version's model
+  bool merging_ = false;            // leader: a merge under way outside the lock
+  bool stop_ = false;               // leader: the merge thread ends
+  bool end_sent_ = false;           // leader: the nodes still training were told to end
+  std::vector<std::size_t> joins_;  // leader: ranks that asked for the newest version
+  net::Payload join_state_;         // a rejoining node: the leader's answer, once in
+  std::uint64_t join_iteration_ = 0;
+  std::uint64_t join_version_ = 0;
+  std::atomic<std::uint64_t> iterations_{0};
   std::atomic<bool> ended_{false};
   std::vector<Waiting> waiting_;  // leader: Deltas not yet merged
   std::vector<bool> final_sent_;  // leader: ranks that sent their last Delta

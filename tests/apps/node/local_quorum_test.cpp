@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,4 +93,48 @@ TEST_CASE(
     REQUIRE(last_error != std::string::npos);
     CHECK_THAT(log.substr(last_error), Catch::Contains(named));
   }
+}
+
+TEST_CASE(
+    "local with a quorum of 2 of 3, one node SIGKILLed and restarted with --rejoin: it goes on "
+    "from rank 0's global model and the 3 finish with one model",
+    "[e2e][local][quorum][failure][rejoin]") {
+  // Issue 57, item 5: "a restarted node with --rejoin takes a live replica and outer state at
+  // the next round". Quorum rounds need no checkpoint: rank 0 sends its newest version.
+  Job job;
+  job.iterations = 5000;  // long enough for the restart (it rejoined at iteration 127 of 40,000)
+  Cluster cluster("local-quorum-rejoin", 3, config_text(job, "local"));
+  std::vector<std::string> args = quorum_args();
+  args.insert(args.end(), {"--set", "job.epochs=4"});
+  cluster.start(args);
+  for (std::size_t r = 0; r < 3; ++r) {
+    REQUIRE(gradmesh::testing::wait_for_text(cluster.log(r), "connected to every peer",
+                                             std::chrono::seconds(60)));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  cluster.process(2).kill_now();
+  REQUIRE(gradmesh::testing::wait_for_text(cluster.log(0), "the quorum rounds go on",
+                                           std::chrono::seconds(60)));
+  cluster.restart(2, {"--rejoin"});
+  const auto joiner_code = cluster.process(2).wait_for(std::chrono::seconds(240));
+  std::vector<std::optional<int>> codes;
+  for (std::size_t r = 0; r < 2; ++r)
+    codes.push_back(cluster.process(r).wait_for(std::chrono::seconds(60)));
+  const std::string joiner_log = gradmesh::testing::read_file(cluster.restarted_log(2));
+  INFO(cluster.all_logs() << "\n--- restarted rank 2:\n" << joiner_log);
+  REQUIRE(joiner_code.has_value());
+  CHECK(*joiner_code == 0);
+  CHECK_THAT(joiner_log, Catch::Contains("rejoined from rank 0's global model"));
+  for (std::size_t r = 0; r < 2; ++r) {
+    REQUIRE(codes[r].has_value());
+    CHECK(*codes[r] == 0);
+    CHECK_THAT(cluster.log_text(r), Catch::Contains("rank 2 restarted and rejoined"));
+  }
+  const auto joined = cluster.metrics(2);
+  INFO(joined.dump());
+  CHECK(joined["rejoined"] == true);
+  CHECK(joined["resumed_from_iteration"].get<std::uint64_t>() > 0);
+  CHECK(joined["test_accuracy"].get<double>() > 0.7);
+  CHECK(cluster.parameters(0) == cluster.parameters(1));
+  CHECK(cluster.parameters(0) == cluster.parameters(2));  // one final model, the joiner's too
 }
