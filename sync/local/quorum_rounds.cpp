@@ -489,7 +489,11 @@ void QuorumRounds::on_failure(const PeerError& error) {
 }
 
 std::uint64_t QuorumRounds::join(std::span<float> theta, double timeout_s) {
-  GRADMESH_CHECK(!leader(), "QuorumRounds::join: rank 0 merges; it cannot rejoin");
+  if (leader()) {
+    throw Error(
+        "local: rank 0 merges the quorum rounds, and the job stops when it fails: there is no "
+        "job for it to rejoin; start the job again");
+  }
   GRADMESH_CHECK_EQ(theta.size(), floats_, "QuorumRounds::join: the model's parameters");
   spdlog::info("local: rejoining: asking rank {} for the newest global model", kQuorumLeader);
   if (auto error = router_.send(kQuorumLeader, net::Message{lane_, kQuorumJoinKind, 0, 0, {}})) {
