@@ -36,7 +36,10 @@ QuorumRounds::QuorumRounds(LaneRouter& router, LaneId lane, std::size_t rank, st
       states_(states),
       outer_(outer),
       membership_(rank, nodes, min_nodes),
-      final_sent_(nodes, false) {
+      final_sent_(nodes, false),
+      wants_(nodes),
+      final_sent_to_(nodes, false),
+      acked_(nodes, false) {
   GRADMESH_CHECK(nodes >= 2 && rank < nodes, "QuorumRounds: a rank of a job of 2 or more nodes");
   GRADMESH_CHECK(quorum >= 1 && quorum <= nodes, "QuorumRounds: a quorum in [1, nodes]");
   if (leader()) {
@@ -177,10 +180,34 @@ void QuorumRounds::merge_loop() {
   std::vector<Waiting> batch;
   std::unique_lock lock(mutex_);
   for (;;) {
+    const auto replies_due = [&] {
+      for (const std::optional<std::uint64_t>& w : wants_) {
+        if (w && version_ > *w) return true;
+      }
+      return false;
+    };
     changed_.wait(lock, [&] {
-      return stop_ || failed_ || due_locked() || end_due_locked() || !joins_.empty();
+      return stop_ || failed_ || due_locked() || end_due_locked() || !joins_.empty() ||
+             replies_due();
     });
     if (stop_ || failed_) return;
+    if (replies_due()) {
+      // The newest version to each node whose round waits for one newer than its start.
+      std::vector<std::size_t> peers;
+      for (std::size_t peer = 0; peer < nodes_; ++peer) {
+        if (wants_[peer] && version_ > *wants_[peer]) {
+          wants_[peer].reset();
+          if (!membership_.dead(peer)) peers.push_back(peer);
+        }
+      }
+      const net::Payload model = newest_;
+      const std::uint64_t version = version_;
+      lock.unlock();
+      for (const std::size_t peer : peers)
+        (void)router_.send(peer, net::Message{lane_, kQuorumModelKind, 0, version, model});
+      lock.lock();
+      continue;
+    }
     if (!joins_.empty()) {
       // Restarted nodes: the newest version and how far the leader is.
       std::vector<std::size_t> joiners;
@@ -253,12 +280,7 @@ void QuorumRounds::merge_loop() {
     const Wake wake = wake_locked();
     changed_.notify_all();
     lock.unlock();
-    wake.run();
-    for (std::size_t peer = 0; peer < nodes_; ++peer) {
-      if (peer == rank_ || membership_.dead(peer)) continue;
-      // A peer failing on the way is reported to on_failure() by the transport too.
-      (void)router_.send(peer, net::Message{lane_, kQuorumModelKind, 0, version + 1, model});
-    }
+    wake.run();  // the models go out as answers, at the loop's next turn
     lock.lock();
   }
 }
@@ -302,6 +324,9 @@ void QuorumRounds::finish(std::span<const float> delta, std::span<float> theta,
     const std::span<const float> in = final_model_.as<float>();
     std::copy(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(floats_), theta.begin());
     std::copy(in.begin() + static_cast<std::ptrdiff_t>(floats_), in.end(), states.begin());
+    lock.unlock();
+    // The leader ends once every node has it (a failure here is the transport's to report).
+    (void)router_.send(kQuorumLeader, net::Message{lane_, kQuorumFinalAckKind, 0, 0, {}});
     return;
   }
   {
@@ -351,9 +376,29 @@ void QuorumRounds::finish(std::span<const float> delta, std::span<float> theta,
   const float scale = 1.0f / static_cast<float>(finals.size());
   for (float& x : states) x *= scale;
   const net::Payload model = float_payload(theta, states);
-  for (std::size_t peer = 0; peer < nodes_; ++peer) {
-    if (peer == rank_ || membership_.dead(peer)) continue;
+  std::vector<std::size_t> peers;
+  {
+    std::lock_guard lock(mutex_);
+    for (std::size_t peer = 0; peer < nodes_; ++peer) {
+      if (peer == rank_ || membership_.dead(peer)) continue;
+      final_sent_to_[peer] = true;
+      peers.push_back(peer);
+    }
+  }
+  for (const std::size_t peer : peers)
     (void)router_.send(peer, net::Message{lane_, kQuorumFinalModelKind, 0, version + 1, model});
+  {
+    // Until every live node has it: closing the transport under a final model still on a slow
+    // link would fail the nodes waiting for it.
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] {
+      if (failed_) return true;
+      for (std::size_t peer = 0; peer < nodes_; ++peer) {
+        if (final_sent_to_[peer] && !membership_.dead(peer) && !acked_[peer]) return false;
+      }
+      return true;
+    });
+    if (failed_) std::rethrow_exception(failed_);
   }
   spdlog::info(
       "local: the final model is the global model of version {} with the {} node(s)' changes "
@@ -362,7 +407,7 @@ void QuorumRounds::finish(std::span<const float> delta, std::span<float> theta,
 }
 
 bool QuorumRounds::owns(const net::Message& message) noexcept {
-  return message.kind >= kQuorumDeltaKind && message.kind <= kQuorumEndKind;
+  return message.kind >= kQuorumDeltaKind && message.kind <= kQuorumFinalAckKind;
 }
 
 void QuorumRounds::on_message(std::size_t from, net::Message&& message) {
@@ -390,9 +435,11 @@ void QuorumRounds::on_message(std::size_t from, net::Message&& message) {
         } else if (last && final_sent_[from]) {
           why = "a second last Delta";
         } else if (last) {
+          wants_[from].reset();  // it waits for the final model now
           final_sent_[from] = true;
           finals_.push_back({from, message.round, std::move(message.payload)});
         } else {
+          wants_[from] = message.round;  // it waits for a version newer than this
           waiting_.push_back({from, message.round, std::move(message.payload)});
         }
         break;
@@ -416,6 +463,13 @@ void QuorumRounds::on_message(std::size_t from, net::Message&& message) {
         }
         break;
       }
+      case kQuorumFinalAckKind:
+        if (!leader() || bytes != 0) {
+          why = "a final model's receipt sent to rank " + std::to_string(rank_);
+        } else {
+          acked_[from] = true;
+        }
+        break;
       case kQuorumJoinKind:
         if (!leader() || bytes != 0 || membership_.dead(from)) {
           why = "a join request to rank " + std::to_string(rank_) +

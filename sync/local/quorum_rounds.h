@@ -6,9 +6,11 @@
 // version its round started from, minus its replica) to the leader. As soon as Deltas from
 // `quorum` distinct nodes wait (at most the live nodes still training), the leader merges every
 // Delta that waits: theta_g <- outer(theta_g, sum of Delta / (1 + staleness) over the n live
-// nodes), a new version, sent whole to every peer (a fresh change counts 1 / n whenever it
-// arrives, with every node's fresh Delta in a merge their mean; a stale one less: Zhang et al.,
-// "Staleness-aware Async-SGD for Distributed Deep Learning", IJCAI'16). A node whose round ends
+// nodes), a new version (a fresh change counts 1 / n whenever it arrives, with every node's
+// fresh Delta in a merge their mean; a stale one less: Zhang et al., "Staleness-aware Async-SGD
+// for Distributed Deep Learning", IJCAI'16). A node's Delta is answered with the newest version
+// once one is newer than the one its round started from: one model a round a node, whatever the
+// number of merges. A node whose round ends
 // goes on from the newest version once it is newer than the one its round started from (it waits
 // only when no merge happened since); a Delta that missed a merge joins the next one, its staleness
 // (versions made since its round started) counted.
@@ -53,6 +55,9 @@ inline constexpr std::uint16_t kQuorumEndKind = 2004;
 /// model, round = its version, key = the leader's iterations done).
 inline constexpr std::uint16_t kQuorumJoinKind = 2005;
 inline constexpr std::uint16_t kQuorumJoinStateKind = 2006;
+/// A node to the leader: the final model is in (the leader's end waits for every live node's, so
+/// its transport does not close under a final model still on a slow link).
+inline constexpr std::uint16_t kQuorumFinalAckKind = 2007;
 /// The rank that merges (Decoupled DiLoCo's syncer).
 inline constexpr std::size_t kQuorumLeader = 0;
 
@@ -200,7 +205,13 @@ class QuorumRounds {
   bool stop_ = false;               // leader: the merge thread ends
   bool end_sent_ = false;           // leader: the nodes still training were told to end
   std::vector<std::size_t> joins_;  // leader: ranks that asked for the newest version
-  net::Payload join_state_;         // a rejoining node: the leader's answer, once in
+  // Leader: per rank, the version a Delta of it started from while it waits for a newer model
+  // (the model goes to a node once a round, in answer to its Delta: not every merge's, which on
+  // a slow link queued behind one another and held the final model back past the end).
+  std::vector<std::optional<std::uint64_t>> wants_;
+  std::vector<bool> final_sent_to_;  // leader: the final model went to this rank
+  std::vector<bool> acked_;          // leader: this rank has the final model
+  net::Payload join_state_;          // a rejoining node: the leader's answer, once in
   std::uint64_t join_iteration_ = 0;
   std::uint64_t join_version_ = 0;
   std::atomic<std::uint64_t> iterations_{0};
