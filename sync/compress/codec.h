@@ -101,6 +101,10 @@ class Codec final : public engine::Checkpointable {
   void save_state(engine::StateWriter& out) override;
   /// Throws CheckpointError for a residual of another size.
   void load_state(engine::StateReader& in) override;
+  /// Sets the error-feedback residual to zero (nothing without error feedback).
+  void clear_residual() noexcept {
+    if (feedback_ != nullptr) feedback_->clear();
+  }
 
  private:
   std::unique_ptr<Compressor> compressor_;

@@ -7,6 +7,7 @@
 // "Error Feedback Fixes SignSGD" (ICML'19, Alg. 2: p = g + e, delta = C(p), e = p - delta);
 // BytePS's ErrorFeedback decorator (byteps/common/compressor/error_feedback.h).
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -39,6 +40,9 @@ class ErrorFeedback final : public CompressorDecorator, public engine::Checkpoin
   void save_state(engine::StateWriter& out) override;
   /// Throws CheckpointError for a residual of another size.
   void load_state(engine::StateReader& in) override;
+  /// Sets the residual to zero (a node that takes over another's state: its compression error
+  /// is that node's, not to be sent twice).
+  void clear() noexcept { std::fill(residual_.begin(), residual_.end(), 0.0f); }
 
  private:
   std::vector<float> residual_;

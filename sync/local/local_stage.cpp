@@ -25,15 +25,6 @@ constexpr std::uint32_t kFinalBucket = 1;
 // The outer exchange's compressor seed, the same on every node (random-k's indices).
 constexpr std::uint64_t kOuterSeed = 0x6c6f63616c6f7574ULL;  // "localout"
 
-/// Sets an error-feedback residual of `floats` floats to zero (through its checkpoint form).
-void clear_residual(engine::Checkpointable& residual, std::size_t floats) {
-  engine::StateWriter zeros;
-  zeros.write_floats(std::vector<float>(floats, 0.0f));
-  engine::StateReader in(zeros.bytes(), "sync.local: a zero residual");
-  residual.load_state(in);
-  in.expect_end();
-}
-
 /// What H the options give or the measurements choose, with the predictions beside it.
 LocalSchedule make_schedule(const SyncContext& ctx, const LocalOptions& options,
                             const CompressionOptions& compression) {
@@ -568,7 +559,7 @@ void LocalStage::load_state(engine::StateReader& in) {
     }
     if (residual != nullptr) {
       residual->load_state(in);
-      if (resplit_copy_) clear_residual(*residual, f.end - f.begin);
+      if (resplit_copy_) f.exchange->clear_residual();
     }
   }
   resplit_copy_ = false;

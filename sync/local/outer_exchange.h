@@ -106,6 +106,10 @@ class OuterExchange final {
   [[nodiscard]] std::size_t floats() const noexcept { return floats_; }
   /// The error-feedback residual kept across rounds (checkpoints), or nullptr (ring forms).
   [[nodiscard]] engine::Checkpointable* residual() noexcept { return codec_ ? &*codec_ : nullptr; }
+  /// Sets the residual to zero (a re-split's copy of another node's state); nothing for a ring.
+  void clear_residual() noexcept {
+    if (codec_) codec_->clear_residual();
+  }
   /// The residual's floats (floats() of them; empty for the ring forms).
   [[nodiscard]] std::span<const float> residual_floats() const noexcept {
     return codec_ ? codec_->residual() : std::span<const float>{};
