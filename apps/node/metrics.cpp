@@ -71,6 +71,7 @@ void write_metrics(const std::filesystem::path& dir, const NodeMetrics& m, std::
       {"checkpoint_write_seconds", m.checkpoint_write_seconds},
       {"wall_seconds", m.wall_seconds},
       {"train_seconds", m.train_seconds},
+      {"finish_seconds", m.finish_seconds},
       {"iteration_seconds",
        m.iterations > 0 ? m.train_seconds / static_cast<double>(m.iterations) : 0.0},
       {"first_iteration_seconds", m.first_iteration_seconds},

@@ -49,6 +49,11 @@ struct NodeMetrics {
   std::uint64_t samples = 0;            ///< training samples this node processed
   double wall_seconds = 0;   ///< start of the first iteration to the end of the last evaluation
   double train_seconds = 0;  ///< time spent in iterations (wall_seconds less evaluations)
+  /// The end-of-job exchange after the last iteration (SyncStage::finish(): Ako's fold, local's
+  /// final average; the layer states' average), evaluations left out, seconds. The final model
+  /// exists train_seconds + finish_seconds of work after the start (wall_seconds adds the
+  /// evaluations).
+  double finish_seconds = 0;
   /// The first iteration's seconds: it pays one-off costs (first touch of buffers, the transport's
   /// first large writes) that the planner's predicted iteration time does not include.
   double first_iteration_seconds = 0;

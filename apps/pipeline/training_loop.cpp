@@ -368,11 +368,13 @@ void TrainingLoop::finish() {
   // one model but for the nodes' own batch-normalization statistics: averaged, the final model
   // is one model; score it.
   const char* what = nullptr;
+  const auto finish_start = Clock::now();
   if (plan_.stage->finish()) {
     what = "after the final exchange";
   } else if (average_layer_states()) {
     what = "with the running statistics averaged over the nodes";
   }
+  metrics_.finish_seconds = std::chrono::duration<double>(Clock::now() - finish_start).count();
   const auto final_evaluation = what != nullptr ? evaluate() : std::nullopt;
   if (!final_evaluation) {  // the last epoch's figures stand (none without an evaluation)
     metrics_.final_test_accuracy = metrics_.test_accuracy;

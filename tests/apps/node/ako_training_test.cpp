@@ -100,6 +100,10 @@ TEST_CASE("ako on 4 node processes reaches 84% test accuracy after 3 epochs of e
     CHECK(m["sync"]["gradients"] == m["iterations"]);
     // Each peer received one partition per round of each of the 3 others, less what was folded.
     CHECK(m["sync"]["partitions_received"].get<double>() > 0);
+    // The final average took time of its own, inside the wall clock and outside the iterations.
+    CHECK(m["finish_seconds"].get<double>() > 0.0);
+    CHECK(m["train_seconds"].get<double>() + m["finish_seconds"].get<double>() <=
+          m["wall_seconds"].get<double>());
   }
   // sync.ako.final = average (the default): every node ends with the replicas' mean, the same
   // bits, at least as accurate as the replicas were on average (less 0.5 points).
