@@ -93,6 +93,8 @@ std::map<std::string, double> PlanStage::summary() const {
     out["predicted_transport_seconds"] = plan_.transport_seconds;
   }
   for (const auto& [lane, budget] : plan_.lane_bytes) out["budget_" + lane] = budget;
+  if (plan_.inter_site_bytes > 0)  // sites: simulate --links
+    out["predicted_inter_site_bytes"] = plan_.inter_site_bytes;
   if (plan_.uncompressed_iteration_seconds > 0) {
     out["predicted_compressed_iteration_seconds"] = plan_.compressed_iteration_seconds;
     out["predicted_uncompressed_iteration_seconds"] = plan_.uncompressed_iteration_seconds;

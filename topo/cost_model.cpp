@@ -25,11 +25,6 @@ void check_link(LinkCost link) {
                   "a finite number >= 0");
 }
 
-/// A phase of `messages` back-to-back messages of `bytes` bytes in all: alpha + m o + bytes / B.
-double phase_seconds(LinkCost link, double messages, double bytes) {
-  return link.alpha + messages * link.message_seconds + bytes / link.bandwidth;
-}
-
 void check_cluster(const ClusterCost& cluster) {
   check_nodes(cluster.nodes);
   if (cluster.nodes == 1) return;
@@ -48,6 +43,22 @@ void check_cluster(const ClusterCost& cluster) {
 }
 
 }  // namespace
+
+double phase_seconds(LinkCost link, double messages, double bytes) noexcept {
+  return link.alpha + messages * link.message_seconds + bytes / link.bandwidth;
+}
+
+LinkCost ClusterCost::link_for(Traffic traffic) const noexcept {
+  switch (traffic) {
+    case Traffic::kRing:
+      return link;
+    case Traffic::kAllToAll:
+      return all_to_all_link.value_or(link);
+    case Traffic::kStar:
+      return star_link.value_or(link);
+  }
+  return link;
+}
 
 double ClusterCost::half_encode_seconds() const noexcept {
   return half_encode_seconds_per_float > 0 ? half_encode_seconds_per_float
@@ -100,6 +111,88 @@ LinkCost slowest_link(const LinkMatrix& links) {
   return slowest;
 }
 
+namespace {
+
+/// Per site of `links` (checked): its node count h_s and the ring hops c_s that leave it.
+struct SiteCounts {
+  std::vector<double> nodes;
+  std::vector<double> ring_exits;
+};
+
+SiteCounts site_counts(const LinkMatrix& links) {
+  const std::size_t n = links.nodes;
+  detail::require(links.site.size() == n, "size of the site vector", links.site.size(),
+                  "n = " + std::to_string(n) + " or 0");
+  SiteCounts counts;
+  counts.nodes.assign(links.site_uplink.size(), 0.0);
+  counts.ring_exits.assign(links.site_uplink.size(), 0.0);
+  for (std::size_t s = 0; s < links.site_uplink.size(); ++s) {
+    detail::require(detail::finite_positive(links.site_uplink[s]),
+                    "uplink of site " + std::to_string(s) + " (bytes/s)", links.site_uplink[s],
+                    "a finite number > 0");
+  }
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::size_t s = links.site[r];
+    detail::require(s < links.site_uplink.size(), "site of rank " + std::to_string(r), s,
+                    "< the number of site uplinks, " + std::to_string(links.site_uplink.size()));
+    counts.nodes[s] += 1.0;
+    if (n > 1 && links.site[(r + 1) % n] != s) counts.ring_exits[s] += 1.0;
+  }
+  return counts;
+}
+
+}  // namespace
+
+LinkCost traffic_link(const LinkMatrix& links, Traffic traffic) {
+  LinkCost link = slowest_link(links);
+  if (links.site.empty() || links.nodes == 1) return link;
+  const SiteCounts counts = site_counts(links);
+  const double n = static_cast<double>(links.nodes);
+  const std::size_t root_site = links.site[0];
+  for (std::size_t s = 0; s < counts.nodes.size(); ++s) {
+    const double h = counts.nodes[s], uplink = links.site_uplink[s];
+    if (h == 0.0 || h == n) continue;  // an empty site, or every node in one: no uplink used
+    double share = 0;                  // the uplink's bytes over one node's
+    switch (traffic) {
+      case Traffic::kRing:
+        share = counts.ring_exits[s];
+        break;
+      case Traffic::kAllToAll:
+        share = h * (n - h) / (n - 1.0);
+        break;
+      case Traffic::kStar:
+        share = (s == root_site ? n - h : h) / (n - 1.0);
+        break;
+    }
+    if (share > 0) link.bandwidth = std::min(link.bandwidth, uplink / share);
+  }
+  return link;
+}
+
+double inter_site_bytes(const LinkMatrix& links, Traffic traffic, double bytes_per_node) {
+  (void)slowest_link(links);  // checks the matrix
+  if (links.site.empty() || links.nodes == 1) return 0.0;
+  const SiteCounts counts = site_counts(links);
+  const double n = static_cast<double>(links.nodes);
+  const std::size_t root_site = links.site[0];
+  double crossing = 0;  // in nodes' bytes
+  for (std::size_t s = 0; s < counts.nodes.size(); ++s) {
+    const double h = counts.nodes[s];
+    switch (traffic) {
+      case Traffic::kRing:
+        crossing += counts.ring_exits[s];
+        break;
+      case Traffic::kAllToAll:
+        crossing += h * (n - h) / (n - 1.0);
+        break;
+      case Traffic::kStar:
+        crossing += (s == root_site ? n - h : h) / (n - 1.0);
+        break;
+    }
+  }
+  return crossing * bytes_per_node;
+}
+
 AllReduceCost ring_allreduce_cost(LinkCost link, std::size_t nodes, double frame_overhead_bytes) {
   check_cluster(ClusterCost{nodes, link, frame_overhead_bytes, 0.0, 0.0});
   if (nodes == 1) return {};
@@ -132,7 +225,8 @@ SchemeCost ps_cost(const ClusterCost& cluster, std::size_t floats, std::size_t c
                              chunks * cluster.frame_overhead_bytes);
   cost.messages = share * chunks;
   // Two phases (push, then broadcast), each half the messages and bytes.
-  cost.comm_seconds = 2.0 * phase_seconds(cluster.link, cost.messages / 2, cost.bytes_sent / 2);
+  cost.comm_seconds = 2.0 * phase_seconds(cluster.link_for(Traffic::kAllToAll), cost.messages / 2,
+                                          cost.bytes_sent / 2);
   return cost;
 }
 
@@ -150,7 +244,8 @@ SchemeCost sfb_cost(const ClusterCost& cluster, std::size_t batch, std::size_t r
   cost.bytes_sent = (n - 1.0) * (wire.bytes_per_float * k * (m + c) + wire.header_bytes +
                                  cluster.frame_overhead_bytes);
   cost.messages = n - 1.0;
-  cost.comm_seconds = phase_seconds(cluster.link, cost.messages, cost.bytes_sent);
+  cost.comm_seconds =
+      phase_seconds(cluster.link_for(Traffic::kAllToAll), cost.messages, cost.bytes_sent);
   cost.compute_seconds =
       2.0 * n * k * m * c / cluster.gemm_flops + (m * c + m) * cluster.step_seconds_per_float;
   if (wire.bytes_per_float < kFloatBytes) {

@@ -28,6 +28,13 @@ struct LinkCost {
   double message_seconds = 0;  ///< o, processor seconds each message costs (>= 0)
 };
 
+/// Which links a collective loads, and how much of each (traffic_link(), inter_site_bytes()).
+enum class Traffic {
+  kRing,      ///< each node sends to the next in rank order (ring all-reduce, MG-WFBP)
+  kAllToAll,  ///< each node sends to every other at once (PS's push and broadcast, SFB, gathers)
+  kStar,      ///< rank 0 sends to and receives from every other (local's quorum rounds)
+};
+
 /// Measured alpha and B for every ordered pair of peers (from, to), row-major n x n; the diagonal
 /// is unused.
 struct LinkMatrix {
@@ -36,6 +43,12 @@ struct LinkMatrix {
   std::vector<double> bandwidth;  ///< bytes/s, bandwidth[from * nodes + to]
   /// o per node (seconds; index = rank), or empty for 0 everywhere.
   std::vector<double> message_seconds;
+  /// Sites (`gradmesh-node simulate --links`; a real node's probe measures pairs only): index =
+  /// rank, the site the node is in (0 .. sites - 1); empty: no sites, every pair its own link.
+  std::vector<std::size_t> site;
+  /// Per site, its uplink: bytes/s that all its nodes together can send to other sites (and, full
+  /// duplex, receive), shared by every flow that leaves it. Empty when `site` is.
+  std::vector<double> site_uplink;
 
   /// Every pair with the same alpha (seconds) and B (bytes/s).
   [[nodiscard]] static LinkMatrix uniform(std::size_t nodes, double alpha, double bandwidth);
@@ -50,6 +63,34 @@ struct LinkMatrix {
 /// are not n x n (message_seconds: not n and not empty), an alpha or o is negative or not finite,
 /// or a B is <= 0 or not finite.
 [[nodiscard]] LinkCost slowest_link(const LinkMatrix& links);
+
+/// The single link of the cost formulas for `traffic` on `links`: slowest_link(), with B lowered
+/// to what the sites' shared uplinks leave a node (no sites: slowest_link() itself). Each formula
+/// charges a node's bytes at B; a site's uplink carries the share of every node's bytes that
+/// leaves the site, so B is at most uplink_s x (a node's bytes) / (the uplink's bytes):
+///   - kRing: the ring in rank order; c_s of its hops leave site s (1 when the ranks of a site
+///     are consecutive: the ring crosses each site boundary once), each carrying what a node
+///     sends: B <= uplink_s / c_s;
+///   - kAllToAll: each of the h_s nodes of site s sends 1 / (n - 1) of its bytes to each of the
+///     n - h_s nodes outside: B <= uplink_s (n - 1) / (h_s (n - h_s));
+///   - kStar: rank 0 (in site s0) sends (and receives) n - 1 messages, n - h_s0 of them across
+///     its site's uplink; another site s carries h_s of them: B <= uplink_s0 (n - 1) / (n -
+///     h_s0) and uplink_s (n - 1) / h_s.
+/// Throws ContractError as slowest_link(), and when `site` is not empty but not n long, names a
+/// site without an uplink, or an uplink is not finite and > 0.
+[[nodiscard]] LinkCost traffic_link(const LinkMatrix& links, Traffic traffic);
+
+/// Bytes that cross site boundaries in all (every site's uplink, outbound, summed) when each
+/// node sends `bytes_per_node` bytes in `traffic` (kStar: rank 0 sends it, each other node
+/// 1 / (n - 1) of it to rank 0): kRing: sum_s c_s bytes_per_node; kAllToAll: sum_s h_s (n - h_s)
+/// / (n - 1) bytes_per_node; kStar: ((n - h_s0) + sum_{s != s0} h_s) / (n - 1) bytes_per_node.
+/// 0 without sites or with one node. Throws ContractError as traffic_link().
+[[nodiscard]] double inter_site_bytes(const LinkMatrix& links, Traffic traffic,
+                                      double bytes_per_node);
+
+/// A phase of `messages` messages written back to back, `bytes` bytes in all (frames included),
+/// on `link`: alpha + messages o + bytes / B, seconds. Pure.
+[[nodiscard]] double phase_seconds(LinkCost link, double messages, double bytes) noexcept;
 
 /// An all-reduce's cost T_ar(M) = a + b M for a message of M bytes (MG-WFBP eq. 9).
 struct AllReduceCost {
@@ -101,7 +142,7 @@ struct SchemeCost {
 /// Where the cost formulas run: n, the link and the per-message and compute constants.
 struct ClusterCost {
   std::size_t nodes = 1;            ///< n
-  LinkCost link;                    ///< slowest_link() of the measured matrix
+  LinkCost link;                    ///< traffic_link(kRing): slowest_link() without sites
   double frame_overhead_bytes = 0;  ///< bytes each message adds besides its payload
   double gemm_flops = 0;            ///< measured GEMM rate, FLOP/s (SFB's rebuild)
   /// The optimizer step's time per parameter, seconds/float (tasks::Sgd on the node's cores: one
@@ -119,6 +160,13 @@ struct ClusterCost {
   /// On loopback and veth the transport and the compute share the cores: 4 netns nodes on 2
   /// cores measured 0.43-0.70 ns a byte (2026-11-28, docs/planner.md).
   double transport_seconds_per_byte = 0;
+  /// The links of traffic other than the ring's where they differ from `link` (sites' shared
+  /// uplinks: traffic_link()); unset: `link`, the same slowest link for every collective.
+  std::optional<LinkCost> all_to_all_link;
+  std::optional<LinkCost> star_link;
+
+  /// The link `traffic` sees: `link` for kRing, else all_to_all_link / star_link, else `link`.
+  [[nodiscard]] LinkCost link_for(Traffic traffic) const noexcept;
 
   /// The 16-bit encode's and decode's time per float the cost formulas use: the measured figure,
   /// else kHalfEncodeSteps (kHalfDecodeSteps) x step_seconds_per_float. Seconds/float.

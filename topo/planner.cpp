@@ -270,21 +270,34 @@ Plan evaluate(const PlannerInput& input, const ClusterCost& cluster,
     plan.buckets.push_back(*open);
     open.reset();
   }
-  for (const PlannedLayer& row : plan.layers) plan.bytes_sent += row.bytes_sent;
+  for (const PlannedLayer& row : plan.layers) {
+    plan.bytes_sent += row.bytes_sent;
+    if (row.scheme != kLocalScheme && !input.links.site.empty()) {
+      const auto model = std::find_if(input.schemes.begin(), input.schemes.end(),
+                                      [&row](const SchemeModel& m) { return m.id == row.scheme; });
+      const Traffic traffic = model != input.schemes.end() ? model->traffic : Traffic::kRing;
+      plan.inter_site_bytes += inter_site_bytes(input.links, traffic, row.bytes_sent);
+    }
+  }
   return plan;
 }
 
 }  // namespace
 
 ClusterCost cluster_cost(const PlannerInput& input) {
-  return {input.nodes,
-          slowest_link(input.links),
-          input.frame_overhead_bytes,
-          input.gemm_flops,
-          input.step_seconds_per_float,
-          input.half_encode_seconds_per_float,
-          input.half_decode_seconds_per_float,
-          input.transport_seconds_per_byte};
+  ClusterCost cluster{input.nodes,
+                      traffic_link(input.links, Traffic::kRing),
+                      input.frame_overhead_bytes,
+                      input.gemm_flops,
+                      input.step_seconds_per_float,
+                      input.half_encode_seconds_per_float,
+                      input.half_decode_seconds_per_float,
+                      input.transport_seconds_per_byte};
+  if (!input.links.site.empty()) {
+    cluster.all_to_all_link = traffic_link(input.links, Traffic::kAllToAll);
+    cluster.star_link = traffic_link(input.links, Traffic::kStar);
+  }
+  return cluster;
 }
 
 namespace {

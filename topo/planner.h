@@ -146,9 +146,12 @@ struct Plan {
   /// Bytes this node sends per iteration by lane (every lane of the allowed schemes present,
   /// 0 if unused).
   std::map<std::string, double, std::less<>> lane_bytes;
-  LinkCost link;                      ///< the slowest link the formulas used
-  AllReduceCost allreduce;            ///< T_ar(M) = a + b M on that link
-  double bytes_sent = 0;              ///< this node per iteration, sum over layers (and lanes)
+  LinkCost link;            ///< the slowest link the formulas used
+  AllReduceCost allreduce;  ///< T_ar(M) = a + b M on that link
+  double bytes_sent = 0;    ///< this node per iteration, sum over layers (and lanes)
+  /// Bytes per iteration that cross site boundaries, all nodes together (inter_site_bytes() of
+  /// each layer's bytes in its scheme's SchemeModel::traffic); 0 without sites.
+  double inter_site_bytes = 0;
   double forward_seconds = 0;         ///< t_f
   double backward_seconds = 0;        ///< t_b
   double iteration_seconds = 0;       ///< predicted t_iter (the time model above)
@@ -220,8 +223,9 @@ inline constexpr double kCompressionMargin = 0.10;
 /// fixed scheme is compressed, or when every allowed scheme is.
 [[nodiscard]] Plan make_plan(const PlannerInput& input);
 
-/// What the cost formulas see of `input`: n, its slowest link (slowest_link), the frame overhead
-/// and the measured GEMM, step, 16-bit and transport rates. Pure; does not check the input.
+/// What the cost formulas see of `input`: n, its slowest link (traffic_link(kRing): slowest_link
+/// without sites; with sites also the all-to-all and star links), the frame overhead and the
+/// measured GEMM, step, 16-bit and transport rates. Pure; checks only the links.
 [[nodiscard]] ClusterCost cluster_cost(const PlannerInput& input);
 
 }  // namespace gradmesh::topo

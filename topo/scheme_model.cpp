@@ -12,6 +12,7 @@ SchemeModel ps_scheme_model() {
   };
   m.lanes = {{std::string(kLaneKvPush), 0.5}, {std::string(kLaneKvBroadcast), 0.5}};
   m.chunked = true;
+  m.traffic = Traffic::kAllToAll;
   return m;
 }
 
@@ -24,6 +25,7 @@ SchemeModel sfb_scheme_model() {
   };
   m.lanes = {{std::string(kLaneSfBroadcast), 1.0}};
   m.skips_parameter_gradients = true;
+  m.traffic = Traffic::kAllToAll;
   return m;
 }
 

@@ -66,12 +66,16 @@ struct SchemeModel {
   /// keeps a plan that uses one only when it is predicted kCompressionMargin faster than the plan
   /// without any.
   bool compressed = false;
+  /// How its bytes cross the links (a bucketed scheme: kRing): which link its cost formula
+  /// charges (ClusterCost::link_for) and how many of its bytes cross site boundaries.
+  Traffic traffic = Traffic::kRing;
 };
 
 /// PS over KV shards colocated on every node (ps_cost); chunked; half its bytes pushed, half
-/// broadcast.
+/// broadcast; all to all.
 [[nodiscard]] SchemeModel ps_scheme_model();
-/// SFB (sfb_cost): fits a layer with sufficient factors; skips the dW GEMM of its backward.
+/// SFB (sfb_cost): fits a layer with sufficient factors; skips the dW GEMM of its backward; all
+/// to all.
 [[nodiscard]] SchemeModel sfb_scheme_model();
 /// Ring all-reduce (allreduce_cost), bucketed.
 [[nodiscard]] SchemeModel allreduce_scheme_model();

@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "apps/config/config_schema.h"
+#include "apps/node/toml_table.h"
 #include "engine/error.h"
 #include "tasks/model.h"
 
@@ -19,62 +20,9 @@ namespace {
 constexpr std::int64_t kFormat = 1;
 
 // The config's TOML printers: floats that read back to the same bits, quoted strings.
+using detail::TableReader;
 using detail::toml_float;
 using detail::toml_quote;
-
-/// Reads one table's keys, naming the file, table and line in every error.
-class TableReader {
- public:
-  TableReader(const std::filesystem::path& path, const toml::table& table, std::string where)
-      : path_(path), table_(table), where_(std::move(where)) {}
-
-  [[nodiscard]] const toml::node& node(const std::string& key) const {
-    const toml::node* n = table_.get(key);
-    if (n == nullptr) {
-      throw ConfigError(path_.string() + ": " + where_ + " (line " +
-                        std::to_string(table_.source().begin.line) + ") has no key " + key);
-    }
-    return *n;
-  }
-  [[nodiscard]] bool has(const std::string& key) const { return table_.get(key) != nullptr; }
-
-  /// A finite number >= `min` (> 0 when `positive`); an integer reads as a float.
-  [[nodiscard]] double number(const std::string& key, bool positive = false) const {
-    const toml::node& n = node(key);
-    std::optional<double> v;
-    if (const auto* f = n.as_floating_point()) v = f->get();
-    if (const auto* i = n.as_integer()) v = static_cast<double>(i->get());
-    if (!v || !std::isfinite(*v) || *v < 0 || (positive && *v == 0)) {
-      throw bad(key, n, positive ? "a finite number > 0" : "a finite number >= 0");
-    }
-    return *v;
-  }
-  [[nodiscard]] std::int64_t integer(const std::string& key, std::int64_t min) const {
-    const toml::node& n = node(key);
-    const auto* i = n.as_integer();
-    if (i == nullptr || i->get() < min) throw bad(key, n, "an integer >= " + std::to_string(min));
-    return i->get();
-  }
-  [[nodiscard]] std::string text(const std::string& key) const {
-    const toml::node& n = node(key);
-    const auto* s = n.as_string();
-    if (s == nullptr) throw bad(key, n, "a string");
-    return s->get();
-  }
-  [[nodiscard]] ConfigError bad(const std::string& key, const toml::node& n,
-                                const std::string& expected) const {
-    std::ostringstream value;
-    n.visit([&value](const auto& v) { value << v; });
-    return ConfigError(path_.string() + ": " + where_ + " " + key + " = " + value.str() +
-                       ": expected " + expected + " (line " +
-                       std::to_string(n.source().begin.line) + ")");
-  }
-
- private:
-  const std::filesystem::path& path_;
-  const toml::table& table_;
-  std::string where_;
-};
 
 }  // namespace
 
@@ -120,13 +68,7 @@ void write_device_profile(const DeviceProfile& profile, const std::string& comma
 }
 
 DeviceProfile read_device_profile(const std::filesystem::path& path) {
-  toml::table root;
-  try {
-    root = toml::parse_file(path.string());
-  } catch (const toml::parse_error& e) {
-    throw ConfigError(path.string() + ": not a device profile: " + std::string(e.description()) +
-                      " (line " + std::to_string(e.source().begin.line) + ")");
-  }
+  const toml::table root = detail::parse_toml_file(path, "a device profile");
   const toml::table* head = root["profile"].as_table();
   if (head == nullptr) {
     throw ConfigError(path.string() +
@@ -155,13 +97,8 @@ DeviceProfile read_device_profile(const std::filesystem::path& path) {
   }
   std::optional<bool> codec;
   for (std::size_t l = 0; l < layers->size(); ++l) {
-    const toml::node& entry = *layers->get(l);
-    const toml::table* table = entry.as_table();
     const std::string where = "[[layer]] " + std::to_string(l);
-    if (table == nullptr) {
-      throw ConfigError(path.string() + ": " + where + " is not a table (line " +
-                        std::to_string(entry.source().begin.line) + ")");
-    }
+    const toml::table* table = &detail::table_entry(path, *layers->get(l), where);
     const TableReader t(path, *table, where);
     p.layer_names.push_back(t.text("name"));
     p.layer_parameters.push_back(static_cast<std::size_t>(t.integer("parameters", 0)));

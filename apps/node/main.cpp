@@ -2,7 +2,7 @@
 //
 //   gradmesh-node --config JOB.toml --peers HOST:PORT,... --rank R [--set KEY=VALUE]...
 //   gradmesh-node plan --config JOB.toml --nodes N [--bandwidth 1gbit]
-//   gradmesh-node simulate --config JOB.toml [--nodes 2,4,...] [--bandwidth RATE]
+//   gradmesh-node simulate --config JOB.toml [--nodes 2,4,...] [--bandwidth RATE | --links FILE]
 //                          [--strategy S]... [--compression M]
 //                          [--device 6.1tflops:0.45 | --device PROFILE.toml] [--json]
 //   gradmesh-node profile --config JOB.toml -o PROFILE.toml [--nodes N]
@@ -45,6 +45,10 @@ int simulate_main(int argc, char** argv) {
   app.add_option("--nodes", simulate.nodes, "node counts, e.g. 2,4,8 (default 2, 4, ..., 1024)")
       ->delimiter(',');
   app.add_option("--bandwidth", simulate.bandwidth, "every link's rate, e.g. 1gbit or 125MB");
+  app.add_option("--links", simulate.links,
+                 "a links file: sites of hosts, the links inside them and each site's uplink "
+                 "(TOML: [intra], [inter], [[site]]; docs/scale.md); the node count is its hosts")
+      ->check(CLI::ExistingFile);
   app.add_option("--strategy", simulate.strategies,
                  "a strategy to predict (repeat or comma-separate; default the job's)")
       ->delimiter(',');

@@ -15,6 +15,7 @@
 
 #include "apps/config/job_config.h"
 #include "apps/node/device_profile.h"
+#include "apps/node/links_file.h"
 #include "apps/node/metrics.h"
 #include "apps/pipeline/job_options.h"
 #include "apps/pipeline/start_up.h"
@@ -298,8 +299,22 @@ int run_profile(const ProfileOptions& options) {
 }
 
 Simulation simulate(const SimulateOptions& options) {
+  std::optional<SiteLinks> sites;
+  if (options.links) {
+    sites = read_links_file(*options.links);
+    if (options.bandwidth) {
+      throw ConfigError("--links and --bandwidth both give the links: give one");
+    }
+    const std::size_t hosts = sites->nodes();
+    if (!options.nodes.empty() && options.nodes != std::vector<std::size_t>{hosts}) {
+      throw ConfigError("--nodes: the links file " + options.links->string() + " has " +
+                        std::to_string(hosts) + " hosts: leave --nodes out, or give " +
+                        std::to_string(hosts));
+    }
+  }
   const std::vector<std::size_t> counts =
-      options.nodes.empty() ? default_node_counts() : options.nodes;
+      sites ? std::vector<std::size_t>{sites->nodes()}
+            : (options.nodes.empty() ? default_node_counts() : options.nodes);
   for (const std::size_t n : counts) {
     if (n < 2) throw ConfigError("--nodes: " + std::to_string(n) + " (each count must be >= 2)");
   }
@@ -361,6 +376,16 @@ Simulation simulate(const SimulateOptions& options) {
                   static_cast<double>(job.config.optimizer.batch_size);
   }
   if (device_rate) put_on_device(job, *device_rate);
+  const bool measured_here = job.measured.has_value() && !device_rate && !profile_path;
+  if (sites) {
+    if (job.sync.planner.alpha || job.sync.planner.bandwidth) {
+      throw ConfigError(std::string("--links gives every link: planner.") +
+                        (job.sync.planner.alpha ? "alpha" : "bandwidth") +
+                        " would override it; leave it out");
+    }
+    sync::JobMeasurements& m = job.measured ? *job.measured : job.measured.emplace();
+    m.links = site_link_matrix(*sites, sync::AssumedRates{}.message_seconds);
+  }
   const std::vector<std::string> strategies =
       options.strategies.empty() ? std::vector<std::string>{job.config.sync.strategy}
                                  : options.strategies;
@@ -368,7 +393,8 @@ Simulation simulate(const SimulateOptions& options) {
   result.job = job.config.job.name;
   result.batch = job.config.optimizer.batch_size;
   result.parameters = job.model->parameter_count();
-  result.measured = job.measured.has_value() && !device_rate && !profile_path;
+  result.measured = measured_here;
+  if (sites) result.links = options.links->string() + ": " + describe(*sites);
   result.device_flops = device_rate.value_or(0.0);
   result.profile = profile_text;
   result.one_node_seconds = one_node_seconds();
@@ -401,6 +427,8 @@ Simulation simulate(const SimulateOptions& options) {
       run.efficiency = result.one_node_seconds / *iteration;
       const auto bytes = summary.find("predicted_bytes_sent");
       run.bytes_per_iteration = bytes != summary.end() ? bytes->second : 0.0;
+      const auto crossing = summary.find("predicted_inter_site_bytes");
+      run.inter_site_bytes = crossing != summary.end() ? crossing->second : 0.0;
       run.plan_seconds = plan_seconds;
       const auto steps = summary.find("local_steps");
       run.note = steps != summary.end()
@@ -424,6 +452,7 @@ int run_simulate(const SimulateOptions& options) {
                         {"samples_per_second", r.samples_per_second},
                         {"efficiency", r.efficiency},
                         {"bytes_per_iteration", r.bytes_per_iteration},
+                        {"inter_site_bytes_per_iteration", r.inter_site_bytes},
                         {"plan_seconds", r.plan_seconds},
                         {"plan", r.note}});
       }
@@ -434,6 +463,7 @@ int run_simulate(const SimulateOptions& options) {
                                   {"measured_here", sim.measured},
                                   {"device_flops", sim.device_flops},
                                   {"device_profile", sim.profile},
+                                  {"links", sim.links},
                                   {"runs", rows}};
       std::printf("%s\n", out.dump(2).c_str());
       return 0;
@@ -449,12 +479,17 @@ int run_simulate(const SimulateOptions& options) {
         : !sim.profile.empty() ? ("the profile " + sim.profile).c_str()
         : sim.measured         ? "layers, GEMM and step timed on this machine"
                                : "planner.* or assumed rates");
-    std::printf("%-10s %6s %13s %12s %8s %14s %9s  %s\n", "strategy", "nodes", "iteration ms",
-                "samples/s", "scaling", "bytes/it/node", "plan ms", "plan");
+    const bool sites = !sim.links.empty();
+    if (sites) std::printf("links %s\n", sim.links.c_str());
+    std::printf("%-10s %6s %13s %12s %8s %14s%s %9s  %s\n", "strategy", "nodes", "iteration ms",
+                "samples/s", "scaling", "bytes/it/node", sites ? "  inter-site/it" : "", "plan ms",
+                "plan");
     for (const SimulatedRun& r : sim.runs) {
-      std::printf("%-10s %6zu %13.3f %12.0f %7.1f%% %14.0f %9.2f  %s\n", r.strategy.c_str(),
+      char crossing[32] = "";
+      if (sites) std::snprintf(crossing, sizeof crossing, " %15.0f", r.inter_site_bytes);
+      std::printf("%-10s %6zu %13.3f %12.0f %7.1f%% %14.0f%s %9.2f  %s\n", r.strategy.c_str(),
                   r.nodes, r.iteration_seconds * 1e3, r.samples_per_second, 100.0 * r.efficiency,
-                  r.bytes_per_iteration, r.plan_seconds * 1e3, r.note.c_str());
+                  r.bytes_per_iteration, crossing, r.plan_seconds * 1e3, r.note.c_str());
     }
     return 0;
   });

@@ -29,6 +29,9 @@ struct SimulateOptions {
   /// Node counts, each >= 2 (default: 2, 4, 8, ..., 1024).
   std::vector<std::size_t> nodes;
   std::optional<std::string> bandwidth;  ///< every link's rate, e.g. "1gbit" (as plan's)
+  /// A links file (links_file.h): sites of hosts, their links and uplinks, instead of one rate;
+  /// the node count is then the sites' hosts.
+  std::optional<std::filesystem::path> links;
   /// Strategies to predict (default: the job's sync.strategy).
   std::vector<std::string> strategies;
   std::optional<std::string> compression;  ///< sync.compression.method for every strategy
@@ -50,8 +53,10 @@ struct SimulatedRun {
   double samples_per_second = 0;   ///< nodes x batch / iteration_seconds
   double efficiency = 0;           ///< one node's iteration alone over iteration_seconds
   double bytes_per_iteration = 0;  ///< what one node sends an iteration, payload + frames
-  double plan_seconds = 0;         ///< wall time of building this plan, seconds (measured)
-  std::string note;                ///< e.g. "local H=123": what the plan chose in a word
+  /// What crosses site boundaries an iteration, all nodes together, bytes (0 without --links)
+  double inter_site_bytes = 0;
+  double plan_seconds = 0;  ///< wall time of building this plan, seconds (measured)
+  std::string note;         ///< e.g. "local H=123": what the plan chose in a word
 };
 
 /// `--device PEAK:EFFICIENCY`: FLOP/s reached, PEAK x EFFICIENCY. PEAK is a number with a unit
@@ -83,6 +88,7 @@ struct Simulation {
   bool measured = false;           ///< layer times timed here (planner.probe), else assumed
   double device_flops = 0;         ///< --device's FLOP/s reached (0: no --device rate)
   std::string profile;             ///< --device's profile file and its device ("": none)
+  std::string links;               ///< --links: the file and its sites in words ("": none)
   std::vector<SimulatedRun> runs;  ///< every node count for every strategy, in that order
 };
 
@@ -95,9 +101,14 @@ struct Simulation {
 /// this machine's GEMM rate times faster than measured here (the planner's assumed rates with
 /// planner.probe = false): one factor for every part of the compute. With `images_per_second`
 /// the rate is solved for: one node's iteration is linear in 1 / R, so one pass at a reference
-/// rate gives it. Strategies without a predicted iteration (ako, none) are refused. Throws
-/// ConfigError for a bad config, node count, strategy or rate (naming it), what the model's
-/// construction throws otherwise. Not thread-safe (sets the CPU kernels).
+/// rate gives it. Strategies without a predicted iteration (ako, none) are refused. With `links`
+/// the planner takes the file's link matrix as the probe's (site_link_matrix(), o the assumed
+/// 10 us unless planner.message_overhead) at its one node count, and each scheme's cost charges
+/// the link its traffic sees (topo::traffic_link: a ring crosses each site boundary once, an
+/// all-to-all scheme's bytes share each site's uplink); --links with --bandwidth, planner.alpha
+/// or planner.bandwidth, or with --nodes other than the file's hosts, is refused. Throws
+/// ConfigError for a bad config, node count, strategy, rate or links file (naming it), what the
+/// model's construction throws otherwise. Not thread-safe (sets the CPU kernels).
 [[nodiscard]] Simulation simulate(const SimulateOptions& options);
 
 /// Prints simulate()'s table (or JSON) to stdout; returns the exit status (2 for a configuration

@@ -30,8 +30,8 @@ topo::SchemeCost gathered_cost(const topo::ClusterCost& cluster, std::size_t flo
     const double peers = static_cast<double>(cluster.nodes - 1);
     cost.bytes_sent = peers * (bytes + h);
     cost.messages = peers;
-    cost.comm_seconds = cluster.link.alpha + peers * cluster.link.message_seconds +
-                        cost.bytes_sent / cluster.link.bandwidth;
+    cost.comm_seconds =
+        topo::phase_seconds(cluster.link_for(topo::Traffic::kAllToAll), peers, cost.bytes_sent);
   }
   // The encode before the communication; the decodes (n gathered, or the k sums once) and the
   // scheme's passes after it, then the step.
@@ -56,6 +56,7 @@ topo::SchemeModel sparse_scheme_model(std::string_view method,
     return gathered_cost(in.cluster, layer.parameters, entry, params, layer.codec);
   };
   m.lanes = {{std::string(gathered_lane(entry)), 1.0}};
+  m.traffic = entry.traits.shared_indices ? topo::Traffic::kRing : topo::Traffic::kAllToAll;
   return m;
 }
 

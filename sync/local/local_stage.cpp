@@ -43,6 +43,7 @@ LocalSchedule make_schedule(const SyncContext& ctx, const LocalOptions& options,
         local::quorum_exchange_cost(topo::cluster_cost(input), static_cast<std::size_t>(floats));
     s.exchange_seconds = cost.seconds;
     s.bytes_per_exchange = cost.bytes;
+    s.inter_site_bytes = topo::inter_site_bytes(input.links, cost.traffic, cost.bytes);
     s.wire = "quorum of " + std::to_string(*options.quorum) + " of " + std::to_string(ctx.nodes) +
              ", merged by rank " + std::to_string(local::kQuorumLeader);
   } else if (ctx.nodes > 1) {
@@ -53,6 +54,7 @@ LocalSchedule make_schedule(const SyncContext& ctx, const LocalOptions& options,
         local::outer_exchange_cost(topo::cluster_cost(input), per_fragment, compression);
     s.exchange_seconds = static_cast<double>(options.fragments) * cost.seconds;
     s.bytes_per_exchange = static_cast<double>(options.fragments) * cost.bytes;
+    s.inter_site_bytes = topo::inter_site_bytes(input.links, cost.traffic, s.bytes_per_exchange);
   }
   s.automatic = !options.steps.has_value();
   s.steps =
@@ -401,6 +403,8 @@ std::map<std::string, double> LocalStage::summary() const {
       {"local_exchange_seconds", s.exchange_seconds},
       {"local_predicted_utilization", s.utilization},
       {"predicted_bytes_sent", s.bytes_per_exchange / static_cast<double>(s.steps)}};
+  if (s.inter_site_bytes > 0)  // sites: simulate --links
+    out["predicted_inter_site_bytes"] = s.inter_site_bytes / static_cast<double>(s.steps);
   if (quorum_) {
     // The leader's merges (zeros on the other nodes), and the peers this node dropped.
     const local::QuorumFigures f = quorum_->figures();

@@ -34,9 +34,12 @@ struct LocalSchedule {
   double iteration_seconds = 0;   ///< predicted compute of one inner iteration, t_c
   double exchange_seconds = 0;    ///< predicted outer exchanges of a round (F fragments), t_x
   double bytes_per_exchange = 0;  ///< what one node sends in them, payload + frame headers
-  double utilization = 1;         ///< H t_c / (H t_c + t_x): the share of time computing
-  bool automatic = false;         ///< sync.local.steps = "auto"
-  std::string wire;               ///< how Delta crosses the wire (outer_exchange_name)
+  /// What crosses site boundaries in them, all nodes together (topo::inter_site_bytes); 0 without
+  /// sites (simulate --links)
+  double inter_site_bytes = 0;
+  double utilization = 1;  ///< H t_c / (H t_c + t_x): the share of time computing
+  bool automatic = false;  ///< sync.local.steps = "auto"
+  std::string wire;        ///< how Delta crosses the wire (outer_exchange_name)
 };
 
 /// sync.local.steps = "auto" (issue 57, item 4): the smallest H >= 1 whose predicted

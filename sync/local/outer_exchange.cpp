@@ -56,9 +56,8 @@ OuterCost outer_exchange_cost(const topo::ClusterCost& cluster, std::size_t floa
   const double step = m * cluster.step_seconds_per_float;
   const double codec = entry->cost.encode_steps * step +
                        static_cast<double>(cluster.nodes) * entry->cost.decode_steps * step;
-  return {cluster.link.alpha + peers * cluster.link.message_seconds +
-              sent / cluster.link.bandwidth + codec,
-          sent};
+  return {topo::phase_seconds(cluster.link_for(topo::Traffic::kAllToAll), peers, sent) + codec,
+          sent, topo::Traffic::kAllToAll};
 }
 
 OuterCost quorum_exchange_cost(const topo::ClusterCost& cluster, std::size_t floats) {
@@ -66,9 +65,8 @@ OuterCost quorum_exchange_cost(const topo::ClusterCost& cluster, std::size_t flo
   if (cluster.nodes < 2 || floats == 0) return {};
   const double peers = static_cast<double>(cluster.nodes - 1);
   const double sent = peers * (4.0 * static_cast<double>(floats) + cluster.frame_overhead_bytes);
-  return {2.0 * (cluster.link.alpha + peers * cluster.link.message_seconds +
-                 sent / cluster.link.bandwidth),
-          sent};
+  return {2.0 * topo::phase_seconds(cluster.link_for(topo::Traffic::kStar), peers, sent), sent,
+          topo::Traffic::kStar};
 }
 
 std::string outer_exchange_name(const CompressionOptions& compression) {

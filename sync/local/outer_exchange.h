@@ -39,7 +39,8 @@ inline constexpr std::uint16_t kGatheredKind = 3;
 /// What one outer exchange costs a node, as the planner's formulas give it.
 struct OuterCost {
   double seconds = 0;  ///< the exchange's communication plus its encodes and decodes, seconds
-  double bytes = 0;    ///< bytes one node sends, payload + frame headers
+  double bytes = 0;    ///< bytes one node sends, payload + frame headers (the star: rank 0's)
+  topo::Traffic traffic = topo::Traffic::kRing;  ///< the links it loads (topo::traffic_link)
 };
 
 /// The cost of one outer exchange of `floats` floats on `cluster` under `compression` (none, or

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -152,4 +153,89 @@ TEST_CASE("bad links and node counts throw ContractError naming the value", "[to
   CHECK_THROWS_WITH(slowest_link(links), Catch::Contains("= 8"));
   CHECK_THROWS_WITH(ring_allreduce_cost(LinkCost{1e-4, 0}, 4), Catch::Contains("= 0"));
   CHECK_THROWS_WITH(ring_allreduce_bytes(1, 0), Catch::Contains("nodes n = 0"));
+}
+
+namespace {
+
+/// `sites` sites of the given hosts, ranks site by site (or as `order` says); every pair 1 GB/s,
+/// alpha 1 ms across sites and 0.1 ms inside; uplinks as given.
+LinkMatrix sites_of(const std::vector<std::size_t>& site, const std::vector<double>& uplink) {
+  const std::size_t n = site.size();
+  LinkMatrix m = LinkMatrix::uniform(n, 1e-4, 1e9);
+  for (std::size_t a = 0; a < n; ++a) {
+    for (std::size_t b = 0; b < n; ++b) {
+      if (site[a] != site[b]) m.alpha[a * n + b] = 1e-3;
+    }
+  }
+  m.site = site;
+  m.site_uplink = uplink;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("sites: each collective sees the share of the uplinks its traffic leaves a node",
+          "[topo][cost][sites]") {
+  // Two sites of 4, 100 MB/s uplinks, 1 GB/s inside (simulate --links).
+  const LinkMatrix two = sites_of({0, 0, 0, 0, 1, 1, 1, 1}, {1e8, 1e8});
+  // The ring in rank order leaves each site once: one flow on each uplink, B = the uplink.
+  const LinkCost ring = traffic_link(two, Traffic::kRing);
+  CHECK(ring.alpha == 1e-3);  // the slowest pair's alpha, as slowest_link
+  CHECK(ring.bandwidth == 1e8);
+  // All to all: the 4 nodes of a site send 4 of their 7 messages out: 16/7 of a node's bytes on
+  // its uplink, so B = 1e8 x 7 / 16.
+  CHECK(traffic_link(two, Traffic::kAllToAll).bandwidth == Approx(1e8 * 7.0 / 16.0));
+  // The star: rank 0 sends 4 of its 7 messages over its site's uplink; the other site's uplink
+  // carries 4 of the 7 to it: B = 1e8 x 7 / 4.
+  CHECK(traffic_link(two, Traffic::kStar).bandwidth == Approx(1e8 * 7.0 / 4.0));
+  // Bytes crossing the boundary an iteration, all nodes together, for 700 bytes a node.
+  CHECK(inter_site_bytes(two, Traffic::kRing, 700) == Approx(1400));  // 2 hops cross
+  CHECK(inter_site_bytes(two, Traffic::kAllToAll, 700) == Approx(2 * 16 * 100));
+  CHECK(inter_site_bytes(two, Traffic::kStar, 700) == Approx(2 * 4 * 100));
+
+  // Ranks of the sites interleaved: the ring crosses at every hop, 4 flows on each uplink.
+  const LinkMatrix interleaved = sites_of({0, 1, 0, 1, 0, 1, 0, 1}, {1e8, 1e8});
+  CHECK(traffic_link(interleaved, Traffic::kRing).bandwidth == Approx(2.5e7));
+  CHECK(inter_site_bytes(interleaved, Traffic::kRing, 700) == Approx(8 * 700));
+  // All to all does not care about the order.
+  CHECK(traffic_link(interleaved, Traffic::kAllToAll).bandwidth ==
+        traffic_link(two, Traffic::kAllToAll).bandwidth);
+
+  // An uplink faster than what it carries leaves the pairs' B.
+  const LinkMatrix fat = sites_of({0, 0, 1, 1}, {1e12, 1e12});
+  for (const Traffic t : {Traffic::kRing, Traffic::kAllToAll, Traffic::kStar})
+    CHECK(traffic_link(fat, t).bandwidth == 1e9);
+  // No sites: slowest_link for every traffic, and nothing crosses.
+  const LinkMatrix flat = LinkMatrix::uniform(4, 1e-4, 1e9);
+  for (const Traffic t : {Traffic::kRing, Traffic::kAllToAll, Traffic::kStar}) {
+    CHECK(traffic_link(flat, t).bandwidth == slowest_link(flat).bandwidth);
+    CHECK(inter_site_bytes(flat, t, 700) == 0);
+  }
+  // Unequal sites: the worst one bounds B (all to all: 1 node alone sends 6/6 of its bytes
+  // across; the 6 nodes of the other 6 x 1 / 6).
+  const LinkMatrix lopsided = sites_of({0, 1, 1, 1, 1, 1, 1}, {1e8, 1e8});
+  CHECK(traffic_link(lopsided, Traffic::kAllToAll).bandwidth == Approx(1e8));
+  // A bad site vector is a contract error.
+  LinkMatrix bad = two;
+  bad.site.pop_back();
+  CHECK_THROWS_AS(traffic_link(bad, Traffic::kRing), gradmesh::ContractError);
+  bad = two;
+  bad.site[7] = 2;  // no uplink for site 2
+  CHECK_THROWS_AS(traffic_link(bad, Traffic::kAllToAll), gradmesh::ContractError);
+}
+
+TEST_CASE("sites: PS and SFB pay the shared uplink, the ring pays one flow on it",
+          "[topo][cost][sites]") {
+  const LinkMatrix two = sites_of({0, 0, 0, 0, 1, 1, 1, 1}, {1e8, 1e8});
+  ClusterCost cluster{8, traffic_link(two, Traffic::kRing), 0, 1e12, 0};
+  cluster.all_to_all_link = traffic_link(two, Traffic::kAllToAll);
+  const SchemeCost ps = ps_cost(cluster, 1'000'000, 1'000'000 / 8);
+  // 2 (n - 1)/n M bytes in two phases, each at the all-to-all B.
+  CHECK(ps.comm_seconds ==
+        Approx(2 * (1e-3 + (ps.bytes_sent / 2) / (1e8 * 7.0 / 16.0))).epsilon(1e-9));
+  const SchemeCost ring = allreduce_cost(cluster, 1'000'000);
+  CHECK(ring.comm_seconds == Approx(ring_allreduce_cost(LinkCost{1e-3, 1e8}, 8).seconds(4e6)));
+  const SchemeCost sfb = sfb_cost(cluster, 32, 1000, 1000);
+  CHECK(sfb.comm_seconds == Approx(1e-3 + sfb.bytes_sent / (1e8 * 7.0 / 16.0)));
+  CHECK(cluster.link_for(Traffic::kStar).bandwidth == 1e8);  // unset: the ring's link
 }

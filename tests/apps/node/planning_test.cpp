@@ -168,6 +168,89 @@ TEST_CASE("simulate refuses what it cannot predict, naming it", "[e2e][plan][sim
   CHECK_THAT(unknown.text, Catch::Contains("gossip"));
 }
 
+namespace {
+
+/// A links file of sites of `hosts` hosts each, 1 Gbit/s inside, `uplink` between, alpha 100 us
+/// everywhere (the planner's assumed alpha, as --bandwidth takes it).
+std::string links_file(const std::string& name, const std::vector<int>& hosts,
+                       const std::string& uplink) {
+  const auto path = gradmesh::testing::fresh_directory("planning-links") / (name + ".toml");
+  std::ofstream out(path);
+  out << "[intra]\nalpha = 1e-4\nbandwidth = \"1gbit\"\n[inter]\nalpha = 1e-4\nbandwidth = \""
+      << uplink << "\"\n";
+  for (std::size_t s = 0; s < hosts.size(); ++s)
+    out << "[[site]]\nname = \"s" << s << "\"\nhosts = " << hosts[s] << "\n";
+  return path.string();
+}
+
+}  // namespace
+
+TEST_CASE(
+    "simulate --links: one site is --bandwidth; across sites the ring crosses twice and "
+    "all-to-all traffic shares the uplinks",
+    "[e2e][plan][simulate][links]") {
+  const auto run = [](const std::string& name, std::vector<std::string> args) {
+    std::vector<std::string> argv{"simulate", "--config", demo_config(), "--json"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const Run r = node_command(name, argv);
+    INFO(r.text);
+    REQUIRE(r.status == 0);
+    return json_in(r.text);
+  };
+  // One site: the same links as one rate, so the same prediction (up to --bandwidth's rounding
+  // through 1 / (1 / B)).
+  const nlohmann::json one =
+      run("one-site", {"--links", links_file("one", {4}, "10mbit"), "--strategy", "ps,allreduce"});
+  const nlohmann::json flat =
+      run("flat", {"--bandwidth", "1gbit", "--nodes", "4", "--strategy", "ps,allreduce"});
+  REQUIRE(one["runs"].size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(one["runs"][i]["iteration_seconds"].get<double>() ==
+          Approx(flat["runs"][i]["iteration_seconds"].get<double>()).epsilon(1e-12));
+    CHECK(one["runs"][i]["bytes_per_iteration"] == flat["runs"][i]["bytes_per_iteration"]);
+    CHECK(one["runs"][i]["inter_site_bytes_per_iteration"] == 0);
+  }
+  CHECK_THAT(one["links"].get<std::string>(), Catch::Contains("1 site (s0 4 hosts)"));
+  // Two sites of 4 joined by 100 Mbit/s uplinks.
+  const std::string two_sites = links_file("two", {4, 4}, "100mbit");
+  const nlohmann::json two = run("two-sites", {"--links", two_sites, "--strategy", "ps,allreduce"});
+  REQUIRE(two["runs"].size() == 2);
+  const nlohmann::json& ps = two["runs"][0];
+  const nlohmann::json& ring = two["runs"][1];
+  CHECK(ps["nodes"] == 8);
+  // The ring in rank order crosses the boundary twice, each hop what a node sends; PS's pushes
+  // and broadcasts go to every node, 4 x 4 / 7 of a node's bytes out of each site.
+  CHECK(ring["inter_site_bytes_per_iteration"].get<double>() ==
+        Approx(2 * ring["bytes_per_iteration"].get<double>()));
+  // (bytes_per_iteration is rank 0's, which differs from the nodes' mean by its share of the KV
+  // chunks: within 1% here.)
+  CHECK(ps["inter_site_bytes_per_iteration"].get<double>() ==
+        Approx(2 * 16.0 / 7.0 * ps["bytes_per_iteration"].get<double>()).epsilon(0.01));
+  // The ring sees one flow on each uplink: as 8 nodes at 100 Mbit/s.
+  const nlohmann::json slow =
+      run("slow", {"--bandwidth", "100mbit", "--nodes", "8", "--strategy", "ps,allreduce"});
+  CHECK(ring["iteration_seconds"].get<double>() ==
+        Approx(slow["runs"][1]["iteration_seconds"].get<double>()).epsilon(1e-12));
+  // PS's all-to-all bytes share the uplink: slower than 8 nodes each at 100 Mbit/s.
+  CHECK(ps["iteration_seconds"].get<double>() > slow["runs"][0]["iteration_seconds"].get<double>());
+  // The table has the inter-site column and names the links.
+  const Run table = node_command("links-table", {"simulate", "--config", demo_config(), "--links",
+                                                 two_sites, "--strategy", "allreduce"});
+  INFO(table.text);
+  REQUIRE(table.status == 0);
+  CHECK_THAT(table.text, Catch::Contains("inter-site/it") &&
+                             Catch::Contains("2 sites (s0 4 hosts, s1 4 hosts)"));
+  // --links with another node count or a second source of links is refused, naming both.
+  const Run nodes = node_command(
+      "links-nodes", {"simulate", "--config", demo_config(), "--links", two_sites, "--nodes", "4"});
+  CHECK(nodes.status == 2);
+  CHECK_THAT(nodes.text, Catch::Contains("has 8 hosts"));
+  const Run both = node_command("links-both", {"simulate", "--config", demo_config(), "--links",
+                                               two_sites, "--bandwidth", "1gbit"});
+  CHECK(both.status == 2);
+  CHECK_THAT(both.text, Catch::Contains("--links and --bandwidth"));
+}
+
 TEST_CASE("profile writes this machine's compute, and simulate --device FILE predicts from it",
           "[e2e][plan][simulate]") {
   const auto dir = gradmesh::testing::fresh_directory("planning-profile-file");
