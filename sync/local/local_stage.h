@@ -74,7 +74,9 @@ inline constexpr std::size_t kMaxLocalFragments = 1024;
 ///
 /// With H = 1 and outer "average" training equals BSP SGD on the union of the nodes' batches
 /// (with the inner optimizer SGD, momentum included: the velocities are linear in the gradients;
-/// up to float rounding). finish(): a job that ends mid-round averages the replicas (plain mean),
+/// up to float rounding). finish(): a job that ends mid-round averages the replicas (plain mean;
+/// with [sync.compression] configured, no overlap, one fragment and no layer states, as
+/// theta_round_start less the mean Delta sent as a round's, compressed, instead of the float ring),
 /// and layer states (batch normalization's running statistics, each node's own while training)
 /// are averaged, so the final model is one model on every node.
 ///
@@ -223,6 +225,10 @@ class LocalStage final : public SyncStage {
   /// With overlap: waits (on the executor) for every exchange in flight and takes their means
   /// into delta_ (mean_ready). Throws PeerError.
   void drain();
+  /// finish() of a job that ended mid-round with a compressed outer exchange, no overlap, one
+  /// fragment and no layer states: theta = theta_round_start - mean Delta, Delta exchanged as a
+  /// round's. Throws PeerError.
+  void finish_compressed();
   [[nodiscard]] bool overlapped() const noexcept { return options_.overlap != OverlapKind::kOff; }
   /// A checkpoint's H for this job's (sync.local.steps = auto): the schedule and the fragments'
   /// points follow it.

@@ -186,7 +186,7 @@ std::string links_file(const std::string& name, const std::vector<int>& hosts,
 }  // namespace
 
 TEST_CASE(
-    "simulate --links: one site is --bandwidth; across sites the ring crosses twice and "
+    "simulate --links: one site is --bandwidth, and across sites the ring crosses twice and "
     "all-to-all traffic shares the uplinks",
     "[e2e][plan][simulate][links]") {
   const auto run = [](const std::string& name, std::vector<std::string> args) {

@@ -290,3 +290,37 @@ TEST_CASE(
                     Catch::Contains("peer rank 1") && Catch::Contains("fails its check"));
   CHECK(cluster.node(0).stage().rejected_messages() == 1);
 }
+
+TEST_CASE("local with a compressed Delta ends mid-round on the replicas' mean, sent compressed",
+          "[sync][local][inproc]") {
+  constexpr std::size_t kNodes = 3;
+  // The float ring's end, for its bytes.
+  testing::InProcCluster floats(compressed_local_job(4, "none"), "local", kNodes);
+  floats.train(6);
+  const std::uint64_t floats_before = lane_bytes(floats, kNodes);
+  floats.finish();
+  const auto float_end = static_cast<double>(lane_bytes(floats, kNodes) - floats_before);
+  for (const std::string method : {"fp16", "int8"}) {
+    INFO(method);
+    testing::InProcCluster cluster(compressed_local_job(4, method), "local", kNodes);
+    cluster.train(6);  // a round and 2 inner steps
+    const auto before = testing::replicas(cluster);
+    CHECK(before[0] != before[1]);
+    const std::uint64_t sent = lane_bytes(cluster, kNodes);
+    cluster.finish();
+    const auto after = testing::replicas(cluster);
+    for (std::size_t r = 1; r < kNodes; ++r) CHECK(after[r] == after[0]);
+    // The replicas' mean up to the compressor's rounding of the Deltas (and, int8, the residual
+    // of the round before, which its error feedback sends now).
+    std::vector<float> mean(before[0].size(), 0.0f);
+    for (const auto& replica : before) {
+      for (std::size_t i = 0; i < mean.size(); ++i) mean[i] += replica[i] / kNodes;
+    }
+    const double off = testing::max_abs_difference(after[0], mean);
+    CHECK(off > 0.0);  // rounded on the way: not the float ring's mean
+    CHECK(off <= 2e-3);
+    // The end cost a round's exchange: well under the float ring of the replicas.
+    const auto end = static_cast<double>(lane_bytes(cluster, kNodes) - sent);
+    CHECK(end < 0.6 * float_end);
+  }
+}
