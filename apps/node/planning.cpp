@@ -69,6 +69,9 @@ PlanningJob load_planning_job(const std::filesystem::path& path,
   check_data_keys(config);
   check_optimizer_keys(config);
   tasks::cpu::set_kernels(cpu_kernels(config));
+  // The layers are timed on the node's threads where the config gives them (a node of n on a
+  // host of c cores takes c / n when it does not: a process alone here, all of them).
+  if (config.compute.threads > 0) tasks::cpu::set_threads(static_cast<int>(config.compute.threads));
   if (timing == Timing::kConfig) timing = config.planner.probe ? Timing::kAll : Timing::kNone;
   if (timing == Timing::kRates && !config.planner.probe) timing = Timing::kNone;
   job.model = std::make_unique<tasks::Model>(
