@@ -141,30 +141,31 @@ SiteCounts site_counts(const LinkMatrix& links) {
   return counts;
 }
 
+/// What site s's uplink carries of `traffic` (outbound), in one node's bytes (0: nothing; an empty
+/// site, or every node in one).
+double uplink_share(const LinkMatrix& links, const SiteCounts& counts, std::size_t s,
+                    Traffic traffic) {
+  const double n = static_cast<double>(links.nodes), h = counts.nodes[s];
+  switch (traffic) {
+    case Traffic::kRing:
+      return counts.ring_exits[s];
+    case Traffic::kAllToAll:
+      return h * (n - h) / (n - 1.0);
+    case Traffic::kStar:
+      return (s == links.site[0] ? n - h : h) / (n - 1.0);
+  }
+  return 0.0;
+}
+
 }  // namespace
 
 LinkCost traffic_link(const LinkMatrix& links, Traffic traffic) {
   LinkCost link = slowest_link(links);
   if (links.site.empty() || links.nodes == 1) return link;
   const SiteCounts counts = site_counts(links);
-  const double n = static_cast<double>(links.nodes);
-  const std::size_t root_site = links.site[0];
   for (std::size_t s = 0; s < counts.nodes.size(); ++s) {
-    const double h = counts.nodes[s], uplink = links.site_uplink[s];
-    if (h == 0.0 || h == n) continue;  // an empty site, or every node in one: no uplink used
-    double share = 0;                  // the uplink's bytes over one node's
-    switch (traffic) {
-      case Traffic::kRing:
-        share = counts.ring_exits[s];
-        break;
-      case Traffic::kAllToAll:
-        share = h * (n - h) / (n - 1.0);
-        break;
-      case Traffic::kStar:
-        share = (s == root_site ? n - h : h) / (n - 1.0);
-        break;
-    }
-    if (share > 0) link.bandwidth = std::min(link.bandwidth, uplink / share);
+    const double share = uplink_share(links, counts, s, traffic);
+    if (share > 0) link.bandwidth = std::min(link.bandwidth, links.site_uplink[s] / share);
   }
   return link;
 }
@@ -173,23 +174,9 @@ double inter_site_bytes(const LinkMatrix& links, Traffic traffic, double bytes_p
   (void)slowest_link(links);  // checks the matrix
   if (links.site.empty() || links.nodes == 1) return 0.0;
   const SiteCounts counts = site_counts(links);
-  const double n = static_cast<double>(links.nodes);
-  const std::size_t root_site = links.site[0];
   double crossing = 0;  // in nodes' bytes
-  for (std::size_t s = 0; s < counts.nodes.size(); ++s) {
-    const double h = counts.nodes[s];
-    switch (traffic) {
-      case Traffic::kRing:
-        crossing += counts.ring_exits[s];
-        break;
-      case Traffic::kAllToAll:
-        crossing += h * (n - h) / (n - 1.0);
-        break;
-      case Traffic::kStar:
-        crossing += (s == root_site ? n - h : h) / (n - 1.0);
-        break;
-    }
-  }
+  for (std::size_t s = 0; s < counts.nodes.size(); ++s)
+    crossing += uplink_share(links, counts, s, traffic);
   return crossing * bytes_per_node;
 }
 
