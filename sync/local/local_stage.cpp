@@ -25,77 +25,12 @@ constexpr std::uint32_t kFinalBucket = 1;
 // The outer exchange's compressor seed, the same on every node (random-k's indices).
 constexpr std::uint64_t kOuterSeed = 0x6c6f63616c6f7574ULL;  // "localout"
 
-/// What H the options give or the measurements choose, with the predictions beside it.
-LocalSchedule make_schedule(const SyncContext& ctx, const LocalOptions& options,
-                            const CompressionOptions& compression) {
-  LocalSchedule s;
-  const topo::PlannerInput input = planner_input(ctx, {std::string(topo::kAllReduceScheme)});
-  const double compute = compute_seconds(input);
-  double floats = 0;
-  for (const topo::LayerProfile& layer : input.layers)
-    floats += static_cast<double>(layer.parameters);
-  s.iteration_seconds = compute;
-  s.wire = local::outer_exchange_name(compression);
-  s.fragments = options.fragments;
-  if (ctx.nodes > 1 && options.quorum) {
-    // Quorum rounds: every Delta to the leader, the model back (quorum_rounds.h).
-    const local::OuterCost cost =
-        local::quorum_exchange_cost(topo::cluster_cost(input), static_cast<std::size_t>(floats));
-    s.exchange_seconds = cost.seconds;
-    s.bytes_per_exchange = cost.bytes;
-    s.inter_site_bytes = topo::inter_site_bytes(input.links, cost.traffic, cost.bytes);
-    s.wire = "quorum of " + std::to_string(*options.quorum) + " of " + std::to_string(ctx.nodes) +
-             ", merged by rank " + std::to_string(local::kQuorumLeader);
-  } else if (ctx.nodes > 1) {
-    // F exchanges of m / F floats a round (the largest fragment's cost, F times).
-    const auto per_fragment = static_cast<std::size_t>(
-        std::ceil(floats / static_cast<double>(std::max<std::size_t>(options.fragments, 1))));
-    const local::OuterCost cost =
-        local::outer_exchange_cost(topo::cluster_cost(input), per_fragment, compression);
-    s.exchange_seconds = static_cast<double>(options.fragments) * cost.seconds;
-    s.bytes_per_exchange = static_cast<double>(options.fragments) * cost.bytes;
-    s.inter_site_bytes = topo::inter_site_bytes(input.links, cost.traffic, s.bytes_per_exchange);
-  }
-  s.automatic = !options.steps.has_value();
-  s.steps =
-      options.steps
-          ? *options.steps
-          : std::max(options.fragments,
-                     local_steps_for(std::max(compute, 1e-9), s.exchange_seconds, kLocalUtilization,
-                                     kMaxLocalSteps, options.overlap != OverlapKind::kOff));
-  s.utilization =
-      local_utilization(s.steps, compute, s.exchange_seconds, options.overlap != OverlapKind::kOff);
-  return s;
-}
-
 }  // namespace
-
-std::size_t local_steps_for(double iteration_seconds, double exchange_seconds, double utilization,
-                            std::size_t max_steps, bool overlap) {
-  GRADMESH_CHECK(std::isfinite(iteration_seconds) && iteration_seconds > 0.0,
-                 "local_steps_for: iteration seconds > 0");
-  GRADMESH_CHECK(std::isfinite(exchange_seconds) && exchange_seconds >= 0.0,
-                 "local_steps_for: exchange seconds >= 0");
-  GRADMESH_CHECK(utilization > 0.0 && utilization < 1.0, "local_steps_for: utilization in (0, 1)");
-  GRADMESH_CHECK(max_steps >= 1, "local_steps_for: max_steps >= 1");
-  // Without overlap H t_c / (H t_c + t_x) >= u; with it H t_c / max(H t_c, t_x) >= u.
-  const double factor = overlap ? utilization : utilization / (1.0 - utilization);
-  const double needed = std::ceil(factor * exchange_seconds / iteration_seconds - 1e-9);
-  if (!(needed < static_cast<double>(max_steps))) return max_steps;
-  return std::max<std::size_t>(1, static_cast<std::size_t>(needed));
-}
-
-double local_utilization(std::size_t steps, double iteration_seconds, double exchange_seconds,
-                         bool overlap) {
-  const double busy = static_cast<double>(steps) * iteration_seconds;
-  const double round = overlap ? std::max(busy, exchange_seconds) : busy + exchange_seconds;
-  return round > 0 ? busy / round : 1.0;
-}
 
 LocalStage::LocalStage(SyncContext ctx)
     : ctx_(std::move(ctx)),
       options_(local_options(ctx_.options.values)),
-      schedule_(make_schedule(ctx_, options_, compression_options(ctx_.options.values))),
+      schedule_(make_local_schedule(ctx_, options_, compression_options(ctx_.options.values))),
       floats_(ctx_.model.parameter_count()) {
   if (ctx_.model.on_device()) {
     throw ConfigError(
@@ -511,106 +446,6 @@ void LocalStage::finish_compressed() {
       "local: the job ended {} inner steps into a round: the final model is the mean of the {} "
       "replicas, from their changes sent as a round's ({})",
       in_round_, ctx_.nodes, schedule_.wire);
-}
-
-void LocalStage::save_state(engine::StateWriter& out) {
-  out.write_u64(schedule_.steps);
-  out.write_u64(in_round_);
-  out.write_u64(fragments_.size());
-  out.write_floats(start_);
-  for (Fragment& f : fragments_) {
-    f.outer.save_state(out);
-    engine::Checkpointable* residual = f.exchange ? f.exchange->residual() : nullptr;
-    out.write_u64(residual != nullptr ? 1 : 0);
-    if (residual != nullptr) residual->save_state(out);
-  }
-  out.write_u64(static_cast<std::uint64_t>(options_.overlap));
-  if (overlapped()) {
-    drain();  // the exchanges in flight are saved as their means
-    out.write_floats(round_start_);
-    for (const Fragment& f : fragments_) {
-      out.write_u64(f.pending ? 1 : 0);
-      if (f.pending) out.write_floats(std::span(delta_).subspan(f.begin, f.end - f.begin));
-    }
-    if (options_.overlap == OverlapKind::kEager) out.write_floats(own_);
-  }
-}
-
-void LocalStage::prepare_resplit(std::size_t old_nodes, bool copied) {
-  resplit_copy_ = copied;
-  spdlog::info("local: resuming {} of a {}-node job's replicas{}", copied ? "a copy of one" : "one",
-               old_nodes,
-               copied ? " (its outer state too; its error-feedback residual, the old node's own, "
-                        "starts at zero here)"
-                      : "");
-}
-
-void LocalStage::adopt_steps(std::size_t steps) {
-  spdlog::info(
-      "local: the checkpoint's rounds are of H = {} inner steps (this job's start-up chose {}): "
-      "sync.local.steps = auto keeps H = {} so the round under way ends where it would have",
-      steps, schedule_.steps, steps);
-  schedule_.steps = steps;
-  schedule_.utilization = local_utilization(steps, schedule_.iteration_seconds,
-                                            schedule_.exchange_seconds, overlapped());
-  const std::size_t count = fragments_.size();
-  for (std::size_t p = 0; p < count; ++p) fragments_[p].sync_step = (p + 1) * steps / count;
-}
-
-void LocalStage::load_state(engine::StateReader& in) {
-  const std::uint64_t steps = in.read_u64();
-  const std::uint64_t in_round = in.read_u64();
-  if (steps == 0 || in_round >= steps)
-    throw CheckpointError("sync.local: inner steps past the round's end");
-  if (steps != schedule_.steps) {
-    if (!schedule_.automatic || steps > kMaxLocalSteps || steps < fragments_.size()) {
-      throw CheckpointError(
-          "sync.local: the checkpoint's rounds are of H = " + std::to_string(steps) +
-          " inner steps, this job's of " + std::to_string(schedule_.steps) +
-          " (set sync.local.steps = " + std::to_string(steps) + " to resume it)");
-    }
-    adopt_steps(static_cast<std::size_t>(steps));
-  }
-  const std::uint64_t fragments = in.read_u64();
-  if (fragments != fragments_.size()) {
-    throw CheckpointError("sync.local: the checkpoint was written with sync.local.fragments = " +
-                          std::to_string(fragments) + ", this job has " +
-                          std::to_string(fragments_.size()));
-  }
-  in.read_floats(start_);
-  for (Fragment& f : fragments_) {
-    f.outer.load_state(in);
-    engine::Checkpointable* residual = f.exchange ? f.exchange->residual() : nullptr;
-    if ((in.read_u64() != 0) != (residual != nullptr)) {
-      throw CheckpointError("sync.local: the checkpoint's outer exchange " +
-                            std::string(residual != nullptr ? "kept no" : "kept an") +
-                            " error-feedback residual, this job's " + schedule_.wire +
-                            (residual != nullptr ? " needs one" : " none") +
-                            " (resume with the sync.compression.method it was written with)");
-    }
-    if (residual != nullptr) {
-      residual->load_state(in);
-      if (resplit_copy_) f.exchange->clear_residual();
-    }
-  }
-  resplit_copy_ = false;
-  const std::uint64_t overlap = in.read_u64();
-  if (overlap != static_cast<std::uint64_t>(options_.overlap)) {
-    throw CheckpointError(
-        "sync.local: the checkpoint was written with sync.local.overlap = \"" +
-        (overlap <= 2 ? overlap_name(static_cast<OverlapKind>(overlap)) : std::string("?")) +
-        "\", this job has \"" + overlap_name(options_.overlap) + "\"");
-  }
-  if (overlapped()) {
-    in.read_floats(round_start_);
-    for (Fragment& f : fragments_) {
-      f.pending = in.read_u64() != 0;
-      if (f.pending) in.read_floats(std::span(delta_).subspan(f.begin, f.end - f.begin));
-      f.mean_ready = f.pending;
-    }
-    if (options_.overlap == OverlapKind::kEager) in.read_floats(own_);
-  }
-  in_round_ = static_cast<std::size_t>(in_round);
 }
 
 }  // namespace gradmesh::sync

@@ -217,12 +217,7 @@ void check_rejoin_at_checkpoint(const std::string& name, const std::string& stra
   cluster.process(2).kill_now();
   REQUIRE(
       gradmesh::testing::wait_for_text(cluster.log(0), "rolling back", std::chrono::seconds(60)));
-  cluster.restart(2, {"--rejoin"});
-  const auto joiner_code = cluster.process(2).wait_for(std::chrono::seconds(240));
-  std::vector<std::optional<int>> codes;
-  for (std::size_t r = 0; r < 2; ++r)
-    codes.push_back(cluster.process(r).wait_for(std::chrono::seconds(60)));
-  const std::string joiner_log = gradmesh::testing::read_file(cluster.restarted_log(2));
+  const auto [joiner_code, codes, joiner_log] = gradmesh::testing::rejoin_and_finish(cluster, 2);
   INFO(cluster.all_logs() << "\n--- restarted rank 2:\n" << joiner_log);
   REQUIRE(joiner_code.has_value());
   CHECK(*joiner_code == 0);

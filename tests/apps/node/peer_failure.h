@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,6 +73,23 @@ inline void pause_until_rolled_back(Cluster& cluster, std::size_t victim, std::s
   REQUIRE(wait_for_text(cluster.log(observer), "rolling back", std::chrono::seconds(60)));
   std::this_thread::sleep_for(std::chrono::seconds(3));
   REQUIRE(::kill(cluster.process(victim).pid(), SIGCONT) == 0);
+}
+
+/// What restarting rank `rank` of `cluster` with --rejoin (after it was killed) came to: its exit
+/// status (within 240 s), those of ranks 0 .. rank - 1 (60 s each after it), and its log.
+struct RejoinOutcome {
+  std::optional<int> joiner;
+  std::vector<std::optional<int>> survivors;
+  std::string joiner_log;
+};
+inline RejoinOutcome rejoin_and_finish(Cluster& cluster, std::size_t rank) {
+  cluster.restart(rank, {"--rejoin"});
+  RejoinOutcome out;
+  out.joiner = cluster.process(rank).wait_for(std::chrono::seconds(240));
+  for (std::size_t r = 0; r < rank; ++r)
+    out.survivors.push_back(cluster.process(r).wait_for(std::chrono::seconds(60)));
+  out.joiner_log = read_file(cluster.restarted_log(rank));
+  return out;
 }
 
 }  // namespace gradmesh::testing
