@@ -17,9 +17,12 @@
 // tell the layers the host's memory mode moves from those it does not.
 //
 //   build/bench/bench_single_node [--model mlp|cnn|resnet] [--kernels onednn|builtin]
-//                                 [--threads N] [--iterations N]
-//                                 [--data DIR]
+//                                 [--threads N] [--iterations N] [--batch N]
+//                                 [--data DIR] [--ab slices]
 //                                 [--rounds R] [--gap S]
+// --ab slices: oneDNN's convolutions as batch slices side by side (cpu::set_convolution_slices)
+// against one primitive on the whole team, alternated in one process (5 iterations each, 40
+// rounds): a ratio the host's modes move little.
 // A benchmark, never a test: its figures go in README.md, not in assertions.
 
 #include <algorithm>
@@ -86,6 +89,30 @@ double spread(const std::vector<double>& v) {
   return *lo > 0 ? *hi / *lo : 0.0;
 }
 
+/// --ab slices: the same trainer with cpu::convolution_slices off and on in turn, 5 iterations
+/// each (after one untimed), 40 rounds, so both see the host's modes alike; prints each's
+/// ms/iteration and their ratio every 10 rounds.
+int ab_slices(gradmesh::app::IterationGraph& trainer) {
+  constexpr int kRounds = 40, kSteps = 5;
+  double seconds[2] = {0.0, 0.0};
+  for (int round = 1; round <= kRounds; ++round) {
+    for (const bool on : {false, true}) {
+      gradmesh::tasks::cpu::set_convolution_slices(on);
+      trainer.step();
+      const auto start = Clock::now();
+      for (int i = 0; i < kSteps; ++i) trainer.step();
+      seconds[on ? 1 : 0] += seconds_since(start);
+    }
+    if (round % 10 == 0) {
+      const double steps = static_cast<double>(round * kSteps);
+      std::printf("after %d rounds: slices off %.1f ms/iteration, on %.1f: %.3fx\n", round,
+                  1e3 * seconds[0] / steps, 1e3 * seconds[1] / steps, seconds[0] / seconds[1]);
+    }
+  }
+  gradmesh::tasks::cpu::set_convolution_slices(true);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,6 +123,8 @@ int main(int argc, char** argv) {
   std::size_t rounds = 0;
   std::string kernels = gradmesh::tasks::cpu::onednn_built() ? "onednn" : "builtin";
   double gap = 10.0;
+  std::size_t batch = 64;
+  std::string ab;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--rounds")) rounds = std::strtoul(argv[i + 1], nullptr, 10);
     if (!std::strcmp(argv[i], "--gap")) gap = std::strtod(argv[i + 1], nullptr);
@@ -104,6 +133,8 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--iterations")) iterations = std::strtoul(argv[i + 1], nullptr, 10);
     if (!std::strcmp(argv[i], "--data")) data_dir = argv[i + 1];
+    if (!std::strcmp(argv[i], "--batch")) batch = std::strtoul(argv[i + 1], nullptr, 10);
+    if (!std::strcmp(argv[i], "--ab")) ab = argv[i + 1];
   }
   if (kernels != "onednn" && kernels != "builtin") {
     std::fprintf(stderr, "--kernels: expected onednn or builtin, got '%s'\n", kernels.c_str());
@@ -126,7 +157,6 @@ int main(int argc, char** argv) {
   std::printf("sgemm 1024x1024x1024, %d thread(s): %.1f GFLOP/s\n", threads, peak);
 
   const auto data = gradmesh::tasks::load_fashion_mnist(data_dir);
-  const std::size_t batch = 64;
   // The CNN's and the ResNet's layers are their configs' model.layers: one definition of each.
   std::vector<std::string> layer_texts;
   if (model_name == "cnn" || model_name == "resnet") {
@@ -158,6 +188,11 @@ int main(int argc, char** argv) {
   gradmesh::app::IterationGraph trainer(model, source, {}, executor, *stage, shard, per_epoch);
 
   for (int i = 0; i < 50; ++i) trainer.step();  // warm-up
+  if (ab == "slices") return ab_slices(trainer);
+  if (!ab.empty()) {
+    std::fprintf(stderr, "--ab: expected slices, got '%s'\n", ab.c_str());
+    return 2;
+  }
   const auto start = Clock::now();
   for (std::size_t i = 0; i < iterations; ++i) trainer.step();
   const double elapsed = seconds_since(start);

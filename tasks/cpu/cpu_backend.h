@@ -145,6 +145,15 @@ void set_threads(int n);
 /// The n of the last set_threads (1 before any). Thread-safe.
 [[nodiscard]] int threads() noexcept;
 
+/// Whether oneDNN's convolutions run a call on a team of n >= 2 threads as n batch slices side by
+/// side, each slice's primitives made for one thread, the weights' gradient summed over the
+/// slices in slice order (tasks/cpu/onednn_convolution.h), rather than as one primitive on the
+/// whole team. On (the default) unless GRADMESH_CONV_SLICES=0 is in the environment at start;
+/// set_convolution_slices switches it for later calls (bench_single_node's --ab slices).
+/// Process-wide; thread-safe (an atomic).
+void set_convolution_slices(bool on) noexcept;
+[[nodiscard]] bool convolution_slices() noexcept;
+
 /// Holds OpenBLAS at one thread while it lives: the kernels' parallel chunks (each chunk's GEMM
 /// on its own thread) and work of skinny GEMMs measured as training runs them (PowerSGD's passes,
 /// sync::compress::profile_powersgd). Holders may nest and overlap across threads; when the last

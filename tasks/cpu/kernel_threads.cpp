@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdlib>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -18,7 +19,8 @@
 #include "tasks/cpu/parallel.h"
 
 // The CPU backend's threads (set_threads): the kernels' oneTBB arena, a layer's chunks side by
-// side (CpuBackend::run_chunks) and OpenBLAS's thread count while they run (SingleBlasThread).
+// side (CpuBackend::run_chunks), OpenBLAS's thread count while they run (SingleBlasThread) and
+// whether oneDNN's convolutions split a call into batch slices (set_convolution_slices).
 
 namespace gradmesh::tasks::cpu {
 namespace {
@@ -114,6 +116,17 @@ void set_threads(int n) {
 }
 
 int threads() noexcept { return kernel_threads.load(std::memory_order_relaxed); }
+
+namespace {
+std::atomic<bool> slices_on{[] {
+  const char* e = std::getenv("GRADMESH_CONV_SLICES");
+  return e == nullptr || std::string(e) != "0";
+}()};
+}  // namespace
+
+void set_convolution_slices(bool on) noexcept { slices_on.store(on, std::memory_order_relaxed); }
+
+bool convolution_slices() noexcept { return slices_on.load(std::memory_order_relaxed); }
 
 SingleBlasThread::SingleBlasThread() {
   const std::scoped_lock lock(chunk_blas_mutex);

@@ -119,16 +119,25 @@ void OnednnSteps::run(dnnl::stream& stream) const {
   const int team = blas_threads();
   for (const Step& step : steps_) {
     apply_onednn_team(step.single_thread ? 1 : team);
-    const dnnl_status_t status = dnnl_primitive_execute(
-        step.primitive.get(), stream.get(), static_cast<int>(step.args.size()), step.args.data());
-    if (status != dnnl_success) {
-      const auto kind = static_cast<dnnl_primitive_kind_t>(step.primitive.get_kind());
-      throw DeviceError(std::string("oneDNN: running a ") + dnnl_prim_kind2str(kind) +
-                        " primitive failed (status " + std::to_string(status) + ")");
-    }
+    execute(step, stream);
   }
   stream.wait();
   apply_onednn_team(team);
+}
+
+void OnednnSteps::run_in_slice(dnnl::stream& stream) const {
+  for (const Step& step : steps_) execute(step, stream);
+  stream.wait();
+}
+
+void OnednnSteps::execute(const Step& step, dnnl::stream& stream) {
+  const dnnl_status_t status = dnnl_primitive_execute(
+      step.primitive.get(), stream.get(), static_cast<int>(step.args.size()), step.args.data());
+  if (status != dnnl_success) {
+    const auto kind = static_cast<dnnl_primitive_kind_t>(step.primitive.get_kind());
+    throw DeviceError(std::string("oneDNN: running a ") + dnnl_prim_kind2str(kind) +
+                      " primitive failed (status " + std::to_string(status) + ")");
+  }
 }
 
 void OnednnBuffers::bind(Backend& backend, std::size_t slot,

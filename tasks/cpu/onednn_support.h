@@ -45,6 +45,10 @@ class OnednnSteps {
   /// saves there: a convolution's weights).
   /// Throws DeviceError naming the primitive's kind when oneDNN fails.
   void run(dnnl::stream& stream) const;
+  /// The same inside an OpenMP parallel region whose threads each run their own steps (a batch
+  /// slice's, primitives made for one thread): oneDNN then runs each primitive on the calling
+  /// thread alone, and the team is left as it is.
+  void run_in_slice(dnnl::stream& stream) const;
 
  private:
   static constexpr std::size_t kSmallReorder = std::size_t{1} << 18;
@@ -54,6 +58,7 @@ class OnednnSteps {
     std::vector<dnnl_exec_arg_t> args;
     bool single_thread = false;
   };
+  static void execute(const Step& step, dnnl::stream& stream);
   std::vector<Step> steps_;
 };
 

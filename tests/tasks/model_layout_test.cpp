@@ -152,4 +152,35 @@ TEST_CASE("On oneDNN the ResNet trains to the same bits from run to run on 2 thr
   CHECK(first.losses == second.losses);
 }
 
+TEST_CASE("On oneDNN the ResNet's convolutions as batch slices give one primitive's gradients",
+          "[tasks][model][onednn]") {
+  if (!cpu::onednn_built()) return;
+  // On 2 and 3 threads (slices of 8 and of 5, 5 and 6 samples, the activations in the blocked
+  // layout) against the whole batch on one primitive of the same team: only the weights'
+  // gradient sums in another order (over the slices, then added), rounding the 19 batch norms'
+  // backward passes amplify. Measured (2026-12-07, AMD EPYC, nChw8c): 2.1e-6 of the largest
+  // gradient on either count, the losses of 3 steps up to 1.4e-5 apart (relative). Tolerances
+  // 50x and 70x above; a wrong offset or slice differs by O(1).
+  const testing::ScopedKernels use(cpu::CpuKernels::kOnednn);
+  const int threads = GENERATE(2, 3);
+  INFO("threads " << threads);
+  cpu::set_threads(threads);
+  cpu::set_convolution_slices(false);
+  const Course whole = train(resnet(), 16, 3);
+  cpu::set_convolution_slices(true);
+  const Course sliced = train(resnet(), 16, 3);
+  cpu::set_threads(1);
+  double scale = 0, worst = 0;
+  for (std::size_t i = 0; i < whole.first_gradients.size(); ++i) {
+    scale = std::max(scale, static_cast<double>(std::abs(whole.first_gradients[i])));
+    worst = std::max(
+        worst, static_cast<double>(std::abs(whole.first_gradients[i] - sliced.first_gradients[i])));
+  }
+  CHECK(worst <= 1e-4 * scale);
+  for (std::size_t it = 0; it < whole.losses.size(); ++it) {
+    INFO("step " << it << ": whole " << whole.losses[it] << ", sliced " << sliced.losses[it]);
+    CHECK(std::abs(whole.losses[it] - sliced.losses[it]) <= 1e-3 * whole.losses[it]);
+  }
+}
+
 }  // namespace gradmesh::tasks
