@@ -1,6 +1,7 @@
 #include "tasks/cpu/onednn_support.h"
 
 #include <string>
+#include <utility>
 
 #include <oneapi/dnnl/dnnl_debug.h>
 
@@ -92,7 +93,7 @@ void set_handle(dnnl::memory& m, const void* p) {
 dnnl::memory OnednnSteps::input(const dnnl::memory& user, const dnnl::memory::desc& desc) {
   if (user.get_desc() == desc) return user;
   dnnl::memory m(desc, onednn_engine(), DNNL_MEMORY_NONE);
-  add(dnnl::reorder(user, m), {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, m}});
+  add_reorder(user, m);
   steps_.back().single_thread = desc.get_size() < kSmallReorder;
   return m;
 }
@@ -104,8 +105,25 @@ dnnl::memory OnednnSteps::target(const dnnl::memory& user, const dnnl::memory::d
 
 void OnednnSteps::output(const dnnl::memory& produced, const dnnl::memory& user) {
   if (produced.get() == user.get()) return;
-  add(dnnl::reorder(produced, user), {{DNNL_ARG_FROM, produced}, {DNNL_ARG_TO, user}});
+  add_reorder(produced, user);
   steps_.back().single_thread = user.get_desc().get_size() < kSmallReorder;
+}
+
+void OnednnSteps::add_reorder(const dnnl::memory& from, const dnnl::memory& to) {
+  // User-mode scratchpad, as the convolutions' (a step may run on another thread than the one
+  // that made it); f32 reorders between plain and blocked layouts need none, but one that does
+  // gets its own, allocated here once.
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::reorder::primitive_desc pd(from, to, attr);
+  const dnnl::memory::desc scratchpad = pd.scratchpad_desc();
+  if (scratchpad.get_size() == 0) {
+    add(dnnl::reorder(pd), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+    return;
+  }
+  dnnl::memory owned(scratchpad, onednn_engine());
+  add(dnnl::reorder(pd), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, owned}});
+  steps_.back().scratchpad = std::move(owned);
 }
 
 void OnednnSteps::add(const dnnl::primitive& primitive,

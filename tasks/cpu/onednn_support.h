@@ -57,7 +57,10 @@ class OnednnSteps {
     dnnl::primitive primitive;
     std::vector<dnnl_exec_arg_t> args;
     bool single_thread = false;
+    dnnl::memory scratchpad;  // a reorder's own, when it needs one (add_reorder)
   };
+  /// Appends the reorder from -> to (user-mode scratchpad).
+  void add_reorder(const dnnl::memory& from, const dnnl::memory& to);
   static void execute(const Step& step, dnnl::stream& stream);
   std::vector<Step> steps_;
 };
