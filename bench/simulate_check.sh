@@ -6,7 +6,8 @@
 # netns_nodes.sh; "none": unshaped veth), then simulate for the same job from:
 #   - a device profile of this host written under the nodes' load: `gradmesh-node profile` run
 #     by as many processes at once as the job has nodes, each with the nodes' compute.threads
-#     (a profile of one process alone would time the layers on cores the nodes share);
+#     (a profile of one process alone would time the layers on cores the nodes share), and with
+#     the cell's compressor (its codec times: PowerSGD's passes);
 #   - the link the nodes' start-up probe measured (the median over the repeats of rank 0's
 #     metrics alpha, bandwidth and message_overhead), as simulate takes links as given.
 # Prints one row a cell: measured samples/s (median, all nodes: the sum of samples_per_second),
@@ -45,25 +46,36 @@ mkdir -p "$out"
 rows="$out/rows.tsv"
 : > "$rows"
 
-for config in $configs; do
-  name=$(basename "$config" .toml)
-  for n in $counts; do
-    # The profile under the nodes' load: n profiles at once, rank 0's kept.
-    profile="$out/profile-$name-$n.toml"
-    pids=()
+# The profile of `config` for `n` nodes and compressor `method` under the nodes' load: n profiles
+# at once, rank 0's kept (written once; its path printed). The compressor's own: a profile holds
+# the codec times of the method it was written for, and simulate prices any other by the
+# planner's assumed rates (PowerSGD's passes priced so read 1.24-1.29x high at 100 Mbit/s).
+profile_for() { # config name n method
+  local config=$1 name=$2 n=$3 method=$4
+  local profile="$out/profile-$name-$n-$method.toml" pids=() r
+  if [[ ! -f $profile ]]; then
     for ((r = 0; r < n; r++)); do
-      "$node" profile --config "$config" -o "$out/profile-$name-$n-$r.toml" --nodes "$n" \
-        --set compute.threads="$threads" ${EXTRA:-} > "$out/profile-$name-$n-$r.log" 2>&1 &
+      "$node" profile --config "$config" -o "$out/profile-$name-$n-$method-$r.toml" --nodes "$n" \
+        --set compute.threads="$threads" --set sync.compression.method="$method" ${EXTRA:-} \
+        > "$out/profile-$name-$n-$method-$r.log" 2>&1 &
       pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid"; done
-    cp "$out/profile-$name-$n-0.toml" "$profile"
+    cp "$out/profile-$name-$n-$method-0.toml" "$profile"
+  fi
+  echo "$profile"
+}
+
+for config in $configs; do
+  name=$(basename "$config" .toml)
+  for n in $counts; do
     for rate in $rates; do
       netns_up "$n" "$rate"
       for run in $runs; do
         method=none
         [[ $run == *:* ]] && method=${run#*:}
         if [[ $method != none && ( $rate == none || $rate == 1gbit ) ]]; then continue; fi
+        profile=$(profile_for "$config" "$name" "$n" "$method")
         cell="$name n=$n $rate $run"
         echo "== $cell" >&2
         ./build/bench/bench_machine_state >&2 || true
