@@ -24,7 +24,7 @@ namespace gradmesh::tasks::cpu {
 /// (cpu::convolution_slices, on by default): the weights' gradient of each slice, added in slice
 /// order. The thin convolutions of a small residual net scale badly over one primitive's threads
 /// (the 16-channel 3x3 at 28x28's backward weights 1.28x from 1 to 2 threads); as slices, the
-/// ResNet config trains 1.06-1.14x faster on 2 threads (docs/measured.md, 2026-12-07). The
+/// ResNet config trains 1.06-1.10x faster on 2 threads (docs/measured.md, 2026-12-07). The
 /// primitives' scratchpads are the layer's own (user mode: a slice runs on an OpenMP worker, not
 /// on the thread that made it).
 ///
