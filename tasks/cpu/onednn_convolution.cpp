@@ -71,8 +71,6 @@ class OnednnConvolution final : public ConvolutionKernels {
     if (input == input_ && output == output_) return;
     input_ = input;
     output_ = output;
-    x_sample_ = padded_channels(g_.channels, input) * g_.height * g_.width;
-    y_sample_ = padded_channels(filters_, output) * g_.out_height * g_.out_width;
     plans_.rebuild([this](std::size_t b) { return build(b, blas_threads()); });
     slices_.clear();
   }
@@ -117,11 +115,6 @@ class OnednnConvolution final : public ConvolutionKernels {
   /// Slice t of n's first sample (slice t holds [slice_begin(t), slice_begin(t + 1))).
   static std::size_t slice_begin(std::size_t batch, int n, int t) {
     return batch * static_cast<std::size_t>(t) / static_cast<std::size_t>(n);
-  }
-
-  static std::size_t padded_channels(std::size_t channels, Layout layout) {
-    const std::size_t block = channel_block(layout);
-    return block == 0 ? channels : (channels + block - 1) / block * block;
   }
 
   /// Points active_[t] at slice t's plan for its size, building it (for a team of one) the first
@@ -187,11 +180,8 @@ class OnednnConvolution final : public ConvolutionKernels {
     });
     if (dw == nullptr) return;
     for (int t = 1; t < n; ++t) {
-      const float* slice_dw = slices_[t].dw.data();
-      for (std::size_t i = 0; i < weights; ++i) dw[i] += slice_dw[i];
-      if (db == nullptr) continue;
-      const float* slice_db = slices_[t].db.data();
-      for (std::size_t i = 0; i < filters_; ++i) db[i] += slice_db[i];
+      backend_.accumulate(dw, slices_[t].dw.data(), weights);
+      if (db != nullptr) backend_.accumulate(db, slices_[t].db.data(), filters_);
     }
   }
 
@@ -339,7 +329,9 @@ class OnednnConvolution final : public ConvolutionKernels {
   dnnl::stream stream_;
   OnednnPlans<Plan> plans_;
   OnednnBuffers buffers_;
-  std::size_t x_sample_ = 0, y_sample_ = 0;  // floats of one sample of x and of y
+  // Floats of one sample of x and of y in any layout (a blocked one is taken only by channel
+  // counts that are multiples of its block: Layout).
+  const std::size_t x_sample_, y_sample_;
   std::vector<Slice> slices_;
   std::vector<Plan*> active_;  // each slice's plan for this call (prepare_slices)
   std::vector<std::exception_ptr> errors_;

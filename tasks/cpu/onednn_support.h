@@ -48,6 +48,7 @@ class OnednnSteps {
   /// The same inside an OpenMP parallel region whose threads each run their own steps (a batch
   /// slice's, primitives made for one thread): oneDNN then runs each primitive on the calling
   /// thread alone, and the team is left as it is.
+  /// Throws DeviceError as run() does.
   void run_in_slice(dnnl::stream& stream) const;
 
  private:
