@@ -146,7 +146,13 @@ TEST_CASE(
   CHECK(figure(cluster, 0, "peers_failed") == 1);
   CHECK(figure(cluster, 1, "peers_failed") == 1);
   CHECK_NOTHROW(cluster.node(0).stage().check_quorum());
-  // Rank 2 lost its majority: it may write nothing for the job, and its end fails.
+  // Rank 2 lost its majority: it may write nothing for the job, and its end fails. Its training
+  // ends at the first cut it sees (its leader's); the second reaches its membership on its own
+  // delivery thread, so wait for it (bounded) before asking.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (figure(cluster, 2, "peers_failed") < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   CHECK_THROWS_WITH(cluster.node(2).stage().check_quorum(), Catch::Contains("majority"));
 }
 
